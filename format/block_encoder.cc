@@ -1,0 +1,54 @@
+// BlockEncoder: block framing and zstd compression for the writer.
+#include "format/block_encoder.h"
+
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_createCCtx_advanced (custom allocator); exported by libzstd.so
+#include <zstd.h>
+
+#include "format/crc32c.h"
+#include "format/varint.h"
+
+namespace flightrec::format {
+namespace {
+
+constexpr int kZstdLevel = 3;
+
+// zstd's internal allocations go to the recorder's private heap too.
+void* ZstdAlloc(void*, size_t size) { return mi_malloc(size); }
+void ZstdFree(void*, void* p) { mi_free(p); }
+
+}  // namespace
+
+BlockEncoder::BlockEncoder() {
+  ZSTD_customMem mem = {ZstdAlloc, ZstdFree, nullptr};
+  cctx_ = ZSTD_createCCtx_advanced(mem);
+}
+
+BlockEncoder::~BlockEncoder() { ZSTD_freeCCtx(cctx_); }
+
+void BlockEncoder::Append(BlockKind kind, const uint8_t* raw, size_t raw_len, MiVector<uint8_t>* out) {
+  const uint8_t* payload = raw;
+  size_t payload_len = raw_len;
+  uint16_t flags = 0;
+  if (cctx_ && raw_len >= kMinCompressBytes) {
+    scratch_.resize(ZSTD_compressBound(raw_len));
+    size_t n = ZSTD_compressCCtx(cctx_, scratch_.data(), scratch_.size(), raw, raw_len, kZstdLevel);
+    if (!ZSTD_isError(n) && n < raw_len) {
+      payload = scratch_.data();
+      payload_len = n;
+      flags = kFlagZstd;
+    }
+  }
+  uint8_t h[kBlockHeaderBytes];
+  StoreLE32(h + 0, kBlockSync);
+  StoreLE32(h + 4, static_cast<uint32_t>(payload_len));
+  StoreLE16(h + 8, static_cast<uint16_t>(kind));
+  StoreLE16(h + 10, flags);
+  StoreLE32(h + 12, static_cast<uint32_t>(raw_len));
+  uint32_t crc = Crc32c(0, h + 4, 12);
+  crc = Crc32c(crc, payload, payload_len);
+  StoreLE32(h + 16, crc);
+  out->insert(out->end(), h, h + kBlockHeaderBytes);
+  out->insert(out->end(), payload, payload + payload_len);
+}
+
+}  // namespace flightrec::format

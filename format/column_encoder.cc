@@ -1,0 +1,104 @@
+// Column encoders for EVENTS blocks; see column_encoder.h and SPEC.md 5.4.
+#include "format/column_encoder.h"
+
+#include <bit>
+#include <cstring>
+
+#include "format/varint.h"
+
+namespace flightrec::format {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "memcpy of the low bytes assumes little-endian");
+
+// Appends n values at width w. Writes straight into the grown buffer: this is
+// the writer's inner loop (one call per column per batch).
+void PutFixedArray(const uint64_t* v, size_t n, unsigned w, ByteBuf* out) {
+  if (w == 0) return;
+  size_t at = out->size();
+  out->resize(at + n * w);
+  uint8_t* p = out->data() + at;
+  for (size_t i = 0; i < n; i++, p += w) {
+    uint64_t x = v[i];
+    std::memcpy(p, &x, w);  // little-endian host: the low w bytes come first
+  }
+}
+
+uint64_t MaxOf(const uint64_t* v, size_t n) {
+  uint64_t m = 0;
+  for (size_t i = 0; i < n; i++) m = v[i] > m ? v[i] : m;
+  return m;
+}
+
+}  // namespace
+
+unsigned WidthFor(uint64_t max) {
+  if (max == 0) return 0;
+  if (max <= 0xff) return 1;
+  if (max <= 0xffff) return 2;
+  if (max <= 0xffffffffu) return 4;
+  return 8;
+}
+
+void EncodePlainColumn(const uint64_t* v, size_t n, ByteBuf* out) {
+  unsigned w = WidthFor(MaxOf(v, n));
+  out->push_back(ColumnEncoding(ColumnScheme::kPlain, w));
+  PutFixedArray(v, n, w, out);
+}
+
+void EncodeZigZagColumn(const uint64_t* v, size_t n, ByteBuf* out) {
+  // Two passes over the values (max, then write) instead of a temporary
+  // array: batches are at most 65536 values and stay in cache.
+  uint64_t max = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t z = ZigZag(static_cast<int64_t>(v[i]));
+    max = z > max ? z : max;
+  }
+  unsigned w = WidthFor(max);
+  out->push_back(ColumnEncoding(ColumnScheme::kZigZag, w));
+  if (w == 0) return;
+  size_t at = out->size();
+  out->resize(at + n * w);
+  uint8_t* p = out->data() + at;
+  for (size_t i = 0; i < n; i++, p += w) {
+    uint64_t z = ZigZag(static_cast<int64_t>(v[i]));
+    std::memcpy(p, &z, w);
+  }
+}
+
+void EncodeDeltaColumn(const uint64_t* v, size_t n, ByteBuf* out) {
+  uint64_t base = n ? v[0] : 0;
+  uint64_t max = 0, prev = base;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t z = ZigZag(static_cast<int64_t>(v[i] - prev));  // mod 2^64
+    max = z > max ? z : max;
+    prev = v[i];
+  }
+  unsigned w = WidthFor(max);
+  out->push_back(ColumnEncoding(ColumnScheme::kDelta, w));
+  PutFixed(out, base, 8);
+  if (w == 0) return;
+  size_t at = out->size();
+  out->resize(at + n * w);
+  uint8_t* p = out->data() + at;
+  prev = base;
+  for (size_t i = 0; i < n; i++, p += w) {
+    uint64_t z = ZigZag(static_cast<int64_t>(v[i] - prev));
+    std::memcpy(p, &z, w);
+    prev = v[i];
+  }
+}
+
+void EncodeF64Column(const uint64_t* v, size_t n, ByteBuf* out) {
+  out->push_back(ColumnEncoding(ColumnScheme::kF64, 8));
+  PutFixedArray(v, n, 8, out);
+}
+
+void EncodeBytesColumn(const uint64_t* lens, size_t n, const uint8_t* data, size_t data_len, ByteBuf* out) {
+  unsigned w = WidthFor(MaxOf(lens, n));
+  out->push_back(ColumnEncoding(ColumnScheme::kBytes, w));
+  PutFixedArray(lens, n, w, out);
+  PutBytes(out, data, data_len);
+}
+
+}  // namespace flightrec::format

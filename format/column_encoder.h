@@ -1,0 +1,45 @@
+// Column encodings of EVENTS blocks (SPEC.md 5.4): one column per field,
+// `u8 encoding = (scheme << 4) | W` followed by fixed-width little-endian
+// data. The writer picks the smallest width W in {0,1,2,4,8} that holds every
+// stored integer of the column, so a decoder never branches per value.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "format/mi_containers.h"
+
+namespace flightrec::format {
+
+enum class ColumnScheme : uint8_t {
+  kPlain = 0,   // unsigned values
+  kZigZag = 1,  // signed values, zigzag-mapped
+  kDelta = 2,   // u64 base, then zigzag deltas (times)
+  kF64 = 3,     // raw IEEE-754 doubles, W = 8
+  kBytes = 4,   // width-coded lengths, then the concatenated bytes
+};
+
+inline constexpr uint8_t ColumnEncoding(ColumnScheme s, unsigned width) {
+  return static_cast<uint8_t>((static_cast<unsigned>(s) << 4) | width);
+}
+inline constexpr ColumnScheme EncodingScheme(uint8_t enc) { return static_cast<ColumnScheme>(enc >> 4); }
+inline constexpr unsigned EncodingWidth(uint8_t enc) { return enc & 0x0f; }
+inline constexpr bool ValidWidth(unsigned w) { return w == 0 || w == 1 || w == 2 || w == 4 || w == 8; }
+
+// Smallest W in {0,1,2,4,8} such that every value <= max fits in W bytes.
+unsigned WidthFor(uint64_t max);
+
+using ByteBuf = MiVector<uint8_t>;
+
+// Each appends one complete column (encoding byte + data) for n values to out.
+void EncodePlainColumn(const uint64_t* v, size_t n, ByteBuf* out);
+// v holds int64 bit patterns.
+void EncodeZigZagColumn(const uint64_t* v, size_t n, ByteBuf* out);
+// base = v[0]; deltas are taken modulo 2^64 and zigzag-mapped, so any sequence
+// (including times that go backwards) round-trips.
+void EncodeDeltaColumn(const uint64_t* v, size_t n, ByteBuf* out);
+// v holds IEEE-754 bit patterns.
+void EncodeF64Column(const uint64_t* v, size_t n, ByteBuf* out);
+// lens[i] bytes of value i, concatenated in data (data_len == sum of lens).
+void EncodeBytesColumn(const uint64_t* lens, size_t n, const uint8_t* data, size_t data_len, ByteBuf* out);
+
+}  // namespace flightrec::format

@@ -1,0 +1,140 @@
+// InternTables: per-segment interning of strings, mappings, locations, stacks.
+#include "format/intern_tables.h"
+
+#include <cstring>
+
+#include "format/varint.h"
+
+namespace flightrec::format {
+
+InternTables::InternTables() = default;
+InternTables::~InternTables() = default;
+
+MiVector<uint8_t>* InternTables::Table::BeginEntry(uint32_t* id) {
+  if (pending.empty() || pending.back().bytes.size() >= kTableChunkBytes) {
+    pending.emplace_back();
+    pending.back().first_id = next_id;
+  }
+  Chunk& c = pending.back();
+  c.count++;
+  *id = next_id++;
+  return &c.bytes;
+}
+
+void InternTables::Reset() {
+  strings_.Clear();
+  mappings_.Clear();
+  locations_.Clear();
+  stacks_.Clear();
+  // Swap with empty maps rather than clear(): clear() keeps the bucket array,
+  // and the point of Reset is to give the memory back.
+  decltype(string_ids_)().swap(string_ids_);
+  decltype(mapping_ids_)().swap(mapping_ids_);
+  decltype(location_ids_)().swap(location_ids_);
+  decltype(stack_ids_)().swap(stack_ids_);
+}
+
+size_t InternTables::pending_bytes() const {
+  size_t n = 0;
+  for (const Table* t : {&strings_, &mappings_, &locations_, &stacks_})
+    for (const Chunk& c : t->pending) n += c.bytes.size();
+  return n;
+}
+
+uint32_t InternTables::String(std::string_view s) {
+  if (s.empty()) return 0;
+  if (s.size() > kMaxValueBytes) {
+    size_t n = kMaxValueBytes;
+    // Do not split a UTF-8 sequence: back off over continuation bytes.
+    while (n > 0 && (static_cast<uint8_t>(s[n]) & 0xC0) == 0x80) n--;
+    s = s.substr(0, n);
+  }
+  auto it = string_ids_.find(s);
+  if (it != string_ids_.end()) return it->second;
+  uint32_t id;
+  PutStr(strings_.BeginEntry(&id), s);
+  string_ids_.emplace(MiString(s), id);
+  return id;
+}
+
+size_t InternTables::MappingKeyHash::operator()(const MappingKey& k) const {
+  uint64_t h = k.start * 0x9E3779B97F4A7C15ull;
+  h ^= (k.end + (h << 6) + (h >> 2));
+  h ^= (k.offset + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2));
+  h ^= ((static_cast<uint64_t>(k.path) << 32 | k.build_id) + (h << 6) + (h >> 2));
+  return static_cast<size_t>(h);
+}
+
+uint32_t InternTables::Mapping(const MappingInfo& m) {
+  MappingKey key{m.start, m.end, m.file_offset, String(m.path), String(m.build_id)};
+  auto it = mapping_ids_.find(key);
+  if (it != mapping_ids_.end()) return it->second;
+  uint32_t id;
+  MiVector<uint8_t>* e = mappings_.BeginEntry(&id);
+  PutUvarint(e, key.start);
+  PutUvarint(e, key.end);
+  PutUvarint(e, key.offset);
+  PutUvarint(e, key.path);
+  PutUvarint(e, key.build_id);
+  mapping_ids_.emplace(key, id);
+  return id;
+}
+
+uint32_t InternTables::Location(uint64_t pc) {
+  auto it = location_ids_.find(pc);
+  if (it != location_ids_.end()) return it->second;
+  uint32_t mapping_id = 0;
+  scratch_ids_.clear();  // (function, file, line) per inline frame
+  scratch_lines_.clear();
+  scratch_mapping_ = MappingInfo{};
+  if (describer_ && describer_->Describe(pc, &scratch_mapping_, &scratch_lines_)) {
+    mapping_id = Mapping(scratch_mapping_);
+    for (const FrameLine& l : scratch_lines_) {
+      scratch_ids_.push_back(String(l.function));
+      scratch_ids_.push_back(String(l.file));
+      scratch_ids_.push_back(l.line);
+    }
+  }
+  // Entry encoded only after the strings/mapping above were interned: they
+  // append to other tables' chunks, never to this one.
+  uint32_t id;
+  MiVector<uint8_t>* e = locations_.BeginEntry(&id);
+  PutUvarint(e, mapping_id);
+  PutUvarint(e, pc);
+  PutUvarint(e, scratch_ids_.size() / 3);
+  for (uint32_t v : scratch_ids_) PutUvarint(e, v);
+  location_ids_.emplace(pc, id);
+  return id;
+}
+
+size_t InternTables::StackHash::operator()(PcSpan s) const {
+  uint64_t h = s.n * 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i < s.n; i++) {
+    h = (h ^ s.p[i]) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  return static_cast<size_t>(h);
+}
+
+bool InternTables::StackEq::Same(PcSpan a, PcSpan b) {
+  return a.n == b.n && (a.n == 0 || std::memcmp(a.p, b.p, a.n * sizeof(uint64_t)) == 0);
+}
+
+uint32_t InternTables::Stack(const uint64_t* pcs, uint32_t npcs) {
+  if (npcs == 0 || pcs == nullptr) return 0;
+  size_t n = npcs > kMaxStackFrames ? kMaxStackFrames : npcs;
+  PcSpan key{pcs, n};
+  auto it = stack_ids_.find(key);
+  if (it != stack_ids_.end()) return it->second;
+  MiVector<uint32_t> loc_ids;  // not scratch_ids_: Location() uses that
+  loc_ids.reserve(n);
+  for (size_t i = 0; i < n; i++) loc_ids.push_back(Location(pcs[i]));
+  uint32_t id;
+  MiVector<uint8_t>* e = stacks_.BeginEntry(&id);
+  PutUvarint(e, n);
+  for (uint32_t l : loc_ids) PutUvarint(e, l);
+  stack_ids_.emplace(MiVector<uint64_t>(pcs, pcs + n), id);
+  return id;
+}
+
+}  // namespace flightrec::format

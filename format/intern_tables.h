@@ -1,0 +1,125 @@
+// InternTables: the writer's per-segment STRINGS, MAPPINGS, LOCATIONS and
+// STACKS tables (SPEC.md 5.2). Interning returns a dense id (from 1; 0 =
+// none) and, for a new value, appends its encoded entry to a pending chunk;
+// EmitPending() hands the chunks out as table payloads in dependency order
+// (strings, mappings, locations, stacks) and forgets them.
+//
+// Memory: everything here comes from mimalloc and lives for one segment;
+// Reset() (at every Open/Seal) drops it all, so a long-running process keeps
+// at most one segment's worth of intern state.
+#pragma once
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "format/format_constants.h"
+#include "format/mi_containers.h"
+#include "format/segment_writer.h"
+#include "format/varint.h"
+
+namespace flightrec::format {
+
+inline constexpr size_t kMaxValueBytes = 64 * 1024;   // longer strings/bytes are truncated
+inline constexpr size_t kMaxStackFrames = 1024;       // deeper stacks keep their leaf end
+inline constexpr size_t kTableChunkBytes = 1u << 20;  // one table block stays near this size
+
+class InternTables {
+ public:
+  InternTables();
+  ~InternTables();
+
+  void SetPcDescriber(PcDescriber* d) { describer_ = d; }
+  void Reset();
+
+  // 0 for the empty string. Strings longer than kMaxValueBytes are cut at a
+  // UTF-8 character boundary first.
+  uint32_t String(std::string_view s);
+  // 0 for an empty stack. Interns each new pc as a LOCATION (asking the
+  // PcDescriber once per pc per segment) and its MAPPING.
+  uint32_t Stack(const uint64_t* pcs, uint32_t npcs);
+
+  // Calls emit(kind, payload, len) for every pending table chunk, strings
+  // first, then mappings, locations, stacks. Returns false if any emit did.
+  template <class Emit>
+  bool EmitPending(Emit&& emit);
+
+  size_t pending_bytes() const;
+
+ private:
+  struct Chunk {
+    uint32_t first_id = 0;
+    uint32_t count = 0;
+    MiVector<uint8_t> bytes;  // encoded entries
+  };
+  struct Table {
+    uint32_t next_id = 1;
+    MiVector<Chunk> pending;
+    // Starts a new entry; returns the buffer to encode it into.
+    MiVector<uint8_t>* BeginEntry(uint32_t* id);
+    void Clear() { next_id = 1; pending.clear(); }
+  };
+  struct MappingKey {
+    uint64_t start, end, offset;
+    uint32_t path, build_id;
+    bool operator==(const MappingKey&) const = default;
+  };
+  struct MappingKeyHash {
+    size_t operator()(const MappingKey& k) const;
+  };
+  // A stack key is its pc sequence; lookups by a borrowed span allocate nothing.
+  struct PcSpan {
+    const uint64_t* p;
+    size_t n;
+  };
+  struct StackHash {
+    using is_transparent = void;
+    size_t operator()(const MiVector<uint64_t>& v) const { return (*this)(PcSpan{v.data(), v.size()}); }
+    size_t operator()(PcSpan s) const;
+  };
+  struct StackEq {
+    using is_transparent = void;
+    static PcSpan S(const MiVector<uint64_t>& v) { return {v.data(), v.size()}; }
+    static PcSpan S(PcSpan s) { return s; }
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const { return Same(S(a), S(b)); }
+    static bool Same(PcSpan a, PcSpan b);
+  };
+
+  uint32_t Location(uint64_t pc);
+  uint32_t Mapping(const MappingInfo& m);
+
+  PcDescriber* describer_ = nullptr;
+  Table strings_, mappings_, locations_, stacks_;
+  MiHashMap<MiString, uint32_t, MiStringHash, MiStringEq> string_ids_;
+  MiHashMap<MappingKey, uint32_t, MappingKeyHash> mapping_ids_;
+  MiHashMap<uint64_t, uint32_t> location_ids_;
+  MiHashMap<MiVector<uint64_t>, uint32_t, StackHash, StackEq> stack_ids_;
+  // Reused across Describe calls. These are std:: types because PcDescriber's
+  // contract uses them; reusing them keeps their allocations rare.
+  MappingInfo scratch_mapping_;
+  std::vector<FrameLine> scratch_lines_;
+  MiVector<uint32_t> scratch_ids_;
+};
+
+template <class Emit>
+bool InternTables::EmitPending(Emit&& emit) {
+  // Dependency order: mappings/locations refer to strings, locations to
+  // mappings, stacks to locations.
+  Table* order[] = {&strings_, &mappings_, &locations_, &stacks_};
+  const BlockKind kinds[] = {BlockKind::kStrings, BlockKind::kMappings, BlockKind::kLocations,
+                             BlockKind::kStacks};
+  MiVector<uint8_t> payload;
+  for (int t = 0; t < 4; t++) {
+    for (Chunk& c : order[t]->pending) {
+      payload.clear();
+      PutUvarint(&payload, c.first_id);
+      PutUvarint(&payload, c.count);
+      payload.insert(payload.end(), c.bytes.begin(), c.bytes.end());
+      if (!emit(kinds[t], payload.data(), payload.size())) return false;
+    }
+    order[t]->pending.clear();
+  }
+  return true;
+}
+
+}  // namespace flightrec::format

@@ -1,0 +1,400 @@
+// SegmentWriter: buffers events per type, interns their strings and stacks,
+// and writes header, SCHEMA, table, EVENTS and FOOTER blocks (SPEC.md).
+//
+// Invariant (ordering, SPEC.md 5.1): every output path goes through
+// AppendPendingDefinitions() before any EVENTS block, so schemas and intern
+// entries always precede the events that use them.
+#include "format/segment_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+#include "format/block_encoder.h"
+#include "format/column_encoder.h"
+#include "format/crc32c.h"
+#include "format/framing.h"
+#include "format/intern_tables.h"
+#include "format/mi_containers.h"
+#include "format/varint.h"
+
+namespace flightrec::format {
+namespace {
+
+constexpr size_t kBatchFlushBytes = 256 * 1024;  // auto-flush a type's batch past this
+constexpr uint32_t kBatchMaxEvents = 65536;      // and never put more in one EVENTS block
+constexpr size_t kMaxHeaderString = 4096;
+
+std::string_view TruncateUtf8(std::string_view s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t n = max;
+  while (n > 0 && (static_cast<uint8_t>(s[n]) & 0xC0) == 0x80) n--;
+  return s.substr(0, n);
+}
+
+std::string ErrnoText(const char* what, const std::string& path, int err) {
+  std::string s = what;
+  s += ' ';
+  s += path;
+  s += ": ";
+  s += std::strerror(err);
+  return s;
+}
+
+}  // namespace
+
+struct SegmentWriter::Impl {
+  struct Field {
+    MiString name, unit;
+    FieldType type;
+  };
+  struct Type {
+    MiString name;
+    MiVector<Field> fields;
+    bool schema_written = false;  // in the current segment
+    // The batch: column-major raw values (see Append for what each holds).
+    uint32_t count = 0;
+    size_t raw_bytes = 0;
+    MiVector<MiVector<uint64_t>> cols;
+    MiVector<MiVector<uint8_t>> bytes;  // concatenated kBytes values, per field
+  };
+
+  MiVector<Type> types;  // type id = index + 1; persists across segments
+  InternTables tables;
+  BlockEncoder blocks;
+
+  int fd = -1;
+  std::string path;
+  bool failed = false;  // a write failed: only Seal/Abandon remain useful
+  std::string fail_error;
+
+  // Per-segment counters.
+  WriterStats stats;
+  uint64_t events_appended = 0;
+  uint64_t min_time = UINT64_MAX, max_time = 0;
+  uint64_t rejected = 0;
+
+  MiVector<uint8_t> out;      // blocks waiting for one write()
+  uint64_t pending_events_in_out = 0;  // events inside `out`, not yet written
+  MiVector<uint8_t> payload;  // scratch for one block's raw payload
+
+  // Drops the segment's intern tables and unwritten batches (after Seal or
+  // Abandon, and before Open). Stats survive until the next Open so the
+  // caller can read the final size of a sealed segment.
+  void ReleaseSegmentMemory() {
+    tables.Reset();
+    for (Type& t : types) {
+      t.schema_written = false;
+      ClearBatch(&t);
+    }
+    out.clear();
+    pending_events_in_out = 0;
+  }
+
+  void ResetSegmentState() {
+    ReleaseSegmentMemory();
+    stats = WriterStats{};
+    events_appended = 0;
+    min_time = UINT64_MAX;
+    max_time = 0;
+    rejected = 0;
+    failed = false;
+    fail_error.clear();
+  }
+
+  static void ClearBatch(Type* t) {
+    t->count = 0;
+    t->raw_bytes = 0;
+    for (auto& c : t->cols) c.clear();
+    for (auto& b : t->bytes) b.clear();
+  }
+
+  void AddBlock(BlockKind kind, const uint8_t* p, size_t n) { blocks.Append(kind, p, n, &out); }
+
+  // New schemas, then new intern entries (strings, mappings, locations, stacks).
+  void AppendPendingDefinitions() {
+    payload.clear();
+    uint32_t nnew = 0;
+    for (const Type& t : types) nnew += !t.schema_written;
+    if (nnew) {
+      PutUvarint(&payload, nnew);
+      for (size_t i = 0; i < types.size(); i++) {
+        Type& t = types[i];
+        if (t.schema_written) continue;
+        PutUvarint(&payload, i + 1);
+        PutStr(&payload, t.name);
+        PutUvarint(&payload, t.fields.size());
+        for (const Field& f : t.fields) {
+          PutStr(&payload, f.name);
+          payload.push_back(static_cast<uint8_t>(f.type));
+          PutStr(&payload, f.unit);
+        }
+        t.schema_written = true;
+      }
+      AddBlock(BlockKind::kSchema, payload.data(), payload.size());
+    }
+    tables.EmitPending([this](BlockKind kind, const uint8_t* p, size_t n) {
+      AddBlock(kind, p, n);
+      return true;
+    });
+  }
+
+  void AppendEventsBlock(uint32_t type_id) {
+    Type& t = types[type_id - 1];
+    if (t.count == 0) return;
+    payload.clear();
+    PutUvarint(&payload, type_id);
+    PutUvarint(&payload, t.count);
+    for (size_t f = 0; f < t.fields.size(); f++) {
+      const uint64_t* v = t.cols[f].data();
+      switch (t.fields[f].type) {
+        case FieldType::kTime: EncodeDeltaColumn(v, t.count, &payload); break;
+        case FieldType::kSInt: EncodeZigZagColumn(v, t.count, &payload); break;
+        case FieldType::kF64: EncodeF64Column(v, t.count, &payload); break;
+        case FieldType::kBytes:
+          EncodeBytesColumn(v, t.count, t.bytes[f].data(), t.bytes[f].size(), &payload);
+          break;
+        case FieldType::kUInt:
+        case FieldType::kString:
+        case FieldType::kStack: EncodePlainColumn(v, t.count, &payload); break;
+      }
+    }
+    AddBlock(BlockKind::kEvents, payload.data(), payload.size());
+    pending_events_in_out += t.count;
+    ClearBatch(&t);
+  }
+
+  // Writes `out` with write(2): retries EINTR and short writes.
+  bool WriteOut() {
+    if (failed) return false;
+    size_t off = 0;
+    while (off < out.size()) {
+      ssize_t n = ::write(fd, out.data() + off, out.size() - off);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        Fail(ErrnoText("write", path, errno));
+        return false;
+      }
+      if (n == 0) {  // should not happen for regular files; do not spin
+        Fail("write " + path + ": wrote 0 bytes");
+        return false;
+      }
+      off += static_cast<size_t>(n);
+    }
+    stats.bytes_written += out.size();
+    stats.events_written += pending_events_in_out;
+    pending_events_in_out = 0;
+    out.clear();
+    return true;
+  }
+
+  void Fail(std::string e) {
+    failed = true;
+    fail_error = std::move(e);
+    out.clear();
+    pending_events_in_out = 0;
+  }
+
+  bool FlushAll() {
+    if (failed) return false;
+    AppendPendingDefinitions();
+    for (uint32_t id = 1; id <= types.size(); id++) AppendEventsBlock(id);
+    return WriteOut();
+  }
+
+  // Auto-flush of one full batch from Append. A failure is remembered and
+  // reported by the next Flush/Seal (Append has no way to return it).
+  void FlushOne(uint32_t type_id) {
+    if (failed) {
+      ClearBatch(&types[type_id - 1]);  // nowhere to go; keep memory bounded
+      return;
+    }
+    AppendPendingDefinitions();
+    AppendEventsBlock(type_id);
+    WriteOut();
+  }
+
+  void CloseFd() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+};
+
+SegmentWriter::SegmentWriter() : impl_(std::make_unique<Impl>()) {}
+
+SegmentWriter::~SegmentWriter() { Abandon(); }
+
+void SegmentWriter::SetPcDescriber(PcDescriber* describer) { impl_->tables.SetPcDescriber(describer); }
+
+bool SegmentWriter::is_open() const { return impl_->fd >= 0; }
+
+bool SegmentWriter::Open(const std::string& path, const SegmentHeaderInfo& header, std::string* error) {
+  Impl& m = *impl_;
+  if (m.fd >= 0) {
+    if (error) *error = "open " + path + ": writer already has " + m.path + " open";
+    return false;
+  }
+  m.ResetSegmentState();
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (error) *error = ErrnoText("open", path, errno);
+    return false;
+  }
+  m.fd = fd;
+  m.path = path;
+
+  std::string_view service = TruncateUtf8(header.service, kMaxHeaderString);
+  std::string_view host = TruncateUtf8(header.host, kMaxHeaderString);
+  MiVector<uint8_t>& h = m.out;
+  h.clear();
+  PutBytes(&h, kSegmentMagic, sizeof(kSegmentMagic));
+  PutFixed(&h, kFramingVersion, 2);
+  PutFixed(&h, 0, 2);
+  uint32_t header_len = kHeaderFixedBytes + 2 + service.size() + 2 + host.size() + 4;
+  PutFixed(&h, header_len, 4);
+  PutFixed(&h, header.pid, 4);
+  PutFixed(&h, 0, 4);
+  PutFixed(&h, header.sequence, 8);
+  PutFixed(&h, header.anchor_monotonic_ns, 8);
+  PutFixed(&h, header.anchor_realtime_ns, 8);
+  PutFixed(&h, service.size(), 2);
+  PutBytes(&h, service.data(), service.size());
+  PutFixed(&h, host.size(), 2);
+  PutBytes(&h, host.data(), host.size());
+  PutFixed(&h, Crc32c(0, h.data(), h.size()), 4);
+  if (!m.WriteOut()) {
+    if (error) *error = m.fail_error;
+    m.CloseFd();
+    return false;
+  }
+  return true;
+}
+
+uint32_t SegmentWriter::DefineEventType(const EventTypeSpec& spec) {
+  Impl& m = *impl_;
+  // Refused (id 0, whose events are then rejected): no fields, too many, a
+  // first field that is not the time, or an unknown type code.
+  if (spec.fields.empty() || spec.fields.size() > kMaxSchemaFields || spec.fields[0].type != FieldType::kTime)
+    return 0;
+  for (const FieldSpec& f : spec.fields)
+    if (static_cast<uint8_t>(f.type) < 1 || static_cast<uint8_t>(f.type) > 7) return 0;
+  // The same name again: the same id if identical, refused if different
+  // (two layouts under one name would be ambiguous to every reader).
+  for (size_t i = 0; i < m.types.size(); i++) {
+    const Impl::Type& t = m.types[i];
+    if (std::string_view(t.name) != spec.name) continue;
+    bool same = t.fields.size() == spec.fields.size();
+    for (size_t f = 0; same && f < t.fields.size(); f++)
+      same = std::string_view(t.fields[f].name) == spec.fields[f].name && t.fields[f].type == spec.fields[f].type &&
+             std::string_view(t.fields[f].unit) == spec.fields[f].unit;
+    return same ? static_cast<uint32_t>(i + 1) : 0;
+  }
+  Impl::Type t;
+  t.name = MiString(spec.name);
+  for (const FieldSpec& f : spec.fields) t.fields.push_back({MiString(f.name), MiString(f.unit), f.type});
+  t.cols.resize(t.fields.size());
+  t.bytes.resize(t.fields.size());
+  m.types.push_back(std::move(t));
+  return static_cast<uint32_t>(m.types.size());
+}
+
+void SegmentWriter::Append(uint32_t type_id, const Value* values, size_t nvalues) {
+  Impl& m = *impl_;
+  if (m.fd < 0 || type_id == 0 || type_id > m.types.size() || values == nullptr ||
+      nvalues != m.types[type_id - 1].fields.size()) {
+    m.rejected++;
+    return;
+  }
+  Impl::Type& t = m.types[type_id - 1];
+  for (size_t f = 0; f < nvalues; f++) {
+    const Value& v = values[f];
+    uint64_t x = 0;
+    switch (t.fields[f].type) {
+      case FieldType::kTime:
+      case FieldType::kUInt: x = v.u; break;
+      case FieldType::kSInt: x = static_cast<uint64_t>(v.s); break;
+      case FieldType::kF64: x = std::bit_cast<uint64_t>(v.f); break;
+      case FieldType::kString: x = m.tables.String(v.bytes); break;
+      case FieldType::kStack: x = m.tables.Stack(v.pcs, v.npcs); break;
+      case FieldType::kBytes: {
+        size_t n = v.bytes.size() < kMaxValueBytes ? v.bytes.size() : kMaxValueBytes;
+        PutBytes(&t.bytes[f], v.bytes.data(), n);
+        t.raw_bytes += n;
+        x = n;
+        break;
+      }
+    }
+    t.cols[f].push_back(x);
+  }
+  t.raw_bytes += 8 * nvalues;
+  t.count++;
+  uint64_t time = values[0].u;
+  m.min_time = time < m.min_time ? time : m.min_time;
+  m.max_time = time > m.max_time ? time : m.max_time;
+  m.events_appended++;
+  m.stats.first_time_ns = m.min_time;
+  m.stats.last_time_ns = m.max_time;
+  if (t.raw_bytes >= kBatchFlushBytes || t.count >= kBatchMaxEvents) m.FlushOne(type_id);
+}
+
+bool SegmentWriter::Flush(std::string* error) {
+  Impl& m = *impl_;
+  if (m.fd < 0) {
+    if (error) *error = "flush: no segment open";
+    return false;
+  }
+  if (!m.FlushAll()) {
+    if (error) *error = m.fail_error;
+    return false;
+  }
+  return true;
+}
+
+bool SegmentWriter::Seal(const std::vector<std::pair<std::string, uint64_t>>& footer_counters, std::string* error) {
+  Impl& m = *impl_;
+  if (m.fd < 0) {
+    if (error) *error = "seal: no segment open";
+    return false;
+  }
+  bool ok = m.FlushAll();
+  if (ok) {
+    MiVector<uint8_t>& p = m.payload;
+    p.clear();
+    uint64_t n = 3 + (m.rejected ? 1 : 0) + footer_counters.size();
+    PutUvarint(&p, n);
+    auto put = [&p](std::string_view k, uint64_t v) {
+      PutStr(&p, k);
+      PutUvarint(&p, v);
+    };
+    put("events", m.events_appended);
+    put("first_time_ns", m.events_appended ? m.min_time : 0);
+    put("last_time_ns", m.events_appended ? m.max_time : 0);
+    if (m.rejected) put("writer.rejected", m.rejected);
+    for (const auto& [k, v] : footer_counters) put(k, v);
+    m.AddBlock(BlockKind::kFooter, p.data(), p.size());
+    ok = m.WriteOut();
+  }
+  if (!ok && error) *error = m.fail_error;
+  m.CloseFd();
+  m.ReleaseSegmentMemory();  // give intern memory back between segments
+  return ok;
+}
+
+void SegmentWriter::Abandon() {
+  Impl& m = *impl_;
+  m.CloseFd();
+  m.ReleaseSegmentMemory();
+}
+
+WriterStats SegmentWriter::stats() const { return impl_->stats; }
+
+uint64_t SegmentWriter::buffered_bytes() const {
+  uint64_t n = impl_->tables.pending_bytes();
+  for (const auto& t : impl_->types) n += t.raw_bytes;
+  return n;
+}
+
+}  // namespace flightrec::format

@@ -1,0 +1,132 @@
+// SegmentWriter: encodes events into one segment file (header, then
+// self-framed blocks: SCHEMA, intern tables, columnar EVENTS, FOOTER).
+//
+// Ownership and threading: a writer is owned and used by exactly one thread
+// (the flush thread). It is not thread-safe and never called from hot paths.
+// It interns strings, stacks, locations and mappings per segment so every
+// sealed file is self-contained; ids never cross segments.
+//
+// Lifecycle: Open() -> {DefineEventType, Append, Flush}* -> Seal(). After
+// Seal() the same writer may Open() the next segment; event type ids stay
+// stable across segments (schemas are re-emitted in each segment).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "format/format_constants.h"
+
+namespace flightrec::format {
+
+struct FieldSpec {
+  std::string name;
+  FieldType type;
+  std::string unit;  // "ns", "bytes", "count", "" ...
+};
+
+// fields[0] must be {"time", kTime, "ns"}: every event has a monotonic time.
+struct EventTypeSpec {
+  std::string name;  // dotted, e.g. "thread.start"
+  std::vector<FieldSpec> fields;
+};
+
+struct SegmentHeaderInfo {
+  uint32_t pid = 0;
+  uint64_t sequence = 0;              // segment number within this process
+  uint64_t anchor_monotonic_ns = 0;   // taken together with anchor_realtime_ns
+  uint64_t anchor_realtime_ns = 0;
+  std::string service;
+  std::string host;
+};
+
+// One value per field, in schema order. Which member is read depends on the
+// field type: kTime/kUInt -> u, kSInt -> s, kF64 -> f, kString/kBytes -> bytes
+// (text; the writer interns strings), kStack -> pcs/npcs (leaf first; caller
+// addresses already adjusted to point inside the call instruction).
+struct Value {
+  uint64_t u = 0;
+  int64_t s = 0;
+  double f = 0;
+  std::string_view bytes;
+  const uint64_t* pcs = nullptr;
+  uint32_t npcs = 0;
+
+  static Value U(uint64_t v) { Value x; x.u = v; return x; }
+  static Value S(int64_t v) { Value x; x.s = v; return x; }
+  static Value F(double v) { Value x; x.f = v; return x; }
+  static Value Str(std::string_view v) { Value x; x.bytes = v; return x; }
+  static Value Stack(const uint64_t* p, uint32_t n) { Value x; x.pcs = p; x.npcs = n; return x; }
+};
+
+// What the writer needs to describe a pc the first time a segment uses it.
+struct MappingInfo {
+  uint64_t start = 0, end = 0, file_offset = 0;
+  std::string path;
+  std::string build_id;  // lowercase hex, may be empty
+};
+struct FrameLine {
+  std::string function;  // demangled; empty if unknown
+  std::string file;
+  uint32_t line = 0;
+};
+class PcDescriber {
+ public:
+  virtual ~PcDescriber() = default;
+  // Fills the mapping containing pc and its frames, innermost (inlined) first.
+  // Returns false if pc is in no known mapping (the location is still written,
+  // with mapping id 0 and no lines).
+  virtual bool Describe(uint64_t pc, MappingInfo* mapping, std::vector<FrameLine>* lines) = 0;
+};
+
+struct WriterStats {
+  uint64_t bytes_written = 0;   // file size so far
+  uint64_t events_written = 0;  // events in blocks already written
+  uint64_t first_time_ns = 0, last_time_ns = 0;
+};
+
+class SegmentWriter {
+ public:
+  SegmentWriter();
+  ~SegmentWriter();
+  SegmentWriter(const SegmentWriter&) = delete;
+  SegmentWriter& operator=(const SegmentWriter&) = delete;
+
+  // Optional; used for kStack fields. Not owned; must outlive the writer.
+  void SetPcDescriber(PcDescriber* describer);
+
+  // Creates `path` (O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, mode 0600) and writes
+  // the header. On failure returns false and sets *error (errno text).
+  bool Open(const std::string& path, const SegmentHeaderInfo& header, std::string* error);
+  bool is_open() const;
+
+  // Returns the event type id (dense, from 1). May be called before Open.
+  uint32_t DefineEventType(const EventTypeSpec& spec);
+
+  // Buffers one event. values has one entry per field of the type.
+  void Append(uint32_t type_id, const Value* values, size_t nvalues);
+
+  // Writes buffered events (preceded by any new intern-table entries and
+  // schema) as blocks. Returns false on a write error (*error set); the
+  // writer then stays usable only for Seal/close.
+  bool Flush(std::string* error);
+
+  // Flushes, writes the FOOTER (counts, time range, and the given extra
+  // counters e.g. "dropped.alloc.sample"), fsyncs optionally and closes the
+  // file. Does not rename: the caller owns naming.
+  bool Seal(const std::vector<std::pair<std::string, uint64_t>>& footer_counters, std::string* error);
+
+  // Closes without footer (used after write errors and in forked children).
+  void Abandon();
+
+  WriterStats stats() const;
+  uint64_t buffered_bytes() const;  // rough raw size of unflushed events
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace flightrec::format

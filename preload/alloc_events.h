@@ -1,0 +1,39 @@
+// Allocation events: the ring records the malloc hooks push (app thread) and
+// their decoding into the alloc.sample / alloc.free event types (flush
+// thread). Event names and fields are fixed project-wide:
+//   alloc.sample: time, tid U, address U, size U, stack STK, sample_bytes U
+//   alloc.free:   time, tid U, address U   (frees of sampled addresses only)
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace flightrec::alloc {
+
+inline constexpr int kMaxAllocFrames = 64;
+
+// kRecAllocSample. Variable length: only the first npcs entries of pcs are
+// pushed (AllocSampleRecordBytes), so shallow stacks cost little ring space.
+struct AllocSampleRecord {
+  uint64_t time_ns;
+  uint64_t address;
+  uint64_t size;
+  uint64_t sample_bytes;  // mean sampling interval in force
+  uint32_t npcs;
+  uint32_t reserved;
+  uint64_t pcs[kMaxAllocFrames];  // leaf first, callers already at return address - 1
+};
+
+inline constexpr uint32_t AllocSampleRecordBytes(uint32_t npcs) {
+  return static_cast<uint32_t>(offsetof(AllocSampleRecord, pcs) + npcs * sizeof(uint64_t));
+}
+
+// kRecAllocFree.
+struct AllocFreeRecord {
+  uint64_t time_ns;
+  uint64_t address;
+};
+
+// Defines both event types and registers the two record decoders. Init only.
+void RegisterAllocEvents();
+
+}  // namespace flightrec::alloc

@@ -1,0 +1,81 @@
+// Sampled-address set: which live blocks were sampled, so free() can report
+// exactly those and the live heap is known at any moment.
+//
+// Lock-free open addressing over 64-byte buckets of 7 slots plus an
+// "overflow" count; a slot holds an address or 0 (empty). No tombstones:
+// instead of probing until an empty slot, a lookup stops at the first bucket
+// whose overflow count is zero.
+//
+// Invariants (each maintained by Insert/Remove, relied on by Remove):
+//  * overflow(b) = number of stored keys that probed past bucket b, i.e. whose
+//    home bucket is at or before b and which live after b. Insert raises it
+//    for every bucket it passes BEFORE it claims a slot; Remove lowers it
+//    AFTER it clears the slot. A reader may see it too high (extra probing),
+//    never too low for a key inserted before its lookup.
+//  * home_count[b] = number of stored keys whose home bucket is b (at most
+//    kMaxProbe * 7 < 256, so a byte). The free() fast path reads only this
+//    byte: 0 means "not sampled", with no bucket access.
+//  * A key sits at most kMaxProbe - 1 buckets past its home; an insert that
+//    finds no room there, or that would exceed max_entries, is refused and
+//    counted in full_count() (its free will not be seen: reported honestly).
+//  * Callers never insert an address twice: the hooks remove an address
+//    before the real free/realloc can hand it out again.
+//
+// Memory: mmap'd once by Init (untouched pages cost nothing), never freed, so
+// it is inherited as-is by a forked child, whose heap holds the same blocks.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace flightrec::alloc {
+
+class SampledAddressSet {
+ public:
+  static constexpr int kSlotsPerBucket = 7;
+  static constexpr int kMaxProbe = 8;
+
+  // Sizes the table for `max_entries` live keys (buckets = 2/7 of it, rounded
+  // up to a power of two: load <= 1/2). Returns false if the memory
+  // cannot be mapped; the set then stays empty and refuses every insert.
+  bool Init(uint64_t max_entries);
+  bool initialized() const { return buckets_ != nullptr; }
+
+  // The free() fast path: false means certainly not stored. One acquire
+  // load of the live count, and one byte of the home-count array.
+  bool MaybeContains(uintptr_t addr) const {
+    if (live_.load(std::memory_order_acquire) == 0) return false;
+    return home_count_[BucketOf(addr)].load(std::memory_order_relaxed) != 0;
+  }
+
+  bool Insert(uintptr_t addr);  // false: refused (full), counted
+  bool Remove(uintptr_t addr);  // true: was stored, now removed
+  bool Contains(uintptr_t addr) const;
+
+  uint64_t live() const { return live_.load(std::memory_order_relaxed); }
+  uint64_t full_count() const { return full_.load(std::memory_order_relaxed); }
+  uint64_t capacity() const { return max_entries_; }
+  uint64_t bucket_count() const { return mask_ + 1; }
+
+ private:
+  struct alignas(64) Bucket {
+    std::atomic<uint64_t> slot[kSlotsPerBucket];
+    std::atomic<uint64_t> overflow;
+  };
+  static_assert(sizeof(Bucket) == 64);
+
+  size_t BucketOf(uintptr_t addr) const {
+    // Fibonacci hashing; blocks are at least 16-byte aligned.
+    return static_cast<size_t>(((addr >> 4) * 0x9E3779B97F4A7C15ull) >> 40) & mask_;
+  }
+
+  // Read-mostly fields first; live_ is written on sampled events only.
+  Bucket* buckets_ = nullptr;
+  std::atomic<uint8_t>* home_count_ = nullptr;
+  uint64_t mask_ = 0;
+  uint64_t max_entries_ = 0;
+  std::atomic<uint64_t> live_{0};
+  alignas(64) std::atomic<uint64_t> full_{0};
+};
+
+}  // namespace flightrec::alloc

@@ -1,0 +1,69 @@
+// Config: every FLIGHTREC_* knob, parsed once at init from the environment.
+//
+// A bad value never stops the host: Parse() logs one line naming the
+// variable, the bad value and the default used, and keeps the default.
+// Unknown FLIGHTREC_* names are reported once each. The README's table lists
+// every field here with its default; keep the two in step.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace flightrec {
+
+enum class LogLevel { kQuiet = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
+enum class SamplerMode { kAuto, kPerf, kSigprof, kOff };
+
+struct Config {
+  // runtime (foundation)
+  bool enable = true;                          // FLIGHTREC_ENABLE
+  LogLevel log = LogLevel::kWarn;              // FLIGHTREC_LOG
+  std::string output = "/tmp/flightrec";       // FLIGHTREC_OUTPUT
+  std::string service;                         // FLIGHTREC_SERVICE (default: exe basename)
+  uint64_t ring_bytes = 64 * 1024;             // FLIGHTREC_RING_BYTES (power of two, 4 KiB..64 MiB)
+  uint64_t flush_ms = 5;                       // FLIGHTREC_FLUSH_MS
+  uint64_t rusage_ms = 1000;                   // FLIGHTREC_RUSAGE_MS (0 = off)
+  uint64_t segment_bytes = 16ull << 20;        // FLIGHTREC_SEGMENT_BYTES
+  uint64_t segment_seconds = 60;               // FLIGHTREC_SEGMENT_SECONDS
+  uint64_t max_disk_bytes = 1ull << 30;        // FLIGHTREC_MAX_DISK_BYTES
+  bool record_cmdline = true;                  // FLIGHTREC_RECORD_CMDLINE
+  bool record_env = false;                     // FLIGHTREC_RECORD_ENV
+  bool crash = true;                           // FLIGHTREC_CRASH
+  bool allow_foreign_dir = false;              // FLIGHTREC_ALLOW_FOREIGN_DIR
+
+  // allocations
+  uint64_t alloc_sample_bytes = 524288;        // FLIGHTREC_ALLOC_SAMPLE_BYTES (0 = off, 1 = all)
+  uint64_t alloc_table_entries = 1 << 16;      // FLIGHTREC_ALLOC_TABLE_ENTRIES (live sampled blocks tracked)
+
+  // CPU / off-CPU sampling
+  SamplerMode sampler = SamplerMode::kAuto;    // FLIGHTREC_SAMPLER=auto|perf|sigprof|off
+  uint64_t cpu_hz = 99;                        // FLIGHTREC_CPU_HZ
+  uint64_t stack_copy_bytes = 16384;           // FLIGHTREC_STACK_COPY_BYTES
+  bool offcpu = true;                          // FLIGHTREC_OFFCPU
+  uint64_t offcpu_min_us = 1000;               // FLIGHTREC_OFFCPU_MIN_US
+
+  // sockets
+  bool sockets = true;                         // FLIGHTREC_SOCKETS
+  uint64_t acceptq_ms = 1000;                  // FLIGHTREC_ACCEPTQ_MS (0 = off)
+
+  // S3 upload
+  std::string s3_bucket;                       // FLIGHTREC_S3_BUCKET (empty = no upload)
+  std::string s3_prefix = "flightrec";         // FLIGHTREC_S3_PREFIX
+  std::string s3_region;                       // FLIGHTREC_S3_REGION (else AWS_REGION, ...)
+  std::string s3_endpoint;                     // FLIGHTREC_S3_ENDPOINT (else AWS_ENDPOINT_URL_S3, ...)
+  int s3_path_style = -1;                      // FLIGHTREC_S3_PATH_STYLE (-1 = auto)
+  uint64_t s3_multipart_bytes = 64ull << 20;   // FLIGHTREC_S3_MULTIPART_BYTES
+  bool keep_local = false;                     // FLIGHTREC_KEEP_LOCAL
+  uint64_t upload_shutdown_ms = 3000;          // FLIGHTREC_UPLOAD_SHUTDOWN_MS
+};
+
+// Parses `envp` (NULL-terminated, like environ). Messages go to `messages`
+// (one per problem, already formatted "flightrec: ..."), so the caller
+// decides where and whether to print them. Pure: usable from unit tests.
+Config ParseConfig(const char* const* envp, std::vector<std::string>* messages);
+
+// The process-wide config, set once by the runtime at init.
+const Config& GetConfig();
+void SetConfig(const Config& config);
+
+}  // namespace flightrec

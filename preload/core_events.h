@@ -1,0 +1,37 @@
+// Core events: the runtime's own event types (process.start, process.rusage,
+// thread.start/name/end, recorder.dropped) and their emitters. Everything
+// here runs on the flush thread except RegisterCoreEvents (init).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "preload/flush_registry.h"
+
+namespace flightrec {
+
+struct ThreadState;
+
+struct ProcessInfo {
+  uint32_t pid = 0, ppid = 0;
+  std::string exe, cmdline, hostname, service, sampler;
+  uint64_t realtime_ns = 0, monotonic_ns = 0;  // taken together
+};
+
+// Collects pid, exe, cmdline (unless disabled), hostname and service name.
+ProcessInfo CollectProcessInfo();
+
+void RegisterCoreEvents();
+void EmitProcessStart(format::SegmentWriter* writer, const ProcessInfo& info, uint64_t now_ns);
+void EmitRusage(FlushContext& ctx);
+// Reports the per-kind drop deltas of one thread since the last call.
+void EmitDropDeltas(FlushContext& ctx, ThreadState* ts);
+// Reports drops that could not be charged to a thread, and extra named ones.
+void EmitGlobalDrops(FlushContext& ctx, const char* kind, uint64_t count);
+// Re-reads /proc/self/task/<tid>/comm of live threads; emits thread.name on change.
+void RefreshThreadNames(FlushContext& ctx);
+
+// Totals for the footer of the segment being written ("dropped.<kind>").
+void AddFooterDrop(const char* kind, uint64_t count);
+std::vector<std::pair<std::string, uint64_t>> TakeFooterCounters();
+
+}  // namespace flightrec

@@ -1,0 +1,173 @@
+// Crash capture: see crash_handler.h.
+//
+// Signal safety: the handler only uses async-signal-safe operations: the
+// ring push (RecordWriter without registration), process_vm_readv to copy
+// the stack without faulting, atomics, nanosleep while the flush thread (an
+// ordinary thread, not interrupted) does the heavy work, sigaction and raise.
+// A second fatal signal while handling one (in any thread, or a crash inside
+// the recorder itself) skips straight to the original disposition, so the
+// handler can never loop.
+#include "preload/crash_handler.h"
+
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "preload/clock.h"
+#include "preload/flush_registry.h"
+#include "preload/flush_thread.h"
+#include "preload/record_kinds.h"
+#include "preload/thread_registry.h"
+#include "sampler/stack_unwinder.h"
+
+namespace flightrec {
+namespace {
+
+constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+constexpr uint64_t kCrashFlushBudgetNs = 1500ull * 1000000ull;
+
+struct CrashRecord {
+  uint64_t time_ns;
+  uint64_t fault_addr;
+  int32_t tid;
+  int32_t signo;
+  int32_t code;
+  uint32_t stack_len;   // bytes of stack copied after this struct
+  uint64_t stack_addr;  // address the copy starts at (the interrupted sp)
+  sampler::RegisterSet regs;
+  // followed by stack_len bytes
+};
+
+struct sigaction g_previous[NSIG];
+std::atomic<int> g_in_crash{0};
+uint32_t g_stack_copy_max = 0;
+uint32_t t_crash = 0;
+
+const char* SignalName(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGILL: return "SIGILL";
+    case SIGFPE: return "SIGFPE";
+    case SIGABRT: return "SIGABRT";
+    default: return "signal";
+  }
+}
+
+// Copies as much of [sp, sp + max) as is readable (the stack may end sooner).
+uint32_t CopyStack(uint64_t sp, uint8_t* out, uint32_t max) {
+  for (uint32_t len = max; len >= 256; len /= 2) {
+    iovec local{out, len};
+    iovec remote{reinterpret_cast<void*>(sp), len};
+    const ssize_t n = syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0);
+    if (n > 0) return static_cast<uint32_t>(n);
+  }
+  return 0;
+}
+
+void RecordCrash(int sig, siginfo_t* si, void* uc_void) {
+  ThreadState* ts = CurrentThreadState(false);
+  if (!ts) return;
+  const uint32_t max = g_stack_copy_max;
+  RecordWriter w(kRecCrash, static_cast<uint32_t>(sizeof(CrashRecord)) + max, false);
+  if (!w.ok()) return;
+  auto* r = new (w.data()) CrashRecord();
+  r->time_ns = MonotonicNs();
+  r->fault_addr = reinterpret_cast<uint64_t>(si ? si->si_addr : nullptr);
+  r->tid = ts->tid;
+  r->signo = sig;
+  r->code = si ? si->si_code : 0;
+  if (uc_void) {
+    sampler::RegisterSetFromUcontext(static_cast<const ucontext_t*>(uc_void), &r->regs);
+    r->stack_addr = r->regs.sp();
+    r->stack_len = CopyStack(r->stack_addr, reinterpret_cast<uint8_t*>(r + 1), max);
+  }
+}
+
+void PassOn(int sig, siginfo_t* si, void* uc) {
+  const struct sigaction& prev = g_previous[sig];
+  if (prev.sa_flags & SA_SIGINFO) {
+    if (prev.sa_sigaction) {
+      prev.sa_sigaction(sig, si, uc);
+      return;
+    }
+  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+    prev.sa_handler(sig);
+    return;
+  }
+  // Default or ignored: put it back exactly and let the signal take its
+  // course. A fault re-executes and re-faults on return; a signal that was
+  // sent (kill, raise, abort) is raised again and stays pending until return.
+  sigaction(sig, &prev, nullptr);
+  if (!si || si->si_code <= 0 || sig == SIGABRT) raise(sig);
+}
+
+void CrashSignalHandler(int sig, siginfo_t* si, void* uc) {
+  const int saved_errno = errno;
+  const bool first = g_in_crash.exchange(1) == 0;
+  if (first && !(tls_thread_flags & kThreadFlagRecorder)) {
+    RecordCrash(sig, si, uc);
+    RequestCrashFlushAndWait(MonotonicNs() + kCrashFlushBudgetNs);
+  }
+  errno = saved_errno;
+  PassOn(sig, si, uc);
+}
+
+void DecodeCrash(FlushContext& ctx, const RecordHeader& h, const void* payload) {
+  if (h.size < sizeof(RecordHeader) + sizeof(CrashRecord)) return;
+  const auto* r = static_cast<const CrashRecord*>(payload);
+  const uint32_t avail = h.size - static_cast<uint32_t>(sizeof(RecordHeader) + sizeof(CrashRecord));
+  const uint32_t len = r->stack_len <= avail ? r->stack_len : avail;
+  uint64_t pcs[128];
+  int n = 0;
+  if (r->regs.ip() != 0)
+    n = sampler::UnwindCopiedStack(r->regs, r->stack_addr, reinterpret_cast<const uint8_t*>(r + 1), len,
+                                   pcs, 128);
+  using format::Value;
+  Value v[] = {Value::U(r->time_ns),
+               Value::U(static_cast<uint64_t>(r->tid)),
+               Value::U(static_cast<uint64_t>(r->signo)),
+               Value::Str(SignalName(r->signo)),
+               Value::S(r->code),
+               Value::U(r->fault_addr),
+               Value::Stack(pcs, static_cast<uint32_t>(n))};
+  ctx.writer->Append(t_crash, v, 7);
+}
+
+}  // namespace
+
+void CrashHandlerInit(const Config& config) {
+  if (!config.crash) return;
+  using format::FieldType;
+  t_crash = DefineEventType({"crash",
+                             {{"time", FieldType::kTime, "ns"},
+                              {"tid", FieldType::kUInt, ""},
+                              {"signal", FieldType::kUInt, ""},
+                              {"signal_name", FieldType::kString, ""},
+                              {"code", FieldType::kSInt, ""},
+                              {"fault_addr", FieldType::kUInt, ""},
+                              {"stack", FieldType::kStack, ""}}});
+  RegisterRecordKind(kRecCrash, "crash", DecodeCrash);
+  uint64_t max = config.stack_copy_bytes;
+  const uint64_t ring_room = config.ring_bytes / 2 - sizeof(CrashRecord) - 64;
+  if (max > ring_room) max = ring_room;
+  g_stack_copy_max = static_cast<uint32_t>(max);
+  for (int sig : kSignals) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = CrashSignalHandler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    // Keep whatever the application (or a library loaded before us) had.
+    sigaction(sig, &sa, &g_previous[sig]);
+  }
+}
+
+}  // namespace flightrec

@@ -1,0 +1,60 @@
+// fd guard: the protected-fd and lost-fd bitmaps (see fd_guard.h).
+#include "preload/fd_guard.h"
+
+#include <atomic>
+#include <cstdint>
+
+namespace flightrec {
+namespace {
+
+constexpr int kWords = kMaxProtectedFd / 64;
+// Zero-initialised bss: untouched pages cost nothing.
+std::atomic<uint64_t> g_protected[kWords];
+std::atomic<uint64_t> g_lost[kWords];
+std::atomic<int> g_count{0};       // protected fds right now
+std::atomic<int> g_high_water{0};  // highest protected fd ever + 1
+
+bool InRange(int fd) { return fd >= 0 && fd < kMaxProtectedFd; }
+uint64_t Bit(int fd) { return uint64_t{1} << (fd & 63); }
+
+}  // namespace
+
+bool ProtectFd(int fd) {
+  if (!InRange(fd)) return false;
+  g_lost[fd >> 6].fetch_and(~Bit(fd), std::memory_order_relaxed);
+  const uint64_t old = g_protected[fd >> 6].fetch_or(Bit(fd), std::memory_order_release);
+  if (!(old & Bit(fd))) g_count.fetch_add(1, std::memory_order_relaxed);
+  int hw = g_high_water.load(std::memory_order_relaxed);
+  while (fd + 1 > hw && !g_high_water.compare_exchange_weak(hw, fd + 1, std::memory_order_relaxed)) {
+  }
+  return true;
+}
+
+void UnprotectFd(int fd) {
+  if (!InRange(fd)) return;
+  const uint64_t old = g_protected[fd >> 6].fetch_and(~Bit(fd), std::memory_order_release);
+  if (old & Bit(fd)) g_count.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool IsProtectedFd(int fd) {
+  if (!InRange(fd)) return false;
+  return (g_protected[fd >> 6].load(std::memory_order_acquire) & Bit(fd)) != 0;
+}
+
+void MarkProtectedFdLost(int fd) {
+  if (!InRange(fd)) return;
+  // Lost first, then unprotected: an owner that sees "not protected" also
+  // sees why.
+  g_lost[fd >> 6].fetch_or(Bit(fd), std::memory_order_release);
+  UnprotectFd(fd);
+}
+
+bool FdWasLost(int fd) {
+  if (!InRange(fd)) return false;
+  return (g_lost[fd >> 6].fetch_and(~Bit(fd), std::memory_order_acq_rel) & Bit(fd)) != 0;
+}
+
+bool AnyProtectedFd() { return g_count.load(std::memory_order_relaxed) > 0; }
+int ProtectedFdHighWater() { return g_high_water.load(std::memory_order_relaxed); }
+
+}  // namespace flightrec

@@ -1,0 +1,52 @@
+// fd guard: keeps flightrec's own file descriptors (segment files, perf event
+// fds, lock files, the sock_diag netlink socket) alive in services that close
+// every fd they did not open (daemons, "close all fds before work" loops,
+// close_range(3, ~0U, 0), closefrom(3)).
+//
+// The owner calls ProtectFd(fd) right after opening one of its fds and
+// UnprotectFd(fd) before closing it (a close from one of flightrec's own
+// threads also unprotects and really closes, so forgetting UnprotectFd there
+// is harmless). The close hooks (preload/hook_fd.cc) consult IsProtectedFd:
+//
+//  * close(fd) of a protected fd by the application returns 0 without closing
+//    it. Returning 0 is the least surprising answer: the application asked
+//    for the fd to be gone from *its* point of view, and it never uses it
+//    again; EBADF would make it believe its own bookkeeping is wrong.
+//  * close_range()/closefrom() close everything else in the range (the range
+//    is split around protected fds).
+//  * dup2/dup3(x, fd) onto a protected fd: the application wins. Its call
+//    goes through unchanged (its behaviour must not change), and our fd is
+//    marked lost *before* the call, so the owner sees FdWasLost(fd) and
+//    reopens instead of writing into what is now the application's file. The
+//    owner must check IsProtectedFd(fd) (or FdWasLost) before each use; the
+//    window between that check and its write is the one unavoidable race, so
+//    owners should keep their fds out of the low range the application
+//    typically dup2s onto (0-2).
+//
+// Invariants: a lock-free bitmap of atomic words (async-signal-safe, no
+// allocation); fds >= kMaxProtectedFd cannot be protected (ProtectFd returns
+// false). Bits are only ever changed with atomic RMW operations.
+#pragma once
+
+namespace flightrec {
+
+inline constexpr int kMaxProtectedFd = 1 << 20;
+
+// Returns false if fd is out of range (it then stays unprotected).
+bool ProtectFd(int fd);
+void UnprotectFd(int fd);
+bool IsProtectedFd(int fd);
+
+// True once after the application dup2'd onto our protected fd (the fd is no
+// longer ours and no longer protected); clears the mark.
+bool FdWasLost(int fd);
+
+// Fast check for the close loops: false means no fd is protected at all.
+bool AnyProtectedFd();
+// Upper bound (exclusive) of protected fds, for range scans.
+int ProtectedFdHighWater();
+
+// Called by the dup2/dup3 hooks when the app replaces a protected fd.
+void MarkProtectedFdLost(int fd);
+
+}  // namespace flightrec

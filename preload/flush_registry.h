@@ -1,0 +1,39 @@
+// Flush registry: how producers plug into the flush thread.
+//
+// At init (before any thread records), each feature registers:
+//  * its event types (DefineEventType; ids are stable for the process),
+//  * a decoder per record kind it pushes into rings,
+//  * optionally a periodic source (perf mmap rings, rusage, accept queues),
+//  * optionally a seal hook (e.g. the uploader wants sealed paths).
+// Everything registered here runs only on the flush thread, never on hot paths,
+// so it may allocate (the recorder's threads allocate from mimalloc) and block.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "format/segment_writer.h"
+#include "preload/ring.h"
+
+namespace flightrec {
+
+struct ThreadState;
+
+struct FlushContext {
+  format::SegmentWriter* writer;  // the active segment
+  ThreadState* thread;            // ring being drained; nullptr for sources
+  uint64_t now_ns;                // CLOCK_MONOTONIC at the start of this tick
+};
+
+using RecordDecodeFn = void (*)(FlushContext& ctx, const RecordHeader& header, const void* payload);
+using FlushSourceFn = void (*)(FlushContext& ctx);
+using SealHookFn = void (*)(const std::string& sealed_path);
+using ShutdownHookFn = void (*)(uint64_t deadline_monotonic_ns);
+
+uint32_t DefineEventType(const format::EventTypeSpec& spec);
+void RegisterRecordKind(uint16_t kind, const char* name, RecordDecodeFn decode);
+const char* RecordKindName(uint16_t kind);
+void RegisterFlushSource(FlushSourceFn fn);
+void RegisterSealHook(SealHookFn fn);
+void RegisterShutdownHook(ShutdownHookFn fn);  // run at exit after the final seal
+
+}  // namespace flightrec

@@ -1,0 +1,286 @@
+// Flush thread: see flush_thread.h.
+//
+// Invariants:
+//  * Only this thread touches the writer and the segment files (the exit path
+//    waits for it rather than sharing them).
+//  * A slot becomes kFree only after its ring was drained *after* the owner
+//    marked it kRetired, so nothing a thread recorded before exiting is lost.
+//  * When the output is unusable, rings are still drained (so producers never
+//    stall) and every discarded record is counted as "output.unavailable".
+#include "preload/flush_thread.h"
+
+#include <pthread.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "format/segment_writer.h"
+#include "preload/clock.h"
+#include "preload/config.h"
+#include "preload/flush_registry_internal.h"
+#include "preload/log.h"
+#include "preload/recorder_thread.h"
+#include "preload/segment_files.h"
+#include "preload/thread_registry.h"
+
+// The sampler supplies symbolization when it is linked in.
+namespace flightrec {
+format::PcDescriber* SamplerPcDescriber() __attribute__((weak));
+}
+
+namespace flightrec {
+namespace {
+
+constexpr uint64_t kMs = 1000000ull;
+constexpr uint64_t kBlockIntervalNs = 1000 * kMs;  // write blocks about once a second
+constexpr uint64_t kRetryNs = 5000 * kMs;          // retry an unusable output this often
+constexpr uint64_t kMaxBufferedBytes = 1 << 20;
+
+struct FlushState {
+  format::SegmentWriter* writer = nullptr;
+  ProcessInfo info;
+  uint64_t seq = 0;
+  std::string active_path;
+  uint64_t opened_ns = 0;
+  uint64_t last_block_ns = 0;
+  uint64_t last_rusage_ns = 0;
+  uint64_t retry_at_ns = 0;
+  bool paused = false;
+  bool paused_logged = false;
+  uint64_t discarded = 0;          // records thrown away while paused
+  uint64_t unattributed_seen = 0;  // UnattributedDrops() already reported
+  std::atomic<bool> stop{false};
+  std::atomic<bool> done{false};
+  std::atomic<bool> crash_requested{false};
+  std::atomic<bool> crash_done{false};
+  pthread_t thread{};
+};
+
+FlushState* g_state = nullptr;
+
+void Pause(FlushState& s, const std::string& why) {
+  if (s.writer->is_open()) s.writer->Abandon();
+  s.active_path.clear();
+  s.paused = true;
+  s.retry_at_ns = MonotonicNs() + kRetryNs;
+  if (!s.paused_logged) {
+    Log(LogLevel::kWarn, "%s; recording paused, the service is unaffected (retrying every 5 s)", why.c_str());
+    s.paused_logged = true;
+  }
+}
+
+bool OpenSegment(FlushState& s, uint64_t now) {
+  const Config& cfg = GetConfig();
+  std::string error;
+  if (!PrepareOutputDirectory(cfg.output, cfg.allow_foreign_dir, &error)) {
+    Pause(s, error);
+    return false;
+  }
+  format::SegmentHeaderInfo h;
+  h.pid = s.info.pid;
+  h.sequence = s.seq;
+  h.anchor_monotonic_ns = s.info.monotonic_ns;
+  h.anchor_realtime_ns = s.info.realtime_ns;
+  h.service = s.info.service;
+  h.host = s.info.hostname;
+  const std::string path = ActiveSegmentPath(cfg.output, s.info.service, s.info.pid, s.seq, RealtimeNs());
+  if (!s.writer->Open(path, h, &error)) {
+    Pause(s, "cannot create segment " + path + ": " + error);
+    return false;
+  }
+  if (s.paused) Log(LogLevel::kWarn, "output %s usable again; recording resumed", cfg.output.c_str());
+  s.paused = false;
+  s.paused_logged = false;
+  s.active_path = path;
+  s.opened_ns = now;
+  s.seq++;
+  EmitProcessStart(s.writer, s.info, now);
+  return true;
+}
+
+// Seals the active segment: footer, rename to .seg, seal hooks, disk budget.
+void SealSegment(FlushState& s) {
+  if (!s.writer->is_open()) return;
+  std::string error;
+  if (!s.writer->Seal(TakeFooterCounters(), &error)) {
+    Pause(s, "cannot seal segment " + s.active_path + ": " + error);
+    return;
+  }
+  const std::string sealed = SealedSegmentPath(s.active_path);
+  if (rename(s.active_path.c_str(), sealed.c_str()) != 0) {
+    Log(LogLevel::kWarn, "cannot rename %s: %s", s.active_path.c_str(), strerror(errno));
+    s.active_path.clear();
+    return;
+  }
+  s.active_path.clear();
+  RunSealHooks(sealed);
+  const uint64_t deleted = EnforceDiskBudget(GetConfig().output, GetConfig().max_disk_bytes, "");
+  if (deleted) {
+    Log(LogLevel::kInfo, "disk budget: deleted %llu oldest segment(s)", static_cast<unsigned long long>(deleted));
+    AddFooterDrop("segments.deleted_for_budget", deleted);
+  }
+}
+
+void DrainRings(FlushState& s, FlushContext& ctx) {
+  const bool writing = s.writer->is_open();
+  for (ThreadState* ts = RegistryHead(); ts; ts = ts->next) {
+    const int st = ts->state.load(std::memory_order_acquire);
+    if (st != static_cast<int>(ThreadSlotState::kActive) && st != static_cast<int>(ThreadSlotState::kRetired))
+      continue;
+    ctx.thread = ts;
+    ts->ring.Drain([&](const RecordHeader& h, const void* payload) {
+      RecordDecodeFn fn = DecoderFor(h.kind);
+      if (!writing) {
+        s.discarded++;
+      } else if (fn) {
+        fn(ctx, h, payload);
+      }
+    });
+    if (writing) EmitDropDeltas(ctx, ts);
+    if (st == static_cast<int>(ThreadSlotState::kRetired)) {
+      // The owner is gone; whatever it pushed before retiring was drained above.
+      ts->state.store(static_cast<int>(ThreadSlotState::kFree), std::memory_order_release);
+    }
+  }
+  ctx.thread = nullptr;
+}
+
+void Tick(FlushState& s, bool final_tick) {
+  const Config& cfg = GetConfig();
+  const uint64_t now = MonotonicNs();
+  if (s.paused && now >= s.retry_at_ns) OpenSegment(s, now);
+  FlushContext ctx{s.writer, nullptr, now};
+  DrainRings(s, ctx);
+  if (!s.writer->is_open()) return;
+  RunFlushSources(ctx);
+  const uint64_t unattributed = UnattributedDrops();
+  if (unattributed != s.unattributed_seen) {
+    EmitGlobalDrops(ctx, "unregistered_thread", unattributed - s.unattributed_seen);
+    s.unattributed_seen = unattributed;
+  }
+  if (s.discarded) {
+    EmitGlobalDrops(ctx, "output.unavailable", s.discarded);
+    s.discarded = 0;
+  }
+  if (cfg.rusage_ms && (now - s.last_rusage_ns >= cfg.rusage_ms * kMs || final_tick)) {
+    s.last_rusage_ns = now;
+    EmitRusage(ctx);
+    RefreshThreadNames(ctx);
+    // The directory may have been removed under us: writes to an unlinked file
+    // succeed silently, so check the name still exists.
+    struct stat st;
+    if (!s.active_path.empty() && stat(s.active_path.c_str(), &st) != 0) {
+      Pause(s, "segment " + s.active_path + " disappeared (" + strerror(errno) + ")");
+      return;
+    }
+  }
+  if (final_tick) {
+    SealSegment(s);
+    return;
+  }
+  if (now - s.last_block_ns >= kBlockIntervalNs || s.writer->buffered_bytes() > kMaxBufferedBytes) {
+    s.last_block_ns = now;
+    std::string error;
+    if (!s.writer->Flush(&error)) {
+      Pause(s, "cannot write segment " + s.active_path + ": " + error);
+      return;
+    }
+  }
+  if (s.writer->stats().bytes_written + s.writer->buffered_bytes() >= cfg.segment_bytes ||
+      now - s.opened_ns >= cfg.segment_seconds * 1000 * kMs) {
+    SealSegment(s);
+    if (!s.paused) OpenSegment(s, MonotonicNs());
+  }
+}
+
+void* FlushMain(void* arg) {
+  auto* s = static_cast<FlushState*>(arg);
+  const uint64_t period = GetConfig().flush_ms * kMs;
+  while (!s->stop.load(std::memory_order_acquire)) {
+    timespec ts{static_cast<time_t>(period / 1000000000ull), static_cast<long>(period % 1000000000ull)};
+    nanosleep(&ts, nullptr);
+    if (s->stop.load(std::memory_order_acquire)) break;
+    if (s->crash_requested.load(std::memory_order_acquire)) {
+      // Seal now; do not open a new segment (the process is about to die).
+      // If it survives, the pause ends after kRetryNs and recording resumes.
+      Tick(*s, true);
+      s->paused = true;
+      s->paused_logged = true;
+      s->retry_at_ns = MonotonicNs() + kRetryNs;
+      s->crash_requested.store(false, std::memory_order_relaxed);
+      s->crash_done.store(true, std::memory_order_release);
+      continue;
+    }
+    Tick(*s, false);
+  }
+  Tick(*s, true);
+  s->done.store(true, std::memory_order_release);
+  return nullptr;
+}
+
+bool Launch(const ProcessInfo& info) {
+  auto* s = new FlushState();
+  s->writer = new format::SegmentWriter();
+  if (SamplerPcDescriber) s->writer->SetPcDescriber(SamplerPcDescriber());
+  DefineAllEventTypes(s->writer);
+  s->info = info;
+  const uint64_t now = MonotonicNs();
+  s->last_block_ns = now;
+  s->last_rusage_ns = 0;
+  OpenSegment(*s, now);
+  const int rc = CreateRecorderThread(&s->thread, "flightrec-flush", FlushMain, s);
+  if (rc != 0) {
+    Log(LogLevel::kWarn, "cannot start the flush thread: %s; recording disabled", strerror(rc));
+    if (s->writer->is_open()) s->writer->Abandon();
+    return false;
+  }
+  g_state = s;
+  return true;
+}
+
+}  // namespace
+
+bool StartFlushThread(const ProcessInfo& info) { return Launch(info); }
+
+bool StopFlushThread(uint64_t deadline_ns) {
+  FlushState* s = g_state;
+  if (!s) return true;
+  s->stop.store(true, std::memory_order_release);
+  while (!s->done.load(std::memory_order_acquire)) {
+    if (MonotonicNs() >= deadline_ns) {
+      Log(LogLevel::kWarn, "flush thread did not finish before the exit deadline; the last segment stays .active");
+      return false;
+    }
+    timespec ts{0, 1000000};
+    nanosleep(&ts, nullptr);
+  }
+  pthread_join(s->thread, nullptr);
+  g_state = nullptr;
+  return true;
+}
+
+bool RequestCrashFlushAndWait(uint64_t deadline_ns) {
+  FlushState* s = g_state;
+  if (!s || s->done.load(std::memory_order_acquire)) return false;
+  s->crash_done.store(false, std::memory_order_relaxed);
+  s->crash_requested.store(true, std::memory_order_release);
+  while (!s->crash_done.load(std::memory_order_acquire)) {
+    if (MonotonicNs() >= deadline_ns) return false;
+    timespec ts{0, 1000000};
+    nanosleep(&ts, nullptr);  // async-signal-safe
+  }
+  return true;
+}
+
+void RestartFlushThreadInChild(const ProcessInfo& info) {
+  // The parent's FlushState and writer are abandoned (leaked): their memory
+  // may be mid-update from a thread that does not exist in the child.
+  g_state = nullptr;
+  Launch(info);
+}
+
+}  // namespace flightrec

@@ -1,0 +1,70 @@
+// pthread hooks: pthread_create wraps the start routine so the new thread is
+// registered (name, parent, start routine) before it runs any user code, and
+// pthread_setname_np records renames of the calling thread.
+//
+// The trampoline argument is allocated with mimalloc, never the host's malloc.
+#include <dlfcn.h>
+#include <mimalloc.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <new>
+
+#include "preload/clock.h"
+#include "preload/recorder_thread.h"
+#include "preload/runtime_state.h"
+#include "preload/thread_records.h"
+#include "preload/thread_registry.h"
+
+namespace {
+
+struct StartArgs {
+  void* (*fn)(void*);
+  void* arg;
+  pid_t parent_tid;
+};
+
+void* StartTrampoline(void* p) {
+  StartArgs a = *static_cast<StartArgs*>(p);
+  mi_free(p);
+  flightrec::RegisterThreadFromHook(a.parent_tid, reinterpret_cast<uint64_t>(a.fn));
+  return a.fn(a.arg);
+}
+
+using SetNameFn = int (*)(pthread_t, const char*);
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t* thread,
+                                                                     const pthread_attr_t* attr,
+                                                                     void* (*fn)(void*), void* arg) {
+  flightrec::PthreadCreateFn real = flightrec::RealPthreadCreate();
+  if (!flightrec::RuntimeRecording() || (flightrec::tls_thread_flags & flightrec::kThreadFlagRecorder))
+    return real(thread, attr, fn, arg);
+  auto* a = static_cast<StartArgs*>(mi_malloc(sizeof(StartArgs)));
+  if (!a) return real(thread, attr, fn, arg);
+  a->fn = fn;
+  a->arg = arg;
+  a->parent_tid = static_cast<pid_t>(syscall(SYS_gettid));
+  const int rc = real(thread, attr, StartTrampoline, a);
+  if (rc != 0) mi_free(a);
+  return rc;
+}
+
+extern "C" __attribute__((visibility("default"))) int pthread_setname_np(pthread_t thread, const char* name) {
+  static SetNameFn real = reinterpret_cast<SetNameFn>(dlsym(RTLD_NEXT, "pthread_setname_np"));
+  if (!real) return ENOSYS;
+  const int rc = real(thread, name);
+  if (rc == 0 && pthread_equal(thread, pthread_self()) && flightrec::RuntimeRecording()) {
+    flightrec::RecordWriter w(flightrec::kRecThreadName, sizeof(flightrec::ThreadNameRecord));
+    if (w.ok()) {
+      auto* r = new (w.data()) flightrec::ThreadNameRecord();
+      r->time_ns = flightrec::MonotonicNs();
+      r->tid = static_cast<int32_t>(syscall(SYS_gettid));
+      strncpy(r->name, name, sizeof(r->name) - 1);
+    }
+  }
+  return rc;
+}

@@ -1,0 +1,18 @@
+// Recorder threads: flightrec's own threads ("flightrec-flush",
+// "flightrec-upload"). They are created with every signal blocked (so the
+// host's signals are never delivered to us), bypass our pthread_create hook,
+// mark themselves so nothing they do is recorded or sampled, and run at
+// nice +10 so the host's threads win the CPU.
+#pragma once
+#include <pthread.h>
+
+namespace flightrec {
+
+// Returns 0 or an errno value, like pthread_create.
+int CreateRecorderThread(pthread_t* thread, const char* name, void* (*fn)(void*), void* arg);
+
+// The libc pthread_create, never our hook.
+using PthreadCreateFn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+PthreadCreateFn RealPthreadCreate();
+
+}  // namespace flightrec

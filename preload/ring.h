@@ -1,0 +1,112 @@
+// Ring: a single-producer / single-consumer byte ring of variable-length,
+// 8-byte-aligned records. The producer is one application thread (hooks and
+// that thread's signal handlers, serialised by ThreadState::busy); the
+// consumer is the flush thread.
+//
+// Invariants:
+//  * head_ (written only by the producer) and tail_ (written only by the
+//    consumer) are monotonically increasing byte positions; head_-tail_ <=
+//    capacity_. Positions are taken modulo capacity_ (a power of two).
+//  * A record never wraps: when it does not fit before the end, the producer
+//    writes a padding header (kind 0) covering the rest and starts at 0.
+//  * The producer never blocks: if there is no room, Reserve returns null and
+//    the caller counts a drop.
+//  * Memory is supplied by the caller (mmap'd per thread); no allocation here.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace flightrec {
+
+struct RecordHeader {
+  uint16_t kind;   // RecordKind; 0 = padding
+  uint16_t flags;
+  uint32_t size;   // total bytes including this header, multiple of 8
+};
+static_assert(sizeof(RecordHeader) == 8);
+
+class Ring {
+ public:
+  // capacity must be a power of two >= 64; buffer must be 8-byte aligned.
+  void Init(uint8_t* buffer, size_t capacity) {
+    buf_ = buffer;
+    capacity_ = capacity;
+    head_.store(0, std::memory_order_relaxed);
+    tail_.store(0, std::memory_order_relaxed);
+    cached_tail_ = 0;
+    pending_head_ = 0;
+  }
+  size_t capacity() const { return capacity_; }
+  uint8_t* buffer() const { return buf_; }
+
+  // Producer: returns space for a record of `payload` bytes after the header,
+  // or nullptr if the ring is full. Must be followed by Commit().
+  void* Reserve(uint16_t kind, uint32_t payload) {
+    const uint32_t size = static_cast<uint32_t>((sizeof(RecordHeader) + payload + 7) & ~size_t{7});
+    if (size > capacity_ / 2) return nullptr;
+    const uint64_t head = pending_head_;  // == head_ outside Reserve..Commit
+    const size_t offset = head & (capacity_ - 1);
+    const size_t to_end = capacity_ - offset;
+    uint64_t need = size;
+    if (to_end < size) need += to_end;  // padding to the end, then the record at 0
+    // Re-read the consumer's position only when the cached one says "full":
+    // keeps the consumer's cache line out of the common path.
+    if (head + need - cached_tail_ > capacity_) {
+      cached_tail_ = tail_.load(std::memory_order_acquire);
+      if (head + need - cached_tail_ > capacity_) return nullptr;
+    }
+    uint64_t pos = head;
+    if (to_end < size) {
+      auto* pad = reinterpret_cast<RecordHeader*>(buf_ + offset);
+      pad->kind = 0;
+      pad->flags = 0;
+      pad->size = static_cast<uint32_t>(to_end);
+      pos += to_end;
+    }
+    auto* h = reinterpret_cast<RecordHeader*>(buf_ + (pos & (capacity_ - 1)));
+    h->kind = kind;
+    h->flags = 0;
+    h->size = size;
+    pending_head_ = pos + size;
+    return h + 1;
+  }
+  void Commit() { head_.store(pending_head_, std::memory_order_release); }
+
+  // Consumer: calls fn(const RecordHeader&, const void* payload) for every
+  // committed record (padding skipped), then frees the space. Returns count.
+  template <typename Fn>
+  size_t Drain(Fn&& fn) {
+    const uint64_t head = head_.load(std::memory_order_acquire);
+    uint64_t tail = tail_.load(std::memory_order_relaxed);
+    size_t n = 0;
+    while (tail < head) {
+      const auto* h = reinterpret_cast<const RecordHeader*>(buf_ + (tail & (capacity_ - 1)));
+      const uint32_t size = h->size;
+      if (size < sizeof(RecordHeader) || size > capacity_) break;  // cannot happen; stay safe
+      if (h->kind != 0) {
+        fn(*h, static_cast<const void*>(h + 1));
+        ++n;
+      }
+      tail += size;
+    }
+    tail_.store(tail, std::memory_order_release);
+    return n;
+  }
+  bool Empty() const {
+    return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire);
+  }
+
+ private:
+  uint8_t* buf_ = nullptr;
+  size_t capacity_ = 0;
+  // Producer-private: the committed head after Commit(), the reserved end
+  // between Reserve() and Commit(). A failed Reserve leaves it unchanged.
+  uint64_t pending_head_ = 0;
+  uint64_t cached_tail_ = 0;   // producer-private; never ahead of tail_
+  alignas(64) std::atomic<uint64_t> head_{0};
+  alignas(64) std::atomic<uint64_t> tail_{0};
+};
+
+}  // namespace flightrec

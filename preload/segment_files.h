@@ -1,0 +1,29 @@
+// Segment files: the output directory (created 0700, checked for symlinks and
+// foreign owners), segment names that sort by time and carry service and pid,
+// the seal rename (.active -> .seg) and the disk budget (oldest sealed
+// segments deleted first). Flush thread only.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace flightrec {
+
+// Creates (mode 0700) or checks `dir`. Refuses a symlink, a non-directory and
+// (unless allow_foreign) a directory owned by another user. On failure
+// returns false with a one-line reason in *error.
+bool PrepareOutputDirectory(const std::string& dir, bool allow_foreign, std::string* error);
+
+// "<dir>/<UTC yyyymmddThhmmss.mmmZ>-<service>-<pid>-<seq>.active"; the service
+// name is reduced to [A-Za-z0-9._-].
+std::string ActiveSegmentPath(const std::string& dir, const std::string& service, uint32_t pid,
+                              uint64_t seq, uint64_t realtime_ns);
+
+// The sealed name for an active path (".active" -> ".seg").
+std::string SealedSegmentPath(const std::string& active_path);
+
+// Deletes the oldest sealed segments in `dir` (any process's) until the
+// directory's segments total at most max_bytes. `current` (our active file)
+// counts but is never deleted. Returns how many files were deleted.
+uint64_t EnforceDiskBudget(const std::string& dir, uint64_t max_bytes, const std::string& current);
+
+}  // namespace flightrec

@@ -1,0 +1,228 @@
+// Connection table (see socket_conns.h).
+#include "preload/socket_conns.h"
+
+#include <cerrno>
+#include <sys/socket.h>
+
+#include "preload/socket_addr_format.h"
+#include "preload/socket_events.h"
+#include "preload/socket_fd_table.h"
+
+namespace flightrec {
+namespace {
+
+using format::Value;
+using sockfd::SockRole;
+
+constexpr size_t kAddrText = 160;
+
+bool IsError(int64_t result) {
+  // Would-block and in-progress are outcomes of non-blocking I/O, and EINTR
+  // is the caller's signal: none of them is the connection failing.
+  return result < 0 && result != -EAGAIN && result != -EINPROGRESS && result != -EINTR;
+}
+
+}  // namespace
+
+const char* SockRoleName(uint8_t role) {
+  switch (SockRole(role)) {
+    case SockRole::kClient: return "client";
+    case SockRole::kServer: return "server";
+    case SockRole::kListener: return "listener";
+    default: return "other";
+  }
+}
+const char* SockFamilyName(uint8_t family) {
+  switch (sockfd::SockFamily(family)) {
+    case sockfd::SockFamily::kInet: return "ipv4";
+    case sockfd::SockFamily::kInet6: return "ipv6";
+    case sockfd::SockFamily::kUnix: return "unix";
+    default: return "other";
+  }
+}
+const char* SockTypeName(uint8_t type) {
+  switch (sockfd::SockType(type)) {
+    case sockfd::SockType::kStream: return "stream";
+    case sockfd::SockType::kDgram: return "dgram";
+    case sockfd::SockType::kSeqpacket: return "seqpacket";
+    default: return "other";
+  }
+}
+
+ConnTable::Conn* ConnTable::Find(uint64_t conn) {
+  auto it = conns_.find(conn);
+  return it == conns_.end() ? nullptr : &it->second;
+}
+
+void ConnTable::SetRole(Conn& c, uint8_t role) {
+  if (role == 0) return;
+  c.role = role;
+  const bool server = role == uint8_t(SockRole::kServer);
+  if ((server || role == uint8_t(SockRole::kClient)) && !c.infer) {
+    c.infer = true;
+    c.req = RequestInference(server);
+  }
+}
+
+ConnTable::Conn* ConnTable::Adopt(uint64_t conn, int fd, uint64_t time_ns, uint32_t tid) {
+  if (!probe_.adopt) return nullptr;
+  uint8_t role = 0, family = 0, type = 0;
+  char local[kAddrText], peer[kAddrText];
+  local[0] = peer[0] = '\0';
+  if (!probe_.adopt(fd, conn, &role, &family, &type, local, peer, kAddrText)) return nullptr;
+  Conn& c = conns_[conn];
+  c.created_ns = c.last_ns = time_ns;
+  c.fd = fd;
+  c.tid = tid;
+  c.family = family;
+  c.type = type;
+  c.local = local;
+  c.peer = peer;
+  SetRole(c, role);
+  if (role == uint8_t(SockRole::kListener) && probe_.inode) c.inode = probe_.inode(fd, conn);
+  return &c;
+}
+
+void ConnTable::EmitOpen(format::SegmentWriter* w, uint64_t id, Conn& c) {
+  c.open_emitted = true;
+  Value v[] = {Value::U(c.created_ns),       Value::U(c.tid),
+               Value::U(static_cast<uint64_t>(c.fd < 0 ? 0 : c.fd)), Value::U(id),
+               Value::Str(SockRoleName(c.role)), Value::Str(SockFamilyName(c.family)),
+               Value::Str(SockTypeName(c.type)), Value::Str(c.local),
+               Value::Str(c.peer),             Value::U(c.parent)};
+  w->Append(g_socket_types.open, v, 10);
+}
+
+void ConnTable::EmitRequest(format::SegmentWriter* w, uint64_t id, const Conn& c, const InferredRequest& r) {
+  requests_++;
+  Value v[] = {Value::U(r.start_ns), Value::U(r.tid),        Value::U(id),
+               Value::U(r.end_ns - r.start_ns), Value::U(r.bytes_in), Value::U(r.bytes_out),
+               Value::Str(SockRoleName(c.role))};
+  w->Append(g_socket_types.request, v, 7);
+}
+
+void ConnTable::FinishRequest(format::SegmentWriter* w, uint64_t id, Conn& c) {
+  InferredRequest r;
+  if (c.infer && c.req.Finish(&r)) EmitRequest(w, id, c, r);
+}
+
+void ConnTable::Close(format::SegmentWriter* w, uint64_t id, Conn& c, const SocketOpRecord& r, uint32_t tid) {
+  FinishRequest(w, id, c);
+  if (!c.open_emitted) EmitOpen(w, id, c);
+  Value v[] = {Value::U(r.start_ns), Value::U(tid),         Value::U(static_cast<uint64_t>(r.fd)),
+               Value::U(id),         Value::U(c.bytes_in),  Value::U(c.bytes_out),
+               Value::U(c.ops),      Value::U(c.errors)};
+  w->Append(g_socket_types.close, v, 8);
+  conns_.erase(id);  // c is dangling from here on
+}
+
+void ConnTable::OnAddr(format::SegmentWriter* w, const SocketAddrRecord& r, uint32_t tid) {
+  if (r.conn == 0) return;
+  Conn* c = Find(r.conn);
+  if (!c) {
+    c = &conns_[r.conn];
+    c->created_ns = r.time_ns;
+    c->fd = r.fd;
+    c->tid = tid;
+  }
+  c->last_ns = r.time_ns;
+  if (r.parent_conn) c->parent = r.parent_conn;
+  if (r.family) c->family = r.family;
+  if (r.type) c->type = r.type;
+  SetRole(*c, r.role);
+  if (r.which != uint8_t(AddrWhich::kNone) && r.addr_len) {
+    char text[kAddrText];
+    const size_t n = FormatSockaddr(r.addr, r.addr_len < sizeof(r.addr) ? r.addr_len : sizeof(r.addr), text,
+                                    sizeof(text));
+    (r.which == uint8_t(AddrWhich::kLocal) ? c->local : c->peer).assign(text, n);
+  }
+  if (r.complete) {
+    if (c->role == uint8_t(SockRole::kListener) && probe_.inode && !c->inode) c->inode = probe_.inode(r.fd, r.conn);
+    // connect() again (UDP re-targeting, a retry) re-describes the connection.
+    EmitOpen(w, r.conn, *c);
+  }
+}
+
+void ConnTable::OnOp(format::SegmentWriter* w, const SocketOpRecord& r, uint32_t tid) {
+  if (r.conn == 0) return;
+  const uint64_t end = r.start_ns + r.duration_ns;
+  Conn* c = Find(r.conn);
+  if (r.op == uint8_t(SockOp::kSocket)) {
+    if (!c) {
+      c = &conns_[r.conn];
+      c->created_ns = r.start_ns;
+      c->fd = r.fd;
+      c->tid = tid;
+      c->family = static_cast<uint8_t>(r.aux >> 8);
+      c->type = static_cast<uint8_t>(r.aux & 0xff);
+    }
+  } else if (!c) {
+    if (r.op == uint8_t(SockOp::kClose)) return;  // a connection we never knew, already gone
+    c = Adopt(r.conn, r.fd, r.start_ns, tid);
+    if (!c) return;
+  }
+  c->ops++;
+  c->last_ns = end;
+  if (IsError(r.result)) c->errors++;
+
+  const uint8_t op = r.op;
+  if (IsDataOp(op)) {
+    if (!c->open_emitted) EmitOpen(w, r.conn, *c);
+    if (r.result > 0 && !(r.flags & kOpFlagPeek)) {
+      const bool send = IsSendOp(op);
+      (send ? c->bytes_out : c->bytes_in) += static_cast<uint64_t>(r.result);
+      InferredRequest done;
+      if (c->infer && c->req.OnData(send, static_cast<uint64_t>(r.result), r.start_ns, end, tid, &done))
+        EmitRequest(w, r.conn, *c, done);
+    } else if (r.result == 0 && IsRecvOp(op) && c->type != uint8_t(sockfd::SockType::kDgram)) {
+      FinishRequest(w, r.conn, *c);  // EOF: the peer will ask nothing more
+    }
+    return;
+  }
+  switch (SockOp(op)) {
+    case SockOp::kClose:
+      if (r.result < 0 && r.result != -EINTR) return;  // EBADF and the like: nothing was closed
+      if (--c->fd_refs <= 0) Close(w, r.conn, *c, r, tid);
+      break;
+    case SockOp::kDup:
+      if (r.result >= 0) c->fd_refs++;
+      break;
+    case SockOp::kShutdown:
+      if (r.result == 0) {
+        const bool wr = r.aux == SHUT_WR || r.aux == SHUT_RDWR;
+        // A server that shuts down its sending side has answered; a client
+        // half-closing (SHUT_WR) is still waiting for its answer.
+        if ((c->role == uint8_t(SockRole::kServer) && wr) || r.aux == SHUT_RDWR) FinishRequest(w, r.conn, *c);
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+void ConnTable::FinishRequests(format::SegmentWriter* w) {
+  for (auto& [id, c] : conns_) FinishRequest(w, id, c);
+}
+
+void ConnTable::NewSegment(format::SegmentWriter* w) {
+  // A report on the new segment alone must still know every live connection
+  // (a listener may never speak again), so describe them again now.
+  for (auto& [id, c] : conns_)
+    if (c.open_emitted) EmitOpen(w, id, c);
+}
+
+size_t ConnTable::EvictStale(uint64_t idle_before_ns) {
+  if (!probe_.alive) return 0;
+  size_t n = 0;
+  for (auto it = conns_.begin(); it != conns_.end();) {
+    if (it->second.last_ns < idle_before_ns && !probe_.alive(it->second.fd, it->first)) {
+      it = conns_.erase(it);
+      n++;
+    } else {
+      ++it;
+    }
+  }
+  return n;
+}
+
+}  // namespace flightrec

@@ -1,0 +1,52 @@
+// Socket event types (see socket_events.h for the field lists).
+#include "preload/socket_events.h"
+
+#include "preload/flush_registry.h"
+
+namespace flightrec {
+
+SocketEventTypes g_socket_types;
+
+std::vector<format::EventTypeSpec> SocketEventSpecs() {
+  using format::FieldType;
+  const FieldType T = FieldType::kTime, U = FieldType::kUInt, S = FieldType::kSInt, STR = FieldType::kString;
+  return {
+      {"socket.op",
+       {{"time", T, "ns"}, {"tid", U, ""}, {"fd", U, ""}, {"conn", U, ""}, {"op", STR, ""},
+        {"bytes", S, "bytes"}, {"duration_ns", U, "ns"}}},
+      {"socket.open",
+       {{"time", T, "ns"}, {"tid", U, ""}, {"fd", U, ""}, {"conn", U, ""}, {"role", STR, ""},
+        {"family", STR, ""}, {"type", STR, ""}, {"local", STR, ""}, {"peer", STR, ""}, {"listener", U, ""}}},
+      {"socket.close",
+       {{"time", T, "ns"}, {"tid", U, ""}, {"fd", U, ""}, {"conn", U, ""}, {"bytes_in", U, "bytes"},
+        {"bytes_out", U, "bytes"}, {"ops", U, "count"}, {"errors", U, "count"}}},
+      {"request",
+       {{"time", T, "ns"}, {"tid", U, ""}, {"conn", U, ""}, {"duration_ns", U, "ns"}, {"bytes_in", U, "bytes"},
+        {"bytes_out", U, "bytes"}, {"role", STR, ""}}},
+      {"socket.acceptq",
+       {{"time", T, "ns"}, {"conn", U, ""}, {"fd", U, ""}, {"local", STR, ""}, {"queued", U, "count"},
+        {"backlog", U, "count"}}},
+  };
+}
+
+namespace {
+template <typename DefineFn>
+void DefineAll(DefineFn define) {
+  const auto specs = SocketEventSpecs();
+  g_socket_types.op = define(specs[0]);
+  g_socket_types.open = define(specs[1]);
+  g_socket_types.close = define(specs[2]);
+  g_socket_types.request = define(specs[3]);
+  g_socket_types.acceptq = define(specs[4]);
+}
+}  // namespace
+
+void DefineSocketEventTypes() {
+  DefineAll([](const format::EventTypeSpec& s) { return DefineEventType(s); });
+}
+
+void DefineSocketEventTypesOn(format::SegmentWriter* writer) {
+  DefineAll([writer](const format::EventTypeSpec& s) { return writer->DefineEventType(s); });
+}
+
+}  // namespace flightrec

@@ -1,0 +1,42 @@
+// Socket event types: the schema of everything the sockets feature writes.
+// Names and fields are what scripts/flightrec_lib/cmd_sockets.py and
+// cmd_requests.py read (and docs/REQUESTS.md describes):
+//
+//  socket.op      time, tid, fd, conn, op STR, bytes S, duration_ns
+//                   one per hooked call; bytes = bytes moved (data ops) or the
+//                   call's result, -errno on failure (EAGAIN is -11)
+//  socket.open    time, tid, fd, conn, role STR, family STR, type STR,
+//                   local STR, peer STR, listener
+//                   role: server (accepted), client (connected), listener,
+//                   other; time = when the socket was created; re-emitted at
+//                   the start of every segment for connections still open
+//  socket.close   time, tid, fd, conn, bytes_in, bytes_out, ops, errors
+//                   when the connection's last fd is closed
+//  request        time (start), tid, conn, duration_ns, bytes_in, bytes_out, role STR
+//  socket.acceptq time, conn, fd, local STR, queued, backlog
+//                   a listener's accept queue, every FLIGHTREC_ACCEPTQ_MS
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "format/segment_writer.h"
+
+namespace flightrec {
+
+struct SocketEventTypes {
+  uint32_t op = 0, open = 0, close = 0, request = 0, acceptq = 0;
+};
+
+// Ids returned by DefineEventType; valid after DefineSocketEventTypes.
+extern SocketEventTypes g_socket_types;
+
+// The specs, in the order of SocketEventTypes' members.
+std::vector<format::EventTypeSpec> SocketEventSpecs();
+
+// Registers the types with the flush registry and sets g_socket_types (init only).
+void DefineSocketEventTypes();
+
+// Defines the types on a writer directly and sets g_socket_types (unit tests).
+void DefineSocketEventTypesOn(format::SegmentWriter* writer);
+
+}  // namespace flightrec

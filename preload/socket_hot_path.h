@@ -1,0 +1,46 @@
+// Socket hot path: what the socket and fd hooks share — the "is this call
+// ours to record" tests and the one ring push per call. Everything here is
+// lock-free, allocation-free and async-signal-safe.
+//
+// Cost of a recorded call: the table lookup, two clock reads and one ring
+// push (PushOp). Connection setup calls (connect, accept, listen) also ask
+// the kernel for the local/peer address with getsockname/getpeername once.
+#pragma once
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "preload/runtime_state.h"
+#include "preload/socket_fd_table.h"
+#include "preload/socket_records.h"
+#include "preload/thread_registry.h"
+
+namespace flightrec::sockhot {
+
+// The socket table is mapped (FLIGHTREC_SOCKETS=1 and init ran) and the
+// calling thread is not one of flightrec's own: keep the fd table right.
+inline bool Tracking() {
+  return sockfd::g_table_size != 0 && !(tls_thread_flags & kThreadFlagRecorder);
+}
+// ... and the recorder is running: also push records.
+inline bool Recording() { return Tracking() && RuntimeRecording(); }
+
+// The pid the fd table belongs to. A vfork child shares our memory but has
+// its own fd table: its closes must not clear our entries.
+void SetOwnerPid(pid_t pid);
+bool InOwnerProcess();  // one getpid(); only on close/dup paths of tracked sockets
+
+void PushOp(SockOp op, int fd, uint64_t conn, uint64_t start_ns, uint64_t end_ns, int64_t result,
+            uint8_t flags = 0, uint16_t aux = 0);
+
+// entry supplies role/family/type. addr may be null (len 0).
+void PushAddr(uint64_t time_ns, uint64_t conn, uint64_t parent_conn, int fd, uint64_t entry, AddrWhich which,
+              const void* addr, size_t len, bool complete);
+
+// Table family/type codes for socket(domain, type) arguments; kOther family
+// means "not a socket we track" (netlink, packet, ...).
+sockfd::SockFamily FamilyOf(int domain);
+sockfd::SockType TypeOf(int type);
+
+}  // namespace flightrec::sockhot

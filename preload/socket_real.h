@@ -1,0 +1,61 @@
+// Real socket/fd functions: the libc definitions our socket and fd hooks
+// forward to, found with dlsym(RTLD_NEXT) once at init (ResolveRealSocketFns
+// from SocketsInit).
+//
+// A hook can run before init (another library's constructor calling read() or
+// close()). Every pointer therefore starts at a stub that resolves all
+// pointers on first use and calls through; if resolution is already running
+// on this thread (dlsym re-entering a hook) or a symbol is missing, the stub
+// makes the system call itself, so a hook never calls a null pointer and
+// never recurses.
+#pragma once
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+namespace flightrec {
+
+struct RealSocketFns {
+  int (*socket)(int, int, int);
+  int (*socketpair)(int, int, int, int*);
+  int (*connect)(int, const sockaddr*, socklen_t);
+  int (*bind)(int, const sockaddr*, socklen_t);
+  int (*listen)(int, int);
+  int (*accept)(int, sockaddr*, socklen_t*);
+  int (*accept4)(int, sockaddr*, socklen_t*, int);
+  int (*shutdown)(int, int);
+  int (*close)(int);
+  int (*close_range)(unsigned, unsigned, int);
+  void (*closefrom)(int);
+  int (*dup)(int);
+  int (*dup2)(int, int);
+  int (*dup3)(int, int, int);
+  int (*fcntl)(int, int, ...);
+  int (*fcntl64)(int, int, ...);
+  ssize_t (*send)(int, const void*, size_t, int);
+  ssize_t (*sendto)(int, const void*, size_t, int, const sockaddr*, socklen_t);
+  ssize_t (*sendmsg)(int, const msghdr*, int);
+  int (*sendmmsg)(int, mmsghdr*, unsigned, int);
+  ssize_t (*recv)(int, void*, size_t, int);
+  ssize_t (*recvfrom)(int, void*, size_t, int, sockaddr*, socklen_t*);
+  ssize_t (*recvmsg)(int, msghdr*, int);
+  int (*recvmmsg)(int, mmsghdr*, unsigned, int, struct timespec*);
+  ssize_t (*read)(int, void*, size_t);
+  ssize_t (*write)(int, const void*, size_t);
+  ssize_t (*readv)(int, const iovec*, int);
+  ssize_t (*writev)(int, const iovec*, int);
+  ssize_t (*sendfile)(int, int, off_t*, size_t);
+  ssize_t (*sendfile64)(int, int, off_t*, size_t);
+  ssize_t (*read_chk)(int, void*, size_t, size_t);
+  ssize_t (*recv_chk)(int, void*, size_t, size_t, int);
+  ssize_t (*recvfrom_chk)(int, void*, size_t, size_t, int, sockaddr*, socklen_t*);
+};
+
+// Never null members; see the file comment.
+extern RealSocketFns g_real_sock;
+
+// Resolves every member with dlsym(RTLD_NEXT). Safe to call more than once and
+// from several threads; returns false when re-entered on this thread.
+bool ResolveRealSocketFns();
+
+}  // namespace flightrec

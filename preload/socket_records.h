@@ -1,0 +1,79 @@
+// Socket records: the fixed-size records the socket hooks push into the
+// calling thread's ring (kinds kRecSocketOp and kRecSocketAddr), and the
+// operation codes with their names as they appear in socket.op events.
+#pragma once
+#include <cstdint>
+
+namespace flightrec {
+
+enum class SockOp : uint8_t {
+  kNone = 0,
+  // connection lifecycle
+  kSocket, kSocketpair, kConnect, kBind, kListen, kAccept, kClose, kShutdown, kDup,
+  // data out
+  kSend, kSendto, kSendmsg, kSendmmsg, kWrite, kWritev, kSendfile,
+  // data in
+  kRecv, kRecvfrom, kRecvmsg, kRecvmmsg, kRead, kReadv,
+  kCount,
+};
+
+inline constexpr const char* kSockOpNames[] = {
+    "none",  "socket", "socketpair", "connect",  "bind",  "listen",   "accept",  "close",
+    "shutdown", "dup", "send",       "sendto",   "sendmsg", "sendmmsg", "write", "writev",
+    "sendfile", "recv", "recvfrom",  "recvmsg",  "recvmmsg", "read",    "readv",
+};
+static_assert(sizeof(kSockOpNames) / sizeof(kSockOpNames[0]) == size_t(SockOp::kCount));
+
+inline const char* SockOpName(uint8_t op) {
+  return op < uint8_t(SockOp::kCount) ? kSockOpNames[op] : "unknown";
+}
+inline bool IsSendOp(uint8_t op) { return op >= uint8_t(SockOp::kSend) && op <= uint8_t(SockOp::kSendfile); }
+inline bool IsRecvOp(uint8_t op) { return op >= uint8_t(SockOp::kRecv) && op <= uint8_t(SockOp::kReadv); }
+inline bool IsDataOp(uint8_t op) { return IsSendOp(op) || IsRecvOp(op); }
+
+// SocketOpRecord.flags
+inline constexpr uint8_t kOpFlagPeek = 1;  // MSG_PEEK: bytes were not consumed
+
+// One socket operation. 40 bytes + the 8-byte ring header.
+//   result: bytes moved for data ops; for the others the call's result (0,
+//   or the new fd for accept/dup); -errno on failure (EAGAIN included).
+//   For accept, fd/conn are the listener's; the new connection is described
+//   by the SocketAddrRecords pushed just before.
+//   For dup, fd is the new fd and aux the old one.
+//   For socket, aux = family << 8 | type (SockFamily, SockType).
+struct SocketOpRecord {
+  uint64_t start_ns;
+  uint64_t duration_ns;
+  int64_t result;
+  uint64_t conn;
+  int32_t fd;
+  uint8_t op;     // SockOp
+  uint8_t flags;  // kOpFlag*
+  uint16_t aux;
+};
+static_assert(sizeof(SocketOpRecord) == 40);
+
+// What a SocketAddrRecord's address is.
+enum class AddrWhich : uint8_t { kNone = 0, kLocal = 1, kPeer = 2 };
+
+// Identity of a connection and one of its addresses. Pushed by connect,
+// accept, bind, listen and socketpair, before their op record. `complete`
+// marks the last identity record of the call: the connection's role and
+// addresses are then known and socket.open can be emitted.
+struct SocketAddrRecord {
+  uint64_t time_ns;
+  uint64_t conn;
+  uint64_t parent_conn;  // accept: the listener's connection id
+  int32_t fd;
+  uint8_t role;    // sockfd::SockRole
+  uint8_t family;  // sockfd::SockFamily
+  uint8_t type;    // sockfd::SockType
+  uint8_t which;   // AddrWhich
+  uint16_t addr_len;  // bytes of addr used (0 = none)
+  uint8_t complete;
+  uint8_t pad[5];
+  uint8_t addr[128];  // struct sockaddr_storage bytes
+};
+static_assert(sizeof(SocketAddrRecord) == 168);
+
+}  // namespace flightrec

@@ -1,0 +1,100 @@
+// Thread registry: one ThreadState per application thread, holding that
+// thread's ring and drop counters, reached through initial-exec TLS.
+//
+// Ownership: ThreadStates live in mmap'd memory owned by the registry and are
+// never unmapped, only recycled, so the flush thread can walk the list
+// without locks. States: kFree -> kActive (claimed by a thread) -> kRetired
+// (thread exited; ring may hold records) -> kFree (flush thread drained it).
+//
+// Signal safety: CurrentThreadState() is async-signal-safe once the thread is
+// registered; registration itself (first record of a thread not created
+// through our pthread_create hook) uses mmap and is never done from a signal
+// handler (handlers pass register_if_missing=false).
+#pragma once
+#include <atomic>
+#include <csignal>
+#include <cstdint>
+#include <sys/types.h>
+
+#include "preload/record_kinds.h"
+#include "preload/ring.h"
+
+namespace flightrec {
+
+enum class ThreadSlotState : int { kFree = 0, kActive = 1, kRetired = 2 };
+
+struct ThreadState {
+  Ring ring;
+  std::atomic<int> state{0};            // ThreadSlotState
+  pid_t tid = 0;
+  pid_t parent_tid = 0;
+  uint64_t start_routine = 0;           // address, 0 if unknown
+  char name[16] = {};
+  // Producer-side re-entrancy guard: set while a record is being written so a
+  // signal handler on the same thread drops instead of corrupting the ring.
+  volatile sig_atomic_t busy = 0;
+  // Drops per record kind. Written only by the owning thread (relaxed), read by
+  // the flush thread, which reports deltas.
+  std::atomic<uint64_t> dropped[kRecordKindCount];
+  uint64_t dropped_reported[kRecordKindCount];  // flush-thread private
+  uint64_t generation = 0;              // bumped on each reuse of the slot
+  ThreadState* next = nullptr;          // registry list (append-only)
+  bool start_emitted = false;           // flush-thread private
+};
+
+// Per-thread flags in initial-exec TLS, readable from hot paths without a call.
+inline constexpr uint32_t kThreadFlagRecorder = 1;     // one of flightrec's own threads
+inline constexpr uint32_t kThreadFlagDead = 2;         // exiting: never register again
+inline constexpr uint32_t kThreadFlagRegistering = 4;  // inside registration (mmap, setspecific)
+extern __thread uint32_t tls_thread_flags __attribute__((tls_model("initial-exec")));
+
+// Global switch: true from init until shutdown (and false when disabled).
+bool RecordingActive();
+
+// Drops that could not be charged to a thread (registration failed).
+uint64_t UnattributedDrops();
+
+// The calling thread's state. Registers the thread on first use when
+// register_if_missing is true. Returns nullptr when recording is off, the
+// thread is a recorder thread, or the thread is exiting.
+ThreadState* CurrentThreadState(bool register_if_missing = true);
+
+// Marks the calling thread as one of flightrec's own: never recorded.
+void MarkRecorderThread();
+bool IsRecorderThread();
+
+// Called by the pthread_create hook on the new thread before the start routine.
+void RegisterThreadFromHook(pid_t parent_tid, uint64_t start_routine);
+
+// Head of the registry list, for the flush thread.
+ThreadState* RegistryHead();
+
+// In a forked child: forget every inherited state (their rings belong to the
+// parent's threads) and start empty. Async-signal-safe.
+void ResetRegistryAfterFork();
+
+// Observers told on the thread itself when it is registered / exits. Used by
+// the sampler to arm and disarm per-thread timers. Register at init only.
+using ThreadObserverFn = void (*)(ThreadState*);
+void AddThreadObserver(ThreadObserverFn on_start, ThreadObserverFn on_exit);
+
+// RecordWriter: RAII reservation of one record in the calling thread's ring.
+//   RecordWriter w(kRecFoo, sizeof(Foo));
+//   if (w.ok()) { new (w.data()) Foo{...}; }   // committed by the destructor
+// A full ring or a busy ring (signal re-entry) counts a drop for `kind`.
+class RecordWriter {
+ public:
+  RecordWriter(uint16_t kind, uint32_t payload_bytes, bool register_if_missing = true);
+  ~RecordWriter();
+  RecordWriter(const RecordWriter&) = delete;
+  RecordWriter& operator=(const RecordWriter&) = delete;
+  bool ok() const { return data_ != nullptr; }
+  void* data() const { return data_; }
+  ThreadState* thread() const { return ts_; }
+
+ private:
+  ThreadState* ts_ = nullptr;
+  void* data_ = nullptr;
+};
+
+}  // namespace flightrec

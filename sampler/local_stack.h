@@ -1,0 +1,27 @@
+// Local stack capture: a backtrace of the calling thread, taken in place with
+// libunwind (DWARF CFI, so -fomit-frame-pointer code unwinds fully).
+//
+// Used by the allocation hooks on application threads. Not for signal
+// handlers: unwinding may take the dynamic loader's lock (dl_iterate_phdr) the
+// first time it meets a pc; signal handlers copy the stack instead
+// (sigprof_sampler.h) and the flush thread unwinds the copy (stack_unwinder.h).
+#pragma once
+#include <cstdint>
+
+namespace flightrec::sampler {
+
+// Fills pcs[0..n) leaf first and returns n (0..max). Frame 0 is the caller of
+// CaptureCurrentStack after `skip` more frames are dropped (skip=0: the
+// function that called us). Every pc is a return address minus 1, i.e. it
+// points inside the call instruction, so symbolization yields the call line.
+//
+// No host malloc, no locks of ours; libunwind's per-thread cache keeps the
+// steady state at a few hundred ns for typical depths. Safe to call before
+// InitLocalStackCapture() (it then initialises lazily).
+int CaptureCurrentStack(uint64_t* pcs, int max, int skip);
+
+// Sets libunwind's per-thread caching for the local address space and warms
+// it up. Called once at init from a normal (non-hook) context; idempotent.
+void InitLocalStackCapture();
+
+}  // namespace flightrec::sampler

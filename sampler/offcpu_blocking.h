@@ -1,0 +1,28 @@
+// Off-CPU from interposed blocking calls: the fallback when context-switch
+// sampling is refused (or with the SIGPROF sampler). preload/hook_blocking.cc
+// times poll/select/epoll/sleeps/condvar/mutex waits on threads where this is
+// on; a call that blocked at least FLIGHTREC_OFFCPU_MIN_US records its stack
+// (captured in place after the call returns) into the thread's ring.
+#pragma once
+#include <cstdint>
+
+namespace flightrec::sampler {
+
+// Per thread: true when this thread's off-CPU time comes from the hooks.
+// Initial-exec TLS so the hooks' fast path is one load.
+extern __thread bool t_offcpu_hooks __attribute__((tls_model("initial-exec")));
+// Minimum duration recorded (ns); set once at init.
+extern uint64_t g_offcpu_min_ns;
+
+inline bool OffCpuHooksOn() { return t_offcpu_hooks; }
+
+// Records one block if it lasted at least g_offcpu_min_ns. `reason` must be
+// a string with static storage (e.g. "poll"). Called directly by a hook: the
+// stack starts at that hook's frame (this function's own frame is dropped).
+// No host malloc, no locks; a full ring counts a drop.
+void OffCpuNoteBlock(uint64_t start_ns, uint64_t end_ns, const char* reason);
+
+void SetThreadOffCpuHooks(bool on);
+void RegisterOffCpuDecoding();
+
+}  // namespace flightrec::sampler

@@ -1,0 +1,577 @@
+// perf_event sampler (see perf_sampler.h).
+//
+// Record layout we ask for (sample_type IDENTIFIER|IP|TID|TIME|PERIOD|
+// REGS_USER|STACK_USER, sample_id_all=1), per perf_event_open(2):
+//   SAMPLE:  id, ip, pid/tid, time, period, abi, regs[popcount(mask)] (abi != 0),
+//            size, data[size], dyn_size (size != 0)
+//   others:  ...body..., then the sample_id trailer: pid/tid, time, id
+// Off-CPU: the context-switch event samples at every switch-out (user regs and
+// stack at the syscall that blocked), then PERF_RECORD_SWITCH records (from
+// attr.context_switch) mark switch-out (with PREEMPT when involuntary) and
+// switch-in. A block is switch-out sample -> switch-in; its duration is the
+// difference of their timestamps. Preemptions are run-queue waits, not
+// blocking, and are left out.
+#include "sampler/perf_sampler.h"
+
+#include <linux/perf_event.h>
+#include <mimalloc.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "sampler/sample_events.h"
+#include "sampler/stack_unwinder.h"
+
+namespace flightrec::sampler {
+namespace {
+
+constexpr int kMaxSlots = 4096;
+constexpr uint64_t kHupCheckNs = 250'000'000;
+constexpr size_t kMaxRecordBytes = 65536;  // perf_event_header.size is a u16
+constexpr uint32_t kMaxStackBytes = 63 * 1024;
+
+enum SlotState : int { kFree = 0, kArming = 1, kActive = 2, kRetiring = 3 };
+
+struct Slot {
+  std::atomic<int> state{kFree};
+  pid_t tid = 0;
+  int cpu_fd = -1, sw_fd = -1;
+  uint64_t cpu_id = 0, sw_id = 0;
+  uint8_t* base = nullptr;
+  size_t map_len = 0;
+  // Flush-thread private: the switch-out sample waiting for its switch-in.
+  bool pending = false;
+  bool pending_preempted = false;
+  bool pending_unwound = false;  // pending_pcs valid (the sample left the ring)
+  uint64_t pending_pos = 0;      // ring position of the sample while still in the ring
+  uint64_t pending_time = 0;
+  int pending_n = 0;
+  uint64_t pending_pcs[kMaxFrames];
+};
+
+struct Counters {
+  std::atomic<uint64_t> armed{0}, arm_failed{0};
+  uint64_t samples = 0, switch_samples = 0, lost = 0, offcpu_emitted = 0, preempted = 0, short_blocks = 0,
+           bad_records = 0;
+};
+
+struct PerfState {
+  PerfOptions opts;
+  bool hardware = false, switch_ok = false;
+  size_t page = 4096;
+  size_t min_pages = 8;
+  std::atomic<size_t> data_pages{32};  // halves when the kernel refuses locked memory
+  Slot* slots = nullptr;
+  std::atomic<int> hwm{0};
+  std::atomic<bool> shutdown{false};
+  uint64_t last_hup_check = 0;
+  uint8_t* scratch = nullptr;  // flush thread: records that wrap the ring end
+  Counters counters;
+};
+
+PerfState* g = nullptr;
+
+// Slot index + 1 of the calling thread (0 = none) and whether it has the
+// context-switch event. Initial-exec: read from hooks.
+__attribute__((tls_model("initial-exec"))) __thread int t_slot = 0;
+__attribute__((tls_model("initial-exec"))) __thread bool t_has_switch = false;
+
+int PerfEventOpen(perf_event_attr* attr, pid_t tid) {
+  return static_cast<int>(syscall(SYS_perf_event_open, attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+}
+
+perf_event_attr Attr(const PerfOptions& o, bool hardware, bool switch_event) {
+  perf_event_attr a;
+  std::memset(&a, 0, sizeof(a));
+  a.size = sizeof(a);
+  if (switch_event) {
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_CONTEXT_SWITCHES;
+    a.sample_period = 1;
+    a.exclude_kernel = 0;  // switch samples are only produced with kernel included
+    a.context_switch = 1;  // PERF_RECORD_SWITCH in/out records
+  } else if (hardware) {
+    a.type = PERF_TYPE_HARDWARE;
+    a.config = PERF_COUNT_HW_CPU_CYCLES;
+    a.freq = 1;
+    a.sample_freq = o.hz;
+    a.exclude_kernel = 1;
+  } else {
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_CPU_CLOCK;  // counts ns: the period is a duration
+    a.sample_period = 1000000000ull / (o.hz ? o.hz : 1);
+    a.exclude_kernel = 1;
+  }
+  a.exclude_hv = 1;
+  a.sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+                  PERF_SAMPLE_PERIOD | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+  a.sample_regs_user = PerfRegsUserMask();
+  a.sample_stack_user = o.stack_bytes;
+  a.use_clockid = 1;
+  a.clockid = CLOCK_MONOTONIC;
+  a.sample_id_all = 1;
+  a.disabled = 1;
+  return a;
+}
+
+size_t RoundUpPow2(size_t v) {
+  size_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+int ClaimSlot() {
+  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
+  for (int i = 0; i < n; ++i) {
+    int expected = kFree;
+    if (g->slots[i].state.load(std::memory_order_relaxed) == kFree &&
+        g->slots[i].state.compare_exchange_strong(expected, kArming, std::memory_order_acquire))
+      return i;
+  }
+  const int i = g->hwm.fetch_add(1, std::memory_order_acq_rel);
+  if (i >= kMaxSlots) return -1;
+  g->slots[i].state.store(kArming, std::memory_order_relaxed);
+  return i;
+}
+
+void CloseSlotFds(Slot& s) {
+  if (s.sw_fd >= 0) close(s.sw_fd);
+  if (s.cpu_fd >= 0) close(s.cpu_fd);
+  s.sw_fd = s.cpu_fd = -1;
+}
+
+// Flush thread only: the slot's owner is gone and its ring drained.
+void Reclaim(Slot& s) {
+  CloseSlotFds(s);
+  if (s.base) munmap(s.base, s.map_len);
+  s.base = nullptr;
+  s.map_len = 0;
+  s.pending = false;
+  s.state.store(kFree, std::memory_order_release);
+}
+
+// ---- ring reading (flush thread) ----------------------------------------
+
+struct Ring {
+  const uint8_t* data;
+  uint64_t size;  // power of two
+};
+
+void CopyOut(const Ring& r, uint64_t pos, void* out, size_t len) {
+  const uint64_t off = pos & (r.size - 1);
+  const size_t first = static_cast<size_t>(std::min<uint64_t>(len, r.size - off));
+  std::memcpy(out, r.data + off, first);
+  if (first < len) std::memcpy(static_cast<uint8_t*>(out) + first, r.data, len - first);
+}
+
+// The record at pos, contiguous: in place, or copied into the scratch buffer
+// when it wraps the end of the ring.
+const uint8_t* RecordAt(const Ring& r, uint64_t pos, size_t len) {
+  const uint64_t off = pos & (r.size - 1);
+  if (off + len <= r.size) return r.data + off;
+  CopyOut(r, pos, g->scratch, len);
+  return g->scratch;
+}
+
+struct Sample {
+  uint64_t id = 0, ip = 0, time = 0, period = 0;
+  uint32_t pid = 0, tid = 0;
+  uint64_t abi = 0;
+  const uint64_t* regs = nullptr;
+  size_t nregs = 0;
+  const uint8_t* stack = nullptr;
+  uint64_t stack_len = 0;
+};
+
+// Bounds-checked: a malformed record returns false, never reads past `len`.
+bool ParseSample(const uint8_t* rec, size_t len, Sample* s) {
+  size_t off = sizeof(perf_event_header);
+  auto u64 = [&](uint64_t* v) {
+    if (off + 8 > len) return false;
+    std::memcpy(v, rec + off, 8);
+    off += 8;
+    return true;
+  };
+  uint64_t pidtid = 0;
+  if (!u64(&s->id) || !u64(&s->ip) || !u64(&pidtid) || !u64(&s->time) || !u64(&s->period) || !u64(&s->abi))
+    return false;
+  s->pid = static_cast<uint32_t>(pidtid);
+  s->tid = static_cast<uint32_t>(pidtid >> 32);
+  if (s->abi != PERF_SAMPLE_REGS_ABI_NONE) {
+    s->nregs = static_cast<size_t>(__builtin_popcountll(PerfRegsUserMask()));
+    if (off + s->nregs * 8 > len) return false;
+    s->regs = reinterpret_cast<const uint64_t*>(rec + off);  // perf records are 8-aligned
+    off += s->nregs * 8;
+  }
+  uint64_t size = 0;
+  if (!u64(&size)) return false;
+  if (size) {
+    if (off + size + 8 > len) return false;
+    s->stack = rec + off;
+    off += size;
+    uint64_t dyn = 0;
+    u64(&dyn);
+    s->stack_len = dyn < size ? dyn : size;
+  }
+  return true;
+}
+
+// sample_id trailer of a non-sample record: pid/tid, time, id.
+bool ParseTrailer(const uint8_t* rec, size_t len, uint64_t* time, uint32_t* tid) {
+  if (len < sizeof(perf_event_header) + 24) return false;
+  uint64_t pidtid;
+  std::memcpy(&pidtid, rec + len - 24, 8);
+  std::memcpy(time, rec + len - 16, 8);
+  *tid = static_cast<uint32_t>(pidtid >> 32);
+  return true;
+}
+
+int UnwindSample(const Sample& s, bool at_switch, uint64_t* pcs) {
+  if (!s.regs) {
+    if (at_switch) return 0;  // ip is a kernel address: nothing of the user stack
+    pcs[0] = s.ip;
+    return s.ip ? 1 : 0;
+  }
+  RegisterSet rs;
+  if (!RegisterSetFromPerf(PerfRegsUserMask(), s.regs, s.nregs, &rs)) return 0;
+  const int n = UnwindCopiedStack(rs, rs.sp(), s.stack, s.stack_len, pcs, kMaxFrames);
+  // At a switch the user ip is the instruction after the syscall: like a
+  // return address, step back into it so it symbolizes to the call.
+  if (at_switch && n > 0 && pcs[0]) pcs[0] -= 1;
+  return n;
+}
+
+uint64_t PeriodNs(const Sample& s) {
+  if (!g->hardware && s.period) return s.period;  // cpu-clock counts nanoseconds
+  return 1000000000ull / (g->opts.hz ? g->opts.hz : 1);
+}
+
+void UnwindPending(Slot& slot, const Ring& r) {
+  perf_event_header h;
+  CopyOut(r, slot.pending_pos, &h, sizeof(h));
+  Sample smp;
+  slot.pending_n = 0;
+  if (h.size >= sizeof(h) && ParseSample(RecordAt(r, slot.pending_pos, h.size), h.size, &smp))
+    slot.pending_n = UnwindSample(smp, true, slot.pending_pcs);
+  slot.pending_unwound = true;
+}
+
+void EndBlock(FlushContext& ctx, Slot& slot, const Ring* r, uint64_t end_time) {
+  Counters& c = g->counters;
+  if (slot.pending_preempted) {
+    c.preempted++;
+  } else if (end_time < slot.pending_time || end_time - slot.pending_time < g->opts.offcpu_min_ns) {
+    c.short_blocks++;  // never unwound: most switches are short
+  } else {
+    if (!slot.pending_unwound && r) UnwindPending(slot, *r);
+    if (slot.pending_n > 0) {
+      EmitOffCpuSample(ctx, slot.pending_time, static_cast<uint32_t>(slot.tid), slot.pending_pcs,
+                       slot.pending_n, end_time - slot.pending_time, "switch");
+      c.offcpu_emitted++;
+    }
+  }
+  slot.pending = false;
+}
+
+void HandleRecord(FlushContext& ctx, Slot& slot, const Ring& r, uint64_t pos, const perf_event_header& h,
+                  const uint8_t* rec) {
+  Counters& c = g->counters;
+  switch (h.type) {
+    case PERF_RECORD_SAMPLE: {
+      Sample s;
+      if (!ParseSample(rec, h.size, &s)) {
+        c.bad_records++;
+        return;
+      }
+      if (slot.sw_id && s.id == slot.sw_id) {
+        c.switch_samples++;
+        slot.pending = true;
+        slot.pending_preempted = false;
+        slot.pending_unwound = false;
+        slot.pending_pos = pos;
+        slot.pending_time = s.time;
+        return;
+      }
+      uint64_t pcs[kMaxFrames];
+      const int n = UnwindSample(s, false, pcs);
+      if (n > 0) EmitCpuSample(ctx, s.time, s.tid ? s.tid : static_cast<uint32_t>(slot.tid), pcs, n, PeriodNs(s));
+      c.samples++;
+      return;
+    }
+    case PERF_RECORD_SWITCH: {
+      uint64_t time = 0;
+      uint32_t tid = 0;
+      if (!ParseTrailer(rec, h.size, &time, &tid) || !slot.pending) return;
+      if (h.misc & PERF_RECORD_MISC_SWITCH_OUT) {
+        if (h.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) slot.pending_preempted = true;
+      } else {
+        EndBlock(ctx, slot, &r, time);
+      }
+      return;
+    }
+    case PERF_RECORD_LOST:
+    case PERF_RECORD_LOST_SAMPLES: {
+      uint64_t lost = 0;
+      const size_t at = sizeof(perf_event_header) + (h.type == PERF_RECORD_LOST ? 8 : 0);
+      if (h.size < at + 8) return;
+      std::memcpy(&lost, rec + at, 8);
+      uint64_t time = ctx.now_ns;
+      uint32_t tid = 0;
+      ParseTrailer(rec, h.size, &time, &tid);
+      EmitSamplerLost(ctx, time, static_cast<uint32_t>(slot.tid), lost);
+      c.lost += lost;
+      // A lost switch-in would pair this switch-out with a much later one.
+      slot.pending = false;
+      return;
+    }
+    default:
+      return;  // throttle, itrace, ...: nothing for us
+  }
+}
+
+void DrainSlot(FlushContext& ctx, Slot& slot) {
+  if (!slot.base) return;
+  auto* meta = reinterpret_cast<perf_event_mmap_page*>(slot.base);
+  Ring r;
+  r.size = meta->data_size ? meta->data_size : slot.map_len - g->page;
+  r.data = slot.base + (meta->data_offset ? meta->data_offset : g->page);
+  const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+  uint64_t tail = meta->data_tail;  // written only by us
+  while (tail + sizeof(perf_event_header) <= head) {
+    perf_event_header h;
+    CopyOut(r, tail, &h, sizeof(h));
+    if (h.size < sizeof(h) || tail + h.size > head) {  // cannot happen; never loop on it
+      g->counters.bad_records++;
+      tail = head;
+      slot.pending = false;
+      break;
+    }
+    HandleRecord(ctx, slot, r, tail, h, RecordAt(r, tail, h.size));
+    tail += h.size;
+  }
+  // A block still open at the end of the drain is long enough to matter:
+  // unwind its sample now, before the kernel may reuse that ring space.
+  if (slot.pending && !slot.pending_unwound && !slot.pending_preempted) UnwindPending(slot, r);
+  __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+  if (g->shutdown.load(std::memory_order_acquire) && slot.pending) EndBlock(ctx, slot, nullptr, ctx.now_ns);
+}
+
+bool TaskGone(const Slot& s) {
+  pollfd p{s.cpu_fd, POLLIN, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & POLLHUP);
+}
+
+}  // namespace
+
+PerfProbeResult PerfProbe(const PerfOptions& opts) {
+  PerfProbeResult r;
+  perf_event_attr a = Attr(opts, true, false);
+  int fd = PerfEventOpen(&a, 0);
+  if (fd >= 0) {
+    r.cpu_ok = r.hardware = true;
+  } else {
+    a = Attr(opts, false, false);
+    fd = PerfEventOpen(&a, 0);
+    if (fd >= 0) r.cpu_ok = true;
+    else r.cpu_errno = errno;
+  }
+  if (fd >= 0) close(fd);
+  if (r.cpu_ok && opts.offcpu) {
+    perf_event_attr s = Attr(opts, false, true);
+    const int sfd = PerfEventOpen(&s, 0);
+    if (sfd >= 0) {
+      r.switch_ok = true;
+      close(sfd);
+    } else {
+      r.switch_errno = errno;
+    }
+  }
+  return r;
+}
+
+bool PerfConfigure(const PerfOptions& opts_in, bool hardware, bool switch_ok) {
+  if (g) return true;
+  void* mem = mmap(nullptr, sizeof(PerfState) + sizeof(Slot) * kMaxSlots, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return false;
+  auto* st = new (mem) PerfState();
+  st->slots = reinterpret_cast<Slot*>(static_cast<uint8_t*>(mem) + sizeof(PerfState));
+  for (int i = 0; i < kMaxSlots; ++i) new (&st->slots[i]) Slot();
+  st->opts = opts_in;
+  st->opts.stack_bytes = std::min<uint32_t>(opts_in.stack_bytes, kMaxStackBytes) & ~7u;
+  st->hardware = hardware;
+  st->switch_ok = switch_ok && opts_in.offcpu;
+  st->page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  // One sample: header, ids, registers, the stack copy. The ring holds at
+  // least one; by default about four, a few flush periods at 99 Hz.
+  const size_t per_sample = st->opts.stack_bytes + 512;
+  st->min_pages = RoundUpPow2((per_sample + st->page - 1) / st->page);
+  st->data_pages.store(std::max<size_t>(st->min_pages, RoundUpPow2((4 * per_sample + st->page - 1) / st->page)));
+  st->scratch = static_cast<uint8_t*>(mi_malloc(kMaxRecordBytes));
+  if (!st->scratch) return false;
+  g = st;
+  return true;
+}
+
+bool PerfArmThread(pid_t tid, bool self) {
+  if (!g || g->shutdown.load(std::memory_order_relaxed)) return false;
+  const int idx = ClaimSlot();
+  if (idx < 0) {
+    g->counters.arm_failed.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  Slot& s = g->slots[idx];
+  s.tid = tid;
+  s.cpu_fd = s.sw_fd = -1;
+  s.base = nullptr;
+  s.pending = false;
+  perf_event_attr a = Attr(g->opts, g->hardware, false);
+  s.cpu_fd = PerfEventOpen(&a, tid);
+  if (s.cpu_fd < 0) {
+    s.state.store(kFree, std::memory_order_release);
+    g->counters.arm_failed.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  // Locked memory is limited (perf_event_mlock_kb, RLIMIT_MEMLOCK): when the
+  // kernel refuses a ring, try smaller ones and remember the size that works.
+  size_t pages = g->data_pages.load(std::memory_order_relaxed);
+  void* base = MAP_FAILED;
+  while (pages >= g->min_pages) {
+    base = mmap(nullptr, (pages + 1) * g->page, PROT_READ | PROT_WRITE, MAP_SHARED, s.cpu_fd, 0);
+    if (base != MAP_FAILED || (errno != EPERM && errno != ENOMEM)) break;
+    pages /= 2;
+    if (pages >= g->min_pages) g->data_pages.store(pages, std::memory_order_relaxed);
+  }
+  if (base == MAP_FAILED) {
+    CloseSlotFds(s);
+    s.state.store(kFree, std::memory_order_release);
+    g->counters.arm_failed.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  s.base = static_cast<uint8_t*>(base);
+  s.map_len = (pages + 1) * g->page;
+  s.cpu_id = s.sw_id = 0;
+  ioctl(s.cpu_fd, PERF_EVENT_IOC_ID, &s.cpu_id);
+  if (g->switch_ok) {
+    perf_event_attr sa = Attr(g->opts, false, true);
+    s.sw_fd = PerfEventOpen(&sa, tid);
+    if (s.sw_fd >= 0 && (ioctl(s.sw_fd, PERF_EVENT_IOC_SET_OUTPUT, s.cpu_fd) != 0 ||
+                         ioctl(s.sw_fd, PERF_EVENT_IOC_ID, &s.sw_id) != 0)) {
+      close(s.sw_fd);
+      s.sw_fd = -1;
+      s.sw_id = 0;
+    }
+  }
+  ioctl(s.cpu_fd, PERF_EVENT_IOC_ENABLE, 0);
+  if (s.sw_fd >= 0) ioctl(s.sw_fd, PERF_EVENT_IOC_ENABLE, 0);
+  s.state.store(kActive, std::memory_order_release);
+  if (self) {
+    t_slot = idx + 1;
+    t_has_switch = s.sw_fd >= 0;
+  }
+  g->counters.armed.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool PerfSelfHasSwitch() { return t_slot != 0 && t_has_switch; }
+
+bool PerfAdoptThread(pid_t tid) {
+  if (!g) return false;
+  if (t_slot) return true;
+  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
+  for (int i = 0; i < n; ++i) {
+    Slot& s = g->slots[i];
+    if (s.state.load(std::memory_order_acquire) == kActive && s.tid == tid) {
+      t_slot = i + 1;
+      t_has_switch = s.sw_fd >= 0;
+      return true;
+    }
+  }
+  return false;
+}
+
+void PerfDisarmSelf() {
+  if (!g || !t_slot) return;
+  Slot& s = g->slots[t_slot - 1];
+  t_slot = 0;
+  t_has_switch = false;
+  // Stop the events now; the flush thread drains what is left, then closes.
+  if (s.state.load(std::memory_order_acquire) != kActive) return;
+  if (s.sw_fd >= 0) ioctl(s.sw_fd, PERF_EVENT_IOC_DISABLE, 0);
+  ioctl(s.cpu_fd, PERF_EVENT_IOC_DISABLE, 0);
+  s.state.store(kRetiring, std::memory_order_release);
+}
+
+void PerfFlushSource(FlushContext& ctx) {
+  if (!g) return;
+  const bool hup_check = ctx.now_ns - g->last_hup_check >= kHupCheckNs;
+  if (hup_check) g->last_hup_check = ctx.now_ns;
+  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
+  for (int i = 0; i < n; ++i) {
+    Slot& s = g->slots[i];
+    const int st = s.state.load(std::memory_order_acquire);
+    if (st != kActive && st != kRetiring) continue;
+    DrainSlot(ctx, s);
+    // Threads we armed from outside (at init) have no exit observer: the
+    // kernel reports their events as hung up once the task is gone.
+    if (st == kRetiring || (hup_check && TaskGone(s))) {
+      DrainSlot(ctx, s);
+      if (s.pending) EndBlock(ctx, s, nullptr, ctx.now_ns);
+      Reclaim(s);
+    }
+  }
+}
+
+void PerfShutdown() {
+  if (!g) return;
+  g->shutdown.store(true, std::memory_order_release);
+  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
+  for (int i = 0; i < n; ++i) {
+    Slot& s = g->slots[i];
+    if (s.state.load(std::memory_order_acquire) != kActive) continue;
+    if (s.sw_fd >= 0) ioctl(s.sw_fd, PERF_EVENT_IOC_DISABLE, 0);
+    if (s.cpu_fd >= 0) ioctl(s.cpu_fd, PERF_EVENT_IOC_DISABLE, 0);
+  }
+}
+
+void PerfAtForkChild() {
+  t_slot = 0;
+  t_has_switch = false;
+  if (!g) return;
+  const int n = std::min(g->hwm.load(std::memory_order_relaxed), kMaxSlots);
+  for (int i = 0; i < n; ++i) {
+    Slot& s = g->slots[i];
+    if (s.state.load(std::memory_order_relaxed) != kFree) CloseSlotFds(s);
+    s.base = nullptr;  // VM_DONTCOPY: not mapped in the child
+    s.map_len = 0;
+    s.pending = false;
+    s.state.store(kFree, std::memory_order_relaxed);
+  }
+  g->hwm.store(0, std::memory_order_relaxed);
+  g->last_hup_check = 0;
+}
+
+PerfStats GetPerfStats() {
+  PerfStats s;
+  if (!g) return s;
+  const Counters& c = g->counters;
+  s.armed = c.armed.load(std::memory_order_relaxed);
+  s.arm_failed = c.arm_failed.load(std::memory_order_relaxed);
+  s.samples = c.samples;
+  s.switch_samples = c.switch_samples;
+  s.lost = c.lost;
+  s.offcpu_emitted = c.offcpu_emitted;
+  s.preempted = c.preempted;
+  s.short_blocks = c.short_blocks;
+  s.bad_records = c.bad_records;
+  return s;
+}
+
+}  // namespace flightrec::sampler

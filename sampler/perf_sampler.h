@@ -1,0 +1,69 @@
+// perf_event sampler: per-thread CPU sampling (hardware cycles where a PMU
+// exists, else the cpu-clock software event) with registers and a copy of the
+// user stack, plus per-thread context-switch sampling for off-CPU stacks.
+//
+// Each armed thread owns a slot: two perf fds (cpu, switch) writing into one
+// mmap ring (PERF_EVENT_IOC_SET_OUTPUT). App threads only open/close events
+// (syscalls, no malloc, no locks); the flush thread drains the rings, unwinds
+// the copied stacks and writes cpu.sample / offcpu.sample / sampler.lost.
+//
+// Slot states: kFree -> kArming (a thread is opening events) -> kActive ->
+// kRetiring (owner exited, or the kernel reports the task gone) -> kFree
+// (flush thread drained, closed and unmapped it). Only the flush thread closes
+// fds and unmaps rings of live slots, so a drain never races an unmap.
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+
+#include "preload/flush_registry.h"
+
+namespace flightrec::sampler {
+
+struct PerfOptions {
+  uint64_t hz = 99;
+  uint32_t stack_bytes = 16384;  // PERF_SAMPLE_STACK_USER size (multiple of 8)
+  bool offcpu = true;            // open the context-switch event too
+  uint64_t offcpu_min_ns = 1000000;
+};
+
+struct PerfProbeResult {
+  bool cpu_ok = false;        // a CPU sampling event opened on this thread
+  bool hardware = false;      // ... and it is hardware cycles
+  bool switch_ok = false;     // context-switch sampling allowed
+  int cpu_errno = 0, switch_errno = 0;
+};
+
+// Tries the events on the calling thread (then closes them). No side effects.
+PerfProbeResult PerfProbe(const PerfOptions& opts);
+
+// Fixes the options and allocates the slot table. Once, at init.
+bool PerfConfigure(const PerfOptions& opts, bool hardware, bool switch_ok);
+
+// Opens events for `tid` (the calling thread when self). Returns false if the
+// kernel refused (the thread stays unsampled by perf). Safe on any app thread
+// and inside hooks: syscalls only.
+bool PerfArmThread(pid_t tid, bool self);
+// True if the calling thread is armed with context-switch sampling.
+bool PerfSelfHasSwitch();
+// True if `tid` already has a live slot (armed from elsewhere, e.g. at init).
+bool PerfAdoptThread(pid_t tid);
+// On the exiting thread: stops its events; the flush thread reclaims the slot.
+void PerfDisarmSelf();
+
+// Flush source: drains every ring.
+void PerfFlushSource(FlushContext& ctx);
+
+// At exit: disables every event; the next drain emits blocks still pending.
+void PerfShutdown();
+// In a forked child (single-threaded): drops the parent's events (close only:
+// perf rings are VM_DONTCOPY, so the child has no mapping to unmap).
+void PerfAtForkChild();
+
+struct PerfStats {
+  uint64_t armed = 0, arm_failed = 0, samples = 0, switch_samples = 0, lost = 0, offcpu_emitted = 0,
+           preempted = 0, short_blocks = 0, bad_records = 0;
+};
+PerfStats GetPerfStats();
+
+}  // namespace flightrec::sampler

@@ -1,0 +1,458 @@
+// SIGPROF sampler (see sigprof_sampler.h).
+//
+// Signal-safety: everything reachable from Handler() is async-signal-safe:
+// register copies, memcpy within stack bounds learned at arm time,
+// process_vm_readv (a syscall that fails instead of faulting) otherwise, and
+// RecordWriter with register_if_missing=false. errno is preserved.
+#include "sampler/sigprof_sampler.h"
+
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <new>
+
+#include "preload/clock.h"
+#include "preload/core_events.h"
+#include "preload/log.h"
+#include "preload/record_kinds.h"
+#include "preload/thread_registry.h"
+#include "sampler/proc_maps.h"
+#include "sampler/sample_events.h"
+
+namespace flightrec::sampler {
+namespace {
+
+constexpr int kMaxTimers = 4096;
+enum TimerState : int { kFree = 0, kArming = 1, kArmed = 2, kDeleting = 3 };
+
+struct TimerSlot {
+  std::atomic<int> state{kFree};
+  pid_t tid = 0;
+  int timer_id = -1;  // kernel timer id
+  std::atomic<uint64_t> unregistered{0};  // samples of a thread with no ring
+  uint64_t unregistered_reported = 0;     // flush thread
+};
+
+using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
+
+struct SigState {
+  SigprofOptions opts;
+  uint64_t period_ns = 0;
+  SigactionFn real_sigaction = nullptr;
+  std::atomic<bool> installed{false}, stepped_aside{false}, shutdown{false};
+  // The application's own disposition for SIGPROF while ours is installed:
+  // SIG_DFL or SIG_IGN (a real handler makes us step aside).
+  struct sigaction app_action;
+  pid_t pid = 0;
+  std::atomic<int> hwm{0};
+  std::atomic<uint64_t> armed{0}, arm_failed{0}, stepped_aside_count{0}, samples{0};
+  uint64_t stepped_reported = 0;
+  bool stepped_logged = false;
+  TimerSlot slots[kMaxTimers];
+};
+
+SigState* g = nullptr;
+// The address marks our timers' signals (si_value.sival_ptr).
+char g_magic;
+
+__attribute__((tls_model("initial-exec"))) __thread int t_timer_slot = 0;  // index + 1
+__attribute__((tls_model("initial-exec"))) __thread uint64_t t_stack_lo = 0;
+__attribute__((tls_model("initial-exec"))) __thread uint64_t t_stack_hi = 0;
+__attribute__((tls_model("initial-exec"))) __thread pid_t t_tid = 0;
+__attribute__((tls_model("initial-exec"))) __thread bool t_rearm_after_exec = false;
+
+pid_t Gettid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+// The CPU-time clock of another thread (glibc's pthread_getcpuclockid does
+// the same: MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)).
+clockid_t ThreadCpuClock(pid_t tid) {
+  return static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 4 /*PERTHREAD*/ | 2 /*SCHED*/);
+}
+
+// Copies up to len bytes at addr into out without faulting; returns the bytes
+// of the readable prefix. Page-sized iovecs: process_vm_readv never splits one.
+size_t SafeCopyPrefix(uint64_t addr, uint8_t* out, size_t len) {
+  constexpr size_t kPage = 4096;
+  constexpr int kMaxIov = 20;
+  iovec remote[kMaxIov];
+  int n = 0;
+  uint64_t a = addr;
+  size_t left = len;
+  while (left > 0 && n < kMaxIov) {
+    const size_t chunk = std::min<size_t>(left, kPage - (a & (kPage - 1)));
+    remote[n].iov_base = reinterpret_cast<void*>(a);
+    remote[n].iov_len = chunk;
+    ++n;
+    a += chunk;
+    left -= chunk;
+  }
+  iovec local{out, len - left};
+  const long got = syscall(SYS_process_vm_readv, static_cast<long>(g->pid), &local, 1ul, remote,
+                           static_cast<unsigned long>(n), 0ul);
+  return got > 0 ? static_cast<size_t>(got) : 0;
+}
+
+void TakeSample(const siginfo_t* si, const ucontext_t* uc) {
+  const uint64_t now = MonotonicNs();
+  ThreadState* ts = CurrentThreadState(false);
+  if (!ts) {
+    if (t_timer_slot) g->slots[t_timer_slot - 1].unregistered.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  RegisterSet regs;
+  RegisterSetFromUcontext(uc, &regs);
+  const uint64_t sp = regs.sp();
+  size_t want = g->opts.stack_bytes;
+  // A record may take at most half the ring (Ring::Reserve).
+  const size_t cap = ts->ring.capacity() / 2 - sizeof(RecordHeader) - sizeof(CpuSampleRecord) - 8;
+  if (want > cap) want = cap;
+  const bool bounded = t_stack_hi && sp >= t_stack_lo && sp < t_stack_hi;
+  if (bounded && t_stack_hi - sp < want) want = static_cast<size_t>(t_stack_hi - sp);
+  RecordWriter w(kRecCpuSample, static_cast<uint32_t>(sizeof(CpuSampleRecord) + want), false);
+  if (!w.ok()) return;  // ring full or busy: RecordWriter counted the drop
+  auto* r = static_cast<CpuSampleRecord*>(w.data());
+  r->time_ns = now;
+  r->period_ns = g->period_ns * (1 + static_cast<uint64_t>(si->si_overrun > 0 ? si->si_overrun : 0));
+  r->stack_addr = sp;
+  r->regs = regs;
+  r->tid = t_tid ? t_tid : ts->tid;
+  // Inside the stack mapping learned at arm time a plain copy cannot fault;
+  // elsewhere (alternate signal stacks, coroutines, threads armed from
+  // outside) the kernel copies what is readable.
+  size_t copied = want;
+  if (bounded) std::memcpy(r->stack, reinterpret_cast<const void*>(sp), want);
+  else copied = SafeCopyPrefix(sp, r->stack, want);
+  r->stack_len = static_cast<uint32_t>(copied);
+  g->samples.fetch_add(1, std::memory_order_relaxed);
+}
+
+// A SIGPROF that is not from our timers, while the app's disposition is
+// SIG_DFL or SIG_IGN: do what the kernel would have done.
+void ForwardForeign(int sig) {
+  const struct sigaction& app = g->app_action;
+  if (app.sa_handler == SIG_IGN) return;
+  // SIG_DFL terminates: restore it and re-raise; the signal is blocked while
+  // we run, so it is delivered (and kills) when the handler returns.
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  g->real_sigaction(sig, &dfl, nullptr);
+  syscall(SYS_tgkill, static_cast<long>(syscall(SYS_getpid)), static_cast<long>(Gettid()), sig);
+}
+
+void Handler(int sig, siginfo_t* si, void* ucv) {
+  const int saved_errno = errno;
+  if (si && si->si_code == SI_TIMER && si->si_value.sival_ptr == &g_magic) {
+    if (!g->shutdown.load(std::memory_order_relaxed) && !g->stepped_aside.load(std::memory_order_relaxed))
+      TakeSample(si, static_cast<const ucontext_t*>(ucv));
+  } else {
+    ForwardForeign(sig);
+  }
+  errno = saved_errno;
+}
+
+int ClaimSlot() {
+  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxTimers);
+  for (int i = 0; i < n; ++i) {
+    int expected = kFree;
+    if (g->slots[i].state.load(std::memory_order_relaxed) == kFree &&
+        g->slots[i].state.compare_exchange_strong(expected, kArming, std::memory_order_acquire))
+      return i;
+  }
+  const int i = g->hwm.fetch_add(1, std::memory_order_acq_rel);
+  if (i >= kMaxTimers) return -1;
+  g->slots[i].state.store(kArming, std::memory_order_relaxed);
+  return i;
+}
+
+int Arm(pid_t tid, bool self) {
+  if (!g || !g->installed.load(std::memory_order_acquire) || g->stepped_aside.load(std::memory_order_acquire) ||
+      g->shutdown.load(std::memory_order_acquire))
+    return -1;
+  const int idx = ClaimSlot();
+  if (idx < 0) {
+    g->arm_failed.fetch_add(1, std::memory_order_relaxed);
+    return -1;
+  }
+  TimerSlot& s = g->slots[idx];
+  s.tid = tid;
+  s.unregistered.store(0, std::memory_order_relaxed);
+  s.unregistered_reported = 0;
+  sigevent sev;
+  std::memset(&sev, 0, sizeof(sev));
+  sev.sigev_notify = SIGEV_THREAD_ID;
+  sev.sigev_signo = SIGPROF;
+  sev.sigev_value.sival_ptr = &g_magic;
+  sev._sigev_un._tid = tid;
+  int timer_id = -1;
+  // Raw syscalls: glibc's timer_create may allocate for some notify modes.
+  const clockid_t clock = self ? CLOCK_THREAD_CPUTIME_ID : ThreadCpuClock(tid);
+  if (syscall(SYS_timer_create, clock, &sev, &timer_id) != 0) {
+    s.state.store(kFree, std::memory_order_release);
+    g->arm_failed.fetch_add(1, std::memory_order_relaxed);
+    return -1;
+  }
+  s.timer_id = timer_id;
+  s.state.store(kArmed, std::memory_order_release);
+  itimerspec its;
+  its.it_interval.tv_sec = static_cast<time_t>(g->period_ns / 1000000000ull);
+  its.it_interval.tv_nsec = static_cast<long>(g->period_ns % 1000000000ull);
+  its.it_value = its.it_interval;
+  syscall(SYS_timer_settime, timer_id, 0, &its, nullptr);
+  g->armed.fetch_add(1, std::memory_order_relaxed);
+  return idx;
+}
+
+// Deletes the timer of slot idx if it still belongs to tid (tid 0 = any).
+void DeleteTimer(int idx, pid_t tid) {
+  TimerSlot& s = g->slots[idx];
+  int expected = kArmed;
+  if (tid && s.tid != tid) return;
+  if (!s.state.compare_exchange_strong(expected, kDeleting, std::memory_order_acq_rel)) return;
+  syscall(SYS_timer_delete, s.timer_id);
+  s.timer_id = -1;
+  s.state.store(kFree, std::memory_order_release);
+}
+
+void DeleteAllTimers() {
+  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxTimers);
+  for (int i = 0; i < n; ++i) DeleteTimer(i, 0);
+}
+
+void DecodeCpuSample(FlushContext& ctx, const RecordHeader& h, const void* payload) {
+  const size_t body = h.size - sizeof(RecordHeader);
+  if (body < sizeof(CpuSampleRecord)) return;
+  const auto* r = static_cast<const CpuSampleRecord*>(payload);
+  const size_t len = std::min<size_t>(r->stack_len, body - sizeof(CpuSampleRecord));
+  uint64_t pcs[kMaxFrames];
+  // Unwinding failures are not losses: the sample keeps its leaf frame.
+  const int n = UnwindCopiedStack(r->regs, r->stack_addr, r->stack, len, pcs, kMaxFrames);
+  if (n > 0) EmitCpuSample(ctx, r->time_ns, static_cast<uint32_t>(r->tid), pcs, n, r->period_ns);
+}
+
+void SigprofFlushSource(FlushContext& ctx) {
+  if (!g) return;
+  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxTimers);
+  for (int i = 0; i < n; ++i) {
+    TimerSlot& s = g->slots[i];
+    const uint64_t u = s.unregistered.load(std::memory_order_relaxed);
+    if (u > s.unregistered_reported) {
+      EmitSamplerLost(ctx, ctx.now_ns, static_cast<uint32_t>(s.tid), u - s.unregistered_reported);
+      s.unregistered_reported = u;
+    }
+  }
+  const uint64_t stepped = g->stepped_aside_count.load(std::memory_order_relaxed);
+  if (stepped > g->stepped_reported) {
+    AddFooterDrop("sampler.sigprof_stepped_aside", stepped - g->stepped_reported);
+    g->stepped_reported = stepped;
+  }
+}
+
+}  // namespace
+
+bool SigprofInstall(const SigprofOptions& opts, const char** why) {
+  if (g && g->installed.load()) return true;
+  if (!g) {
+    void* mem = mmap(nullptr, sizeof(SigState), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+      *why = "cannot allocate the timer table";
+      return false;
+    }
+    g = new (mem) SigState();
+  }
+  g->opts = opts;
+  g->period_ns = 1000000000ull / (opts.hz ? opts.hz : 1);
+  g->pid = static_cast<pid_t>(syscall(SYS_getpid));
+  // libc's sigaction, not our own interposer (hook_signal.cc).
+  g->real_sigaction = reinterpret_cast<SigactionFn>(dlsym(RTLD_NEXT, "sigaction"));
+  if (!g->real_sigaction) g->real_sigaction = reinterpret_cast<SigactionFn>(dlsym(RTLD_DEFAULT, "sigaction"));
+  if (!g->real_sigaction) {
+    *why = "cannot resolve sigaction";
+    return false;
+  }
+  struct sigaction cur;
+  std::memset(&cur, 0, sizeof(cur));
+  g->real_sigaction(SIGPROF, nullptr, &cur);
+  const bool has_handler = (cur.sa_flags & SA_SIGINFO) ? cur.sa_sigaction != nullptr
+                                                       : (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN);
+  if (has_handler) {
+    *why = "the application has its own SIGPROF handler";
+    return false;
+  }
+  g->app_action = cur;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = Handler;
+  // SA_RESTART: a sample interrupting a restartable call must not surface
+  // as EINTR. SIGPROF stays blocked while the handler runs (no SA_NODEFER).
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (g->real_sigaction(SIGPROF, &sa, nullptr) != 0) {
+    *why = "sigaction(SIGPROF) failed";
+    return false;
+  }
+  g->installed.store(true, std::memory_order_release);
+  return true;
+}
+
+bool SigprofInstalled() {
+  return g && g->installed.load(std::memory_order_acquire) && !g->stepped_aside.load(std::memory_order_acquire);
+}
+
+bool SigprofArmSelf() {
+  if (!g || t_timer_slot) return t_timer_slot != 0;
+  t_tid = Gettid();
+  // Stack bounds for the handler's plain copy: the mapping holding our sp.
+  uint64_t lo = 0, hi = 0;
+  const uint64_t sp = reinterpret_cast<uint64_t>(__builtin_frame_address(0));
+  if (FindSelfMappingNoAlloc(sp, &lo, &hi)) {
+    t_stack_lo = lo;
+    t_stack_hi = hi;
+  }
+  const int idx = Arm(t_tid, true);
+  if (idx < 0) return false;
+  t_timer_slot = idx + 1;
+  return true;
+}
+
+bool SigprofArmThread(pid_t tid) { return Arm(tid, false) >= 0; }
+
+bool SigprofSelfArmed() { return t_timer_slot != 0; }
+
+bool SigprofAdoptThread(pid_t tid) {
+  if (!g) return false;
+  if (t_timer_slot) return true;
+  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxTimers);
+  for (int i = 0; i < n; ++i) {
+    TimerSlot& s = g->slots[i];
+    if (s.state.load(std::memory_order_acquire) == kArmed && s.tid == tid) {
+      t_timer_slot = i + 1;
+      t_tid = tid;
+      uint64_t lo = 0, hi = 0;
+      if (FindSelfMappingNoAlloc(reinterpret_cast<uint64_t>(__builtin_frame_address(0)), &lo, &hi)) {
+        t_stack_lo = lo;
+        t_stack_hi = hi;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+void SigprofDisarmSelf() {
+  if (!g || !t_timer_slot) return;
+  DeleteTimer(t_timer_slot - 1, t_tid);
+  t_timer_slot = 0;
+}
+
+void RegisterSigprofDecoding() {
+  RegisterRecordKind(kRecCpuSample, "cpu.sample", DecodeCpuSample);
+  RegisterFlushSource(SigprofFlushSource);
+}
+
+void SigprofShutdown() {
+  if (!g || !g->installed.load(std::memory_order_acquire)) return;
+  g->shutdown.store(true, std::memory_order_release);
+  // The handler stays installed: a signal already queued must not meet
+  // SIG_DFL (which would kill the process on its way out).
+  DeleteAllTimers();
+}
+
+void SigprofAtForkChild() {
+  // POSIX timers are not inherited; forget the parent's.
+  t_timer_slot = 0;
+  t_rearm_after_exec = false;
+  if (!g) return;
+  for (int i = 0; i < kMaxTimers; ++i) {
+    g->slots[i].state.store(kFree, std::memory_order_relaxed);
+    g->slots[i].timer_id = -1;
+    g->slots[i].unregistered.store(0, std::memory_order_relaxed);
+    g->slots[i].unregistered_reported = 0;
+  }
+  g->hwm.store(0, std::memory_order_relaxed);
+  g->pid = static_cast<pid_t>(syscall(SYS_getpid));
+}
+
+void SigprofBeforeExec() {
+  if (!SigprofInstalled() || !t_timer_slot) return;
+  // In a vfork child we share the parent's memory and TLS: touch nothing.
+  if (static_cast<pid_t>(syscall(SYS_getpid)) != g->pid) return;
+  DeleteTimer(t_timer_slot - 1, t_tid);
+  t_timer_slot = 0;
+  t_rearm_after_exec = true;
+  // A SIGPROF of ours already queued for this thread would survive exec and
+  // kill the new image (its SIGPROF is SIG_DFL): consume it, mask restored.
+  sigset_t prof, old;
+  sigemptyset(&prof);
+  sigaddset(&prof, SIGPROF);
+  pthread_sigmask(SIG_BLOCK, &prof, &old);
+  const timespec zero{0, 0};
+  siginfo_t info;
+  while (sigtimedwait(&prof, &info, &zero) == SIGPROF) {
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+void SigprofAfterExecFailed() {
+  if (!t_rearm_after_exec) return;
+  t_rearm_after_exec = false;
+  if (g && static_cast<pid_t>(syscall(SYS_getpid)) == g->pid) SigprofArmSelf();
+}
+
+bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* old, int* ret) {
+  if (!g || !g->installed.load(std::memory_order_acquire) || g->stepped_aside.load(std::memory_order_acquire))
+    return false;
+  const struct sigaction prev = g->app_action;
+  if (!act) {
+    if (old) *old = prev;
+    *ret = 0;
+    return true;
+  }
+  const bool real_handler = (act->sa_flags & SA_SIGINFO)
+                                ? act->sa_sigaction != nullptr
+                                : (act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN);
+  if (!real_handler) {
+    // Ignore or default: remembered and honoured for foreign SIGPROFs; ours
+    // keep sampling.
+    g->app_action = *act;
+    if (old) *old = prev;
+    *ret = 0;
+    return true;
+  }
+  // The application wants SIGPROF for itself: stop our timers first so it
+  // does not receive our samples, then let libc install its handler.
+  g->stepped_aside.store(true, std::memory_order_release);
+  DeleteAllTimers();
+  g->stepped_aside_count.fetch_add(1, std::memory_order_relaxed);
+  LogOnce(&g->stepped_logged, LogLevel::kWarn,
+          "the application installed its own SIGPROF handler; CPU sampling (sigprof) stepped aside");
+  const int r = g->real_sigaction(SIGPROF, act, nullptr);
+  if (r == 0 && old) *old = prev;
+  *ret = r;
+  return true;
+}
+
+SigprofStats GetSigprofStats() {
+  SigprofStats s;
+  if (!g) return s;
+  s.armed = g->armed.load(std::memory_order_relaxed);
+  s.arm_failed = g->arm_failed.load(std::memory_order_relaxed);
+  s.stepped_aside = g->stepped_aside_count.load(std::memory_order_relaxed);
+  s.samples = g->samples.load(std::memory_order_relaxed);
+  uint64_t u = 0;
+  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxTimers);
+  for (int i = 0; i < n; ++i) u += g->slots[i].unregistered.load(std::memory_order_relaxed);
+  s.unregistered = u;
+  return s;
+}
+
+}  // namespace flightrec::sampler

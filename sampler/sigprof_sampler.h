@@ -1,0 +1,73 @@
+// SIGPROF sampler: the fallback when perf_event_open is refused (or
+// FLIGHTREC_SAMPLER=sigprof). Each thread gets a POSIX timer on its own CPU
+// clock (timer_create(CLOCK_THREAD_CPUTIME_ID, SIGEV_THREAD_ID)); the SIGPROF
+// handler copies the registers and the top of the stack into a ring record
+// and returns. The flush thread unwinds the copy (stack_unwinder.h): the
+// handler never walks the stack (that can take the loader's lock).
+//
+// The application comes first: if it has its own SIGPROF handler before we
+// start, the sampler is not used; if it installs one later, we delete our
+// timers, hand SIGPROF over to it (step aside, logged once, counted). SIG_IGN
+// and SIG_DFL set by the application are honoured for every SIGPROF that is
+// not ours while our handler stays installed. Before exec the calling
+// thread's timer is deleted and a pending SIGPROF of ours is consumed, so the
+// new image never inherits one.
+#pragma once
+#include <signal.h>
+#include <sys/types.h>
+
+#include <cstdint>
+
+#include "preload/flush_registry.h"
+#include "sampler/stack_unwinder.h"
+
+namespace flightrec::sampler {
+
+// Ring record of one sample (kRecCpuSample); `stack_len` bytes follow.
+struct CpuSampleRecord {
+  uint64_t time_ns;
+  uint64_t period_ns;  // CPU time this sample stands for (timer overruns included)
+  uint64_t stack_addr;  // sp at the interrupt; stack[0] is the byte at this address
+  RegisterSet regs;
+  int32_t tid;
+  uint32_t stack_len;
+  uint8_t stack[];
+};
+
+struct SigprofOptions {
+  uint64_t hz = 99;
+  uint32_t stack_bytes = 16384;
+};
+
+// Installs the handler unless the application already has its own SIGPROF
+// handler (then returns false with *why set). Once, at init.
+bool SigprofInstall(const SigprofOptions& opts, const char** why);
+bool SigprofInstalled();
+// Arms the calling thread (and learns its stack bounds for a fault-free copy).
+bool SigprofArmSelf();
+// Arms another thread of this process (threads alive at init).
+bool SigprofArmThread(pid_t tid);
+bool SigprofSelfArmed();
+bool SigprofAdoptThread(pid_t tid);
+void SigprofDisarmSelf();
+
+// Registers the kRecCpuSample decoder and a flush source for counters.
+void RegisterSigprofDecoding();
+
+// At exit: deletes every timer; the handler stays (late signals are ignored).
+void SigprofShutdown();
+void SigprofAtForkChild();
+void SigprofBeforeExec();
+void SigprofAfterExecFailed();
+
+// sigaction(SIGPROF, ...) from the application, while our handler is in
+// place. Returns true if it handled the call (result in *ret); false means
+// "pass it to libc" (we are not, or no longer, using SIGPROF).
+bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* old, int* ret);
+
+struct SigprofStats {
+  uint64_t armed = 0, arm_failed = 0, stepped_aside = 0, unregistered = 0, samples = 0;
+};
+SigprofStats GetSigprofStats();
+
+}  // namespace flightrec::sampler

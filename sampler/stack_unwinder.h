@@ -1,0 +1,54 @@
+// Stack unwinder: unwinds a *copied* user stack (from a perf sample or the
+// SIGPROF handler) with libunwind's remote API, on the flush thread.
+//
+// Memory model: addresses inside [stack_addr, stack_addr + copy_len) read the
+// copy; every other address (code, .eh_frame, deeper stack) is read from our
+// own process with process_vm_readv, so a bad address fails the read instead
+// of faulting. Registers come from a RegisterSet captured with the copy.
+//
+// Threading: the libunwind address space (with its unwind-info cache) is
+// per calling thread and created on first use. Intended for recorder threads
+// only; never call it from hooks or signal handlers.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <ucontext.h>
+
+namespace flightrec::sampler {
+
+// Indexed by libunwind's x86_64 numbering: UNW_X86_64_RAX (0), RDX, RCX, RBX,
+// RSI, RDI, RBP, RSP (7), R8..R15 (8..15), RIP (16).
+struct RegisterSet {
+  enum : int { kRax = 0, kRdx, kRcx, kRbx, kRsi, kRdi, kRbp, kRsp,
+               kR8, kR9, kR10, kR11, kR12, kR13, kR14, kR15, kRip, kCount };
+  uint64_t r[kCount];
+  uint64_t ip() const { return r[kRip]; }
+  uint64_t sp() const { return r[kRsp]; }
+};
+
+// The PERF_SAMPLE_REGS_USER mask (bits from asm/perf_regs.h) that covers every
+// RegisterSet slot: AX BX CX DX SI DI BP SP IP and R8..R15.
+uint64_t PerfRegsUserMask();
+
+// Converts perf's sample_regs_user values (one u64 per set bit of `mask`, in
+// ascending bit order, as the kernel writes them) into a RegisterSet.
+// Registers absent from the mask are zero. Returns false if `count` values
+// are fewer than the mask needs.
+bool RegisterSetFromPerf(uint64_t mask, const uint64_t* values, size_t count, RegisterSet* out);
+
+// Async-signal-safe: used in the SIGPROF handler.
+void RegisterSetFromUcontext(const ucontext_t* uc, RegisterSet* out);
+
+// Unwinds and writes up to `max` pcs, leaf first: pcs[0] is regs.ip itself;
+// callers are return address - 1 (inside the call instruction), except the
+// frame interrupted by a signal, whose pc is exact. Returns the count (>= 1
+// when regs.ip != 0; 0 only for max <= 0 or ip == 0). Never faults on bad
+// input: a garbage copy just ends the walk early.
+int UnwindCopiedStack(const RegisterSet& regs, uint64_t stack_addr, const uint8_t* copy,
+                      size_t copy_len, uint64_t* pcs, int max);
+
+// Reads `len` bytes of our own memory at `addr` without faulting. Returns
+// false if any byte is unmapped or unreadable. Async-signal-safe.
+bool SafeReadSelf(uint64_t addr, void* out, size_t len);
+
+}  // namespace flightrec::sampler

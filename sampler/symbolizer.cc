@@ -1,0 +1,378 @@
+// Symbolizer over libdw (see symbolizer.h).
+#include "sampler/symbolizer.h"
+
+#include <cxxabi.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "format/mi_containers.h"
+#include "preload/clock.h"
+#include "sampler/proc_maps.h"
+
+namespace flightrec::sampler {
+
+std::string Demangle(const char* name) {
+  if (!name) return std::string();
+  if (name[0] == '_' && name[1] == 'Z') {
+    int status = 0;
+    char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+    if (status == 0 && out) {
+      std::string s(out);
+      free(out);  // allocated by the demangler with malloc
+      return s;
+    }
+    free(out);
+  }
+  return std::string(name);
+}
+
+namespace {
+
+using format::MiHashMap;
+using format::MiString;
+using format::MiVector;
+
+struct CachedFrame {
+  MiString function, file;
+  uint32_t line = 0;
+};
+
+struct CachedMapping {
+  uint64_t start = 0, end = 0, offset = 0;
+  MiString path, build_id;
+};
+
+struct Entry {
+  int32_t mapping = -1;        // index into mappings, -1 = pc in no mapping
+  uint64_t maps_generation = 0;  // for unknown pcs: retry once this changes
+  MiVector<CachedFrame> frames;
+};
+
+char* const kDebuginfoPath = nullptr;
+
+const Dwfl_Callbacks kCallbacks = {
+    dwfl_linux_proc_find_elf,
+    dwfl_standard_find_debuginfo,
+    nullptr,
+    const_cast<char**>(&kDebuginfoPath),
+};
+
+MiString Hex(const unsigned char* bits, int len) {
+  static const char kDigits[] = "0123456789abcdef";
+  MiString s;
+  for (int i = 0; i < len; ++i) {
+    s.push_back(kDigits[bits[i] >> 4]);
+    s.push_back(kDigits[bits[i] & 15]);
+  }
+  return s;
+}
+
+MiString ToMi(const std::string& s) { return MiString(s.data(), s.size()); }
+
+// Source paths in DWARF may be relative to the compilation directory.
+MiString JoinPath(const char* dir, const char* file) {
+  MiString out;
+  if (file[0] != '/' && dir && dir[0]) {
+    out = dir;
+    if (out.back() != '/') out.push_back('/');
+  }
+  out += file;
+  return out;
+}
+
+// " [clone .constprop.0]" and friends name compiler copies of one source
+// function; reports should see the function, not the copy.
+void StripCloneSuffix(MiString* name) {
+  const size_t at = name->find(" [clone ");
+  if (at != MiString::npos) name->resize(at);
+}
+
+MiString DemangleMi(const char* name) {
+  MiString s = ToMi(Demangle(name));
+  StripCloneSuffix(&s);
+  return s;
+}
+
+// The declaration a concrete or inlined DIE stands for: follows
+// DW_AT_abstract_origin and DW_AT_specification (bounded, in case of cycles).
+Dwarf_Die OriginDie(Dwarf_Die* die) {
+  Dwarf_Die cur = *die;
+  for (int hops = 0; hops < 8; ++hops) {
+    Dwarf_Attribute attr;
+    Dwarf_Die next;
+    if ((dwarf_attr(&cur, DW_AT_abstract_origin, &attr) || dwarf_attr(&cur, DW_AT_specification, &attr)) &&
+        dwarf_formref_die(&attr, &next)) {
+      cur = next;
+      continue;
+    }
+    break;
+  }
+  return cur;
+}
+
+// "ns::Class::name" from the DWARF scopes around the declaration (used when
+// there is no linkage name, e.g. functions in an anonymous namespace).
+MiString QualifiedDwarfName(Dwarf_Die* die) {
+  const char* base = dwarf_diename(die);
+  if (!base) return MiString();
+  Dwarf_Die origin = OriginDie(die);
+  MiString out;
+  Dwarf_Die* chain = nullptr;
+  const int n = dwarf_getscopes_die(&origin, &chain);
+  for (int i = n - 1; i >= 1; --i) {  // chain[0] is origin itself, chain[n-1] the CU
+    const int tag = dwarf_tag(&chain[i]);
+    if (tag != DW_TAG_namespace && tag != DW_TAG_class_type && tag != DW_TAG_structure_type &&
+        tag != DW_TAG_union_type)
+      continue;
+    const char* scope = dwarf_diename(&chain[i]);
+    out += scope ? scope : "(anonymous namespace)";
+    out += "::";
+  }
+  free(chain);  // malloc'd by libdw
+  out += base;
+  return out;
+}
+
+// Demangled linkage name when there is one (it carries the full qualified
+// name and parameter types), else an empty string.
+MiString LinkageName(Dwarf_Die* die) {
+  Dwarf_Attribute attr;
+  const char* linkage = nullptr;
+  if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
+      dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr))
+    linkage = dwarf_formstring(&attr);
+  return linkage ? DemangleMi(linkage) : MiString();
+}
+
+}  // namespace
+
+struct Symbolizer::Impl {
+  Dwfl* dwfl = nullptr;
+  ProcMaps maps;
+  uint64_t maps_generation = 0;
+  uint64_t last_rescan_ns = 0;
+  bool initialised = false;
+  MiHashMap<uint64_t, Entry> cache;
+  MiVector<CachedMapping> mappings;
+  MiHashMap<uint64_t, int32_t> mapping_by_start;
+  MiHashMap<uint64_t, MiString> build_id_by_module;  // keyed by module low address
+  Stats stats;
+
+  ~Impl() {
+    if (dwfl) dwfl_end(dwfl);
+  }
+
+  void Report() {
+    if (!dwfl) dwfl = dwfl_begin(&kCallbacks);
+    if (!dwfl) return;
+    dwfl_report_begin(dwfl);
+    dwfl_linux_proc_report(dwfl, getpid());
+    dwfl_report_end(dwfl, nullptr, nullptr);
+    build_id_by_module.clear();
+    stats.reports++;
+  }
+
+  void Init() {
+    initialised = true;
+    maps.Load();
+    maps_generation++;
+    last_rescan_ns = MonotonicNs();
+    Report();
+  }
+
+  // Re-reads the maps when pcs we cannot place keep arriving; re-reports the
+  // modules only if the code mappings really changed.
+  bool MaybeRescan() {
+    const uint64_t now = MonotonicNs();
+    if (now - last_rescan_ns < kRescanIntervalNs) return false;
+    last_rescan_ns = now;
+    stats.rescans++;
+    const uint64_t before = maps.code_fingerprint();
+    if (!maps.Load() || maps.code_fingerprint() == before) return false;
+    maps_generation++;
+    mapping_by_start.clear();  // offsets/paths at a start address may differ now
+    Report();
+    return true;
+  }
+
+  const MiString& BuildId(Dwfl_Module* mod) {
+    Dwarf_Addr low = 0;
+    dwfl_module_info(mod, nullptr, &low, nullptr, nullptr, nullptr, nullptr, nullptr);
+    auto it = build_id_by_module.find(low);
+    if (it != build_id_by_module.end()) return it->second;
+    Dwarf_Addr bias = 0;
+    dwfl_module_getelf(mod, &bias);  // build-id is known once the ELF is loaded
+    const unsigned char* bits = nullptr;
+    GElf_Addr vaddr = 0;
+    const int len = dwfl_module_build_id(mod, &bits, &vaddr);
+    return build_id_by_module.emplace(low, len > 0 ? Hex(bits, len) : MiString()).first->second;
+  }
+
+  int32_t MappingFor(const MapEntry& m, Dwfl_Module* mod) {
+    auto it = mapping_by_start.find(m.start);
+    if (it != mapping_by_start.end()) return it->second;
+    CachedMapping cm;
+    cm.start = m.start;
+    cm.end = m.end;
+    cm.offset = m.offset;
+    cm.path = m.path;
+    if (mod) cm.build_id = BuildId(mod);
+    const int32_t idx = static_cast<int32_t>(mappings.size());
+    mappings.push_back(std::move(cm));
+    mapping_by_start.emplace(m.start, idx);
+    return idx;
+  }
+
+  // ELF symbol covering pc (.symtab, else .dynsym), demangled.
+  static MiString SymbolName(Dwfl_Module* mod, uint64_t pc) {
+    GElf_Off off = 0;
+    GElf_Sym sym;
+    const char* name = dwfl_module_addrinfo(mod, pc, &off, &sym, nullptr, nullptr, nullptr);
+    if (!name || (sym.st_size != 0 && off >= sym.st_size)) return MiString();
+    return DemangleMi(name);
+  }
+
+  void DwarfFrames(Dwfl_Module* mod, uint64_t pc, MiVector<CachedFrame>* out) {
+    // Innermost location from the line table.
+    MiString file;
+    uint32_t line = 0;
+    const char* comp_dir = nullptr;
+    if (Dwfl_Line* l = dwfl_module_getsrc(mod, pc)) {
+      int lineno = 0;
+      comp_dir = dwfl_line_comp_dir(l);
+      if (const char* f = dwfl_lineinfo(l, nullptr, &lineno, nullptr, nullptr, nullptr)) file = JoinPath(comp_dir, f);
+      line = lineno > 0 ? static_cast<uint32_t>(lineno) : 0;
+    }
+    Dwarf_Addr bias = 0;
+    Dwarf_Die* cudie = dwfl_module_addrdie(mod, pc, &bias);
+    if (cudie) {
+      // dwarf_getscopes continues from an inlined instance into its abstract
+      // origin's scopes, so it finds the innermost function; the concrete
+      // chain of callers it was inlined into comes from dwarf_getscopes_die.
+      Dwarf_Die* pc_scopes = nullptr;
+      const int npc = dwarf_getscopes(cudie, pc - bias, &pc_scopes);
+      Dwarf_Die* scopes = nullptr;
+      int n = 0;
+      for (int i = 0; i < npc; ++i) {
+        const int tag = dwarf_tag(&pc_scopes[i]);
+        if (tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram) {
+          n = dwarf_getscopes_die(&pc_scopes[i], &scopes);
+          break;
+        }
+      }
+      free(pc_scopes);  // malloc'd by libdw
+      Dwarf_Files* files = nullptr;
+      size_t nfiles = 0;
+      bool have_files = false;
+      for (int i = 0; i < n; ++i) {
+        const int tag = dwarf_tag(&scopes[i]);
+        if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
+        CachedFrame f;
+        f.function = LinkageName(&scopes[i]);
+        // The physical function without a linkage name: the ELF symbol has
+        // the full demangled form (C++ parameters); else the DWARF scopes.
+        if (f.function.empty() && tag == DW_TAG_subprogram) f.function = SymbolName(mod, pc);
+        if (f.function.empty()) f.function = QualifiedDwarfName(&scopes[i]);
+        f.file = file;
+        f.line = line;
+        out->push_back(std::move(f));
+        if (tag == DW_TAG_subprogram) break;  // the physical function: outermost
+        // The next frame out is where this copy was inlined: its call site.
+        Dwarf_Attribute attr;
+        Dwarf_Word v = 0;
+        file.clear();
+        line = 0;
+        if (!have_files) have_files = dwarf_getsrcfiles(cudie, &files, &nfiles) == 0;
+        if (have_files && dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &attr), &v) == 0 &&
+            v < nfiles) {
+          if (const char* cf = dwarf_filesrc(files, v, nullptr, nullptr)) file = JoinPath(comp_dir, cf);
+        }
+        if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &attr), &v) == 0)
+          line = static_cast<uint32_t>(v);
+      }
+      free(scopes);  // dwarf_getscopes allocates with malloc
+    }
+    if (out->empty() || out->back().function.empty()) {
+      // No DWARF function for this pc (stripped, or no CU covers it): use
+      // the ELF symbol table, keeping whatever line info we found.
+      MiString name = SymbolName(mod, pc);
+      if (!name.empty()) {
+        if (out->empty()) {
+          CachedFrame f;
+          f.file = file;
+          f.line = line;
+          out->push_back(std::move(f));
+        }
+        out->back().function = std::move(name);
+      }
+    }
+  }
+
+  void Resolve(uint64_t pc, Entry* e) {
+    const MapEntry* m = maps.Find(pc);
+    Dwfl_Module* mod = dwfl ? dwfl_addrmodule(dwfl, pc) : nullptr;
+    if ((!m || (!mod && m->executable && !m->path.empty() && m->path[0] == '/')) && MaybeRescan()) {
+      m = maps.Find(pc);
+      mod = dwfl ? dwfl_addrmodule(dwfl, pc) : nullptr;
+    }
+    e->maps_generation = maps_generation;
+    e->frames.clear();
+    if (!m) {
+      e->mapping = -1;
+      return;
+    }
+    e->mapping = MappingFor(*m, mod);
+    if (mod) DwarfFrames(mod, pc, &e->frames);
+  }
+};
+
+Symbolizer::Symbolizer() : impl_(new Impl()) {}
+Symbolizer::~Symbolizer() { delete impl_; }
+
+Symbolizer::Stats Symbolizer::stats() const { return impl_->stats; }
+
+bool Symbolizer::Describe(uint64_t pc, format::MappingInfo* mapping, std::vector<format::FrameLine>* lines) {
+  Impl& s = *impl_;
+  if (!s.initialised) s.Init();
+  s.stats.lookups++;
+  auto it = s.cache.find(pc);
+  // An unknown pc stays cached until the maps change or a rescan is due.
+  const bool hit = it != s.cache.end() &&
+                   (it->second.mapping >= 0 || (it->second.maps_generation == s.maps_generation &&
+                                                MonotonicNs() - s.last_rescan_ns < kRescanIntervalNs));
+  if (hit) {
+    s.stats.cache_hits++;
+  } else {
+    if (s.cache.size() >= kMaxCachedPcs) s.cache.clear();
+    it = s.cache.try_emplace(pc).first;
+    s.Resolve(pc, &it->second);
+  }
+  const Entry& e = it->second;
+  lines->clear();
+  if (e.mapping < 0) {
+    s.stats.unknown++;
+    return false;
+  }
+  const CachedMapping& cm = s.mappings[static_cast<size_t>(e.mapping)];
+  mapping->start = cm.start;
+  mapping->end = cm.end;
+  mapping->file_offset = cm.offset;
+  mapping->path.assign(cm.path.data(), cm.path.size());
+  mapping->build_id.assign(cm.build_id.data(), cm.build_id.size());
+  for (const CachedFrame& f : e.frames) {
+    format::FrameLine fl;
+    fl.function.assign(f.function.data(), f.function.size());
+    fl.file.assign(f.file.data(), f.file.size());
+    fl.line = f.line;
+    lines->push_back(std::move(fl));
+  }
+  return true;
+}
+
+}  // namespace flightrec::sampler

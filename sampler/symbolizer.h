@@ -1,0 +1,45 @@
+// Symbolizer: turns pcs of our own process into mappings (path, offset,
+// build-id) and inline chains of (function, file, line) with libdw.
+//
+// Implements format::PcDescriber for the segment writer. Runs on the flush
+// thread only (not thread-safe): libdw, demangling and /proc reads allocate
+// and take time, which is fine there and never on an application thread.
+//
+// Caching: one entry per pc, kept until the table reaches kMaxCachedPcs (then
+// dropped wholesale). A pc in no known module is retried after the process's
+// code mappings change (dlopen/dlclose), which is checked at most every
+// kRescanIntervalNs when unknown pcs keep arriving.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "format/segment_writer.h"
+
+namespace flightrec::sampler {
+
+class Symbolizer final : public format::PcDescriber {
+ public:
+  Symbolizer();
+  ~Symbolizer() override;
+  Symbolizer(const Symbolizer&) = delete;
+  Symbolizer& operator=(const Symbolizer&) = delete;
+
+  bool Describe(uint64_t pc, format::MappingInfo* mapping, std::vector<format::FrameLine>* lines) override;
+
+  struct Stats {
+    uint64_t lookups = 0, cache_hits = 0, unknown = 0, rescans = 0, reports = 0;
+  };
+  Stats stats() const;
+
+  static constexpr size_t kMaxCachedPcs = 1 << 18;
+  static constexpr uint64_t kRescanIntervalNs = 100'000'000;  // 100 ms
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+// Demangles an Itanium C++ name; returns the input unchanged if it is not one.
+std::string Demangle(const char* name);
+
+}  // namespace flightrec::sampler

@@ -1,0 +1,103 @@
+"""chrome_trace: the Chrome trace-event / Perfetto JSON timeline.
+
+Generic by design: it knows event types only through their schema field
+names, so event types added later (sockets, requests, ...) show up with no
+code here.
+
+* every process is a process track named after its service/exe and pid,
+  every thread a thread track named from thread.start/thread.name;
+* an event with a `tid` field goes on that thread's track, any other on its
+  process (a process-scoped instant);
+* an event with a `duration_ns` field is a complete ("X") slice — off-CPU
+  intervals, socket operations, requests;
+* cpu.sample is an instant named after the leaf function (instants cannot
+  break the nesting of the slices on the same track); other events are
+  instants named after their type;
+* stacks go into args as lists of frame labels, leaf first.
+
+Timestamps are microseconds since the earliest event (wall clock, so
+processes recorded on different machines line up); the origin is kept in
+otherData.origin_realtime_ns.
+"""
+import json
+
+# String fields that make an event's name more telling than its bare type.
+_NAME_FIELDS = ("op", "method", "reason", "name", "kind", "path")
+
+
+class ChromeTrace:
+    def __init__(self):
+        self._events = []   # (ts_ns, order, event dict)
+        self._meta = []
+        self._threads = {}  # (pid, tid) -> name
+        self._processes = {}
+        self._seq = 0
+
+    def process(self, pid, name):
+        self._processes[pid] = name
+
+    def thread(self, pid, tid, name):
+        if name:
+            self._threads[(pid, tid)] = name
+        else:
+            self._threads.setdefault((pid, tid), "")
+
+    def add(self, pid, type_name, wall_ns, fields, stack_labels=None):
+        """fields: {name: value} with strings resolved, the stack (if any) given
+        separately as leaf-first labels. Field `time` is ignored (wall_ns wins)."""
+        args = {k: v for k, v in fields.items() if k != "time"}
+        for k, v in args.items():
+            if isinstance(v, (bytes, bytearray)):
+                args[k] = bytes(v).hex()
+        if stack_labels is not None:
+            args["stack"] = stack_labels
+        ev = {"pid": pid, "cat": type_name.split(".")[0]}
+        tid = fields.get("tid")
+        if isinstance(tid, int) and tid > 0:
+            ev["tid"] = tid
+            self.thread(pid, tid, None)
+        else:
+            ev["tid"] = pid
+        if type_name == "cpu.sample" and stack_labels:
+            ev["name"] = stack_labels[0]
+        else:
+            ev["name"] = type_name
+            for f in _NAME_FIELDS:
+                v = fields.get(f)
+                if isinstance(v, str) and v:
+                    ev["name"] = "%s %s" % (type_name, v)
+                    break
+        dur = fields.get("duration_ns")
+        if isinstance(dur, int) and not isinstance(dur, bool) and dur >= 0:
+            ev["ph"] = "X"
+            ev["dur"] = dur / 1000.0
+        else:
+            ev["ph"] = "i"
+            ev["s"] = "t" if "tid" in fields else "p"
+        ev["args"] = args
+        # Longer slices first at equal start so parents precede their children.
+        self._events.append((wall_ns, -(dur if ev["ph"] == "X" else 0), self._seq, ev))
+        self._seq += 1
+
+    def write(self, fp):
+        """Writes the JSON document; returns the number of non-metadata events."""
+        self._events.sort(key=lambda e: e[:3])
+        origin = self._events[0][0] if self._events else 0
+        out = []
+        for pid, name in sorted(self._processes.items()):
+            out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": pid,
+                        "args": {"name": name}})
+        for (pid, tid), name in sorted(self._threads.items()):
+            out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                        "args": {"name": name or ("main" if tid == pid else "thread %d" % tid)}})
+            # The main thread first, then threads by tid.
+            out.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                        "args": {"sort_index": 0 if tid == pid else tid}})
+        for wall_ns, _, _, ev in self._events:
+            ev["ts"] = (wall_ns - origin) / 1000.0
+            out.append(ev)
+        json.dump({"traceEvents": out, "displayTimeUnit": "ms",
+                   "otherData": {"origin_realtime_ns": origin, "generator": "flightrec-dump"}},
+                  fp, separators=(",", ":"))
+        fp.write("\n")
+        return len(self._events)

@@ -1,0 +1,138 @@
+"""cli: flightrec-dump's command line: discovers cmd_*.py subcommands, runs
+one, and turns every failure into one clear stderr line (never a traceback).
+
+Exit status: 0 ok; 1 some input was missing, unreadable, not a segment or
+damaged (whatever could be read was still shown); 2 usage error; 130
+interrupted. A closed stdout (| head) ends quietly with status 0."""
+import argparse
+import importlib
+import os
+import pkgutil
+import sys
+import traceback
+
+from .trace import Trace
+
+PROG = "flightrec-dump"
+
+
+class UsageError(Exception):
+    """A bad request (unknown type, bad option value): one stderr line, exit 2."""
+
+
+def err(message):
+    print("%s: %s" % (PROG, message), file=sys.stderr, flush=True)
+
+
+def add_paths_argument(parser):
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="segment files (*.seg, *.active) or directories holding them")
+
+
+def open_trace(paths):
+    """Opens a Trace and reports, one stderr line per file, what could not be
+    read: missing/unreadable files, non-segments, damaged blocks."""
+    trace = Trace(paths)
+    for path, message in trace.errors:
+        err("%s: %s" % (path, message))
+    report_damage(trace)
+    return trace
+
+
+def report_damage(trace):
+    """One line per damaged segment: how many blocks were bad and the first problem."""
+    for seg in trace.segments:
+        if not seg.bad_blocks:
+            continue
+        first = next((m for _, m in seg.problems), "")
+        err("%s: %d damaged block%s skipped (%s); the rest was read" % (
+            seg.path, seg.bad_blocks, "" if seg.bad_blocks == 1 else "s", first))
+
+
+def exit_status(trace):
+    return 1 if trace.errors or any(s.bad_blocks for s in trace.segments) else 0
+
+
+def _discover(subparsers):
+    pkg_dir = os.path.dirname(os.path.abspath(__file__))
+    for mod in sorted(pkgutil.iter_modules([pkg_dir]), key=lambda m: m.name):
+        if not mod.name.startswith("cmd_"):
+            continue
+        try:
+            module = importlib.import_module("%s.%s" % (__package__, mod.name))
+            module.register(subparsers)
+        except Exception as e:  # a broken plug-in must not take the others down
+            err("plug-in %s.py failed to load: %s: %s" % (mod.name, type(e).__name__, e))
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Read flightrec segments (files or directories). "
+                    "With only paths, runs `info`.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _discover(subparsers)
+    return parser, subparsers
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser, subparsers = build_parser()
+        # `flightrec-dump DIR` means `flightrec-dump info DIR`.
+        if argv and not argv[0].startswith("-") and argv[0] not in subparsers.choices \
+                and "info" in subparsers.choices and os.path.exists(argv[0]):
+            argv.insert(0, "info")
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help(sys.stderr)
+            return 2
+        status = args.func(args)
+        sys.stdout.flush()
+        return int(status or 0)
+    except UsageError as e:
+        err(str(e))
+        return 2
+    except BrokenPipeError:
+        # The reader went away (| head): not an error. Point stdout at
+        # /dev/null so the interpreter's final flush does not fail again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except SystemExit:
+        raise
+    except Exception as e:
+        if os.environ.get("FLIGHTREC_DUMP_DEBUG"):
+            traceback.print_exc()
+        err("internal error: %s: %s (set FLIGHTREC_DUMP_DEBUG=1 for details)" % (type(e).__name__, e))
+        return 3
+
+
+# ---- small formatting helpers shared by subcommands
+
+def format_wall(ns):
+    """UTC wall-clock time of ns since the epoch, millisecond precision."""
+    import datetime
+    if ns is None:
+        return "-"
+    try:
+        dt = datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return "?"
+    return dt.strftime("%Y-%m-%d %H:%M:%S.") + "%03dZ" % (dt.microsecond // 1000)
+
+
+def format_seconds(ns):
+    return "-" if ns is None else "%.3fs" % (ns / 1e9)
+
+
+def format_bytes(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return ("%d %s" % (n, unit)) if unit == "B" else ("%.1f %s" % (n, unit))
+        n /= 1024.0

@@ -1,0 +1,62 @@
+"""chrome: the whole trace as a Chrome trace-event / Perfetto JSON timeline
+(open it in ui.perfetto.dev or chrome://tracing): processes and threads as
+named tracks, CPU samples, off-CPU intervals, allocations and every other
+event type, driven only by the schema's field names (see chrome_trace.py)."""
+import os
+
+from . import chrome_trace, cli, profiles
+from .segment import STACK as KSTACK
+
+
+def register(subparsers):
+    p = subparsers.add_parser("chrome", help="Chrome/Perfetto JSON timeline of every event")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.json", help="where to write it")
+    cli.add_paths_argument(p)
+    p.set_defaults(func=run)
+
+
+def _labels(frames):
+    return [profiles.frame_label(f) for f in frames]
+
+
+def run(args):
+    trace = cli.open_trace(args.paths)
+    ct = chrome_trace.ChromeTrace()
+    for seg in trace.segments:
+        pid = seg.pid
+        ct.process(pid, "%s (pid %d)" % (seg.header.get("service") or "process", pid))
+    for e in trace.events({"process.start"}):
+        name = e.get("service") or os.path.basename(e.get("exe") or "") or "process"
+        ct.process(e.get("pid"), "%s (pid %s)" % (name, e.get("pid")))
+        ct.thread(e.get("pid"), e.get("pid"), os.path.basename(e.get("exe") or ""))
+    for rec in trace.threads():
+        ct.thread(rec["pid"], rec["tid"], rec.get("name"))
+    for seg in trace.segments:
+        labels_of = {}  # id(resolved frame list) -> labels: each distinct stack is labelled once
+        for batch in seg.batches:
+            cols = seg.resolved_columns(batch)
+            if cols is None:
+                continue  # a damaged block, already reported
+            stack_fields = [f.name for f in batch.type.fields if f.type == KSTACK]
+            for e in seg.rows(batch, cols):
+                labels = None
+                for name in stack_fields:
+                    frames = e.pop(name)
+                    hit = labels_of.get(id(frames))
+                    if hit is None:
+                        # Keep the frames referenced so their id stays unique.
+                        hit = labels_of[id(frames)] = (frames, _labels(frames))
+                    if labels is None:
+                        labels = hit[1]
+                    else:
+                        e[name] = hit[1]  # a second stack field stays in args
+                del e["type"]
+                ct.add(e.pop("pid", seg.pid), batch.type.name, seg.wall_ns(e["time"]), e, labels)
+    try:
+        with open(args.output, "w", encoding="utf-8") as f:
+            n = ct.write(f)
+    except OSError as e:
+        raise cli.UsageError("cannot write %s: %s" % (args.output, e.strerror or e)) from None
+    if n == 0:
+        cli.err("no events in the trace; wrote an empty timeline to %s" % args.output)
+    return cli.exit_status(trace)

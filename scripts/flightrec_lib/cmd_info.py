@@ -1,0 +1,113 @@
+"""info: what a trace holds: segments (state, damage, time range), event
+counts by type, dropped data, threads."""
+import json
+
+from . import cli
+
+
+def register(subparsers):
+    p = subparsers.add_parser("info", help="segments, event counts, dropped data, threads")
+    cli.add_paths_argument(p)
+    p.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    p.set_defaults(func=run)
+
+
+def summarize(trace):
+    """The info document (what --json prints)."""
+    segments = []
+    for seg in trace.segments:
+        first, last = seg.time_range()
+        counts = seg.event_counts()
+        segments.append({
+            "path": seg.path,
+            "state": seg.state,
+            "pid": seg.header["pid"],
+            "service": seg.header["service"],
+            "host": seg.header["host"],
+            "sequence": seg.header["sequence"],
+            "size": seg.size,
+            "events": sum(counts.values()),
+            "first_time_ns": first,
+            "last_time_ns": last,
+            "first_wall_ns": seg.wall_ns(first) if first is not None else None,
+            "bad_blocks": seg.bad_blocks,
+            "unknown_blocks": seg.unknown_blocks,
+            "truncated_at": seg.truncated_at,
+            "problems": [m for _, m in seg.problems],
+            "footer": seg.footer,
+        })
+    first, last = trace.time_range()
+    wall = None
+    if first is not None:
+        anchor = next(s for s in trace.segments if s.time_range()[0] is not None)
+        wall = (anchor.wall_ns(first), anchor.wall_ns(last))
+    counts = trace.event_counts()
+    return {
+        "segments": segments,
+        "events": dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "total_events": sum(counts.values()),
+        "dropped": dict(sorted(trace.dropped().items())),
+        "threads": trace.threads(),
+        "time_range": {"first_ns": first, "last_ns": last,
+                       "first_wall_ns": wall[0] if wall else None, "last_wall_ns": wall[1] if wall else None},
+        "errors": [{"path": p, "error": m} for p, m in trace.errors],
+        "notes": [{"path": p, "note": m} for p, m in trace.notes],
+    }
+
+
+def run(args):
+    trace = cli.open_trace(args.paths)
+    doc = summarize(trace)
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        print_text(doc)
+    return cli.exit_status(trace)
+
+
+def print_text(doc):
+    tr = doc["time_range"]
+    t0 = tr["first_ns"]
+    segs = doc["segments"]
+    states = {}
+    for s in segs:
+        states[s["state"]] = states.get(s["state"], 0) + 1
+    print("%d segment%s (%s), %d events" % (
+        len(segs), "" if len(segs) == 1 else "s",
+        ", ".join("%d %s" % (n, st) for st, n in sorted(states.items())) or "none", doc["total_events"]))
+    if t0 is not None:
+        print("time: %s .. %s (%s)" % (cli.format_wall(tr["first_wall_ns"]), cli.format_wall(tr["last_wall_ns"]),
+                                       cli.format_seconds(tr["last_ns"] - t0)))
+    if segs:
+        print("\nsegments:")
+        print("  %-9s %7s %4s %8s %10s %9s %9s  %s" % ("STATE", "PID", "SEQ", "EVENTS", "SIZE", "START",
+                                                      "DURATION", "FILE"))
+        for s in segs:
+            start = None if s["first_time_ns"] is None else s["first_time_ns"] - t0
+            dur = None if s["first_time_ns"] is None else s["last_time_ns"] - s["first_time_ns"]
+            damage = ""
+            if s["bad_blocks"]:
+                damage = "  [%d bad block%s]" % (s["bad_blocks"], "" if s["bad_blocks"] == 1 else "s")
+            print("  %-9s %7d %4d %8d %10s %9s %9s  %s%s" % (
+                s["state"], s["pid"], s["sequence"], s["events"], cli.format_bytes(s["size"]),
+                "+" + cli.format_seconds(start) if start is not None else "-", cli.format_seconds(dur),
+                s["path"], damage))
+    if doc["events"]:
+        print("\nevents:")
+        width = max(len(k) for k in doc["events"])
+        for name, n in doc["events"].items():
+            print("  %-*s %10d" % (width, name, n))
+    print("\ndropped: %s" % ("none" if not doc["dropped"] else ""))
+    if doc["dropped"]:
+        width = max(len(k) for k in doc["dropped"])
+        for kind, n in doc["dropped"].items():
+            print("  %-*s %10d" % (width, kind, n))
+    threads = doc["threads"]
+    if threads:
+        print("\nthreads: %d" % len(threads))
+        width = max(4, max(len(t["name"]) for t in threads))
+        print("  %7s %8s  %-*s %12s %12s" % ("PID", "TID", width, "NAME", "START", "END"))
+        for t in threads:
+            rel = [("+" + cli.format_seconds(v - t0)) if v is not None and t0 is not None else "-"
+                   for v in (t["start"], t["end"])]
+            print("  %7s %8s  %-*s %12s %12s" % (t["pid"], t["tid"], width, t["name"], rel[0], rel[1]))

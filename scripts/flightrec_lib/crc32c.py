@@ -1,0 +1,111 @@
+"""crc32c: CRC-32C (Castagnoli) in pure Python, fast enough to check every block.
+
+Parameters as in format/SPEC.md: reflected polynomial 0x82F63B78, initial
+value and final XOR 0xFFFFFFFF; crc32c(b"123456789") == 0xE3069283.
+`crc32c(data, crc)` continues a previous result, like zlib.crc32.
+
+A byte-at-a-time table loop manages ~15 MB/s in CPython. Long inputs are
+instead cut into K equal chunks that advance in lockstep, one byte of every
+chunk per step: each step is a handful of whole-vector operations
+(bytes.translate for the table lookups, big-int XOR), so the Python loop
+runs only L = len/K times. The chunk CRCs are then combined with the
+linearity of CRCs: register(A + B) = shift_|B|(register(A)) ^ register_0(B),
+where shift_n advances a register over n zero bytes (a fixed linear map,
+tabulated once per chunk length).
+"""
+import sys
+from array import array
+
+_POLY = 0x82F63B78
+
+
+def _make_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ (_POLY if c & 1 else 0)
+        table.append(c)
+    return table
+
+
+_T = _make_table()
+# The table split into its four bytes, as bytes.translate tables.
+_T_PLANES = [bytes((t >> (8 * m)) & 0xFF for t in _T) for m in range(4)]
+
+_U32 = next(tc for tc in "IL" if array(tc).itemsize == 4)
+_LANE_MIN = 2048          # shorter inputs: plain table loop
+_shift_cache = {}         # chunk length -> four 256-entry tables for shift_L
+
+
+def _bytewise(reg, data):
+    t = _T
+    for b in data:
+        reg = t[(reg ^ b) & 0xFF] ^ (reg >> 8)
+    return reg
+
+
+def _shift_tables(length):
+    """Tables A[m][v] = shift_length(v << 8m): advancing a register over
+    `length` zero bytes, split by register byte (the map is linear)."""
+    tables = _shift_cache.get(length)
+    if tables is None:
+        zeros = bytes(length)
+        basis = [_bytewise(1 << bit, zeros) for bit in range(32)]
+        tables = []
+        for m in range(4):
+            tab = [0] * 256
+            for v in range(1, 256):
+                low = v & -v
+                tab[v] = tab[v ^ low] ^ basis[8 * m + low.bit_length() - 1]
+            tables.append(tab)
+        _shift_cache[length] = tables
+    return tables
+
+
+def _lanes(reg, data, length):
+    """Register after `data` (len a multiple of `length`), starting from reg."""
+    k = len(data) // length
+    t0, t1, t2, t3 = _T_PLANES
+    frm = int.from_bytes
+    # Register byte planes of all k chunks; chunk 0 starts from reg, the rest from 0.
+    s0, s1, s2, s3 = reg & 0xFF, (reg >> 8) & 0xFF, (reg >> 16) & 0xFF, reg >> 24
+    for j in range(length):
+        idx = (s0 ^ frm(data[j::length], "little")).to_bytes(k, "little")
+        s0 = frm(idx.translate(t0), "little") ^ s1
+        s1 = frm(idx.translate(t1), "little") ^ s2
+        s2 = frm(idx.translate(t2), "little") ^ s3
+        s3 = frm(idx.translate(t3), "little")
+    packed = bytearray(4 * k)
+    for m, plane in enumerate((s0, s1, s2, s3)):
+        packed[m::4] = plane.to_bytes(k, "little")
+    regs = array(_U32, bytes(packed))
+    if sys.byteorder == "big":
+        regs.byteswap()
+    a0, a1, a2, a3 = _shift_tables(length)
+    acc = 0
+    for r in regs:
+        acc = a0[acc & 0xFF] ^ a1[(acc >> 8) & 0xFF] ^ a2[(acc >> 16) & 0xFF] ^ a3[acc >> 24] ^ r
+    return acc
+
+
+def crc32c(data, crc=0):
+    """CRC-32C of data (bytes-like), continuing from `crc` (0 to start)."""
+    reg = crc ^ 0xFFFFFFFF
+    n = len(data)
+    if n >= _LANE_MIN:
+        if not isinstance(data, bytes):
+            data = bytes(data)
+        # Chunk length ~ sqrt(n/8) balances the per-step and per-chunk loops.
+        length = 64
+        while length * length * 8 < n and length < 1024:
+            length *= 2
+        body = n - n % length
+        reg = _lanes(reg, data[:body] if body != n else data, length)
+        data = data[body:]
+    return _bytewise(reg, data) ^ 0xFFFFFFFF
+
+
+def crc32c_reference(data, crc=0):
+    """The plain table loop; the definition the fast path is tested against."""
+    return _bytewise(crc ^ 0xFFFFFFFF, data) ^ 0xFFFFFFFF

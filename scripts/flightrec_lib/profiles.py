@@ -1,0 +1,472 @@
+"""profiles: turns decoded events into weighted stacks, one profile per kind.
+
+A profile is a list of distinct (process, thread, stack) entries, each with
+a sample count and a weight, in the order the stacks were first seen. All
+reports (top, tree, pprof, flame, folded) start from here.
+
+    kind    events         samples          weight                   objects
+    cpu     cpu.sample     1 per event      period_ns                -
+    offcpu  offcpu.sample  1 per event      duration_ns              -
+    alloc   alloc.sample   1 per event      estimated bytes          estimated count
+    live    alloc.sample   1 per event      (as alloc, only samples never freed)
+
+Allocation samples are unbiased estimates: with a mean sampling interval of
+R bytes an allocation of S bytes is sampled with probability 1 - e^(-S/R),
+so it stands for S / (1 - e^(-S/R)) bytes and 1 / (1 - e^(-S/R))
+allocations. R == 1 means every allocation was recorded: weight S, count 1.
+
+Speed: events are read column by column and aggregated by stack id per
+segment first; each distinct stack is resolved to frames once.
+
+Frames are dicts, leaf first: function, file, line (innermost inline frame
+first for one pc), address, mapping (path, build_id, start, end, offset, or
+None) and inlined (True when the frame was inlined into the next one, i.e.
+both stand for the same pc).
+"""
+import fnmatch
+import math
+import os
+import re
+from collections import Counter
+
+from . import cli
+
+KINDS = {
+    "cpu": {"event": "cpu.sample", "unit": "ns", "title": "CPU",
+            "sample_types": [("samples", "count"), ("cpu", "nanoseconds")],
+            "period_type": ("cpu", "nanoseconds"), "default": "cpu"},
+    "offcpu": {"event": "offcpu.sample", "unit": "ns", "title": "Off-CPU",
+               "sample_types": [("samples", "count"), ("offcpu", "nanoseconds")],
+               "period_type": ("offcpu", "nanoseconds"), "default": "offcpu"},
+    "alloc": {"event": "alloc.sample", "unit": "bytes", "title": "Allocations",
+              "sample_types": [("alloc_objects", "count"), ("alloc_space", "bytes")],
+              "period_type": ("space", "bytes"), "default": "alloc_space"},
+    "live": {"event": "alloc.sample", "unit": "bytes", "title": "Live heap",
+             "sample_types": [("inuse_objects", "count"), ("inuse_space", "bytes")],
+             "period_type": ("space", "bytes"), "default": "inuse_space"},
+}
+
+# Frames below a thread's start routine (libc's thread and process bootstrap,
+# and the recorder's own pthread_create trampoline). Reports that draw call
+# paths drop them from the root end so a thread's start routine (or main)
+# is the root.
+BOOTSTRAP_FUNCTIONS = frozenset([
+    "_start", "__libc_start_main", "__libc_start_main_impl", "__libc_start_call_main",
+    "start_thread", "clone", "clone3", "__clone", "__clone3", "__clone_internal",
+])
+
+
+class ProfileError(Exception):
+    """Bad request (unknown kind, bad filter): one clear line for the user."""
+
+
+def alloc_weight(size, sample_bytes):
+    """(estimated bytes, estimated count) that one allocation sample stands for."""
+    if sample_bytes <= 1 or size <= 0:
+        # Exact recording (rate 1), or a zero-byte block that carries no bytes.
+        return float(size), 1.0
+    p = -math.expm1(-size / sample_bytes)  # 1 - e^(-S/R) without cancellation
+    return size / p, 1.0 / p
+
+
+def mapping_basename(mapping):
+    return os.path.basename(mapping.get("path") or "") if mapping else ""
+
+
+def frame_label(frame):
+    """The name a report shows for a frame: the function, or for an unknown pc
+    `[unknown] <mapping basename>+0x<file offset>` or `0x<pc>`."""
+    fn = frame.get("function")
+    if fn:
+        return fn
+    addr = int(frame.get("address") or 0)
+    m = frame.get("mapping")
+    if m and m.get("path"):
+        off = addr - int(m.get("start") or 0) + int(m.get("offset") or 0)
+        return "[unknown] %s+0x%x" % (mapping_basename(m), off)
+    return "0x%x" % addr
+
+
+def is_bootstrap(frame):
+    if frame.get("function") in BOOTSTRAP_FUNCTIONS:
+        return True
+    return mapping_basename(frame.get("mapping")).startswith("libflightrec")
+
+
+def trim_bootstrap(frames):
+    """Leaf-first frames without the bootstrap frames at the root end; a stack
+    made only of bootstrap frames is kept whole (it still says something)."""
+    end = len(frames)
+    while end > 0 and is_bootstrap(frames[end - 1]):
+        end -= 1
+    return frames[:end] if end else frames
+
+
+class Entry:
+    """One distinct stack of one thread: samples, weight and object estimate."""
+    __slots__ = ("frames", "samples", "weight", "objects", "first_time", "pid", "tid", "thread")
+
+    def __init__(self, frames, pid, tid, thread, first_time):
+        self.frames = frames
+        self.samples = 0
+        self.weight = 0.0
+        self.objects = 0.0
+        self.first_time = first_time
+        self.pid = pid
+        self.tid = tid
+        self.thread = thread
+
+
+class Profile:
+    def __init__(self, kind):
+        self.kind = kind
+        self.spec = KINDS[kind]
+        self.unit = self.spec["unit"]
+        self.entries = []         # in first-seen order
+        self.period = 0           # the most common period_ns / sample_bytes
+        self.start_wall_ns = 0    # wall-clock span of the included events
+        self.end_wall_ns = 0
+        self.main_path = None     # the executable, for pprof's mapping[0]
+        self.problems = []        # decoder problems worth one stderr line each
+
+    @property
+    def samples(self):
+        return sum(e.samples for e in self.entries)
+
+    @property
+    def weight(self):
+        return sum(e.weight for e in self.entries)
+
+    def paths(self, trim=True):
+        """(root-first labels, samples, weight) entries for calltree/flamegraph."""
+        for e in self.entries:
+            frames = trim_bootstrap(e.frames) if trim else e.frames
+            yield [frame_label(f) for f in reversed(frames)], e.samples, e.weight
+
+    def functions(self):
+        """Per function: self and total samples and weight, sorted by self weight
+        (then total, then name). A recursive function counts once per stack
+        towards its total."""
+        table = {}
+
+        def row(label, frame):
+            r = table.get(label)
+            if r is None:
+                r = table[label] = {"function": label, "file": frame.get("file") or "",
+                                    "self": 0, "total": 0, "self_w": 0.0, "total_w": 0.0}
+            return r
+
+        for e in self.entries:
+            if not e.frames:
+                continue
+            leaf = e.frames[0]
+            r = row(frame_label(leaf), leaf)
+            r["self"] += e.samples
+            r["self_w"] += e.weight
+            seen = set()
+            for f in e.frames:
+                label = frame_label(f)
+                if label in seen:
+                    continue
+                seen.add(label)
+                r = row(label, f)
+                r["total"] += e.samples
+                r["total_w"] += e.weight
+        return sorted(table.values(),
+                      key=lambda r: (-r["self_w"], -r["self"], -r["total_w"], r["function"]))
+
+
+# ---------------------------------------------------------------- building
+
+NO_STACK = [{"function": "[no stack]", "file": "", "line": 0, "address": 0, "mapping": None,
+             "inlined": False}]
+
+_TIME_RE = re.compile(r"^(-?)(\d+(?:\.\d*)?|\.\d+)(ns|us|ms|s|m)?$")
+_TIME_UNITS = {"ns": 1, "us": 1000, "ms": 10 ** 6, "s": 10 ** 9, "m": 60 * 10 ** 9}
+
+
+def parse_time(text):
+    """"1.5", "1.5s", "200ms", "-2s" -> (ns, from_end). Plain numbers are seconds;
+    a leading minus counts from the end of the trace."""
+    m = _TIME_RE.match(text.strip()) if text is not None else None
+    if not m:
+        raise ProfileError("bad time %r: use a number of seconds or e.g. 250ms, 1.5s, -10s" % (text,))
+    ns = int(round(float(m.group(2)) * _TIME_UNITS[m.group(3) or "s"]))
+    return ns, m.group(1) == "-"
+
+
+def add_arguments(parser, kinds=tuple(KINDS), default="cpu"):
+    """--kind, --thread, --from, --to: the selection every profile report takes."""
+    parser.add_argument("--kind", choices=kinds, default=default,
+                        help="which profile (default %s)" % default)
+    parser.add_argument("--thread", metavar="T",
+                        help="only thread T: a tid, or a thread name (shell wildcards allowed)")
+    parser.add_argument("--from", dest="t_from", metavar="TIME",
+                        help="start of the time range, from the start of the trace "
+                             "(seconds, or 250ms, 1.5s; negative counts from the end)")
+    parser.add_argument("--to", dest="t_to", metavar="TIME", help="end of the time range (as --from)")
+    cli.add_paths_argument(parser)
+
+
+def open_profile(args):
+    """(trace, profile) for a command's parsed arguments; bad requests raise
+    cli.UsageError, unreadable input is reported by cli.open_trace."""
+    trace = cli.open_trace(args.paths)
+    try:
+        profile = build(trace, args.kind, thread=args.thread, t_from=args.t_from, t_to=args.t_to)
+    except ProfileError as e:
+        raise cli.UsageError(str(e)) from None
+    for message in profile.problems:
+        cli.err(message)
+    return trace, profile
+
+
+def empty_message(profile, trace):
+    """Why a profile has no samples, in one line."""
+    event = profile.spec["event"]
+    if not trace.segments:
+        return "no readable segments"
+    if not any(True for _ in trace.batches({event})):
+        return "no %s events in the trace: nothing to show for --kind %s" % (event, profile.kind)
+    if profile.kind == "live":
+        return "no live allocations: every sampled allocation in the selection was freed"
+    return "no %s events match the selection (--thread/--from/--to)" % event
+
+
+def _process_key(seg):
+    h = seg.header
+    return (h.get("host"), h.get("service"), h.get("pid"))
+
+
+def _thread_names(trace):
+    """{(pid, tid): [names, latest last]} from thread.* events, plus each
+    process's main thread named after its executable when nothing else named it."""
+    names = {}
+    for rec in trace.threads():
+        key = (rec["pid"], rec["tid"])
+        if rec.get("name"):
+            names.setdefault(key, [])
+            if rec["name"] not in names[key]:
+                names[key].append(rec["name"])
+    for e in trace.events({"thread.name"}):
+        key = (e.get("pid"), e.get("tid"))
+        if e.get("name") and e["name"] not in names.setdefault(key, []):
+            names[key].insert(0, e["name"])  # an earlier name; threads() has the last
+    return names
+
+
+def _processes(trace):
+    """{pid: process.start event dict}."""
+    return {e.get("pid"): e for e in trace.events({"process.start"})}
+
+
+def _select_threads(spec, names, procs, trace):
+    """The (pid, tid) pairs --thread selects, or a set of tids for a numeric spec."""
+    if spec is None:
+        return None
+    spec = spec.strip()
+    if spec.isdigit():
+        return ("tid", int(spec))
+    known = {}
+    for key, ns in names.items():
+        for n in ns:
+            known.setdefault(n, set()).add(key)
+    for pid, e in procs.items():  # a main thread nobody named answers to its exe
+        exe = os.path.basename(e.get("exe") or "")
+        if exe and not names.get((pid, pid)):
+            known.setdefault(exe, set()).add((pid, pid))
+            known.setdefault(exe[:15], set()).add((pid, pid))  # as the kernel truncates comm
+    picked = set()
+    for n, keys in known.items():
+        if n == spec or fnmatch.fnmatchcase(n, spec):
+            picked |= keys
+    if not picked:
+        listed = ", ".join(sorted(known)[:12]) or "none recorded"
+        raise ProfileError("no thread named %r in the trace (thread names: %s)" % (spec, listed))
+    return ("keys", picked)
+
+
+def _time_bounds(trace, t_from, t_to):
+    """(lo_wall, hi_wall) in wall-clock ns or None: --from/--to resolved
+    against the trace's first and last event."""
+    if t_from is None and t_to is None:
+        return None
+    first = last = None
+    for seg in trace.segments:
+        lo, hi = seg.time_range()
+        if lo is None:
+            continue
+        a, b = seg.wall_ns(lo), seg.wall_ns(hi)
+        first = a if first is None or a < first else first
+        last = b if last is None or b > last else last
+    if first is None:
+        return None
+    bounds = []
+    for spec, default in ((t_from, first), (t_to, last)):
+        if spec is None:
+            bounds.append(default)
+            continue
+        ns, from_end = parse_time(spec)
+        bounds.append(last - ns if from_end else first + ns)
+    if bounds[0] > bounds[1]:
+        raise ProfileError("empty time range: --from is after --to")
+    return bounds[0], bounds[1]
+
+
+def _columns(batch, fields, problems):
+    """{field: column} for the named fields, or None (reported once per segment
+    and type) when a field is missing or the block does not decode."""
+    names = batch.type.field_names
+    missing = [f for f in fields if f not in names]
+    if missing:
+        problems.add("%s: %s events lack field%s %s; they are skipped" % (
+            batch.segment.path, batch.type.name, "s" if len(missing) > 1 else "", ", ".join(missing)))
+        return None
+    cols = batch.columns()
+    if cols is None:
+        return None  # a bad block: cli.open_trace already reported the damage
+    return {f: cols[names.index(f)] for f in fields}
+
+
+def build(trace, kind, thread=None, t_from=None, t_to=None):
+    """The profile of one kind over a Trace, filtered by thread and time."""
+    if kind not in KINDS:
+        raise ProfileError("unknown profile kind %r (kinds: %s)" % (kind, ", ".join(KINDS)))
+    prof = Profile(kind)
+    names = _thread_names(trace)
+    procs = _processes(trace)
+    selector = _select_threads(thread, names, procs, trace)
+    bounds = _time_bounds(trace, t_from, t_to)
+    problems = set()
+    event = prof.spec["event"]
+    alloc = kind in ("alloc", "live")
+    weight_field = {"cpu": "period_ns", "offcpu": "duration_ns"}.get(kind)
+    fields = ["time", "tid", "stack"] + (["address", "size", "sample_bytes"] if alloc else [weight_field])
+
+    acc = {}       # (segment index, tid, stack id) -> [samples, weight, objects, first mono time]
+    periods = Counter()
+    live = {}      # process key -> [(time, 0=alloc/1=free, seq, address, agg key or None, w, c)]
+    span = [None, None]
+    seq = 0
+    for si, seg in enumerate(trace.segments):
+        pid = seg.pid
+        if selector is None:
+            tids = None
+        elif selector[0] == "tid":
+            tids = {selector[1]}
+        else:
+            tids = {tid for (p, tid) in selector[1] if p == pid}
+            if not tids:
+                continue
+        lo = hi = None
+        if bounds is not None:
+            h = seg.header
+            lo = bounds[0] - h["anchor_realtime_ns"] + h["anchor_monotonic_ns"]
+            hi = bounds[1] - h["anchor_realtime_ns"] + h["anchor_monotonic_ns"]
+        seg_lo = seg_hi = None  # monotonic span of the events taken from this segment
+        for batch in seg.batches:
+            if batch.type.name == "alloc.free" and kind == "live":
+                cols = _columns(batch, ["time", "address"], problems)
+                if cols is None:
+                    continue
+                out = live.setdefault(_process_key(seg), [])
+                for t, addr in zip(cols["time"], cols["address"]):
+                    if hi is None or t <= hi:  # a free after --to leaves the block live at --to
+                        out.append((t, 1, seq, addr, None, 0.0, 0.0))
+                        seq += 1
+                continue
+            if batch.type.name != event:
+                continue
+            cols = _columns(batch, fields, problems)
+            if cols is None:
+                continue
+            times, tidc, stacks = cols["time"], cols["tid"], cols["stack"]
+            if alloc:
+                rates = cols["sample_bytes"]
+                periods.update(rates)
+                weights = [alloc_weight(s, r) for s, r in zip(cols["size"], rates)]
+            else:
+                weights = cols[weight_field]
+                if kind == "cpu":  # off-CPU durations are no sampling period
+                    periods.update(weights)
+            for i, t in enumerate(times):
+                if lo is not None and (t < lo or t > hi):
+                    continue
+                tid = tidc[i]
+                if tids is not None and tid not in tids:
+                    continue
+                if seg_lo is None or t < seg_lo:
+                    seg_lo = t
+                if seg_hi is None or t > seg_hi:
+                    seg_hi = t
+                key = (si, tid, stacks[i])
+                if kind == "live":
+                    w, c = weights[i]
+                    live.setdefault(_process_key(seg), []).append(
+                        (t, 0, seq, cols["address"][i], key, w, c))
+                    seq += 1
+                    continue
+                if alloc:
+                    w, c = weights[i]
+                else:
+                    w, c = weights[i], 0.0
+                a = acc.get(key)
+                if a is None:
+                    acc[key] = [1, w, c, t]
+                else:
+                    a[0] += 1
+                    a[1] += w
+                    a[2] += c
+                    if t < a[3]:
+                        a[3] = t
+        if seg_lo is not None:
+            a, b = seg.wall_ns(seg_lo), seg.wall_ns(seg_hi)
+            span[0] = a if span[0] is None or a < span[0] else span[0]
+            span[1] = b if span[1] is None or b > span[1] else span[1]
+
+    if kind == "live":
+        # Replay each process's allocations and frees in time order (an alloc
+        # before a free at equal times): what is left was never freed.
+        for events in live.values():
+            events.sort()
+            held = {}
+            for t, what, _, addr, key, w, c in events:
+                if what == 0:
+                    held[addr] = (key, t, w, c)
+                else:
+                    held.pop(addr, None)
+            for key, t, w, c in held.values():
+                a = acc.get(key)
+                if a is None:
+                    acc[key] = [1, w, c, t]
+                else:
+                    a[0] += 1
+                    a[1] += w
+                    a[2] += c
+                    a[3] = min(a[3], t)
+
+    # Resolve each distinct stack once, and order by first appearance (wall clock,
+    # so processes recorded side by side interleave correctly).
+    segs = trace.segments
+    entries = []
+    for (si, tid, sid), (n, w, c, t) in acc.items():
+        seg = segs[si]
+        frames = seg.frames(sid) or NO_STACK
+        tnames = names.get((seg.pid, tid))
+        if tnames:
+            tname = tnames[-1]
+        elif tid == seg.pid and seg.pid in procs:  # an unnamed main thread: its exe
+            tname = os.path.basename(procs[seg.pid].get("exe") or "")
+        else:
+            tname = ""
+        e = Entry(frames, seg.pid, tid, tname, seg.wall_ns(t))
+        e.samples, e.weight, e.objects = n, w, c
+        entries.append(e)
+    entries.sort(key=lambda e: e.first_time)
+    prof.entries = entries
+    prof.period = periods.most_common(1)[0][0] if periods else 0
+    prof.start_wall_ns, prof.end_wall_ns = span[0] or 0, span[1] or 0
+    if procs:
+        prof.main_path = next(iter(procs.values())).get("exe") or None
+    prof.problems = sorted(problems)
+    return prof

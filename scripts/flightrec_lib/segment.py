@@ -1,0 +1,806 @@
+"""segment: decodes one flightrec segment file (format/SPEC.md).
+
+This module knows the block framing and the seven field type codes, nothing
+else: every event type, field name and unit comes from the segment's own
+SCHEMA blocks. Damage is handled as SPEC.md 4.2 prescribes: a bad block is
+reported in `problems` and skipped (resynchronising on the sync word), a
+block cut short at end of file ends the read as "truncated", unknown kinds
+are skipped. Only an unusable header raises SegmentError.
+
+Speed: EVENTS blocks are decoded lazily, a whole column at a time, with
+array/int.from_bytes/itertools (no per-byte Python loops), so decoding runs
+at millions of values per second.
+
+    seg = read_segment(path)
+    seg.state                  # "sealed" | "active" | "truncated"
+    for batch in seg.batches:  # one per EVENTS block, file order
+        batch.type.name, batch.count, batch.column("time")
+    seg.events(types={"thread.start"})   # dicts, file order
+"""
+import operator
+import os
+import struct
+import sys
+from array import array
+from itertools import accumulate, islice, repeat
+
+import zstandard
+
+from .crc32c import crc32c
+
+MAGIC = b"FLTRECSG"
+FRAMING_VERSION = 1
+SYNC = 0x4B4C4246
+SYNC_BYTES = struct.pack("<I", SYNC)
+HEADER_FIXED = 48
+MIN_HEADER_LEN = HEADER_FIXED + 2 + 2 + 4
+MAX_HEADER_LEN = 1 << 20
+BLOCK_HEADER = 20
+MAX_BLOCK = 64 << 20
+FLAG_ZSTD = 1
+KNOWN_FLAGS = FLAG_ZSTD
+MAX_EVENTS_PER_BLOCK = 1 << 20
+MAX_FIELDS = 255
+
+KIND_SCHEMA, KIND_STRINGS, KIND_MAPPINGS, KIND_LOCATIONS, KIND_STACKS, KIND_EVENTS, KIND_FOOTER = range(1, 8)
+KIND_NAMES = {1: "SCHEMA", 2: "STRINGS", 3: "MAPPINGS", 4: "LOCATIONS", 5: "STACKS", 6: "EVENTS",
+              7: "FOOTER"}
+
+# Field type codes (format/format_constants.h FieldType).
+TIME, UINT, SINT, STRING, STACK, F64, BYTES = range(1, 8)
+TYPE_NAMES = {TIME: "time", UINT: "uint", SINT: "sint", STRING: "string", STACK: "stack",
+              F64: "f64", BYTES: "bytes"}
+
+# Column schemes (SPEC.md 5.4): encoding byte = scheme << 4 | width.
+PLAIN, ZIGZAG, DELTA, SCHEME_F64, SCHEME_BYTES = range(5)
+_INT_SCHEMES = (PLAIN, ZIGZAG, DELTA)
+_SCHEMES_FOR = {TIME: _INT_SCHEMES, UINT: _INT_SCHEMES, SINT: _INT_SCHEMES, STRING: _INT_SCHEMES,
+                STACK: _INT_SCHEMES, F64: (SCHEME_F64,), BYTES: (SCHEME_BYTES,)}
+_WIDTHS = (0, 1, 2, 4, 8)
+
+
+def _typecode(signed, size):
+    for tc in ("bhilq" if signed else "BHILQ"):
+        if array(tc).itemsize == size:
+            return tc
+    raise RuntimeError("no %d-byte array type" % size)  # pragma: no cover
+
+
+_UNSIGNED = {w: _typecode(False, w) for w in (1, 2, 4, 8)}
+_SIGNED = {w: _typecode(True, w) for w in (1, 2, 4, 8)}
+_F64 = "d"
+_BIG_ENDIAN = sys.byteorder == "big"
+_U64 = 1 << 64
+
+
+class SegmentError(Exception):
+    """The file cannot be read as a segment at all (message: one line).
+    `truncated` is True when the header itself is cut short (a file created
+    an instant ago, or a crash right after creating it)."""
+
+    def __init__(self, message, truncated=False):
+        super().__init__(message)
+        self.truncated = truncated
+
+
+class _Corrupt(Exception):
+    """A payload that does not parse; becomes one entry in Segment.problems."""
+
+
+# ---------------------------------------------------------------- primitives
+
+def _uvarint(b, p):
+    """(value, next position) of the LEB128 varint at b[p]; at most 10 bytes."""
+    try:
+        byte = b[p]
+        if byte < 0x80:
+            return byte, p + 1
+        value = byte & 0x7F
+        shift = 7
+        while True:
+            p += 1
+            byte = b[p]
+            if shift == 63 and byte > 1:
+                raise _Corrupt("varint overflows 64 bits")
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value, p + 1
+            shift += 7
+            if shift > 63:
+                raise _Corrupt("varint longer than 10 bytes")
+    except IndexError:
+        raise _Corrupt("payload ends inside a varint") from None
+
+
+def _str(b, p):
+    n, p = _uvarint(b, p)
+    end = p + n
+    if end > len(b):
+        raise _Corrupt("string runs past the end of the block")
+    return b[p:end].decode("utf-8", "replace"), end
+
+
+def _fixed(b, p, n, w):
+    """n unsigned little-endian integers of width w at b[p] -> (sequence, next).
+    An array, not a list: building n int objects up front costs more than the
+    whole decode, and consumers that only aggregate never need most of them."""
+    if w == 0:
+        return [0] * n, p
+    end = p + n * w
+    if end > len(b):
+        raise _Corrupt("column data runs past the end of the block")
+    a = array(_UNSIGNED[w])
+    a.frombytes(b[p:end])
+    if _BIG_ENDIAN:
+        a.byteswap()
+    return a, end
+
+
+def _unzigzag(b, p, n, w):
+    """n zigzag-coded values of width w -> (sequence of signed ints, next).
+
+    Decoded for the whole column at once with big-int arithmetic: for each
+    w-byte lane u, (u >> 1) ^ -(u & 1). `low` holds every lane's bit 0; the
+    shifted value has each lane's top bit cleared (it received the next
+    lane's bit 0); (low << 8w) - low turns each set bit 0 into an all-ones
+    lane without borrowing across lanes. The result's lanes are the signed
+    values in two's complement, which array reads directly."""
+    if w == 0:
+        return [0] * n, p
+    end = p + n * w
+    if end > len(b):
+        raise _Corrupt("column data runs past the end of the block")
+    x = int.from_bytes(b[p:end], "little")
+    ones = int.from_bytes((b"\x01" + bytes(w - 1)) * n, "little")
+    keep = int.from_bytes((b"\xff" * (w - 1) + b"\x7f") * n, "little")
+    low = x & ones
+    x = ((x >> 1) & keep) ^ ((low << (8 * w)) - low)
+    a = array(_SIGNED[w])
+    a.frombytes(x.to_bytes(n * w, "little"))
+    if _BIG_ENDIAN:
+        a.byteswap()
+    return a, end
+
+
+def decode_column(b, p, n, field_type):
+    """Decodes one column (SPEC.md 5.4) of n values at b[p] -> (sequence, next).
+    The sequence is a list or an array (index it, iterate it, len() it; do not
+    assume list methods). Integers come out as ints (kSInt signed, others
+    unsigned), F64 as floats, BYTES as bytes objects."""
+    try:
+        enc = b[p]
+    except IndexError:
+        raise _Corrupt("missing column") from None
+    p += 1
+    scheme, w = enc >> 4, enc & 0x0F
+    if w not in _WIDTHS:
+        raise _Corrupt("bad column width %d" % w)
+    allowed = _SCHEMES_FOR.get(field_type)
+    if scheme > SCHEME_BYTES or (allowed is not None and scheme not in allowed):
+        raise _Corrupt("column encoding %d does not fit field type %d" % (scheme, field_type))
+    if scheme == PLAIN:
+        values, p = _fixed(b, p, n, w)
+    elif scheme == ZIGZAG:
+        values, p = _unzigzag(b, p, n, w)
+    elif scheme == DELTA:
+        if p + 8 > len(b):
+            raise _Corrupt("delta base runs past the end of the block")
+        base = int.from_bytes(b[p:p + 8], "little")
+        deltas, p = _unzigzag(b, p + 8, n, w)
+        values = list(accumulate(deltas, initial=base))
+        del values[0]
+        if values[0] < 0 or values[0] >= _U64 or min(values) < 0 or max(values) >= _U64:
+            values = [v % _U64 for v in values]  # wrapped: arithmetic is mod 2^64
+    elif scheme == SCHEME_F64:
+        if w != 8:
+            raise _Corrupt("F64 column with width %d" % w)
+        end = p + 8 * n
+        if end > len(b):
+            raise _Corrupt("column data runs past the end of the block")
+        a = array(_F64)
+        a.frombytes(b[p:end])
+        if _BIG_ENDIAN:
+            a.byteswap()
+        values, p = a, end
+    else:  # SCHEME_BYTES
+        lens, p = _fixed(b, p, n, w)
+        offsets = list(accumulate(lens, initial=p))
+        if offsets[-1] > len(b):
+            raise _Corrupt("bytes column runs past the end of the block")
+        values = list(map(b.__getitem__, map(slice, offsets, islice(offsets, 1, None))))
+        p = offsets[-1]
+    if signed_type(field_type) is False and scheme == ZIGZAG:
+        values = [v % _U64 for v in values]  # an unsigned field stored zigzag
+    elif field_type == SINT and scheme in (PLAIN, DELTA):
+        values = [v - _U64 if v >= 1 << 63 else v for v in values]
+    return values, p
+
+
+def signed_type(field_type):
+    """True for kSInt, False for the other integer types, None otherwise."""
+    if field_type == SINT:
+        return True
+    if field_type in (TIME, UINT, STRING, STACK):
+        return False
+    return None
+
+
+# ------------------------------------------------------------------ schema
+
+class Field:
+    __slots__ = ("name", "type", "unit")
+
+    def __init__(self, name, type_code, unit):
+        self.name = name
+        self.type = type_code
+        self.unit = unit
+
+    @property
+    def type_name(self):
+        return TYPE_NAMES.get(self.type, "type%d" % self.type)
+
+    def _key(self):
+        return (self.name, self.type, self.unit)
+
+    def to_json(self):
+        return {"name": self.name, "type": self.type_name, "unit": self.unit}
+
+
+class EventType:
+    __slots__ = ("id", "name", "fields", "field_names")
+
+    def __init__(self, type_id, name, fields):
+        self.id = type_id
+        self.name = name
+        self.fields = fields
+        self.field_names = [f.name for f in fields]
+
+    def same_layout(self, other):
+        return self.name == other.name and [f._key() for f in self.fields] == [f._key() for f in other.fields]
+
+    def to_json(self):
+        return {"id": self.id, "name": self.name, "fields": [f.to_json() for f in self.fields]}
+
+
+class Batch:
+    """One EVENTS block: `count` events of `type`, decoded on first use."""
+    __slots__ = ("segment", "type", "count", "offset", "_payload", "_pos", "_columns")
+
+    def __init__(self, segment, event_type, count, offset, payload, pos):
+        self.segment = segment
+        self.type = event_type
+        self.count = count
+        self.offset = offset
+        self._payload = payload
+        self._pos = pos
+        self._columns = None
+
+    def columns(self):
+        """One sequence (list or array) per schema field, raw values: string
+        and stack fields hold table ids. None if the block turns out not to parse (reported once
+        in segment.problems)."""
+        if self._columns is None and self._payload is not None:
+            b, p, n = self._payload, self._pos, self.count
+            cols = []
+            try:
+                for f in self.type.fields:
+                    col, p = decode_column(b, p, n, f.type)
+                    cols.append(col)
+                self._columns = cols
+            except _Corrupt as e:
+                self.segment._problem(self.offset, "bad EVENTS block at offset %d: %s" % (self.offset, e))
+                self.segment.bad_blocks += 1
+            self._payload = None  # decoded (or failed) once; the bytes are no longer needed
+        return self._columns
+
+    def column(self, name):
+        cols = self.columns()
+        if cols is None:
+            return None
+        try:
+            return cols[self.type.field_names.index(name)]
+        except ValueError:
+            return None
+
+
+# ------------------------------------------------------------------ segment
+
+class Segment:
+    """A decoded segment. Attributes:
+
+    path, size, header (dict: version, pid, sequence, anchor_monotonic_ns,
+    anchor_realtime_ns, service, host), state ("sealed", "active",
+    "truncated"), truncated_at, schema ({type id: EventType}), strings,
+    mappings, locations, stacks (id -> entry dicts/tuples), batches (list of
+    Batch, file order), footer (dict or None), problems ([(offset, message)]),
+    bad_blocks, unknown_blocks, events_skipped.
+    """
+
+    def __init__(self, path):
+        self.path = path
+        self.size = 0
+        self.header = {}
+        self.state = "active"
+        self.truncated_at = None
+        self.schema = {}
+        self.strings = {}
+        self.mappings = {}   # id -> (start, end, offset, path id, build id id)
+        self.locations = {}  # id -> (mapping id, address, ((function id, file id, line), ...))
+        self.stacks = {}     # id -> (location id, ...) leaf first
+        self.batches = []
+        self.footer = None
+        self.problems = []
+        self.bad_blocks = 0
+        self.unknown_blocks = 0
+        self.events_skipped = 0
+        self._types_by_name = None
+        self._text = None
+        self._frames = {}
+        self._loc_frames = {}
+        self._mapping_dicts = {}
+
+    # -- lookups
+
+    @property
+    def pid(self):
+        return self.header.get("pid")
+
+    def type_named(self, name):
+        if self._types_by_name is None:
+            self._types_by_name = {t.name: t for t in self.schema.values()}
+        return self._types_by_name.get(name)
+
+    def wall_ns(self, t):
+        """Wall-clock ns (since the epoch) of a monotonic time in this segment."""
+        return self.header["anchor_realtime_ns"] + (t - self.header["anchor_monotonic_ns"])
+
+    def event_counts(self):
+        counts = {}
+        for b in self.batches:
+            counts[b.type.name] = counts.get(b.type.name, 0) + b.count
+        return counts
+
+    def time_range(self):
+        """(first, last) event time, from the footer when sealed, else from the
+        time columns; (None, None) without events."""
+        if self.footer and self.footer.get("events"):
+            return self.footer.get("first_time_ns"), self.footer.get("last_time_ns")
+        lo = hi = None
+        for b in self.batches:
+            times = b.columns()
+            if not times:
+                continue
+            t0, t1 = min(times[0]), max(times[0])
+            lo = t0 if lo is None or t0 < lo else lo
+            hi = t1 if hi is None or t1 > hi else hi
+        return lo, hi
+
+    def string(self, sid):
+        """Text of a string id: "" for 0, a visible placeholder if it was lost."""
+        text = self._texts().get(sid)
+        return text if text is not None else self._missing_string(sid)
+
+    def _texts(self):
+        if self._text is None:
+            self._text = dict(self.strings)
+            self._text[0] = ""
+        return self._text
+
+    def _missing_string(self, sid):
+        text = "<missing string %d>" % sid
+        self._texts()[sid] = text
+        return text
+
+    def mapping(self, mid):
+        """{path, build_id, start, end, offset} or None (id 0 or lost)."""
+        if mid in self._mapping_dicts:
+            return self._mapping_dicts[mid]
+        m = self.mappings.get(mid)
+        d = None
+        if m is not None:
+            d = {"path": self.string(m[3]), "build_id": self.string(m[4]), "start": m[0], "end": m[1],
+                 "offset": m[2]}
+        self._mapping_dicts[mid] = d
+        return d
+
+    def location_frames(self, lid):
+        """Frames of one location, innermost inline function first."""
+        frames = self._loc_frames.get(lid)
+        if frames is None:
+            loc = self.locations.get(lid)
+            if loc is None:
+                frames = [{"function": "<missing location %d>" % lid, "file": "", "line": 0, "address": 0,
+                           "mapping": None, "inlined": False}]
+            else:
+                mapping = self.mapping(loc[0]) if loc[0] else None
+                lines = loc[2] or ((0, 0, 0),)
+                last = len(lines) - 1
+                frames = [{"function": self.string(fn), "file": self.string(fl), "line": line,
+                           "address": loc[1], "mapping": mapping, "inlined": i < last}
+                          for i, (fn, fl, line) in enumerate(lines)]
+            self._loc_frames[lid] = frames
+        return frames
+
+    def frames(self, stack_id):
+        """Leaf-first frame dicts of a stack id: function, file, line, address,
+        mapping (dict or None), inlined. Cached and shared: do not modify."""
+        frames = self._frames.get(stack_id)
+        if frames is None:
+            if stack_id == 0:
+                frames = []
+            elif stack_id not in self.stacks:
+                frames = [{"function": "<missing stack %d>" % stack_id, "file": "", "line": 0, "address": 0,
+                           "mapping": None, "inlined": False}]
+            else:
+                frames = []
+                for lid in self.stacks[stack_id]:
+                    frames.extend(self.location_frames(lid))
+            self._frames[stack_id] = frames
+        return frames
+
+    def resolved_columns(self, batch):
+        """The batch's columns with string ids replaced by text and stack ids
+        by frame lists; None if the block does not decode."""
+        cols = batch.columns()
+        if cols is None:
+            return None
+        out = []
+        for f, col in zip(batch.type.fields, cols):
+            if f.type == STRING:
+                texts = self._texts()
+                for sid in set(col).difference(texts):
+                    self._missing_string(sid)
+                col = list(map(texts.__getitem__, col))
+            elif f.type == STACK:
+                cache = self._frames
+                for sid in set(col).difference(cache):
+                    self.frames(sid)
+                col = list(map(cache.__getitem__, col))
+            out.append(col)
+        return out
+
+    def events(self, types=None, resolve=True, sort=False):
+        """Event dicts {"type": name, "pid": header pid, field: value, ...}
+        (a schema field named "pid" wins over the header's), batch by batch in
+        file order; sort=True orders each batch by time (Trace merges)."""
+        for batch in self.batches:
+            if types is not None and batch.type.name not in types:
+                continue
+            cols = self.resolved_columns(batch) if resolve else batch.columns()
+            if cols is None:
+                continue
+            yield from self.rows(batch, sort_columns(cols) if sort else cols)
+
+    def rows(self, batch, cols):
+        """Lazy event dicts built from a batch's (resolved) columns."""
+        name = batch.type.name
+        names = batch.type.field_names
+        if "pid" in names:
+            keys = ["type"] + names
+            rows = zip(repeat(name), *cols)
+        else:
+            keys = ["type"] + names + ["pid"]
+            rows = zip(repeat(name), *cols, repeat(self.header.get("pid")))
+        return map(dict, map(zip, repeat(keys), rows))
+
+    def _problem(self, offset, message):
+        self.problems.append((offset, message))
+
+
+def sort_columns(cols):
+    """Columns reordered by the time column (column 0) if it is not already
+    ascending; stable."""
+    times = cols[0]
+    if all(map(operator.le, times, islice(times, 1, None))):
+        return cols
+    order = sorted(range(len(times)), key=times.__getitem__)
+    return [list(map(col.__getitem__, order)) for col in cols]
+
+
+# ------------------------------------------------------------------ reading
+
+def read_segment(path):
+    """Reads and decodes one segment file. Raises SegmentError if the file is
+    unreadable or its header is unusable; block-level damage goes to
+    segment.problems instead."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise SegmentError(e.strerror or str(e)) from None
+    return parse_segment(data, path)
+
+
+def parse_segment(data, path="<bytes>"):
+    seg = Segment(path)
+    seg.size = len(data)
+    header_len = _parse_header(data, seg)
+    _Reader(seg, data).run(header_len)
+    if seg.footer is not None:
+        seg.state = "sealed"
+    elif seg.truncated_at is not None:
+        seg.state = "truncated"
+    elif path.endswith(".seg"):
+        # Renamed as sealed, yet no footer: the seal did not complete.
+        seg.state = "truncated"
+    return seg
+
+
+def _parse_header(d, seg):
+    n = len(d)
+    if n == 0:
+        raise SegmentError("empty file", truncated=True)
+    if d[:min(n, 8)] != MAGIC[:min(n, 8)]:
+        raise SegmentError("not a flightrec segment (bad magic)")
+    if n < HEADER_FIXED:
+        raise SegmentError("header cut short at %d bytes" % n, truncated=True)
+    magic, version, _, header_len, pid, _, seq, mono, real = struct.unpack_from("<8sHHIIIQQQ", d, 0)
+    if version != FRAMING_VERSION:
+        raise SegmentError("unsupported framing version %d" % version)
+    if header_len < MIN_HEADER_LEN or header_len > MAX_HEADER_LEN:
+        raise SegmentError("corrupt header (header_len %d)" % header_len)
+    if header_len > n:
+        raise SegmentError("header cut short at %d of %d bytes" % (n, header_len), truncated=True)
+    (crc,) = struct.unpack_from("<I", d, header_len - 4)
+    if crc32c(d[:header_len - 4]) != crc:
+        raise SegmentError("bad header CRC")
+    strings = []
+    p, end = HEADER_FIXED, header_len - 4
+    for _ in range(2):
+        if end - p < 2:
+            raise SegmentError("corrupt header (strings do not fit)")
+        (length,) = struct.unpack_from("<H", d, p)
+        p += 2
+        if length > end - p:
+            raise SegmentError("corrupt header (strings do not fit)")
+        strings.append(d[p:p + length].decode("utf-8", "replace"))
+        p += length
+    seg.header = {"version": version, "pid": pid, "sequence": seq, "anchor_monotonic_ns": mono,
+                  "anchor_realtime_ns": real, "service": strings[0], "host": strings[1],
+                  "header_len": header_len}
+    return header_len
+
+
+class _Reader:
+    """The block loop of SPEC.md 4.2 over one segment's bytes."""
+
+    def __init__(self, seg, data):
+        self.seg = seg
+        self.data = data
+        self.size = len(data)
+        self.dctx = None
+
+    def run(self, pos):
+        seg, size = self.seg, self.size
+        while pos < size:
+            if size - pos < BLOCK_HEADER:
+                seg.truncated_at = pos
+                return
+            check = self._check(pos)
+            if check == "past end":
+                q = self._resync(pos + 1)
+                if q is None:
+                    seg.truncated_at = pos
+                    return
+                seg.bad_blocks += 1
+                seg._problem(pos, "corrupt block length at offset %d" % pos)
+                pos = self._skip(pos, q)
+                continue
+            if check is not None or not self._crc_ok(pos):
+                seg.bad_blocks += 1
+                seg._problem(pos, "%s at offset %d" % (check or "bad CRC", pos))
+                pos = self._skip(pos, self._resync(pos + 1))
+                continue
+            payload_len, kind, flags, raw_len = struct.unpack_from("<IHHI", self.data, pos + 4)
+            self._block(pos, kind, flags, raw_len, pos + BLOCK_HEADER, payload_len)
+            pos += BLOCK_HEADER + payload_len
+
+    def _check(self, p):
+        sync, payload_len, _, flags, raw_len = struct.unpack_from("<IIHHI", self.data, p)
+        if sync != SYNC:
+            return "no block sync word"
+        if payload_len > MAX_BLOCK or raw_len > MAX_BLOCK or (not flags & FLAG_ZSTD and payload_len != raw_len):
+            return "impossible block length"
+        if payload_len > self.size - p - BLOCK_HEADER:
+            return "past end"
+        return None
+
+    def _crc_ok(self, p):
+        d = self.data
+        (payload_len,) = struct.unpack_from("<I", d, p + 4)
+        (stored,) = struct.unpack_from("<I", d, p + 16)
+        return crc32c(d[p + BLOCK_HEADER:p + BLOCK_HEADER + payload_len], crc32c(d[p + 4:p + 16])) == stored
+
+    def _resync(self, q):
+        """First offset >= q holding a complete block with a good CRC, or None."""
+        d = self.data
+        while True:
+            q = d.find(SYNC_BYTES, q)
+            if q < 0 or q + BLOCK_HEADER > self.size:
+                return None
+            if self._check(q) is None and self._crc_ok(q):
+                return q
+            q += 1
+
+    def _skip(self, p, q):
+        if q is None:
+            self.seg._problem(p, "no good block after offset %d; %d bytes unreadable" % (p, self.size - p))
+            return self.size
+        self.seg._problem(p, "skipped %d bytes to the next good block at offset %d" % (q - p, q))
+        return q
+
+    def _block(self, offset, kind, flags, raw_len, start, length):
+        seg = self.seg
+        if flags & ~KNOWN_FLAGS:
+            seg.unknown_blocks += 1
+            seg._problem(offset, "unsupported block flags 0x%x at offset %d" % (flags, offset))
+            return
+        if kind not in KIND_NAMES:
+            seg.unknown_blocks += 1
+            seg._problem(offset, "skipped block of unknown kind %d at offset %d" % (kind, offset))
+            return
+        if seg.footer is not None:
+            seg._problem(offset, "%s block after the footer at offset %d" % (KIND_NAMES[kind], offset))
+        payload = self.data[start:start + length]
+        try:
+            if flags & FLAG_ZSTD:
+                payload = self._decompress(payload, raw_len)
+            _PARSERS[kind](seg, payload, offset)
+        except _Corrupt as e:
+            seg.bad_blocks += 1
+            seg._problem(offset, "bad %s block at offset %d: %s" % (KIND_NAMES[kind], offset, e))
+
+    def _decompress(self, payload, raw_len):
+        # Check the frame's declared size before letting zstd allocate for it.
+        try:
+            declared = zstandard.frame_content_size(payload)
+        except zstandard.ZstdError:
+            raise _Corrupt("not a zstd frame") from None
+        if declared != raw_len:
+            raise _Corrupt("zstd frame size %d does not match raw_len %d" % (declared, raw_len))
+        if self.dctx is None:
+            self.dctx = zstandard.ZstdDecompressor()
+        try:
+            raw = self.dctx.decompress(payload, max_output_size=raw_len)
+        except zstandard.ZstdError as e:
+            raise _Corrupt("zstd: %s" % e) from None
+        if len(raw) != raw_len:
+            raise _Corrupt("zstd frame decompressed to %d bytes, expected %d" % (len(raw), raw_len))
+        return raw
+
+
+# ----------------------------------------------------------- payload parsers
+
+def _parse_schema(seg, b, offset):
+    count, p = _uvarint(b, 0)
+    if count > len(b) - p:
+        raise _Corrupt("bad type count")
+    defs = []
+    for _ in range(count):
+        tid, p = _uvarint(b, p)
+        name, p = _str(b, p)
+        nfields, p = _uvarint(b, p)
+        if tid == 0 or tid >= 1 << 32 or nfields == 0 or nfields > MAX_FIELDS:
+            raise _Corrupt("bad type definition")
+        fields = []
+        for _ in range(nfields):
+            fname, p = _str(b, p)
+            if p >= len(b):
+                raise _Corrupt("bad field definition in type %s" % name)
+            code = b[p]
+            unit, p = _str(b, p + 1)
+            fields.append(Field(fname, code, unit))
+        defs.append(EventType(tid, name, fields))
+    for t in defs:
+        old = seg.schema.get(t.id)
+        if old is None:
+            seg.schema[t.id] = t
+            seg._types_by_name = None
+        elif not old.same_layout(t):
+            seg._problem(offset, "conflicting redefinition of event type %d (%s) at offset %d; kept the first"
+                         % (t.id, t.name, offset))
+
+
+def _table(seg, b, offset, table, parse_entry):
+    first, p = _uvarint(b, 0)
+    count, p = _uvarint(b, p)
+    if first == 0 or count > len(b) - p or first + count > 1 << 32:
+        raise _Corrupt("bad table id range")
+    entries = []
+    for _ in range(count):
+        entry, p = parse_entry(b, p)
+        entries.append(entry)
+    dups = 0
+    for i, entry in enumerate(entries, first):
+        if i in table:
+            dups += 1
+        else:
+            table[i] = entry
+    if dups:
+        seg._problem(offset, "%d duplicate table ids at offset %d ignored" % (dups, offset))
+
+
+def _mapping_entry(b, p):
+    start, p = _uvarint(b, p)
+    end, p = _uvarint(b, p)
+    off, p = _uvarint(b, p)
+    path, p = _uvarint(b, p)
+    build, p = _uvarint(b, p)
+    return (start, end, off, path, build), p
+
+
+def _location_entry(b, p):
+    mapping, p = _uvarint(b, p)
+    address, p = _uvarint(b, p)
+    nlines, p = _uvarint(b, p)
+    if nlines > (len(b) - p) // 3:
+        raise _Corrupt("bad line count")
+    lines = []
+    for _ in range(nlines):
+        fn, p = _uvarint(b, p)
+        fl, p = _uvarint(b, p)
+        line, p = _uvarint(b, p)
+        lines.append((fn, fl, line))
+    return (mapping, address, tuple(lines)), p
+
+
+def _stack_entry(b, p):
+    n, p = _uvarint(b, p)
+    if n > len(b) - p:
+        raise _Corrupt("bad frame count")
+    locs = []
+    for _ in range(n):
+        lid, p = _uvarint(b, p)
+        locs.append(lid)
+    return tuple(locs), p
+
+
+def _parse_strings(seg, b, offset):
+    _table(seg, b, offset, seg.strings, _str)
+    seg._text = None
+
+
+def _parse_events(seg, b, offset):
+    tid, p = _uvarint(b, 0)
+    count, p = _uvarint(b, p)
+    if count == 0 or count > MAX_EVENTS_PER_BLOCK:
+        raise _Corrupt("bad event count")
+    t = seg.schema.get(tid)
+    if t is None:
+        seg.events_skipped += count
+        seg._problem(offset, "%d events of undefined type %d at offset %d skipped (schema lost?)"
+                     % (count, tid, offset))
+        return
+    seg.batches.append(Batch(seg, t, count, offset, b, p))
+
+
+def _parse_footer(seg, b, offset):
+    count, p = _uvarint(b, 0)
+    if count > len(b) - p:
+        raise _Corrupt("bad footer count")
+    entries = {}
+    for _ in range(count):
+        key, p = _str(b, p)
+        value, p = _uvarint(b, p)
+        entries[key] = value
+    if seg.footer is None:
+        seg.footer = entries
+
+
+_PARSERS = {
+    KIND_SCHEMA: _parse_schema,
+    KIND_STRINGS: _parse_strings,
+    KIND_MAPPINGS: lambda seg, b, off: _table(seg, b, off, seg.mappings, _mapping_entry),
+    KIND_LOCATIONS: lambda seg, b, off: _table(seg, b, off, seg.locations, _location_entry),
+    KIND_STACKS: lambda seg, b, off: _table(seg, b, off, seg.stacks, _stack_entry),
+    KIND_EVENTS: _parse_events,
+    KIND_FOOTER: _parse_footer,
+}
+
+
+def is_segment_name(name):
+    return name.endswith(".seg") or name.endswith(".active")
+
+
+def display_name(path):
+    return os.path.basename(path)

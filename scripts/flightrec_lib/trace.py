@@ -1,0 +1,224 @@
+"""trace: any mix of segment files and directories, read as one trace.
+
+    trace = Trace(["/var/tmp/fr", "old/app-1-2-0.seg"])
+    trace.errors                     # [(path, message)]: files that could not be read at all
+    for e in trace.events({"thread.start"}):   # time order across all files
+        e["type"], e["time"], e["pid"], e["name"], e["stack"]  # stack: frame dicts, leaf first
+    trace.event_counts(), trace.dropped(), trace.threads()
+
+Directories are searched (recursively) for *.seg and *.active files; files
+named explicitly are read whatever their name. Events are resolved: string
+fields become text, stack fields become lists of frame dicts (see
+Segment.frames), bytes stay bytes. Merging by time holds in memory only the
+segments whose time ranges overlap (e.g. several processes recording at once),
+not the whole trace.
+"""
+import itertools
+import operator
+import os
+
+from .segment import SegmentError, is_segment_name, read_segment, sort_columns
+
+DROPPED_EVENT = "recorder.dropped"
+THREAD_TYPES = ("thread.start", "thread.name", "thread.end")
+
+class Trace:
+    def __init__(self, paths):
+        self.segments = []
+        self.errors = []  # (path, message): unreadable, missing, not a segment
+        self.notes = []   # (path, message): benign, e.g. an .active file without a header yet
+        seen = set()
+        for path in self._expand(paths):
+            real = os.path.realpath(path)
+            if real in seen:
+                continue
+            seen.add(real)
+            self._open(path)
+        self.segments.sort(key=lambda s: (s.header["service"], s.header["pid"], s.header["sequence"], s.path))
+
+    # -- opening
+
+    def _expand(self, paths):
+        for path in paths:
+            if os.path.isdir(path):
+                found = []
+                for root, dirs, files in os.walk(path):
+                    dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                    found.extend(os.path.join(root, f) for f in sorted(files) if is_segment_name(f))
+                if not found:
+                    self.errors.append((path, "no segment files (*.seg, *.active) in this directory"))
+                yield from found
+            elif os.path.exists(path):
+                yield path
+            elif path.endswith(".active") and os.path.exists(path[:-len(".active")] + ".seg"):
+                yield path[:-len(".active")] + ".seg"  # sealed since it was listed
+            else:
+                self.errors.append((path, "no such file or directory"))
+
+    def _open(self, path):
+        try:
+            seg = read_segment(path)
+        except SegmentError as e:
+            if not os.path.exists(path) and path.endswith(".active"):
+                alt = path[:-len(".active")] + ".seg"
+                if os.path.exists(alt):  # renamed while we were reading the directory
+                    return self._open(alt)
+            if e.truncated and path.endswith(".active"):
+                # A recorder creates the file, then writes the header: nothing lost.
+                self.notes.append((path, "no data yet (%s)" % e))
+            else:
+                self.errors.append((path, str(e)))
+            return
+        self.segments.append(seg)
+
+    # -- summaries
+
+    def problems(self):
+        """(segment, offset, message) for every block-level problem."""
+        for seg in self.segments:
+            for offset, message in seg.problems:
+                yield seg, offset, message
+
+    def event_counts(self):
+        counts = {}
+        for seg in self.segments:
+            for b in seg.batches:
+                counts[b.type.name] = counts.get(b.type.name, 0) + b.count
+        return counts
+
+    def time_range(self):
+        lo = hi = None
+        for seg in self.segments:
+            a, b = seg.time_range()
+            if a is not None:
+                lo = a if lo is None or a < lo else lo
+                hi = b if hi is None or b > hi else hi
+        return lo, hi
+
+    def batches(self, types=None):
+        """Every EVENTS batch (file order within a segment); batch.segment is
+        its segment. The fastest way to aggregate: columns, no dicts."""
+        for seg in self.segments:
+            for b in seg.batches:
+                if types is None or b.type.name in types:
+                    yield b
+
+    # -- events
+
+    def events(self, types=None, resolve=True):
+        """Event dicts of the given type names (all if None), in time order
+        across every file. Equal times keep file order."""
+        types = set(types) if types is not None else None
+        spans = []
+        for seg in self.segments:
+            if not any(types is None or b.type.name in types for b in seg.batches):
+                continue
+            lo, hi = seg.time_range()
+            if lo is not None:
+                spans.append((lo, hi, len(spans), seg))
+        spans.sort(key=operator.itemgetter(0, 2))
+        # Merge only segments whose time ranges overlap; chain the rest.
+        cluster, cluster_hi = [], None
+        for lo, hi, _, seg in spans:
+            if cluster and lo > cluster_hi:
+                yield from self._merge(cluster, types, resolve)
+                cluster = []
+            cluster_hi = hi if not cluster or hi > cluster_hi else cluster_hi
+            cluster.append(seg)
+        if cluster:
+            yield from self._merge(cluster, types, resolve)
+
+    @staticmethod
+    def _merge(segments, types, resolve):
+        """Time-ordered events of overlapping segments. Every batch is a
+        time-sorted stream; the merge order comes from one C-level sort of all
+        their times (timsort finds the sorted runs), and the events are then
+        pulled from the streams in that order, never touched by Python code
+        in between."""
+        times, owner, streams = [], [], []
+        for seg in segments:
+            for b in seg.batches:
+                if types is not None and b.type.name not in types:
+                    continue
+                cols = seg.resolved_columns(b) if resolve else b.columns()
+                if cols is None:
+                    continue
+                cols = sort_columns(cols)
+                times.extend(cols[0])
+                owner.extend(itertools.repeat(len(streams), len(cols[0])))
+                streams.append(seg.rows(b, cols))
+        if len(streams) <= 1:
+            return streams[0] if streams else iter(())
+        order = sorted(range(len(times)), key=times.__getitem__)  # stable: file order on ties
+        del times
+        return map(next, map(streams.__getitem__, map(owner.__getitem__, order)))
+
+    def dropped(self):
+        """{kind: count} of data the recorder lost, over all segments.
+
+        Each loss is reported twice by the runtime: as a recorder.dropped event
+        (fields kind, count) and in the sealed segment's footer total
+        ("dropped.<kind>"). Per segment and kind the two describe the same
+        loss, so they are never added: events are used, and the footer total
+        when it is larger (events lost to a damaged block, or a kind only the
+        footer counts). Segments without a footer (active, truncated) count
+        their events."""
+        total = {}
+        for seg in self.segments:
+            from_events = {}
+            for b in seg.batches:
+                if b.type.name != DROPPED_EVENT:
+                    continue
+                cols = seg.resolved_columns(b)
+                names = b.type.field_names
+                if cols is None or "kind" not in names or "count" not in names:
+                    continue
+                for kind, count in zip(cols[names.index("kind")], cols[names.index("count")]):
+                    from_events[kind] = from_events.get(kind, 0) + count
+            per_seg = dict(from_events)
+            for key, value in (seg.footer or {}).items():
+                if key.startswith("dropped."):
+                    kind = key[len("dropped."):]
+                    per_seg[kind] = max(per_seg.get(kind, 0), value)
+            for kind, count in per_seg.items():
+                total[kind] = total.get(kind, 0) + count
+        return total
+
+    def threads(self):
+        """Threads seen in thread.start / thread.name / thread.end events:
+        [{pid, tid, name, start, end, ...extra thread.start fields}], in start
+        order. start/end are monotonic ns, None when outside the trace. A tid
+        reused after its thread ended is a new entry."""
+        out, live = [], {}
+        for e in self.events(THREAD_TYPES):
+            key = (e.get("pid"), e.get("tid"))
+            kind, name = e["type"], e.get("name")
+            if kind == "thread.start":
+                rec = {"pid": key[0], "tid": key[1], "name": name or "", "start": e["time"], "end": None}
+                for k, v in e.items():
+                    if k not in rec and k not in ("type", "time") and isinstance(v, (int, str)):
+                        rec[k] = v
+                live[key] = rec
+                out.append(rec)
+                continue
+            rec = live.get(key)
+            if rec is None:  # started before the trace (or in a lost block)
+                rec = {"pid": key[0], "tid": key[1], "name": "", "start": None, "end": None}
+                live[key] = rec
+                out.append(rec)
+            if name:
+                rec["name"] = name
+            if kind == "thread.end":
+                rec["end"] = e["time"]
+                del live[key]
+        return out
+
+
+def batch_events(batch, resolve=True):
+    """Event dicts of one batch in time order, built lazily; None if the
+    block does not decode."""
+    seg = batch.segment
+    cols = seg.resolved_columns(batch) if resolve else batch.columns()
+    if cols is None:
+        return None
+    return seg.rows(batch, sort_columns(cols))

@@ -1,0 +1,108 @@
+"""The runtime under real programs: threads by name, SIGKILL, fork without
+exec, thread churn, bad settings, unusable output directories, memory bound."""
+import os
+import signal
+import subprocess
+import time
+
+
+def info(fr, out):
+    return fr.dump_json("info", "--json", out)
+
+
+def test_threads_show_up_by_name(fr, trace_dir):
+    proc = fr.run([fr.program("threads_basic"), "6"], trace_dir)
+    assert "6 threads done" in proc.stdout
+    doc = info(fr, trace_dir)
+    names = {t["name"] for t in doc["threads"]}
+    for i in range(6):
+        assert f"tb-worker-{i}" in names, names
+    assert doc["events"]["process.start"] >= 1
+    assert doc["events"]["thread.start"] >= 7  # main + 6 workers
+    assert doc["events"]["thread.end"] >= 6
+    segs = doc["segments"]
+    assert segs and all(s["state"] == "sealed" for s in segs), segs
+    # Files are private to the user.
+    for path in fr.segments(trace_dir):
+        assert os.stat(path).st_mode & 0o777 == 0o600
+    assert os.stat(trace_dir).st_mode & 0o777 == 0o700
+
+
+def test_sigkill_leaves_a_readable_trace(fr, trace_dir):
+    env = fr.env(trace_dir)
+    proc = subprocess.Popen([fr.program("threads_basic"), "3", "0", "5000"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(2.0)  # blocks are written about once a second
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    files = fr.segments(trace_dir)
+    assert any(f.endswith(".active") for f in files), files
+    doc = info(fr, trace_dir)
+    assert doc["events"].get("process.start", 0) >= 1
+    names = {t["name"] for t in doc["threads"]}
+    assert {"tb-worker-0", "tb-worker-1", "tb-worker-2"} <= names, names
+    assert all(s["state"] in ("active", "truncated") for s in doc["segments"])
+
+
+def test_fork_without_exec_gives_the_child_its_own_segments(fr, trace_dir):
+    proc = fr.run([fr.program("threads_basic"), "2", "1"], trace_dir)
+    child_pid = int(proc.stdout.split("child ")[1].split()[0])
+    files = fr.segments(trace_dir)
+    pids = {int(os.path.basename(f).split("-")[-2]) for f in files}
+    assert child_pid in pids and len(pids) == 2, files
+    child_files = [f for f in files if f"-{child_pid}-" in os.path.basename(f)]
+    # The child left through _exit: its segment is still sealed and carries its threads.
+    doc = fr.dump_json("info", "--json", *child_files)
+    assert all(s["state"] == "sealed" for s in doc["segments"]), doc["segments"]
+    child_doc_threads = {t["name"] for t in doc["threads"]}
+    assert {"tb-worker-0", "tb-worker-1"} <= child_doc_threads
+
+
+def test_thread_churn_is_counted_and_bounded(fr, trace_dir):
+    fr.run([fr.program("threads_basic"), "2000"], trace_dir, env={"FLIGHTREC_RING_BYTES": 4096})
+    doc = info(fr, trace_dir)
+    starts = doc["events"].get("thread.start", 0)
+    ends = doc["events"].get("thread.end", 0)
+    dropped = doc["dropped"]
+    dropped_total = sum(dropped.values()) if isinstance(dropped, dict) else dropped
+    # Every one of the 2,000 workers (and main) is either recorded or counted as dropped.
+    assert starts + dropped_total >= 2001, (starts, dropped)
+    assert ends + dropped_total >= 2000, (ends, dropped)
+    # Slots are recycled: far fewer rings than threads were ever mapped.
+    rusage = fr.events(trace_dir, "process.rusage")
+    assert rusage and max(e["maxrss_kb"] for e in rusage) < 200 * 1024
+
+
+def test_bad_value_keeps_default_and_program_runs(fr, trace_dir):
+    proc = fr.run([fr.program("threads_basic"), "2"], trace_dir,
+                  env={"FLIGHTREC_FLUSH_MS": "abc", "FLIGHTREC_NOT_A_KNOB": "1"})
+    assert "2 threads done" in proc.stdout
+    assert "flightrec: FLIGHTREC_FLUSH_MS='abc' is not a number; using 5" in proc.stderr
+    assert "FLIGHTREC_NOT_A_KNOB" in proc.stderr
+    assert info(fr, trace_dir)["events"]["thread.start"] >= 3
+
+
+def test_unwritable_output_leaves_the_program_unharmed(fr, tmp_path):
+    plain = fr.run([fr.program("threads_basic"), "3"], tmp_path, preload=False)
+    bad = tmp_path / "not-a-dir"
+    bad.write_text("a file where the directory should be")
+    proc = fr.run([fr.program("threads_basic"), "3"], bad)
+    assert proc.stdout == plain.stdout
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("flightrec:")]
+    assert len(lines) == 1 and "not a directory" in lines[0], proc.stderr
+
+
+def test_enable_zero_records_nothing(fr, trace_dir):
+    fr.run([fr.program("threads_basic"), "2"], trace_dir, env={"FLIGHTREC_ENABLE": "0"})
+    assert fr.segments(trace_dir) == []
+
+
+def test_thousand_live_threads_memory_bound(fr, trace_dir):
+    plain = fr.run([fr.program("threads_basic"), "1000", "0", "0", "1"], trace_dir, preload=False)
+    traced = fr.run([fr.program("threads_basic"), "1000", "0", "0", "1"], trace_dir)
+    rss = lambda p: int(p.stdout.split("rss_kb ")[1].split()[0])
+    grown_kb = rss(traced) - rss(plain)
+    print(f"1000 live threads: plain {rss(plain)} KiB, preloaded {rss(traced)} KiB, +{grown_kb} KiB")
+    assert grown_kb < 100 * 1024
+    names = {t["name"] for t in info(fr, trace_dir)["threads"]}
+    assert "tb-worker-999" in names

@@ -1,0 +1,97 @@
+// Config tests: defaults, every kind of bad value (one message naming the
+// variable, the value and the default kept), unknown names, and good values.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "preload/config.h"
+
+using flightrec::Config;
+using flightrec::ParseConfig;
+
+namespace {
+Config Parse(std::vector<const char*> env, std::vector<std::string>* msgs) {
+  env.push_back(nullptr);
+  return ParseConfig(env.data(), msgs);
+}
+bool Mentions(const std::vector<std::string>& msgs, const std::string& needle) {
+  for (const auto& m : msgs)
+    if (m.find(needle) != std::string::npos) return true;
+  return false;
+}
+}  // namespace
+
+TEST_CASE("config: defaults with an empty environment") {
+  std::vector<std::string> msgs;
+  Config c = Parse({"PATH=/bin", "HOME=/root"}, &msgs);
+  CHECK(msgs.empty());
+  CHECK(c.enable);
+  CHECK(c.output == "/tmp/flightrec");
+  CHECK(c.ring_bytes == 64 * 1024);
+  CHECK(c.flush_ms == 5);
+  CHECK(c.alloc_sample_bytes == 524288);
+  CHECK(c.cpu_hz == 99);
+  CHECK(c.sampler == flightrec::SamplerMode::kAuto);
+}
+
+TEST_CASE("config: good values are taken, with size suffixes") {
+  std::vector<std::string> msgs;
+  Config c = Parse({"FLIGHTREC_RING_BYTES=1M", "FLIGHTREC_FLUSH_MS=20", "FLIGHTREC_ENABLE=0",
+                    "FLIGHTREC_LOG=debug", "FLIGHTREC_SAMPLER=sigprof", "FLIGHTREC_OUTPUT=/var/tmp/x",
+                    "FLIGHTREC_SEGMENT_BYTES=64KiB", "FLIGHTREC_S3_PATH_STYLE=1", "FLIGHTREC_SERVICE=api"},
+                   &msgs);
+  CHECK(msgs.empty());
+  CHECK(c.ring_bytes == (1u << 20));
+  CHECK(c.flush_ms == 20);
+  CHECK_FALSE(c.enable);
+  CHECK(c.log == flightrec::LogLevel::kDebug);
+  CHECK(c.sampler == flightrec::SamplerMode::kSigprof);
+  CHECK(c.output == "/var/tmp/x");
+  CHECK(c.segment_bytes == 65536);
+  CHECK(c.s3_path_style == 1);
+  CHECK(c.service == "api");
+}
+
+TEST_CASE("config: not a number keeps the default and says so") {
+  std::vector<std::string> msgs;
+  Config c = Parse({"FLIGHTREC_CPU_HZ=abc"}, &msgs);
+  CHECK(c.cpu_hz == 99);
+  REQUIRE(msgs.size() == 1);
+  CHECK(msgs[0] == "flightrec: FLIGHTREC_CPU_HZ='abc' is not a number; using 99");
+}
+
+TEST_CASE("config: every bad-value path") {
+  struct Case {
+    const char* env;
+    const char* expect;
+  } cases[] = {
+      {"FLIGHTREC_FLUSH_MS=0", "out of range"},
+      {"FLIGHTREC_FLUSH_MS=-5", "not a number"},
+      {"FLIGHTREC_FLUSH_MS=", "not a number"},
+      {"FLIGHTREC_FLUSH_MS=99999999999999999999999", "not a number"},
+      {"FLIGHTREC_RING_BYTES=5000", "not a power of two"},
+      {"FLIGHTREC_RING_BYTES=1", "out of range"},
+      {"FLIGHTREC_SEGMENT_BYTES=12q", "not a number"},
+      {"FLIGHTREC_ENABLE=maybe", "not a boolean"},
+      {"FLIGHTREC_LOG=loud", "quiet|warn|info|debug"},
+      {"FLIGHTREC_SAMPLER=ebpf", "auto|perf|sigprof|off"},
+      {"FLIGHTREC_OUTPUT=", "is empty"},
+      {"FLIGHTREC_S3_PATH_STYLE=sometimes", "not a boolean"},
+      {"FLIGHTREC_BOGUS=1", "unknown variable FLIGHTREC_BOGUS"},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.env);
+    std::vector<std::string> msgs;
+    Config c = Parse({k.env}, &msgs);
+    REQUIRE(msgs.size() == 1);
+    CHECK(Mentions(msgs, k.expect));
+    CHECK(msgs[0].rfind("flightrec: ", 0) == 0);
+    CHECK(c.flush_ms == 5);
+    CHECK(c.enable);
+    CHECK(c.output == "/tmp/flightrec");
+  }
+  // A ring size that is not a power of two is rounded up, not rejected.
+  std::vector<std::string> msgs;
+  CHECK(Parse({"FLIGHTREC_RING_BYTES=5000"}, &msgs).ring_bytes == 8192);
+}

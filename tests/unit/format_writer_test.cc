@@ -1,0 +1,331 @@
+// Unit tests for SegmentWriter: every field type round-trips through the C++
+// reader, segments are self-contained, batches auto-flush, tables split, and
+// errors are reported instead of aborting.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <cstring>
+
+#include "tests/unit/format_test_util.h"
+
+using namespace format_test;
+
+namespace {
+
+EventTypeSpec AllTypesSpec() {
+  return {"all.types",
+          {{"time", FieldType::kTime, "ns"},
+           {"u", FieldType::kUInt, "count"},
+           {"s", FieldType::kSInt, ""},
+           {"str", FieldType::kString, ""},
+           {"stk", FieldType::kStack, ""},
+           {"f", FieldType::kF64, "ratio"},
+           {"b", FieldType::kBytes, "bytes"}}};
+}
+
+}  // namespace
+
+TEST_CASE("format round trip of every field type, stacks and footer") {
+  TempDir dir;
+  FakeDescriber describer;
+  SegmentWriter w;
+  w.SetPcDescriber(&describer);
+  uint32_t id = w.DefineEventType(AllTypesSpec());
+  REQUIRE(id == 1);
+  std::string err;
+  REQUIRE_MESSAGE(w.Open(dir.File("a.active"), Header(3), &err), err);
+
+  const uint64_t stack1[] = {0x400101, 0x400200, 0x900000};  // odd pc: inlined frame; last: unmapped
+  const uint64_t stack2[] = {0x400200};
+  const std::string blob("\x00\x01\xff payload", 11);
+  Value e1[] = {Value::U(2'000'000'000), Value::U(UINT64_MAX), Value::S(-5), Value::Str("hello"),
+                Value::Stack(stack1, 3), Value::F(0.25), Value::Str(blob)};
+  Value e2[] = {Value::U(1'999'000'000), Value::U(0), Value::S(INT64_MIN), Value::Str(""),
+                Value::Stack(nullptr, 0), Value::F(-1e300), Value::Str("")};
+  Value e3[] = {Value::U(2'000'500'000), Value::U(300), Value::S(INT64_MAX), Value::Str("hello"),
+                Value::Stack(stack2, 1), Value::F(3.5), Value::Str("x")};
+  w.Append(id, e1, 7);
+  w.Append(id, e2, 7);
+  REQUIRE(w.Flush(&err));
+  w.Append(id, e3, 7);
+  CHECK(w.buffered_bytes() > 0);
+  REQUIRE_MESSAGE(w.Seal({{"dropped.alloc.sample", 5}}, &err), err);
+  CHECK_FALSE(w.is_open());
+  CHECK(w.stats().events_written == 3);
+  CHECK(describer.calls == 3);  // each distinct pc described once
+
+  auto data = ReadAll(dir.File("a.active"));
+  CHECK(w.stats().bytes_written == data.size());
+  Segment seg = ReadSegment(data.data(), data.size());
+  CHECK(seg.state == SegmentState::kSealed);
+  CHECK(seg.problems.empty());
+  CHECK(seg.header.pid == 4242);
+  CHECK(seg.header.sequence == 3);
+  CHECK(seg.header.anchor_monotonic_ns == 1'000'000'000);
+  CHECK(seg.header.anchor_realtime_ns == 1'700'000'000'000'000'000ull);
+  CHECK(seg.header.service == "svc");
+  CHECK(seg.header.host == "host-a");
+
+  const SchemaType* t = seg.TypeByName("all.types");
+  REQUIRE(t);
+  CHECK(t->id == id);
+  REQUIRE(t->fields.size() == 7);
+  CHECK(t->fields[0].name == "time");
+  CHECK(t->fields[0].unit == "ns");
+  CHECK(t->fields[5].type_code == static_cast<uint8_t>(FieldType::kF64));
+  CHECK(t->fields[6].unit == "bytes");
+
+  REQUIRE(seg.events.size() == 3);
+  const auto& v1 = seg.events[0].values;
+  CHECK(v1[0].u == 2'000'000'000);
+  CHECK(v1[1].u == UINT64_MAX);
+  CHECK(v1[2].s == -5);
+  CHECK(*seg.String(static_cast<uint32_t>(v1[3].u)) == "hello");
+  CHECK(v1[5].f == 0.25);
+  CHECK(v1[6].bytes == blob);
+  const auto& v2 = seg.events[1].values;
+  CHECK(v2[0].u == 1'999'000'000);  // times may go backwards within a block
+  CHECK(v2[2].s == INT64_MIN);
+  CHECK(v2[3].u == 0);  // empty string is id 0
+  CHECK(v2[4].u == 0);  // no stack is id 0
+  CHECK(v2[5].f == -1e300);
+  CHECK(v2[6].bytes.empty());
+  const auto& v3 = seg.events[2].values;
+  CHECK(v3[2].s == INT64_MAX);
+  CHECK(v3[3].u == v1[3].u);  // interned once
+  CHECK(v3[6].bytes == "x");
+
+  // Stack 1: three locations, leaf first.
+  const auto* s1 = seg.Stack(static_cast<uint32_t>(v1[4].u));
+  REQUIRE(s1);
+  REQUIRE(s1->size() == 3);
+  const Location* leaf = seg.LocationById((*s1)[0]);
+  REQUIRE(leaf);
+  CHECK(leaf->address == 0x400101);
+  REQUIRE(leaf->lines.size() == 2);  // inlined helper first, then its caller
+  CHECK(*seg.String(leaf->lines[0].function) == "inlined_helper");
+  CHECK(*seg.String(leaf->lines[0].file) == "helper.h");
+  CHECK(leaf->lines[0].line == 7);
+  CHECK(*seg.String(leaf->lines[1].function) == "fn_" + std::to_string(0x400101));
+  CHECK(leaf->lines[1].line == (0x400101 & 0xfff));
+  const Mapping* m = seg.MappingById(leaf->mapping);
+  REQUIRE(m);
+  CHECK(m->start == 0x400000);
+  CHECK(m->end == 0x500000);
+  CHECK(m->file_offset == 0x1000);
+  CHECK(*seg.String(m->path) == "/usr/bin/fake");
+  CHECK(*seg.String(m->build_id) == "abcdef0123");
+  const Location* unmapped = seg.LocationById((*s1)[2]);
+  REQUIRE(unmapped);
+  CHECK(unmapped->mapping == 0);
+  CHECK(unmapped->address == 0x900000);
+  CHECK(unmapped->lines.empty());
+  // Stack 2 reuses the location of 0x400200.
+  const auto* s2 = seg.Stack(static_cast<uint32_t>(v3[4].u));
+  REQUIRE(s2);
+  REQUIRE(s2->size() == 1);
+  CHECK((*s2)[0] == (*s1)[1]);
+
+  CHECK(seg.FooterValue("events") == 3u);
+  CHECK(seg.FooterValue("first_time_ns") == 1'999'000'000u);
+  CHECK(seg.FooterValue("last_time_ns") == 2'000'500'000u);
+  CHECK(seg.FooterValue("dropped.alloc.sample") == 5u);
+  CHECK_FALSE(seg.FooterValue("writer.rejected").has_value());
+}
+
+TEST_CASE("format one writer produces several self-contained segments") {
+  TempDir dir;
+  FakeDescriber describer;
+  SegmentWriter w;
+  w.SetPcDescriber(&describer);
+  uint32_t a = w.DefineEventType({"a", {{"time", FieldType::kTime, "ns"}, {"name", FieldType::kString, ""}}});
+  std::string err;
+  const uint64_t pcs[] = {0x400010};
+  for (int seq = 0; seq < 3; seq++) {
+    REQUIRE(w.Open(dir.File("s" + std::to_string(seq)), Header(seq), &err));
+    // A type defined mid-process appears in the segments after it.
+    uint32_t b = w.DefineEventType({"b", {{"time", FieldType::kTime, "ns"}, {"stack", FieldType::kStack, ""}}});
+    CHECK(b == 2);  // stable: redefining the same spec returns the same id
+    Value va[] = {Value::U(100u + seq), Value::Str("same")};
+    Value vb[] = {Value::U(200u + seq), Value::Stack(pcs, 1)};
+    w.Append(a, va, 2);
+    w.Append(b, vb, 2);
+    REQUIRE(w.Seal({}, &err));
+  }
+  CHECK(describer.calls == 3);  // once per segment: nothing is shared between files
+  for (int seq = 0; seq < 3; seq++) {
+    Segment seg = ReadSegmentFile(dir.File("s" + std::to_string(seq)));
+    CHECK(seg.state == SegmentState::kSealed);
+    CHECK(seg.problems.empty());
+    CHECK(seg.header.sequence == static_cast<uint64_t>(seq));
+    REQUIRE(seg.TypeByName("a"));
+    REQUIRE(seg.TypeByName("b"));
+    CHECK(seg.TypeByName("a")->id == a);
+    auto ea = seg.EventsOf("a");
+    auto eb = seg.EventsOf("b");
+    REQUIRE(ea.size() == 1);
+    REQUIRE(eb.size() == 1);
+    CHECK(ea[0]->values[0].u == 100u + seq);
+    CHECK(ea[0]->values[1].u == 1);  // string ids restart at 1 in every segment
+    CHECK(*seg.String(1) == "same");
+    const auto* st = seg.Stack(static_cast<uint32_t>(eb[0]->values[1].u));
+    REQUIRE(st);
+    REQUIRE(seg.LocationById((*st)[0]));
+    CHECK(seg.LocationById((*st)[0])->address == 0x400010);
+  }
+}
+
+TEST_CASE("format batches auto-flush and stay within the per-block limit") {
+  TempDir dir;
+  SegmentWriter w;
+  uint32_t id = w.DefineEventType({"wide",
+                                   {{"time", FieldType::kTime, "ns"},
+                                    {"a", FieldType::kUInt, ""},
+                                    {"b", FieldType::kUInt, ""},
+                                    {"c", FieldType::kSInt, ""}}});
+  std::string err;
+  REQUIRE(w.Open(dir.File("big"), Header(), &err));
+  const uint64_t n = 150'000;
+  for (uint64_t i = 0; i < n; i++) {
+    Value v[] = {Value::U(1'000'000 + i * 1000), Value::U(i), Value::U(i * 7919), Value::S(-static_cast<int64_t>(i))};
+    w.Append(id, v, 4);
+  }
+  // Nothing explicitly flushed, yet most events are already on disk.
+  CHECK(w.stats().events_written > 0);
+  CHECK(w.stats().events_written < n);
+  CHECK(w.buffered_bytes() < 300 * 1024);
+  REQUIRE(w.Seal({}, &err));
+  auto data = ReadAll(dir.File("big"));
+  Segment seg = ReadSegment(data.data(), data.size());
+  CHECK(seg.problems.empty());
+  REQUIRE(seg.events.size() == n);
+  for (uint64_t i = 0; i < n; i += 9973) {
+    CHECK(seg.events[i].values[0].u == 1'000'000 + i * 1000);
+    CHECK(seg.events[i].values[2].u == i * 7919);
+    CHECK(seg.events[i].values[3].s == -static_cast<int64_t>(i));
+  }
+  int event_blocks = 0;
+  for (const auto& b : Blocks(data)) event_blocks += b.kind == static_cast<uint16_t>(BlockKind::kEvents);
+  CHECK(event_blocks >= 3);
+  CHECK(seg.FooterValue("events") == n);
+}
+
+TEST_CASE("format large intern tables split into several blocks") {
+  TempDir dir;
+  SegmentWriter w;
+  uint32_t id = w.DefineEventType({"s", {{"time", FieldType::kTime, "ns"}, {"name", FieldType::kString, ""}}});
+  std::string err;
+  REQUIRE(w.Open(dir.File("strings"), Header(), &err));
+  std::string big(1000, 'x');
+  const int n = 2600;  // ~2.6 MB of distinct strings in one flush
+  for (int i = 0; i < n; i++) {
+    std::string s = big + std::to_string(i);
+    Value v[] = {Value::U(i), Value::Str(s)};
+    w.Append(id, v, 2);
+  }
+  // An over-long string is cut (at a UTF-8 boundary) rather than refused.
+  std::string huge(70 * 1024, 'y');
+  huge[64 * 1024 - 1] = '\xc3';  // a 2-byte sequence straddling the cut
+  huge[64 * 1024] = '\xa9';
+  Value hv[] = {Value::U(n), Value::Str(huge)};
+  w.Append(id, hv, 2);
+  REQUIRE(w.Seal({}, &err));
+  auto data = ReadAll(dir.File("strings"));
+  Segment seg = ReadSegment(data.data(), data.size());
+  CHECK(seg.problems.empty());
+  int string_blocks = 0;
+  for (const auto& b : Blocks(data)) string_blocks += b.kind == static_cast<uint16_t>(BlockKind::kStrings);
+  CHECK(string_blocks >= 2);
+  REQUIRE(seg.events.size() == n + 1);
+  for (int i = 0; i < n; i += 97)
+    CHECK(*seg.String(static_cast<uint32_t>(seg.events[i].values[1].u)) == big + std::to_string(i));
+  const std::string* cut = seg.String(static_cast<uint32_t>(seg.events[n].values[1].u));
+  REQUIRE(cut);
+  CHECK(cut->size() == 64 * 1024 - 1);
+  CHECK(cut->back() == 'y');
+}
+
+TEST_CASE("format writer refuses bad specs and counts rejected events") {
+  TempDir dir;
+  SegmentWriter w;
+  CHECK(w.DefineEventType({"no.fields", {}}) == 0);
+  CHECK(w.DefineEventType({"no.time", {{"x", FieldType::kUInt, ""}}}) == 0);
+  CHECK(w.DefineEventType({"bad.code", {{"time", FieldType::kTime, "ns"}, {"x", static_cast<FieldType>(9), ""}}}) == 0);
+  uint32_t id = w.DefineEventType({"ok", {{"time", FieldType::kTime, "ns"}, {"x", FieldType::kUInt, ""}}});
+  CHECK(id == 1);
+  CHECK(w.DefineEventType({"ok", {{"time", FieldType::kTime, "ns"}, {"x", FieldType::kUInt, ""}}}) == id);
+  CHECK(w.DefineEventType({"ok", {{"time", FieldType::kTime, "ns"}, {"x", FieldType::kSInt, ""}}}) == 0);
+  std::string err;
+  REQUIRE(w.Open(dir.File("r"), Header(), &err));
+  Value v[] = {Value::U(1), Value::U(2)};
+  w.Append(id, v, 1);  // wrong arity
+  w.Append(0, v, 2);   // refused type
+  w.Append(7, v, 2);   // undefined type
+  w.Append(id, v, 2);
+  REQUIRE(w.Seal({}, &err));
+  Segment seg = ReadSegmentFile(dir.File("r"));
+  CHECK(seg.events.size() == 1);
+  CHECK(seg.FooterValue("writer.rejected") == 3u);
+  CHECK(seg.FooterValue("events") == 1u);
+}
+
+TEST_CASE("format writer reports open and write errors without aborting") {
+  TempDir dir;
+  SegmentWriter w;
+  uint32_t id = w.DefineEventType({"b", {{"time", FieldType::kTime, "ns"}, {"blob", FieldType::kBytes, ""}}});
+  std::string err;
+  CHECK_FALSE(w.Open(dir.File("missing/dir/x"), Header(), &err));
+  CHECK(err.find("No such file") != std::string::npos);
+  REQUIRE(w.Open(dir.File("exists"), Header(), &err));
+  w.Abandon();
+  SegmentWriter w2;
+  CHECK_FALSE(w2.Open(dir.File("exists"), Header(), &err));  // O_EXCL: never clobber
+  CHECK(err.find("File exists") != std::string::npos);
+  CHECK_FALSE(w2.Flush(&err));  // nothing open
+  std::string err_seal;
+  CHECK_FALSE(w2.Seal({}, &err_seal));
+
+  // A full disk, simulated with RLIMIT_FSIZE (SIGXFSZ ignored -> EFBIG).
+  REQUIRE(w.Open(dir.File("full"), Header(), &err));
+  struct rlimit old;
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+  auto old_handler = signal(SIGXFSZ, SIG_IGN);
+  struct rlimit lim = old;
+  lim.rlim_cur = 4096;
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+  std::string payload(1000, 'z');
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < 20; i++) {
+    for (char& c : payload) {  // xorshift noise: incompressible
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      c = static_cast<char>(x);
+    }
+    Value v[] = {Value::U(i), Value::Str(payload)};
+    w.Append(id, v, 2);
+  }
+  bool flushed = w.Flush(&err);
+  std::string seal_err;
+  bool sealed = w.Seal({}, &seal_err);
+  setrlimit(RLIMIT_FSIZE, &old);
+  signal(SIGXFSZ, old_handler);
+  CHECK_FALSE(flushed);
+  CHECK(err.find("File too large") != std::string::npos);
+  CHECK_FALSE(sealed);
+  CHECK_FALSE(w.is_open());
+  // What reached the disk is still a readable (truncated) segment.
+  Segment seg = ReadSegmentFile(dir.File("full"));
+  CHECK(seg.state != SegmentState::kInvalid);
+  CHECK(seg.bad_blocks == 0);
+  // The writer is reusable for the next segment.
+  REQUIRE(w.Open(dir.File("after"), Header(1), &err));
+  Value v[] = {Value::U(5), Value::Str("ok")};
+  w.Append(id, v, 2);
+  REQUIRE(w.Seal({}, &err));
+  Segment after = ReadSegmentFile(dir.File("after"));
+  CHECK(after.state == SegmentState::kSealed);
+  CHECK(after.events.size() == 1);
+}

@@ -1,0 +1,209 @@
+// Unit tests for sampler/local_stack and sampler/stack_unwinder: a chain of
+// noinline functions (this file is built -O2, which omits frame pointers on
+// x86_64) must come out whole, both unwound in place and from a stack copy.
+#include <doctest/doctest.h>
+#include <pthread.h>
+#include <ucontext.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "sampler/local_stack.h"
+#include "sampler/stack_unwinder.h"
+
+namespace {
+
+using flightrec::sampler::CaptureCurrentStack;
+using flightrec::sampler::RegisterSet;
+using flightrec::sampler::UnwindCopiedStack;
+
+// Return addresses recorded by each link of the chain: the caller's pc after
+// the call, i.e. exactly what the unwinder must find (minus 1).
+struct ChainTrace {
+  uint64_t ret_into[4];  // [0] into chain_3 ... [3] into the test body
+  uint64_t pcs[64];
+  int n;
+  // Stack-copy capture (second test).
+  RegisterSet regs;
+  uint64_t stack_addr;
+  std::vector<uint8_t> copy;
+};
+
+volatile int g_sink;
+
+enum class Mode { kLocal, kCopy };
+
+bool StackBounds(uint64_t* lo, uint64_t* hi) {
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return false;
+  void* addr = nullptr;
+  size_t size = 0;
+  pthread_attr_getstack(&attr, &addr, &size);
+  pthread_attr_destroy(&attr);
+  *lo = reinterpret_cast<uint64_t>(addr);
+  *hi = *lo + size;
+  return true;
+}
+
+__attribute__((noinline)) void chain_leaf(ChainTrace* t, Mode mode) {
+  t->ret_into[0] = reinterpret_cast<uint64_t>(__builtin_return_address(0));
+  if (mode == Mode::kLocal) {
+    t->n = CaptureCurrentStack(t->pcs, 64, 0);
+  } else {
+    // Registers as of the instruction after getcontext's call, then a copy of
+    // the live stack from that sp up to 16 KiB, bounded by the stack's end.
+    ucontext_t uc;
+    getcontext(&uc);
+    flightrec::sampler::RegisterSetFromUcontext(&uc, &t->regs);
+    uint64_t lo = 0, hi = 0;
+    REQUIRE(StackBounds(&lo, &hi));
+    const uint64_t sp = t->regs.sp();
+    REQUIRE(sp >= lo);
+    REQUIRE(sp < hi);
+    size_t len = 16384;
+    if (sp + len > hi) len = hi - sp;
+    t->stack_addr = sp;
+    t->copy.resize(len);
+    std::memcpy(t->copy.data(), reinterpret_cast<const void*>(sp), len);
+  }
+  g_sink = g_sink + 1;  // no tail call
+}
+__attribute__((noinline)) void chain_3(ChainTrace* t, Mode mode) {
+  t->ret_into[1] = reinterpret_cast<uint64_t>(__builtin_return_address(0));
+  chain_leaf(t, mode);
+  g_sink = g_sink + 1;
+}
+__attribute__((noinline)) void chain_2(ChainTrace* t, Mode mode) {
+  t->ret_into[2] = reinterpret_cast<uint64_t>(__builtin_return_address(0));
+  chain_3(t, mode);
+  g_sink = g_sink + 1;
+}
+__attribute__((noinline)) void chain_1(ChainTrace* t, Mode mode) {
+  t->ret_into[3] = reinterpret_cast<uint64_t>(__builtin_return_address(0));
+  chain_2(t, mode);
+  g_sink = g_sink + 1;
+}
+
+// Index of pc in pcs[0..n), or -1.
+int Find(const uint64_t* pcs, int n, uint64_t pc) {
+  for (int i = 0; i < n; ++i)
+    if (pcs[i] == pc) return i;
+  return -1;
+}
+
+void ExpectChain(const uint64_t* pcs, int n, const ChainTrace& t, int first_caller_index) {
+  // ret_into[k] - 1 must appear in order, consecutively, starting at
+  // first_caller_index: chain_3's frame, chain_2's, chain_1's, the test body's.
+  for (int k = 0; k < 4; ++k) {
+    INFO("link " << k);
+    CHECK(Find(pcs, n, t.ret_into[k] - 1) == first_caller_index + k);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("sampler_local_stack: chain through noinline frames comes out leaf first") {
+  ChainTrace t{};
+  chain_1(&t, Mode::kLocal);
+  REQUIRE(t.n >= 6);
+  // pcs[0] is inside chain_leaf (the call to CaptureCurrentStack); then the
+  // return addresses into chain_3, chain_2, chain_1 and this test body.
+  ExpectChain(t.pcs, t.n, t, 1);
+}
+
+TEST_CASE("sampler_local_stack: skip drops frames and max bounds the output") {
+  ChainTrace t{};
+  chain_1(&t, Mode::kLocal);
+  REQUIRE(t.n >= 6);
+  uint64_t few[3];
+  // Called from here, skip=0 gives this function's frame first; compare with
+  // a capture of depth limited to 3 from the same place, then skip 1.
+  uint64_t a[8], b[8];
+  const int na = CaptureCurrentStack(a, 8, 0);
+  const int nb = CaptureCurrentStack(b, 8, 1);
+  REQUIRE(na >= 3);
+  REQUIRE(nb == na - 1 + (na == 8 ? 1 : 0));
+  CHECK(b[0] == a[1]);
+  CHECK(b[1] == a[2]);
+  CHECK(CaptureCurrentStack(few, 3, 0) == 3);
+  CHECK(CaptureCurrentStack(few, 0, 0) == 0);
+}
+
+TEST_CASE("sampler_unwinder: copied stack unwinds through -fomit-frame-pointer frames") {
+  ChainTrace t{};
+  chain_1(&t, Mode::kCopy);
+  REQUIRE(!t.copy.empty());
+  uint64_t pcs[64];
+  const int n = UnwindCopiedStack(t.regs, t.stack_addr, t.copy.data(), t.copy.size(), pcs, 64);
+  REQUIRE(n >= 6);
+  // Frame 0 is the exact pc getcontext returned to, inside chain_leaf.
+  CHECK(pcs[0] == t.regs.ip());
+  ExpectChain(pcs, n, t, 1);
+
+  // The copy, not live memory, is what is read: clobber the saved return
+  // address into chain_2 in the copy and the walk must stop there.
+  const uint64_t ret = t.ret_into[1];
+  size_t where = SIZE_MAX;
+  for (size_t off = 0; off + 8 <= t.copy.size(); off += 8) {
+    uint64_t v;
+    std::memcpy(&v, t.copy.data() + off, 8);
+    if (v == ret) { where = off; break; }
+  }
+  REQUIRE(where != SIZE_MAX);
+  const uint64_t zero = 0;
+  std::memcpy(t.copy.data() + where, &zero, 8);
+  uint64_t cut[64];
+  const int m = UnwindCopiedStack(t.regs, t.stack_addr, t.copy.data(), t.copy.size(), cut, 64);
+  CHECK(m == 2);  // chain_leaf, chain_3; chain_3's return address is now 0
+  CHECK(Find(cut, m, t.ret_into[2] - 1) == -1);
+}
+
+TEST_CASE("sampler_unwinder: garbage registers and copies end the walk without faulting") {
+  std::vector<uint8_t> junk(4096);
+  for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<uint8_t>(i * 131 + 7);
+  RegisterSet regs{};
+  uint64_t pcs[32];
+  // ip in no mapping, sp pointing at the junk copy.
+  regs.r[RegisterSet::kRip] = 0x10;
+  regs.r[RegisterSet::kRsp] = 0x7000'0000'0000;
+  int n = UnwindCopiedStack(regs, regs.sp(), junk.data(), junk.size(), pcs, 32);
+  CHECK(n >= 1);
+  CHECK(pcs[0] == 0x10);
+  // ip inside our code, sp unmapped and no copy: still terminates.
+  regs.r[RegisterSet::kRip] = reinterpret_cast<uint64_t>(&chain_leaf) + 1;
+  regs.r[RegisterSet::kRsp] = 0x8;
+  n = UnwindCopiedStack(regs, 0, nullptr, 0, pcs, 32);
+  CHECK(n >= 1);
+  CHECK(n <= 32);
+  regs.r[RegisterSet::kRip] = 0;
+  CHECK(UnwindCopiedStack(regs, 0, nullptr, 0, pcs, 32) == 0);
+}
+
+TEST_CASE("sampler_unwinder: perf register layout maps onto libunwind numbering") {
+  const uint64_t mask = flightrec::sampler::PerfRegsUserMask();
+  // AX..IP (bits 0..8) and R8..R15 (bits 16..23): 17 registers.
+  CHECK(__builtin_popcountll(mask) == 17);
+  CHECK(mask == (((1ull << 9) - 1) | (0xffull << 16)));
+  uint64_t values[17];
+  for (int i = 0; i < 17; ++i) values[i] = 100 + i;  // ascending perf bit order
+  RegisterSet rs;
+  REQUIRE(flightrec::sampler::RegisterSetFromPerf(mask, values, 17, &rs));
+  CHECK(rs.r[RegisterSet::kRax] == 100);  // PERF_REG_X86_AX = bit 0
+  CHECK(rs.r[RegisterSet::kRbx] == 101);  // BX = bit 1
+  CHECK(rs.r[RegisterSet::kRcx] == 102);
+  CHECK(rs.r[RegisterSet::kRdx] == 103);
+  CHECK(rs.r[RegisterSet::kRsp] == 107);  // SP = bit 7
+  CHECK(rs.r[RegisterSet::kRip] == 108);  // IP = bit 8
+  CHECK(rs.r[RegisterSet::kR8] == 109);   // R8 = bit 16, the 10th value
+  CHECK(rs.r[RegisterSet::kR15] == 116);
+  CHECK_FALSE(flightrec::sampler::RegisterSetFromPerf(mask, values, 16, &rs));
+}
+
+TEST_CASE("sampler_unwinder: SafeReadSelf reads mapped memory and refuses unmapped") {
+  const uint64_t v = 0x1122334455667788ull;
+  uint64_t out = 0;
+  CHECK(flightrec::sampler::SafeReadSelf(reinterpret_cast<uint64_t>(&v), &out, 8));
+  CHECK(out == v);
+  CHECK_FALSE(flightrec::sampler::SafeReadSelf(0x8, &out, 8));
+}

@@ -1,0 +1,101 @@
+// Segment file tests: names that sort by time and carry service and pid,
+// output-directory refusals, and the disk budget (oldest sealed first, never
+// the active file, never a segment someone holds locked).
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "preload/segment_files.h"
+
+using namespace flightrec;
+
+namespace {
+std::string TempDir() {
+  char tmpl[] = "/tmp/fr-segfiles-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  return tmpl;
+}
+void WriteFile(const std::string& path, size_t bytes) {
+  int fd = open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0600);
+  REQUIRE(fd >= 0);
+  std::string data(bytes, 'x');
+  REQUIRE(write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()));
+  close(fd);
+}
+bool Exists(const std::string& p) { return access(p.c_str(), F_OK) == 0; }
+}  // namespace
+
+TEST_CASE("segment files: names sort by time and carry service and pid") {
+  const uint64_t t1 = 1764480000ull * 1000000000ull + 5000000ull;  // 2025-11-30T05:20:00.005Z
+  const std::string a = ActiveSegmentPath("/d", "my-svc/1", 42, 3, t1);
+  CHECK(a == "/d/20251130T052000.005Z-my_svc_1-42-0003.active");
+  const std::string b = ActiveSegmentPath("/d", "my-svc/1", 42, 4, t1 + 1000000000ull);
+  CHECK(a < b);
+  CHECK(SealedSegmentPath(a) == "/d/20251130T052000.005Z-my_svc_1-42-0003.seg");
+  CHECK(ActiveSegmentPath("/d", "", 1, 0, t1).find("-unknown-1-0000.active") != std::string::npos);
+}
+
+TEST_CASE("segment files: output directory is created 0700 and checked") {
+  const std::string root = TempDir();
+  std::string err;
+  const std::string dir = root + "/a/b";
+  REQUIRE(PrepareOutputDirectory(dir, false, &err));
+  struct stat st;
+  REQUIRE(stat(dir.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+
+  CHECK_FALSE(PrepareOutputDirectory("relative/dir", false, &err));
+  CHECK(err.find("not an absolute path") != std::string::npos);
+
+  REQUIRE(symlink(dir.c_str(), (root + "/link").c_str()) == 0);
+  CHECK_FALSE(PrepareOutputDirectory(root + "/link", false, &err));
+  CHECK(err.find("symlink") != std::string::npos);
+
+  WriteFile(root + "/file", 1);
+  CHECK_FALSE(PrepareOutputDirectory(root + "/file", false, &err));
+  CHECK(err.find("not a directory") != std::string::npos);
+
+  if (geteuid() == 0) {  // only root can hand a directory to another user
+    const std::string foreign = root + "/foreign";
+    REQUIRE(mkdir(foreign.c_str(), 0700) == 0);
+    REQUIRE(chown(foreign.c_str(), 65534, 65534) == 0);
+    CHECK_FALSE(PrepareOutputDirectory(foreign, false, &err));
+    CHECK(err.find("owned by uid 65534") != std::string::npos);
+    CHECK(PrepareOutputDirectory(foreign, true, &err));
+  }
+  std::string cmd = "rm -rf " + root;
+  CHECK(system(cmd.c_str()) == 0);
+}
+
+TEST_CASE("segment files: disk budget deletes the oldest sealed segments first") {
+  const std::string dir = TempDir();
+  const std::string s1 = dir + "/20250101T000001.000Z-svc-1-0000.seg";
+  const std::string s2 = dir + "/20250101T000002.000Z-svc-1-0001.seg";
+  const std::string s3 = dir + "/20250101T000003.000Z-svc-2-0000.seg";
+  const std::string act = dir + "/20250101T000000.000Z-svc-3-0000.active";
+  const std::string other = dir + "/notes.txt";
+  for (const auto& p : {s1, s2, s3, act}) WriteFile(p, 1000);
+  WriteFile(other, 5000);
+  // s1 is being uploaded by someone holding its lock: it must survive.
+  int locked = open(s1.c_str(), O_RDONLY);
+  REQUIRE(locked >= 0);
+  REQUIRE(flock(locked, LOCK_EX) == 0);
+  // 4000 bytes of segments, budget 2500: two sealed ones must go, s1 is locked.
+  CHECK(EnforceDiskBudget(dir, 2500, act) == 2);
+  CHECK(Exists(s1));
+  CHECK_FALSE(Exists(s2));
+  CHECK_FALSE(Exists(s3));
+  CHECK(Exists(act));
+  CHECK(Exists(other));  // not ours
+  close(locked);
+  CHECK(EnforceDiskBudget(dir, 1500, act) == 1);
+  CHECK_FALSE(Exists(s1));
+  std::string cmd = "rm -rf " + dir;
+  CHECK(system(cmd.c_str()) == 0);
+}

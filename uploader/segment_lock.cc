@@ -1,0 +1,53 @@
+// Per-segment exclusive flock(), shared by the uploader and the disk-budget deleter.
+#include "uploader/segment_lock.h"
+
+#include <cerrno>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace flightrec::uploader {
+
+int TryLockSegment(const char* path) {
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat locked;
+  if (fstat(fd, &locked) != 0 || !S_ISREG(locked.st_mode)) {
+    close(fd);
+    errno = EINVAL;
+    return -1;
+  }
+  int rc;
+  do rc = flock(fd, LOCK_EX | LOCK_NB); while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return -1;
+  }
+  // Between open() and flock() another holder may have deleted or replaced the
+  // file: only a lock on the inode the path names now is worth anything.
+  struct stat now;
+  if (fstat(fd, &locked) != 0 || locked.st_nlink == 0 || lstat(path, &now) != 0 ||
+      now.st_dev != locked.st_dev || now.st_ino != locked.st_ino) {
+    close(fd);
+    errno = ENOENT;
+    return -1;
+  }
+  return fd;
+}
+
+void UnlockSegment(int fd) {
+  if (fd >= 0) close(fd);  // closing the last descriptor releases the flock
+}
+
+bool TryDeleteSegment(const char* path) {
+  int fd = TryLockSegment(path);
+  if (fd < 0) return false;
+  bool ok = unlink(path) == 0;
+  UnlockSegment(fd);
+  return ok;
+}
+
+}  // namespace flightrec::uploader

@@ -1,0 +1,430 @@
+// The "flightrec-upload" thread: init/fork wiring, the seal and shutdown
+// hooks, and the loop that drains the upload queue into S3.
+#include "uploader/uploader.h"
+
+#include <openssl/crypto.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "preload/clock.h"
+#include "preload/flush_registry.h"
+#include "preload/log.h"
+#include "preload/recorder_thread.h"
+#include "uploader/credentials.h"
+#include "uploader/s3_client.h"
+#include "uploader/s3_endpoint.h"
+#include "uploader/upload_queue.h"
+
+extern char** environ;
+
+namespace flightrec {
+namespace uploader {
+namespace {
+
+constexpr uint64_t kMs = 1000000ull;
+constexpr uint64_t kRescanNs = 60000 * kMs;      // picks up forked children's and other processes' segments
+constexpr uint64_t kExitGuardNs = 100 * kMs;     // transfers stop this long before the exit deadline
+constexpr size_t kMaxLoggedCauses = 64;
+
+timespec ToTimespec(uint64_t ns) {
+  return timespec{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+}
+
+// Everything the thread needs. Allocated once and never freed: the exiting
+// process may still have the thread parked on these mutexes.
+struct Uploader final : S3Control {
+  // Immutable after UploaderInit.
+  std::string prefix, own_service, host, bucket;
+  bool keep_local = false;
+  S3Endpoint endpoint;
+  CredentialEnv cred_env;
+  S3ClientOptions options;
+  UploadQueue queue;
+
+  // mu/cv: wakeups from the seal hook and the shutdown handshake. Never held
+  // across I/O or libcurl, so the seal hook (flush thread) waits at most for
+  // a few instructions.
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t cv;  // CLOCK_MONOTONIC
+  bool wake = false;
+  bool shutdown = false;  // the shutdown hook ran
+  bool drained = false;   // the thread is done for good
+  std::atomic<uint64_t> stop_at_ns{0};  // 0 = no deadline; else transfers and sleeps end here
+
+  // step_mu brackets every libcurl call (S3Control::EnterStep). The shutdown
+  // hook takes it once and sets `exiting`: from then on libcurl is off limits.
+  pthread_mutex_t step_mu = PTHREAD_MUTEX_INITIALIZER;
+  std::atomic<bool> exiting{false};
+
+  // Upload thread only.
+  std::set<std::string> logged_causes;
+  JitterRandom random{0};
+  uint64_t uploaded = 0;
+
+  Uploader(const std::string& dir, bool allow_foreign) : queue(dir, allow_foreign) {
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&cv, &attr);
+    pthread_condattr_destroy(&attr);
+  }
+
+  bool ShouldStop() override {
+    if (exiting.load(std::memory_order_acquire)) return true;
+    const uint64_t stop = stop_at_ns.load(std::memory_order_acquire);
+    return stop != 0 && MonotonicNs() >= stop;
+  }
+
+  bool Sleep(uint64_t ns) override {
+    const uint64_t until = MonotonicNs() + ns;
+    pthread_mutex_lock(&mu);
+    while (!ShouldStop()) {
+      uint64_t target = until;
+      const uint64_t stop = stop_at_ns.load(std::memory_order_acquire);
+      if (stop != 0 && stop < target) target = stop;
+      if (MonotonicNs() >= target) break;
+      const timespec ts = ToTimespec(target);
+      pthread_cond_timedwait(&cv, &mu, &ts);
+    }
+    pthread_mutex_unlock(&mu);
+    return !ShouldStop();
+  }
+
+  bool EnterStep() override {
+    pthread_mutex_lock(&step_mu);
+    if (exiting.load(std::memory_order_acquire)) {
+      pthread_mutex_unlock(&step_mu);
+      return false;
+    }
+    return true;
+  }
+  void LeaveStep() override { pthread_mutex_unlock(&step_mu); }
+};
+
+std::atomic<Uploader*> g_uploader{nullptr};
+// Set in a forked child: the parent's Uploader (immutable parts only are
+// read) to clone when the child seals its first segment.
+std::atomic<Uploader*> g_restart_from{nullptr};
+
+// Logs each distinct cause once per process: an outage or a bad key gives
+// one line, not one per segment or per retry.
+void LogOnceForCause(Uploader* u, const std::string& cause, LogLevel level, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void LogOnceForCause(Uploader* u, const std::string& cause, LogLevel level, const char* fmt, ...) {
+  if (u->logged_causes.count(cause) || u->logged_causes.size() >= kMaxLoggedCauses) return;
+  u->logged_causes.insert(cause);
+  char line[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  Log(level, "%s", line);
+}
+
+void ReportFailure(Uploader* u, const S3Result& r) {
+  const std::string cause = r.Cause();
+  const char* detail = r.detail.empty() ? "" : r.detail.c_str();
+  const char* sep = r.detail.empty() ? "" : " - ";
+  if (r.local_error) {
+    LogOnceForCause(u, cause, LogLevel::kWarn, "S3 upload skipped a segment in %s: %s", u->queue.dir().c_str(),
+                    cause.c_str());
+  } else if (r.verdict == Verdict::kFatal) {
+    LogOnceForCause(u, cause, LogLevel::kWarn,
+                    "S3 upload to bucket %s rejected: %s%s%s; check credentials, bucket and region. Segments stay "
+                    "in %s; retrying later",
+                    u->bucket.c_str(), cause.c_str(), sep, detail, u->queue.dir().c_str());
+  } else {
+    LogOnceForCause(u, cause, LogLevel::kWarn,
+                    "S3 unavailable (%s after %u attempts); segments stay in %s and are uploaded when it is back",
+                    cause.c_str(), r.attempts, u->queue.dir().c_str());
+  }
+}
+
+void ReloadCredentials(Uploader* u, S3Client* client) {
+  // The shared credentials file may have been rotated (expired session
+  // tokens are the common 403): look again before the next attempt.
+  Credentials fresh;
+  std::string error;
+  if (LoadCredentials(u->cred_env, &fresh, &error) != CredentialSource::kNone) client->SetCredentials(fresh);
+  fresh.Clear();
+}
+
+// Uploads queued segments oldest first until the queue is empty, S3 fails,
+// or we must stop. While `shutting`, the outage backoff is ignored: exit is
+// the last chance this process gets.
+void RunRound(Uploader* u, S3Client* client, bool shutting) {
+  for (;;) {
+    if (u->ShouldStop()) return;
+    if (!shutting && MonotonicNs() < u->queue.next_attempt_ns()) return;
+    PendingSegment segment;
+    if (!u->queue.PopOldest(&segment)) return;
+    ClaimedSegment claimed;
+    if (u->queue.Claim(segment, &claimed) != ClaimStatus::kClaimed) continue;  // busy, gone, shipped: not ours
+
+    std::string service;
+    time_t when = 0;
+    if (!ParseSegmentName(claimed.name, &service, &when)) {
+      service = u->own_service;
+      when = static_cast<time_t>(claimed.mtime_seconds);
+    }
+    const std::string key = SegmentKey(u->prefix, service, when, u->host, claimed.name);
+    S3Result r = client->UploadFile(key, claimed.fd, claimed.size);
+    if (r.ok()) {
+      std::string error;
+      if (!u->queue.Finish(&claimed, u->keep_local, &error))
+        LogOnceForCause(u, "finish", LogLevel::kWarn, "%s", error.c_str());
+      if (u->queue.consecutive_failures() > 0) Log(LogLevel::kInfo, "S3 upload resumed");
+      u->queue.OnSuccess();
+      u->uploaded++;
+      Log(LogLevel::kDebug, "uploaded %s (%llu bytes) to s3://%s/%s", claimed.name.c_str(),
+          static_cast<unsigned long long>(claimed.size), u->bucket.c_str(), key.c_str());
+      continue;
+    }
+    u->queue.Release(&claimed);
+    if (r.local_error) {  // this file's problem, not S3's: the next rescan offers it again
+      ReportFailure(u, r);
+      continue;
+    }
+    u->queue.Return(segment);
+    if (r.verdict == Verdict::kAborted) return;
+    ReportFailure(u, r);
+    u->queue.OnFailure(r.verdict, MonotonicNs(), u->random.Next());
+    if (r.verdict == Verdict::kFatal) ReloadCredentials(u, client);
+    return;
+  }
+}
+
+void Rescan(Uploader* u) {
+  std::string error;
+  u->queue.Rescan(&error);
+  if (!error.empty()) LogOnceForCause(u, "scan", LogLevel::kInfo, "%s", error.c_str());
+}
+
+void Run(Uploader* u) {
+  u->random = JitterRandom(MonotonicNs() ^ (static_cast<uint64_t>(getpid()) << 20));
+  if (!S3Client::GlobalInit()) {
+    Log(LogLevel::kWarn, "S3 upload off: libcurl could not be initialised; segments stay in %s",
+        u->queue.dir().c_str());
+    return;
+  }
+  Credentials credentials;
+  std::string error;
+  const CredentialSource source = LoadCredentials(u->cred_env, &credentials, &error);
+  if (source == CredentialSource::kNone) {
+    Log(LogLevel::kWarn, "S3 upload off: no AWS credentials (%s); segments stay in %s", error.c_str(),
+        u->queue.dir().c_str());
+    return;
+  }
+  Log(LogLevel::kInfo, "uploading sealed segments to s3://%s/%s via %s://%s (credentials from %s)",
+      u->bucket.c_str(), u->prefix.c_str(), u->endpoint.scheme.c_str(), u->endpoint.host.c_str(),
+      CredentialSourceName(source));
+  S3Client client(u->endpoint, credentials, u->options, u);
+  credentials.Clear();
+  if (!client.ok()) {
+    Log(LogLevel::kWarn, "S3 upload off: libcurl handles unavailable");
+    return;
+  }
+
+  uint64_t next_rescan = 0;
+  for (;;) {
+    const bool pending = u->queue.size() > 0;
+    bool shutting;
+    pthread_mutex_lock(&u->mu);
+    for (;;) {
+      if (u->shutdown) break;
+      const uint64_t now = MonotonicNs();
+      if (now >= next_rescan) break;
+      const bool work = u->wake || pending;
+      if (work && now >= u->queue.next_attempt_ns()) break;
+      uint64_t target = next_rescan;
+      if (work && u->queue.next_attempt_ns() < target) target = u->queue.next_attempt_ns();
+      const timespec ts = ToTimespec(target);
+      pthread_cond_timedwait(&u->cv, &u->mu, &ts);
+    }
+    u->wake = false;
+    shutting = u->shutdown;
+    pthread_mutex_unlock(&u->mu);
+
+    if (MonotonicNs() >= next_rescan) {
+      Rescan(u);
+      next_rescan = MonotonicNs() + kRescanNs;
+    }
+    RunRound(u, &client, shutting);
+    if (shutting) {
+      const size_t left = u->queue.size();
+      if (left) Log(LogLevel::kInfo, "exit: %zu segment(s) not uploaded; left in %s for a later run", left,
+                    u->queue.dir().c_str());
+      return;  // ~S3Client leaves libcurl alone once `exiting` is set
+    }
+  }
+}
+
+void* ThreadMain(void* arg) {
+  auto* u = static_cast<Uploader*>(arg);
+  Run(u);
+  pthread_mutex_lock(&u->mu);
+  u->drained = true;
+  pthread_cond_broadcast(&u->cv);
+  pthread_mutex_unlock(&u->mu);
+  return nullptr;
+}
+
+bool Start(Uploader* u) {
+  pthread_t thread;
+  // CreateRecorderThread blocks every signal for the new thread, names it,
+  // and has it call MarkRecorderThread() before ThreadMain runs.
+  const int rc = CreateRecorderThread(&thread, "flightrec-upload", ThreadMain, u);
+  if (rc != 0) {
+    Log(LogLevel::kWarn, "S3 upload off: cannot start its thread: %s", strerror(rc));
+    return false;
+  }
+  pthread_detach(thread);
+  g_uploader.store(u, std::memory_order_release);
+  return true;
+}
+
+Uploader* CloneForChild(const Uploader* parent) {
+  auto* u = new Uploader(parent->queue.dir(), /*allow_foreign=*/false);
+  u->prefix = parent->prefix;
+  u->own_service = parent->own_service;
+  u->host = parent->host;
+  u->bucket = parent->bucket;
+  u->keep_local = parent->keep_local;
+  u->endpoint = parent->endpoint;
+  u->cred_env = parent->cred_env;
+  u->options = parent->options;
+  return u;
+}
+
+// Flush thread, once per sealed segment. Enqueue and signal; never blocks.
+void SealHook(const std::string& sealed_path) {
+  if (Uploader* parent = g_restart_from.exchange(nullptr, std::memory_order_acq_rel)) {
+    Uploader* u = CloneForChild(parent);  // a forked child's first seal: its own thread
+    if (!Start(u)) return;
+  }
+  Uploader* u = g_uploader.load(std::memory_order_acquire);
+  if (!u) return;
+  u->queue.Push(sealed_path);
+  pthread_mutex_lock(&u->mu);
+  u->wake = true;
+  pthread_cond_signal(&u->cv);
+  pthread_mutex_unlock(&u->mu);
+}
+
+// At exit, after the final seal: ship what we can until the deadline, then
+// fence libcurl off and return. Returns by `deadline` whatever S3 does.
+void ShutdownHook(uint64_t deadline) {
+  Uploader* u = g_uploader.load(std::memory_order_acquire);
+  if (!u) return;
+  const uint64_t now = MonotonicNs();
+  uint64_t guard = deadline > now ? (deadline - now) / 4 : 0;
+  if (guard > kExitGuardNs) guard = kExitGuardNs;
+  const uint64_t stop = deadline > now + guard ? deadline - guard : now;
+  pthread_mutex_lock(&u->mu);
+  u->stop_at_ns.store(stop ? stop : 1, std::memory_order_release);
+  u->shutdown = true;
+  pthread_cond_broadcast(&u->cv);
+  const timespec ts = ToTimespec(deadline);
+  while (!u->drained)
+    if (pthread_cond_timedwait(&u->cv, &u->mu, &ts) == ETIMEDOUT) break;
+  pthread_mutex_unlock(&u->mu);
+  // A step in flight ends within poll_ms of stop_at; wait for it, but never past the deadline.
+  const bool locked = pthread_mutex_clocklock(&u->step_mu, CLOCK_MONOTONIC, &ts) == 0;
+  u->exiting.store(true, std::memory_order_release);
+  if (locked) pthread_mutex_unlock(&u->step_mu);
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0 || !buf[0]) return "unknown";
+  return buf;
+}
+
+}  // namespace
+
+bool ParseSegmentName(std::string_view name, std::string* service, time_t* utc_seconds) {
+  if (name.size() < 5 || name.substr(name.size() - 4) != ".seg") return false;
+  name.remove_suffix(4);
+  std::string_view parts[4];
+  for (int i = 0; i < 4; i++) {
+    const size_t dash = name.find('-');
+    if (i < 3 && dash == std::string_view::npos) return false;
+    if (i == 3 && dash != std::string_view::npos) return false;
+    parts[i] = name.substr(0, dash);
+    name = dash == std::string_view::npos ? std::string_view() : name.substr(dash + 1);
+  }
+  auto digits = [](std::string_view s) {
+    if (s.empty()) return false;
+    for (char c : s)
+      if (c < '0' || c > '9') return false;
+    return true;
+  };
+  const std::string_view stamp = parts[0];
+  if (parts[1].empty() || !digits(parts[2]) || !digits(parts[3])) return false;
+  if (stamp.size() < 16 || stamp[8] != 'T' || stamp.back() != 'Z' || !digits(stamp.substr(0, 8)) ||
+      !digits(stamp.substr(9, 6)))
+    return false;
+  struct tm tm;
+  memset(&tm, 0, sizeof(tm));
+  auto num = [&](size_t at, size_t n) {
+    int v = 0;
+    for (size_t i = 0; i < n; i++) v = v * 10 + (stamp[at + i] - '0');
+    return v;
+  };
+  tm.tm_year = num(0, 4) - 1900;
+  tm.tm_mon = num(4, 2) - 1;
+  tm.tm_mday = num(6, 2);
+  tm.tm_hour = num(9, 2);
+  tm.tm_min = num(11, 2);
+  tm.tm_sec = num(13, 2);
+  if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31) return false;
+  *utc_seconds = timegm(&tm);
+  *service = std::string(parts[1]);
+  return true;
+}
+
+}  // namespace uploader
+
+void UploaderInit(const Config& config) {
+  using namespace uploader;
+  if (config.s3_bucket.empty()) return;
+  // Before anyone else initialises OpenSSL: no atexit cleanup (see S3Client::GlobalInit).
+  OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
+
+  EndpointSettings settings{config.s3_bucket, config.s3_region, config.s3_endpoint, config.s3_path_style};
+  S3Endpoint endpoint;
+  std::string error;
+  if (!ResolveS3Endpoint(settings, EndpointEnvFrom(environ), &endpoint, &error)) {
+    Log(LogLevel::kWarn, "S3 upload off: %s", error.c_str());
+    return;
+  }
+  auto* u = new Uploader(config.output, config.allow_foreign_dir);
+  u->prefix = config.s3_prefix;
+  u->own_service = config.service.empty() ? program_invocation_short_name : config.service;
+  u->host = HostName();
+  u->bucket = config.s3_bucket;
+  u->keep_local = config.keep_local;
+  u->endpoint = endpoint;
+  u->cred_env = CredentialEnvFrom(environ);  // snapshot now: the host may setenv() later
+  u->options.multipart_threshold = config.s3_multipart_bytes;
+  RegisterSealHook(SealHook);
+  RegisterShutdownHook(ShutdownHook);
+  Start(u);
+}
+
+void UploaderAtFork() {
+  using namespace uploader;
+  // Async-signal-safe: two atomic exchanges. The parent's thread does not
+  // exist here and its mutexes may be held forever; never touch them again.
+  Uploader* parent = g_uploader.exchange(nullptr, std::memory_order_acq_rel);
+  if (parent) g_restart_from.store(parent, std::memory_order_release);
+}
+
+}  // namespace flightrec

@@ -1,0 +1,41 @@
+// Uploader: the "flightrec-upload" recorder thread that ships sealed
+// segments to S3 (issue 6).
+//
+// Wiring (preload/lifecycle.cc): UploaderInit(config) at init, after the
+// flush registry exists; UploaderAtFork() in a forked child. With an empty
+// FLIGHTREC_S3_BUCKET nothing happens. Otherwise UploaderInit resolves the
+// endpoint, snapshots the AWS_* environment, registers a seal hook (enqueue
+// and signal, never blocks) and a shutdown hook (ship what it can until the
+// deadline, then return), and starts the thread, which first scans
+// FLIGHTREC_OUTPUT for segments left by earlier runs.
+//
+// The thread never records itself (MarkRecorderThread), runs with every
+// signal blocked, and never slows the host: a slow or dead S3 only delays
+// uploads; segments wait on disk (uploader/upload_queue.h).
+//
+// At exit the shutdown hook returns by the deadline whatever S3 does; after
+// it returns, the thread never calls into libcurl/OpenSSL again, so the
+// exiting process cannot pull them out from under it.
+#pragma once
+#include <ctime>
+#include <string>
+#include <string_view>
+
+#include "preload/config.h"
+
+namespace flightrec {
+
+void UploaderInit(const Config& config);
+// Forked child (pthread_atfork child handler, async-signal-safe): forget the
+// parent's thread; the child starts its own at its first sealed segment.
+void UploaderAtFork();
+
+namespace uploader {
+
+// Splits a sealed segment name "<yyyymmddThhmmss.mmmZ>-<service>-<pid>-<seq>.seg"
+// (preload/segment_files.h) into its service and its UTC time (seconds).
+// False for names of any other shape.
+bool ParseSegmentName(std::string_view name, std::string* service, time_t* utc_seconds);
+
+}  // namespace uploader
+}  // namespace flightrec
