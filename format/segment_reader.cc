@@ -252,6 +252,10 @@ bool Decoder::Schema(ByteCursor c, uint64_t offset, std::string* why) {
     defs.push_back(std::move(t));
   }
   for (SchemaType& t : defs) {
+    if (t.fields[0].type_code != static_cast<uint8_t>(FieldType::kTime)) {
+      seg_->problems.push_back({offset, "event type " + t.name + At(offset) + " ignored: field 0 is not a time"});
+      continue;
+    }
     auto it = seg_->schema.find(t.id);
     if (it == seg_->schema.end()) {
       seg_->schema.emplace(t.id, std::move(t));

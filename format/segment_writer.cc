@@ -276,11 +276,19 @@ bool SegmentWriter::Open(const std::string& path, const SegmentHeaderInfo& heade
 uint32_t SegmentWriter::DefineEventType(const EventTypeSpec& spec) {
   Impl& m = *impl_;
   // Refused (id 0, whose events are then rejected): no fields, too many, a
-  // first field that is not the time, or an unknown type code.
-  if (spec.fields.empty() || spec.fields.size() > kMaxSchemaFields || spec.fields[0].type != FieldType::kTime)
+  // first field that is not {"time", kTime}, an unknown type code, a field
+  // named "type" (decoders use that key for the type name), or a duplicate
+  // field name (SPEC.md 5.3).
+  if (spec.name.empty() || spec.fields.empty() || spec.fields.size() > kMaxSchemaFields ||
+      spec.fields[0].type != FieldType::kTime || spec.fields[0].name != "time")
     return 0;
-  for (const FieldSpec& f : spec.fields)
-    if (static_cast<uint8_t>(f.type) < 1 || static_cast<uint8_t>(f.type) > 7) return 0;
+  for (size_t i = 0; i < spec.fields.size(); i++) {
+    const FieldSpec& f = spec.fields[i];
+    if (static_cast<uint8_t>(f.type) < 1 || static_cast<uint8_t>(f.type) > 7 || f.name.empty() || f.name == "type")
+      return 0;
+    for (size_t j = 0; j < i; j++)
+      if (spec.fields[j].name == f.name) return 0;
+  }
   // The same name again: the same id if identical, refused if different
   // (two layouts under one name would be ambiguous to every reader).
   for (size_t i = 0; i < m.types.size(); i++) {

@@ -4,6 +4,8 @@
 #include "preload/alloc_profiler.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -50,6 +52,63 @@ constexpr int64_t kPreInitRecheckBytes = 64 * 1024;
 // Frames captured beyond the kept ones, to make room for the trimmed hook
 // and operator new frames.
 constexpr int kTrimSlack = 8;
+
+// ---- fork safety of stack capture ----------------------------------------
+// libunwind takes process-wide mutexes (its memory pool) and the loader's
+// lock while it unwinds. A fork while another thread holds one would leave it
+// locked forever in the child, and the child's first sampled allocation would
+// hang. So fork waits (prepare handler, bounded) until no other thread is
+// inside CaptureCurrentStack, and threads arriving meanwhile skip the capture
+// (the sample is kept, with an empty stack).
+//
+// Invariant (Dekker-style, hence seq_cst on both sides): a capture runs only
+// if its thread incremented g_unwinders and then saw no fork pending; the
+// prepare handler sets g_fork_pending and then waits for g_unwinders to drop.
+std::atomic<int> g_unwinders{0};
+std::atomic<bool> g_fork_pending{false};
+bool g_fork_quiesce_failed = false;  // forking thread only, prepare -> child/parent
+bool g_capture_unsafe = false;       // set in a child forked mid-capture: never unwind
+__thread int tls_in_unwind __attribute__((tls_model("initial-exec"))) = 0;
+constexpr uint64_t kForkQuiesceBudgetNs = 200ull * 1000000ull;
+
+int CaptureStack(uint64_t* pcs, int max) {
+  if (g_capture_unsafe) return 0;
+  g_unwinders.fetch_add(1, std::memory_order_seq_cst);
+  int n = 0;
+  if (!g_fork_pending.load(std::memory_order_seq_cst)) {
+    tls_in_unwind = 1;
+    n = sampler::CaptureCurrentStack(pcs, max, 0);
+    tls_in_unwind = 0;
+  }
+  g_unwinders.fetch_sub(1, std::memory_order_seq_cst);
+  return n;
+}
+
+void AtForkPrepare() {
+  g_fork_pending.store(true, std::memory_order_seq_cst);
+  // A fork from a signal handler that interrupted this thread's own capture
+  // must not wait for itself.
+  const int self = tls_in_unwind;
+  const uint64_t deadline = MonotonicNs() + kForkQuiesceBudgetNs;
+  g_fork_quiesce_failed = false;
+  while (g_unwinders.load(std::memory_order_seq_cst) > self) {
+    if (MonotonicNs() > deadline) {
+      g_fork_quiesce_failed = true;  // a thread is stuck mid-capture: the child must not unwind
+      break;
+    }
+    sched_yield();
+  }
+}
+
+void AtForkParent() { g_fork_pending.store(false, std::memory_order_seq_cst); }
+
+void AtForkChild() {
+  // Only the forking thread exists here; its own count (if it forked from a
+  // handler mid-capture) is dropped when that capture returns.
+  g_unwinders.store(tls_in_unwind, std::memory_order_seq_cst);
+  if (g_fork_quiesce_failed) g_capture_unsafe = true;
+  g_fork_pending.store(false, std::memory_order_seq_cst);
+}
 
 // Scope guard for our own sampled/free paths on the app thread: allocations
 // made inside (libunwind, thread registration) never sample and never count
@@ -118,7 +177,7 @@ bool AllocShouldSample(size_t size) {
 __attribute__((noinline)) void RecordAllocation(void* ptr, size_t size) {
   InHook guard;
   uint64_t pcs[kMaxAllocFrames + kTrimSlack];
-  const int n = sampler::CaptureCurrentStack(pcs, kMaxAllocFrames + kTrimSlack, 0);
+  const int n = CaptureStack(pcs, kMaxAllocFrames + kTrimSlack);
   const int skip = g_trim.LeadingTrimmed(pcs, n);
   int keep = n - skip;
   if (keep > kMaxAllocFrames) keep = kMaxAllocFrames;
@@ -191,6 +250,8 @@ void AllocProfilerInit(const Config& config) {
     AddObjectTextRanges(reinterpret_cast<void*>(&AllocProfilerInit), &g_trim);
   AddOperatorNewRanges(&g_trim);
   sampler::InitLocalStackCapture();
+  if (pthread_atfork(AtForkPrepare, AtForkParent, AtForkChild) != 0)
+    Log(LogLevel::kWarn, "pthread_atfork failed: allocation stacks are not fork-safe");
   g_mean = config.alloc_sample_bytes;
   g_mode.store(kOn, std::memory_order_release);
   Log(LogLevel::kInfo, "allocation profiling: mean %llu bytes between samples, %llu live samples tracked",

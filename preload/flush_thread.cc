@@ -9,8 +9,10 @@
 //    stall) and every discarded record is counted as "output.unavailable".
 #include "preload/flush_thread.h"
 
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,10 +59,24 @@ struct FlushState {
   std::atomic<bool> done{false};
   std::atomic<bool> crash_requested{false};
   std::atomic<bool> crash_done{false};
+  std::atomic<uint32_t> wake_word{0};  // futex: bumped to cut the sleep short
   pthread_t thread{};
 };
 
 FlushState* g_state = nullptr;
+uint64_t g_next_seq = 0;  // segment numbers continue across restarts (failed exec)
+
+// Sleeps up to `ns` unless Wake() bumps the word. Async-signal-safe to wake.
+void SleepUnlessWoken(FlushState& s, uint64_t ns) {
+  const uint32_t seen = s.wake_word.load(std::memory_order_acquire);
+  timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&s.wake_word), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+}
+
+void Wake(FlushState& s) {
+  s.wake_word.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&s.wake_word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
 
 void Pause(FlushState& s, const std::string& why) {
   if (s.writer->is_open()) s.writer->Abandon();
@@ -98,6 +114,7 @@ bool OpenSegment(FlushState& s, uint64_t now) {
   s.active_path = path;
   s.opened_ns = now;
   s.seq++;
+  g_next_seq = s.seq;
   EmitProcessStart(s.writer, s.info, now);
   return true;
 }
@@ -201,8 +218,7 @@ void* FlushMain(void* arg) {
   auto* s = static_cast<FlushState*>(arg);
   const uint64_t period = GetConfig().flush_ms * kMs;
   while (!s->stop.load(std::memory_order_acquire)) {
-    timespec ts{static_cast<time_t>(period / 1000000000ull), static_cast<long>(period % 1000000000ull)};
-    nanosleep(&ts, nullptr);
+    SleepUnlessWoken(*s, period);
     if (s->stop.load(std::memory_order_acquire)) break;
     if (s->crash_requested.load(std::memory_order_acquire)) {
       // Seal now; do not open a new segment (the process is about to die).
@@ -228,6 +244,7 @@ bool Launch(const ProcessInfo& info) {
   if (SamplerPcDescriber) s->writer->SetPcDescriber(SamplerPcDescriber());
   DefineAllEventTypes(s->writer);
   s->info = info;
+  s->seq = g_next_seq;
   const uint64_t now = MonotonicNs();
   s->last_block_ns = now;
   s->last_rusage_ns = 0;
@@ -250,6 +267,7 @@ bool StopFlushThread(uint64_t deadline_ns) {
   FlushState* s = g_state;
   if (!s) return true;
   s->stop.store(true, std::memory_order_release);
+  Wake(*s);
   while (!s->done.load(std::memory_order_acquire)) {
     if (MonotonicNs() >= deadline_ns) {
       Log(LogLevel::kWarn, "flush thread did not finish before the exit deadline; the last segment stays .active");
@@ -268,6 +286,7 @@ bool RequestCrashFlushAndWait(uint64_t deadline_ns) {
   if (!s || s->done.load(std::memory_order_acquire)) return false;
   s->crash_done.store(false, std::memory_order_relaxed);
   s->crash_requested.store(true, std::memory_order_release);
+  Wake(*s);
   while (!s->crash_done.load(std::memory_order_acquire)) {
     if (MonotonicNs() >= deadline_ns) return false;
     timespec ts{0, 1000000};
@@ -280,6 +299,7 @@ void RestartFlushThreadInChild(const ProcessInfo& info) {
   // The parent's FlushState and writer are abandoned (leaked): their memory
   // may be mid-update from a thread that does not exist in the child.
   g_state = nullptr;
+  g_next_seq = 0;  // a new process: its own numbering
   Launch(info);
 }
 

@@ -106,4 +106,22 @@ __attribute__((constructor)) void FlightrecInit() {
 // seal here, within the same bounded time.
 void ShutdownBeforeExit() { Shutdown(); }
 
+// exec replaces the image without running atexit: seal first. If the exec
+// fails the process goes on, so recording restarts with the next segment.
+namespace {
+bool g_exec_pending = false;
+}
+void RecorderBeforeExec() {
+  if (!RuntimeRecording() || getpid() != g_owner_pid) return;  // vfork child: hands off
+  StopFlushThread(MonotonicNs() + kFlushExitBudgetNs);
+  SetRuntimeRecording(false);
+  g_exec_pending = true;
+}
+void RecorderAfterExecFailed() {
+  if (!g_exec_pending || getpid() != g_owner_pid) return;
+  g_exec_pending = false;
+  SetRuntimeRecording(true);
+  if (!StartFlushThread(CurrentProcessInfo())) SetRuntimeRecording(false);
+}
+
 }  // namespace flightrec

@@ -16,7 +16,7 @@ std::vector<format::EventTypeSpec> SocketEventSpecs() {
         {"bytes", S, "bytes"}, {"duration_ns", U, "ns"}}},
       {"socket.open",
        {{"time", T, "ns"}, {"tid", U, ""}, {"fd", U, ""}, {"conn", U, ""}, {"role", STR, ""},
-        {"family", STR, ""}, {"type", STR, ""}, {"local", STR, ""}, {"peer", STR, ""}, {"listener", U, ""}}},
+        {"family", STR, ""}, {"sock_type", STR, ""}, {"local", STR, ""}, {"peer", STR, ""}, {"listener", U, ""}}},
       {"socket.close",
        {{"time", T, "ns"}, {"tid", U, ""}, {"fd", U, ""}, {"conn", U, ""}, {"bytes_in", U, "bytes"},
         {"bytes_out", U, "bytes"}, {"ops", U, "count"}, {"errors", U, "count"}}},

@@ -4,8 +4,10 @@
 //
 //  socket.op      time, tid, fd, conn, op STR, bytes S, duration_ns
 //                   one per hooked call; bytes = bytes moved (data ops) or the
-//                   call's result, -errno on failure (EAGAIN is -11)
-//  socket.open    time, tid, fd, conn, role STR, family STR, type STR,
+//                   call's result, -errno on failure (EAGAIN is -11); op is
+//                   the call's name, "<op>.peek" for MSG_PEEK receives (their
+//                   bytes were not consumed and are not counted)
+//  socket.open    time, tid, fd, conn, role STR, family STR, sock_type STR,
 //                   local STR, peer STR, listener
 //                   role: server (accepted), client (connected), listener,
 //                   other; time = when the socket was created; re-emitted at

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "preload/fd_guard.h"
 #include "sampler/sample_events.h"
 #include "sampler/stack_unwinder.h"
 
@@ -34,7 +35,6 @@ namespace {
 
 constexpr int kMaxSlots = 4096;
 constexpr uint64_t kHupCheckNs = 250'000'000;
-constexpr size_t kMaxRecordBytes = 65536;  // perf_event_header.size is a u16
 constexpr uint32_t kMaxStackBytes = 63 * 1024;
 
 enum SlotState : int { kFree = 0, kArming = 1, kActive = 2, kRetiring = 3 };
@@ -50,7 +50,7 @@ struct Slot {
   bool pending = false;
   bool pending_preempted = false;
   bool pending_unwound = false;  // pending_pcs valid (the sample left the ring)
-  uint64_t pending_pos = 0;      // ring position of the sample while still in the ring
+  uint64_t pending_pos = 0;      // offset of the sample in the current drain's batch
   uint64_t pending_time = 0;
   int pending_n = 0;
   uint64_t pending_pcs[kMaxFrames];
@@ -72,7 +72,11 @@ struct PerfState {
   std::atomic<int> hwm{0};
   std::atomic<bool> shutdown{false};
   uint64_t last_hup_check = 0;
-  uint8_t* scratch = nullptr;  // flush thread: records that wrap the ring end
+  // Flush thread: one drain's records, copied out of the ring first so the
+  // kernel can reuse the space while we unwind and symbolize (the first
+  // lookups in a big module can take 100+ ms).
+  uint8_t* batch = nullptr;
+  size_t batch_cap = 0;
   Counters counters;
 };
 
@@ -85,6 +89,22 @@ __attribute__((tls_model("initial-exec"))) __thread bool t_has_switch = false;
 
 int PerfEventOpen(perf_event_attr* attr, pid_t tid) {
   return static_cast<int>(syscall(SYS_perf_event_open, attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+}
+
+// Our perf fds survive the application's close-everything loops (fd_guard).
+int OpenGuarded(perf_event_attr* attr, pid_t tid) {
+  const int fd = PerfEventOpen(attr, tid);
+  if (fd >= 0) ProtectFd(fd);
+  return fd;
+}
+
+// If the application dup2'd onto one of our fds, the number is its file now:
+// leave it alone (the event went away with the old file).
+void CloseGuarded(int fd) {
+  if (fd < 0) return;
+  if (FdWasLost(fd) || !IsProtectedFd(fd)) return;
+  UnprotectFd(fd);
+  close(fd);
 }
 
 perf_event_attr Attr(const PerfOptions& o, bool hardware, bool switch_event) {
@@ -142,8 +162,8 @@ int ClaimSlot() {
 }
 
 void CloseSlotFds(Slot& s) {
-  if (s.sw_fd >= 0) close(s.sw_fd);
-  if (s.cpu_fd >= 0) close(s.cpu_fd);
+  CloseGuarded(s.sw_fd);
+  CloseGuarded(s.cpu_fd);
   s.sw_fd = s.cpu_fd = -1;
 }
 
@@ -159,25 +179,18 @@ void Reclaim(Slot& s) {
 
 // ---- ring reading (flush thread) ----------------------------------------
 
-struct Ring {
+// The records of one drain, contiguous.
+struct Batch {
   const uint8_t* data;
-  uint64_t size;  // power of two
+  size_t len;
 };
 
-void CopyOut(const Ring& r, uint64_t pos, void* out, size_t len) {
-  const uint64_t off = pos & (r.size - 1);
-  const size_t first = static_cast<size_t>(std::min<uint64_t>(len, r.size - off));
-  std::memcpy(out, r.data + off, first);
-  if (first < len) std::memcpy(static_cast<uint8_t*>(out) + first, r.data, len - first);
-}
-
-// The record at pos, contiguous: in place, or copied into the scratch buffer
-// when it wraps the end of the ring.
-const uint8_t* RecordAt(const Ring& r, uint64_t pos, size_t len) {
-  const uint64_t off = pos & (r.size - 1);
-  if (off + len <= r.size) return r.data + off;
-  CopyOut(r, pos, g->scratch, len);
-  return g->scratch;
+// Copies [pos, pos + len) of a ring (size a power of two) into out.
+void CopyOut(const uint8_t* ring, uint64_t size, uint64_t pos, uint8_t* out, size_t len) {
+  const uint64_t off = pos & (size - 1);
+  const size_t first = static_cast<size_t>(std::min<uint64_t>(len, size - off));
+  std::memcpy(out, ring + off, first);
+  if (first < len) std::memcpy(out + first, ring, len - first);
 }
 
 struct Sample {
@@ -253,24 +266,28 @@ uint64_t PeriodNs(const Sample& s) {
   return 1000000000ull / (g->opts.hz ? g->opts.hz : 1);
 }
 
-void UnwindPending(Slot& slot, const Ring& r) {
-  perf_event_header h;
-  CopyOut(r, slot.pending_pos, &h, sizeof(h));
-  Sample smp;
+void UnwindPending(Slot& slot, const Batch& b) {
   slot.pending_n = 0;
-  if (h.size >= sizeof(h) && ParseSample(RecordAt(r, slot.pending_pos, h.size), h.size, &smp))
-    slot.pending_n = UnwindSample(smp, true, slot.pending_pcs);
+  perf_event_header h;
+  if (slot.pending_pos + sizeof(h) <= b.len) {
+    std::memcpy(&h, b.data + slot.pending_pos, sizeof(h));
+    Sample smp;
+    if (h.size >= sizeof(h) && slot.pending_pos + h.size <= b.len &&
+        ParseSample(b.data + slot.pending_pos, h.size, &smp))
+      slot.pending_n = UnwindSample(smp, true, slot.pending_pcs);
+  }
   slot.pending_unwound = true;
 }
 
-void EndBlock(FlushContext& ctx, Slot& slot, const Ring* r, uint64_t end_time) {
+// `b` is the batch holding the switch sample, or null once it was unwound.
+void EndBlock(FlushContext& ctx, Slot& slot, const Batch* b, uint64_t end_time) {
   Counters& c = g->counters;
   if (slot.pending_preempted) {
     c.preempted++;
   } else if (end_time < slot.pending_time || end_time - slot.pending_time < g->opts.offcpu_min_ns) {
     c.short_blocks++;  // never unwound: most switches are short
   } else {
-    if (!slot.pending_unwound && r) UnwindPending(slot, *r);
+    if (!slot.pending_unwound && b) UnwindPending(slot, *b);
     if (slot.pending_n > 0) {
       EmitOffCpuSample(ctx, slot.pending_time, static_cast<uint32_t>(slot.tid), slot.pending_pcs,
                        slot.pending_n, end_time - slot.pending_time, "switch");
@@ -280,7 +297,7 @@ void EndBlock(FlushContext& ctx, Slot& slot, const Ring* r, uint64_t end_time) {
   slot.pending = false;
 }
 
-void HandleRecord(FlushContext& ctx, Slot& slot, const Ring& r, uint64_t pos, const perf_event_header& h,
+void HandleRecord(FlushContext& ctx, Slot& slot, const Batch& b, uint64_t pos, const perf_event_header& h,
                   const uint8_t* rec) {
   Counters& c = g->counters;
   switch (h.type) {
@@ -312,7 +329,7 @@ void HandleRecord(FlushContext& ctx, Slot& slot, const Ring& r, uint64_t pos, co
       if (h.misc & PERF_RECORD_MISC_SWITCH_OUT) {
         if (h.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) slot.pending_preempted = true;
       } else {
-        EndBlock(ctx, slot, &r, time);
+        EndBlock(ctx, slot, &b, time);
       }
       return;
     }
@@ -339,27 +356,47 @@ void HandleRecord(FlushContext& ctx, Slot& slot, const Ring& r, uint64_t pos, co
 void DrainSlot(FlushContext& ctx, Slot& slot) {
   if (!slot.base) return;
   auto* meta = reinterpret_cast<perf_event_mmap_page*>(slot.base);
-  Ring r;
-  r.size = meta->data_size ? meta->data_size : slot.map_len - g->page;
-  r.data = slot.base + (meta->data_offset ? meta->data_offset : g->page);
+  const uint64_t size = meta->data_size ? meta->data_size : slot.map_len - g->page;
+  const uint8_t* ring = slot.base + (meta->data_offset ? meta->data_offset : g->page);
   const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-  uint64_t tail = meta->data_tail;  // written only by us
-  while (tail + sizeof(perf_event_header) <= head) {
+  const uint64_t tail = meta->data_tail;  // written only by us
+  size_t len = static_cast<size_t>(std::min<uint64_t>(head - tail, size));
+  if (len > g->batch_cap) {
+    void* grown = mi_realloc(g->batch, len);
+    if (!grown) len = g->batch_cap;  // keep what fits; the rest next time
+    else {
+      g->batch = static_cast<uint8_t*>(grown);
+      g->batch_cap = len;
+    }
+  }
+  // Copy out only whole records, then hand the space back to the kernel.
+  size_t whole = 0;
+  while (whole + sizeof(perf_event_header) <= len) {
     perf_event_header h;
-    CopyOut(r, tail, &h, sizeof(h));
-    if (h.size < sizeof(h) || tail + h.size > head) {  // cannot happen; never loop on it
+    CopyOut(ring, size, tail + whole, reinterpret_cast<uint8_t*>(&h), sizeof(h));
+    if (h.size < sizeof(h)) {  // cannot happen; never loop on it
       g->counters.bad_records++;
-      tail = head;
+      whole = len;
       slot.pending = false;
       break;
     }
-    HandleRecord(ctx, slot, r, tail, h, RecordAt(r, tail, h.size));
-    tail += h.size;
+    if (whole + h.size > len) break;
+    whole += h.size;
+  }
+  if (whole) CopyOut(ring, size, tail, g->batch, whole);
+  __atomic_store_n(&meta->data_tail, tail + whole, __ATOMIC_RELEASE);
+
+  const Batch b{g->batch, whole};
+  for (size_t pos = 0; pos + sizeof(perf_event_header) <= b.len;) {
+    perf_event_header h;
+    std::memcpy(&h, b.data + pos, sizeof(h));
+    if (h.size < sizeof(h) || pos + h.size > b.len) break;
+    HandleRecord(ctx, slot, b, pos, h, b.data + pos);
+    pos += h.size;
   }
   // A block still open at the end of the drain is long enough to matter:
-  // unwind its sample now, before the kernel may reuse that ring space.
-  if (slot.pending && !slot.pending_unwound && !slot.pending_preempted) UnwindPending(slot, r);
-  __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+  // unwind its sample now, before the batch is reused.
+  if (slot.pending && !slot.pending_unwound && !slot.pending_preempted) UnwindPending(slot, b);
   if (g->shutdown.load(std::memory_order_acquire) && slot.pending) EndBlock(ctx, slot, nullptr, ctx.now_ns);
 }
 
@@ -409,13 +446,17 @@ bool PerfConfigure(const PerfOptions& opts_in, bool hardware, bool switch_ok) {
   st->hardware = hardware;
   st->switch_ok = switch_ok && opts_in.offcpu;
   st->page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  // One sample: header, ids, registers, the stack copy. The ring holds at
-  // least one; by default about four, a few flush periods at 99 Hz.
+  // One sample: header, ids, registers and the whole stack copy (the kernel
+  // reserves sample_stack_user bytes whatever the stack's depth). The ring
+  // holds at least one; by default 50 ms of samples (at least four), so the
+  // flush thread (nice +10) can fall behind a little on a busy machine
+  // without losing any. Capped at 1 MiB per thread: it is locked memory.
   const size_t per_sample = st->opts.stack_bytes + 512;
+  const size_t want_samples = std::max<size_t>(4, static_cast<size_t>(st->opts.hz / 20));
+  const size_t max_pages = std::max<size_t>(1, (1u << 20) / st->page);
   st->min_pages = RoundUpPow2((per_sample + st->page - 1) / st->page);
-  st->data_pages.store(std::max<size_t>(st->min_pages, RoundUpPow2((4 * per_sample + st->page - 1) / st->page)));
-  st->scratch = static_cast<uint8_t*>(mi_malloc(kMaxRecordBytes));
-  if (!st->scratch) return false;
+  st->data_pages.store(std::max(st->min_pages,
+                                std::min(max_pages, RoundUpPow2((want_samples * per_sample + st->page - 1) / st->page))));
   g = st;
   return true;
 }
@@ -433,7 +474,7 @@ bool PerfArmThread(pid_t tid, bool self) {
   s.base = nullptr;
   s.pending = false;
   perf_event_attr a = Attr(g->opts, g->hardware, false);
-  s.cpu_fd = PerfEventOpen(&a, tid);
+  s.cpu_fd = OpenGuarded(&a, tid);
   if (s.cpu_fd < 0) {
     s.state.store(kFree, std::memory_order_release);
     g->counters.arm_failed.fetch_add(1, std::memory_order_relaxed);
@@ -461,10 +502,10 @@ bool PerfArmThread(pid_t tid, bool self) {
   ioctl(s.cpu_fd, PERF_EVENT_IOC_ID, &s.cpu_id);
   if (g->switch_ok) {
     perf_event_attr sa = Attr(g->opts, false, true);
-    s.sw_fd = PerfEventOpen(&sa, tid);
+    s.sw_fd = OpenGuarded(&sa, tid);
     if (s.sw_fd >= 0 && (ioctl(s.sw_fd, PERF_EVENT_IOC_SET_OUTPUT, s.cpu_fd) != 0 ||
                          ioctl(s.sw_fd, PERF_EVENT_IOC_ID, &s.sw_id) != 0)) {
-      close(s.sw_fd);
+      CloseGuarded(s.sw_fd);
       s.sw_fd = -1;
       s.sw_id = 0;
     }

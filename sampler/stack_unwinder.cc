@@ -12,6 +12,9 @@
 #include <cstring>
 
 namespace flightrec::sampler {
+
+__thread bool t_in_unwinder __attribute__((tls_model("initial-exec"))) = false;
+
 namespace {
 
 // perf register number for each RegisterSet slot (libunwind order).
@@ -89,8 +92,7 @@ int GetProcName(unw_addr_space_t, unw_word_t, char*, size_t, unw_word_t*, void*)
 }
 
 // One address space per recorder thread: creation mallocs, and its unwind
-// cache (UNW_CACHE_GLOBAL is per address space) is what makes steady-state
-// unwinding cheap. Never freed (threads that unwind live as long as the
+// cache is what makes steady-state unwinding cheap. Never freed (threads that unwind live as long as the
 // process); a forked child's new flush thread starts with a fresh TLS slot.
 __attribute__((tls_model("initial-exec"))) thread_local unw_addr_space_t t_as = nullptr;
 
@@ -107,7 +109,11 @@ unw_addr_space_t AddressSpace() {
   acc.get_proc_name = GetProcName;
   unw_addr_space_t as = unw_create_addr_space(&acc, 0);
   if (!as) return nullptr;
-  unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
+  // Per-thread caching: the cache lives in libunwind's TLS and needs no lock.
+  // UNW_CACHE_GLOBAL takes a mutex with every signal blocked on each lookup,
+  // two rt_sigprocmask syscalls per frame, which measured ~5 us per frame
+  // here against well under 1 us without.
+  unw_set_caching_policy(as, UNW_CACHE_PER_THREAD);
   unw_set_cache_size(as, 4096, 0);
   t_as = as;
   return as;
@@ -183,6 +189,11 @@ int UnwindCopiedStack(const RegisterSet& regs, uint64_t stack_addr, const uint8_
   arg.next_victim = 0;
   for (Line& l : arg.lines) l.base = ~0ull;
 
+  // Set for the whole walk, cleared on every exit path (see the header).
+  struct UnwinderScope {
+    UnwinderScope() { t_in_unwinder = true; }
+    ~UnwinderScope() { t_in_unwinder = false; }
+  } scope;
   unw_cursor_t cursor;
   if (unw_init_remote(&cursor, as, &arg) < 0) return n;
   uint64_t prev_sp = regs.sp();

@@ -5,8 +5,12 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdio>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -56,9 +60,35 @@ struct Entry {
 
 char* const kDebuginfoPath = nullptr;
 
+// Local-only separate-debuginfo lookup (/usr/lib/debug/.build-id/xx/rest.debug).
+// libdw's dwfl_standard_find_debuginfo also consults debuginfod, which runs
+// curl_global_init (and OpenSSL's init) inside the host — seen crashing a
+// host at exit after OpenSSL's atexit cleanup — and may reach the network.
+// Returning -1 makes libdw use the module's own sections and symtab.
+int FindDebuginfoLocalOnly(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, const char*, const char*,
+                           GElf_Word, char** debuginfo_file_name) {
+  const unsigned char* bits = nullptr;
+  GElf_Addr vaddr = 0;
+  const int len = dwfl_module_build_id(mod, &bits, &vaddr);
+  if (len < 2 || !bits) return -1;
+  static const char kDigits[] = "0123456789abcdef";
+  char path[256];
+  size_t n = static_cast<size_t>(snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%c%c/",
+                                          kDigits[bits[0] >> 4], kDigits[bits[0] & 15]));
+  for (int i = 1; i < len && n + 8 < sizeof(path); ++i) {
+    path[n++] = kDigits[bits[i] >> 4];
+    path[n++] = kDigits[bits[i] & 15];
+  }
+  snprintf(path + n, sizeof(path) - n, ".debug");
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  *debuginfo_file_name = strdup(path);
+  return fd;
+}
+
 const Dwfl_Callbacks kCallbacks = {
     dwfl_linux_proc_find_elf,
-    dwfl_standard_find_debuginfo,
+    FindDebuginfoLocalOnly,
     nullptr,
     const_cast<char**>(&kDebuginfoPath),
 };
@@ -116,27 +146,43 @@ Dwarf_Die OriginDie(Dwarf_Die* die) {
   return cur;
 }
 
-// "ns::Class::name" from the DWARF scopes around the declaration (used when
-// there is no linkage name, e.g. functions in an anonymous namespace).
-MiString QualifiedDwarfName(Dwarf_Die* die) {
-  const char* base = dwarf_diename(die);
-  if (!base) return MiString();
-  Dwarf_Die origin = OriginDie(die);
-  MiString out;
-  Dwarf_Die* chain = nullptr;
-  const int n = dwarf_getscopes_die(&origin, &chain);
-  for (int i = n - 1; i >= 1; --i) {  // chain[0] is origin itself, chain[n-1] the CU
-    const int tag = dwarf_tag(&chain[i]);
-    if (tag != DW_TAG_namespace && tag != DW_TAG_class_type && tag != DW_TAG_structure_type &&
-        tag != DW_TAG_union_type)
-      continue;
-    const char* scope = dwarf_diename(&chain[i]);
-    out += scope ? scope : "(anonymous namespace)";
-    out += "::";
+bool IsNamedScope(int tag) {
+  return tag == DW_TAG_namespace || tag == DW_TAG_class_type || tag == DW_TAG_structure_type ||
+         tag == DW_TAG_union_type;
+}
+
+// "ns::Class::" around the DIE at `target` in its CU: descends from the CU
+// only into the child whose offset range holds the target (DW_AT_sibling
+// lets libdw skip whole subtrees), instead of visiting every DIE.
+MiString ScopePrefix(Dwarf_Die* cu, Dwarf_Off target) {
+  MiString prefix;
+  Dwarf_Die cur = *cu;
+  for (int depth = 0; depth < 32; ++depth) {
+    Dwarf_Die child;
+    if (dwarf_child(&cur, &child) != 0) break;
+    bool descended = false;
+    for (;;) {
+      const Dwarf_Off off = dwarf_dieoffset(&child);
+      if (off == target) return prefix;
+      Dwarf_Die next;
+      const bool has_next = dwarf_siblingof(&child, &next) == 0;
+      if (off < target && (!has_next || target < dwarf_dieoffset(&next))) {
+        const int tag = dwarf_tag(&child);
+        if (IsNamedScope(tag)) {
+          const char* n = dwarf_diename(&child);
+          prefix += n ? n : (tag == DW_TAG_namespace ? "(anonymous namespace)" : "(anonymous)");
+          prefix += "::";
+        }
+        cur = child;
+        descended = true;
+        break;
+      }
+      if (!has_next) break;
+      child = next;
+    }
+    if (!descended) break;
   }
-  free(chain);  // malloc'd by libdw
-  out += base;
-  return out;
+  return prefix;
 }
 
 // Demangled linkage name when there is one (it carries the full qualified
@@ -175,6 +221,8 @@ struct Symbolizer::Impl {
     dwfl_linux_proc_report(dwfl, getpid());
     dwfl_report_end(dwfl, nullptr, nullptr);
     build_id_by_module.clear();
+    cu_index.clear();  // keyed by module pointers, which a re-report may recycle
+    qualified_names.clear();
     stats.reports++;
   }
 
@@ -235,7 +283,106 @@ struct Symbolizer::Impl {
     GElf_Sym sym;
     const char* name = dwfl_module_addrinfo(mod, pc, &off, &sym, nullptr, nullptr, nullptr);
     if (!name || (sym.st_size != 0 && off >= sym.st_size)) return MiString();
+    // Versioned symbols come as "name@@GLIBC_2.34": the version is not part
+    // of the function's name.
+    const char* at = strchr(name, '@');
+    if (at) return DemangleMi(std::string(name, static_cast<size_t>(at - name)).c_str());
     return DemangleMi(name);
+  }
+
+  // Per CU: the pc ranges of its concrete functions, sorted, built once with
+  // one walk of the CU's top level (and namespaces/classes). Lookups are a
+  // binary search plus a walk of one function's subtree; dwarf_getscopes
+  // visits the whole CU on every call (~7 ms per pc in a big C++ CU here).
+  struct CuIndex {
+    struct Range {
+      uint64_t lo, hi;
+      Dwarf_Off die;
+    };
+    MiVector<Range> ranges;
+  };
+  MiHashMap<uint64_t, CuIndex> cu_index;            // key: CuKey(module, CU)
+  MiHashMap<uint64_t, MiString> qualified_names;    // key: CuKey(module, DIE)
+
+  static uint64_t CuKey(Dwfl_Module* mod, Dwarf_Off off) {
+    return reinterpret_cast<uintptr_t>(mod) * 0x9E3779B97F4A7C15ull ^ off;
+  }
+
+  static void IndexChildren(Dwarf_Die* parent, CuIndex* idx, int depth) {
+    Dwarf_Die child;
+    if (depth > 16 || dwarf_child(parent, &child) != 0) return;
+    do {
+      const int tag = dwarf_tag(&child);
+      if (tag == DW_TAG_subprogram) {
+        Dwarf_Addr base = 0, lo = 0, hi = 0;
+        ptrdiff_t off = 0;
+        while ((off = dwarf_ranges(&child, off, &base, &lo, &hi)) > 0)
+          if (hi > lo) idx->ranges.push_back({lo, hi, dwarf_dieoffset(&child)});
+      } else if (IsNamedScope(tag)) {
+        IndexChildren(&child, idx, depth + 1);
+      }
+    } while (dwarf_siblingof(&child, &child) == 0);
+  }
+
+  const CuIndex& IndexFor(Dwfl_Module* mod, Dwarf_Die* cudie) {
+    const uint64_t key = CuKey(mod, dwarf_dieoffset(cudie));
+    auto it = cu_index.find(key);
+    if (it != cu_index.end()) return it->second;
+    CuIndex idx;
+    IndexChildren(cudie, &idx, 0);
+    std::sort(idx.ranges.begin(), idx.ranges.end(),
+              [](const CuIndex::Range& a, const CuIndex::Range& b) { return a.lo < b.lo; });
+    return cu_index.emplace(key, std::move(idx)).first->second;
+  }
+
+  static constexpr int kMaxInlineDepth = 32;
+
+  // chain[0] = the concrete function containing rel_pc, then each inlined
+  // subroutine it contains at rel_pc, outermost to innermost. Returns count.
+  int InlineChain(Dwfl_Module* mod, Dwarf* dw, Dwarf_Die* cudie, uint64_t rel_pc, Dwarf_Die* chain) {
+    const CuIndex& idx = IndexFor(mod, cudie);
+    auto it = std::upper_bound(idx.ranges.begin(), idx.ranges.end(), rel_pc,
+                               [](uint64_t v, const CuIndex::Range& r) { return v < r.lo; });
+    if (it == idx.ranges.begin()) return 0;
+    --it;
+    if (rel_pc >= it->hi || !dwarf_offdie(dw, it->die, &chain[0])) return 0;
+    int n = 1;
+    Dwarf_Die cur = chain[0];
+    for (int depth = 0; depth < 64 && n < kMaxInlineDepth; ++depth) {
+      Dwarf_Die child;
+      if (dwarf_child(&cur, &child) != 0) break;
+      bool found = false;
+      do {
+        const int tag = dwarf_tag(&child);
+        if ((tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block || tag == DW_TAG_try_block ||
+             tag == DW_TAG_catch_block) &&
+            dwarf_haspc(&child, rel_pc) == 1) {
+          if (tag == DW_TAG_inlined_subroutine) chain[n++] = child;
+          cur = child;
+          found = true;
+          break;
+        }
+      } while (dwarf_siblingof(&child, &child) == 0);
+      if (!found) break;
+    }
+    return n;
+  }
+
+  // "ns::Class::name" (no parameter types) for a function DIE without a
+  // linkage name, e.g. one with internal linkage; cached per declaration.
+  MiString QualifiedName(Dwfl_Module* mod, Dwarf_Die* die) {
+    const char* base = dwarf_diename(die);
+    if (!base) return MiString();
+    Dwarf_Die origin = OriginDie(die);
+    const uint64_t key = CuKey(mod, dwarf_dieoffset(&origin));
+    auto it = qualified_names.find(key);
+    if (it != qualified_names.end()) return it->second;
+    MiString name;
+    Dwarf_Die cu;
+    if (dwarf_diecu(&origin, &cu, nullptr, nullptr)) name = ScopePrefix(&cu, dwarf_dieoffset(&origin));
+    name += base;
+    qualified_names.emplace(key, name);
+    return name;
   }
 
   void DwarfFrames(Dwfl_Module* mod, uint64_t pc, MiVector<CachedFrame>* out) {
@@ -251,52 +398,35 @@ struct Symbolizer::Impl {
     }
     Dwarf_Addr bias = 0;
     Dwarf_Die* cudie = dwfl_module_addrdie(mod, pc, &bias);
-    if (cudie) {
-      // dwarf_getscopes continues from an inlined instance into its abstract
-      // origin's scopes, so it finds the innermost function; the concrete
-      // chain of callers it was inlined into comes from dwarf_getscopes_die.
-      Dwarf_Die* pc_scopes = nullptr;
-      const int npc = dwarf_getscopes(cudie, pc - bias, &pc_scopes);
-      Dwarf_Die* scopes = nullptr;
-      int n = 0;
-      for (int i = 0; i < npc; ++i) {
-        const int tag = dwarf_tag(&pc_scopes[i]);
-        if (tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram) {
-          n = dwarf_getscopes_die(&pc_scopes[i], &scopes);
-          break;
-        }
+    Dwarf_Addr dw_bias = 0;
+    Dwarf* dw = cudie ? dwfl_module_getdwarf(mod, &dw_bias) : nullptr;
+    Dwarf_Die chain[kMaxInlineDepth];
+    const int n = dw ? InlineChain(mod, dw, cudie, pc - bias, chain) : 0;
+    Dwarf_Files* files = nullptr;
+    size_t nfiles = 0;
+    bool have_files = false;
+    for (int i = n - 1; i >= 0; --i) {  // innermost first
+      Dwarf_Die* die = &chain[i];
+      CachedFrame f;
+      f.function = LinkageName(die);
+      // The physical function without a linkage name: the ELF symbol has
+      // the full demangled form (C++ parameters); else the DWARF scopes.
+      if (f.function.empty() && i == 0) f.function = SymbolName(mod, pc);
+      if (f.function.empty()) f.function = QualifiedName(mod, die);
+      f.file = file;
+      f.line = line;
+      out->push_back(std::move(f));
+      if (i == 0) break;
+      // The next frame out is where this copy was inlined: its call site.
+      Dwarf_Attribute attr;
+      Dwarf_Word v = 0;
+      file.clear();
+      line = 0;
+      if (!have_files) have_files = dwarf_getsrcfiles(cudie, &files, &nfiles) == 0;
+      if (have_files && dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attr), &v) == 0 && v < nfiles) {
+        if (const char* cf = dwarf_filesrc(files, v, nullptr, nullptr)) file = JoinPath(comp_dir, cf);
       }
-      free(pc_scopes);  // malloc'd by libdw
-      Dwarf_Files* files = nullptr;
-      size_t nfiles = 0;
-      bool have_files = false;
-      for (int i = 0; i < n; ++i) {
-        const int tag = dwarf_tag(&scopes[i]);
-        if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
-        CachedFrame f;
-        f.function = LinkageName(&scopes[i]);
-        // The physical function without a linkage name: the ELF symbol has
-        // the full demangled form (C++ parameters); else the DWARF scopes.
-        if (f.function.empty() && tag == DW_TAG_subprogram) f.function = SymbolName(mod, pc);
-        if (f.function.empty()) f.function = QualifiedDwarfName(&scopes[i]);
-        f.file = file;
-        f.line = line;
-        out->push_back(std::move(f));
-        if (tag == DW_TAG_subprogram) break;  // the physical function: outermost
-        // The next frame out is where this copy was inlined: its call site.
-        Dwarf_Attribute attr;
-        Dwarf_Word v = 0;
-        file.clear();
-        line = 0;
-        if (!have_files) have_files = dwarf_getsrcfiles(cudie, &files, &nfiles) == 0;
-        if (have_files && dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &attr), &v) == 0 &&
-            v < nfiles) {
-          if (const char* cf = dwarf_filesrc(files, v, nullptr, nullptr)) file = JoinPath(comp_dir, cf);
-        }
-        if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &attr), &v) == 0)
-          line = static_cast<uint32_t>(v);
-      }
-      free(scopes);  // dwarf_getscopes allocates with malloc
+      if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attr), &v) == 0) line = static_cast<uint32_t>(v);
     }
     if (out->empty() || out->back().function.empty()) {
       // No DWARF function for this pc (stripped, or no CU covers it): use

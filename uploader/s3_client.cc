@@ -34,7 +34,8 @@ struct S3Client::Response {
   std::string body;
   std::string etag;
   std::string date;
-  std::string transport_error;
+  std::string transport_error;  // libcurl's detailed text (host, port, timings)
+  std::string transport_cause;  // libcurl's generic text for the code: stable, for "log once"
 };
 
 namespace {
@@ -156,7 +157,8 @@ bool S3Control::Sleep(uint64_t ns) {
 
 std::string S3Result::Cause() const {
   if (local_error) return "reading the segment failed: " + detail;
-  if (http_status == 0) return (verdict == Verdict::kAborted ? "stopped: " : "connection failed: ") + detail;
+  if (verdict == Verdict::kAborted) return "stopped: " + detail;
+  if (http_status == 0) return "connection failed: " + (error_code.empty() ? detail : error_code);
   std::string c = "HTTP " + std::to_string(http_status);
   if (!error_code.empty()) c += " " + error_code;
   return c;
@@ -326,6 +328,7 @@ Transport S3Client::PerformOnce(const char* method, const std::string& raw_path,
   }
   if (result != CURLE_OK) {
     response->transport_error = curl_error_[0] ? curl_error_ : curl_easy_strerror(result);
+    response->transport_cause = curl_easy_strerror(result);
     response->status = 0;
   }
   return TransportOf(result);
@@ -340,11 +343,13 @@ S3Result S3Client::Send(const char* method, const std::string& raw_path, const K
     return r;
   }
   bool skew_retried = false;
+  S3Result last;  // the last attempt that got an answer (or a connection error)
   for (unsigned attempt = 0;;) {
     Transport t = PerformOnce(method, raw_path, query, body, payload_hash, content_type, response);
-    r.attempts++;
+    r = S3Result();
+    r.attempts = last.attempts + 1;
     r.http_status = response->status;
-    r.error_code.clear();
+    r.error_code = response->transport_cause;
     r.detail = Shorten(response->transport_error);
     r.local_error = body && body->read_error;
     // CompleteMultipartUpload may answer 200 with an <Error> body.
@@ -356,7 +361,13 @@ S3Result S3Client::Send(const char* method, const std::string& raw_path, const K
     }
     Redact(&r.detail, credentials_);
     r.verdict = Classify(t, response->status, r.error_code);
+    if (r.verdict == Verdict::kAborted && last.attempts > 0) {
+      // Stopped mid-retry: report what S3 last said, not just "stopped".
+      last.stopped = true;
+      return last;
+    }
     if (r.verdict == Verdict::kSuccess || r.verdict == Verdict::kFatal || r.verdict == Verdict::kAborted) return r;
+    last = r;
     if (r.verdict == Verdict::kRetrySkew) {
       // One re-signed retry with the server's clock; a second skew is fatal.
       int64_t server = 0;
@@ -375,7 +386,7 @@ S3Result S3Client::Send(const char* method, const std::string& raw_path, const K
     if (++attempt >= options_.max_attempts) return r;
     uint64_t wait = FullJitterBackoffNs(attempt - 1, options_.backoff_base_ns, options_.backoff_cap_ns, random_.Next());
     if (control_->ShouldStop() || !control_->Sleep(wait)) {
-      r.verdict = Verdict::kAborted;
+      r.stopped = true;  // verdict stays kRetry: S3 was failing when we had to stop
       return r;
     }
   }

@@ -55,10 +55,14 @@ class S3Control {
 struct S3Result {
   Verdict verdict = Verdict::kFatal;
   long http_status = 0;
-  std::string error_code;  // S3 <Code>, "" if none
+  std::string error_code;  // S3 <Code>, or libcurl's generic text for a connection failure
   std::string detail;      // shortened <Message> or libcurl's error text
   unsigned attempts = 0;
   bool local_error = false;  // reading the segment failed; S3 is not to blame
+  // We had to stop (S3Control::ShouldStop) while retrying; verdict and the
+  // other fields describe the last failed attempt. A stop during the first
+  // attempt is verdict kAborted instead.
+  bool stopped = false;
   bool ok() const { return verdict == Verdict::kSuccess; }
   // A short stable description, used as the "log once per cause" key:
   // "HTTP 403 SignatureDoesNotMatch", "connection failed: Couldn't connect to server".

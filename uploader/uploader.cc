@@ -2,7 +2,6 @@
 // hooks, and the loop that drains the upload queue into S3.
 #include "uploader/uploader.h"
 
-#include <openssl/crypto.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -32,6 +31,12 @@ constexpr uint64_t kMs = 1000000ull;
 constexpr uint64_t kRescanNs = 60000 * kMs;      // picks up forked children's and other processes' segments
 constexpr uint64_t kExitGuardNs = 100 * kMs;     // transfers stop this long before the exit deadline
 constexpr size_t kMaxLoggedCauses = 64;
+// A forked child gets its own uploader only once it has lived this long: a
+// short-lived child (fork, work, _exit) never pays for a thread or waits for
+// uploads at exit; its segments are shipped by the parent's rescans (periodic
+// and at exit) or by the next run. Long-lived children (daemons) upload
+// themselves from their first rotation on.
+constexpr uint64_t kChildUploaderAfterNs = 5000 * kMs;
 
 timespec ToTimespec(uint64_t ns) {
   return timespec{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
@@ -112,6 +117,7 @@ std::atomic<Uploader*> g_uploader{nullptr};
 // Set in a forked child: the parent's Uploader (immutable parts only are
 // read) to clone when the child seals its first segment.
 std::atomic<Uploader*> g_restart_from{nullptr};
+std::atomic<uint64_t> g_forked_at_ns{0};  // CLOCK_MONOTONIC of the fork, in a child
 
 // Logs each distinct cause once per process: an outage or a bad key gives
 // one line, not one per segment or per retry.
@@ -209,11 +215,6 @@ void Rescan(Uploader* u) {
 
 void Run(Uploader* u) {
   u->random = JitterRandom(MonotonicNs() ^ (static_cast<uint64_t>(getpid()) << 20));
-  if (!S3Client::GlobalInit()) {
-    Log(LogLevel::kWarn, "S3 upload off: libcurl could not be initialised; segments stay in %s",
-        u->queue.dir().c_str());
-    return;
-  }
   Credentials credentials;
   std::string error;
   const CredentialSource source = LoadCredentials(u->cred_env, &credentials, &error);
@@ -252,15 +253,17 @@ void Run(Uploader* u) {
     shutting = u->shutdown;
     pthread_mutex_unlock(&u->mu);
 
-    if (MonotonicNs() >= next_rescan) {
+    // At exit too: forked children and other processes may have left segments.
+    if (shutting || MonotonicNs() >= next_rescan) {
       Rescan(u);
       next_rescan = MonotonicNs() + kRescanNs;
     }
     RunRound(u, &client, shutting);
     if (shutting) {
       const size_t left = u->queue.size();
-      if (left) Log(LogLevel::kInfo, "exit: %zu segment(s) not uploaded; left in %s for a later run", left,
-                    u->queue.dir().c_str());
+      if (left)
+        Log(LogLevel::kWarn, "exit: %zu sealed segment(s) not uploaded; left in %s for a later run", left,
+            u->queue.dir().c_str());
       return;  // ~S3Client leaves libcurl alone once `exiting` is set
     }
   }
@@ -305,9 +308,11 @@ Uploader* CloneForChild(const Uploader* parent) {
 
 // Flush thread, once per sealed segment. Enqueue and signal; never blocks.
 void SealHook(const std::string& sealed_path) {
-  if (Uploader* parent = g_restart_from.exchange(nullptr, std::memory_order_acq_rel)) {
-    Uploader* u = CloneForChild(parent);  // a forked child's first seal: its own thread
-    if (!Start(u)) return;
+  if (g_restart_from.load(std::memory_order_acquire) &&
+      MonotonicNs() - g_forked_at_ns.load(std::memory_order_acquire) >= kChildUploaderAfterNs) {
+    if (Uploader* parent = g_restart_from.exchange(nullptr, std::memory_order_acq_rel)) {
+      if (!Start(CloneForChild(parent))) return;  // a long-lived forked child: its own thread
+    }
   }
   Uploader* u = g_uploader.load(std::memory_order_acquire);
   if (!u) return;
@@ -395,8 +400,14 @@ bool ParseSegmentName(std::string_view name, std::string* service, time_t* utc_s
 void UploaderInit(const Config& config) {
   using namespace uploader;
   if (config.s3_bucket.empty()) return;
-  // Before anyone else initialises OpenSSL: no atexit cleanup (see S3Client::GlobalInit).
-  OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
+  // libcurl and OpenSSL are initialised here, while the process is still
+  // single-threaded, not on the upload thread: a host that forks early would
+  // otherwise hand its child curl's global-init spinlock held by a thread
+  // that does not exist there. Also tells OpenSSL not to clean up at exit.
+  if (!S3Client::GlobalInit()) {
+    Log(LogLevel::kWarn, "S3 upload off: libcurl could not be initialised");
+    return;
+  }
 
   EndpointSettings settings{config.s3_bucket, config.s3_region, config.s3_endpoint, config.s3_path_style};
   S3Endpoint endpoint;
@@ -421,10 +432,13 @@ void UploaderInit(const Config& config) {
 
 void UploaderAtFork() {
   using namespace uploader;
-  // Async-signal-safe: two atomic exchanges. The parent's thread does not
+  // Async-signal-safe: atomics and clock_gettime. The parent's thread does not
   // exist here and its mutexes may be held forever; never touch them again.
   Uploader* parent = g_uploader.exchange(nullptr, std::memory_order_acq_rel);
-  if (parent) g_restart_from.store(parent, std::memory_order_release);
+  if (parent) {
+    g_forked_at_ns.store(MonotonicNs(), std::memory_order_release);
+    g_restart_from.store(parent, std::memory_order_release);
+  }
 }
 
 }  // namespace flightrec

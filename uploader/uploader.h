@@ -6,7 +6,8 @@
 // FLIGHTREC_S3_BUCKET nothing happens. Otherwise UploaderInit resolves the
 // endpoint, snapshots the AWS_* environment, registers a seal hook (enqueue
 // and signal, never blocks) and a shutdown hook (ship what it can until the
-// deadline, then return), and starts the thread, which first scans
+// deadline, then return), initialises libcurl/OpenSSL while the process is
+// still single-threaded, and starts the thread, which first scans
 // FLIGHTREC_OUTPUT for segments left by earlier runs.
 //
 // The thread never records itself (MarkRecorderThread), runs with every
@@ -27,7 +28,10 @@ namespace flightrec {
 
 void UploaderInit(const Config& config);
 // Forked child (pthread_atfork child handler, async-signal-safe): forget the
-// parent's thread; the child starts its own at its first sealed segment.
+// parent's thread. A child that lives at least 5 s starts its own uploader at
+// its next seal; a short-lived child never waits for uploads at exit, and its
+// segments are shipped by the parent (which rescans periodically and at exit)
+// or by the next run.
 void UploaderAtFork();
 
 namespace uploader {

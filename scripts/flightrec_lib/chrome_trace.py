@@ -20,6 +20,7 @@ processes recorded on different machines line up); the origin is kept in
 otherData.origin_realtime_ns.
 """
 import json
+import math
 
 # String fields that make an event's name more telling than its bare type.
 _NAME_FIELDS = ("op", "method", "reason", "name", "kind", "path")
@@ -49,6 +50,8 @@ class ChromeTrace:
         for k, v in args.items():
             if isinstance(v, (bytes, bytearray)):
                 args[k] = bytes(v).hex()
+            elif isinstance(v, float) and not math.isfinite(v):
+                args[k] = str(v)  # NaN/inf are not JSON
         if stack_labels is not None:
             args["stack"] = stack_labels
         ev = {"pid": pid, "cat": type_name.split(".")[0]}

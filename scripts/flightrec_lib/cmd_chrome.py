@@ -36,7 +36,10 @@ def run(args):
         for batch in seg.batches:
             cols = seg.resolved_columns(batch)
             if cols is None:
-                continue  # a damaged block, already reported
+                # Columns decode lazily: this damage is found only now (exit status 1
+                # follows from segment.bad_blocks).
+                cli.err("%s: damaged %s block at offset %d skipped" % (seg.path, batch.type.name, batch.offset))
+                continue
             stack_fields = [f.name for f in batch.type.fields if f.type == KSTACK]
             for e in seg.rows(batch, cols):
                 labels = None

@@ -8,7 +8,7 @@ PALETTE = {"cpu": "hot", "offcpu": "io", "alloc": "mem", "live": "mem"}
 
 def register(subparsers):
     p = subparsers.add_parser("flame", help="interactive SVG flame graph (or --folded stacks)")
-    p.add_argument("-o", "--output", metavar="FILE.svg", help="where to write the SVG (required without --folded)")
+    p.add_argument("-o", "--output", metavar="FILE.svg", help="where to write the SVG (or the folded stacks with --folded)")
     p.add_argument("--folded", action="store_true", help="print collapsed stacks instead (see `folded`)")
     p.add_argument("--title", help="the graph's title")
     profiles.add_arguments(p)

@@ -19,7 +19,13 @@ def run(args):
         return cli.exit_status(trace)
     by_samples = profile.kind == "cpu"
     lines = flamegraph.folded((path, n if by_samples else w) for path, n, w in profile.paths(trim=True))
-    write = sys.stdout.write
-    for line in lines:
-        write(line + "\n")
+    output = getattr(args, "output", None)  # `flame --folded -o FILE`
+    if output:
+        try:
+            with open(output, "w", encoding="utf-8") as f:
+                f.writelines(line + "\n" for line in lines)
+        except OSError as e:
+            raise cli.UsageError("cannot write %s: %s" % (output, e.strerror or e)) from None
+    else:
+        sys.stdout.writelines(line + "\n" for line in lines)
     return cli.exit_status(trace)

@@ -1,5 +1,6 @@
 """top: per function, self and total samples and time (or bytes), sorted by
-self. `--json` prints {"kind", "samples", "functions": [{"function", "file",
+self; libc's thread/process bootstrap frames and the recorder's trampoline
+below a thread's start routine are left out. `--json` prints {"kind", "samples", "functions": [{"function", "file",
 "self", "total", plus self_ns/total_ns or self_bytes/total_bytes}]}; self
 and total count samples."""
 import json

@@ -14,6 +14,9 @@ Allocation samples are unbiased estimates: with a mean sampling interval of
 R bytes an allocation of S bytes is sampled with probability 1 - e^(-S/R),
 so it stands for S / (1 - e^(-S/R)) bytes and 1 / (1 - e^(-S/R))
 allocations. R == 1 means every allocation was recorded: weight S, count 1.
+The live kind replays each process's (host, service, pid) alloc.sample and
+alloc.free events in time order across its segments; what is left was never
+freed (with --to: not freed by then).
 
 Speed: events are read column by column and aggregated by stack id per
 segment first; each distinct stack is resolved to frames once.
@@ -25,9 +28,11 @@ both stand for the same pc).
 """
 import fnmatch
 import math
+import operator
 import os
 import re
 from collections import Counter
+from itertools import compress, repeat
 
 from . import cli
 
@@ -53,6 +58,7 @@ KINDS = {
 BOOTSTRAP_FUNCTIONS = frozenset([
     "_start", "__libc_start_main", "__libc_start_main_impl", "__libc_start_call_main",
     "start_thread", "clone", "clone3", "__clone", "__clone3", "__clone_internal",
+    "__GI___clone", "__GI___clone3", "__GI___clone_internal",
 ])
 
 
@@ -143,10 +149,11 @@ class Profile:
             frames = trim_bootstrap(e.frames) if trim else e.frames
             yield [frame_label(f) for f in reversed(frames)], e.samples, e.weight
 
-    def functions(self):
+    def functions(self, trim=True):
         """Per function: self and total samples and weight, sorted by self weight
         (then total, then name). A recursive function counts once per stack
-        towards its total."""
+        towards its total. trim: leave out the bootstrap frames below the
+        thread's start routine (they would only repeat the grand total)."""
         table = {}
 
         def row(label, frame):
@@ -157,14 +164,15 @@ class Profile:
             return r
 
         for e in self.entries:
-            if not e.frames:
+            frames = trim_bootstrap(e.frames) if trim else e.frames
+            if not frames:
                 continue
-            leaf = e.frames[0]
+            leaf = frames[0]
             r = row(frame_label(leaf), leaf)
             r["self"] += e.samples
             r["self_w"] += e.weight
             seen = set()
-            for f in e.frames:
+            for f in frames:
                 label = frame_label(f)
                 if label in seen:
                     continue
@@ -177,6 +185,10 @@ class Profile:
 
 
 # ---------------------------------------------------------------- building
+
+# The profile's period (pprof) is the most common period_ns / sample_bytes; a
+# prefix of each batch tells it as well as every event would.
+PERIOD_PROBE = 4096
 
 NO_STACK = [{"function": "[no stack]", "file": "", "line": 0, "address": 0, "mapping": None,
              "inlined": False}]
@@ -239,8 +251,8 @@ def _process_key(seg):
 
 
 def _thread_names(trace):
-    """{(pid, tid): [names, latest last]} from thread.* events, plus each
-    process's main thread named after its executable when nothing else named it."""
+    """{(pid, tid): [every name the thread had, the latest last]} from the
+    thread.start / thread.name / thread.end events."""
     names = {}
     for rec in trace.threads():
         key = (rec["pid"], rec["tid"])
@@ -260,7 +272,7 @@ def _processes(trace):
     return {e.get("pid"): e for e in trace.events({"process.start"})}
 
 
-def _select_threads(spec, names, procs, trace):
+def _select_threads(spec, names, procs):
     """The (pid, tid) pairs --thread selects, or a set of tids for a numeric spec."""
     if spec is None:
         return None
@@ -291,6 +303,7 @@ def _time_bounds(trace, t_from, t_to):
     against the trace's first and last event."""
     if t_from is None and t_to is None:
         return None
+    specs = [None if t is None else parse_time(t) for t in (t_from, t_to)]  # bad specs fail first
     first = last = None
     for seg in trace.segments:
         lo, hi = seg.time_range()
@@ -302,12 +315,12 @@ def _time_bounds(trace, t_from, t_to):
     if first is None:
         return None
     bounds = []
-    for spec, default in ((t_from, first), (t_to, last)):
+    for spec, default in zip(specs, (first, last)):
         if spec is None:
             bounds.append(default)
-            continue
-        ns, from_end = parse_time(spec)
-        bounds.append(last - ns if from_end else first + ns)
+        else:
+            ns, from_end = spec
+            bounds.append(last - ns if from_end else first + ns)
     if bounds[0] > bounds[1]:
         raise ProfileError("empty time range: --from is after --to")
     return bounds[0], bounds[1]
@@ -324,8 +337,24 @@ def _columns(batch, fields, problems):
         return None
     cols = batch.columns()
     if cols is None:
-        return None  # a bad block: cli.open_trace already reported the damage
+        # Columns decode lazily, so this damage shows only now (exit status 1 follows
+        # from segment.bad_blocks).
+        problems.add("%s: damaged %s block at offset %d skipped" % (
+            batch.segment.path, batch.type.name, batch.offset))
+        return None
     return {f: cols[names.index(f)] for f in fields}
+
+
+def _accumulate(acc, key, samples, weight, objects, first_time):
+    a = acc.get(key)
+    if a is None:
+        acc[key] = [samples, weight, objects, first_time]
+    else:
+        a[0] += samples
+        a[1] += weight
+        a[2] += objects
+        if first_time < a[3]:
+            a[3] = first_time
 
 
 def build(trace, kind, thread=None, t_from=None, t_to=None):
@@ -335,7 +364,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
     prof = Profile(kind)
     names = _thread_names(trace)
     procs = _processes(trace)
-    selector = _select_threads(thread, names, procs, trace)
+    selector = _select_threads(thread, names, procs)
     bounds = _time_bounds(trace, t_from, t_to)
     problems = set()
     event = prof.spec["event"]
@@ -345,7 +374,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
 
     acc = {}       # (segment index, tid, stack id) -> [samples, weight, objects, first mono time]
     periods = Counter()
-    live = {}      # process key -> [(time, 0=alloc/1=free, seq, address, agg key or None, w, c)]
+    live = {}      # process key -> [(time, 0 alloc / 1 free, seq, address, agg key, size, rate)]
     span = [None, None]
     seq = 0
     for si, seg in enumerate(trace.segments):
@@ -369,81 +398,74 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
                 cols = _columns(batch, ["time", "address"], problems)
                 if cols is None:
                     continue
-                out = live.setdefault(_process_key(seg), [])
-                for t, addr in zip(cols["time"], cols["address"]):
-                    if hi is None or t <= hi:  # a free after --to leaves the block live at --to
-                        out.append((t, 1, seq, addr, None, 0.0, 0.0))
-                        seq += 1
+                # Frees from any thread count; a free after --to leaves the block live at --to.
+                frees = [(t, 1, 0, a, None, 0, 0) for t, a in zip(cols["time"], cols["address"])
+                         if hi is None or t <= hi]
+                live.setdefault(_process_key(seg), []).extend(frees)
                 continue
             if batch.type.name != event:
                 continue
             cols = _columns(batch, fields, problems)
             if cols is None:
                 continue
-            times, tidc, stacks = cols["time"], cols["tid"], cols["stack"]
+            # Whole columns at a time: filter with masks, aggregate with Counter
+            # (C speed); Python-level work is per distinct stack, not per event.
+            columns = [cols[f] for f in fields]
+            mask = None
+            if lo is not None:
+                mask = [lo <= t <= hi for t in columns[0]]
+            if tids is not None:
+                by_thread = [t in tids for t in columns[1]]
+                mask = by_thread if mask is None else list(map(operator.and_, mask, by_thread))
+            if mask is not None:
+                columns = [list(compress(c, mask)) for c in columns]
+            times, tidc, stacks = columns[:3]
+            if not times:
+                continue
+            t0, t1 = min(times), max(times)
+            seg_lo = t0 if seg_lo is None or t0 < seg_lo else seg_lo
+            seg_hi = t1 if seg_hi is None or t1 > seg_hi else seg_hi
+            if kind == "live":
+                addrs, sizes, rates = columns[3:]
+                periods.update(rates[:PERIOD_PROBE])
+                live.setdefault(_process_key(seg), []).extend(
+                    zip(times, repeat(0), range(seq, seq + len(times)), addrs,
+                        zip(repeat(si), tidc, stacks), sizes, rates))
+                seq += len(times)
+                continue
+            # (tid, stack) -> time of its first occurrence: reversed, so the earliest wins.
+            first = dict(zip(zip(reversed(tidc), reversed(stacks)), reversed(times)))
             if alloc:
-                rates = cols["sample_bytes"]
-                periods.update(rates)
-                weights = [alloc_weight(s, r) for s, r in zip(cols["size"], rates)]
+                sizes, rates = columns[4:]
+                periods.update(rates[:PERIOD_PROBE])
+                for (tid, sid, size, rate), n in Counter(zip(tidc, stacks, sizes, rates)).items():
+                    w, c = alloc_weight(size, rate)
+                    _accumulate(acc, (si, tid, sid), n, n * w, n * c, first[(tid, sid)])
             else:
-                weights = cols[weight_field]
+                weights = columns[3]
                 if kind == "cpu":  # off-CPU durations are no sampling period
-                    periods.update(weights)
-            for i, t in enumerate(times):
-                if lo is not None and (t < lo or t > hi):
-                    continue
-                tid = tidc[i]
-                if tids is not None and tid not in tids:
-                    continue
-                if seg_lo is None or t < seg_lo:
-                    seg_lo = t
-                if seg_hi is None or t > seg_hi:
-                    seg_hi = t
-                key = (si, tid, stacks[i])
-                if kind == "live":
-                    w, c = weights[i]
-                    live.setdefault(_process_key(seg), []).append(
-                        (t, 0, seq, cols["address"][i], key, w, c))
-                    seq += 1
-                    continue
-                if alloc:
-                    w, c = weights[i]
-                else:
-                    w, c = weights[i], 0.0
-                a = acc.get(key)
-                if a is None:
-                    acc[key] = [1, w, c, t]
-                else:
-                    a[0] += 1
-                    a[1] += w
-                    a[2] += c
-                    if t < a[3]:
-                        a[3] = t
+                    periods.update(weights[:PERIOD_PROBE])
+                for (tid, sid, w), n in Counter(zip(tidc, stacks, weights)).items():
+                    _accumulate(acc, (si, tid, sid), n, n * w, 0.0, first[(tid, sid)])
         if seg_lo is not None:
             a, b = seg.wall_ns(seg_lo), seg.wall_ns(seg_hi)
             span[0] = a if span[0] is None or a < span[0] else span[0]
             span[1] = b if span[1] is None or b > span[1] else span[1]
 
     if kind == "live":
-        # Replay each process's allocations and frees in time order (an alloc
-        # before a free at equal times): what is left was never freed.
+        # Replay each process's allocations and frees in time order (at equal
+        # times an allocation goes first): what is left was never freed.
         for events in live.values():
-            events.sort()
+            events.sort(key=operator.itemgetter(0, 1, 2))
             held = {}
-            for t, what, _, addr, key, w, c in events:
+            for t, what, _, addr, key, size, rate in events:
                 if what == 0:
-                    held[addr] = (key, t, w, c)
+                    held[addr] = (key, t, size, rate)
                 else:
                     held.pop(addr, None)
-            for key, t, w, c in held.values():
-                a = acc.get(key)
-                if a is None:
-                    acc[key] = [1, w, c, t]
-                else:
-                    a[0] += 1
-                    a[1] += w
-                    a[2] += c
-                    a[3] = min(a[3], t)
+            for key, t, size, rate in held.values():
+                w, c = alloc_weight(size, rate)
+                _accumulate(acc, key, 1, w, c, t)
 
     # Resolve each distinct stack once, and order by first appearance (wall clock,
     # so processes recorded side by side interleave correctly).

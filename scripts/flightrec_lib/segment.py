@@ -475,6 +475,8 @@ class Segment:
         """Lazy event dicts built from a batch's (resolved) columns."""
         name = batch.type.name
         names = batch.type.field_names
+        if "type" in names:  # writers never use it (SPEC.md 5.3); keep the event's type visible
+            names = [n if n != "type" else "field.type" for n in names]
         if "pid" in names:
             keys = ["type"] + names
             rows = zip(repeat(name), *cols)
@@ -692,6 +694,9 @@ def _parse_schema(seg, b, offset):
             fields.append(Field(fname, code, unit))
         defs.append(EventType(tid, name, fields))
     for t in defs:
+        if t.fields[0].type != TIME:
+            seg._problem(offset, "event type %s at offset %d ignored: field 0 is not a time" % (t.name, offset))
+            continue
         old = seg.schema.get(t.id)
         if old is None:
             seg.schema[t.id] = t

@@ -17,7 +17,7 @@ import itertools
 import operator
 import os
 
-from .segment import SegmentError, is_segment_name, read_segment, sort_columns
+from .segment import SINT, STRING, UINT, SegmentError, is_segment_name, read_segment, sort_columns
 
 DROPPED_EVENT = "recorder.dropped"
 THREAD_TYPES = ("thread.start", "thread.name", "thread.end")
@@ -167,11 +167,11 @@ class Trace:
         for seg in self.segments:
             from_events = {}
             for b in seg.batches:
-                if b.type.name != DROPPED_EVENT:
+                if b.type.name != DROPPED_EVENT or not _has_fields(b.type, kind=STRING, count=UINT):
                     continue
                 cols = seg.resolved_columns(b)
                 names = b.type.field_names
-                if cols is None or "kind" not in names or "count" not in names:
+                if cols is None:
                     continue
                 for kind, count in zip(cols[names.index("kind")], cols[names.index("count")]):
                     from_events[kind] = from_events.get(kind, 0) + count
@@ -190,9 +190,14 @@ class Trace:
         order. start/end are monotonic ns, None when outside the trace. A tid
         reused after its thread ended is a new entry."""
         out, live = [], {}
-        for e in self.events(THREAD_TYPES):
+        usable = {t.name for s in self.segments for t in s.schema.values()
+                  if t.name in THREAD_TYPES and _has_fields(t, tid=(UINT, SINT))}
+        for e in self.events(usable):
             key = (e.get("pid"), e.get("tid"))
-            kind, name = e["type"], e.get("name")
+            if not isinstance(key[1], int):  # a segment whose thread.* layout differs
+                continue
+            name = e.get("name") if isinstance(e.get("name"), str) else None
+            kind = e["type"]
             if kind == "thread.start":
                 rec = {"pid": key[0], "tid": key[1], "name": name or "", "start": e["time"], "end": None}
                 for k, v in e.items():
@@ -212,6 +217,16 @@ class Trace:
                 rec["end"] = e["time"]
                 del live[key]
         return out
+
+
+def _has_fields(event_type, **wanted):
+    """True if event_type has each named field with (one of) the given type codes."""
+    types = {f.name: f.type for f in event_type.fields}
+    for name, codes in wanted.items():
+        codes = codes if isinstance(codes, tuple) else (codes,)
+        if types.get(name) not in codes:
+            return False
+    return True
 
 
 def batch_events(batch, resolve=True):

@@ -247,6 +247,33 @@ TEST_CASE("format lost table and schema blocks leave ids unresolved, not a failu
   CHECK(HasProblem(noschema, "undefined type 1"));
 }
 
+TEST_CASE("format a type whose field 0 is not a time is ignored, the rest of its block kept") {
+  TempDir dir;
+  Sample s = WriteSample(dir, 1, 2, false);
+  std::vector<uint8_t> payload;
+  PutUvarint(&payload, 2);
+  PutUvarint(&payload, 7);  // bad: field 0 is a uint
+  PutStr(&payload, "no.time");
+  PutUvarint(&payload, 1);
+  PutStr(&payload, "x");
+  payload.push_back(static_cast<uint8_t>(FieldType::kUInt));
+  PutStr(&payload, "");
+  PutUvarint(&payload, 8);  // good
+  PutStr(&payload, "ok.type");
+  PutUvarint(&payload, 1);
+  PutStr(&payload, "time");
+  payload.push_back(static_cast<uint8_t>(FieldType::kTime));
+  PutStr(&payload, "ns");
+  auto data = s.data;
+  auto b = Frame(static_cast<uint16_t>(BlockKind::kSchema), 0, payload);
+  data.insert(data.end(), b.begin(), b.end());
+  Segment seg = ReadSegment(data.data(), data.size());
+  CHECK(seg.TypeByName("no.time") == nullptr);
+  CHECK(seg.TypeByName("ok.type") != nullptr);
+  CHECK(HasProblem(seg, "field 0 is not a time"));
+  CHECK(seg.events.size() == 2);
+}
+
 TEST_CASE("format blocks after the footer are read and reported") {
   TempDir dir;
   Sample s = WriteSample(dir);

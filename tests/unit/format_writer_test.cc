@@ -253,6 +253,10 @@ TEST_CASE("format writer refuses bad specs and counts rejected events") {
   CHECK(w.DefineEventType({"no.fields", {}}) == 0);
   CHECK(w.DefineEventType({"no.time", {{"x", FieldType::kUInt, ""}}}) == 0);
   CHECK(w.DefineEventType({"bad.code", {{"time", FieldType::kTime, "ns"}, {"x", static_cast<FieldType>(9), ""}}}) == 0);
+  CHECK(w.DefineEventType({"not.named.time", {{"t", FieldType::kTime, "ns"}}}) == 0);
+  CHECK(w.DefineEventType({"reserved", {{"time", FieldType::kTime, "ns"}, {"type", FieldType::kUInt, ""}}}) == 0);
+  CHECK(w.DefineEventType({"dup", {{"time", FieldType::kTime, "ns"}, {"a", FieldType::kUInt, ""},
+                                   {"a", FieldType::kSInt, ""}}}) == 0);
   uint32_t id = w.DefineEventType({"ok", {{"time", FieldType::kTime, "ns"}, {"x", FieldType::kUInt, ""}}});
   CHECK(id == 1);
   CHECK(w.DefineEventType({"ok", {{"time", FieldType::kTime, "ns"}, {"x", FieldType::kUInt, ""}}}) == id);

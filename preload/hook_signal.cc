@@ -1,0 +1,104 @@
+// Signal interposers: sigaction, signal, bsd_signal, sysv_signal and
+// sigprocmask.
+//  * Dispositions: only SIGPROF is touched, and only while the SIGPROF sampler
+//    owns it (sampler/sigprof_sampler.h): the application's SIG_IGN/SIG_DFL
+//    are remembered and honoured, and an application handler makes the
+//    sampler step aside and hand SIGPROF over.
+//  * sigprocmask: a no-op for libunwind's lock on our flush thread while it
+//    unwinds (sampler/stack_unwinder.h, t_in_unwinder); recorder threads keep
+//    every signal blocked, so there is nothing to change.
+// Every other call goes straight to libc.
+#include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "preload/thread_registry.h"
+#include "sampler/sigprof_sampler.h"
+#include "sampler/stack_unwinder.h"
+
+#define FR_HOOK extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
+using SignalFn = sighandler_t (*)(int, sighandler_t);
+using SigprocmaskFn = int (*)(int, const sigset_t*, sigset_t*);
+
+template <typename Fn>
+Fn Resolve(std::atomic<Fn>* slot, const char* name) {
+  Fn fn = slot->load(std::memory_order_acquire);
+  if (__builtin_expect(fn != nullptr, 1)) return fn;
+  fn = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+  slot->store(fn, std::memory_order_release);
+  return fn;
+}
+
+std::atomic<SigactionFn> g_sigaction;
+std::atomic<SignalFn> g_signal, g_bsd_signal, g_sysv_signal;
+std::atomic<SigprocmaskFn> g_sigprocmask;
+
+// signal()-style install of SIGPROF through the sampler, with the flags the
+// libc variant would use. Returns true if the sampler handled it.
+bool InterceptSignal(sighandler_t handler, int flags, sighandler_t* result) {
+  if (!flightrec::sampler::SigprofInstalled()) return false;
+  struct sigaction act, old;
+  std::memset(&act, 0, sizeof(act));
+  std::memset(&old, 0, sizeof(old));
+  act.sa_handler = handler;
+  sigemptyset(&act.sa_mask);
+  act.sa_flags = flags;
+  int ret = 0;
+  if (!flightrec::sampler::SigprofInterceptSigaction(&act, &old, &ret)) return false;
+  *result = ret == 0 ? old.sa_handler : SIG_ERR;
+  return true;
+}
+
+}  // namespace
+
+FR_HOOK int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
+  SigactionFn real = Resolve(&g_sigaction, "sigaction");
+  if (!real) return errno = ENOSYS, -1;
+  if (sig == SIGPROF) {
+    int ret = 0;
+    if (flightrec::sampler::SigprofInterceptSigaction(act, old, &ret)) return ret;
+  }
+  return real(sig, act, old);
+}
+
+FR_HOOK sighandler_t signal(int sig, sighandler_t handler) {
+  sighandler_t result;
+  if (sig == SIGPROF && InterceptSignal(handler, SA_RESTART, &result)) return result;
+  SignalFn real = Resolve(&g_signal, "signal");
+  if (!real) return errno = ENOSYS, SIG_ERR;
+  return real(sig, handler);
+}
+
+FR_HOOK sighandler_t bsd_signal(int sig, sighandler_t handler) {
+  sighandler_t result;
+  if (sig == SIGPROF && InterceptSignal(handler, SA_RESTART, &result)) return result;
+  SignalFn real = Resolve(&g_bsd_signal, "bsd_signal");
+  if (!real) return errno = ENOSYS, SIG_ERR;
+  return real(sig, handler);
+}
+
+FR_HOOK sighandler_t sysv_signal(int sig, sighandler_t handler) {
+  sighandler_t result;
+  if (sig == SIGPROF && InterceptSignal(handler, SA_RESETHAND | SA_NODEFER, &result)) return result;
+  SignalFn real = Resolve(&g_sysv_signal, "sysv_signal");
+  if (!real) return errno = ENOSYS, SIG_ERR;
+  return real(sig, handler);
+}
+
+FR_HOOK int sigprocmask(int how, const sigset_t* set, sigset_t* old) {
+  if (flightrec::sampler::t_in_unwinder && flightrec::IsRecorderThread()) {
+    // The mask is and stays "everything blocked"; report it as such.
+    if (old) sigfillset(old);
+    return 0;
+  }
+  SigprocmaskFn real = Resolve(&g_sigprocmask, "sigprocmask");
+  if (!real) return errno = ENOSYS, -1;
+  return real(how, set, old);
+}

@@ -1,0 +1,259 @@
+// Socket flush side (see socket_flush.h).
+#include "preload/socket_flush.h"
+
+#include <mimalloc.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <string>
+
+#include "preload/config.h"
+#include "preload/core_events.h"
+#include "preload/flush_registry.h"
+#include "preload/log.h"
+#include "preload/record_kinds.h"
+#include "preload/socket_acceptq.h"
+#include "preload/socket_addr_format.h"
+#include "preload/socket_events.h"
+#include "preload/socket_fd_table.h"
+#include "preload/thread_registry.h"
+
+namespace flightrec {
+
+using format::Value;
+
+namespace {
+// MSG_PEEK receives get their own op names: their bytes were not consumed.
+const char* OpName(const SocketOpRecord& r) {
+  if (!(r.flags & kOpFlagPeek)) return SockOpName(r.op);
+  switch (SockOp(r.op)) {
+    case SockOp::kRecv: return "recv.peek";
+    case SockOp::kRecvfrom: return "recvfrom.peek";
+    case SockOp::kRecvmsg: return "recvmsg.peek";
+    case SockOp::kRecvmmsg: return "recvmmsg.peek";
+    default: return SockOpName(r.op);
+  }
+}
+}  // namespace
+
+void SocketFlushSide::OnOp(format::SegmentWriter* w, const SocketOpRecord& r, uint32_t tid) {
+  Value v[] = {Value::U(r.start_ns),  Value::U(tid),
+               Value::U(static_cast<uint64_t>(r.fd < 0 ? 0 : r.fd)),
+               Value::U(r.conn),      Value::Str(OpName(r)),
+               Value::S(r.result),    Value::U(r.duration_ns)};
+  w->Append(g_socket_types.op, v, 7);
+  if (r.conn == 0) return;  // failed socket(): nothing to track
+  pending_.push_back(Pending{r.start_ns + r.duration_ns, seq_++, tid, kNoAddr, r});
+}
+
+void SocketFlushSide::OnAddr(const SocketAddrRecord& r, uint32_t tid) {
+  Pending p{r.time_ns, seq_++, tid, static_cast<uint32_t>(addrs_.size()), SocketOpRecord{}};
+  addrs_.push_back(r);
+  pending_.push_back(p);
+}
+
+void SocketFlushSide::Process(format::SegmentWriter* w, uint64_t watermark_ns, bool final) {
+  if (!pending_.empty()) {
+    std::sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) {
+      return a.key != b.key ? a.key < b.key : a.seq < b.seq;
+    });
+    size_t done = 0;
+    for (; done < pending_.size(); ++done) {
+      const Pending& p = pending_[done];
+      if (!final && p.key > watermark_ns) break;
+      if (p.addr == kNoAddr) {
+        conns_.OnOp(w, p.op, p.tid);
+      } else {
+        conns_.OnAddr(w, addrs_[p.addr], p.tid);
+      }
+    }
+    if (done == pending_.size()) {
+      pending_.clear();
+      addrs_.clear();
+    } else if (done > 0) {
+      // Keep the rest; compact the address records they still refer to.
+      format::MiVector<SocketAddrRecord> kept;
+      for (size_t i = done; i < pending_.size(); ++i) {
+        Pending& p = pending_[i];
+        if (p.addr != kNoAddr) {
+          kept.push_back(addrs_[p.addr]);
+          p.addr = static_cast<uint32_t>(kept.size() - 1);
+        }
+      }
+      pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(done));
+      addrs_.swap(kept);
+    }
+  }
+  if (final) conns_.FinishRequests(w);
+}
+
+// ---- the live process ------------------------------------------------------
+
+namespace {
+
+bool Names(int fd, uint64_t conn) { return conn && sockfd::EntryConn(sockfd::Lookup(fd)) == conn; }
+
+bool LiveAdopt(int fd, uint64_t conn, uint8_t* role, uint8_t* family, uint8_t* type, char* local, char* peer,
+               size_t cap) {
+  const uint64_t e = sockfd::Lookup(fd);
+  if (!conn || sockfd::EntryConn(e) != conn) return false;
+  sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) FormatSockaddr(&ss, len, local, cap);
+  len = sizeof(ss);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) FormatSockaddr(&ss, len, peer, cap);
+  // Still the same socket after our calls? (Closed and reused meanwhile: a new id.)
+  if (sockfd::EntryConn(sockfd::Lookup(fd)) != conn) return false;
+  *role = static_cast<uint8_t>(sockfd::EntryRole(e));
+  *family = static_cast<uint8_t>(sockfd::EntryFamily(e));
+  *type = static_cast<uint8_t>(sockfd::EntryType(e));
+  return true;
+}
+
+uint64_t LiveInode(int fd, uint64_t conn) {
+  if (!Names(fd, conn)) return 0;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return 0;
+  return Names(fd, conn) ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+constexpr uint64_t kMs = 1000000ull;
+constexpr uint64_t kEvictEveryNs = 10000 * kMs;
+constexpr uint64_t kEvictIdleNs = 30000 * kMs;
+
+struct FlushGlobals {
+  SocketFlushSide* side = nullptr;
+  ListenQueueProbe* acceptq = nullptr;
+  uint64_t acceptq_ns = 0;
+  uint64_t next_acceptq_ns = 0;
+  uint64_t next_evict_ns = 0;
+  uint64_t beyond_reported = 0;
+  bool acceptq_failed_logged = false;
+  bool atexit_registered = false;
+  format::MiVector<ListenQueue> queues;
+};
+
+FlushGlobals* g_flush = nullptr;
+std::atomic<bool> g_new_segment{false};
+std::atomic<bool> g_finalizing{false};
+
+template <typename T, typename... Args>
+T* MiNew(Args&&... args) {
+  void* p = mi_malloc(sizeof(T));
+  return p ? new (p) T(std::forward<Args>(args)...) : nullptr;
+}
+
+void MakeGlobals(uint64_t acceptq_ms) {
+  // The previous globals (a fork child's copy of the parent's) are leaked on purpose.
+  g_flush = MiNew<FlushGlobals>();
+  if (!g_flush) return;
+  g_flush->side = MiNew<SocketFlushSide>(LiveConnProbe());
+  g_flush->acceptq = MiNew<ListenQueueProbe>();
+  g_flush->acceptq_ns = acceptq_ms * kMs;
+}
+
+uint32_t TidOf(const FlushContext& ctx) { return ctx.thread ? static_cast<uint32_t>(ctx.thread->tid) : 0; }
+
+void DecodeOp(FlushContext& ctx, const RecordHeader& h, const void* payload) {
+  if (!g_flush || !g_flush->side || h.size < sizeof(RecordHeader) + sizeof(SocketOpRecord)) return;
+  SocketOpRecord r;
+  memcpy(&r, payload, sizeof(r));
+  g_flush->side->OnOp(ctx.writer, r, TidOf(ctx));
+}
+
+void DecodeAddr(FlushContext& ctx, const RecordHeader& h, const void* payload) {
+  if (!g_flush || !g_flush->side || h.size < sizeof(RecordHeader) + sizeof(SocketAddrRecord)) return;
+  SocketAddrRecord r;
+  memcpy(&r, payload, sizeof(r));
+  g_flush->side->OnAddr(r, TidOf(ctx));
+}
+
+void OnSeal(const std::string&) { g_new_segment.store(true, std::memory_order_release); }
+
+// exit() runs atexit handlers in reverse order of registration; registered
+// from the flush thread after the runtime's own handler, this one runs
+// before the runtime's final drain, so that drain writes the requests that
+// open connections still hold.
+void MarkFinalizing() { g_finalizing.store(true, std::memory_order_release); }
+
+void SampleAcceptQueues(FlushContext& ctx, FlushGlobals& g) {
+  bool any = false;
+  g.side->conns().ForEachListener([&](const ListenerInfo& l) { any = any || l.inode != 0; });
+  if (!any) return;
+  g.queues.clear();
+  std::string error;
+  if (!g.acceptq->Dump(&g.queues, &error)) {
+    LogOnce(&g.acceptq_failed_logged, LogLevel::kWarn, "accept queue sampling unavailable (%s); will retry",
+            error.c_str());
+    return;
+  }
+  g.side->conns().ForEachListener([&](const ListenerInfo& l) {
+    if (!l.inode) return;
+    for (const ListenQueue& q : g.queues) {
+      if (q.inode != l.inode) continue;
+      Value v[] = {Value::U(ctx.now_ns), Value::U(l.conn), Value::U(static_cast<uint64_t>(l.fd)),
+                   Value::Str(l.local), Value::U(q.queued), Value::U(q.backlog)};
+      ctx.writer->Append(g_socket_types.acceptq, v, 6);
+      break;
+    }
+  });
+}
+
+void FlushSource(FlushContext& ctx) {
+  FlushGlobals* g = g_flush;
+  if (!g || !g->side) return;
+  if (!g->atexit_registered) {
+    g->atexit_registered = true;
+    atexit(MarkFinalizing);
+  }
+  if (g_new_segment.exchange(false, std::memory_order_acq_rel)) g->side->conns().NewSegment(ctx.writer);
+  g->side->Process(ctx.writer, ctx.now_ns, g_finalizing.load(std::memory_order_acquire));
+
+  if (g->acceptq_ns && ctx.now_ns >= g->next_acceptq_ns) {
+    g->next_acceptq_ns = ctx.now_ns + g->acceptq_ns;
+    SampleAcceptQueues(ctx, *g);
+  }
+  const uint64_t beyond = sockfd::BeyondTableCount();
+  if (beyond != g->beyond_reported) {
+    EmitGlobalDrops(ctx, "socket.fd_beyond_table", beyond - g->beyond_reported);
+    g->beyond_reported = beyond;
+  }
+  if (ctx.now_ns >= g->next_evict_ns) {
+    if (g->next_evict_ns && ctx.now_ns > kEvictIdleNs) g->side->conns().EvictStale(ctx.now_ns - kEvictIdleNs);
+    g->next_evict_ns = ctx.now_ns + kEvictEveryNs;
+  }
+}
+
+}  // namespace
+
+ConnProbe LiveConnProbe() {
+  ConnProbe p;
+  p.adopt = LiveAdopt;
+  p.inode = LiveInode;
+  p.alive = Names;
+  return p;
+}
+
+void RegisterSocketFlushSide(const Config& cfg) {
+  DefineSocketEventTypes();
+  MakeGlobals(cfg.acceptq_ms);
+  RegisterRecordKind(kRecSocketOp, "socket.op", DecodeOp);
+  RegisterRecordKind(kRecSocketAddr, "socket.addr", DecodeAddr);
+  RegisterFlushSource(FlushSource);
+  RegisterSealHook(OnSeal);
+}
+
+void ResetSocketFlushSideAfterFork() {
+  if (!g_flush) return;
+  const uint64_t acceptq_ms = g_flush->acceptq_ns / kMs;
+  MakeGlobals(acceptq_ms);
+  g_new_segment.store(false, std::memory_order_relaxed);
+  g_finalizing.store(false, std::memory_order_relaxed);
+}
+
+}  // namespace flightrec

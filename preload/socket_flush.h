@@ -1,0 +1,72 @@
+// Socket flush side: the record decoders and the periodic flush source of
+// the sockets feature. Runs on the flush thread only.
+//
+//  * kRecSocketOp records become socket.op events at once, in drain order
+//    (per thread batches: small time deltas and runs of equal tids compress
+//    best in the columnar format).
+//  * Both record kinds are also queued and, once per tick, sorted by
+//    completion time and fed to the connection table (socket_conns.h) up to
+//    the tick's start time: a connection used by several threads is then seen
+//    in the order things happened, whatever order the rings were drained in.
+//    A record whose completion time is before the tick started was committed
+//    before its ring was drained (the push follows the clock read), except
+//    when its thread was preempted in between for longer than a tick; such a
+//    late record is still processed, just out of order.
+//  * Every FLIGHTREC_ACCEPTQ_MS the source samples the accept queues of our
+//    listeners (socket_acceptq.h) into socket.acceptq events.
+//  * At the end of the trace (exit()) complete requests still held by open
+//    connections are written; a new segment re-describes live connections.
+#pragma once
+#include <cstdint>
+
+#include "format/mi_containers.h"
+#include "format/segment_writer.h"
+#include "preload/socket_conns.h"
+#include "preload/socket_records.h"
+
+namespace flightrec {
+
+struct Config;
+
+class SocketFlushSide {
+ public:
+  explicit SocketFlushSide(const ConnProbe& probe) : conns_(probe) {}
+
+  // Decoder bodies. OnOp writes the socket.op event immediately.
+  void OnOp(format::SegmentWriter* w, const SocketOpRecord& r, uint32_t tid);
+  void OnAddr(const SocketAddrRecord& r, uint32_t tid);
+
+  // Feeds queued records completed at or before watermark_ns (all of them
+  // when final) to the connection table, in completion order. With final,
+  // also writes the complete requests open connections still hold.
+  void Process(format::SegmentWriter* w, uint64_t watermark_ns, bool final);
+
+  ConnTable& conns() { return conns_; }
+  size_t queued() const { return pending_.size(); }
+
+ private:
+  struct Pending {
+    uint64_t key;   // completion time
+    uint64_t seq;   // arrival order: ties keep ring order (addr records before their op)
+    uint32_t tid;
+    uint32_t addr;  // index into addrs_, or kNoAddr for an op record
+    SocketOpRecord op;
+  };
+  static constexpr uint32_t kNoAddr = ~0u;
+
+  ConnTable conns_;
+  format::MiVector<Pending> pending_;
+  format::MiVector<SocketAddrRecord> addrs_;
+  uint64_t seq_ = 0;
+};
+
+// Registers event types, decoders, the flush source and the seal hook.
+void RegisterSocketFlushSide(const Config& cfg);
+// In a fork child, before its flush thread starts: forget the parent's state
+// (its containers may have been mid-update by the parent's flush thread).
+void ResetSocketFlushSideAfterFork();
+
+// The ConnProbe backed by the live fd table, getsockname/getpeername, fstat.
+ConnProbe LiveConnProbe();
+
+}  // namespace flightrec

@@ -1,0 +1,62 @@
+// cpu_threads: 500 threads started and stopped in batches, each burning a
+// little CPU in thread_burn(), so the sampler arms and disarms every one.
+// Afterwards the process must not hold more than a few descriptors: the
+// sampler's per-thread perf descriptors go away with their threads.
+//
+// usage: cpu_threads [threads (default 500)] [batch (default 50)]
+// prints "threads=N fds=M"
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static volatile unsigned long g_sink;
+
+static double cpu_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+__attribute__((noinline, noipa)) void thread_burn(double s) {
+  double start = cpu_seconds();
+  unsigned long x = 1;
+  while (cpu_seconds() - start < s)
+    for (int i = 0; i < 20000; ++i) x = x * 2862933555777941757ul + 3037000493ul;
+  g_sink = x;
+}
+
+static void* thread_main(void* arg) {
+  (void)arg;
+  thread_burn(0.004);
+  return NULL;
+}
+
+static int count_fds(void) {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int n = 0;
+  while (readdir(d)) n++;
+  closedir(d);
+  return n - 2;  // . and ..
+}
+
+int main(int argc, char** argv) {
+  const int total = argc > 1 ? atoi(argv[1]) : 500;
+  const int batch = argc > 2 ? atoi(argv[2]) : 50;
+  pthread_t* t = calloc((size_t)batch, sizeof(pthread_t));
+  if (!t) return 2;
+  int started = 0;
+  while (started < total) {
+    int n = total - started < batch ? total - started : batch;
+    for (int i = 0; i < n; ++i)
+      if (pthread_create(&t[i], NULL, thread_main, NULL) != 0) return 3;
+    for (int i = 0; i < n; ++i) pthread_join(t[i], NULL);
+    started += n;
+  }
+  free(t);
+  printf("threads=%d fds=%d\n", started, count_fds());
+  return 0;
+}

@@ -1,0 +1,233 @@
+// Socket unit tests (prefix "socket"): the fd table, connection ids, the fd
+// guard, address formatting and the request inference state machine.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <atomic>
+#include <cstring>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "preload/fd_guard.h"
+#include "preload/socket_addr_format.h"
+#include "preload/socket_fd_table.h"
+#include "preload/socket_requests.h"
+
+using namespace flightrec;
+using sockfd::SockFamily;
+using sockfd::SockRole;
+using sockfd::SockType;
+
+namespace {
+
+void EnsureTable() { REQUIRE(sockfd::Init(4096)); }
+
+std::string Fmt(const void* addr, size_t len) {
+  char buf[160];
+  const size_t n = FormatSockaddr(addr, len, buf, sizeof(buf));
+  CHECK(n == strlen(buf));
+  return buf;
+}
+
+}  // namespace
+
+TEST_CASE("socket fd table: set, look up, change role, clear") {
+  EnsureTable();
+  const uint64_t conn = sockfd::NewConnId();
+  const uint64_t e = sockfd::MakeEntry(conn, SockRole::kOther, SockFamily::kInet6, SockType::kStream);
+  REQUIRE(sockfd::Set(100, e));
+  CHECK(sockfd::Lookup(100) == e);
+  CHECK(sockfd::EntryConn(sockfd::Lookup(100)) == conn);
+  CHECK(sockfd::EntryFamily(e) == SockFamily::kInet6);
+  CHECK(sockfd::EntryType(e) == SockType::kStream);
+  CHECK(sockfd::HighWater() >= 101);
+
+  // The role changes only while the fd still names the same connection.
+  CHECK(sockfd::SetRole(100, conn + 12345, SockRole::kClient) == 0);
+  const uint64_t client = sockfd::SetRole(100, conn, SockRole::kClient);
+  CHECK(sockfd::EntryRole(client) == SockRole::kClient);
+  CHECK(sockfd::EntryConn(client) == conn);
+  CHECK(sockfd::EntryFamily(client) == SockFamily::kInet6);
+
+  CHECK(sockfd::Clear(100) == client);
+  CHECK(sockfd::Lookup(100) == 0);
+  CHECK(sockfd::Clear(100) == 0);
+  // Out of range and negative fds are never sockets and never crash.
+  CHECK(sockfd::Lookup(-1) == 0);
+  CHECK(sockfd::Lookup(1 << 30) == 0);
+  CHECK(sockfd::Clear(-5) == 0);
+}
+
+TEST_CASE("socket fd table: fds beyond the table are counted, not stored") {
+  EnsureTable();
+  const uint64_t before = sockfd::BeyondTableCount();
+  const int beyond = static_cast<int>(sockfd::g_table_size) + 3;
+  CHECK_FALSE(sockfd::Set(beyond, sockfd::MakeEntry(sockfd::NewConnId(), SockRole::kOther, SockFamily::kInet,
+                                                     SockType::kStream)));
+  CHECK(sockfd::Lookup(beyond) == 0);
+  CHECK(sockfd::BeyondTableCount() == before + 1);
+}
+
+TEST_SUITE("concurrency") {
+  TEST_CASE("socket fd table: concurrent connection ids are unique and entries independent") {
+    EnsureTable();
+    constexpr int kThreads = 4, kPer = 5000;
+    std::vector<std::vector<uint64_t>> ids(kThreads);
+    std::atomic<int> wrong{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([t, &ids, &wrong] {
+        const int fd = 200 + t;  // each thread its own fd: set/clear never interfere
+        for (int i = 0; i < kPer; ++i) {
+          const uint64_t conn = sockfd::NewConnId();
+          ids[t].push_back(conn);
+          sockfd::Set(fd, sockfd::MakeEntry(conn, SockRole::kServer, SockFamily::kInet, SockType::kStream));
+          if (sockfd::EntryConn(sockfd::Lookup(fd)) != conn) wrong++;
+          if (sockfd::EntryConn(sockfd::Clear(fd)) != conn) wrong++;
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    std::set<uint64_t> all;
+    for (auto& v : ids) all.insert(v.begin(), v.end());
+    CHECK(all.size() == size_t(kThreads) * kPer);
+    CHECK(all.count(0) == 0);
+    CHECK(wrong.load() == 0);
+  }
+
+  TEST_CASE("socket fd guard: concurrent protect and unprotect keep their own bits") {
+    constexpr int kThreads = 4;
+    std::vector<std::thread> threads;
+    std::atomic<int> wrong{0};
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([t, &wrong] {
+        // Neighbouring fds share bitmap words: the updates must not lose each other.
+        const int fd = 700 + t;
+        for (int i = 0; i < 20000; ++i) {
+          ProtectFd(fd);
+          if (!IsProtectedFd(fd)) wrong++;
+          UnprotectFd(fd);
+          if (IsProtectedFd(fd)) wrong++;
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    CHECK(wrong.load() == 0);
+  }
+}
+
+TEST_CASE("socket fd guard: protect, unprotect, lost") {
+  CHECK_FALSE(IsProtectedFd(42));
+  CHECK(ProtectFd(42));
+  CHECK(IsProtectedFd(42));
+  CHECK(AnyProtectedFd());
+  CHECK(ProtectedFdHighWater() >= 43);
+  CHECK_FALSE(IsProtectedFd(41));
+  CHECK_FALSE(IsProtectedFd(43));
+  // The application dup2'd onto it: no longer ours, and the owner learns it once.
+  MarkProtectedFdLost(42);
+  CHECK_FALSE(IsProtectedFd(42));
+  CHECK(FdWasLost(42));
+  CHECK_FALSE(FdWasLost(42));
+  // Protecting again (a reopened fd got the number) clears any stale lost mark.
+  MarkProtectedFdLost(42);
+  CHECK(ProtectFd(42));
+  CHECK_FALSE(FdWasLost(42));
+  UnprotectFd(42);
+  CHECK_FALSE(IsProtectedFd(42));
+  CHECK_FALSE(ProtectFd(-1));
+  CHECK_FALSE(ProtectFd(kMaxProtectedFd));
+  CHECK_FALSE(IsProtectedFd(kMaxProtectedFd + 5));
+}
+
+TEST_CASE("socket address formatting: ipv4, ipv6, unix path, abstract, unnamed, malformed") {
+  sockaddr_in in{};
+  in.sin_family = AF_INET;
+  in.sin_port = htons(6379);
+  inet_pton(AF_INET, "127.0.0.1", &in.sin_addr);
+  CHECK(Fmt(&in, sizeof(in)) == "127.0.0.1:6379");
+  CHECK(Fmt(&in, 4) == "");  // too short for an IPv4 address
+
+  sockaddr_in6 in6{};
+  in6.sin6_family = AF_INET6;
+  in6.sin6_port = htons(443);
+  in6.sin6_addr = in6addr_loopback;
+  CHECK(Fmt(&in6, sizeof(in6)) == "[::1]:443");
+
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  strcpy(un.sun_path, "/run/app.sock");
+  CHECK(Fmt(&un, offsetof(sockaddr_un, sun_path) + strlen(un.sun_path) + 1) == "/run/app.sock");
+  CHECK(Fmt(&un, sizeof(un)) == "/run/app.sock");
+  // Abstract names start with a NUL and use exactly the given length.
+  sockaddr_un ab{};
+  ab.sun_family = AF_UNIX;
+  memcpy(ab.sun_path, "\0svc", 4);
+  CHECK(Fmt(&ab, offsetof(sockaddr_un, sun_path) + 4) == "@svc");
+  CHECK(Fmt(&un, offsetof(sockaddr_un, sun_path)) == "");  // unnamed (socketpair)
+  CHECK(Fmt(nullptr, 0) == "");
+  sockaddr other{};
+  other.sa_family = AF_APPLETALK;
+  CHECK(Fmt(&other, sizeof(other)) == "family=5");
+}
+
+TEST_CASE("socket requests: server exchanges, split reads and writes, EOF") {
+  RequestInference r(/*server=*/true);
+  InferredRequest out;
+  // Request 1 arrives in two reads and is answered in two writes.
+  CHECK_FALSE(r.OnData(false, 10, 100, 110, 7, &out));
+  CHECK_FALSE(r.OnData(false, 5, 120, 125, 7, &out));
+  CHECK_FALSE(r.OnData(true, 30, 200, 210, 7, &out));
+  CHECK_FALSE(r.OnData(true, 20, 220, 240, 8, &out));
+  // The next receive closes request 1: start = end of its first read, end = end of its last write.
+  REQUIRE(r.OnData(false, 4, 300, 305, 7, &out));
+  CHECK(out.start_ns == 110);
+  CHECK(out.end_ns == 240);
+  CHECK(out.bytes_in == 15);
+  CHECK(out.bytes_out == 50);
+  CHECK(out.tid == 8);  // the thread that sent the answer
+  CHECK(r.InProgress());
+  CHECK_FALSE(r.OnData(true, 9, 400, 401, 7, &out));
+  // Zero bytes is not data.
+  CHECK_FALSE(r.OnData(false, 0, 500, 501, 7, &out));
+  REQUIRE(r.Finish(&out));  // EOF / close
+  CHECK(out.start_ns == 305);
+  CHECK(out.end_ns == 401);
+  CHECK(out.bytes_in == 4);
+  CHECK(out.bytes_out == 9);
+  CHECK_FALSE(r.InProgress());
+  CHECK_FALSE(r.Finish(&out));
+}
+
+TEST_CASE("socket requests: unanswered requests and unsolicited data are not requests") {
+  RequestInference r(true);
+  InferredRequest out;
+  // A server greeting before anything was asked.
+  CHECK_FALSE(r.OnData(true, 12, 10, 11, 1, &out));
+  CHECK_FALSE(r.InProgress());
+  // A request that never gets its answer.
+  CHECK_FALSE(r.OnData(false, 12, 20, 21, 1, &out));
+  CHECK_FALSE(r.Finish(&out));
+}
+
+TEST_CASE("socket requests: client mirror view") {
+  RequestInference c(/*server=*/false);
+  InferredRequest out;
+  CHECK_FALSE(c.OnData(true, 100, 1000, 1010, 3, &out));  // request sent in two writes
+  CHECK_FALSE(c.OnData(true, 50, 1020, 1030, 3, &out));
+  CHECK_FALSE(c.OnData(false, 200, 1040, 1900, 3, &out));  // blocking read of the answer
+  CHECK_FALSE(c.OnData(false, 10, 1910, 1920, 3, &out));
+  REQUIRE(c.OnData(true, 100, 2000, 2010, 3, &out));
+  // Latency as the client sees it: from starting to send to the last byte of the answer.
+  CHECK(out.start_ns == 1000);
+  CHECK(out.end_ns == 1920);
+  CHECK(out.bytes_out == 150);
+  CHECK(out.bytes_in == 210);
+  CHECK(out.tid == 3);
+}
