@@ -33,7 +33,8 @@ LIBS     := -Wl,--no-as-needed -lgcc_s -Wl,--as-needed -lunwind-x86_64 -lunwind 
 
 DEBIAN_PACKAGES := g++ make pkg-config libunwind-dev libdw-dev libelf-dev libzstd-dev \
   libcurl4-openssl-dev libssl-dev libmimalloc-dev doctest-dev python3 python3-zstandard \
-  python3-botocore python3-pytest zstd clang libclang-rt-14-dev golang-go procps
+  python3-botocore python3-pytest zstd clang libclang-rt-14-dev golang-go procps \
+  redis-server redis-tools
 
 LIB_SRCS   := $(wildcard format/*.cc sampler/*.cc uploader/*.cc preload/*.cc)
 HOOK_SRCS  := $(wildcard preload/hook_*.cc) preload/lifecycle.cc
@@ -125,6 +126,8 @@ install: $(BUILD)/libflightrec.so
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BUILD)/libflightrec.so $(DESTDIR)$(PREFIX)/lib/libflightrec.so
 	install -m 0755 scripts/flightrec-dump $(DESTDIR)$(PREFIX)/bin/flightrec-dump
+	install -d $(DESTDIR)$(PREFIX)/share/flightrec/flightrec_lib
+	install -m 0644 scripts/flightrec_lib/*.py $(DESTDIR)$(PREFIX)/share/flightrec/flightrec_lib/
 
 clean:
 	rm -rf $(BUILD)

@@ -254,6 +254,10 @@ void AllocProfilerInit(const Config& config) {
     Log(LogLevel::kWarn, "pthread_atfork failed: allocation stacks are not fork-safe");
   g_mean = config.alloc_sample_bytes;
   g_mode.store(kOn, std::memory_order_release);
+  // This thread's countdown still holds a pre-init recheck interval: expire
+  // it so sampling starts with the very next allocation (threads that ran
+  // before init catch up within kPreInitRecheckBytes).
+  tls_alloc.countdown = 0;
   Log(LogLevel::kInfo, "allocation profiling: mean %llu bytes between samples, %llu live samples tracked",
       static_cast<unsigned long long>(g_mean), static_cast<unsigned long long>(g_sampled.capacity()));
 }

@@ -233,7 +233,9 @@ void* FlushMain(void* arg) {
     }
     Tick(*s, false);
   }
-  Tick(*s, true);
+  // The final drain and seal run on the thread that stops us (StopFlushThread):
+  // it runs at the host's priority, so a loaded machine cannot starve the
+  // last segment of a nice +10 thread.
   s->done.store(true, std::memory_order_release);
   return nullptr;
 }
@@ -278,6 +280,12 @@ bool StopFlushThread(uint64_t deadline_ns) {
   }
   pthread_join(s->thread, nullptr);
   g_state = nullptr;
+  // Final drain and seal on this thread, which counts as a recorder thread
+  // meanwhile so its own allocations are not recorded.
+  const uint32_t saved_flags = tls_thread_flags;
+  tls_thread_flags |= kThreadFlagRecorder;
+  Tick(*s, true);
+  tls_thread_flags = saved_flags;
   return true;
 }
 

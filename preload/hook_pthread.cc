@@ -24,12 +24,17 @@ struct StartArgs {
   void* (*fn)(void*);
   void* arg;
   pid_t parent_tid;
+  bool recorder;  // created by one of our threads (e.g. libcurl's resolver)
 };
 
 void* StartTrampoline(void* p) {
   StartArgs a = *static_cast<StartArgs*>(p);
   mi_free(p);
-  flightrec::RegisterThreadFromHook(a.parent_tid, reinterpret_cast<uint64_t>(a.fn));
+  if (a.recorder) {
+    flightrec::MarkRecorderThread();  // a child of a recorder thread is ours too
+  } else {
+    flightrec::RegisterThreadFromHook(a.parent_tid, reinterpret_cast<uint64_t>(a.fn));
+  }
   return a.fn(a.arg);
 }
 
@@ -41,13 +46,13 @@ extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t* 
                                                                      const pthread_attr_t* attr,
                                                                      void* (*fn)(void*), void* arg) {
   flightrec::PthreadCreateFn real = flightrec::RealPthreadCreate();
-  if (!flightrec::RuntimeRecording() || (flightrec::tls_thread_flags & flightrec::kThreadFlagRecorder))
-    return real(thread, attr, fn, arg);
+  if (!flightrec::RuntimeRecording()) return real(thread, attr, fn, arg);
   auto* a = static_cast<StartArgs*>(mi_malloc(sizeof(StartArgs)));
   if (!a) return real(thread, attr, fn, arg);
   a->fn = fn;
   a->arg = arg;
   a->parent_tid = static_cast<pid_t>(syscall(SYS_gettid));
+  a->recorder = (flightrec::tls_thread_flags & flightrec::kThreadFlagRecorder) != 0;
   const int rc = real(thread, attr, StartTrampoline, a);
   if (rc != 0) mi_free(a);
   return rc;

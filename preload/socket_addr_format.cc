@@ -17,13 +17,15 @@ size_t FormatSockaddr(const void* addr, size_t len, char* out, size_t cap) {
   sa_family_t family;
   memcpy(&family, addr, sizeof(family));
   int n = 0;
-  if (family == AF_INET && len >= sizeof(sockaddr_in)) {
+  if ((family == AF_INET && len < sizeof(sockaddr_in)) || (family == AF_INET6 && len < sizeof(sockaddr_in6)))
+    return 0;  // cut short: no address
+  if (family == AF_INET) {
     sockaddr_in in;
     memcpy(&in, addr, sizeof(in));
     char ip[INET_ADDRSTRLEN];
     if (!inet_ntop(AF_INET, &in.sin_addr, ip, sizeof(ip))) return 0;
     n = snprintf(out, cap, "%s:%u", ip, ntohs(in.sin_port));
-  } else if (family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
+  } else if (family == AF_INET6) {
     sockaddr_in6 in6;
     memcpy(&in6, addr, sizeof(in6));
     char ip[INET6_ADDRSTRLEN];

@@ -41,17 +41,24 @@ const char* OpName(const SocketOpRecord& r) {
 }
 }  // namespace
 
-void SocketFlushSide::OnOp(format::SegmentWriter* w, const SocketOpRecord& r, uint32_t tid) {
+void SocketFlushSide::OnOp(format::SegmentWriter* w, const SocketOpRecord& raw, uint32_t tid) {
+  // Start and end on the kSocketTimeGrainNs grid (see socket_flush.h).
+  SocketOpRecord r = raw;
+  const uint64_t end = QuantizeSocketTime(raw.start_ns + raw.duration_ns);
+  r.start_ns = QuantizeSocketTime(raw.start_ns);
+  r.duration_ns = end - r.start_ns;
   Value v[] = {Value::U(r.start_ns),  Value::U(tid),
                Value::U(static_cast<uint64_t>(r.fd < 0 ? 0 : r.fd)),
                Value::U(r.conn),      Value::Str(OpName(r)),
                Value::S(r.result),    Value::U(r.duration_ns)};
   w->Append(g_socket_types.op, v, 7);
   if (r.conn == 0) return;  // failed socket(): nothing to track
-  pending_.push_back(Pending{r.start_ns + r.duration_ns, seq_++, tid, kNoAddr, r});
+  pending_.push_back(Pending{end, seq_++, tid, kNoAddr, r});
 }
 
-void SocketFlushSide::OnAddr(const SocketAddrRecord& r, uint32_t tid) {
+void SocketFlushSide::OnAddr(const SocketAddrRecord& raw, uint32_t tid) {
+  SocketAddrRecord r = raw;
+  r.time_ns = QuantizeSocketTime(raw.time_ns);
   Pending p{r.time_ns, seq_++, tid, static_cast<uint32_t>(addrs_.size()), SocketOpRecord{}};
   addrs_.push_back(r);
   pending_.push_back(p);

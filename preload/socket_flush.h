@@ -12,6 +12,11 @@
 //    before its ring was drained (the push follows the clock read), except
 //    when its thread was preempted in between for longer than a tick; such a
 //    late record is still processed, just out of order.
+//  * Socket times (op start and end, hence durations and request windows)
+//    are rounded down to a 64 ns grid. The digits below that are noise (one
+//    clock read costs ~26 ns and a recorded call brackets the real one with
+//    two), and they were the largest part of a socket.op event on disk:
+//    measured on redis-benchmark traffic, 4.3 -> 3.0 bytes per event.
 //  * Every FLIGHTREC_ACCEPTQ_MS the source samples the accept queues of our
 //    listeners (socket_acceptq.h) into socket.acceptq events.
 //  * At the end of the trace (exit()) complete requests still held by open
@@ -27,6 +32,9 @@
 namespace flightrec {
 
 struct Config;
+
+inline constexpr uint64_t kSocketTimeGrainNs = 64;
+inline uint64_t QuantizeSocketTime(uint64_t ns) { return ns & ~(kSocketTimeGrainNs - 1); }
 
 class SocketFlushSide {
  public:

@@ -46,7 +46,7 @@ struct Slot {
   uint64_t cpu_id = 0, sw_id = 0;
   uint8_t* base = nullptr;
   size_t map_len = 0;
-  // Flush-thread private: the switch-out sample waiting for its switch-in.
+  // Sampler-thread private: the switch-out sample waiting for its switch-in.
   bool pending = false;
   bool pending_preempted = false;
   bool pending_unwound = false;  // pending_pcs valid (the sample left the ring)
@@ -72,9 +72,8 @@ struct PerfState {
   std::atomic<int> hwm{0};
   std::atomic<bool> shutdown{false};
   uint64_t last_hup_check = 0;
-  // Flush thread: one drain's records, copied out of the ring first so the
-  // kernel can reuse the space while we unwind and symbolize (the first
-  // lookups in a big module can take 100+ ms).
+  // Sampler thread: one drain's records, copied out of the ring first so the
+  // kernel can reuse the space while we unwind them.
   uint8_t* batch = nullptr;
   size_t batch_cap = 0;
   Counters counters;
@@ -167,7 +166,7 @@ void CloseSlotFds(Slot& s) {
   s.sw_fd = s.cpu_fd = -1;
 }
 
-// Flush thread only: the slot's owner is gone and its ring drained.
+// Sampler thread only: the slot's owner is gone and its ring drained.
 void Reclaim(Slot& s) {
   CloseSlotFds(s);
   if (s.base) munmap(s.base, s.map_len);
@@ -177,7 +176,7 @@ void Reclaim(Slot& s) {
   s.state.store(kFree, std::memory_order_release);
 }
 
-// ---- ring reading (flush thread) ----------------------------------------
+// ---- ring reading (sampler thread) ----------------------------------------
 
 // The records of one drain, contiguous.
 struct Batch {
@@ -280,7 +279,7 @@ void UnwindPending(Slot& slot, const Batch& b) {
 }
 
 // `b` is the batch holding the switch sample, or null once it was unwound.
-void EndBlock(FlushContext& ctx, Slot& slot, const Batch* b, uint64_t end_time) {
+void EndBlock(Slot& slot, const Batch* b, uint64_t end_time) {
   Counters& c = g->counters;
   if (slot.pending_preempted) {
     c.preempted++;
@@ -289,7 +288,7 @@ void EndBlock(FlushContext& ctx, Slot& slot, const Batch* b, uint64_t end_time) 
   } else {
     if (!slot.pending_unwound && b) UnwindPending(slot, *b);
     if (slot.pending_n > 0) {
-      EmitOffCpuSample(ctx, slot.pending_time, static_cast<uint32_t>(slot.tid), slot.pending_pcs,
+      QueueOffCpuSample(slot.pending_time, static_cast<uint32_t>(slot.tid), slot.pending_pcs,
                        slot.pending_n, end_time - slot.pending_time, "switch");
       c.offcpu_emitted++;
     }
@@ -297,8 +296,8 @@ void EndBlock(FlushContext& ctx, Slot& slot, const Batch* b, uint64_t end_time) 
   slot.pending = false;
 }
 
-void HandleRecord(FlushContext& ctx, Slot& slot, const Batch& b, uint64_t pos, const perf_event_header& h,
-                  const uint8_t* rec) {
+void HandleRecord(Slot& slot, const Batch& b, uint64_t pos, const perf_event_header& h, const uint8_t* rec,
+                  uint64_t now_ns) {
   Counters& c = g->counters;
   switch (h.type) {
     case PERF_RECORD_SAMPLE: {
@@ -318,7 +317,7 @@ void HandleRecord(FlushContext& ctx, Slot& slot, const Batch& b, uint64_t pos, c
       }
       uint64_t pcs[kMaxFrames];
       const int n = UnwindSample(s, false, pcs);
-      if (n > 0) EmitCpuSample(ctx, s.time, s.tid ? s.tid : static_cast<uint32_t>(slot.tid), pcs, n, PeriodNs(s));
+      if (n > 0) QueueCpuSample(s.time, s.tid ? s.tid : static_cast<uint32_t>(slot.tid), pcs, n, PeriodNs(s));
       c.samples++;
       return;
     }
@@ -329,7 +328,7 @@ void HandleRecord(FlushContext& ctx, Slot& slot, const Batch& b, uint64_t pos, c
       if (h.misc & PERF_RECORD_MISC_SWITCH_OUT) {
         if (h.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) slot.pending_preempted = true;
       } else {
-        EndBlock(ctx, slot, &b, time);
+        EndBlock(slot, &b, time);
       }
       return;
     }
@@ -339,10 +338,10 @@ void HandleRecord(FlushContext& ctx, Slot& slot, const Batch& b, uint64_t pos, c
       const size_t at = sizeof(perf_event_header) + (h.type == PERF_RECORD_LOST ? 8 : 0);
       if (h.size < at + 8) return;
       std::memcpy(&lost, rec + at, 8);
-      uint64_t time = ctx.now_ns;
+      uint64_t time = now_ns;
       uint32_t tid = 0;
       ParseTrailer(rec, h.size, &time, &tid);
-      EmitSamplerLost(ctx, time, static_cast<uint32_t>(slot.tid), lost);
+      QueueSamplerLost(time, static_cast<uint32_t>(slot.tid), lost);
       c.lost += lost;
       // A lost switch-in would pair this switch-out with a much later one.
       slot.pending = false;
@@ -353,7 +352,7 @@ void HandleRecord(FlushContext& ctx, Slot& slot, const Batch& b, uint64_t pos, c
   }
 }
 
-void DrainSlot(FlushContext& ctx, Slot& slot) {
+void DrainSlot(uint64_t now_ns, Slot& slot) {
   if (!slot.base) return;
   auto* meta = reinterpret_cast<perf_event_mmap_page*>(slot.base);
   const uint64_t size = meta->data_size ? meta->data_size : slot.map_len - g->page;
@@ -391,13 +390,13 @@ void DrainSlot(FlushContext& ctx, Slot& slot) {
     perf_event_header h;
     std::memcpy(&h, b.data + pos, sizeof(h));
     if (h.size < sizeof(h) || pos + h.size > b.len) break;
-    HandleRecord(ctx, slot, b, pos, h, b.data + pos);
+    HandleRecord(slot, b, pos, h, b.data + pos, now_ns);
     pos += h.size;
   }
   // A block still open at the end of the drain is long enough to matter:
   // unwind its sample now, before the batch is reused.
   if (slot.pending && !slot.pending_unwound && !slot.pending_preempted) UnwindPending(slot, b);
-  if (g->shutdown.load(std::memory_order_acquire) && slot.pending) EndBlock(ctx, slot, nullptr, ctx.now_ns);
+  if (g->shutdown.load(std::memory_order_acquire) && slot.pending) EndBlock(slot, nullptr, now_ns);
 }
 
 bool TaskGone(const Slot& s) {
@@ -449,7 +448,7 @@ bool PerfConfigure(const PerfOptions& opts_in, bool hardware, bool switch_ok) {
   // One sample: header, ids, registers and the whole stack copy (the kernel
   // reserves sample_stack_user bytes whatever the stack's depth). The ring
   // holds at least one; by default 50 ms of samples (at least four), so the
-  // flush thread (nice +10) can fall behind a little on a busy machine
+  // sampler thread (nice +10) can fall behind a little on a busy machine
   // without losing any. Capped at 1 MiB per thread: it is locked memory.
   const size_t per_sample = st->opts.stack_bytes + 512;
   const size_t want_samples = std::max<size_t>(4, static_cast<size_t>(st->opts.hz / 20));
@@ -543,28 +542,28 @@ void PerfDisarmSelf() {
   Slot& s = g->slots[t_slot - 1];
   t_slot = 0;
   t_has_switch = false;
-  // Stop the events now; the flush thread drains what is left, then closes.
+  // Stop the events now; the sampler thread drains what is left, then closes.
   if (s.state.load(std::memory_order_acquire) != kActive) return;
   if (s.sw_fd >= 0) ioctl(s.sw_fd, PERF_EVENT_IOC_DISABLE, 0);
   ioctl(s.cpu_fd, PERF_EVENT_IOC_DISABLE, 0);
   s.state.store(kRetiring, std::memory_order_release);
 }
 
-void PerfFlushSource(FlushContext& ctx) {
+void PerfCollect(uint64_t now_ns) {
   if (!g) return;
-  const bool hup_check = ctx.now_ns - g->last_hup_check >= kHupCheckNs;
-  if (hup_check) g->last_hup_check = ctx.now_ns;
+  const bool hup_check = now_ns - g->last_hup_check >= kHupCheckNs;
+  if (hup_check) g->last_hup_check = now_ns;
   const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
   for (int i = 0; i < n; ++i) {
     Slot& s = g->slots[i];
     const int st = s.state.load(std::memory_order_acquire);
     if (st != kActive && st != kRetiring) continue;
-    DrainSlot(ctx, s);
+    DrainSlot(now_ns, s);
     // Threads we armed from outside (at init) have no exit observer: the
     // kernel reports their events as hung up once the task is gone.
     if (st == kRetiring || (hup_check && TaskGone(s))) {
-      DrainSlot(ctx, s);
-      if (s.pending) EndBlock(ctx, s, nullptr, ctx.now_ns);
+      DrainSlot(now_ns, s);
+      if (s.pending) EndBlock(s, nullptr, now_ns);
       Reclaim(s);
     }
   }

@@ -4,19 +4,19 @@
 //
 // Each armed thread owns a slot: two perf fds (cpu, switch) writing into one
 // mmap ring (PERF_EVENT_IOC_SET_OUTPUT). App threads only open/close events
-// (syscalls, no malloc, no locks); the flush thread drains the rings, unwinds
-// the copied stacks and writes cpu.sample / offcpu.sample / sampler.lost.
+// (syscalls, no malloc, no locks); the sampler thread (sampler_thread.h)
+// drains the rings, unwinds the copied stacks and queues cpu.sample /
+// offcpu.sample / sampler.lost for the flush thread (sample_events.h).
 //
 // Slot states: kFree -> kArming (a thread is opening events) -> kActive ->
 // kRetiring (owner exited, or the kernel reports the task gone) -> kFree
-// (flush thread drained, closed and unmapped it). Only the flush thread closes
-// fds and unmaps rings of live slots, so a drain never races an unmap.
+// (sampler thread drained, closed and unmapped it). Only the sampler thread
+// closes fds and unmaps rings of live slots, so a drain never races an unmap.
 #pragma once
 #include <sys/types.h>
 
 #include <cstdint>
 
-#include "preload/flush_registry.h"
 
 namespace flightrec::sampler {
 
@@ -48,11 +48,11 @@ bool PerfArmThread(pid_t tid, bool self);
 bool PerfSelfHasSwitch();
 // True if `tid` already has a live slot (armed from elsewhere, e.g. at init).
 bool PerfAdoptThread(pid_t tid);
-// On the exiting thread: stops its events; the flush thread reclaims the slot.
+// On the exiting thread: stops its events; the sampler thread reclaims the slot.
 void PerfDisarmSelf();
 
-// Flush source: drains every ring.
-void PerfFlushSource(FlushContext& ctx);
+// Sampler thread: drains every ring into the sample queue.
+void PerfCollect(uint64_t now_ns);
 
 // At exit: disables every event; the next drain emits blocks still pending.
 void PerfShutdown();

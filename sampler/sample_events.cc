@@ -1,15 +1,105 @@
-// Sample events (see sample_events.h).
+// Sample events and the sampler -> flush queue (see sample_events.h).
+//
+// Queue invariants: producers (the sampler thread) append under `mu`; the
+// flush thread swaps the whole batch out under `mu` and appends to the
+// writer outside it, so the lock is never held across symbolization.
 #include "sampler/sample_events.h"
 
+#include <pthread.h>
+
+#include <atomic>
+#include <new>
+
+#include "format/mi_containers.h"
 #include "format/segment_writer.h"
 
 namespace flightrec::sampler {
 namespace {
 
 using format::FieldType;
+using format::MiVector;
 using format::Value;
 
 uint32_t g_cpu_sample = 0, g_offcpu_sample = 0, g_lost = 0;
+
+enum class Kind : uint8_t { kCpu, kOffCpu, kLost };
+
+struct Item {
+  Kind kind;
+  uint32_t tid;
+  uint32_t npcs;
+  uint64_t time_ns;
+  uint64_t value;  // period_ns, duration_ns or count
+  const char* reason;
+  size_t first_pc;  // index into the batch's pcs
+};
+
+struct Batch {
+  MiVector<Item> items;
+  MiVector<uint64_t> pcs;
+};
+
+// Bounds on what may wait for the flush thread (~40 MB of pcs at most).
+constexpr size_t kMaxQueuedItems = 1 << 18;
+constexpr size_t kMaxQueuedPcs = 5u << 20;
+
+struct Queue {
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  Batch pending;                      // guarded by mu
+  Batch draining;                     // flush thread only
+  std::atomic<uint64_t> overflow{0};  // samples refused because the queue was full
+  uint64_t overflow_reported = 0;     // flush thread only
+};
+
+Queue* g_queue = nullptr;
+
+void Push(Kind kind, uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs, uint64_t value,
+          const char* reason) {
+  Queue* q = g_queue;
+  if (!q) return;
+  if (npcs < 0) npcs = 0;
+  if (npcs > kMaxFrames) npcs = kMaxFrames;
+  pthread_mutex_lock(&q->mu);
+  Batch& b = q->pending;
+  if (b.items.size() >= kMaxQueuedItems || b.pcs.size() + static_cast<size_t>(npcs) > kMaxQueuedPcs) {
+    pthread_mutex_unlock(&q->mu);
+    q->overflow.fetch_add(kind == Kind::kLost ? value : 1, std::memory_order_relaxed);
+    return;
+  }
+  b.items.push_back(Item{kind, tid, static_cast<uint32_t>(npcs), time_ns, value, reason, b.pcs.size()});
+  b.pcs.insert(b.pcs.end(), pcs, pcs + npcs);
+  pthread_mutex_unlock(&q->mu);
+}
+
+void QueueFlushSource(FlushContext& ctx) {
+  Queue* q = g_queue;
+  if (!q) return;
+  pthread_mutex_lock(&q->mu);
+  std::swap(q->pending, q->draining);
+  pthread_mutex_unlock(&q->mu);
+  Batch& b = q->draining;
+  for (const Item& it : b.items) {
+    const uint64_t* pcs = b.pcs.data() + it.first_pc;
+    switch (it.kind) {
+      case Kind::kCpu:
+        EmitCpuSample(ctx, it.time_ns, it.tid, pcs, static_cast<int>(it.npcs), it.value);
+        break;
+      case Kind::kOffCpu:
+        EmitOffCpuSample(ctx, it.time_ns, it.tid, pcs, static_cast<int>(it.npcs), it.value, it.reason);
+        break;
+      case Kind::kLost:
+        EmitSamplerLost(ctx, it.time_ns, it.tid, it.value);
+        break;
+    }
+  }
+  b.items.clear();
+  b.pcs.clear();
+  const uint64_t overflow = q->overflow.load(std::memory_order_relaxed);
+  if (overflow > q->overflow_reported) {
+    EmitSamplerLost(ctx, ctx.now_ns, 0, overflow - q->overflow_reported);
+    q->overflow_reported = overflow;
+  }
+}
 
 }  // namespace
 
@@ -26,6 +116,11 @@ void RegisterSampleEvents() {
                                       {"duration_ns", U, "ns"},
                                       {"reason", S, ""}}});
   g_lost = DefineEventType({"sampler.lost", {{"time", T, "ns"}, {"tid", U, ""}, {"count", U, "count"}}});
+  void* mem = mi_malloc(sizeof(Queue));
+  if (mem) {
+    g_queue = new (mem) Queue();
+    RegisterFlushSource(QueueFlushSource);
+  }
 }
 
 void EmitCpuSample(FlushContext& ctx, uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs,
@@ -48,6 +143,26 @@ void EmitSamplerLost(FlushContext& ctx, uint64_t time_ns, uint32_t tid, uint64_t
   if (!g_lost || !ctx.writer || count == 0) return;
   const Value v[] = {Value::U(time_ns), Value::U(tid), Value::U(count)};
   ctx.writer->Append(g_lost, v, 3);
+}
+
+void QueueCpuSample(uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs, uint64_t period_ns) {
+  Push(Kind::kCpu, time_ns, tid, pcs, npcs, period_ns, nullptr);
+}
+
+void QueueOffCpuSample(uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs, uint64_t duration_ns,
+                       const char* reason) {
+  Push(Kind::kOffCpu, time_ns, tid, pcs, npcs, duration_ns, reason);
+}
+
+void QueueSamplerLost(uint64_t time_ns, uint32_t tid, uint64_t count) {
+  if (count) Push(Kind::kLost, time_ns, tid, nullptr, 0, count, nullptr);
+}
+
+void ResetSampleQueueAfterFork() {
+  if (!g_queue) return;
+  // The old queue (and its lock) is abandoned; its memory is leaked.
+  void* mem = mi_malloc(sizeof(Queue));
+  g_queue = mem ? new (mem) Queue() : nullptr;
 }
 
 }  // namespace flightrec::sampler

@@ -1,7 +1,12 @@
 // Sample events: the event types the sampler writes (cpu.sample,
-// offcpu.sample, sampler.lost) and their emitters. Names and fields are fixed
-// project-wide; the Python reports rely on them. Emitters run on the flush
-// thread only.
+// offcpu.sample, sampler.lost), their emitters, and the queue that carries
+// unwound samples from the sampler thread to the flush thread.
+//
+// Why a queue: the flush thread also symbolizes (the segment writer calls the
+// PcDescriber on a pc's first use), and libdw's first touch of a big module
+// can take 100+ ms. The sampler thread keeps draining the kernel and signal
+// rings meanwhile, so a slow symbolization delays samples instead of losing
+// them. Names and fields of the events are fixed project-wide.
 #pragma once
 #include <cstdint>
 
@@ -12,14 +17,28 @@ namespace flightrec::sampler {
 // Deepest stack any sampler records (frames beyond are cut, leaf kept).
 inline constexpr int kMaxFrames = 128;
 
-// Defines the three event types. Call once at init, before the flush thread.
+// Defines the three event types and registers the queue's flush source.
+// Once, at init, before the flush thread starts.
 void RegisterSampleEvents();
 
+// Flush thread: append directly.
 void EmitCpuSample(FlushContext& ctx, uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs,
                    uint64_t period_ns);
-// time_ns is when the block began; reason is "switch" or the blocking call.
+// time_ns is when the block began; reason is "switch" or the blocking call
+// (a string with static storage).
 void EmitOffCpuSample(FlushContext& ctx, uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs,
                       uint64_t duration_ns, const char* reason);
 void EmitSamplerLost(FlushContext& ctx, uint64_t time_ns, uint32_t tid, uint64_t count);
+
+// Sampler thread: queue for the flush thread. Bounded: beyond the bound a
+// sample is counted and reported as sampler.lost (tid 0).
+void QueueCpuSample(uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs, uint64_t period_ns);
+void QueueOffCpuSample(uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs, uint64_t duration_ns,
+                       const char* reason);
+void QueueSamplerLost(uint64_t time_ns, uint32_t tid, uint64_t count);
+
+// In a forked child: the queue's lock may have been held by a thread that
+// does not exist there; start empty.
+void ResetSampleQueueAfterFork();
 
 }  // namespace flightrec::sampler

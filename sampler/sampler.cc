@@ -9,20 +9,25 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
+#include "preload/clock.h"
 #include "preload/log.h"
 #include "preload/thread_registry.h"
 #include "sampler/local_stack.h"
 #include "sampler/offcpu_blocking.h"
 #include "sampler/perf_sampler.h"
 #include "sampler/sample_events.h"
+#include "sampler/sampler_thread.h"
 #include "sampler/sigprof_sampler.h"
 #include "sampler/symbolizer.h"
 
 namespace flightrec {
 namespace {
+
+constexpr uint64_t kStopBudgetNs = 500ull * 1000000ull;
 
 enum class Mode { kOff, kPerf, kSigprof };
 
@@ -81,6 +86,17 @@ void OnThreadExit(ThreadState*) {
   sampler::SigprofDisarmSelf();
 }
 
+// flightrec's own threads are named "flightrec-*" (recorder_thread.h).
+bool IsRecorderTid(pid_t tid) {
+  char path[64], comm[32] = {};
+  snprintf(path, sizeof(path), "/proc/self/task/%d/comm", static_cast<int>(tid));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t n = read(fd, comm, sizeof(comm) - 1);
+  close(fd);
+  return n > 0 && strncmp(comm, "flightrec-", 10) == 0;
+}
+
 // Threads that exist before init (started by other libraries' constructors)
 // are armed from here; they adopt their slot if they later register.
 void ArmOtherThreads() {
@@ -96,7 +112,7 @@ void ArmOtherThreads() {
       off += d->d_reclen;
       if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
       const pid_t tid = static_cast<pid_t>(strtol(d->d_name, nullptr, 10));
-      if (tid == self) continue;
+      if (tid == self || IsRecorderTid(tid)) continue;
       if (g_state.mode == Mode::kPerf) sampler::PerfArmThread(tid, false);
       else if (g_state.mode == Mode::kSigprof) sampler::SigprofArmThread(tid);
     }
@@ -131,7 +147,6 @@ void SamplerInit(const Config& cfg) {
     const sampler::PerfProbeResult probe = sampler::PerfProbe(po);
     if (probe.cpu_ok && sampler::PerfConfigure(po, probe.hardware, probe.switch_ok)) {
       s.mode = Mode::kPerf;
-      RegisterFlushSource(sampler::PerfFlushSource);
       if (cfg.offcpu) {
         offcpu_source = probe.switch_ok ? "context switches" : "blocking calls";
         if (!probe.switch_ok)
@@ -165,13 +180,17 @@ void SamplerInit(const Config& cfg) {
     Log(LogLevel::kInfo, "sampler: sigprof (%llu Hz of thread CPU time, %u-byte stacks, off-CPU: %s)",
         static_cast<unsigned long long>(s.sigprof_opts.hz), s.sigprof_opts.stack_bytes, offcpu_source);
   }
-  // Decoders for both record kinds: a perf process may still fall back to
-  // SIGPROF per thread, and any mode may use the blocking-call hooks.
-  sampler::RegisterSigprofDecoding();
+  // A perf process may still fall back to SIGPROF per thread, and any mode
+  // may use the blocking-call hooks: register both.
+  sampler::RegisterSigprofFlushSource();
   sampler::RegisterOffCpuDecoding();
   AddThreadObserver(OnThreadStart, OnThreadExit);
   ArmSelf(Gettid());
-  ArmOtherThreads();
+  ArmOtherThreads();  // before our own thread exists: it must not be armed
+  if (!sampler::StartSamplerThread(cfg.flush_ms)) {
+    SamplerShutdown();
+    s.mode = Mode::kOff;
+  }
 }
 
 const char* SamplerModeName() {
@@ -186,6 +205,8 @@ void SamplerAtFork() {
   if (g_state.mode == Mode::kOff) return;
   sampler::PerfAtForkChild();
   sampler::SigprofAtForkChild();
+  sampler::ResetSampleQueueAfterFork();
+  sampler::RestartSamplerThreadInChild();
   // The parent's symbolizer may have been mid-update on its flush thread,
   // which does not exist here: abandon it (leaked) and start afresh.
   g_symbolizer.store(nullptr, std::memory_order_release);
@@ -198,6 +219,10 @@ void SamplerShutdown() {
   sampler::SetThreadOffCpuHooks(false);
   sampler::PerfShutdown();
   sampler::SigprofShutdown();
+  // The sampler thread's last collection queues what the rings still hold;
+  // the flush thread's final drain (next) writes it.
+  if (!sampler::StopSamplerThread(MonotonicNs() + kStopBudgetNs))
+    Log(LogLevel::kWarn, "sampler thread did not stop in time; its last samples are not written");
 }
 
 format::PcDescriber* SamplerPcDescriber() {

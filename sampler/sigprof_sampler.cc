@@ -3,7 +3,8 @@
 // Signal-safety: everything reachable from Handler() is async-signal-safe:
 // register copies, memcpy within stack bounds learned at arm time,
 // process_vm_readv (a syscall that fails instead of faulting) otherwise, and
-// RecordWriter with register_if_missing=false. errno is preserved.
+// the slot's single-producer ring (the handler is its only producer: SIGPROF
+// is blocked while it runs, so it never re-enters). errno is preserved.
 #include "sampler/sigprof_sampler.h"
 
 #include <dlfcn.h>
@@ -23,8 +24,7 @@
 #include "preload/clock.h"
 #include "preload/core_events.h"
 #include "preload/log.h"
-#include "preload/record_kinds.h"
-#include "preload/thread_registry.h"
+#include "preload/ring.h"
 #include "sampler/proc_maps.h"
 #include "sampler/sample_events.h"
 
@@ -32,14 +32,19 @@ namespace flightrec::sampler {
 namespace {
 
 constexpr int kMaxTimers = 4096;
-enum TimerState : int { kFree = 0, kArming = 1, kArmed = 2, kDeleting = 3 };
+constexpr uint64_t kLivenessCheckNs = 250'000'000;
+enum TimerState : int { kFree = 0, kArming = 1, kArmed = 2, kRetiring = 3 };
 
 struct TimerSlot {
   std::atomic<int> state{kFree};
   pid_t tid = 0;
   int timer_id = -1;  // kernel timer id
-  std::atomic<uint64_t> unregistered{0};  // samples of a thread with no ring
-  uint64_t unregistered_reported = 0;     // flush thread
+  bool remote = false;  // armed from another thread: no exit observer
+  Ring ring;            // producer: the handler on `tid`; consumer: the sampler thread
+  uint8_t* ring_mem = nullptr;
+  size_t ring_bytes = 0;
+  std::atomic<uint64_t> dropped{0};  // ring full
+  uint64_t dropped_reported = 0;     // sampler thread
 };
 
 using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
@@ -47,6 +52,7 @@ using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
 struct SigState {
   SigprofOptions opts;
   uint64_t period_ns = 0;
+  size_t ring_bytes = 0;
   SigactionFn real_sigaction = nullptr;
   std::atomic<bool> installed{false}, stepped_aside{false}, shutdown{false};
   // The application's own disposition for SIGPROF while ours is installed:
@@ -55,14 +61,13 @@ struct SigState {
   pid_t pid = 0;
   std::atomic<int> hwm{0};
   std::atomic<uint64_t> armed{0}, arm_failed{0}, stepped_aside_count{0}, samples{0};
-  uint64_t stepped_reported = 0;
+  uint64_t stepped_reported = 0;  // flush thread
+  uint64_t last_liveness_check = 0;  // sampler thread
   bool stepped_logged = false;
   TimerSlot slots[kMaxTimers];
 };
 
 SigState* g = nullptr;
-// The address marks our timers' signals (si_value.sival_ptr).
-char g_magic;
 
 __attribute__((tls_model("initial-exec"))) __thread int t_timer_slot = 0;  // index + 1
 __attribute__((tls_model("initial-exec"))) __thread uint64_t t_stack_lo = 0;
@@ -77,6 +82,30 @@ pid_t Gettid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 clockid_t ThreadCpuClock(pid_t tid) {
   return static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 4 /*PERTHREAD*/ | 2 /*SCHED*/);
 }
+
+// The slot a timer signal names, or null if sival_ptr is not one of ours.
+TimerSlot* SlotOf(const void* p) {
+  if (!g) return nullptr;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const auto lo = reinterpret_cast<uintptr_t>(&g->slots[0]);
+  const auto hi = reinterpret_cast<uintptr_t>(&g->slots[kMaxTimers]);
+  if (a < lo || a >= hi || (a - lo) % sizeof(TimerSlot) != 0) return nullptr;
+  return reinterpret_cast<TimerSlot*>(a);
+}
+
+// Copies `len` bytes of the interrupted thread's live stack. Under
+// AddressSanitizer (the sanitizer unit-test build) the stack holds poisoned
+// redzones and memcpy is checked, so copy word by word, uninstrumented.
+#if defined(__SANITIZE_ADDRESS__)
+__attribute__((no_sanitize("address"))) void CopyLiveStack(uint8_t* out, uint64_t addr, size_t len) {
+  const volatile uint8_t* src = reinterpret_cast<const volatile uint8_t*>(addr);
+  for (size_t i = 0; i < len; ++i) out[i] = src[i];
+}
+#else
+void CopyLiveStack(uint8_t* out, uint64_t addr, size_t len) {
+  std::memcpy(out, reinterpret_cast<const void*>(addr), len);
+}
+#endif
 
 // Copies up to len bytes at addr into out without faulting; returns the bytes
 // of the readable prefix. Page-sized iovecs: process_vm_readv never splits one.
@@ -101,37 +130,38 @@ size_t SafeCopyPrefix(uint64_t addr, uint8_t* out, size_t len) {
   return got > 0 ? static_cast<size_t>(got) : 0;
 }
 
-void TakeSample(const siginfo_t* si, const ucontext_t* uc) {
+void TakeSample(TimerSlot* slot, const siginfo_t* si, const ucontext_t* uc) {
   const uint64_t now = MonotonicNs();
-  ThreadState* ts = CurrentThreadState(false);
-  if (!ts) {
-    if (t_timer_slot) g->slots[t_timer_slot - 1].unregistered.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
   RegisterSet regs;
   RegisterSetFromUcontext(uc, &regs);
   const uint64_t sp = regs.sp();
   size_t want = g->opts.stack_bytes;
   // A record may take at most half the ring (Ring::Reserve).
-  const size_t cap = ts->ring.capacity() / 2 - sizeof(RecordHeader) - sizeof(CpuSampleRecord) - 8;
+  const size_t cap = slot->ring.capacity() / 2 - sizeof(RecordHeader) - sizeof(CpuSampleRecord) - 8;
   if (want > cap) want = cap;
-  const bool bounded = t_stack_hi && sp >= t_stack_lo && sp < t_stack_hi;
+  // Bounds are known only on a thread that armed itself (t_timer_slot).
+  const bool own = t_timer_slot && &g->slots[t_timer_slot - 1] == slot;
+  const bool bounded = own && t_stack_hi && sp >= t_stack_lo && sp < t_stack_hi;
   if (bounded && t_stack_hi - sp < want) want = static_cast<size_t>(t_stack_hi - sp);
-  RecordWriter w(kRecCpuSample, static_cast<uint32_t>(sizeof(CpuSampleRecord) + want), false);
-  if (!w.ok()) return;  // ring full or busy: RecordWriter counted the drop
-  auto* r = static_cast<CpuSampleRecord*>(w.data());
+  void* mem = slot->ring.Reserve(1, static_cast<uint32_t>(sizeof(CpuSampleRecord) + want));
+  if (!mem) {
+    slot->dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  auto* r = static_cast<CpuSampleRecord*>(mem);
   r->time_ns = now;
   r->period_ns = g->period_ns * (1 + static_cast<uint64_t>(si->si_overrun > 0 ? si->si_overrun : 0));
   r->stack_addr = sp;
   r->regs = regs;
-  r->tid = t_tid ? t_tid : ts->tid;
+  r->tid = slot->tid;
   // Inside the stack mapping learned at arm time a plain copy cannot fault;
   // elsewhere (alternate signal stacks, coroutines, threads armed from
   // outside) the kernel copies what is readable.
   size_t copied = want;
-  if (bounded) std::memcpy(r->stack, reinterpret_cast<const void*>(sp), want);
+  if (bounded) CopyLiveStack(r->stack, sp, want);
   else copied = SafeCopyPrefix(sp, r->stack, want);
   r->stack_len = static_cast<uint32_t>(copied);
+  slot->ring.Commit();
   g->samples.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -151,9 +181,14 @@ void ForwardForeign(int sig) {
 
 void Handler(int sig, siginfo_t* si, void* ucv) {
   const int saved_errno = errno;
-  if (si && si->si_code == SI_TIMER && si->si_value.sival_ptr == &g_magic) {
-    if (!g->shutdown.load(std::memory_order_relaxed) && !g->stepped_aside.load(std::memory_order_relaxed))
-      TakeSample(si, static_cast<const ucontext_t*>(ucv));
+  TimerSlot* slot = si && si->si_code == SI_TIMER ? SlotOf(si->si_value.sival_ptr) : nullptr;
+  if (slot) {
+    // A signal queued before its timer was deleted may still arrive: only an
+    // armed slot of this very thread is written.
+    const pid_t me = t_tid ? t_tid : Gettid();
+    if (slot->state.load(std::memory_order_acquire) == kArmed && slot->tid == me &&
+        !g->shutdown.load(std::memory_order_relaxed) && !g->stepped_aside.load(std::memory_order_relaxed))
+      TakeSample(slot, si, static_cast<const ucontext_t*>(ucv));
   } else {
     ForwardForeign(sig);
   }
@@ -185,13 +220,25 @@ int Arm(pid_t tid, bool self) {
   }
   TimerSlot& s = g->slots[idx];
   s.tid = tid;
-  s.unregistered.store(0, std::memory_order_relaxed);
-  s.unregistered_reported = 0;
+  s.remote = !self;
+  s.dropped.store(0, std::memory_order_relaxed);
+  s.dropped_reported = 0;
+  if (s.ring_bytes != g->ring_bytes) {  // a recycled slot keeps its ring
+    void* mem = mmap(nullptr, g->ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+      s.state.store(kFree, std::memory_order_release);
+      g->arm_failed.fetch_add(1, std::memory_order_relaxed);
+      return -1;
+    }
+    s.ring_mem = static_cast<uint8_t*>(mem);
+    s.ring_bytes = g->ring_bytes;
+  }
+  s.ring.Init(s.ring_mem, s.ring_bytes);
   sigevent sev;
   std::memset(&sev, 0, sizeof(sev));
   sev.sigev_notify = SIGEV_THREAD_ID;
   sev.sigev_signo = SIGPROF;
-  sev.sigev_value.sival_ptr = &g_magic;
+  sev.sigev_value.sival_ptr = &s;
   sev._sigev_un._tid = tid;
   int timer_id = -1;
   // Raw syscalls: glibc's timer_create may allocate for some notify modes.
@@ -212,44 +259,45 @@ int Arm(pid_t tid, bool self) {
   return idx;
 }
 
-// Deletes the timer of slot idx if it still belongs to tid (tid 0 = any).
-void DeleteTimer(int idx, pid_t tid) {
+// Deletes the timer of slot idx if it still belongs to tid (tid 0 = any) and
+// hands the slot to the sampler thread, which drains and frees it.
+void RetireSlot(int idx, pid_t tid) {
   TimerSlot& s = g->slots[idx];
-  int expected = kArmed;
   if (tid && s.tid != tid) return;
-  if (!s.state.compare_exchange_strong(expected, kDeleting, std::memory_order_acq_rel)) return;
+  int expected = kArmed;
+  if (!s.state.compare_exchange_strong(expected, kRetiring, std::memory_order_acq_rel)) return;
   syscall(SYS_timer_delete, s.timer_id);
   s.timer_id = -1;
-  s.state.store(kFree, std::memory_order_release);
 }
 
-void DeleteAllTimers() {
+void RetireAll() {
   const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxTimers);
-  for (int i = 0; i < n; ++i) DeleteTimer(i, 0);
+  for (int i = 0; i < n; ++i) RetireSlot(i, 0);
 }
 
-void DecodeCpuSample(FlushContext& ctx, const RecordHeader& h, const void* payload) {
-  const size_t body = h.size - sizeof(RecordHeader);
-  if (body < sizeof(CpuSampleRecord)) return;
-  const auto* r = static_cast<const CpuSampleRecord*>(payload);
-  const size_t len = std::min<size_t>(r->stack_len, body - sizeof(CpuSampleRecord));
-  uint64_t pcs[kMaxFrames];
-  // Unwinding failures are not losses: the sample keeps its leaf frame.
-  const int n = UnwindCopiedStack(r->regs, r->stack_addr, r->stack, len, pcs, kMaxFrames);
-  if (n > 0) EmitCpuSample(ctx, r->time_ns, static_cast<uint32_t>(r->tid), pcs, n, r->period_ns);
+void DrainSlot(TimerSlot& s) {
+  s.ring.Drain([&](const RecordHeader& h, const void* payload) {
+    const size_t body = h.size - sizeof(RecordHeader);
+    if (body < sizeof(CpuSampleRecord)) return;
+    const auto* r = static_cast<const CpuSampleRecord*>(payload);
+    const size_t len = std::min<size_t>(r->stack_len, body - sizeof(CpuSampleRecord));
+    uint64_t pcs[kMaxFrames];
+    // Unwinding failures are not losses: the sample keeps its leaf frame.
+    const int n = UnwindCopiedStack(r->regs, r->stack_addr, r->stack, len, pcs, kMaxFrames);
+    if (n > 0) QueueCpuSample(r->time_ns, static_cast<uint32_t>(r->tid), pcs, n, r->period_ns);
+  });
 }
 
-void SigprofFlushSource(FlushContext& ctx) {
-  if (!g) return;
-  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxTimers);
-  for (int i = 0; i < n; ++i) {
-    TimerSlot& s = g->slots[i];
-    const uint64_t u = s.unregistered.load(std::memory_order_relaxed);
-    if (u > s.unregistered_reported) {
-      EmitSamplerLost(ctx, ctx.now_ns, static_cast<uint32_t>(s.tid), u - s.unregistered_reported);
-      s.unregistered_reported = u;
-    }
+void ReportDrops(TimerSlot& s, uint64_t now_ns) {
+  const uint64_t d = s.dropped.load(std::memory_order_relaxed);
+  if (d > s.dropped_reported) {
+    QueueSamplerLost(now_ns, static_cast<uint32_t>(s.tid), d - s.dropped_reported);
+    s.dropped_reported = d;
   }
+}
+
+void SigprofFlushSource(FlushContext&) {
+  if (!g) return;
   const uint64_t stepped = g->stepped_aside_count.load(std::memory_order_relaxed);
   if (stepped > g->stepped_reported) {
     AddFooterDrop("sampler.sigprof_stepped_aside", stepped - g->stepped_reported);
@@ -271,6 +319,10 @@ bool SigprofInstall(const SigprofOptions& opts, const char** why) {
   }
   g->opts = opts;
   g->period_ns = 1000000000ull / (opts.hz ? opts.hz : 1);
+  // Room for at least eight full-size records, at least 64 KiB.
+  size_t ring = 64 * 1024;
+  while (ring < 8 * (opts.stack_bytes + sizeof(CpuSampleRecord) + sizeof(RecordHeader) + 8)) ring <<= 1;
+  g->ring_bytes = ring;
   g->pid = static_cast<pid_t>(syscall(SYS_getpid));
   // libc's sigaction, not our own interposer (hook_signal.cc).
   g->real_sigaction = reinterpret_cast<SigactionFn>(dlsym(RTLD_NEXT, "sigaction"));
@@ -335,13 +387,14 @@ bool SigprofAdoptThread(pid_t tid) {
   for (int i = 0; i < n; ++i) {
     TimerSlot& s = g->slots[i];
     if (s.state.load(std::memory_order_acquire) == kArmed && s.tid == tid) {
-      t_timer_slot = i + 1;
       t_tid = tid;
       uint64_t lo = 0, hi = 0;
       if (FindSelfMappingNoAlloc(reinterpret_cast<uint64_t>(__builtin_frame_address(0)), &lo, &hi)) {
         t_stack_lo = lo;
         t_stack_hi = hi;
       }
+      s.remote = false;  // the exit observer will retire it now
+      t_timer_slot = i + 1;
       return true;
     }
   }
@@ -350,33 +403,59 @@ bool SigprofAdoptThread(pid_t tid) {
 
 void SigprofDisarmSelf() {
   if (!g || !t_timer_slot) return;
-  DeleteTimer(t_timer_slot - 1, t_tid);
+  RetireSlot(t_timer_slot - 1, t_tid);
   t_timer_slot = 0;
 }
 
-void RegisterSigprofDecoding() {
-  RegisterRecordKind(kRecCpuSample, "cpu.sample", DecodeCpuSample);
-  RegisterFlushSource(SigprofFlushSource);
+void SigprofCollect(uint64_t now_ns) {
+  if (!g) return;
+  const bool check = now_ns - g->last_liveness_check >= kLivenessCheckNs;
+  if (check) g->last_liveness_check = now_ns;
+  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxTimers);
+  for (int i = 0; i < n; ++i) {
+    TimerSlot& s = g->slots[i];
+    int st = s.state.load(std::memory_order_acquire);
+    if (st != kArmed && st != kRetiring) continue;
+    DrainSlot(s);
+    ReportDrops(s, now_ns);
+    // Threads armed from outside have no exit observer: retire them once the
+    // kernel no longer knows the tid.
+    if (st == kArmed && check && s.remote &&
+        syscall(SYS_tgkill, static_cast<long>(g->pid), static_cast<long>(s.tid), 0) != 0 && errno == ESRCH) {
+      RetireSlot(i, s.tid);
+      st = s.state.load(std::memory_order_acquire);
+    }
+    if (st == kRetiring) {
+      // The owner retired it, so its handler no longer writes: drain what it
+      // left and keep the ring memory for the slot's next thread.
+      DrainSlot(s);
+      s.state.store(kFree, std::memory_order_release);
+    }
+  }
 }
+
+void RegisterSigprofFlushSource() { RegisterFlushSource(SigprofFlushSource); }
 
 void SigprofShutdown() {
   if (!g || !g->installed.load(std::memory_order_acquire)) return;
   g->shutdown.store(true, std::memory_order_release);
   // The handler stays installed: a signal already queued must not meet
   // SIG_DFL (which would kill the process on its way out).
-  DeleteAllTimers();
+  RetireAll();
 }
 
 void SigprofAtForkChild() {
-  // POSIX timers are not inherited; forget the parent's.
+  // POSIX timers are not inherited; forget the parent's. Rings are private
+  // copies of the parent's memory: keep them for reuse, emptied.
   t_timer_slot = 0;
   t_rearm_after_exec = false;
   if (!g) return;
   for (int i = 0; i < kMaxTimers; ++i) {
-    g->slots[i].state.store(kFree, std::memory_order_relaxed);
-    g->slots[i].timer_id = -1;
-    g->slots[i].unregistered.store(0, std::memory_order_relaxed);
-    g->slots[i].unregistered_reported = 0;
+    TimerSlot& s = g->slots[i];
+    s.state.store(kFree, std::memory_order_relaxed);
+    s.timer_id = -1;
+    s.dropped.store(0, std::memory_order_relaxed);
+    s.dropped_reported = 0;
   }
   g->hwm.store(0, std::memory_order_relaxed);
   g->pid = static_cast<pid_t>(syscall(SYS_getpid));
@@ -386,7 +465,7 @@ void SigprofBeforeExec() {
   if (!SigprofInstalled() || !t_timer_slot) return;
   // In a vfork child we share the parent's memory and TLS: touch nothing.
   if (static_cast<pid_t>(syscall(SYS_getpid)) != g->pid) return;
-  DeleteTimer(t_timer_slot - 1, t_tid);
+  RetireSlot(t_timer_slot - 1, t_tid);
   t_timer_slot = 0;
   t_rearm_after_exec = true;
   // A SIGPROF of ours already queued for this thread would survive exec and
@@ -431,7 +510,7 @@ bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* ol
   // The application wants SIGPROF for itself: stop our timers first so it
   // does not receive our samples, then let libc install its handler.
   g->stepped_aside.store(true, std::memory_order_release);
-  DeleteAllTimers();
+  RetireAll();
   g->stepped_aside_count.fetch_add(1, std::memory_order_relaxed);
   LogOnce(&g->stepped_logged, LogLevel::kWarn,
           "the application installed its own SIGPROF handler; CPU sampling (sigprof) stepped aside");
@@ -448,10 +527,10 @@ SigprofStats GetSigprofStats() {
   s.arm_failed = g->arm_failed.load(std::memory_order_relaxed);
   s.stepped_aside = g->stepped_aside_count.load(std::memory_order_relaxed);
   s.samples = g->samples.load(std::memory_order_relaxed);
-  uint64_t u = 0;
+  uint64_t d = 0;
   const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxTimers);
-  for (int i = 0; i < n; ++i) u += g->slots[i].unregistered.load(std::memory_order_relaxed);
-  s.unregistered = u;
+  for (int i = 0; i < n; ++i) d += g->slots[i].dropped.load(std::memory_order_relaxed);
+  s.dropped = d;
   return s;
 }
 

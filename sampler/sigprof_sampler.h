@@ -1,9 +1,16 @@
 // SIGPROF sampler: the fallback when perf_event_open is refused (or
 // FLIGHTREC_SAMPLER=sigprof). Each thread gets a POSIX timer on its own CPU
 // clock (timer_create(CLOCK_THREAD_CPUTIME_ID, SIGEV_THREAD_ID)); the SIGPROF
-// handler copies the registers and the top of the stack into a ring record
-// and returns. The flush thread unwinds the copy (stack_unwinder.h): the
-// handler never walks the stack (that can take the loader's lock).
+// handler copies the registers and the top of the stack into a record of the
+// thread's sample ring and returns. The sampler thread (sampler_thread.h)
+// unwinds the copies (stack_unwinder.h): the handler never walks the stack
+// (that can take the loader's lock).
+//
+// Each timer has a slot holding its thread's ring; the timer's sival_ptr
+// points at the slot, so the handler needs no thread-local lookup. Slot
+// states: kFree -> kArming -> kArmed -> kRetiring (timer deleted; from then
+// on the handler never touches the ring) -> kFree (sampler thread drained and
+// unmapped it). Only the sampler thread unmaps rings.
 //
 // The application comes first: if it has its own SIGPROF handler before we
 // start, the sampler is not used; if it installs one later, we delete our
@@ -23,7 +30,7 @@
 
 namespace flightrec::sampler {
 
-// Ring record of one sample (kRecCpuSample); `stack_len` bytes follow.
+// Ring record of one sample; `stack_len` bytes follow.
 struct CpuSampleRecord {
   uint64_t time_ns;
   uint64_t period_ns;  // CPU time this sample stands for (timer overruns included)
@@ -45,14 +52,18 @@ bool SigprofInstall(const SigprofOptions& opts, const char** why);
 bool SigprofInstalled();
 // Arms the calling thread (and learns its stack bounds for a fault-free copy).
 bool SigprofArmSelf();
-// Arms another thread of this process (threads alive at init).
+// Arms another thread of this process (threads alive at init); the sampler
+// thread notices when it is gone.
 bool SigprofArmThread(pid_t tid);
 bool SigprofSelfArmed();
 bool SigprofAdoptThread(pid_t tid);
 void SigprofDisarmSelf();
 
-// Registers the kRecCpuSample decoder and a flush source for counters.
-void RegisterSigprofDecoding();
+// Sampler thread: drains every ring into the sample queue; reclaims the
+// slots of threads that are gone.
+void SigprofCollect(uint64_t now_ns);
+// Flush source for counters that only the flush thread may report (footer).
+void RegisterSigprofFlushSource();
 
 // At exit: deletes every timer; the handler stays (late signals are ignored).
 void SigprofShutdown();
@@ -66,7 +77,7 @@ void SigprofAfterExecFailed();
 bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* old, int* ret);
 
 struct SigprofStats {
-  uint64_t armed = 0, arm_failed = 0, stepped_aside = 0, unregistered = 0, samples = 0;
+  uint64_t armed = 0, arm_failed = 0, stepped_aside = 0, dropped = 0, samples = 0;
 };
 SigprofStats GetSigprofStats();
 

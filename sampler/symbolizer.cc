@@ -116,11 +116,20 @@ MiString JoinPath(const char* dir, const char* file) {
   return out;
 }
 
-// " [clone .constprop.0]" and friends name compiler copies of one source
-// function; reports should see the function, not the copy.
+// Compiler copies of one source function: " [clone .constprop.0]" in
+// demangled C++ names, "name.constprop.0", "name.isra.0", "name.part.0",
+// "name.cold", ... in plain (C) symbol names. Reports should see the
+// function, not the copy. Only GCC's own suffixes are cut: other languages
+// use dots inside real names (Go's "main.main").
 void StripCloneSuffix(MiString* name) {
-  const size_t at = name->find(" [clone ");
-  if (at != MiString::npos) name->resize(at);
+  static const char* const kSuffixes[] = {" [clone ", ".constprop.", ".isra.", ".part.", ".cold",
+                                          ".lto_priv.", ".localalias", ".clone."};
+  size_t cut = MiString::npos;
+  for (const char* suffix : kSuffixes) {
+    const size_t at = name->find(suffix);
+    if (at != MiString::npos && at > 0 && at < cut) cut = at;
+  }
+  if (cut != MiString::npos) name->resize(cut);
 }
 
 MiString DemangleMi(const char* name) {

@@ -48,6 +48,7 @@ struct Uploader final : S3Control {
   // Immutable after UploaderInit.
   std::string prefix, own_service, host, bucket;
   bool keep_local = false;
+  bool allow_foreign = false;
   S3Endpoint endpoint;
   CredentialEnv cred_env;
   S3ClientOptions options;
@@ -73,7 +74,8 @@ struct Uploader final : S3Control {
   JitterRandom random{0};
   uint64_t uploaded = 0;
 
-  Uploader(const std::string& dir, bool allow_foreign) : queue(dir, allow_foreign) {
+  Uploader(const std::string& dir, bool allow_foreign_dir)
+      : allow_foreign(allow_foreign_dir), queue(dir, allow_foreign_dir) {
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -294,7 +296,7 @@ bool Start(Uploader* u) {
 }
 
 Uploader* CloneForChild(const Uploader* parent) {
-  auto* u = new Uploader(parent->queue.dir(), /*allow_foreign=*/false);
+  auto* u = new Uploader(parent->queue.dir(), parent->allow_foreign);
   u->prefix = parent->prefix;
   u->own_service = parent->own_service;
   u->host = parent->host;
@@ -319,7 +321,7 @@ void SealHook(const std::string& sealed_path) {
   u->queue.Push(sealed_path);
   pthread_mutex_lock(&u->mu);
   u->wake = true;
-  pthread_cond_signal(&u->cv);
+  pthread_cond_broadcast(&u->cv);  // the shutdown hook may wait on cv too: wake everyone
   pthread_mutex_unlock(&u->mu);
 }
 

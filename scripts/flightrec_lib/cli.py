@@ -5,9 +5,11 @@ Exit status: 0 ok; 1 some input was missing, unreadable, not a segment or
 damaged (whatever could be read was still shown); 2 usage error; 130
 interrupted. A closed stdout (| head) ends quietly with status 0."""
 import argparse
+import atexit
 import importlib
 import os
 import pkgutil
+import shutil
 import sys
 import traceback
 
@@ -26,13 +28,36 @@ def err(message):
 
 def add_paths_argument(parser):
     parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="segment files (*.seg, *.active) or directories holding them")
+                        help="segment files (*.seg, *.active), directories holding them, or s3://bucket/prefix")
+
+
+def _fetch_remote(paths):
+    """s3://bucket/prefix paths are downloaded (flightrec_lib.s3_source) into
+    temporary directories removed at exit. Returns (local paths, errors)."""
+    local, errors = [], []
+    for path in paths:
+        if not path.startswith("s3://"):
+            local.append(path)
+            continue
+        from . import s3_source  # botocore only when asked for
+        try:
+            tmp = s3_source.download_to_temp(path)
+        except s3_source.S3SourceError as e:
+            message = str(e)  # usually names the URL already
+            errors.append((path, message[len(path) + 2:] if message.startswith(path + ": ") else message))
+            continue
+        atexit.register(shutil.rmtree, tmp, True)
+        local.append(tmp)
+    return local, errors
 
 
 def open_trace(paths):
     """Opens a Trace and reports, one stderr line per file, what could not be
-    read: missing/unreadable files, non-segments, damaged blocks."""
-    trace = Trace(paths)
+    read: missing/unreadable files, non-segments, damaged blocks. Paths may
+    also be s3://bucket/prefix URLs (segments the uploader shipped)."""
+    local, remote_errors = _fetch_remote(paths)
+    trace = Trace(local)
+    trace.errors[:0] = remote_errors
     for path, message in trace.errors:
         err("%s: %s" % (path, message))
     report_damage(trace)
@@ -81,7 +106,7 @@ def main(argv=None):
         parser, subparsers = build_parser()
         # `flightrec-dump DIR` means `flightrec-dump info DIR`.
         if argv and not argv[0].startswith("-") and argv[0] not in subparsers.choices \
-                and "info" in subparsers.choices and os.path.exists(argv[0]):
+                and "info" in subparsers.choices and (os.path.exists(argv[0]) or argv[0].startswith("s3://")):
             argv.insert(0, "info")
         args = parser.parse_args(argv)
         if not getattr(args, "func", None):

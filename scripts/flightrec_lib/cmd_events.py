@@ -4,6 +4,7 @@ type, time (CLOCK_MONOTONIC ns), pid, then the schema's fields; strings as
 text, stacks as frame lists leaf first, bytes as hex)."""
 import json
 import math
+import sys
 
 from . import cli
 
@@ -73,7 +74,6 @@ def run(args):
     t0 = trace.time_range()[0] or 0
     out = []
     n = 0
-    import sys
     write = sys.stdout.write
     for e in trace.events(types):
         if args.limit is not None and n >= args.limit:

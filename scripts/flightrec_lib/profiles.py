@@ -99,13 +99,20 @@ def is_bootstrap(frame):
     return mapping_basename(frame.get("mapping")).startswith("libflightrec")
 
 
+def is_recorder_frame(frame):
+    return mapping_basename(frame.get("mapping")).startswith("libflightrec")
+
+
 def trim_bootstrap(frames):
-    """Leaf-first frames without the bootstrap frames at the root end; a stack
-    made only of bootstrap frames is kept whole (it still says something)."""
+    """Leaf-first frames without the bootstrap frames at the root end, and
+    without the recorder's own frames anywhere (an interposed call such as
+    recv() shows as the application calling libc's recv directly); a stack
+    made only of such frames is kept whole (it still says something)."""
     end = len(frames)
     while end > 0 and is_bootstrap(frames[end - 1]):
         end -= 1
-    return frames[:end] if end else frames
+    kept = [f for f in frames[:end] if not is_recorder_frame(f)]
+    return kept if kept else frames
 
 
 class Entry:

@@ -135,7 +135,7 @@ class Trace:
         their times (timsort finds the sorted runs), and the events are then
         pulled from the streams in that order, never touched by Python code
         in between."""
-        times, owner, streams = [], [], []
+        times, counts, streams = [], [], []
         for seg in segments:
             for b in seg.batches:
                 if types is not None and b.type.name not in types:
@@ -145,10 +145,15 @@ class Trace:
                     continue
                 cols = sort_columns(cols)
                 times.extend(cols[0])
-                owner.extend(itertools.repeat(len(streams), len(cols[0])))
+                counts.append(len(cols[0]))
                 streams.append(seg.rows(b, cols))
         if len(streams) <= 1:
             return streams[0] if streams else iter(())
+        if all(map(operator.le, times, itertools.islice(times, 1, None))):
+            return itertools.chain.from_iterable(streams)  # already in order (one type, say)
+        owner = []
+        for i, n in enumerate(counts):
+            owner.extend(itertools.repeat(i, n))
         order = sorted(range(len(times)), key=times.__getitem__)  # stable: file order on ties
         del times
         return map(next, map(streams.__getitem__, map(owner.__getitem__, order)))

@@ -108,6 +108,10 @@ def test_every_segment_arrives_byte_identical(fr, trace_dir, s3):
         assert os.stat(trace_dir / name).st_mode & 0o777 == 0o400  # kept, marked as shipped
     assert not [r for r in s3.requests() if r["status"] != 200], s3.requests()
     assert SECRET not in proc.stderr and TOKEN not in proc.stderr
+    # Uploads ran during the recording (rotation every second), yet the trace
+    # holds no trace of them: the upload thread records nothing, least of all secrets.
+    events = fr.dump_run("events", "--json", trace_dir).stdout
+    assert events and SECRET not in events and TOKEN not in events
 
     # flightrec-dump's s3:// reader (botocore, same variables) gets the same bytes back...
     env = s3_env(s3.endpoint)

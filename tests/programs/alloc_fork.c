@@ -14,12 +14,20 @@
 #include <unistd.h>
 
 static atomic_int g_stop;
+/* Set while a child runs: the churn threads rest so the child (and its
+ * recorder, which runs at low priority) gets the CPU on small machines. Fork
+ * itself always happens while they churn. */
+static atomic_int g_pause;
 static void* volatile g_sink;
 
 static void* churn(void* arg) {
   unsigned long x = (unsigned long)arg * 2654435761u + 1;
   void* window[32] = {0};
   while (!atomic_load(&g_stop)) {
+    if (atomic_load(&g_pause)) {
+      usleep(1000);
+      continue;
+    }
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
@@ -60,9 +68,12 @@ int main(int argc, char** argv) {
       break;
     }
     if (pid == 0) exit(child_work());
+    atomic_store(&g_pause, 1);
     int status = 0;
     if (waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0) ok++;
     else fprintf(stderr, "child %d: status %#x\n", (int)pid, status);
+    atomic_store(&g_pause, 0);
+    usleep(20000);  /* let the threads get busy again before the next fork */
   }
   atomic_store(&g_stop, 1);
   for (int i = 0; i < nthreads; ++i) pthread_join(th[i], NULL);

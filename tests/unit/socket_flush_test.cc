@@ -35,11 +35,14 @@ using sockfd::SockType;
 
 namespace {
 
+// Test times are in units of the socket time grain, so rounding leaves them exact.
+constexpr uint64_t G = kSocketTimeGrainNs;
+
 SocketOpRecord Op(SockOp op, int fd, uint64_t conn, uint64_t start, uint64_t dur, int64_t result, uint16_t aux = 0,
                   uint8_t flags = 0) {
   SocketOpRecord r{};
-  r.start_ns = start;
-  r.duration_ns = dur;
+  r.start_ns = start * G;
+  r.duration_ns = dur * G;
   r.result = result;
   r.conn = conn;
   r.fd = fd;
@@ -52,7 +55,7 @@ SocketOpRecord Op(SockOp op, int fd, uint64_t conn, uint64_t start, uint64_t dur
 SocketAddrRecord Addr(uint64_t time, uint64_t conn, uint64_t parent, int fd, SockRole role, AddrWhich which,
                       const char* ip, uint16_t port, bool complete) {
   SocketAddrRecord r{};
-  r.time_ns = time;
+  r.time_ns = time * G;
   r.conn = conn;
   r.parent_conn = parent;
   r.fd = fd;
@@ -142,9 +145,9 @@ TEST_CASE("socket flush: a served connection gives open, requests with exact byt
   side.OnOp(&h.w, Op(SockOp::kWrite, C, cc, 1420, 10, 9), 11);
   side.OnOp(&h.w, Op(SockOp::kRecv, C, cc, 1500, 10, 0), 11);
   side.OnOp(&h.w, Op(SockOp::kClose, C, cc, 1600, 10, 0), 11);
-  side.Process(&h.w, 1500, false);  // the watermark holds back what completed later (EOF, close)
+  side.Process(&h.w, 1500 * G, false);  // the watermark holds back what completed later (EOF, close)
   CHECK(side.queued() == 2);
-  side.Process(&h.w, 10000, false);
+  side.Process(&h.w, 10000 * G, false);
   CHECK(side.queued() == 0);
   Segment s = h.Read();
 
@@ -162,7 +165,7 @@ TEST_CASE("socket flush: a served connection gives open, requests with exact byt
   REQUIRE(by_conn.count(cc));
   CHECK(by_conn[lc]->Str("role") == "listener");
   CHECK(by_conn[lc]->Str("local") == "127.0.0.1:8080");
-  CHECK(by_conn[lc]->U("time") == 100);  // when the socket was created
+  CHECK(by_conn[lc]->U("time") == 100 * G);  // when the socket was created
   CHECK(by_conn[cc]->Str("role") == "server");
   CHECK(by_conn[cc]->Str("peer") == "127.0.0.1:5555");
   CHECK(by_conn[cc]->Str("local") == "127.0.0.1:8080");
@@ -174,14 +177,14 @@ TEST_CASE("socket flush: a served connection gives open, requests with exact byt
   auto reqs = All(s, "request");
   REQUIRE(reqs.size() == 2);
   CHECK(reqs[0].U("conn") == cc);
-  CHECK(reqs[0].U("time") == 1110);  // end of the first read
-  CHECK(reqs[0].U("duration_ns") == 1250 - 1110);
+  CHECK(reqs[0].U("time") == (1110) * G);  // end of the first read
+  CHECK(reqs[0].U("duration_ns") == (1250 - 1110) * G);
   CHECK(reqs[0].U("bytes_in") == 15);
   CHECK(reqs[0].U("bytes_out") == 30);
   CHECK(reqs[0].Str("role") == "server");
   CHECK(reqs[0].U("tid") == 11);
-  CHECK(reqs[1].U("time") == 1310);
-  CHECK(reqs[1].U("duration_ns") == 1430 - 1310);
+  CHECK(reqs[1].U("time") == (1310) * G);
+  CHECK(reqs[1].U("duration_ns") == (1430 - 1310) * G);
   CHECK(reqs[1].U("bytes_in") == 7);
   CHECK(reqs[1].U("bytes_out") == 17);
 
@@ -207,7 +210,7 @@ TEST_CASE("socket flush: records drained thread by thread are processed in compl
   side.OnOp(&h.w, Op(SockOp::kRecv, 5, cc, 100, 10, 4), 1);
   side.OnOp(&h.w, Op(SockOp::kRecv, 5, cc, 300, 10, 5), 1);
   side.OnOp(&h.w, Op(SockOp::kClose, 5, cc, 500, 1, 0), 2);
-  side.Process(&h.w, 1000, false);
+  side.Process(&h.w, 1000 * G, false);
   Segment s = h.Read();
   auto reqs = All(s, "request");
   REQUIRE(reqs.size() == 2);
@@ -238,10 +241,10 @@ TEST_CASE("socket flush: client view, dup'd fds, failed connect, final flush, ne
   side.OnOp(&h.w, Op(SockOp::kRecv, 6, 21, 210, 90, 5), 1);
   side.OnOp(&h.w, Op(SockOp::kSend, 6, 21, 400, 10, 14), 1);
   side.OnOp(&h.w, Op(SockOp::kRecv, 6, 21, 410, 40, 5), 1);
-  side.Process(&h.w, 1000, false);
+  side.Process(&h.w, 1000 * G, false);
   CHECK(side.conns().size() == 1);  // the failed one closed; the dup'd one lives
   side.conns().NewSegment(&h.w);    // describes the live connection again
-  side.Process(&h.w, 1000, /*final=*/true);  // end of the trace: the held request is written
+  side.Process(&h.w, 1000 * G, /*final=*/true);  // end of the trace: the held request is written
   Segment s = h.Read();
 
   auto opens = All(s, "socket.open");
@@ -260,10 +263,10 @@ TEST_CASE("socket flush: client view, dup'd fds, failed connect, final flush, ne
   auto reqs = All(s, "request");
   REQUIRE(reqs.size() == 2);
   CHECK(reqs[0].Str("role") == "client");
-  CHECK(reqs[0].U("time") == 200);
-  CHECK(reqs[0].U("duration_ns") == 100);
-  CHECK(reqs[1].U("time") == 400);
-  CHECK(reqs[1].U("duration_ns") == 50);
+  CHECK(reqs[0].U("time") == (200) * G);
+  CHECK(reqs[0].U("duration_ns") == (100) * G);
+  CHECK(reqs[1].U("time") == (400) * G);
+  CHECK(reqs[1].U("duration_ns") == (50) * G);
   CHECK(reqs[1].U("bytes_out") == 14);
   CHECK(reqs[1].U("bytes_in") == 5);
 }
@@ -286,7 +289,7 @@ TEST_CASE("socket flush: a connection first seen mid-life is adopted through the
   side.OnOp(&h.w, Op(SockOp::kSend, 8, 33, 200, 1, 4), 4);
   side.OnOp(&h.w, Op(SockOp::kClose, 8, 33, 300, 1, 0), 4);
   side.OnOp(&h.w, Op(SockOp::kRecv, 9, 34, 100, 1, 3), 4);  // the probe does not know it: no state
-  side.Process(&h.w, 1000, false);
+  side.Process(&h.w, 1000 * G, false);
   Segment s = h.Read();
   auto opens = All(s, "socket.open");
   REQUIRE(opens.size() == 1);
@@ -333,4 +336,19 @@ TEST_CASE("socket acceptq: netlink reports a real listener's queue and backlog")
   CHECK(std::any_of(queues.begin(), queues.end(), [&](const ListenQueue& q) { return q.inode == st.st_ino; }));
   for (int c : clients) close(c);
   close(l);
+}
+
+TEST_CASE("socket flush: op start and end are rounded down to the 64 ns grain") {
+  Harness h;
+  SocketFlushSide side(NoProbe());
+  SocketOpRecord r = Op(SockOp::kSend, 3, 0, 0, 0, 10);
+  r.start_ns = 1000;     // -> 960
+  r.duration_ns = 100;   // ends at 1100 -> 1088: duration 128
+  side.OnOp(&h.w, r, 1);
+  Segment s = h.Read();
+  auto ops = All(s, "socket.op");
+  REQUIRE(ops.size() == 1);
+  CHECK(ops[0].U("time") == 960);
+  CHECK(ops[0].U("duration_ns") == 128);
+  CHECK(ops[0].S("bytes") == 10);
 }

@@ -1,0 +1,277 @@
+"""heap: the allocation profile by allocation site.
+
+A site is the innermost frame of a sampled allocation's stack that is not
+part of an allocator (malloc & co., operator new, std::allocator internals,
+the recorder's own hooks): a call line in the program. For each site:
+estimated bytes and number of allocations, and estimated bytes still live at
+the end of the trace (never freed: leaks, for a process that exited). Also
+the total live estimate, and its peak over time.
+
+Estimates: a sample of S bytes taken at mean interval R stands for
+S / (1 - e^(-S/R)) bytes and 1 / (1 - e^(-S/R)) allocations
+(profiles.alloc_weight; R == 1 recorded every allocation: exact). Live
+blocks come from replaying each process's alloc.sample and alloc.free
+events in time order; a free matches the latest sample of its address.
+
+`--json` prints
+  {"sample_bytes": N, "allocated_bytes_est": N, "live_bytes_est": N,
+   "peak_live_bytes_est": N,
+   "sites": [{"function", "file", "line", "allocated_bytes_est", "count_est",
+              "live_bytes_est", "stack": ["leaf", ..., "root"]}, ...]}
+sorted by allocated bytes (or --sort). "stack" is the heaviest call path
+through the site, site first. Data the recorder lost (dropped samples or
+frees, a full sampled-address table) is reported on stderr: estimates are
+then low (drops) or live is high (lost frees)."""
+import json
+import operator
+import sys
+from collections import Counter
+
+from . import cli, profiles
+
+# Frames that belong to an allocator rather than to the program: the
+# allocation entry points and C++ allocation plumbing. Matched on the
+# demangled function name: exact names, then prefixes, then substrings.
+ALLOCATOR_NAMES = frozenset([
+    "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "aligned_alloc",
+    "memalign", "valloc", "pvalloc", "__libc_malloc", "__libc_calloc", "__libc_realloc",
+    "__libc_memalign", "__libc_valloc", "__libc_pvalloc", "__GI___libc_malloc",
+    "__GI___libc_realloc", "__posix_memalign", "_mid_memalign", "_int_malloc", "_int_realloc",
+    "tcache_init", "sysmalloc",
+])
+ALLOCATOR_PREFIXES = (
+    "operator new", "__gnu_cxx::new_allocator", "std::__new_allocator", "std::allocator<",
+    "std::allocator_traits<", "std::__allocated_ptr", "mi_", "je_", "tc_",
+)
+ALLOCATOR_SUBSTRINGS = ("::_M_allocate(", "::allocate(unsigned long")
+LOST_KINDS = ("alloc.sample", "alloc.free", "alloc.table_full", "alloc.free_unrecorded")
+
+
+def register(subparsers):
+    p = subparsers.add_parser("heap", help="allocation sites: bytes and count allocated, live at the end, peak")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    p.add_argument("--sort", choices=("alloc", "live", "count"), default="alloc",
+                   help="order sites by estimated bytes allocated (default), live bytes, or count")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="show the first N sites (text default 30, JSON default all)")
+    cli.add_paths_argument(p)
+    p.set_defaults(func=run)
+
+
+def is_allocator_frame(frame):
+    if profiles.mapping_basename(frame.get("mapping")).startswith("libflightrec"):
+        return True
+    fn = frame.get("function") or ""
+    if not fn:
+        return False
+    if fn in ALLOCATOR_NAMES or fn.startswith(ALLOCATOR_PREFIXES):
+        return True
+    return any(s in fn for s in ALLOCATOR_SUBSTRINGS)
+
+
+def site_index(frames):
+    """Index of the site frame in a leaf-first stack: the first frame that is
+    not an allocator's (the leaf when every frame is one)."""
+    for i, frame in enumerate(frames):
+        if not is_allocator_frame(frame):
+            return i
+    return 0
+
+
+class Site:
+    __slots__ = ("function", "file", "line", "bytes", "count", "live", "paths")
+
+    def __init__(self, function, file, line):
+        self.function, self.file, self.line = function, file, line
+        self.bytes = self.count = self.live = 0.0
+        self.paths = Counter()  # call path (tuple of labels, site first) -> estimated bytes
+
+
+def _columns(batch, fields, problems):
+    names = batch.type.field_names
+    missing = [f for f in fields if f not in names]
+    if missing:
+        problems.add("%s: %s events lack field%s %s; they are skipped" % (
+            batch.segment.path, batch.type.name, "s" if len(missing) > 1 else "", ", ".join(missing)))
+        return None
+    cols = batch.columns()
+    if cols is None:
+        problems.add("%s: damaged %s block at offset %d skipped" % (
+            batch.segment.path, batch.type.name, batch.offset))
+        return None
+    return [cols[names.index(f)] for f in fields]
+
+
+def build(trace):
+    """The heap report as a dict (the --json document), plus notes for stderr."""
+    problems = set()
+    sites = {}           # (function, file, line) -> Site
+    site_of = {}         # (segment index, stack id) -> (Site, path labels)
+    per_process = {}     # process key -> [(time, 0 sample / 1 free, seq, address, site, path, w, wall offset)]
+    rates = Counter()
+    seq = 0
+    for si, seg in enumerate(trace.segments):
+        key = profiles._process_key(seg)
+        h = seg.header
+        off = h["anchor_realtime_ns"] - h["anchor_monotonic_ns"]  # monotonic -> wall clock
+        for batch in seg.batches:
+            name = batch.type.name
+            if name == "alloc.free":
+                cols = _columns(batch, ["time", "address"], problems)
+                if cols is not None:
+                    per_process.setdefault(key, []).extend(
+                        (t, 1, 0, a, None, None, 0.0, off) for t, a in zip(*cols))
+                continue
+            if name != "alloc.sample":
+                continue
+            cols = _columns(batch, ["time", "address", "size", "stack", "sample_bytes"], problems)
+            if cols is None:
+                continue
+            times, addrs, sizes, stacks, srates = cols
+            rates.update(srates)
+            events = per_process.setdefault(key, [])
+            for t, addr, size, sid, rate in zip(times, addrs, sizes, stacks, srates):
+                sk = (si, sid)
+                hit = site_of.get(sk)
+                if hit is None:
+                    hit = _resolve_site(seg.frames(sid), sites)
+                    site_of[sk] = hit
+                site, path = hit
+                w, c = profiles.alloc_weight(size, rate)
+                site.bytes += w
+                site.count += c
+                site.paths[path] += w
+                events.append((t, 0, seq, addr, site, path, w, off))
+                seq += 1
+
+    # Replay each process in its own monotonic time order (an allocation
+    # before a free at equal times): the blocks left are live at the end.
+    # Changes of the live total are collected on the wall clock so the peak
+    # is that of all processes together.
+    live_total = 0.0
+    changes = []  # (wall time, +/- estimated bytes)
+    for events in per_process.values():
+        events.sort(key=operator.itemgetter(0, 1, 2))
+        held = {}
+        for t, what, _, addr, site, path, w, off in events:
+            if what == 0:
+                old = held.get(addr)
+                if old is not None:  # its free was lost (dropped): do not count it twice
+                    changes.append((t + off, -old[2]))
+                held[addr] = (site, path, w)
+                changes.append((t + off, w))
+            else:
+                old = held.pop(addr, None)
+                if old is not None:
+                    changes.append((t + off, -old[2]))
+        for site, path, w in held.values():
+            site.live += w
+            live_total += w
+    changes.sort(key=operator.itemgetter(0))  # stable: per-process order kept on ties
+    running = peak_total = 0.0
+    for _, d in changes:
+        running += d
+        if running > peak_total:
+            peak_total = running
+
+    sample_bytes = rates.most_common(1)[0][0] if rates else _configured_rate(trace)
+    rows = [s for s in sites.values()]
+    doc = {
+        "sample_bytes": int(sample_bytes),
+        "allocated_bytes_est": int(round(sum(s.bytes for s in rows))),
+        "live_bytes_est": int(round(live_total)),
+        "peak_live_bytes_est": int(round(peak_total)),
+        "sites": [],
+    }
+    for s in rows:
+        path = max(s.paths.items(), key=lambda kv: (kv[1], kv[0]))[0] if s.paths else ()
+        doc["sites"].append({
+            "function": s.function, "file": s.file, "line": s.line,
+            "allocated_bytes_est": int(round(s.bytes)), "count_est": int(round(s.count)),
+            "live_bytes_est": int(round(s.live)), "stack": list(path),
+        })
+    notes = sorted(problems)
+    if len(rates) > 1:
+        notes.append("samples were taken at %d different mean intervals (%s bytes); "
+                     "each is weighted by its own" % (len(rates), ", ".join(str(r) for r in sorted(rates))))
+    lost = trace.dropped()
+    for kind in LOST_KINDS:
+        if lost.get(kind):
+            notes.append(_lost_note(kind, lost[kind]))
+    return doc, notes
+
+
+def _resolve_site(frames, sites):
+    frames = frames or []
+    i = site_index(frames)
+    frame = frames[i] if frames else {"function": "[no stack]", "file": "", "line": 0}
+    function = profiles.frame_label(frame) if frames else "[no stack]"
+    key = (function, frame.get("file") or "", int(frame.get("line") or 0))
+    site = sites.get(key)
+    if site is None:
+        site = sites[key] = Site(*key)
+    path = tuple(profiles.frame_label(f) for f in profiles.trim_bootstrap(frames[i:])) if frames else ()
+    return site, path
+
+
+def _configured_rate(trace):
+    for e in trace.events({"process.start"}):
+        v = e.get("alloc_sample_bytes")
+        if isinstance(v, int):
+            return v
+    return 0
+
+
+def _lost_note(kind, count):
+    what = {
+        "alloc.sample": "allocation samples were dropped (rings full): estimates are low",
+        "alloc.free": "frees of sampled blocks were dropped: live estimates are high",
+        "alloc.table_full": "sampled blocks did not fit the address table (FLIGHTREC_ALLOC_TABLE_ENTRIES): "
+                            "their frees were not seen, live estimates are high",
+        "alloc.free_unrecorded": "frees of sampled blocks happened where nothing is recorded: "
+                                 "live estimates are high",
+    }[kind]
+    return "%s %s" % ("{:,}".format(count), what)
+
+
+SORT_KEYS = {"alloc": "allocated_bytes_est", "live": "live_bytes_est", "count": "count_est"}
+
+
+def run(args):
+    if args.limit is not None and args.limit < 0:
+        raise cli.UsageError("--limit must be >= 0")
+    trace = cli.open_trace(args.paths)
+    doc, notes = build(trace)
+    sk = SORT_KEYS[args.sort]
+    doc["sites"].sort(key=lambda s: (-s[sk], -s["allocated_bytes_est"], s["function"], s["file"], s["line"]))
+    limit = args.limit if args.limit is not None else (None if args.json else 30)
+    total_sites = len(doc["sites"])
+    if limit is not None:
+        doc["sites"] = doc["sites"][:limit]
+    for note in notes:
+        cli.err(note)
+    if args.json:
+        json.dump(doc, sys.stdout)
+        sys.stdout.write("\n")
+        return cli.exit_status(trace)
+    if not total_sites:
+        print("no allocation samples in the trace" + (
+            " (allocation profiling was off: FLIGHTREC_ALLOC_SAMPLE_BYTES=0)" if doc["sample_bytes"] == 0
+            and any(True for _ in trace.batches({"process.start"})) else ""))
+        return cli.exit_status(trace)
+    rate = doc["sample_bytes"]
+    print("Heap: sampled every %s on average; allocated ~%s, live at end ~%s, peak live ~%s%s" % (
+        "allocation" if rate <= 1 else cli.format_bytes(rate), cli.format_bytes(doc["allocated_bytes_est"]),
+        cli.format_bytes(doc["live_bytes_est"]), cli.format_bytes(doc["peak_live_bytes_est"]),
+        "" if len(doc["sites"]) == total_sites else " (top %d of %d sites)" % (len(doc["sites"]), total_sites)))
+    table = [("allocated", "count", "live", "site")]
+    for s in doc["sites"]:
+        where = "%s:%d" % (s["file"], s["line"]) if s["file"] else ""
+        caller = "  <- " + s["stack"][1] if len(s["stack"]) > 1 else ""
+        table.append((cli.format_bytes(s["allocated_bytes_est"]), "{:,}".format(s["count_est"]),
+                      cli.format_bytes(s["live_bytes_est"]),
+                      s["function"] + ("  " + where if where else "") + caller))
+    widths = [max(len(row[i]) for row in table) for i in range(3)]
+    for row in table:
+        print("  ".join(row[i].rjust(widths[i]) for i in range(3)) + "  " + row[3])
+    return cli.exit_status(trace)

@@ -1,0 +1,266 @@
+"""sockets: what every connection did — role, local and peer address, open
+and close time, bytes in and out, operation counts, errors, and latency
+percentiles of its blocking calls — built from the socket.* events the
+preload's socket hooks record (preload/socket_events.h describes them).
+
+Byte counts are exact: the sum of what every send/recv-family call returned
+(MSG_PEEK receives, recorded as "<op>.peek", moved nothing and are not
+counted). Data lost before it reached the trace (a full ring) shows up in
+`flightrec-dump info` as dropped socket.op records and in this report's
+totals as "dropped".
+"""
+import json
+import math
+import sys
+
+from . import cli
+
+EAGAIN, EINTR, EINPROGRESS = 11, 4, 115
+# Outcomes of non-blocking I/O and of signals, not failures of the connection.
+NOT_ERRORS = {-EAGAIN, -EINTR, -EINPROGRESS}
+DATA_IN = frozenset(["recv", "recvfrom", "recvmsg", "recvmmsg", "read", "readv"])
+DATA_OUT = frozenset(["send", "sendto", "sendmsg", "sendmmsg", "write", "writev", "sendfile"])
+# Calls that may wait: their durations feed the latency percentiles.
+BLOCKING = DATA_IN | DATA_OUT | {"accept", "connect"}
+ROLES = ("server", "client", "listener", "other")
+
+
+def register(subparsers):
+    p = subparsers.add_parser("sockets", help="per-connection socket activity: bytes, ops, errors, latency")
+    p.add_argument("--json", action="store_true", help="one JSON object: connections and totals")
+    p.add_argument("--role", choices=ROLES, action="append",
+                   help="only connections with this role (repeatable)")
+    cli.add_paths_argument(p)
+    p.set_defaults(func=run)
+
+
+def percentile(sorted_values, pct):
+    """Nearest-rank percentile of an ascending list (None when empty)."""
+    if not sorted_values:
+        return None
+    rank = max(1, int(math.ceil(pct / 100.0 * len(sorted_values))))
+    return sorted_values[rank - 1]
+
+
+def latency_summary(durations):
+    if not durations:
+        return None
+    d = sorted(durations)
+    return {"count": len(d), "p50": percentile(d, 50), "p90": percentile(d, 90),
+            "p99": percentile(d, 99), "max": d[-1]}
+
+
+def _new_conn(pid, conn):
+    return {"id": conn, "pid": pid, "role": "?", "family": "", "sock_type": "", "local": "", "peer": "",
+            "listener": 0, "fd": None, "tid": None, "open_ns": None, "close_ns": None,
+            "first_ns": None, "last_ns": None, "bytes_in": 0, "bytes_out": 0, "ops": 0, "errors": 0,
+            "eagain": 0, "ops_by_name": {}, "errors_by_name": {}, "_durations": [], "_open_time": None,
+            "acceptq": None}
+
+
+def _field_cols(batch, names):
+    """{name: column} for the given fields, or None if the block lacks one or is damaged."""
+    fields = batch.type.field_names
+    if any(n not in fields for n in names):
+        return None
+    cols = batch.columns()
+    if cols is None:
+        return None
+    return {n: cols[fields.index(n)] for n in names}
+
+
+def collect(trace):
+    """{(pid, conn): connection dict} plus totals of what could not be attributed."""
+    conns = {}
+    unattributed = {"ops": 0, "errors": 0}
+
+    def get(pid, conn):
+        key = (pid, conn)
+        c = conns.get(key)
+        if c is None:
+            c = conns[key] = _new_conn(pid, conn)
+        return c
+
+    for b in trace.batches({"socket.open"}):
+        seg = b.segment
+        cols = _field_cols(b, ["time", "tid", "fd", "conn", "role", "family", "sock_type", "local", "peer",
+                               "listener"])
+        if cols is None:
+            continue
+        s = seg.string
+        for i, conn in enumerate(cols["conn"]):
+            c = get(seg.pid, conn)
+            t = cols["time"][i]
+            if c["open_ns"] is None or t < c["open_ns"]:
+                c["open_ns"] = t
+            # The latest description wins (connect() may re-describe a socket);
+            # re-emissions at segment starts repeat the same description.
+            if c["_open_time"] is None or t >= c["_open_time"]:
+                c["_open_time"] = t
+                c.update(role=s(cols["role"][i]) or "?", family=s(cols["family"][i]),
+                         sock_type=s(cols["sock_type"][i]), local=s(cols["local"][i]), peer=s(cols["peer"][i]),
+                         listener=cols["listener"][i], fd=cols["fd"][i], tid=cols["tid"][i])
+
+    for b in trace.batches({"socket.close"}):
+        cols = _field_cols(b, ["time", "conn"])
+        if cols is None:
+            continue
+        for t, conn in zip(cols["time"], cols["conn"]):
+            c = get(b.segment.pid, conn)
+            c["close_ns"] = t if c["close_ns"] is None else max(c["close_ns"], t)
+
+    for b in trace.batches({"socket.op"}):
+        seg = b.segment
+        cols = _field_cols(b, ["time", "conn", "op", "bytes", "duration_ns", "fd"])
+        if cols is None:
+            continue
+        names = {sid: seg.string(sid) for sid in set(cols["op"])}
+        pid = seg.pid
+        for t, conn, op_id, nbytes, dur, fd in zip(cols["time"], cols["conn"], cols["op"], cols["bytes"],
+                                                  cols["duration_ns"], cols["fd"]):
+            op = names[op_id]
+            failed = nbytes < 0 and nbytes not in NOT_ERRORS
+            if conn == 0:  # a socket() that failed: no connection to charge
+                unattributed["ops"] += 1
+                unattributed["errors"] += failed
+                continue
+            c = conns.get((pid, conn))
+            if c is None:
+                c = get(pid, conn)
+            c["ops"] += 1
+            c["ops_by_name"][op] = c["ops_by_name"].get(op, 0) + 1
+            if c["first_ns"] is None or t < c["first_ns"]:
+                c["first_ns"] = t
+            end = t + dur
+            if c["last_ns"] is None or end > c["last_ns"]:
+                c["last_ns"] = end
+            if c["fd"] is None:
+                c["fd"] = fd
+            if nbytes > 0:
+                if op in DATA_IN:
+                    c["bytes_in"] += nbytes
+                elif op in DATA_OUT:
+                    c["bytes_out"] += nbytes
+            elif nbytes == -EAGAIN:
+                c["eagain"] += 1
+            if failed:
+                c["errors"] += 1
+                c["errors_by_name"][op] = c["errors_by_name"].get(op, 0) + 1
+            if op in BLOCKING and nbytes != -EAGAIN and nbytes != -EINPROGRESS:
+                c["_durations"].append(dur)
+
+    for b in trace.batches({"socket.acceptq"}):
+        cols = _field_cols(b, ["conn", "queued", "backlog"])
+        if cols is None:
+            continue
+        for conn, queued, backlog in zip(cols["conn"], cols["queued"], cols["backlog"]):
+            c = get(b.segment.pid, conn)
+            q = c["acceptq"] or {"samples": 0, "max_queued": 0, "backlog": 0, "full_samples": 0}
+            q["samples"] += 1
+            q["max_queued"] = max(q["max_queued"], queued)
+            q["backlog"] = max(q["backlog"], backlog)
+            q["full_samples"] += 1 if backlog and queued >= backlog else 0
+            c["acceptq"] = q
+
+    for c in conns.values():
+        if c["open_ns"] is None:
+            c["open_ns"] = c["first_ns"]
+        c["latency_ns"] = latency_summary(c.pop("_durations"))
+        del c["_open_time"]
+    return conns, unattributed
+
+
+def totals_of(conns, unattributed, dropped):
+    t = {"connections": len(conns), "bytes_in": 0, "bytes_out": 0, "ops": unattributed["ops"],
+         "errors": unattributed["errors"], "eagain": 0, "by_role": {}, "dropped_records": dropped}
+    for c in conns:
+        t["bytes_in"] += c["bytes_in"]
+        t["bytes_out"] += c["bytes_out"]
+        t["ops"] += c["ops"]
+        t["errors"] += c["errors"]
+        t["eagain"] += c["eagain"]
+        r = t["by_role"].setdefault(c["role"], {"connections": 0, "bytes_in": 0, "bytes_out": 0, "ops": 0,
+                                                "errors": 0})
+        r["connections"] += 1
+        r["bytes_in"] += c["bytes_in"]
+        r["bytes_out"] += c["bytes_out"]
+        r["ops"] += c["ops"]
+        r["errors"] += c["errors"]
+    return t
+
+
+def format_ns(ns):
+    if ns is None:
+        return "-"
+    if ns < 1_000:
+        return "%dns" % ns
+    if ns < 1_000_000:
+        return "%.1fus" % (ns / 1e3)
+    if ns < 1_000_000_000:
+        return "%.1fms" % (ns / 1e6)
+    return "%.2fs" % (ns / 1e9)
+
+
+def run(args):
+    trace = cli.open_trace(args.paths)
+    conns, unattributed = collect(trace)
+    rows = sorted(conns.values(), key=lambda c: (c["pid"] or 0, c["open_ns"] or 0, c["id"]))
+    if args.role:
+        rows = [c for c in rows if c["role"] in args.role]
+    dropped = {k: v for k, v in trace.dropped().items() if k.startswith("socket")}
+    totals = totals_of(rows, unattributed if not args.role else {"ops": 0, "errors": 0},
+                       sum(dropped.values()))
+    if args.json:
+        # dumps, not dump: only dumps uses the C encoder.
+        sys.stdout.write(json.dumps({"connections": rows, "totals": totals}, separators=(",", ":")))
+        print()
+        return cli.exit_status(trace)
+    if not rows:
+        if not trace.segments:
+            print("no readable segments")
+        elif not any(True for _ in trace.batches({"socket.op", "socket.open"})):
+            print("no socket events in the trace (FLIGHTREC_SOCKETS=0, or the program used no sockets)")
+        else:
+            print("no connections match the selection")
+        return cli.exit_status(trace)
+    t0 = trace.time_range()[0] or 0
+    by_role = ", ".join("%d %s" % (v["connections"], k) for k, v in sorted(totals["by_role"].items()))
+    print("%d connections (%s): %s in, %s out in %d ops, %d errors, %d would-block" % (
+        totals["connections"], by_role, _bytes(totals["bytes_in"]), _bytes(totals["bytes_out"]), totals["ops"],
+        totals["errors"], totals["eagain"]))
+    if dropped:
+        print("warning: %d socket records were dropped before reaching the trace (%s); counts below are "
+              "lower bounds" % (sum(dropped.values()), ", ".join("%s %d" % kv for kv in sorted(dropped.items()))))
+    print()
+    header = ("CONN", "PID", "ROLE", "LOCAL", "PEER", "OPEN", "CLOSE", "BYTES IN", "BYTES OUT", "OPS", "ERR",
+              "p50", "p99", "max")
+    table = [header]
+    for c in rows:
+        lat = c["latency_ns"] or {}
+        peer = c["peer"]
+        if c["role"] == "listener" and c["acceptq"]:
+            q = c["acceptq"]
+            peer = "acceptq max %d/%d" % (q["max_queued"], q["backlog"])
+        table.append((str(c["id"]), str(c["pid"]), c["role"], c["local"] or "-", peer or "-",
+                      _rel(c["open_ns"], t0), _rel(c["close_ns"], t0), "{:,}".format(c["bytes_in"]),
+                      "{:,}".format(c["bytes_out"]), "{:,}".format(c["ops"]), str(c["errors"]),
+                      format_ns(lat.get("p50")), format_ns(lat.get("p99")), format_ns(lat.get("max"))))
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    right = {0, 1, 5, 6, 7, 8, 9, 10, 11, 12, 13}
+    for r in table:
+        print("  ".join(v.rjust(widths[i]) if i in right else v.ljust(widths[i]) for i, v in enumerate(r)).rstrip())
+    errs = [(c, c["errors_by_name"]) for c in rows if c["errors_by_name"]]
+    if errs:
+        print()
+        print("errors by call:")
+        for c, by in errs:
+            print("  conn %d: %s" % (c["id"], ", ".join("%s %d" % kv for kv in sorted(by.items()))))
+    return cli.exit_status(trace)
+
+
+def _rel(ns, t0):
+    return "-" if ns is None else "+%.3fs" % ((ns - t0) / 1e9)
+
+
+def _bytes(n):
+    return cli.format_bytes(n)

@@ -1,0 +1,339 @@
+// sock_misc: socket scenarios for the socket tests, one per subcommand, each
+// printing the numbers the test checks against the trace.
+//
+//   sock_misc epoll CONNS ROUNDS   non-blocking event-loop server (epoll,
+//                                  accept4 SOCK_NONBLOCK) reading until EAGAIN;
+//                                  blocking client threads
+//   sock_misc unix                 unix stream socket by path, and a socketpair
+//   sock_misc udp                  UDP: sendto/recvfrom, sendmmsg/recvmmsg,
+//                                  a connected UDP client with send/recv
+//   sock_misc connfail             blocking and non-blocking connect to a closed port
+//   sock_misc closeall MODE        TCP exchange, then close every fd
+//                                  (MODE: range = close_range(3, ~0U, 0),
+//                                  loop = close() on 3..1023, from = closefrom(3)),
+//                                  then another TCP exchange
+// Exit status 0 when the program itself saw what it expected.
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static void die(const char* what) {
+  perror(what);
+  exit(1);
+}
+
+static int tcp_listener(struct sockaddr_in* addr, int flags) {
+  int l = socket(AF_INET, SOCK_STREAM | flags, 0);
+  if (l < 0) die("socket");
+  memset(addr, 0, sizeof(*addr));
+  addr->sin_family = AF_INET;
+  addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(*addr);
+  if (bind(l, (struct sockaddr*)addr, len) != 0 || listen(l, 128) != 0) die("bind/listen");
+  getsockname(l, (struct sockaddr*)addr, &len);
+  return l;
+}
+
+static int tcp_connect(const struct sockaddr_in* addr) {
+  int c = socket(AF_INET, SOCK_STREAM, 0);
+  if (c < 0 || connect(c, (const struct sockaddr*)addr, sizeof(*addr)) != 0) die("connect");
+  return c;
+}
+
+static void write_all(int fd, const char* p, size_t n) {
+  while (n) {
+    ssize_t w = write(fd, p, n);
+    if (w <= 0) die("write");
+    p += w;
+    n -= (size_t)w;
+  }
+}
+
+static void read_all(int fd, char* p, size_t n) {
+  while (n) {
+    ssize_t r = read(fd, p, n);
+    if (r <= 0) die("read");
+    p += r;
+    n -= (size_t)r;
+  }
+}
+
+// ---- epoll ------------------------------------------------------------------
+
+enum { kMsg = 300 };
+static struct sockaddr_in g_addr;
+static int g_rounds;
+
+static void* epoll_client(void* arg) {
+  (void)arg;
+  int c = tcp_connect(&g_addr);
+  char buf[kMsg];
+  memset(buf, 'e', sizeof(buf));
+  for (int i = 0; i < g_rounds; ++i) {
+    write_all(c, buf, sizeof(buf));
+    read_all(c, buf, sizeof(buf));
+  }
+  close(c);
+  return NULL;
+}
+
+static int cmd_epoll(int conns, int rounds) {
+  g_rounds = rounds;
+  int l = tcp_listener(&g_addr, SOCK_NONBLOCK);
+  int ep = epoll_create1(0);
+  struct epoll_event ev = {.events = EPOLLIN, .data.fd = l};
+  epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev);
+  pthread_t* th = calloc((size_t)conns, sizeof(pthread_t));
+  for (int i = 0; i < conns; ++i) pthread_create(&th[i], NULL, epoll_client, NULL);
+  long eagain = 0, accept_eagain = 0, bytes_in = 0, bytes_out = 0, closed = 0, accepted = 0;
+  while (closed < conns) {
+    struct epoll_event evs[16];
+    int n = epoll_wait(ep, evs, 16, 5000);
+    if (n <= 0) die("epoll_wait timed out");
+    for (int i = 0; i < n; ++i) {
+      int fd = evs[i].data.fd;
+      if (fd == l) {
+        for (;;) {  // drain the accept queue until it would block
+          int c = accept4(l, NULL, NULL, SOCK_NONBLOCK);
+          if (c < 0) {
+            if (errno == EAGAIN) {
+              accept_eagain++;
+              break;
+            }
+            die("accept4");
+          }
+          accepted++;
+          struct epoll_event cev = {.events = EPOLLIN, .data.fd = c};
+          epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev);
+        }
+        continue;
+      }
+      char buf[4096];
+      for (;;) {  // read until EAGAIN (edge of the data) or EOF
+        ssize_t r = recv(fd, buf, sizeof(buf), 0);
+        if (r > 0) {
+          bytes_in += r;
+          ssize_t w = send(fd, buf, (size_t)r, 0);  // small echoes fit the socket buffer
+          if (w != r) die("send");
+          bytes_out += w;
+          continue;
+        }
+        if (r < 0 && errno == EAGAIN) {
+          eagain++;
+          break;
+        }
+        if (r < 0) die("recv");
+        epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+        close(fd);
+        closed++;
+        break;
+      }
+    }
+  }
+  for (int i = 0; i < conns; ++i) pthread_join(th[i], NULL);
+  close(ep);
+  close(l);
+  printf("epoll accepted=%ld server_in=%ld server_out=%ld recv_eagain=%ld accept_eagain=%ld\n", accepted,
+         bytes_in, bytes_out, eagain, accept_eagain);
+  return 0;
+}
+
+// ---- unix -------------------------------------------------------------------
+
+static int cmd_unix(void) {
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  snprintf(a.sun_path, sizeof(a.sun_path), "/tmp/sock_misc.%d", getpid());
+  unlink(a.sun_path);
+  int l = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (bind(l, (struct sockaddr*)&a, sizeof(a)) != 0 || listen(l, 4) != 0) die("unix bind/listen");
+  int c = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (connect(c, (struct sockaddr*)&a, sizeof(a)) != 0) die("unix connect");
+  int s = accept(l, NULL, NULL);
+  char buf[1000];
+  memset(buf, 'u', sizeof(buf));
+  write_all(c, buf, 777);
+  read_all(s, buf, 777);
+  write_all(s, buf, 555);
+  read_all(c, buf, 555);
+  close(c);
+  close(s);
+  close(l);
+  unlink(a.sun_path);
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) die("socketpair");
+  write_all(sv[0], buf, 123);
+  read_all(sv[1], buf, 123);
+  close(sv[0]);
+  close(sv[1]);
+  printf("unix path=%s client_out=777 client_in=555 pair_bytes=123\n", a.sun_path);
+  return 0;
+}
+
+// ---- udp --------------------------------------------------------------------
+
+static int cmd_udp(void) {
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  int s = socket(AF_INET, SOCK_DGRAM, 0);
+  socklen_t len = sizeof(a);
+  if (bind(s, (struct sockaddr*)&a, len) != 0) die("udp bind");
+  getsockname(s, (struct sockaddr*)&a, &len);
+  int c = socket(AF_INET, SOCK_DGRAM, 0);
+  char buf[2048];
+  memset(buf, 'd', sizeof(buf));
+  long sent = 0, received = 0;
+  for (int i = 0; i < 10; ++i) {  // sendto / recvfrom
+    ssize_t w = sendto(c, buf, 100 + (size_t)i, 0, (struct sockaddr*)&a, sizeof(a));
+    if (w < 0) die("sendto");
+    sent += w;
+    struct sockaddr_in from;
+    socklen_t fl = sizeof(from);
+    ssize_t r = recvfrom(s, buf, sizeof(buf), 0, (struct sockaddr*)&from, &fl);
+    if (r < 0) die("recvfrom");
+    received += r;
+  }
+  // sendmmsg / recvmmsg: 4 datagrams of 200 bytes in one call each way.
+  struct mmsghdr msgs[4];
+  struct iovec iov[4];
+  memset(msgs, 0, sizeof(msgs));
+  for (int i = 0; i < 4; ++i) {
+    iov[i].iov_base = buf;
+    iov[i].iov_len = 200;
+    msgs[i].msg_hdr.msg_iov = &iov[i];
+    msgs[i].msg_hdr.msg_iovlen = 1;
+    msgs[i].msg_hdr.msg_name = &a;
+    msgs[i].msg_hdr.msg_namelen = sizeof(a);
+  }
+  int m = sendmmsg(c, msgs, 4, 0);
+  if (m != 4) die("sendmmsg");
+  for (int i = 0; i < 4; ++i) sent += msgs[i].msg_len;
+  struct mmsghdr in[4];
+  struct iovec iniov[4];
+  char inbuf[4][256];
+  memset(in, 0, sizeof(in));
+  for (int i = 0; i < 4; ++i) {
+    iniov[i].iov_base = inbuf[i];
+    iniov[i].iov_len = sizeof(inbuf[i]);
+    in[i].msg_hdr.msg_iov = &iniov[i];
+    in[i].msg_hdr.msg_iovlen = 1;
+  }
+  int got = 0;
+  while (got < 4) {
+    int k = recvmmsg(s, in + got, (unsigned)(4 - got), 0, NULL);
+    if (k <= 0) die("recvmmsg");
+    for (int i = 0; i < k; ++i) received += in[got + i].msg_len;
+    got += k;
+  }
+  // A connected UDP client: send/recv (a DNS-like exchange).
+  int cc = socket(AF_INET, SOCK_DGRAM, 0);
+  if (connect(cc, (struct sockaddr*)&a, sizeof(a)) != 0) die("udp connect");
+  struct sockaddr_in ca;
+  socklen_t cal = sizeof(ca);
+  getsockname(cc, (struct sockaddr*)&ca, &cal);
+  if (send(cc, buf, 64, 0) != 64) die("udp send");
+  struct sockaddr_in from;
+  socklen_t fl = sizeof(from);
+  if (recvfrom(s, buf, sizeof(buf), 0, (struct sockaddr*)&from, &fl) != 64) die("udp recvfrom");
+  if (sendto(s, buf, 512, 0, (struct sockaddr*)&from, fl) != 512) die("udp reply");
+  if (recv(cc, buf, sizeof(buf), 0) != 512) die("udp recv");
+  close(cc);
+  close(c);
+  close(s);
+  printf("udp server_port=%d sent=%ld received=%ld connected_out=64 connected_in=512\n", ntohs(a.sin_port), sent,
+         received);
+  return 0;
+}
+
+// ---- connfail ---------------------------------------------------------------
+
+static int cmd_connfail(void) {
+  // A port nobody listens on: bind one, note it, close it.
+  struct sockaddr_in a;
+  int tmp = tcp_listener(&a, 0);
+  close(tmp);
+  int c = socket(AF_INET, SOCK_STREAM, 0);
+  int rc = connect(c, (struct sockaddr*)&a, sizeof(a));
+  int err = errno;
+  if (rc == 0 || err != ECONNREFUSED) {
+    fprintf(stderr, "expected ECONNREFUSED, got rc=%d errno=%d\n", rc, err);
+    return 1;
+  }
+  close(c);
+  // Non-blocking: EINPROGRESS, then the error arrives through SO_ERROR.
+  int n = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  rc = connect(n, (struct sockaddr*)&a, sizeof(a));
+  int err2 = errno;
+  struct pollfd p = {.fd = n, .events = POLLOUT};
+  poll(&p, 1, 2000);
+  int soerr = 0;
+  socklen_t sl = sizeof(soerr);
+  getsockopt(n, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+  close(n);
+  printf("connfail port=%d errno=%d nonblocking_rc=%d nonblocking_errno=%d so_error=%d\n", ntohs(a.sin_port), err,
+         rc, rc ? err2 : 0, soerr);
+  return 0;
+}
+
+// ---- closeall ---------------------------------------------------------------
+
+static long exchange(const struct sockaddr_in* addr, int listener, size_t n) {
+  int c = tcp_connect(addr);
+  int s = accept(listener, NULL, NULL);
+  if (s < 0) die("accept");
+  char buf[4096];
+  memset(buf, 'x', sizeof(buf));
+  write_all(c, buf, n);
+  read_all(s, buf, n);
+  write_all(s, buf, n / 2);
+  read_all(c, buf, n / 2);
+  close(c);
+  close(s);
+  return (long)n;
+}
+
+static int cmd_closeall(const char* mode) {
+  struct sockaddr_in a;
+  int l = tcp_listener(&a, 0);
+  long first = exchange(&a, l, 1000);
+  usleep(50 * 1000);  // let the recorder write a block and open its fds
+  // A daemon-style "close everything but stdio".
+  if (strcmp(mode, "range") == 0) {
+    if (close_range(3, ~0U, 0) != 0) die("close_range");
+  } else if (strcmp(mode, "from") == 0) {
+    closefrom(3);
+  } else {
+    for (int fd = 3; fd < 1024; ++fd) close(fd);
+  }
+  // Our listener is gone too (that is the point): make a new one and go on.
+  l = tcp_listener(&a, 0);
+  long second = exchange(&a, l, 2000);
+  close(l);
+  usleep(50 * 1000);
+  printf("closeall mode=%s first=%ld second=%ld port=%d\n", mode, first, second, ntohs(a.sin_port));
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: sock_misc epoll|unix|udp|connfail|closeall ...\n");
+    return 2;
+  }
+  const char* cmd = argv[1];
+  if (strcmp(cmd, "epoll") == 0) return cmd_epoll(argc > 2 ? atoi(argv[2]) : 4, argc > 3 ? atoi(argv[3]) : 20);
+  if (strcmp(cmd, "unix") == 0) return cmd_unix();
+  if (strcmp(cmd, "udp") == 0) return cmd_udp();
+  if (strcmp(cmd, "connfail") == 0) return cmd_connfail();
+  if (strcmp(cmd, "closeall") == 0) return cmd_closeall(argc > 2 ? argv[2] : "range");
+  fprintf(stderr, "unknown command %s\n", cmd);
+  return 2;
+}
