@@ -69,7 +69,7 @@ std::atomic<bool> g_fork_pending{false};
 bool g_fork_quiesce_failed = false;  // forking thread only, prepare -> child/parent
 bool g_capture_unsafe = false;       // set in a child forked mid-capture: never unwind
 __thread int tls_in_unwind __attribute__((tls_model("initial-exec"))) = 0;
-constexpr uint64_t kForkQuiesceBudgetNs = 200ull * 1000000ull;
+constexpr uint64_t kForkQuiesceBudgetNs = 100ull * 1000000ull;  // captures take microseconds
 
 int CaptureStack(uint64_t* pcs, int max) {
   if (g_capture_unsafe) return 0;
@@ -106,7 +106,11 @@ void AtForkChild() {
   // Only the forking thread exists here; its own count (if it forked from a
   // handler mid-capture) is dropped when that capture returns.
   g_unwinders.store(tls_in_unwind, std::memory_order_seq_cst);
-  if (g_fork_quiesce_failed) g_capture_unsafe = true;
+  if (g_fork_quiesce_failed) {
+    g_capture_unsafe = true;
+    Log(LogLevel::kWarn, "forked while a thread was capturing an allocation stack; "
+                         "allocation samples in this child carry no stacks");
+  }
   g_fork_pending.store(false, std::memory_order_seq_cst);
 }
 

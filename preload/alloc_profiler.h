@@ -12,6 +12,11 @@
 // timed before the real realloc runs), and the new block is an ordinary
 // allocation of the new size, sampled by the countdown like any other. A
 // failed realloc leaves the old block sampled and reports nothing.
+//
+// Not sampled, by design: allocations made while this thread is inside our
+// own sampled path (libunwind's, thread registration's, or those of a signal
+// handler that interrupted it) -- never recursing comes first; and, for a
+// thread that existed before init, at most its first 64 KiB after init.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -24,7 +24,7 @@ namespace flightrec::alloc {
 struct AllocThreadState {
   int64_t countdown;   // bytes left before the next sampling point
   uint64_t rng;        // xorshift64* state; 0 = not seeded yet
-  uint32_t epoch;      // g_alloc_epoch this state was set up under
+  uint32_t epoch;      // 0 until the thread's Poisson process is started (seeded, first gap)
   uint32_t in_hook;    // inside our own sampled path: never sample, never recurse
 };
 extern __thread AllocThreadState tls_alloc __attribute__((tls_model("initial-exec")));

@@ -83,6 +83,20 @@ ConnTable::Conn* ConnTable::Adopt(uint64_t conn, int fd, uint64_t time_ns, uint3
   return &c;
 }
 
+void ConnTable::AdoptLive(uint64_t conn, int fd, uint64_t time_ns) {
+  if (!conn || Find(conn)) return;
+  Conn* c = Adopt(conn, fd, time_ns, 0);
+  if (c) c->announce = true;
+}
+
+void ConnTable::AnnounceAdopted(format::SegmentWriter* w) {
+  for (auto& [id, c] : conns_) {
+    if (!c.announce) continue;
+    c.announce = false;
+    if (!c.open_emitted) EmitOpen(w, id, c);
+  }
+}
+
 void ConnTable::EmitOpen(format::SegmentWriter* w, uint64_t id, Conn& c) {
   c.open_emitted = true;
   Value v[] = {Value::U(c.created_ns),       Value::U(c.tid),
@@ -200,8 +214,9 @@ void ConnTable::OnOp(format::SegmentWriter* w, const SocketOpRecord& r, uint32_t
   }
 }
 
-void ConnTable::FinishRequests(format::SegmentWriter* w) {
-  for (auto& [id, c] : conns_) FinishRequest(w, id, c);
+void ConnTable::FinishAnsweredRequests(format::SegmentWriter* w, uint64_t idle_before_ns) {
+  for (auto& [id, c] : conns_)
+    if (c.infer && c.req.Answering() && c.last_ns <= idle_before_ns) FinishRequest(w, id, c);
 }
 
 void ConnTable::NewSegment(format::SegmentWriter* w) {

@@ -47,10 +47,18 @@ class ConnTable {
   explicit ConnTable(const ConnProbe& probe) : probe_(probe) {}
 
   void OnOp(format::SegmentWriter* w, const SocketOpRecord& r, uint32_t tid);
+  // Takes in a connection found in the fd table that no record will announce
+  // (open before init, or inherited from the parent in a fork child): its
+  // state now, while the fd is surely open; its socket.open at the next
+  // AnnounceAdopted. No-op if known.
+  void AdoptLive(uint64_t conn, int fd, uint64_t time_ns);
+  void AnnounceAdopted(format::SegmentWriter* w);
   void OnAddr(format::SegmentWriter* w, const SocketAddrRecord& r, uint32_t tid);
 
-  // End of the trace: writes the complete request each live connection still holds.
-  void FinishRequests(format::SegmentWriter* w);
+  // Writes the complete (answered) request of every live connection whose last
+  // operation ended at or before idle_before_ns; requests still being asked are
+  // left alone. With UINT64_MAX: the end of the trace.
+  void FinishAnsweredRequests(format::SegmentWriter* w, uint64_t idle_before_ns);
   // A new segment began: socket.open again for every connection already described.
   void NewSegment(format::SegmentWriter* w);
   // Drops connections whose fd no longer names them and that were idle since before idle_before_ns.
@@ -78,6 +86,7 @@ class ConnTable {
     bool open_emitted = false;  // in the current segment
     bool infer = false;         // role is server or client: requests are inferred
     bool closed = false;
+    bool announce = false;      // adopted: socket.open still to be written
     format::MiString local, peer;
     RequestInference req;
   };

@@ -62,6 +62,11 @@ uint64_t Clear(int fd) {
   return g_table[fd].exchange(0, std::memory_order_relaxed);
 }
 
+bool ClearIf(int fd, uint64_t expected) {
+  if (static_cast<size_t>(fd) >= g_table_size || expected == 0) return false;
+  return g_table[fd].compare_exchange_strong(expected, 0, std::memory_order_relaxed);
+}
+
 uint64_t SetRole(int fd, uint64_t conn, SockRole role) {
   if (static_cast<size_t>(fd) >= g_table_size) return 0;
   uint64_t e = g_table[fd].load(std::memory_order_relaxed);

@@ -68,6 +68,9 @@ inline uint64_t Lookup(int fd) {
 bool Set(int fd, uint64_t entry);
 // Clears fd's entry and returns what it held (0 if none).
 uint64_t Clear(int fd);
+// Clears fd's entry only if it still holds `expected` (the flush thread's
+// repair of stale entries: a newer socket on the number is never touched).
+bool ClearIf(int fd, uint64_t expected);
 // Changes the role of fd's entry if it still names `conn`. Returns the new entry or 0.
 uint64_t SetRole(int fd, uint64_t conn, SockRole role);
 

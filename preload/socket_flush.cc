@@ -12,6 +12,7 @@
 #include <new>
 #include <string>
 
+#include "preload/clock.h"
 #include "preload/config.h"
 #include "preload/core_events.h"
 #include "preload/flush_registry.h"
@@ -96,7 +97,7 @@ void SocketFlushSide::Process(format::SegmentWriter* w, uint64_t watermark_ns, b
       addrs_.swap(kept);
     }
   }
-  if (final) conns_.FinishRequests(w);
+  if (final) conns_.FinishAnsweredRequests(w, UINT64_MAX);
 }
 
 // ---- the live process ------------------------------------------------------
@@ -132,6 +133,8 @@ uint64_t LiveInode(int fd, uint64_t conn) {
 constexpr uint64_t kMs = 1000000ull;
 constexpr uint64_t kEvictEveryNs = 10000 * kMs;
 constexpr uint64_t kEvictIdleNs = 30000 * kMs;
+constexpr uint64_t kIdleRequestCheckNs = 100 * kMs;
+constexpr uint64_t kIdleRequestNs = 1000 * kMs;
 
 struct FlushGlobals {
   SocketFlushSide* side = nullptr;
@@ -139,15 +142,18 @@ struct FlushGlobals {
   uint64_t acceptq_ns = 0;
   uint64_t next_acceptq_ns = 0;
   uint64_t next_evict_ns = 0;
+  uint64_t next_idle_check_ns = 0;
   uint64_t beyond_reported = 0;
   bool acceptq_failed_logged = false;
   bool atexit_registered = false;
+  bool stale_logged = false;
   format::MiVector<ListenQueue> queues;
 };
 
 FlushGlobals* g_flush = nullptr;
 std::atomic<bool> g_new_segment{false};
 std::atomic<bool> g_finalizing{false};
+std::atomic<bool> g_adopted_pending{false};
 
 template <typename T, typename... Args>
 T* MiNew(Args&&... args) {
@@ -182,10 +188,13 @@ void DecodeAddr(FlushContext& ctx, const RecordHeader& h, const void* payload) {
 
 void OnSeal(const std::string&) { g_new_segment.store(true, std::memory_order_release); }
 
-// exit() runs atexit handlers in reverse order of registration; registered
-// from the flush thread after the runtime's own handler, this one runs
-// before the runtime's final drain, so that drain writes the requests that
-// open connections still hold.
+// A hint that the process is exiting: exit() usually runs this before the
+// runtime's own handler (registered earlier) makes the final drain, so the
+// answered requests open connections still hold get written. Exiting threads
+// may still have records in their rings at that point, so only answered
+// requests are written, never one still being asked. (glibc may also defer
+// a library's handler to _dl_fini, after the final drain; the requests are
+// then left out. A final-tick flag in FlushContext would make this exact.)
 void MarkFinalizing() { g_finalizing.store(true, std::memory_order_release); }
 
 void SampleAcceptQueues(FlushContext& ctx, FlushGlobals& g) {
@@ -218,6 +227,7 @@ void FlushSource(FlushContext& ctx) {
     g->atexit_registered = true;
     atexit(MarkFinalizing);
   }
+  if (g_adopted_pending.exchange(false, std::memory_order_acq_rel)) g->side->conns().AnnounceAdopted(ctx.writer);
   if (g_new_segment.exchange(false, std::memory_order_acq_rel)) g->side->conns().NewSegment(ctx.writer);
   g->side->Process(ctx.writer, ctx.now_ns, g_finalizing.load(std::memory_order_acquire));
 
@@ -230,13 +240,36 @@ void FlushSource(FlushContext& ctx) {
     EmitGlobalDrops(ctx, "socket.fd_beyond_table", beyond - g->beyond_reported);
     g->beyond_reported = beyond;
   }
+  if (ctx.now_ns >= g->next_idle_check_ns && ctx.now_ns > kIdleRequestNs) {
+    g->side->conns().FinishAnsweredRequests(ctx.writer, ctx.now_ns - kIdleRequestNs);
+    g->next_idle_check_ns = ctx.now_ns + kIdleRequestCheckNs;
+  }
   if (ctx.now_ns >= g->next_evict_ns) {
-    if (g->next_evict_ns && ctx.now_ns > kEvictIdleNs) g->side->conns().EvictStale(ctx.now_ns - kEvictIdleNs);
+    if (g->next_evict_ns) {
+      const size_t healed = HealStaleSocketEntries();
+      if (healed)
+        LogOnce(&g->stale_logged, LogLevel::kInfo,
+                "socket table: %zu stale entries repaired (sockets closed outside libc's close())", healed);
+      if (ctx.now_ns > kEvictIdleNs) g->side->conns().EvictStale(ctx.now_ns - kEvictIdleNs);
+    }
     g->next_evict_ns = ctx.now_ns + kEvictEveryNs;
   }
 }
 
 }  // namespace
+
+size_t HealStaleSocketEntries() {
+  size_t healed = 0;
+  const int hw = sockfd::HighWater();
+  for (int fd = 0; fd < hw; ++fd) {
+    const uint64_t e = sockfd::Lookup(fd);
+    if (!e) continue;
+    struct stat st;
+    const bool socket = fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+    if (!socket && sockfd::ClearIf(fd, e)) healed++;
+  }
+  return healed;
+}
 
 ConnProbe LiveConnProbe() {
   ConnProbe p;
@@ -255,12 +288,25 @@ void RegisterSocketFlushSide(const Config& cfg) {
   RegisterSealHook(OnSeal);
 }
 
+void AdoptLiveSockets() {
+  if (!g_flush || !g_flush->side) return;
+  const uint64_t now = MonotonicNs();
+  const int hw = sockfd::HighWater();
+  for (int fd = 0; fd < hw; ++fd) {
+    const uint64_t e = sockfd::Lookup(fd);
+    if (e) g_flush->side->conns().AdoptLive(sockfd::EntryConn(e), fd, now);
+  }
+  g_adopted_pending.store(true, std::memory_order_release);
+}
+
 void ResetSocketFlushSideAfterFork() {
   if (!g_flush) return;
   const uint64_t acceptq_ms = g_flush->acceptq_ns / kMs;
   MakeGlobals(acceptq_ms);
   g_new_segment.store(false, std::memory_order_relaxed);
   g_finalizing.store(false, std::memory_order_relaxed);
+  // The inherited sockets, described before the child can close them.
+  AdoptLiveSockets();
 }
 
 }  // namespace flightrec

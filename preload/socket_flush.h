@@ -19,8 +19,11 @@
 //    measured on redis-benchmark traffic, 4.3 -> 3.0 bytes per event.
 //  * Every FLIGHTREC_ACCEPTQ_MS the source samples the accept queues of our
 //    listeners (socket_acceptq.h) into socket.acceptq events.
-//  * At the end of the trace (exit()) complete requests still held by open
-//    connections are written; a new segment re-describes live connections.
+//  * A request is written when the next one starts, or at EOF or close; one
+//    whose answer is complete and whose connection has been idle for 1 s is
+//    written then (keep-alive connections), and at exit() the answered
+//    requests still held are written. A new segment re-describes live
+//    connections.
 #pragma once
 #include <cstdint>
 
@@ -46,7 +49,7 @@ class SocketFlushSide {
 
   // Feeds queued records completed at or before watermark_ns (all of them
   // when final) to the connection table, in completion order. With final,
-  // also writes the complete requests open connections still hold.
+  // also writes the answered requests open connections still hold.
   void Process(format::SegmentWriter* w, uint64_t watermark_ns, bool final);
 
   ConnTable& conns() { return conns_; }
@@ -70,9 +73,22 @@ class SocketFlushSide {
 
 // Registers event types, decoders, the flush source and the seal hook.
 void RegisterSocketFlushSide(const Config& cfg);
+// Describes every socket in the fd table that no record announced (adopted at
+// init, or inherited); their socket.open events follow at the next tick.
+// Single-threaded contexts only: init, and a fork child's handler.
+void AdoptLiveSockets();
 // In a fork child, before its flush thread starts: forget the parent's state
-// (its containers may have been mid-update by the parent's flush thread).
+// (its containers may have been mid-update by the parent's flush thread) and
+// adopt the inherited sockets.
 void ResetSocketFlushSideAfterFork();
+
+// A socket closed where our hooks cannot see it (a raw close syscall,
+// fclose() of an fdopen()ed socket: glibc closes internally) leaves a stale
+// fd-table entry, and reads and writes on whatever file later gets the number
+// would be taken for socket calls. Clears the entries whose fd is no longer a
+// socket (only if unchanged meanwhile); returns how many. Flush thread, every
+// 10 s.
+size_t HealStaleSocketEntries();
 
 // The ConnProbe backed by the live fd table, getsockname/getpeername, fstat.
 ConnProbe LiveConnProbe();

@@ -88,6 +88,7 @@ void SocketsInit(const Config& cfg) {
   }
   RegisterSocketFlushSide(cfg);
   AdoptExistingSockets();
+  AdoptLiveSockets();
   pthread_atfork(nullptr, nullptr, AtForkChild);
 }
 

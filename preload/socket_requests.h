@@ -43,6 +43,8 @@ class RequestInference {
 
   // True while a request is open (some bytes of it seen).
   bool InProgress() const { return phase_ != Phase::kIdle; }
+  // True once the answer has started: Finish() would write a request.
+  bool Answering() const { return phase_ == Phase::kAnswer; }
 
  private:
   // kAsk: the asking side is talking (server: receiving; client: sending).

@@ -37,7 +37,10 @@ constexpr int kMaxSlots = 4096;
 constexpr uint64_t kHupCheckNs = 250'000'000;
 constexpr uint32_t kMaxStackBytes = 63 * 1024;
 
-enum SlotState : int { kFree = 0, kArming = 1, kActive = 2, kRetiring = 3 };
+// kDraining: the sampler thread is reading the ring. kClosing: the exiting
+// owner is saving what is left and unmapping it. Whoever moved the slot out
+// of kActive owns its ring (data_tail, munmap) until it moves it back.
+enum SlotState : int { kFree = 0, kArming = 1, kActive = 2, kDraining = 3, kClosing = 4 };
 
 struct Slot {
   std::atomic<int> state{kFree};
@@ -46,6 +49,9 @@ struct Slot {
   uint64_t cpu_id = 0, sw_id = 0;
   uint8_t* base = nullptr;
   size_t map_len = 0;
+  // Set by an exiting owner that found the slot kDraining: the sampler
+  // thread reclaims it after the drain.
+  std::atomic<bool> retire{false};
   // Sampler-thread private: the switch-out sample waiting for its switch-in.
   bool pending = false;
   bool pending_preempted = false;
@@ -56,8 +62,24 @@ struct Slot {
   uint64_t pending_pcs[kMaxFrames];
 };
 
+// What an exiting thread's ring still held, saved by the thread itself so
+// its ring can be unmapped at once; the sampler thread processes it later.
+struct Orphan {
+  Orphan* next;
+  pid_t tid;
+  uint64_t cpu_id, sw_id;
+  // A block whose switch-out an earlier drain saw (already unwound): its
+  // switch-in is among the saved records.
+  bool pending;
+  uint64_t pending_time;
+  int pending_n;
+  uint64_t pending_pcs[kMaxFrames];
+  size_t len;
+  uint8_t data[];
+};
+
 struct Counters {
-  std::atomic<uint64_t> armed{0}, arm_failed{0};
+  std::atomic<uint64_t> armed{0}, arm_failed{0}, orphan_bytes_lost{0};
   uint64_t samples = 0, switch_samples = 0, lost = 0, offcpu_emitted = 0, preempted = 0, short_blocks = 0,
            bad_records = 0;
 };
@@ -76,6 +98,8 @@ struct PerfState {
   // kernel can reuse the space while we unwind them.
   uint8_t* batch = nullptr;
   size_t batch_cap = 0;
+  std::atomic<Orphan*> orphans{nullptr};  // Treiber stack: owners push, the sampler takes all
+  Slot orphan_slot;                        // sampler thread: context for an orphan's records
   Counters counters;
 };
 
@@ -98,7 +122,8 @@ int OpenGuarded(perf_event_attr* attr, pid_t tid) {
 }
 
 // If the application dup2'd onto one of our fds, the number is its file now:
-// leave it alone (the event went away with the old file).
+// leave it alone (our event lives on through its ring mapping until Reclaim
+// unmaps it).
 void CloseGuarded(int fd) {
   if (fd < 0) return;
   if (FdWasLost(fd) || !IsProtectedFd(fd)) return;
@@ -166,13 +191,15 @@ void CloseSlotFds(Slot& s) {
   s.sw_fd = s.cpu_fd = -1;
 }
 
-// Sampler thread only: the slot's owner is gone and its ring drained.
+// By the slot's current owner (kDraining or kClosing): the thread is gone
+// and the ring drained or saved.
 void Reclaim(Slot& s) {
   CloseSlotFds(s);
   if (s.base) munmap(s.base, s.map_len);
   s.base = nullptr;
   s.map_len = 0;
   s.pending = false;
+  s.retire.store(false, std::memory_order_relaxed);
   s.state.store(kFree, std::memory_order_release);
 }
 
@@ -225,7 +252,7 @@ bool ParseSample(const uint8_t* rec, size_t len, Sample* s) {
   uint64_t size = 0;
   if (!u64(&size)) return false;
   if (size) {
-    if (off + size + 8 > len) return false;
+    if (size > len || off + size + 8 > len) return false;  // no wrap-around on garbage
     s->stack = rec + off;
     off += size;
     uint64_t dyn = 0;
@@ -352,40 +379,52 @@ void HandleRecord(Slot& slot, const Batch& b, uint64_t pos, const perf_event_hea
   }
 }
 
-void DrainSlot(uint64_t now_ns, Slot& slot) {
-  if (!slot.base) return;
+struct RingView {
+  perf_event_mmap_page* meta;
+  const uint8_t* data;
+  uint64_t size;  // power of two
+};
+
+RingView ViewOf(const Slot& slot) {
   auto* meta = reinterpret_cast<perf_event_mmap_page*>(slot.base);
-  const uint64_t size = meta->data_size ? meta->data_size : slot.map_len - g->page;
-  const uint8_t* ring = slot.base + (meta->data_offset ? meta->data_offset : g->page);
-  const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-  const uint64_t tail = meta->data_tail;  // written only by us
-  size_t len = static_cast<size_t>(std::min<uint64_t>(head - tail, size));
-  if (len > g->batch_cap) {
-    void* grown = mi_realloc(g->batch, len);
-    if (!grown) len = g->batch_cap;  // keep what fits; the rest next time
-    else {
-      g->batch = static_cast<uint8_t*>(grown);
-      g->batch_cap = len;
-    }
-  }
-  // Copy out only whole records, then hand the space back to the kernel.
+  RingView v;
+  v.meta = meta;
+  v.size = meta->data_size ? meta->data_size : slot.map_len - g->page;
+  v.data = slot.base + (meta->data_offset ? meta->data_offset : g->page);
+  return v;
+}
+
+// Bytes the kernel has written and we have not consumed.
+size_t Unread(const RingView& v) {
+  const uint64_t head = __atomic_load_n(&v.meta->data_head, __ATOMIC_ACQUIRE);
+  return static_cast<size_t>(std::min<uint64_t>(head - v.meta->data_tail, v.size));
+}
+
+// Moves whole records (at most cap bytes) out of the ring into dst and hands
+// the space back to the kernel. Only the slot's current owner calls this.
+size_t TakeRecords(Slot& slot, uint8_t* dst, size_t cap) {
+  const RingView v = ViewOf(slot);
+  const uint64_t tail = v.meta->data_tail;
+  const size_t len = std::min(Unread(v), cap);
   size_t whole = 0;
   while (whole + sizeof(perf_event_header) <= len) {
     perf_event_header h;
-    CopyOut(ring, size, tail + whole, reinterpret_cast<uint8_t*>(&h), sizeof(h));
-    if (h.size < sizeof(h)) {  // cannot happen; never loop on it
+    CopyOut(v.data, v.size, tail + whole, reinterpret_cast<uint8_t*>(&h), sizeof(h));
+    if (h.size < sizeof(h)) {  // cannot happen; never loop on it: drop the rest
       g->counters.bad_records++;
-      whole = len;
-      slot.pending = false;
-      break;
+      whole = 0;
+      __atomic_store_n(&v.meta->data_tail, tail + len, __ATOMIC_RELEASE);
+      return 0;
     }
     if (whole + h.size > len) break;
     whole += h.size;
   }
-  if (whole) CopyOut(ring, size, tail, g->batch, whole);
-  __atomic_store_n(&meta->data_tail, tail + whole, __ATOMIC_RELEASE);
+  if (whole) CopyOut(v.data, v.size, tail, dst, whole);
+  __atomic_store_n(&v.meta->data_tail, tail + whole, __ATOMIC_RELEASE);
+  return whole;
+}
 
-  const Batch b{g->batch, whole};
+void ProcessBatch(uint64_t now_ns, Slot& slot, const Batch& b) {
   for (size_t pos = 0; pos + sizeof(perf_event_header) <= b.len;) {
     perf_event_header h;
     std::memcpy(&h, b.data + pos, sizeof(h));
@@ -393,10 +432,72 @@ void DrainSlot(uint64_t now_ns, Slot& slot) {
     HandleRecord(slot, b, pos, h, b.data + pos, now_ns);
     pos += h.size;
   }
-  // A block still open at the end of the drain is long enough to matter:
+  // A block still open at the end of the batch is long enough to matter:
   // unwind its sample now, before the batch is reused.
   if (slot.pending && !slot.pending_unwound && !slot.pending_preempted) UnwindPending(slot, b);
   if (g->shutdown.load(std::memory_order_acquire) && slot.pending) EndBlock(slot, nullptr, now_ns);
+}
+
+// Sampler thread, slot in kDraining.
+void DrainSlot(uint64_t now_ns, Slot& slot) {
+  if (!slot.base) return;
+  size_t want = Unread(ViewOf(slot));
+  if (want > g->batch_cap) {
+    void* grown = mi_realloc(g->batch, want);
+    if (grown) {
+      g->batch = static_cast<uint8_t*>(grown);
+      g->batch_cap = want;
+    }
+  }
+  const size_t got = TakeRecords(slot, g->batch, g->batch_cap);
+  ProcessBatch(now_ns, slot, Batch{g->batch, got});
+}
+
+// Exiting owner, slot in kClosing: saves the unread records (no unwinding on
+// an application thread), unmaps the ring and frees the slot.
+void SaveAndClose(Slot& slot) {
+  const size_t unread = slot.base ? Unread(ViewOf(slot)) : 0;
+  if (unread) {
+    auto* o = static_cast<Orphan*>(mi_malloc(sizeof(Orphan) + unread));
+    if (o) {
+      o->tid = slot.tid;
+      o->cpu_id = slot.cpu_id;
+      o->sw_id = slot.sw_id;
+      // The sampler thread's pending state is ours to read: we hold kClosing
+      // (acquired from its release of kDraining).
+      o->pending = slot.pending && slot.pending_unwound && !slot.pending_preempted;
+      o->pending_time = slot.pending_time;
+      o->pending_n = o->pending ? slot.pending_n : 0;
+      std::memcpy(o->pending_pcs, slot.pending_pcs, static_cast<size_t>(o->pending_n) * sizeof(uint64_t));
+      o->len = TakeRecords(slot, o->data, unread);
+      o->next = g->orphans.load(std::memory_order_relaxed);
+      while (!g->orphans.compare_exchange_weak(o->next, o, std::memory_order_release, std::memory_order_relaxed)) {
+      }
+    } else {
+      g->counters.orphan_bytes_lost.fetch_add(unread, std::memory_order_relaxed);
+    }
+  }
+  Reclaim(slot);
+}
+
+void ProcessOrphans(uint64_t now_ns) {
+  Orphan* o = g->orphans.exchange(nullptr, std::memory_order_acquire);
+  while (o) {
+    Orphan* next = o->next;
+    Slot& ctx = g->orphan_slot;
+    ctx.tid = o->tid;
+    ctx.cpu_id = o->cpu_id;
+    ctx.sw_id = o->sw_id;
+    ctx.pending = o->pending;
+    ctx.pending_preempted = false;
+    ctx.pending_unwound = o->pending;
+    ctx.pending_time = o->pending_time;
+    ctx.pending_n = o->pending_n;
+    std::memcpy(ctx.pending_pcs, o->pending_pcs, static_cast<size_t>(o->pending_n) * sizeof(uint64_t));
+    ProcessBatch(now_ns, ctx, Batch{o->data, o->len});
+    mi_free(o);
+    o = next;
+  }
 }
 
 bool TaskGone(const Slot& s) {
@@ -528,7 +629,8 @@ bool PerfAdoptThread(pid_t tid) {
   const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
   for (int i = 0; i < n; ++i) {
     Slot& s = g->slots[i];
-    if (s.state.load(std::memory_order_acquire) == kActive && s.tid == tid) {
+    const int st = s.state.load(std::memory_order_acquire);
+    if ((st == kActive || st == kDraining) && s.tid == tid) {
       t_slot = i + 1;
       t_has_switch = s.sw_fd >= 0;
       return true;
@@ -542,11 +644,18 @@ void PerfDisarmSelf() {
   Slot& s = g->slots[t_slot - 1];
   t_slot = 0;
   t_has_switch = false;
-  // Stop the events now; the sampler thread drains what is left, then closes.
-  if (s.state.load(std::memory_order_acquire) != kActive) return;
+  const int st = s.state.load(std::memory_order_acquire);
+  if (st != kActive && st != kDraining) return;
   if (s.sw_fd >= 0) ioctl(s.sw_fd, PERF_EVENT_IOC_DISABLE, 0);
   ioctl(s.cpu_fd, PERF_EVENT_IOC_DISABLE, 0);
-  s.state.store(kRetiring, std::memory_order_release);
+  // Free the ring now rather than when the (low-priority) sampler thread
+  // next runs: with thousands of short threads, waiting rings add up.
+  int expected = kActive;
+  if (s.state.compare_exchange_strong(expected, kClosing, std::memory_order_acq_rel)) {
+    SaveAndClose(s);
+  } else {
+    s.retire.store(true, std::memory_order_release);  // being drained: reclaimed after
+  }
 }
 
 void PerfCollect(uint64_t now_ns) {
@@ -556,17 +665,23 @@ void PerfCollect(uint64_t now_ns) {
   const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
   for (int i = 0; i < n; ++i) {
     Slot& s = g->slots[i];
-    const int st = s.state.load(std::memory_order_acquire);
-    if (st != kActive && st != kRetiring) continue;
+    int expected = kActive;
+    if (s.state.load(std::memory_order_relaxed) != kActive ||
+        !s.state.compare_exchange_strong(expected, kDraining, std::memory_order_acq_rel))
+      continue;
     DrainSlot(now_ns, s);
-    // Threads we armed from outside (at init) have no exit observer: the
-    // kernel reports their events as hung up once the task is gone.
-    if (st == kRetiring || (hup_check && TaskGone(s))) {
+    // An owner that exited during a drain asked for reclaim; threads armed
+    // from outside (at init) have no exit observer, but the kernel reports
+    // their events as hung up once the task is gone.
+    if (s.retire.load(std::memory_order_acquire) || (hup_check && TaskGone(s))) {
       DrainSlot(now_ns, s);
       if (s.pending) EndBlock(s, nullptr, now_ns);
       Reclaim(s);
+    } else {
+      s.state.store(kActive, std::memory_order_release);
     }
   }
+  ProcessOrphans(now_ns);
 }
 
 void PerfShutdown() {
@@ -575,7 +690,8 @@ void PerfShutdown() {
   const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
   for (int i = 0; i < n; ++i) {
     Slot& s = g->slots[i];
-    if (s.state.load(std::memory_order_acquire) != kActive) continue;
+    const int st = s.state.load(std::memory_order_acquire);
+    if (st != kActive && st != kDraining) continue;
     if (s.sw_fd >= 0) ioctl(s.sw_fd, PERF_EVENT_IOC_DISABLE, 0);
     if (s.cpu_fd >= 0) ioctl(s.cpu_fd, PERF_EVENT_IOC_DISABLE, 0);
   }
@@ -592,9 +708,11 @@ void PerfAtForkChild() {
     s.base = nullptr;  // VM_DONTCOPY: not mapped in the child
     s.map_len = 0;
     s.pending = false;
+    s.retire.store(false, std::memory_order_relaxed);
     s.state.store(kFree, std::memory_order_relaxed);
   }
   g->hwm.store(0, std::memory_order_relaxed);
+  g->orphans.store(nullptr, std::memory_order_relaxed);  // the parent's: leaked
   g->last_hup_check = 0;
 }
 

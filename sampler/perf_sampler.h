@@ -8,10 +8,14 @@
 // drains the rings, unwinds the copied stacks and queues cpu.sample /
 // offcpu.sample / sampler.lost for the flush thread (sample_events.h).
 //
-// Slot states: kFree -> kArming (a thread is opening events) -> kActive ->
-// kRetiring (owner exited, or the kernel reports the task gone) -> kFree
-// (sampler thread drained, closed and unmapped it). Only the sampler thread
-// closes fds and unmaps rings of live slots, so a drain never races an unmap.
+// Slot states: kFree -> kArming (a thread is opening events) -> kActive;
+// the sampler thread moves kActive -> kDraining -> kActive around each read.
+// An exiting thread moves its own slot kActive -> kClosing, saves what its
+// ring still holds for the sampler thread (no unwinding on an application
+// thread), unmaps the ring and frees the slot at once; if the sampler thread
+// is draining it at that moment, the owner sets `retire` and the sampler
+// thread reclaims it after the drain. Whoever moved a slot out of kActive
+// owns its ring until it moves it on, so a read never races an unmap.
 #pragma once
 #include <sys/types.h>
 

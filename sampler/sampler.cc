@@ -38,7 +38,6 @@ struct SamplerState {
   sampler::SigprofOptions sigprof_opts;
   std::atomic<bool> sigprof_fallback_tried{false};
   std::atomic<bool> sigprof_fallback_ok{false};
-  bool perf_fail_logged = false;
   std::atomic<bool> shutdown{false};
 };
 
@@ -202,18 +201,21 @@ const char* SamplerModeName() {
 }
 
 void SamplerAtFork() {
+  // The parent's symbolizer may have been mid-update on its flush thread,
+  // which does not exist here: abandon it (leaked) and start afresh. It also
+  // serves allocation stacks, so this holds with sampling off too.
+  g_symbolizer.store(nullptr, std::memory_order_release);
   if (g_state.mode == Mode::kOff) return;
   sampler::PerfAtForkChild();
   sampler::SigprofAtForkChild();
   sampler::ResetSampleQueueAfterFork();
   sampler::RestartSamplerThreadInChild();
-  // The parent's symbolizer may have been mid-update on its flush thread,
-  // which does not exist here: abandon it (leaked) and start afresh.
-  g_symbolizer.store(nullptr, std::memory_order_release);
   if (!g_state.shutdown.load()) ArmSelf(Gettid());
 }
 
 void SamplerShutdown() {
+  // The final drain must not start loading debug info (see SetExitMode).
+  if (sampler::Symbolizer* sym = g_symbolizer.load(std::memory_order_acquire)) sym->SetExitMode(true);
   if (g_state.mode == Mode::kOff) return;
   g_state.shutdown.store(true);
   sampler::SetThreadOffCpuHooks(false);

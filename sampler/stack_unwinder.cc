@@ -6,9 +6,12 @@
 #include <asm/perf_regs.h>
 #include <libunwind.h>
 #include <sys/syscall.h>
+#include <fcntl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstring>
 
 namespace flightrec::sampler {
@@ -68,6 +71,27 @@ bool ReadWord(UnwindArg* a, uint64_t addr, uint64_t* out) {
     l.base = ~0ull;  // line partly unmapped: fall through to an exact read
   }
   return SafeReadSelf(addr, out, 8);
+}
+
+// process_vm_readv on ourselves, until a sandbox refuses it once.
+std::atomic<bool> g_vm_readv_ok{true};
+// Fallback: write(2) the bytes into a pipe (the kernel reports EFAULT for an
+// unreadable source instead of faulting) and read them back. Per thread.
+__attribute__((tls_model("initial-exec"))) __thread int t_pipe_rd = -1;
+__attribute__((tls_model("initial-exec"))) __thread int t_pipe_wr = -1;
+
+bool PipeRead(uint64_t addr, void* out, size_t len) {
+  if (len > 4096) return false;  // one atomic pipe write (PIPE_BUF)
+  if (t_pipe_rd < 0) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+    t_pipe_rd = fds[0];
+    t_pipe_wr = fds[1];
+  }
+  const ssize_t w = write(t_pipe_wr, reinterpret_cast<const void*>(addr), len);
+  if (w <= 0) return false;
+  const ssize_t r = read(t_pipe_rd, out, static_cast<size_t>(w));
+  return w == static_cast<ssize_t>(len) && r == w;
 }
 
 int AccessMem(unw_addr_space_t, unw_word_t addr, unw_word_t* val, int write, void* arg) {
@@ -165,11 +189,17 @@ void RegisterSetFromUcontext(const ucontext_t* uc, RegisterSet* out) {
 bool SafeReadSelf(uint64_t addr, void* out, size_t len) {
   if (len == 0) return true;
   if (addr + len < addr) return false;
-  iovec local{out, len};
-  iovec remote{reinterpret_cast<void*>(addr), len};
-  const long n = syscall(SYS_process_vm_readv, static_cast<long>(syscall(SYS_getpid)), &local, 1ul,
-                         &remote, 1ul, 0ul);
-  return n == static_cast<long>(len);
+  if (g_vm_readv_ok.load(std::memory_order_relaxed)) {
+    iovec local{out, len};
+    iovec remote{reinterpret_cast<void*>(addr), len};
+    const long n = syscall(SYS_process_vm_readv, static_cast<long>(syscall(SYS_getpid)), &local, 1ul,
+                           &remote, 1ul, 0ul);
+    if (n == static_cast<long>(len)) return true;
+    if (n >= 0 || errno == EFAULT || errno == ESRCH) return false;
+    // Refused (seccomp, EPERM/ENOSYS): use the pipe from now on.
+    g_vm_readv_ok.store(false, std::memory_order_relaxed);
+  }
+  return PipeRead(addr, out, len);
 }
 
 int UnwindCopiedStack(const RegisterSet& regs, uint64_t stack_addr, const uint8_t* copy,

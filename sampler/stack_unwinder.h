@@ -3,8 +3,8 @@
 //
 // Memory model: addresses inside [stack_addr, stack_addr + copy_len) read the
 // copy; every other address (code, .eh_frame, deeper stack) is read from our
-// own process with process_vm_readv, so a bad address fails the read instead
-// of faulting. Registers come from a RegisterSet captured with the copy.
+// own process with SafeReadSelf, so a bad address fails the read instead of
+// faulting. Registers come from a RegisterSet captured with the copy.
 //
 // Threading: the libunwind address space (with its unwind-info cache) is
 // per calling thread and created on first use. Intended for recorder threads
@@ -55,7 +55,9 @@ int UnwindCopiedStack(const RegisterSet& regs, uint64_t stack_addr, const uint8_
 extern __thread bool t_in_unwinder __attribute__((tls_model("initial-exec")));
 
 // Reads `len` bytes of our own memory at `addr` without faulting. Returns
-// false if any byte is unmapped or unreadable. Async-signal-safe.
+// false if any byte is unmapped or unreadable. process_vm_readv on
+// ourselves; where a sandbox refuses that (seccomp), a per-thread pipe
+// (write(2) fails with EFAULT instead of faulting). Recorder threads only.
 bool SafeReadSelf(uint64_t addr, void* out, size_t len);
 
 }  // namespace flightrec::sampler

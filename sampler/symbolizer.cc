@@ -6,11 +6,13 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <unistd.h>
 
 #include <cstdio>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -217,6 +219,8 @@ struct Symbolizer::Impl {
   MiVector<CachedMapping> mappings;
   MiHashMap<uint64_t, int32_t> mapping_by_start;
   MiHashMap<uint64_t, MiString> build_id_by_module;  // keyed by module low address
+  MiHashMap<uint64_t, bool> dwarf_loaded;             // module low address -> DWARF used
+  std::atomic<bool> exit_mode{false};
   Stats stats;
 
   ~Impl() {
@@ -230,6 +234,7 @@ struct Symbolizer::Impl {
     dwfl_linux_proc_report(dwfl, getpid());
     dwfl_report_end(dwfl, nullptr, nullptr);
     build_id_by_module.clear();
+    dwarf_loaded.clear();
     cu_index.clear();  // keyed by module pointers, which a re-report may recycle
     qualified_names.clear();
     stats.reports++;
@@ -297,6 +302,64 @@ struct Symbolizer::Impl {
     const char* at = strchr(name, '@');
     if (at) return DemangleMi(std::string(name, static_cast<size_t>(at - name)).c_str());
     return DemangleMi(name);
+  }
+
+  // Whether to read a module's DWARF at all. libdw 0.188 inflates every
+  // compressed debug section of a file when it opens its DWARF: for a big
+  // compressed separate debug file (distro -dbg/-dbgsym packages) that is
+  // 100s of ms of CPU and tens of MB inside the host. Uncompressed DWARF is
+  // mapped and paged in lazily, so it is always used; compressed DWARF only
+  // up to kMaxCompressedDebugBytes. Otherwise the symbol tables name the
+  // functions (no file:line). Checked once per module.
+  static constexpr uint64_t kMaxCompressedDebugBytes = 2u << 20;
+
+  // Compressed bytes of the debug sections of `elf`; sets *has_info if it
+  // holds .debug_info (compressed or not).
+  static uint64_t CompressedDebugBytes(Elf* elf, bool* has_info) {
+    size_t shstrndx = 0;
+    if (elf_getshdrstrndx(elf, &shstrndx) != 0) return 0;
+    uint64_t compressed = 0;
+    for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+      GElf_Shdr sh;
+      if (!gelf_getshdr(scn, &sh)) continue;
+      const char* name = elf_strptr(elf, shstrndx, sh.sh_name);
+      if (!name) continue;
+      const bool zdebug = strncmp(name, ".zdebug_", 8) == 0;
+      if (strncmp(name, ".debug_", 7) != 0 && !zdebug) continue;
+      if (!strcmp(name + (zdebug ? 7 : 6), "_info")) *has_info = true;
+      if (zdebug || (sh.sh_flags & SHF_COMPRESSED)) compressed += sh.sh_size;
+    }
+    return compressed;
+  }
+
+  bool DwarfAffordable(Dwfl_Module* mod) {
+    Dwarf_Addr bias = 0;
+    bool has_info = false;
+    if (Elf* main = dwfl_module_getelf(mod, &bias)) {
+      const uint64_t c = CompressedDebugBytes(main, &has_info);
+      if (has_info) return c <= kMaxCompressedDebugBytes;
+    }
+    // No DWARF in the file itself: look where libdw will, the build-id path
+    // of a separate debug file.
+    const unsigned char* bits = nullptr;
+    GElf_Addr vaddr = 0;
+    const int len = dwfl_module_build_id(mod, &bits, &vaddr);
+    if (len < 2) return true;  // no build-id: nothing costly will be found
+    const MiString hex = Hex(bits, len);
+    MiString path = "/usr/lib/debug/.build-id/";
+    path.append(hex, 0, 2);
+    path += "/";
+    path.append(hex, 2, MiString::npos);
+    path += ".debug";
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return true;
+    uint64_t c = 0;
+    if (Elf* debug = elf_begin(fd, ELF_C_READ_MMAP, nullptr)) {
+      c = CompressedDebugBytes(debug, &has_info);
+      elf_end(debug);
+    }
+    close(fd);
+    return c <= kMaxCompressedDebugBytes;
   }
 
   // Per CU: the pc ranges of its concrete functions, sorted, built once with
@@ -467,7 +530,26 @@ struct Symbolizer::Impl {
       return;
     }
     e->mapping = MappingFor(*m, mod);
-    if (mod) DwarfFrames(mod, pc, &e->frames);
+    if (!mod) return;
+    Dwarf_Addr low = 0;
+    dwfl_module_info(mod, nullptr, &low, nullptr, nullptr, nullptr, nullptr, nullptr);
+    auto loaded = dwarf_loaded.find(low);
+    if (loaded == dwarf_loaded.end()) {
+      // First pc in this module: decide once whether its DWARF is worth it.
+      const bool use = !exit_mode.load(std::memory_order_relaxed) && DwarfAffordable(mod);
+      loaded = dwarf_loaded.emplace(low, use).first;
+    }
+    if (!loaded->second) {
+      stats.dwarf_skipped++;
+      MiString name = SymbolName(mod, pc);
+      if (!name.empty()) {
+        CachedFrame f;
+        f.function = std::move(name);
+        e->frames.push_back(std::move(f));
+      }
+      return;
+    }
+    DwarfFrames(mod, pc, &e->frames);
   }
 };
 
@@ -475,6 +557,8 @@ Symbolizer::Symbolizer() : impl_(new Impl()) {}
 Symbolizer::~Symbolizer() { delete impl_; }
 
 Symbolizer::Stats Symbolizer::stats() const { return impl_->stats; }
+
+void Symbolizer::SetExitMode(bool on) { impl_->exit_mode.store(on, std::memory_order_relaxed); }
 
 bool Symbolizer::Describe(uint64_t pc, format::MappingInfo* mapping, std::vector<format::FrameLine>* lines) {
   Impl& s = *impl_;

@@ -26,8 +26,14 @@ class Symbolizer final : public format::PcDescriber {
 
   bool Describe(uint64_t pc, format::MappingInfo* mapping, std::vector<format::FrameLine>* lines) override;
 
+  // Exit mode: from now on, modules whose DWARF is not loaded yet are
+  // described from their symbol tables only (no file:line). Loading DWARF can
+  // take 100+ ms per module (decompressing separate debug files), which an
+  // exiting process must not spend. Callable from any thread.
+  void SetExitMode(bool on);
+
   struct Stats {
-    uint64_t lookups = 0, cache_hits = 0, unknown = 0, rescans = 0, reports = 0;
+    uint64_t lookups = 0, cache_hits = 0, unknown = 0, rescans = 0, reports = 0, dwarf_skipped = 0;
   };
   Stats stats() const;
 

@@ -134,3 +134,20 @@ def test_heap_reports_unreadable_input(fr, tmp_path):
     assert proc.returncode == 1
     assert "junk.seg" in proc.stderr and "Traceback" not in proc.stderr
     assert json.loads(proc.stdout)["sites"] == []
+
+
+def test_a_full_address_table_is_counted_not_hidden(fr, trace_dir):
+    # 1024 tracked blocks (the minimum) against ~1050 kept at once: inserts are
+    # refused, counted, and the report says live is overestimated.
+    truth = run_known(fr, trace_dir, scale=64,
+                      env={"FLIGHTREC_ALLOC_SAMPLE_BYTES": 1, "FLIGHTREC_ALLOC_TABLE_ENTRIES": 1024})
+    full = alloc_drops(fr, trace_dir).get("alloc.table_full", 0)
+    assert full > 0
+    proc = fr.dump_run("heap", "--json", trace_dir)
+    assert "did not fit the address table" in proc.stderr
+    doc = json.loads(proc.stdout)
+    live_truth = sum(t["live"] for t in truth.values())
+    assert doc["live_bytes_est"] >= live_truth
+    # Allocation totals do not depend on the table: still exact.
+    got = by_function(doc, truth)
+    assert all(got[n]["count"] == t["count"] for n, t in truth.items())

@@ -67,17 +67,26 @@ def test_fork_while_other_threads_allocate(fr, trace_dir):
     # child's final flush has a bounded exit budget; on an overloaded machine
     # it can run out, leaving an unsealed segment: such a child is only
     # required to have exited cleanly, which the output above says.)
+    # If a fork found another thread stuck mid-capture for longer than the
+    # quiesce budget (an overloaded machine), that child says so and records
+    # its samples without stacks rather than risk libunwind's inherited locks.
+    stackless_ok = "allocation samples in this child carry no stacks" in proc.stderr
     sealed_children = attributed = 0
     for pid, mine in by_pid.items():
         doc = fr.dump_json("heap", "--json", *mine)
         info = fr.dump_json("info", "--json", *mine)
         if any("churn" in s["function"] for s in doc["sites"]):
             continue  # the parent
-        if all(s["state"] == "sealed" for s in info["segments"]):
-            sealed_children += 1
-            if any("child_work" in s["function"] and s["live_bytes_est"] >= 16 << 20 for s in doc["sites"]):
-                attributed += 1
-    assert sealed_children >= 1
+        if not all(s["state"] == "sealed" for s in info["segments"]):
+            continue
+        sealed_children += 1
+        big = [s for s in doc["sites"] if s["live_bytes_est"] >= 16 << 20]
+        assert big, (pid, doc["sites"][:3])
+        if "child_work" in big[0]["function"] or (stackless_ok and big[0]["function"] == "[no stack]"):
+            attributed += 1
+        else:
+            raise AssertionError("child %d: 16 MiB live at %s" % (pid, big[0]))
+    assert sealed_children >= 1, proc.stderr
     assert attributed == sealed_children
 
 

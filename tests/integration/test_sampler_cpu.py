@@ -99,3 +99,20 @@ def test_sampler_off_records_no_samples(fr, trace_dir):
     ev = run_split(fr, trace_dir, "off", 0.3)
     assert ev["process.start"][0]["sampler"] == "off"
     assert not ev["cpu.sample"] and not ev["offcpu.sample"]
+
+
+@pytest.mark.parametrize("sampler", ["perf", "sigprof"])
+def test_offcpu_knobs(fr, trace_dir, sampler):
+    # FLIGHTREC_OFFCPU_MIN_US above the program's 20 ms polls: only blocks
+    # at least that long are recorded (a poll can overrun on a busy machine),
+    # while CPU sampling goes on.
+    high = trace_dir / "min"
+    high.mkdir()
+    ev = run_split(fr, high, sampler, 0.5, {"FLIGHTREC_OFFCPU_MIN_US": 50000})
+    assert ev["cpu.sample"]
+    assert all(e["duration_ns"] >= 50_000_000 for e in ev["offcpu.sample"])
+    # FLIGHTREC_OFFCPU=0: no off-CPU sampling at all.
+    off = trace_dir / "off"
+    off.mkdir()
+    ev = run_split(fr, off, sampler, 0.3, {"FLIGHTREC_OFFCPU": 0})
+    assert ev["cpu.sample"] and not ev["offcpu.sample"]

@@ -194,8 +194,8 @@ void other_threads() {
 
 int main(int argc, char** argv) {
   if (argc > 1) g_scale = atol(argv[1]) > 0 ? atol(argv[1]) : 1;
+  churn_small();  // first: at rate 1, even the process's first allocations must be recorded
   g_kept.reserve(200000);
-  churn_small();
   leak_large();
   leak_small();
   large_blocks();

@@ -8,6 +8,11 @@
 //   sock_misc udp                  UDP: sendto/recvfrom, sendmmsg/recvmmsg,
 //                                  a connected UDP client with send/recv
 //   sock_misc connfail             blocking and non-blocking connect to a closed port
+//   sock_misc dup                  a client socket used through dup, dup2, dup3 and
+//                                  fcntl(F_DUPFD_CLOEXEC) copies; then a pipe
+//                                  dup2'd over one of them
+//   sock_misc fork                 the parent listens, a forked child accepts and
+//                                  serves one connection (an inherited listener)
 //   sock_misc closeall MODE        TCP exchange, then close every fd
 //                                  (MODE: range = close_range(3, ~0U, 0),
 //                                  loop = close() on 3..1023, from = closefrom(3)),
@@ -26,6 +31,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void die(const char* what) {
@@ -284,6 +290,73 @@ static int cmd_connfail(void) {
   return 0;
 }
 
+// ---- dup --------------------------------------------------------------------
+
+static int cmd_dup(void) {
+  struct sockaddr_in a;
+  int l = tcp_listener(&a, 0);
+  int c = tcp_connect(&a);
+  int s = accept(l, NULL, NULL);
+  char buf[1024];
+  memset(buf, 'z', sizeof(buf));
+  int d1 = dup(c);
+  close(c);                       // the connection lives on through d1
+  write_all(d1, buf, 100);
+  int d2 = dup2(d1, 50);          // a fixed number
+  write_all(d2, buf, 200);
+  int d3 = dup3(d1, 51, O_CLOEXEC);
+  write_all(d3, buf, 300);
+  int d4 = fcntl(d1, F_DUPFD_CLOEXEC, 60);
+  write_all(d4, buf, 400);
+  read_all(s, buf, 100 + 200 + 300 + 400);
+  // A pipe replaces fd 50: from now on writes to 50 are not socket writes.
+  int p[2];
+  if (pipe(p) != 0) die("pipe");
+  if (dup2(p[1], 50) != 50) die("dup2 pipe");
+  write_all(50, buf, 33);
+  read_all(p[0], buf, 33);
+  close(d1);
+  close(d3);
+  close(d4);                      // the last copy: the connection closes here
+  close(50);
+  close(p[0]);
+  close(p[1]);
+  close(s);
+  close(l);
+  printf("dup fds=%d,%d,%d,%d client_out=1000 pipe_bytes=33\n", d1, d2, d3, d4);
+  return 0;
+}
+
+// ---- fork -------------------------------------------------------------------
+
+static int cmd_fork(void) {
+  struct sockaddr_in a;
+  int l = tcp_listener(&a, 0);
+  fflush(stdout);
+  pid_t child = fork();
+  if (child < 0) die("fork");
+  if (child == 0) {  // the worker: serve one connection on the inherited listener
+    int s = accept(l, NULL, NULL);
+    char buf[256];
+    read_all(s, buf, 64);
+    write_all(s, buf, 32);
+    close(s);
+    close(l);
+    exit(0);
+  }
+  int c = tcp_connect(&a);
+  char buf[256];
+  memset(buf, 'f', sizeof(buf));
+  write_all(c, buf, 64);
+  read_all(c, buf, 32);
+  close(c);
+  int status = 0;
+  waitpid(child, &status, 0);
+  close(l);
+  printf("fork child=%d status=%d port=%d\n", (int)child, status, ntohs(a.sin_port));
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 // ---- closeall ---------------------------------------------------------------
 
 static long exchange(const struct sockaddr_in* addr, int listener, size_t n) {
@@ -325,7 +398,7 @@ static int cmd_closeall(const char* mode) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: sock_misc epoll|unix|udp|connfail|closeall ...\n");
+    fprintf(stderr, "usage: sock_misc epoll|unix|udp|connfail|dup|fork|closeall ...\n");
     return 2;
   }
   const char* cmd = argv[1];
@@ -333,6 +406,8 @@ int main(int argc, char** argv) {
   if (strcmp(cmd, "unix") == 0) return cmd_unix();
   if (strcmp(cmd, "udp") == 0) return cmd_udp();
   if (strcmp(cmd, "connfail") == 0) return cmd_connfail();
+  if (strcmp(cmd, "dup") == 0) return cmd_dup();
+  if (strcmp(cmd, "fork") == 0) return cmd_fork();
   if (strcmp(cmd, "closeall") == 0) return cmd_closeall(argc > 2 ? argv[2] : "range");
   fprintf(stderr, "unknown command %s\n", cmd);
   return 2;

@@ -55,7 +55,14 @@ TEST_CASE("socket fd table: set, look up, change role, clear") {
   CHECK(sockfd::EntryConn(client) == conn);
   CHECK(sockfd::EntryFamily(client) == SockFamily::kInet6);
 
+  // A conditional clear only removes the entry it was told about.
+  CHECK_FALSE(sockfd::ClearIf(100, e));
+  CHECK(sockfd::Lookup(100) == client);
   CHECK(sockfd::Clear(100) == client);
+  CHECK(sockfd::Lookup(100) == 0);
+  CHECK_FALSE(sockfd::ClearIf(100, client));
+  sockfd::Set(100, client);
+  CHECK(sockfd::ClearIf(100, client));
   CHECK(sockfd::Lookup(100) == 0);
   CHECK(sockfd::Clear(100) == 0);
   // Out of range and negative fds are never sockets and never crash.

@@ -352,3 +352,48 @@ TEST_CASE("socket flush: op start and end are rounded down to the 64 ns grain") 
   CHECK(ops[0].U("duration_ns") == 128);
   CHECK(ops[0].S("bytes") == 10);
 }
+
+TEST_CASE("socket flush: idle answered requests are written; requests still being asked are kept") {
+  Harness h;
+  SocketFlushSide side(NoProbe());
+  side.OnAddr(Addr(1, 40, 1, 5, SockRole::kServer, AddrWhich::kLocal, "127.0.0.1", 80, true), 1);
+  side.OnAddr(Addr(1, 41, 1, 6, SockRole::kServer, AddrWhich::kLocal, "127.0.0.1", 80, true), 1);
+  side.OnOp(&h.w, Op(SockOp::kRecv, 5, 40, 10, 1, 3), 1);  // conn 40: answered at 21
+  side.OnOp(&h.w, Op(SockOp::kSend, 5, 40, 20, 1, 4), 1);
+  side.OnOp(&h.w, Op(SockOp::kRecv, 6, 41, 30, 1, 3), 1);  // conn 41: asked, no answer yet
+  side.Process(&h.w, 100 * G, false);
+  side.conns().FinishAnsweredRequests(&h.w, 20 * G);  // conn 40 not idle long enough yet
+  side.conns().FinishAnsweredRequests(&h.w, 50 * G);  // now it is
+  side.Process(&h.w, 100 * G, /*final=*/true);         // conn 41 is still asking: kept
+  side.OnOp(&h.w, Op(SockOp::kSend, 6, 41, 60, 1, 9), 1);
+  side.OnOp(&h.w, Op(SockOp::kClose, 6, 41, 70, 1, 0), 1);
+  side.Process(&h.w, 100 * G, false);
+  Segment s = h.Read();
+  auto reqs = All(s, "request");
+  REQUIRE(reqs.size() == 2);
+  CHECK(reqs[0].U("conn") == 40);
+  CHECK(reqs[0].U("duration_ns") == 10 * G);
+  CHECK(reqs[1].U("conn") == 41);
+  CHECK(reqs[1].U("time") == 31 * G);
+  CHECK(reqs[1].U("duration_ns") == 30 * G);
+  CHECK(reqs[1].U("bytes_out") == 9);
+}
+
+TEST_CASE("socket flush: stale fd-table entries (fd no longer a socket) are repaired") {
+  REQUIRE(sockfd::Init(4096));
+  int p[2];
+  REQUIRE(pipe(p) == 0);
+  const int s = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(s >= 0);
+  const uint64_t stale = sockfd::MakeEntry(sockfd::NewConnId(), SockRole::kClient, SockFamily::kInet, SockType::kStream);
+  const uint64_t live = sockfd::MakeEntry(sockfd::NewConnId(), SockRole::kClient, SockFamily::kInet, SockType::kStream);
+  sockfd::Set(p[0], stale);  // as if a socket on this number had been closed behind our back
+  sockfd::Set(s, live);
+  CHECK(HealStaleSocketEntries() >= 1);
+  CHECK(sockfd::Lookup(p[0]) == 0);
+  CHECK(sockfd::Lookup(s) == live);
+  sockfd::Clear(s);
+  close(s);
+  close(p[0]);
+  close(p[1]);
+}

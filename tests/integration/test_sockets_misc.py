@@ -1,0 +1,176 @@
+"""Socket scenarios (tests/programs/sock_misc.c) under the preload: an epoll
+event loop on non-blocking sockets, unix sockets, UDP, failing connects, dup'd
+fds, a forked worker on an inherited listener, and a process that closes
+every fd. Each must be recorded correctly and leave the program unharmed."""
+import re
+from collections import Counter
+
+import pytest
+
+EAGAIN, ECONNREFUSED, EINPROGRESS = 11, 111, 115
+
+
+def run_misc(fr, trace_dir, *args, env=None):
+    proc = fr.run([fr.program("sock_misc")] + [str(a) for a in args], trace_dir,
+                  env=dict({"FLIGHTREC_RING_BYTES": "1M"}, **(env or {})))
+    plain = fr.run([fr.program("sock_misc")] + [str(a) for a in args], trace_dir, preload=False)
+    return proc, plain
+
+
+def numbers(line):
+    return {k: v for k, v in re.findall(r"(\w+)=(\S+)", line)}
+
+
+def sockets(fr, trace_dir):
+    doc = fr.dump_json("sockets", "--json", trace_dir)
+    assert doc["totals"]["dropped_records"] == 0
+    return doc
+
+
+def ops(fr, trace_dir):
+    return fr.events(trace_dir, "socket.op")
+
+
+def test_epoll_nonblocking_event_loop(fr, trace_dir):
+    proc, plain = run_misc(fr, trace_dir, "epoll", 4, 20)
+    n = numbers(proc.stdout)
+    assert numbers(plain.stdout)["server_in"] == n["server_in"] == str(4 * 20 * 300)
+    doc = sockets(fr, trace_dir)
+    servers = [c for c in doc["connections"] if c["role"] == "server"]
+    listener = [c for c in doc["connections"] if c["role"] == "listener"][0]
+    assert len(servers) == int(n["accepted"]) == 4
+    assert sum(c["bytes_in"] for c in servers) == int(n["server_in"])
+    assert sum(c["bytes_out"] for c in servers) == int(n["server_out"])
+    # Every would-block the program saw is in the trace as such (-EAGAIN), and
+    # none of them counts as an error.
+    assert sum(c["eagain"] for c in servers) == int(n["recv_eagain"])
+    assert listener["eagain"] == int(n["accept_eagain"])
+    assert listener["ops_by_name"]["accept"] == int(n["accepted"]) + int(n["accept_eagain"])
+    would_block = [e for e in ops(fr, trace_dir) if e["bytes"] == -EAGAIN]
+    assert len(would_block) == int(n["recv_eagain"]) + int(n["accept_eagain"])
+    assert doc["totals"]["errors"] == 0
+    # One thread serves every connection: 20 exchanges each, on the loop's thread.
+    reqs = fr.dump_json("requests", "--json", "--slowest", "0", "--role", "server", trace_dir)["requests"]
+    assert Counter(r["connection"] for r in reqs) == Counter({c["id"]: 20 for c in servers})
+    assert len({r["tid"] for r in reqs}) == 1
+    assert all((r["bytes_in"], r["bytes_out"]) == (300, 300) for r in reqs)
+
+
+def test_unix_sockets_and_socketpair(fr, trace_dir):
+    proc, _ = run_misc(fr, trace_dir, "unix")
+    path = numbers(proc.stdout)["path"]
+    doc = sockets(fr, trace_dir)
+    by_role = {}
+    for c in doc["connections"]:
+        by_role.setdefault(c["role"], []).append(c)
+        assert c["family"] == "unix" and c["sock_type"] == "stream"
+    assert [c["local"] for c in by_role["listener"]] == [path]
+    client, = by_role["client"]
+    server, = by_role["server"]
+    assert client["peer"] == path and (client["bytes_out"], client["bytes_in"]) == (777, 555)
+    assert server["local"] == path and (server["bytes_in"], server["bytes_out"]) == (777, 555)
+    pair = sorted((c["bytes_out"], c["bytes_in"]) for c in by_role["other"])
+    assert pair == [(0, 123), (123, 0)]
+    assert all(c["close_ns"] is not None for c in doc["connections"])
+
+
+def test_udp_datagrams_mmsg_and_connected_client(fr, trace_dir):
+    proc, _ = run_misc(fr, trace_dir, "udp")
+    n = numbers(proc.stdout)
+    doc = sockets(fr, trace_dir)
+    conns = doc["connections"]
+    assert {c["sock_type"] for c in conns} == {"dgram"}
+    server = [c for c in conns if c["local"] == "127.0.0.1:%s" % n["server_port"] and c["role"] == "other"][0]
+    client, = [c for c in conns if c["role"] == "client"]
+    sender = [c for c in conns if c is not server and c is not client][0]
+    assert server["bytes_in"] == int(n["received"]) + 64
+    assert server["bytes_out"] == 512
+    assert sender["bytes_out"] == int(n["sent"])
+    assert {"sendto", "sendmmsg"} <= set(sender["ops_by_name"])
+    assert {"recvfrom", "recvmmsg"} <= set(server["ops_by_name"])
+    assert client["peer"] == "127.0.0.1:%s" % n["server_port"]
+    assert (client["bytes_out"], client["bytes_in"]) == (64, 512)
+    # The connected client's query and answer form one client-side request.
+    reqs = fr.dump_json("requests", "--json", "--slowest", "0", trace_dir)["requests"]
+    assert [(r["role"], r["bytes_out"], r["bytes_in"]) for r in reqs] == [("client", 64, 512)]
+
+
+def test_failed_connects_are_recorded_and_errno_is_preserved(fr, trace_dir):
+    proc, plain = run_misc(fr, trace_dir, "connfail")
+    n, p = numbers(proc.stdout), numbers(plain.stdout)
+    # What the program saw from the calls is the same with and without us.
+    for key in ("errno", "nonblocking_rc", "nonblocking_errno", "so_error"):
+        assert n[key] == p[key], (key, proc.stdout, plain.stdout)
+    assert n["errno"] == str(ECONNREFUSED) and n["nonblocking_errno"] == str(EINPROGRESS)
+    doc = sockets(fr, trace_dir)
+    clients = [c for c in doc["connections"] if c["role"] == "client"]
+    assert len(clients) == 2
+    assert all(c["peer"] == "127.0.0.1:%s" % n["port"] for c in clients)
+    refused = [c for c in clients if c["errors"]]
+    assert len(refused) == 1 and refused[0]["errors_by_name"] == {"connect": 1}
+    connects = sorted(e["bytes"] for e in ops(fr, trace_dir) if e["op"] == "connect")
+    assert connects == [-EINPROGRESS, -ECONNREFUSED]
+
+
+def test_dup_copies_name_the_same_connection(fr, trace_dir):
+    proc, _ = run_misc(fr, trace_dir, "dup")
+    n = numbers(proc.stdout)
+    fds = [int(x) for x in n["fds"].split(",")]
+    doc = sockets(fr, trace_dir)
+    client, = [c for c in doc["connections"] if c["role"] == "client"]
+    server, = [c for c in doc["connections"] if c["role"] == "server"]
+    assert client["bytes_out"] == server["bytes_in"] == int(n["client_out"])
+    assert client["ops_by_name"]["dup"] == 4
+    writes = [e for e in ops(fr, trace_dir) if e["op"] == "write"]
+    # Writes through every copy are the client's; the pipe later dup2'd over fd 50 is not a socket.
+    assert Counter(e["fd"] for e in writes) == Counter(fds)
+    assert {e["conn"] for e in writes} == {client["id"]}
+    # The connection closed once, with its last fd.
+    closes = [e for e in fr.events(trace_dir, "socket.close") if e["conn"] == client["id"]]
+    assert len(closes) == 1 and closes[0]["bytes_out"] == int(n["client_out"])
+
+
+def test_forked_worker_on_an_inherited_listener(fr, trace_dir):
+    proc, _ = run_misc(fr, trace_dir, "fork")
+    n = numbers(proc.stdout)
+    child = int(n["child"])
+    doc = sockets(fr, trace_dir)
+    in_child = [c for c in doc["connections"] if c["pid"] == child]
+    listener = [c for c in in_child if c["role"] == "listener"]
+    served = [c for c in in_child if c["role"] == "server"]
+    assert [c["local"] for c in listener] == ["127.0.0.1:%s" % n["port"]]
+    assert [(c["bytes_in"], c["bytes_out"]) for c in served] == [(64, 32)]
+    parent_client = [c for c in doc["connections"] if c["pid"] != child and c["role"] == "client"]
+    assert [(c["bytes_out"], c["bytes_in"]) for c in parent_client] == [(64, 32)]
+
+
+@pytest.mark.parametrize("mode", ["range", "loop", "from"])
+def test_closing_every_fd_leaves_the_program_unharmed(fr, trace_dir, mode):
+    proc, plain = run_misc(fr, trace_dir, "closeall", mode)
+    strip = lambda s: re.sub(r"port=\d+", "", s)
+    assert strip(proc.stdout) == strip(plain.stdout)
+    assert "first=1000 second=2000" in proc.stdout
+
+
+@pytest.mark.xfail(strict=True, reason="the runtime does not yet ProtectFd() its segment file "
+                                        "(format/segment_writer + preload/flush_thread.cc, see fd_guard.h)")
+@pytest.mark.parametrize("mode", ["range", "loop"])
+def test_closing_every_fd_keeps_the_trace_complete(fr, trace_dir, mode):
+    run_misc(fr, trace_dir, "closeall", mode)
+    info = fr.dump_json("info", "--json", trace_dir)
+    assert all(s["state"] == "sealed" for s in info["segments"]), info["segments"]
+    doc = sockets(fr, trace_dir)
+    served = sorted(c["bytes_in"] for c in doc["connections"] if c["role"] == "server")
+    # Both exchanges, before and after the close-everything, exactly.
+    assert served == [1000, 2000]
+
+
+def test_reports_reject_bad_input_with_one_line(fr, tmp_path):
+    missing = tmp_path / "nope"
+    for cmd in ("sockets", "requests"):
+        proc = fr.dump_run(cmd, missing, check=False)
+        assert proc.returncode == 1
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "nope" in lines[0] and "Traceback" not in proc.stderr
+    bad = fr.dump_run("requests", "--slowest", "-1", tmp_path, check=False)
+    assert bad.returncode == 2 and "--slowest" in bad.stderr

@@ -1,0 +1,75 @@
+// offcpu_mix: threads that block in known functions through different
+// blocking calls, for the off-CPU tests.
+//
+//   sleeper_wait   nanosleep 30 ms, 8 times
+//   cond_waiter    pthread_cond_timedwait 30 ms, 8 times (never signalled)
+//   mutex_blocked  pthread_mutex_lock on a mutex main holds for 150 ms
+//   quick_polls    poll with a 0 timeout, 1000 times (never blocks: the
+//                  hooks must not time or record these)
+//
+// prints "offcpu done" on success.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_cond_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;
+static volatile int g_sink;
+
+__attribute__((noinline, noipa)) void sleeper_wait(void) {
+  const struct timespec ts = {0, 30 * 1000 * 1000};
+  for (int i = 0; i < 8; ++i) nanosleep(&ts, NULL);
+  g_sink++;
+}
+
+__attribute__((noinline, noipa)) void cond_waiter(void) {
+  pthread_mutex_lock(&g_cond_lock);
+  for (int i = 0; i < 8; ++i) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 30 * 1000 * 1000;
+    if (until.tv_nsec >= 1000000000) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000;
+    }
+    while (pthread_cond_timedwait(&g_cond, &g_cond_lock, &until) != ETIMEDOUT) {
+    }
+  }
+  pthread_mutex_unlock(&g_cond_lock);
+  g_sink++;
+}
+
+__attribute__((noinline, noipa)) void mutex_blocked(void) {
+  pthread_mutex_lock(&g_lock);
+  pthread_mutex_unlock(&g_lock);
+  g_sink++;
+}
+
+__attribute__((noinline, noipa)) int quick_polls(void) {
+  int ready = 0;
+  for (int i = 0; i < 1000; ++i) ready += poll(NULL, 0, 0);
+  return ready;
+}
+
+static void* sleeper_main(void* a) { (void)a; sleeper_wait(); return NULL; }
+static void* cond_main(void* a) { (void)a; cond_waiter(); return NULL; }
+static void* mutex_main(void* a) { (void)a; mutex_blocked(); return NULL; }
+
+int main(void) {
+  pthread_t t[3];
+  pthread_mutex_lock(&g_lock);  // mutex_blocked waits for this
+  if (pthread_create(&t[0], NULL, sleeper_main, NULL) || pthread_create(&t[1], NULL, cond_main, NULL) ||
+      pthread_create(&t[2], NULL, mutex_main, NULL))
+    return 1;
+  if (quick_polls() != 0) return 2;
+  const struct timespec hold = {0, 150 * 1000 * 1000};
+  nanosleep(&hold, NULL);
+  pthread_mutex_unlock(&g_lock);
+  for (int i = 0; i < 3; ++i) pthread_join(t[i], NULL);
+  printf("offcpu done\n");
+  return 0;
+}

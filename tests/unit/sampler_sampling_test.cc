@@ -1,0 +1,269 @@
+// Unit tests of the samplers themselves, end to end inside this process:
+// real perf samples and real SIGPROF samples of a known noinline chain go
+// through the rings, the unwinder, the sample queue and the flush source into
+// a real segment, which is read back. Also the SIGPROF disposition protocol
+// (SIG_IGN/SIG_DFL honoured, stepping aside for an application handler).
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "format/segment_reader.h"
+#include "format/segment_writer.h"
+#include "preload/clock.h"
+#include "preload/flush_registry.h"
+#include "preload/flush_registry_internal.h"
+#include "sampler/perf_sampler.h"
+#include "sampler/sample_events.h"
+#include "sampler/sigprof_sampler.h"
+#include "sampler/symbolizer.h"
+
+namespace {
+
+using flightrec::format::Segment;
+
+double ThreadCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+volatile uint64_t g_burn_sink;
+
+extern "C" __attribute__((noipa)) uint64_t sampler_test_leaf(uint64_t x) {
+  for (int i = 0; i < 20000; ++i) x = x * 6364136223846793005ull + 1442695040888963407ull;
+  return x;
+}
+
+extern "C" __attribute__((noipa)) void sampler_test_outer(double seconds) {
+  const double start = ThreadCpuSeconds();
+  uint64_t x = 1;
+  while (ThreadCpuSeconds() - start < seconds) x = sampler_test_leaf(x);
+  g_burn_sink = x;
+}
+
+// Writes whatever the flush sources have queued into a fresh segment and
+// reads it back.
+Segment FlushToSegment() {
+  char dir[] = "/tmp/flightrec-sampler-test-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  const std::string path = std::string(dir) + "/t.seg";
+  flightrec::format::SegmentWriter w;
+  flightrec::sampler::Symbolizer sym;
+  w.SetPcDescriber(&sym);
+  flightrec::DefineAllEventTypes(&w);
+  std::string error;
+  REQUIRE(w.Open(path, flightrec::format::SegmentHeaderInfo{}, &error));
+  flightrec::FlushContext ctx{&w, nullptr, flightrec::MonotonicNs()};
+  flightrec::RunFlushSources(ctx);
+  REQUIRE(w.Seal({}, &error));
+  Segment seg = flightrec::format::ReadSegmentFile(path);
+  unlink(path.c_str());
+  rmdir(dir);
+  return seg;
+}
+
+// Function names of a cpu.sample event's stack, leaf first.
+std::vector<std::string> StackNames(const Segment& seg, const flightrec::format::Event& e, int stack_field) {
+  std::vector<std::string> out;
+  const auto* stack = seg.Stack(static_cast<uint32_t>(e.values[stack_field].u));
+  if (!stack) return out;
+  for (uint32_t loc_id : *stack) {
+    const auto* loc = seg.LocationById(loc_id);
+    if (!loc) continue;
+    for (const auto& line : loc->lines) {
+      const std::string* name = seg.String(line.function);
+      out.push_back(name ? *name : "");
+    }
+  }
+  return out;
+}
+
+// Counts cpu.sample events of tid whose stack starts leaf <- outer; sums the
+// period of every sample of tid.
+int CountChainSamples(const Segment& seg, pid_t tid, uint64_t* period_sum) {
+  const auto* type = seg.TypeByName("cpu.sample");
+  if (!type) return 0;
+  const int tid_f = Segment::FieldIndex(*type, "tid");
+  const int stack_f = Segment::FieldIndex(*type, "stack");
+  const int period_f = Segment::FieldIndex(*type, "period_ns");
+  int n = 0;
+  for (const auto* e : seg.EventsOf("cpu.sample")) {
+    if (e->values[tid_f].u != static_cast<uint64_t>(tid)) continue;
+    *period_sum += e->values[period_f].u;
+    const std::vector<std::string> names = StackNames(seg, *e, stack_f);
+    if (names.size() >= 2 && names[0] == "sampler_test_leaf" && names[1] == "sampler_test_outer") ++n;
+  }
+  return n;
+}
+
+bool PerfUsable() {
+  flightrec::sampler::PerfOptions o;
+  o.offcpu = false;
+  return flightrec::sampler::PerfProbe(o).cpu_ok;
+}
+
+pid_t Gettid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+}  // namespace
+
+TEST_CASE("sampler_perf: samples of a known chain come back unwound and symbolized" *
+          doctest::skip(!PerfUsable())) {
+  flightrec::sampler::RegisterSampleEvents();
+  flightrec::sampler::PerfOptions o;
+  o.hz = 1000;
+  o.offcpu = false;
+  REQUIRE(flightrec::sampler::PerfConfigure(o, false, false));
+  REQUIRE(flightrec::sampler::PerfArmThread(Gettid(), true));
+  sampler_test_outer(0.2);
+  flightrec::sampler::PerfDisarmSelf();
+  flightrec::sampler::PerfCollect(flightrec::MonotonicNs());
+  const auto stats = flightrec::sampler::GetPerfStats();
+  CHECK(stats.armed >= 1);
+  CHECK(stats.bad_records == 0);
+  const Segment seg = FlushToSegment();
+  uint64_t period_sum = 0;
+  const int n = CountChainSamples(seg, Gettid(), &period_sum);
+  // 200 ms of CPU at 1000 Hz; some are in the loop's clock_gettime calls.
+  CHECK(n >= 50);
+  // cpu-clock periods are nanoseconds of user CPU time (1 ms each here), so
+  // they add up to most of the 200 ms burnt (part of it is in the kernel).
+  CHECK(period_sum >= 60'000'000ull);
+  CHECK(period_sum <= 260'000'000ull);
+}
+
+TEST_CASE("sampler_sigprof: samples, the application's dispositions, stepping aside") {
+  flightrec::sampler::RegisterSampleEvents();
+  struct sigaction saved;
+  REQUIRE(sigaction(SIGPROF, nullptr, &saved) == 0);
+
+  // An application handler already in place: the sampler must not start.
+  struct sigaction app;
+  std::memset(&app, 0, sizeof(app));
+  app.sa_handler = [](int) {};
+  REQUIRE(sigaction(SIGPROF, &app, nullptr) == 0);
+  flightrec::sampler::SigprofOptions o;
+  o.hz = 1000;
+  const char* why = "";
+  CHECK_FALSE(flightrec::sampler::SigprofInstall(o, &why));
+  CHECK(std::string(why).find("own SIGPROF handler") != std::string::npos);
+
+  // Default disposition: installs, arms this thread and samples it.
+  std::memset(&app, 0, sizeof(app));
+  app.sa_handler = SIG_DFL;
+  REQUIRE(sigaction(SIGPROF, &app, nullptr) == 0);
+  REQUIRE(flightrec::sampler::SigprofInstall(o, &why));
+  REQUIRE(flightrec::sampler::SigprofArmSelf());
+  // Burn 250 ms of CPU, collecting in between like the sampler thread does.
+  for (int i = 0; i < 10; ++i) {
+    const int saved_errno_probe = (errno = 1234 + i);
+    sampler_test_outer(0.025);
+    CHECK(errno == saved_errno_probe);  // the handler preserves errno
+    flightrec::sampler::SigprofCollect(flightrec::MonotonicNs());
+  }
+  flightrec::sampler::SigprofDisarmSelf();
+  flightrec::sampler::SigprofCollect(flightrec::MonotonicNs());
+  CHECK(flightrec::sampler::GetSigprofStats().dropped == 0);
+  const Segment seg = FlushToSegment();
+  uint64_t period_sum = 0;
+  const int n = CountChainSamples(seg, Gettid(), &period_sum);
+  // Thread CPU timers fire on scheduler ticks (at least 100 Hz): >= 10.
+  CHECK(n >= 10);
+  // Overruns are folded into the period: together the samples stand for
+  // about the 250 ms of CPU time burnt.
+  CHECK(period_sum >= 150'000'000ull);
+  CHECK(period_sum <= 400'000'000ull);
+
+  // While our handler is installed the application's view of SIGPROF is its
+  // own: SIG_IGN is remembered and honoured for signals that are not ours.
+  struct sigaction ign, old;
+  std::memset(&ign, 0, sizeof(ign));
+  ign.sa_handler = SIG_IGN;
+  int ret = -1;
+  REQUIRE(flightrec::sampler::SigprofInterceptSigaction(&ign, &old, &ret));
+  CHECK(ret == 0);
+  CHECK((old.sa_handler == SIG_DFL));
+  struct sigaction query;
+  REQUIRE(flightrec::sampler::SigprofInterceptSigaction(nullptr, &query, &ret));
+  CHECK((query.sa_handler == SIG_IGN));
+  struct sigaction kernel_view;
+  REQUIRE(sigaction(SIGPROF, nullptr, &kernel_view) == 0);
+  CHECK((kernel_view.sa_flags & SA_SIGINFO) != 0);  // ours stays in the kernel
+  raise(SIGPROF);  // foreign and ignored: we are still here
+  CHECK(flightrec::sampler::SigprofInstalled());
+
+  // The application installs a real handler: we step aside and it gets
+  // SIGPROF for itself.
+  static std::atomic<int> app_hits{0};
+  struct sigaction mine;
+  std::memset(&mine, 0, sizeof(mine));
+  mine.sa_handler = [](int) { app_hits.fetch_add(1); };
+  REQUIRE(flightrec::sampler::SigprofInterceptSigaction(&mine, &old, &ret));
+  CHECK(ret == 0);
+  CHECK((old.sa_handler == SIG_IGN));  // what the application had set before
+  CHECK_FALSE(flightrec::sampler::SigprofInstalled());
+  CHECK(flightrec::sampler::GetSigprofStats().stepped_aside == 1);
+  raise(SIGPROF);
+  CHECK(app_hits.load() == 1);
+  // From now on calls pass through to libc.
+  CHECK_FALSE(flightrec::sampler::SigprofInterceptSigaction(nullptr, &query, &ret));
+  CHECK_FALSE(flightrec::sampler::SigprofArmSelf());
+
+  REQUIRE(sigaction(SIGPROF, &saved, nullptr) == 0);
+}
+
+TEST_SUITE("concurrency") {
+TEST_CASE("sampler_queue: producers and the flush source lose nothing, no data race") {
+  flightrec::sampler::RegisterSampleEvents();
+  char dir[] = "/tmp/flightrec-sampler-queue-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  const std::string path = std::string(dir) + "/q.seg";
+  flightrec::format::SegmentWriter w;
+  flightrec::DefineAllEventTypes(&w);
+  std::string error;
+  REQUIRE(w.Open(path, flightrec::format::SegmentHeaderInfo{}, &error));
+  constexpr int kProducers = 4, kEach = 2000;
+  constexpr uint32_t kTidBase = 4000000;  // not a real tid: only this test's events
+  std::atomic<int> running{kProducers};
+  std::vector<std::thread> producers;
+  for (int p = 0; p < kProducers; ++p) {
+    producers.emplace_back([p, &running] {
+      uint64_t pcs[3] = {0x1000u + static_cast<uint64_t>(p), 0x2000, 0x3000};
+      for (int i = 0; i < kEach; ++i)
+        flightrec::sampler::QueueCpuSample(static_cast<uint64_t>(i), kTidBase + static_cast<uint32_t>(p), pcs, 3,
+                                           1000000);
+      running.fetch_sub(1);
+    });
+  }
+  // The flush thread's side, concurrently.
+  while (running.load() > 0) {
+    flightrec::FlushContext ctx{&w, nullptr, flightrec::MonotonicNs()};
+    flightrec::RunFlushSources(ctx);
+  }
+  for (auto& t : producers) t.join();
+  flightrec::FlushContext ctx{&w, nullptr, flightrec::MonotonicNs()};
+  flightrec::RunFlushSources(ctx);
+  REQUIRE(w.Seal({}, &error));
+  const Segment seg = flightrec::format::ReadSegmentFile(path);
+  unlink(path.c_str());
+  rmdir(dir);
+  const auto* type = seg.TypeByName("cpu.sample");
+  REQUIRE(type);
+  const int tid_f = Segment::FieldIndex(*type, "tid");
+  int per[kProducers] = {};
+  for (const auto* e : seg.EventsOf("cpu.sample")) {
+    const uint64_t tid = e->values[tid_f].u;
+    if (tid >= kTidBase && tid < kTidBase + kProducers) per[tid - kTidBase]++;
+  }
+  for (int p = 0; p < kProducers; ++p) CHECK(per[p] == kEach);
+}
+}
