@@ -230,6 +230,7 @@ SegmentWriter::~SegmentWriter() { Abandon(); }
 void SegmentWriter::SetPcDescriber(PcDescriber* describer) { impl_->tables.SetPcDescriber(describer); }
 
 bool SegmentWriter::is_open() const { return impl_->fd >= 0; }
+int SegmentWriter::fd() const { return impl_->fd; }
 
 bool SegmentWriter::Open(const std::string& path, const SegmentHeaderInfo& header, std::string* error) {
   Impl& m = *impl_;
@@ -394,6 +395,12 @@ bool SegmentWriter::Seal(const std::vector<std::pair<std::string, uint64_t>>& fo
 void SegmentWriter::Abandon() {
   Impl& m = *impl_;
   m.CloseFd();
+  m.ReleaseSegmentMemory();
+}
+
+void SegmentWriter::ForgetFd() {
+  Impl& m = *impl_;
+  m.fd = -1;  // the number is someone else's now: never close or write it
   m.ReleaseSegmentMemory();
 }
 

@@ -101,6 +101,9 @@ class SegmentWriter {
   // the header. On failure returns false and sets *error (errno text).
   bool Open(const std::string& path, const SegmentHeaderInfo& header, std::string* error);
   bool is_open() const;
+  // The open segment's descriptor (-1 when closed), so the owner can protect
+  // it from applications that close every fd.
+  int fd() const;
 
   // Returns the event type id (dense, from 1). May be called before Open.
   uint32_t DefineEventType(const EventTypeSpec& spec);
@@ -120,6 +123,9 @@ class SegmentWriter {
 
   // Closes without footer (used after write errors and in forked children).
   void Abandon();
+  // Drops the file without closing the descriptor, for when its number was
+  // taken over by someone else (an application's dup2 onto it).
+  void ForgetFd();
 
   WriterStats stats() const;
   uint64_t buffered_bytes() const;  // rough raw size of unflushed events

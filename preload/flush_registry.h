@@ -22,6 +22,7 @@ struct FlushContext {
   format::SegmentWriter* writer;  // the active segment
   ThreadState* thread;            // ring being drained; nullptr for sources
   uint64_t now_ns;                // CLOCK_MONOTONIC at the start of this tick
+  bool final_tick = false;        // the last tick before the segment is sealed at exit/exec/crash
 };
 
 using RecordDecodeFn = void (*)(FlushContext& ctx, const RecordHeader& header, const void* payload);

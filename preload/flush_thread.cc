@@ -23,6 +23,7 @@
 #include "format/segment_writer.h"
 #include "preload/clock.h"
 #include "preload/config.h"
+#include "preload/fd_guard.h"
 #include "preload/flush_registry_internal.h"
 #include "preload/log.h"
 #include "preload/recorder_thread.h"
@@ -78,8 +79,21 @@ void Wake(FlushState& s) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&s.wake_word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
-void Pause(FlushState& s, const std::string& why) {
-  if (s.writer->is_open()) s.writer->Abandon();
+// Closes the writer's file (Seal or Abandon) and releases its fd protection.
+template <typename CloseFn>
+bool CloseWriter(FlushState& s, CloseFn close_fn) {
+  const int fd = s.writer->fd();
+  const bool ok = close_fn();
+  if (fd >= 0) UnprotectFd(fd);
+  return ok;
+}
+
+void Pause(FlushState& s, const std::string& why, bool fd_lost = false) {
+  if (fd_lost) {
+    s.writer->ForgetFd();
+  } else if (s.writer->is_open()) {
+    CloseWriter(s, [&] { s.writer->Abandon(); return true; });
+  }
   s.active_path.clear();
   s.paused = true;
   s.retry_at_ns = MonotonicNs() + kRetryNs;
@@ -108,6 +122,8 @@ bool OpenSegment(FlushState& s, uint64_t now) {
     Pause(s, "cannot create segment " + path + ": " + error);
     return false;
   }
+  // Daemons that close every fd must not close (or reuse) ours.
+  ProtectFd(s.writer->fd());
   if (s.paused) Log(LogLevel::kWarn, "output %s usable again; recording resumed", cfg.output.c_str());
   s.paused = false;
   s.paused_logged = false;
@@ -123,7 +139,11 @@ bool OpenSegment(FlushState& s, uint64_t now) {
 void SealSegment(FlushState& s) {
   if (!s.writer->is_open()) return;
   std::string error;
-  if (!s.writer->Seal(TakeFooterCounters(), &error)) {
+  if (FdWasLost(s.writer->fd())) {
+    Pause(s, "the application took over the segment's descriptor (dup2)", true);
+    return;
+  }
+  if (!CloseWriter(s, [&] { return s.writer->Seal(TakeFooterCounters(), &error); })) {
     Pause(s, "cannot seal segment " + s.active_path + ": " + error);
     return;
   }
@@ -170,7 +190,7 @@ void Tick(FlushState& s, bool final_tick) {
   const Config& cfg = GetConfig();
   const uint64_t now = MonotonicNs();
   if (s.paused && now >= s.retry_at_ns) OpenSegment(s, now);
-  FlushContext ctx{s.writer, nullptr, now};
+  FlushContext ctx{s.writer, nullptr, now, final_tick};
   DrainRings(s, ctx);
   if (!s.writer->is_open()) return;
   RunFlushSources(ctx);
@@ -201,6 +221,11 @@ void Tick(FlushState& s, bool final_tick) {
   }
   if (now - s.last_block_ns >= kBlockIntervalNs || s.writer->buffered_bytes() > kMaxBufferedBytes) {
     s.last_block_ns = now;
+    if (FdWasLost(s.writer->fd())) {
+      // Our descriptor number now belongs to the application: never write to it.
+      Pause(s, "the application took over the segment's descriptor (dup2)", true);
+      return;
+    }
     std::string error;
     if (!s.writer->Flush(&error)) {
       Pause(s, "cannot write segment " + s.active_path + ": " + error);
@@ -305,7 +330,16 @@ bool RequestCrashFlushAndWait(uint64_t deadline_ns) {
 
 void RestartFlushThreadInChild(const ProcessInfo& info) {
   // The parent's FlushState and writer are abandoned (leaked): their memory
-  // may be mid-update from a thread that does not exist in the child.
+  // may be mid-update from a thread that does not exist in the child. Only
+  // the inherited descriptor is released, so the child does not hold the
+  // parent's segment open.
+  if (g_state) {
+    const int fd = g_state->writer->fd();
+    if (fd >= 0) {
+      UnprotectFd(fd);
+      close(fd);
+    }
+  }
   g_state = nullptr;
   g_next_seq = 0;  // a new process: its own numbering
   Launch(info);

@@ -65,6 +65,7 @@ void AtForkChild() {
   if (!RuntimeRecording()) return;
   g_owner_pid = getpid();
   ResetRegistryAfterFork();
+  TakeFooterCounters();  // the parent's drop totals are not the child's
   if (SamplerAtFork) SamplerAtFork();
   if (UploaderAtFork) UploaderAtFork();
   CurrentThreadState(true);

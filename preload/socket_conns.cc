@@ -121,8 +121,8 @@ void ConnTable::FinishRequest(format::SegmentWriter* w, uint64_t id, Conn& c) {
 }
 
 void ConnTable::Close(format::SegmentWriter* w, uint64_t id, Conn& c, const SocketOpRecord& r, uint32_t tid) {
-  FinishRequest(w, id, c);
   if (!c.open_emitted) EmitOpen(w, id, c);
+  FinishRequest(w, id, c);
   Value v[] = {Value::U(r.start_ns), Value::U(tid),         Value::U(static_cast<uint64_t>(r.fd)),
                Value::U(id),         Value::U(c.bytes_in),  Value::U(c.bytes_out),
                Value::U(c.ops),      Value::U(c.errors)};

@@ -17,6 +17,7 @@
 
 #include "format/mi_containers.h"
 #include "format/segment_writer.h"
+#include "preload/socket_fd_table.h"
 #include "preload/socket_records.h"
 #include "preload/socket_requests.h"
 
@@ -67,7 +68,7 @@ class ConnTable {
   template <typename Fn>
   void ForEachListener(Fn&& fn) {
     for (auto& [id, c] : conns_)
-      if (c.role == 3 /* kListener */ && !c.closed) fn(ListenerInfo{id, c.fd, c.inode, c.local.c_str()});
+      if (c.role == uint8_t(sockfd::SockRole::kListener)) fn(ListenerInfo{id, c.fd, c.inode, c.local.c_str()});
   }
 
   size_t size() const { return conns_.size(); }
@@ -85,7 +86,6 @@ class ConnTable {
     uint8_t role = 0, family = 0, type = 0;
     bool open_emitted = false;  // in the current segment
     bool infer = false;         // role is server or client: requests are inferred
-    bool closed = false;
     bool announce = false;      // adopted: socket.open still to be written
     format::MiString local, peer;
     RequestInference req;

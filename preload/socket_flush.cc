@@ -152,7 +152,7 @@ struct FlushGlobals {
 
 FlushGlobals* g_flush = nullptr;
 std::atomic<bool> g_new_segment{false};
-std::atomic<bool> g_finalizing{false};
+std::atomic<uint64_t> g_finalize_ns{0};  // when exit() began (0: not exiting)
 std::atomic<bool> g_adopted_pending{false};
 
 template <typename T, typename... Args>
@@ -190,12 +190,12 @@ void OnSeal(const std::string&) { g_new_segment.store(true, std::memory_order_re
 
 // A hint that the process is exiting: exit() usually runs this before the
 // runtime's own handler (registered earlier) makes the final drain, so the
-// answered requests open connections still hold get written. Exiting threads
-// may still have records in their rings at that point, so only answered
-// requests are written, never one still being asked. (glibc may also defer
-// a library's handler to _dl_fini, after the final drain; the requests are
-// then left out. A final-tick flag in FlushContext would make this exact.)
-void MarkFinalizing() { g_finalizing.store(true, std::memory_order_release); }
+// answered requests open connections still hold get written. Threads may
+// still run during exit, so only answered requests are written, never one
+// still being asked. (glibc may also defer a library's handler to _dl_fini,
+// after the final drain; the requests are then left out. A final-tick flag
+// in FlushContext would make this exact.)
+void MarkFinalizing() { g_finalize_ns.store(MonotonicNs(), std::memory_order_release); }
 
 void SampleAcceptQueues(FlushContext& ctx, FlushGlobals& g) {
   bool any = false;
@@ -229,7 +229,11 @@ void FlushSource(FlushContext& ctx) {
   }
   if (g_adopted_pending.exchange(false, std::memory_order_acq_rel)) g->side->conns().AnnounceAdopted(ctx.writer);
   if (g_new_segment.exchange(false, std::memory_order_acq_rel)) g->side->conns().NewSegment(ctx.writer);
-  g->side->Process(ctx.writer, ctx.now_ns, g_finalizing.load(std::memory_order_acquire));
+  // Final only in a tick that began after exit() started: its drain then
+  // holds everything the exited threads pushed. (A tick that was already
+  // draining when exit() began may have missed records of another ring.)
+  const uint64_t exiting_since = g_finalize_ns.load(std::memory_order_acquire);
+  g->side->Process(ctx.writer, ctx.now_ns - kSocketTimeGrainNs, exiting_since != 0 && ctx.now_ns > exiting_since);
 
   if (g->acceptq_ns && ctx.now_ns >= g->next_acceptq_ns) {
     g->next_acceptq_ns = ctx.now_ns + g->acceptq_ns;
@@ -304,7 +308,7 @@ void ResetSocketFlushSideAfterFork() {
   const uint64_t acceptq_ms = g_flush->acceptq_ns / kMs;
   MakeGlobals(acceptq_ms);
   g_new_segment.store(false, std::memory_order_relaxed);
-  g_finalizing.store(false, std::memory_order_relaxed);
+  g_finalize_ns.store(0, std::memory_order_relaxed);
   // The inherited sockets, described before the child can close them.
   AdoptLiveSockets();
 }

@@ -2,6 +2,7 @@
 // calling thread's ring (kinds kRecSocketOp and kRecSocketAddr), and the
 // operation codes with their names as they appear in socket.op events.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 namespace flightrec {

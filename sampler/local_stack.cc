@@ -11,6 +11,9 @@
 #include <atomic>
 
 namespace flightrec::sampler {
+
+__thread bool t_in_local_capture __attribute__((tls_model("initial-exec"))) = false;
+
 namespace {
 
 std::atomic<bool> g_initialised{false};
@@ -40,7 +43,12 @@ __attribute__((noinline)) int CaptureCurrentStack(uint64_t* pcs, int max, int sk
   void* raw[kMaxScratch];
   int want = drop + max;
   if (want > kMaxScratch) want = kMaxScratch;
+  // Nested captures (a hook reached from inside libunwind) keep the outer
+  // flag: only the outermost capture clears it.
+  const bool outer = !t_in_local_capture;
+  t_in_local_capture = true;
   const int n = unw_backtrace(raw, want);
+  if (outer) t_in_local_capture = false;
   int out = 0;
   for (int i = drop; i < n && out < max; ++i) {
     const uint64_t ret = reinterpret_cast<uint64_t>(raw[i]);

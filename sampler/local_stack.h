@@ -20,6 +20,12 @@ namespace flightrec::sampler {
 // InitLocalStackCapture() (it then initialises lazily).
 int CaptureCurrentStack(uint64_t* pcs, int max, int skip);
 
+// True while the calling thread is inside CaptureCurrentStack. libunwind may
+// take its own pthread mutex there, which reaches our pthread_mutex_lock
+// interposer; the blocking-call hooks stand aside while this is set, so they
+// never capture a stack from inside a capture (that would self-deadlock).
+extern __thread bool t_in_local_capture __attribute__((tls_model("initial-exec")));
+
 // Sets libunwind's per-thread caching for the local address space and warms
 // it up. Called once at init from a normal (non-hook) context; idempotent.
 void InitLocalStackCapture();

@@ -6,6 +6,8 @@
 #pragma once
 #include <cstdint>
 
+#include "sampler/local_stack.h"
+
 namespace flightrec::sampler {
 
 // Per thread: true when this thread's off-CPU time comes from the hooks.
@@ -14,7 +16,9 @@ extern __thread bool t_offcpu_hooks __attribute__((tls_model("initial-exec")));
 // Minimum duration recorded (ns); set once at init.
 extern uint64_t g_offcpu_min_ns;
 
-inline bool OffCpuHooksOn() { return t_offcpu_hooks; }
+// Off inside a stack capture: libunwind's own lock must not be timed (the
+// capture it would trigger re-enters libunwind while that lock is held).
+inline bool OffCpuHooksOn() { return t_offcpu_hooks && !t_in_local_capture; }
 
 // Records one block if it lasted at least g_offcpu_min_ns. `reason` must be
 // a string with static storage (e.g. "poll"). Called directly by a hook: the

@@ -36,6 +36,12 @@ namespace {
 constexpr int kMaxSlots = 4096;
 constexpr uint64_t kHupCheckNs = 250'000'000;
 constexpr uint32_t kMaxStackBytes = 63 * 1024;
+// Ring memory is locked kernel memory mapped into the host. Past the soft
+// budget (summed over live threads) new threads get the smallest ring (one
+// sample); past the hard budget they are not armed with perf (in auto mode
+// they fall back to SIGPROF timers).
+constexpr size_t kRingSoftBudget = 64u << 20;
+constexpr size_t kRingHardBudget = 256u << 20;
 
 // kDraining: the sampler thread is reading the ring. kClosing: the exiting
 // owner is saving what is left and unmapping it. Whoever moved the slot out
@@ -90,6 +96,7 @@ struct PerfState {
   size_t page = 4096;
   size_t min_pages = 8;
   std::atomic<size_t> data_pages{32};  // halves when the kernel refuses locked memory
+  std::atomic<size_t> ring_bytes{0};   // mapped by live slots
   Slot* slots = nullptr;
   std::atomic<int> hwm{0};
   std::atomic<bool> shutdown{false};
@@ -195,7 +202,10 @@ void CloseSlotFds(Slot& s) {
 // and the ring drained or saved.
 void Reclaim(Slot& s) {
   CloseSlotFds(s);
-  if (s.base) munmap(s.base, s.map_len);
+  if (s.base) {
+    munmap(s.base, s.map_len);
+    g->ring_bytes.fetch_sub(s.map_len, std::memory_order_relaxed);
+  }
   s.base = nullptr;
   s.map_len = 0;
   s.pending = false;
@@ -548,11 +558,12 @@ bool PerfConfigure(const PerfOptions& opts_in, bool hardware, bool switch_ok) {
   st->page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   // One sample: header, ids, registers and the whole stack copy (the kernel
   // reserves sample_stack_user bytes whatever the stack's depth). The ring
-  // holds at least one; by default 50 ms of samples (at least four), so the
-  // sampler thread (nice +10) can fall behind a little on a busy machine
-  // without losing any. Capped at 1 MiB per thread: it is locked memory.
+  // holds at least one; by default about 30 ms of samples and at least three
+  // (16 pages at 99 Hz with 16 KiB stacks), so the sampler thread (nice +10)
+  // can fall behind a few periods without losing any. Capped at 1 MiB per
+  // thread: it is locked memory (see also the budgets above).
   const size_t per_sample = st->opts.stack_bytes + 512;
-  const size_t want_samples = std::max<size_t>(4, static_cast<size_t>(st->opts.hz / 20));
+  const size_t want_samples = std::max<size_t>(3, static_cast<size_t>(st->opts.hz / 33));
   const size_t max_pages = std::max<size_t>(1, (1u << 20) / st->page);
   st->min_pages = RoundUpPow2((per_sample + st->page - 1) / st->page);
   st->data_pages.store(std::max(st->min_pages,
@@ -583,7 +594,13 @@ bool PerfArmThread(pid_t tid, bool self) {
   // Locked memory is limited (perf_event_mlock_kb, RLIMIT_MEMLOCK): when the
   // kernel refuses a ring, try smaller ones and remember the size that works.
   size_t pages = g->data_pages.load(std::memory_order_relaxed);
+  const size_t in_use = g->ring_bytes.load(std::memory_order_relaxed);
+  if (in_use + (pages + 1) * g->page > kRingSoftBudget) pages = g->min_pages;
   void* base = MAP_FAILED;
+  if (in_use + (pages + 1) * g->page > kRingHardBudget) {
+    errno = ENOMEM;
+    pages = 0;  // skip the loop: over budget
+  }
   while (pages >= g->min_pages) {
     base = mmap(nullptr, (pages + 1) * g->page, PROT_READ | PROT_WRITE, MAP_SHARED, s.cpu_fd, 0);
     if (base != MAP_FAILED || (errno != EPERM && errno != ENOMEM)) break;
@@ -598,6 +615,7 @@ bool PerfArmThread(pid_t tid, bool self) {
   }
   s.base = static_cast<uint8_t*>(base);
   s.map_len = (pages + 1) * g->page;
+  g->ring_bytes.fetch_add(s.map_len, std::memory_order_relaxed);
   s.cpu_id = s.sw_id = 0;
   ioctl(s.cpu_fd, PERF_EVENT_IOC_ID, &s.cpu_id);
   if (g->switch_ok) {
@@ -712,6 +730,7 @@ void PerfAtForkChild() {
     s.state.store(kFree, std::memory_order_relaxed);
   }
   g->hwm.store(0, std::memory_order_relaxed);
+  g->ring_bytes.store(0, std::memory_order_relaxed);
   g->orphans.store(nullptr, std::memory_order_relaxed);  // the parent's: leaked
   g->last_hup_check = 0;
 }

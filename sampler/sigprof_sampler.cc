@@ -319,9 +319,12 @@ bool SigprofInstall(const SigprofOptions& opts, const char** why) {
   }
   g->opts = opts;
   g->period_ns = 1000000000ull / (opts.hz ? opts.hz : 1);
-  // Room for at least eight full-size records, at least 64 KiB.
+  // Room for four full-size records (128 KiB with 16 KiB stacks). Records
+  // hold only the live part of the stack (a few KiB typically) and timers
+  // fire at most once per scheduler tick, so this spans many collection
+  // periods of the sampler thread.
   size_t ring = 64 * 1024;
-  while (ring < 8 * (opts.stack_bytes + sizeof(CpuSampleRecord) + sizeof(RecordHeader) + 8)) ring <<= 1;
+  while (ring < 4 * (opts.stack_bytes + sizeof(CpuSampleRecord) + sizeof(RecordHeader) + 8)) ring <<= 1;
   g->ring_bytes = ring;
   g->pid = static_cast<pid_t>(syscall(SYS_getpid));
   // libc's sigaction, not our own interposer (hook_signal.cc).

@@ -9,8 +9,9 @@
 // Each timer has a slot holding its thread's ring; the timer's sival_ptr
 // points at the slot, so the handler needs no thread-local lookup. Slot
 // states: kFree -> kArming -> kArmed -> kRetiring (timer deleted; from then
-// on the handler never touches the ring) -> kFree (sampler thread drained and
-// unmapped it). Only the sampler thread unmaps rings.
+// on the handler never touches the ring) -> kFree (the sampler thread drained
+// it). A slot keeps its ring memory for its next thread; rings are never
+// unmapped, so a late signal can never write into freed memory.
 //
 // The application comes first: if it has its own SIGPROF handler before we
 // start, the sampler is not used; if it installs one later, we delete our

@@ -300,8 +300,23 @@ struct Symbolizer::Impl {
     // Versioned symbols come as "name@@GLIBC_2.34": the version is not part
     // of the function's name.
     const char* at = strchr(name, '@');
-    if (at) return DemangleMi(std::string(name, static_cast<size_t>(at - name)).c_str());
-    return DemangleMi(name);
+    if (at) return StripCloneSuffix(DemangleMi(std::string(name, static_cast<size_t>(at - name)).c_str()));
+    return StripCloneSuffix(DemangleMi(name));
+  }
+
+  // GCC names the copies it makes of a function "f.constprop.0", "f.isra.0",
+  // "f.part.0", "f.cold" (C++: "f(int) [clone .cold]"). They are all the
+  // source function f, which is what a profile must call them.
+  static MiString StripCloneSuffix(MiString name) {
+    const size_t clone = name.find(" [clone .");
+    if (clone != MiString::npos) name.resize(clone);
+    static const char* const kSuffixes[] = {".constprop.", ".isra.", ".part.", ".cold", ".lto_priv.",
+                                            ".localalias"};
+    for (const char* suffix : kSuffixes) {
+      const size_t at = name.find(suffix);
+      if (at != MiString::npos && at > 0) name.resize(at);
+    }
+    return name;
   }
 
   // Whether to read a module's DWARF at all. libdw 0.188 inflates every

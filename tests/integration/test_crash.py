@@ -58,4 +58,8 @@ def test_application_handler_still_runs(fr, trace_dir, tmp_path):
 def test_crash_capture_can_be_turned_off(fr, trace_dir, tmp_path):
     proc = fr.run([fr.program("crash_test"), "segv"], trace_dir, env={"FLIGHTREC_CRASH": "0"}, check=False)
     assert proc.returncode == -signal.SIGSEGV
-    assert crash_events(fr, trace_dir) == []
+    # Without crash capture the process dies mid-segment: whatever was written
+    # may be cut anywhere, so read leniently; there must be no crash event.
+    dump = fr.dump_run("events", "--json", "--type", "crash", trace_dir, check=False)
+    assert "Traceback" not in dump.stderr
+    assert dump.stdout.strip() == ""

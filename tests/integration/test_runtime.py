@@ -68,9 +68,8 @@ def test_thread_churn_is_counted_and_bounded(fr, trace_dir):
     # Every one of the 2,000 workers (and main) is either recorded or counted as dropped.
     assert starts + dropped_total >= 2001, (starts, dropped)
     assert ends + dropped_total >= 2000, (ends, dropped)
-    # Slots are recycled: far fewer rings than threads were ever mapped.
-    rusage = fr.events(trace_dir, "process.rusage")
-    assert rusage and max(e["maxrss_kb"] for e in rusage) < 200 * 1024
+    # (Memory is bounded by test_thousand_live_threads_memory_bound, which reads
+    # VmRSS: ru_maxrss is inherited across exec from the launching process.)
 
 
 def test_bad_value_keeps_default_and_program_runs(fr, trace_dir):

@@ -152,8 +152,6 @@ def test_closing_every_fd_leaves_the_program_unharmed(fr, trace_dir, mode):
     assert "first=1000 second=2000" in proc.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="the runtime does not yet ProtectFd() its segment file "
-                                        "(format/segment_writer + preload/flush_thread.cc, see fd_guard.h)")
 @pytest.mark.parametrize("mode", ["range", "loop"])
 def test_closing_every_fd_keeps_the_trace_complete(fr, trace_dir, mode):
     run_misc(fr, trace_dir, "closeall", mode)

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 
 SCRIPTS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
 

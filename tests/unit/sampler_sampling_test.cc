@@ -124,12 +124,17 @@ TEST_CASE("sampler_perf: samples of a known chain come back unwound and symboliz
   o.offcpu = false;
   REQUIRE(flightrec::sampler::PerfConfigure(o, false, false));
   REQUIRE(flightrec::sampler::PerfArmThread(Gettid(), true));
-  sampler_test_outer(0.2);
-  flightrec::sampler::PerfDisarmSelf();
+  // 200 ms of CPU, collected every 5 ms like the sampler thread does.
+  for (int i = 0; i < 40; ++i) {
+    sampler_test_outer(0.005);
+    flightrec::sampler::PerfCollect(flightrec::MonotonicNs());
+  }
+  flightrec::sampler::PerfDisarmSelf();  // saves what is left for the next collection
   flightrec::sampler::PerfCollect(flightrec::MonotonicNs());
   const auto stats = flightrec::sampler::GetPerfStats();
   CHECK(stats.armed >= 1);
   CHECK(stats.bad_records == 0);
+  CHECK(stats.lost == 0);
   const Segment seg = FlushToSegment();
   uint64_t period_sum = 0;
   const int n = CountChainSamples(seg, Gettid(), &period_sum);
@@ -163,10 +168,10 @@ TEST_CASE("sampler_sigprof: samples, the application's dispositions, stepping as
   REQUIRE(sigaction(SIGPROF, &app, nullptr) == 0);
   REQUIRE(flightrec::sampler::SigprofInstall(o, &why));
   REQUIRE(flightrec::sampler::SigprofArmSelf());
-  // Burn 250 ms of CPU, collecting in between like the sampler thread does.
-  for (int i = 0; i < 10; ++i) {
+  // Burn 250 ms of CPU, collecting every 5 ms like the sampler thread does.
+  for (int i = 0; i < 50; ++i) {
     const int saved_errno_probe = (errno = 1234 + i);
-    sampler_test_outer(0.025);
+    sampler_test_outer(0.005);
     CHECK(errno == saved_errno_probe);  // the handler preserves errno
     flightrec::sampler::SigprofCollect(flightrec::MonotonicNs());
   }
