@@ -187,6 +187,9 @@ void EmitGlobalDrops(FlushContext& ctx, const char* kind, uint64_t count) {
 }
 
 void RefreshThreadNames(FlushContext& ctx) {
+  // Read the clock now, not the tick's start: a thread that registered during
+  // this tick must not get a rename stamped before its own start.
+  const uint64_t now = MonotonicNs();
   for (ThreadState* ts = RegistryHead(); ts; ts = ts->next) {
     if (ts->state.load(std::memory_order_acquire) != static_cast<int>(ThreadSlotState::kActive)) continue;
     char path[64];
@@ -196,7 +199,7 @@ void RefreshThreadNames(FlushContext& ctx) {
     if (comm.empty() || comm == Bounded(ts->name, sizeof(ts->name))) continue;
     memset(ts->name, 0, sizeof(ts->name));
     memcpy(ts->name, comm.data(), comm.size() < 15 ? comm.size() : 15);
-    Value v[] = {Value::U(ctx.now_ns), Value::U(static_cast<uint64_t>(ts->tid)), Value::Str(comm)};
+    Value v[] = {Value::U(now), Value::U(static_cast<uint64_t>(ts->tid)), Value::Str(comm)};
     ctx.writer->Append(t_thread_name, v, 3);
   }
 }

@@ -172,6 +172,15 @@ class Trace:
         for seg in self.segments:
             from_events = {}
             for b in seg.batches:
+                # Producers that count their own losses name the event type
+                # "<something>.lost" with a count field (e.g. sampler.lost for
+                # perf's PERF_RECORD_LOST): those are drops of that kind.
+                if b.type.name.endswith(".lost") and _has_fields(b.type, count=UINT):
+                    cols = seg.resolved_columns(b)
+                    if cols is not None:
+                        n = sum(cols[b.type.field_names.index("count")])
+                        from_events[b.type.name] = from_events.get(b.type.name, 0) + n
+                    continue
                 if b.type.name != DROPPED_EVENT or not _has_fields(b.type, kind=STRING, count=UINT):
                     continue
                 cols = seg.resolved_columns(b)
