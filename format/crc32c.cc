@@ -7,7 +7,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <nmmintrin.h>
-#define FLIGHTREC_CRC_X86 1
+#define CRC32C_HAVE_X86 1
 #endif
 
 namespace flightrec::format {
@@ -46,7 +46,7 @@ uint32_t PortableRaw(uint32_t state, const uint8_t* p, size_t len) {
   return state;
 }
 
-#ifdef FLIGHTREC_CRC_X86
+#ifdef CRC32C_HAVE_X86
 // target attribute instead of a global -msse4.2: the library must still run
 // on CPUs without the instruction (the cpuid check picks the path).
 __attribute__((target("sse4.2"))) uint32_t HardwareRaw(uint32_t state, const uint8_t* p, size_t len) {
@@ -77,7 +77,7 @@ std::atomic<int> g_impl{0};
 int Impl() {
   int v = g_impl.load(std::memory_order_relaxed);
   if (v == 0) {
-#ifdef FLIGHTREC_CRC_X86
+#ifdef CRC32C_HAVE_X86
     v = DetectHardware() ? 2 : 1;
 #else
     v = 1;
@@ -94,7 +94,7 @@ uint32_t Crc32cPortable(uint32_t crc, const void* data, size_t len) {
 }
 
 uint32_t Crc32c(uint32_t crc, const void* data, size_t len) {
-#ifdef FLIGHTREC_CRC_X86
+#ifdef CRC32C_HAVE_X86
   if (Impl() == 2) return ~HardwareRaw(~crc, static_cast<const uint8_t*>(data), len);
 #endif
   return Crc32cPortable(crc, data, len);

@@ -89,7 +89,7 @@ __attribute__((visibility("default"))) int execveat(int dirfd, const char* path,
   return After(real(dirfd, path, argv, envp, flags));
 }
 
-#define FLIGHTREC_COLLECT_ARGS(first, argv, envp_out)           \
+#define COLLECT_EXEC_ARGS(first, argv, envp_out)           \
   char* argv[kMaxArgs];                                         \
   int argc = 0;                                                 \
   va_list ap;                                                   \
@@ -105,18 +105,18 @@ __attribute__((visibility("default"))) int execveat(int dirfd, const char* path,
   va_end(ap)
 
 __attribute__((visibility("default"))) int execl(const char* path, const char* arg, ...) {
-  FLIGHTREC_COLLECT_ARGS(arg, argv, (void)0);
+  COLLECT_EXEC_ARGS(arg, argv, (void)0);
   return execve(path, argv, environ);
 }
 
 __attribute__((visibility("default"))) int execlp(const char* file, const char* arg, ...) {
-  FLIGHTREC_COLLECT_ARGS(arg, argv, (void)0);
+  COLLECT_EXEC_ARGS(arg, argv, (void)0);
   return execvpe(file, argv, environ);
 }
 
 __attribute__((visibility("default"))) int execle(const char* path, const char* arg, ...) {
   char** envp = nullptr;
-  FLIGHTREC_COLLECT_ARGS(arg, argv, envp = va_arg(ap, char**));
+  COLLECT_EXEC_ARGS(arg, argv, envp = va_arg(ap, char**));
   return execve(path, argv, envp);
 }
 

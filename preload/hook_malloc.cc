@@ -25,7 +25,7 @@
 #include "preload/alloc_sampler.h"
 #include "preload/clock.h"
 
-#define FLIGHTREC_HOOK extern "C" __attribute__((visibility("default")))
+#define MALLOC_HOOK extern "C" __attribute__((visibility("default")))
 
 using namespace flightrec::alloc;
 
@@ -125,15 +125,15 @@ __attribute__((noinline)) void FreeSampled(void* p) { RecordFreeIfSampled(p); }
 
 }  // namespace
 
-FLIGHTREC_HOOK void* malloc(size_t size) { return MallocImpl(size); }
+MALLOC_HOOK void* malloc(size_t size) { return MallocImpl(size); }
 
-FLIGHTREC_HOOK void free(void* p) {
+MALLOC_HOOK void free(void* p) {
   if (__builtin_expect(BootstrapOwns(p), 0)) return;  // arena blocks are never released
   if (__builtin_expect(g_sampled.MaybeContains(reinterpret_cast<uintptr_t>(p)), 0)) FreeSampled(p);
   RealFree(p);
 }
 
-FLIGHTREC_HOOK void* calloc(size_t n, size_t m) {
+MALLOC_HOOK void* calloc(size_t n, size_t m) {
   size_t bytes;
   // On overflow the real calloc fails with its own errno; nothing to count.
   if (__builtin_mul_overflow(n, m, &bytes)) return RealCalloc(n, m);
@@ -141,9 +141,9 @@ FLIGHTREC_HOOK void* calloc(size_t n, size_t m) {
   return CallocSlow(n, m, bytes);
 }
 
-FLIGHTREC_HOOK void* realloc(void* p, size_t size) { return ReallocImpl(p, size); }
+MALLOC_HOOK void* realloc(void* p, size_t size) { return ReallocImpl(p, size); }
 
-FLIGHTREC_HOOK void* reallocarray(void* p, size_t n, size_t m) {
+MALLOC_HOOK void* reallocarray(void* p, size_t n, size_t m) {
   size_t bytes;
   if (__builtin_mul_overflow(n, m, &bytes)) {
     errno = ENOMEM;
@@ -152,20 +152,20 @@ FLIGHTREC_HOOK void* reallocarray(void* p, size_t n, size_t m) {
   return ReallocImpl(p, bytes);
 }
 
-FLIGHTREC_HOOK int posix_memalign(void** out, size_t alignment, size_t size) {
+MALLOC_HOOK int posix_memalign(void** out, size_t alignment, size_t size) {
   if (__builtin_expect(!Expired(size), 1)) return RealPosixMemalign(out, alignment, size);
   return PosixMemalignSlow(out, alignment, size);
 }
 
-FLIGHTREC_HOOK void* aligned_alloc(size_t alignment, size_t size) {
+MALLOC_HOOK void* aligned_alloc(size_t alignment, size_t size) {
   return AlignedImpl<RealAlignedAlloc>(alignment, size);
 }
 
-FLIGHTREC_HOOK void* memalign(size_t alignment, size_t size) { return AlignedImpl<RealMemalign>(alignment, size); }
+MALLOC_HOOK void* memalign(size_t alignment, size_t size) { return AlignedImpl<RealMemalign>(alignment, size); }
 
-FLIGHTREC_HOOK void* valloc(size_t size) { return AlignedImpl<RealMemalign>(PageSize(), size); }
+MALLOC_HOOK void* valloc(size_t size) { return AlignedImpl<RealMemalign>(PageSize(), size); }
 
-FLIGHTREC_HOOK void* pvalloc(size_t size) {
+MALLOC_HOOK void* pvalloc(size_t size) {
   const size_t page = PageSize();
   size_t rounded;
   if (__builtin_add_overflow(size, page - 1, &rounded)) {
@@ -177,7 +177,7 @@ FLIGHTREC_HOOK void* pvalloc(size_t size) {
   return AlignedImpl<RealMemalign>(page, rounded);
 }
 
-FLIGHTREC_HOOK size_t malloc_usable_size(void* p) {
+MALLOC_HOOK size_t malloc_usable_size(void* p) {
   if (p == nullptr) return 0;
   if (__builtin_expect(BootstrapOwns(p), 0)) return BootstrapSize(p);
   return RealUsableSize(p);
