@@ -1,8 +1,11 @@
 """info: what a trace holds: segments (state, damage, time range), event
-counts by type, dropped data, threads."""
+counts by type, dropped data, threads, and any crash with its stack."""
 import json
 
 from . import cli
+from . import profiles
+
+CRASH_EVENT = "crash"
 
 
 def register(subparsers):
@@ -48,11 +51,27 @@ def summarize(trace):
         "total_events": sum(counts.values()),
         "dropped": dict(sorted(trace.dropped().items())),
         "threads": trace.threads(),
+        "crashes": crashes(trace),
         "time_range": {"first_ns": first, "last_ns": last,
                        "first_wall_ns": wall[0] if wall else None, "last_wall_ns": wall[1] if wall else None},
         "errors": [{"path": p, "error": m} for p, m in trace.errors],
         "notes": [{"path": p, "note": m} for p, m in trace.notes],
     }
+
+
+def crashes(trace):
+    """Crash events (the host died on a fatal signal) with readable stacks."""
+    out = []
+    for e in trace.events([CRASH_EVENT]):
+        frames = e.get("stack") or []
+        out.append({
+            "pid": e.get("pid"), "tid": e.get("tid"), "time_ns": e.get("time"),
+            "signal": e.get("signal_name") or e.get("signal"), "code": e.get("code"),
+            "fault_addr": e.get("fault_addr"),
+            "stack": [{"function": profiles.frame_label(f), "file": f.get("file") or "",
+                       "line": f.get("line") or 0} for f in frames],
+        })
+    return out
 
 
 def run(args):
@@ -102,6 +121,15 @@ def print_text(doc):
         width = max(len(k) for k in doc["dropped"])
         for kind, n in doc["dropped"].items():
             print("  %-*s %10d" % (width, kind, n))
+    names = {(t["pid"], t["tid"]): t["name"] for t in doc["threads"]}
+    for c in doc["crashes"]:
+        addr = c["fault_addr"]
+        print("\ncrash: %s (code %s%s) in pid %s tid %s \"%s\"" % (
+            c["signal"], c["code"], ", fault address 0x%x" % addr if isinstance(addr, int) else "",
+            c["pid"], c["tid"], names.get((c["pid"], c["tid"]), "?")))
+        for i, f in enumerate(c["stack"]):
+            where = "  %s:%d" % (f["file"], f["line"]) if f["file"] else ""
+            print("  #%-2d %s%s" % (i, f["function"], where))
     threads = doc["threads"]
     if threads:
         print("\nthreads: %d" % len(threads))

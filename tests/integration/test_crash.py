@@ -33,6 +33,10 @@ def test_segv_is_recorded_and_still_kills(fr, trace_dir, tmp_path):
     assert "crash_outer" in names and "crash_worker" in names, names
     threads = {t["tid"]: t["name"] for t in doc["threads"]}
     assert threads.get(c["tid"]) == "crasher"
+    # info shows the crash with its symbolized stack, in JSON and in text.
+    assert [f["function"] for f in doc["crashes"][0]["stack"][:3]] == ["crash_here", "crash_outer", "crash_worker"]
+    text = fr.dump_run("info", trace_dir).stdout
+    assert "crash: SIGSEGV" in text and "crash_here" in text
 
 
 def test_abort_is_recorded_and_still_aborts(fr, trace_dir, tmp_path):
