@@ -179,6 +179,14 @@ void EmitDropDeltas(FlushContext& ctx, ThreadState* ts) {
   }
 }
 
+void EmitThreadEndIfDropped(FlushContext& ctx, ThreadState* ts) {
+  if (!ts->end_dropped) return;
+  ts->end_dropped = false;
+  const std::string name = Bounded(ts->name, sizeof(ts->name));
+  Value v[] = {Value::U(ctx.now_ns), Value::U(static_cast<uint64_t>(ts->tid)), Value::Str(name)};
+  ctx.writer->Append(t_thread_end, v, 3);
+}
+
 void EmitGlobalDrops(FlushContext& ctx, const char* kind, uint64_t count) {
   if (!count) return;
   Value v[] = {Value::U(ctx.now_ns), Value::U(0), Value::Str(kind), Value::U(count)};

@@ -23,6 +23,11 @@ ProcessInfo CollectProcessInfo();
 void RegisterCoreEvents();
 void EmitProcessStart(format::SegmentWriter* writer, const ProcessInfo& info, uint64_t now_ns);
 void EmitRusage(FlushContext& ctx);
+// For a retired thread whose own thread.end record was dropped (full ring):
+// writes thread.end from what the slot knows (tid, last name), stamped with
+// the drain time, so the thread's end is still in the trace. The drop itself
+// stays counted.
+void EmitThreadEndIfDropped(FlushContext& ctx, ThreadState* ts);
 // Reports the per-kind drop deltas of one thread since the last call.
 void EmitDropDeltas(FlushContext& ctx, ThreadState* ts);
 // Reports drops that could not be charged to a thread, and extra named ones.

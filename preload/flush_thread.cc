@@ -177,6 +177,7 @@ void DrainRings(FlushState& s, FlushContext& ctx) {
         fn(ctx, h, payload);
       }
     });
+    if (writing && st == static_cast<int>(ThreadSlotState::kRetired)) EmitThreadEndIfDropped(ctx, ts);
     if (writing) EmitDropDeltas(ctx, ts);
     if (st == static_cast<int>(ThreadSlotState::kRetired)) {
       // The owner is gone; whatever it pushed before retiring was drained above.

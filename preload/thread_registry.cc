@@ -81,6 +81,9 @@ void ExitKeyDestructor(void*) {
       r->time_ns = MonotonicNs();
       r->tid = ts->tid;
       prctl(PR_GET_NAME, r->name, 0, 0, 0);
+    } else {
+      prctl(PR_GET_NAME, ts->name, 0, 0, 0);
+      ts->end_dropped = true;
     }
   }
   tls_thread_flags |= kThreadFlagDead;
@@ -111,6 +114,7 @@ ThreadState* RegisterCurrentThread(pid_t parent_tid, uint64_t start_routine) {
   ts->busy = 0;
   ts->generation++;
   ts->start_emitted = false;
+  ts->end_dropped = false;
   ts->state.store(static_cast<int>(ThreadSlotState::kActive), std::memory_order_release);
   tls_state = ts;
   if (g_key_ready.load(std::memory_order_acquire)) pthread_setspecific(g_exit_key, ts);

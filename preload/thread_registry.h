@@ -40,6 +40,10 @@ struct ThreadState {
   uint64_t generation = 0;              // bumped on each reuse of the slot
   ThreadState* next = nullptr;          // registry list (append-only)
   bool start_emitted = false;           // flush-thread private
+  // Set by the exiting thread before it publishes kRetired when its own
+  // thread.end record did not fit the ring; the flush thread then writes the
+  // end from the slot (core_events.cc).
+  bool end_dropped = false;
 };
 
 // Per-thread flags in initial-exec TLS, readable from hot paths without a call.
