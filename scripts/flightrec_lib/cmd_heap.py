@@ -27,7 +27,8 @@ import operator
 import sys
 from collections import Counter
 
-from . import cli, profiles
+from . import cli
+from . import profiles
 
 # Frames that belong to an allocator rather than to the program: the
 # allocation entry points and C++ allocation plumbing. Matched on the
@@ -88,18 +89,9 @@ class Site:
 
 
 def _columns(batch, fields, problems):
-    names = batch.type.field_names
-    missing = [f for f in fields if f not in names]
-    if missing:
-        problems.add("%s: %s events lack field%s %s; they are skipped" % (
-            batch.segment.path, batch.type.name, "s" if len(missing) > 1 else "", ", ".join(missing)))
-        return None
-    cols = batch.columns()
-    if cols is None:
-        problems.add("%s: damaged %s block at offset %d skipped" % (
-            batch.segment.path, batch.type.name, batch.offset))
-        return None
-    return [cols[names.index(f)] for f in fields]
+    """The named columns in order, or None (reported) — see profiles.select_columns."""
+    cols = profiles.select_columns(batch, fields, problems)
+    return None if cols is None else [cols[f] for f in fields]
 
 
 def build(trace):

@@ -333,7 +333,7 @@ def _time_bounds(trace, t_from, t_to):
     return bounds[0], bounds[1]
 
 
-def _columns(batch, fields, problems):
+def select_columns(batch, fields, problems):
     """{field: column} for the named fields, or None (reported once per segment
     and type) when a field is missing or the block does not decode."""
     names = batch.type.field_names
@@ -402,7 +402,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
         seg_lo = seg_hi = None  # monotonic span of the events taken from this segment
         for batch in seg.batches:
             if batch.type.name == "alloc.free" and kind == "live":
-                cols = _columns(batch, ["time", "address"], problems)
+                cols = select_columns(batch, ["time", "address"], problems)
                 if cols is None:
                     continue
                 # Frees from any thread count; a free after --to leaves the block live at --to.
@@ -412,7 +412,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
                 continue
             if batch.type.name != event:
                 continue
-            cols = _columns(batch, fields, problems)
+            cols = select_columns(batch, fields, problems)
             if cols is None:
                 continue
             # Whole columns at a time: filter with masks, aggregate with Counter
