@@ -7,9 +7,16 @@
 // A second fatal signal while handling one (in any thread, or a crash inside
 // the recorder itself) skips straight to the original disposition, so the
 // handler can never loop.
+//
+// Stack overflow: a thread that overflows its stack has no stack left to run
+// a handler on, so the kernel would kill the process without us seeing it.
+// Each recorded thread therefore gets an alternate signal stack (sigaltstack)
+// from its slot, unless the application already set one (then theirs is kept
+// and used). The handler is installed SA_ONSTACK.
 #include "preload/crash_handler.h"
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <ucontext.h>
@@ -32,6 +39,10 @@ namespace {
 
 constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 constexpr uint64_t kCrashFlushBudgetNs = 1500ull * 1000000ull;
+// The handler itself needs little, but it chains to handlers the application
+// installed before us, which expect an ordinary thread's room.
+constexpr size_t kAltStackBytes = 64 * 1024;
+constexpr size_t kGuardBytes = 4096;
 
 struct CrashRecord {
   uint64_t time_ns;
@@ -49,6 +60,56 @@ struct sigaction g_previous[NSIG];
 std::atomic<int> g_in_crash{0};
 uint32_t g_stack_copy_max = 0;
 uint32_t t_crash = 0;
+
+// The alternate stack this thread runs on because we installed it (nullptr if
+// none or the application's own). After fork the child's thread still has its
+// parent-side slot's stack installed; on_start sees it here and switches to
+// the stack of the slot it claims in the child.
+__thread void* tls_our_altstack __attribute__((tls_model("initial-exec"))) = nullptr;
+
+// Maps [guard | stack] once per slot; the guard page turns an overflow of the
+// alternate stack itself into a fault the kernel handles (it kills), never a
+// silent write into the next mapping.
+void* SlotAltStack(ThreadState* ts) {
+  if (ts->crash_altstack) return ts->crash_altstack;
+  void* mem = mmap(nullptr, kGuardBytes + kAltStackBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem == MAP_FAILED) return nullptr;
+  mprotect(mem, kGuardBytes, PROT_NONE);
+  ts->crash_altstack = static_cast<uint8_t*>(mem) + kGuardBytes;
+  return ts->crash_altstack;
+}
+
+// Thread observer, on the starting thread: give it an alternate stack unless
+// it has one that is not ours.
+void InstallAltStack(ThreadState* ts) {
+  if (!ts) return;
+  stack_t cur;
+  if (sigaltstack(nullptr, &cur) != 0) return;
+  const bool free_to_set = (cur.ss_flags & SS_DISABLE) || (tls_our_altstack && cur.ss_sp == tls_our_altstack);
+  if (!free_to_set || (cur.ss_flags & SS_ONSTACK)) return;
+  void* mem = SlotAltStack(ts);
+  if (!mem) return;
+  stack_t ss;
+  ss.ss_sp = mem;
+  ss.ss_size = kAltStackBytes;
+  ss.ss_flags = 0;
+  if (sigaltstack(&ss, nullptr) == 0) tls_our_altstack = mem;
+}
+
+// Thread observer, on the exiting thread before its slot is retired: the slot
+// (and its stack) may go to another thread while this one finishes exiting.
+void RemoveAltStack(ThreadState*) {
+  if (!tls_our_altstack) return;
+  stack_t cur;
+  if (sigaltstack(nullptr, &cur) == 0 && cur.ss_sp == tls_our_altstack && !(cur.ss_flags & SS_ONSTACK)) {
+    stack_t off;
+    memset(&off, 0, sizeof(off));
+    off.ss_flags = SS_DISABLE;
+    sigaltstack(&off, nullptr);
+  }
+  tls_our_altstack = nullptr;
+}
 
 const char* SignalName(int sig) {
   switch (sig) {
@@ -159,6 +220,7 @@ void CrashHandlerInit(const Config& config) {
   const uint64_t ring_room = config.ring_bytes / 2 - sizeof(CrashRecord) - 64;
   if (max > ring_room) max = ring_room;
   g_stack_copy_max = static_cast<uint32_t>(max);
+  AddThreadObserver(InstallAltStack, RemoveAltStack);
   for (int sig : kSignals) {
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));

@@ -44,6 +44,9 @@ struct ThreadState {
   // thread.end record did not fit the ring; the flush thread then writes the
   // end from the slot (core_events.cc).
   bool end_dropped = false;
+  // crash_handler.cc: this slot's alternate signal stack, mmap'd on first use
+  // and kept when the slot is reused (never unmapped, like the slot).
+  void* crash_altstack = nullptr;
 };
 
 // Per-thread flags in initial-exec TLS, readable from hot paths without a call.

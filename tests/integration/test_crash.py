@@ -54,6 +54,21 @@ def test_fpe_is_recorded(fr, trace_dir, tmp_path):
     assert len(crashes) == 1 and crashes[0]["signal_name"] == "SIGFPE"
 
 
+def test_stack_overflow_is_recorded_on_the_alternate_stack(fr, trace_dir, tmp_path):
+    # No stack is left for a handler when a thread overflows its own: only the
+    # alternate signal stack flightrec gives each thread lets it see the crash.
+    proc = run_both(fr, trace_dir, tmp_path, "overflow")
+    assert proc.returncode == -signal.SIGSEGV
+    doc = fr.dump_json("info", "--json", trace_dir)
+    assert all(s["state"] == "sealed" for s in doc["segments"]), doc["segments"]
+    crashes = crash_events(fr, trace_dir)
+    assert len(crashes) == 1 and crashes[0]["signal_name"] == "SIGSEGV"
+    names = frames_of(crashes[0])
+    # The copied stack window holds the innermost frames: the recursion.
+    assert names[0] == "overflow_stack", names[:5]
+    assert names.count("overflow_stack") >= 5, names[:10]
+
+
 def test_application_handler_still_runs(fr, trace_dir, tmp_path):
     proc = run_both(fr, trace_dir, tmp_path, "handled")
     assert proc.returncode == 3 and "handled SIGSEGV" in proc.stdout

@@ -1,7 +1,9 @@
 /* crash_test MODE: dies the way MODE says, from a named thread, inside a
  * known call chain (crash_worker -> crash_outer -> crash_here), after doing
  * a little recorded work. MODE: segv | abort | fpe | handled (installs its
- * own SIGSEGV handler, which prints and exits 3) | none (exits 0). */
+ * own SIGSEGV handler, which prints and exits 3) | overflow (unbounded
+ * recursion in overflow_stack until the thread's stack runs out) | none
+ * (exits 0). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -22,7 +24,18 @@ static void on_segv(int sig) {
   _exit(3);
 }
 
+/* Each frame keeps a buffer live so the compiler can neither turn the
+ * recursion into a loop nor keep the frames small. */
+static volatile int keep_going = 1;
+__attribute__((noinline)) static int overflow_stack(int depth) {
+  volatile char pad[512];
+  pad[depth % 512] = (char)depth;
+  if (!keep_going) return pad[0];
+  return overflow_stack(depth + 1) + pad[(depth * 7) % 512];
+}
+
 __attribute__((noinline)) static int crash_here(int depth) {
+  if (strcmp(mode, "overflow") == 0) return overflow_stack(depth);
   if (strcmp(mode, "segv") == 0 || strcmp(mode, "handled") == 0) return *null_ptr + depth;
   if (strcmp(mode, "abort") == 0) abort();
   if (strcmp(mode, "fpe") == 0) return depth / zero;
