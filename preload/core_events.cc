@@ -14,6 +14,7 @@
 #include "preload/clock.h"
 #include "preload/config.h"
 #include "preload/record_kinds.h"
+#include "preload/redaction.h"
 #include "preload/thread_records.h"
 #include "preload/thread_registry.h"
 
@@ -23,7 +24,7 @@ namespace {
 using format::FieldType;
 using format::Value;
 
-uint32_t t_process_start, t_rusage, t_thread_start, t_thread_name, t_thread_end, t_dropped;
+uint32_t t_process_start, t_process_env, t_rusage, t_thread_start, t_thread_name, t_thread_end, t_dropped;
 
 std::map<std::string, uint64_t>& FooterDrops() {
   static auto* m = new std::map<std::string, uint64_t>();
@@ -99,12 +100,8 @@ ProcessInfo CollectProcessInfo() {
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   if (n > 0) p.exe.assign(exe, static_cast<size_t>(n));
-  if (GetConfig().record_cmdline) {
-    p.cmdline = ReadSmallFile("/proc/self/cmdline", 8192);
-    while (!p.cmdline.empty() && p.cmdline.back() == '\0') p.cmdline.pop_back();
-    for (char& c : p.cmdline)
-      if (c == '\0') c = ' ';
-  }
+  if (GetConfig().record_cmdline) p.cmdline = CmdlineForTrace(ReadSmallFile("/proc/self/cmdline", 8192));
+  if (GetConfig().record_env) p.env = EnvironmentForTrace(ReadSmallFile("/proc/self/environ", 65536));
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) == 0) p.hostname = host;
   p.service = GetConfig().service;
@@ -126,6 +123,7 @@ void RegisterCoreEvents() {
                                       {"realtime_ns", U, "ns"}, {"monotonic_ns", U, "ns"},
                                       {"alloc_sample_bytes", U, "bytes"}, {"cpu_hz", U, "Hz"},
                                       {"sampler", S, ""}}});
+  t_process_env = DefineEventType({"process.env", {{"time", T, "ns"}, {"name", S, ""}, {"value", S, ""}}});
   t_rusage = DefineEventType({"process.rusage",
                               {{"time", T, "ns"}, {"utime_ns", U, "ns"}, {"stime_ns", U, "ns"},
                                {"maxrss_kb", U, "KiB"}, {"minflt", U, "count"}, {"majflt", U, "count"},
@@ -149,6 +147,10 @@ void EmitProcessStart(format::SegmentWriter* writer, const ProcessInfo& p, uint6
                Value::Str(p.service),    Value::U(p.realtime_ns),  Value::U(p.monotonic_ns),
                Value::U(cfg.alloc_sample_bytes), Value::U(cfg.cpu_hz), Value::Str(p.sampler)};
   writer->Append(t_process_start, v, 12);
+  for (const auto& [name, value] : p.env) {
+    Value e[] = {Value::U(now_ns), Value::Str(name), Value::Str(value)};
+    writer->Append(t_process_env, e, 3);
+  }
 }
 
 void EmitRusage(FlushContext& ctx) {

@@ -1,9 +1,11 @@
-// Core events: the runtime's own event types (process.start, process.rusage,
+// Core events: the runtime's own event types (process.start, process.env, process.rusage,
 // thread.start/name/end, recorder.dropped) and their emitters. Everything
 // here runs on the flush thread except RegisterCoreEvents (init).
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "preload/flush_registry.h"
 
@@ -14,10 +16,13 @@ struct ThreadState;
 struct ProcessInfo {
   uint32_t pid = 0, ppid = 0;
   std::string exe, cmdline, hostname, service, sampler;
+  // FLIGHTREC_RECORD_ENV=1 only; credentials already redacted (redaction.h).
+  std::vector<std::pair<std::string, std::string>> env;
   uint64_t realtime_ns = 0, monotonic_ns = 0;  // taken together
 };
 
-// Collects pid, exe, cmdline (unless disabled), hostname and service name.
+// Collects pid, exe, cmdline (unless disabled; credentials redacted), the
+// environment (only if enabled; redacted), hostname and service name.
 ProcessInfo CollectProcessInfo();
 
 void RegisterCoreEvents();
