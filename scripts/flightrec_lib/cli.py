@@ -26,6 +26,20 @@ def err(message):
     print("%s: %s" % (PROG, message), file=sys.stderr, flush=True)
 
 
+# Files that already have their stderr line in this run: a bad file gets one
+# clear line, however many of its problems come to light (at open time or
+# later, when a report finds it cannot use some of its events).
+_files_reported = set()
+
+
+def err_file(path, message):
+    """`path: message` on stderr, unless this file already has its line."""
+    if path in _files_reported:
+        return
+    _files_reported.add(path)
+    err("%s: %s" % (path, message))
+
+
 def add_paths_argument(parser):
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="segment files (*.seg, *.active), directories holding them, or s3://bucket/prefix")
@@ -59,23 +73,26 @@ def open_trace(paths):
     trace = Trace(local)
     trace.errors[:0] = remote_errors
     for path, message in trace.errors:
-        err("%s: %s" % (path, message))
+        err_file(path, message)
     report_damage(trace)
     return trace
 
 
 def report_damage(trace):
-    """One line per damaged segment: how many blocks were bad and the first problem."""
+    """One line per damaged segment: how many blocks were bad and the first
+    problem, or else the first event type whose layout cannot be used."""
     for seg in trace.segments:
-        if not seg.bad_blocks:
-            continue
-        first = next((m for _, m in seg.problems), "")
-        err("%s: %d damaged block%s skipped (%s); the rest was read" % (
-            seg.path, seg.bad_blocks, "" if seg.bad_blocks == 1 else "s", first))
+        if seg.bad_blocks:
+            first = next((m for _, m in seg.problems), "")
+            err_file(seg.path, "%d damaged block%s skipped (%s); the rest was read" % (
+                seg.bad_blocks, "" if seg.bad_blocks == 1 else "s", first))
+        elif seg.unusable_types:
+            first = next(m for _, m in seg.problems if "fields of unexpected types" in m)
+            err_file(seg.path, first)
 
 
 def exit_status(trace):
-    return 1 if trace.errors or any(s.bad_blocks for s in trace.segments) else 0
+    return 1 if trace.errors or any(s.bad_blocks or s.unusable_types for s in trace.segments) else 0
 
 
 def _discover(subparsers):
@@ -102,6 +119,7 @@ def build_parser():
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    _files_reported.clear()
     try:
         parser, subparsers = build_parser()
         # `flightrec-dump DIR` means `flightrec-dump info DIR`.

@@ -38,7 +38,7 @@ def run(args):
             if cols is None:
                 # Columns decode lazily: this damage is found only now (exit status 1
                 # follows from segment.bad_blocks).
-                cli.err("%s: damaged %s block at offset %d skipped" % (seg.path, batch.type.name, batch.offset))
+                cli.err_file(seg.path, "damaged %s block at offset %d skipped" % (batch.type.name, batch.offset))
                 continue
             stack_fields = [f.name for f in batch.type.fields if f.type == KSTACK]
             for e in seg.rows(batch, cols):

@@ -241,7 +241,10 @@ def run(args):
     if limit is not None:
         doc["sites"] = doc["sites"][:limit]
     for note in notes:
-        cli.err(note)
+        if isinstance(note, tuple):  # (path, message) from profiles.select_columns
+            cli.err_file(*note)
+        else:
+            cli.err(note)
     if args.json:
         json.dump(doc, sys.stdout)
         sys.stdout.write("\n")

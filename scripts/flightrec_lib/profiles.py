@@ -34,7 +34,7 @@ import re
 from collections import Counter
 from itertools import compress, repeat
 
-from . import cli
+from . import cli, segment
 
 KINDS = {
     "cpu": {"event": "cpu.sample", "unit": "ns", "title": "CPU",
@@ -140,7 +140,7 @@ class Profile:
         self.start_wall_ns = 0    # wall-clock span of the included events
         self.end_wall_ns = 0
         self.main_path = None     # the executable, for pprof's mapping[0]
-        self.problems = []        # decoder problems worth one stderr line each
+        self.problems = []        # (path, message): decoder problems, one stderr line per file
 
     @property
     def samples(self):
@@ -235,8 +235,8 @@ def open_profile(args):
         profile = build(trace, args.kind, thread=args.thread, t_from=args.t_from, t_to=args.t_to)
     except ProfileError as e:
         raise cli.UsageError(str(e)) from None
-    for message in profile.problems:
-        cli.err(message)
+    for path, message in profile.problems:
+        cli.err_file(path, message)
     return trace, profile
 
 
@@ -333,21 +333,35 @@ def _time_bounds(trace, t_from, t_to):
     return bounds[0], bounds[1]
 
 
+# Type codes the reports accept for the fields they read: a stack field must
+# hold stack ids, every other field plain integers (a damaged or foreign
+# schema could declare e.g. `size` as bytes, which no arithmetic survives).
+_INTEGER_TYPES = (segment.TIME, segment.UINT, segment.SINT)
+_FIELD_TYPES = {"stack": (segment.STACK,)}
+
+
 def select_columns(batch, fields, problems):
     """{field: column} for the named fields, or None (reported once per segment
-    and type) when a field is missing or the block does not decode."""
+    and type, as (path, message)) when a field is missing or has a type the
+    reports cannot use, or the block does not decode."""
     names = batch.type.field_names
     missing = [f for f in fields if f not in names]
     if missing:
-        problems.add("%s: %s events lack field%s %s; they are skipped" % (
-            batch.segment.path, batch.type.name, "s" if len(missing) > 1 else "", ", ".join(missing)))
+        problems.add((batch.segment.path, "%s events lack field%s %s; they are skipped" % (
+            batch.type.name, "s" if len(missing) > 1 else "", ", ".join(missing))))
+        return None
+    types = {f.name: f for f in batch.type.fields}
+    wrong = [f for f in fields if types[f].type not in _FIELD_TYPES.get(f, _INTEGER_TYPES)]
+    if wrong:
+        problems.add((batch.segment.path, "%s events have unusable field types (%s); they are skipped" % (
+            batch.type.name, ", ".join("%s: %s" % (f, types[f].type_name) for f in wrong))))
         return None
     cols = batch.columns()
     if cols is None:
         # Columns decode lazily, so this damage shows only now (exit status 1 follows
         # from segment.bad_blocks).
-        problems.add("%s: damaged %s block at offset %d skipped" % (
-            batch.segment.path, batch.type.name, batch.offset))
+        problems.add((batch.segment.path, "damaged %s block at offset %d skipped" % (
+            batch.type.name, batch.offset)))
         return None
     return {f: cols[names.index(f)] for f in fields}
 

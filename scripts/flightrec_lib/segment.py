@@ -216,6 +216,37 @@ def decode_column(b, p, n, field_type):
     return values, p
 
 
+def column_end(b, p, n, field_type):
+    """Where a column of n values at b[p] ends, checking everything
+    decode_column checks (encoding, width, extent) without decoding the
+    values; raises _Corrupt. EVENTS blocks are checked with it when read, so
+    their damage is known (and reported) before any report decodes them."""
+    try:
+        enc = b[p]
+    except IndexError:
+        raise _Corrupt("missing column") from None
+    p += 1
+    scheme, w = enc >> 4, enc & 0x0F
+    if w not in _WIDTHS:
+        raise _Corrupt("bad column width %d" % w)
+    allowed = _SCHEMES_FOR.get(field_type)
+    if scheme > SCHEME_BYTES or (allowed is not None and scheme not in allowed):
+        raise _Corrupt("column encoding %d does not fit field type %d" % (scheme, field_type))
+    if scheme == SCHEME_F64 and w != 8:
+        raise _Corrupt("F64 column with width %d" % w)
+    if scheme == DELTA:
+        p += 8
+    end = p + n * w
+    if scheme == SCHEME_BYTES and w:
+        if end > len(b):
+            raise _Corrupt("column data runs past the end of the block")
+        lens, _ = _fixed(b, p, n, w)
+        end += sum(lens)
+    if end > len(b):
+        raise _Corrupt("column data runs past the end of the block")
+    return end
+
+
 def signed_type(field_type):
     """True for kSInt, False for the other integer types, None otherwise."""
     if field_type == SINT:
@@ -313,7 +344,7 @@ class Segment:
     "truncated"), truncated_at, schema ({type id: EventType}), strings,
     mappings, locations, stacks (id -> entry dicts/tuples), batches (list of
     Batch, file order), footer (dict or None), problems ([(offset, message)]),
-    bad_blocks, unknown_blocks, events_skipped.
+    bad_blocks, unknown_blocks, events_skipped, unusable_types.
     """
 
     def __init__(self, path):
@@ -333,6 +364,7 @@ class Segment:
         self.bad_blocks = 0
         self.unknown_blocks = 0
         self.events_skipped = 0
+        self.unusable_types = 0  # types whose layout the reports cannot use (trace.check_layouts)
         self._types_by_name = None
         self._text = None
         self._frames = {}
@@ -364,7 +396,10 @@ class Segment:
         """(first, last) event time, from the footer when sealed, else from the
         time columns; (None, None) without events."""
         if self.footer and self.footer.get("events"):
-            return self.footer.get("first_time_ns"), self.footer.get("last_time_ns")
+            lo, hi = self.footer.get("first_time_ns"), self.footer.get("last_time_ns")
+            # A damaged footer (a key lost or garbled) falls back to the columns.
+            if lo is not None and hi is not None and lo <= hi:
+                return lo, hi
         lo = hi = None
         for b in self.batches:
             times = b.columns()
@@ -477,6 +512,10 @@ class Segment:
         names = batch.type.field_names
         if "type" in names:  # writers never use it (SPEC.md 5.3); keep the event's type visible
             names = [n if n != "type" else "field.type" for n in names]
+        if "pid" in names and batch.type.fields[names.index("pid")].type not in (TIME, UINT, SINT):
+            # Only an integer "pid" field may stand for the process (a damaged
+            # schema could make it a string or a stack); keep any other visible.
+            names = [n if n != "pid" else "field.pid" for n in names]
         if "pid" in names:
             keys = ["type"] + names
             rows = zip(repeat(name), *cols)
@@ -694,8 +733,13 @@ def _parse_schema(seg, b, offset):
             fields.append(Field(fname, code, unit))
         defs.append(EventType(tid, name, fields))
     for t in defs:
-        if t.fields[0].type != TIME:
+        if t.fields[0].type != TIME or t.fields[0].name != "time":
             seg._problem(offset, "event type %s at offset %d ignored: field 0 is not a time" % (t.name, offset))
+            continue
+        if len(set(t.field_names)) != len(t.field_names):
+            # Events are presented as {field: value}: two fields of one name
+            # cannot both be shown, and which one a report reads is a guess.
+            seg._problem(offset, "event type %s at offset %d ignored: two fields share a name" % (t.name, offset))
             continue
         old = seg.schema.get(t.id)
         if old is None:
@@ -776,6 +820,14 @@ def _parse_events(seg, b, offset):
         seg._problem(offset, "%d events of undefined type %d at offset %d skipped (schema lost?)"
                      % (count, tid, offset))
         return
+    q = p
+    for f in t.fields:
+        q = column_end(b, q, count, f.type)
+    if len(b) - q > max(4096, q - p):
+        # Bytes after the columns are ignored (SPEC.md 5); a batch waiting to be
+        # decoded must not hold megabytes of them (a small zstd frame can
+        # declare 64 MiB).
+        b, p = bytes(b[p:q]), 0
     seg.batches.append(Batch(seg, t, count, offset, b, p))
 
 

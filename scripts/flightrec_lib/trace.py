@@ -17,10 +17,80 @@ import itertools
 import operator
 import os
 
-from .segment import SINT, STRING, UINT, SegmentError, is_segment_name, read_segment, sort_columns
+from .segment import (SINT, STACK, STRING, TIME, UINT, SegmentError, is_segment_name, read_segment,
+                      sort_columns)
 
 DROPPED_EVENT = "recorder.dropped"
 THREAD_TYPES = ("thread.start", "thread.name", "thread.end")
+
+# The event types the reports interpret, with the type of every field they
+# read (as the runtime defines them: preload/*_events.cc, sampler/, the
+# crash handler). A segment whose schema gives one of these fields another
+# type (damage that kept its CRC, or a foreign writer) cannot be reported on
+# without guessing: its events of that type are skipped, and said so once.
+# Extra fields, missing fields and types not listed here are left alone.
+_I, _S, _K = (TIME, UINT, SINT), (STRING,), (STACK,)
+KNOWN_LAYOUTS = {
+    "process.start": dict(pid=_I, ppid=_I, exe=_S, cmdline=_S, hostname=_S, service=_S, realtime_ns=_I,
+                          monotonic_ns=_I, alloc_sample_bytes=_I, cpu_hz=_I, sampler=_S),
+    "process.env": dict(name=_S, value=_S),
+    "process.rusage": dict(utime_ns=_I, stime_ns=_I, maxrss_kb=_I, minflt=_I, majflt=_I, nvcsw=_I, nivcsw=_I),
+    "thread.start": dict(tid=_I, parent_tid=_I, name=_S, start_routine=_S),
+    "thread.name": dict(tid=_I, name=_S),
+    "thread.end": dict(tid=_I, name=_S),
+    "recorder.dropped": dict(tid=_I, kind=_S, count=_I),
+    "crash": dict(tid=_I, signal=_I, signal_name=_S, code=_I, fault_addr=_I, stack=_K),
+    "cpu.sample": dict(tid=_I, stack=_K, period_ns=_I),
+    "offcpu.sample": dict(tid=_I, stack=_K, duration_ns=_I, reason=_S),
+    "sampler.lost": dict(tid=_I, count=_I),
+    "alloc.sample": dict(tid=_I, address=_I, size=_I, stack=_K, sample_bytes=_I),
+    "alloc.free": dict(tid=_I, address=_I),
+    "socket.op": dict(tid=_I, fd=_I, conn=_I, op=_S, bytes=_I, duration_ns=_I),
+    "socket.open": dict(tid=_I, fd=_I, conn=_I, role=_S, family=_S, sock_type=_S, local=_S, peer=_S,
+                        listener=_I),
+    "socket.close": dict(tid=_I, fd=_I, conn=_I, bytes_in=_I, bytes_out=_I, ops=_I, errors=_I),
+    "request": dict(tid=_I, conn=_I, duration_ns=_I, bytes_in=_I, bytes_out=_I, role=_S),
+    "socket.acceptq": dict(conn=_I, fd=_I, local=_S, queued=_I, backlog=_I),
+}
+# Any type: "pid" (when a schema has it) stands for the process.
+_ANY_TYPE = dict(pid=_I)
+
+
+def layout_mismatch(event_type):
+    """[(field, type name)] of the fields whose type the reports cannot use."""
+    want = KNOWN_LAYOUTS.get(event_type.name, {})
+    bad = []
+    for f in event_type.fields[1:]:
+        codes = want.get(f.name) or _ANY_TYPE.get(f.name)
+        if codes is not None and f.type not in codes:
+            bad.append((f.name, f.type_name))
+    return bad
+
+
+def check_layouts(seg):
+    """Drops the batches of event types whose layout the reports cannot use
+    (see KNOWN_LAYOUTS); each such type is one problem of the segment."""
+    unusable = {}
+    for t in seg.schema.values():
+        bad = layout_mismatch(t)
+        if bad:
+            unusable[t.id] = bad
+    if not unusable:
+        return
+    kept = []
+    skipped = {}
+    for b in seg.batches:
+        if b.type.id in unusable:
+            skipped[b.type.id] = skipped.get(b.type.id, 0) + b.count
+        else:
+            kept.append(b)
+    seg.batches = kept
+    for tid, bad in sorted(unusable.items()):
+        t = seg.schema[tid]
+        seg.events_skipped += skipped.get(tid, 0)
+        seg.unusable_types += 1
+        seg._problem(0, "event type %s has fields of unexpected types (%s); its %d events are skipped" % (
+            t.name, ", ".join("%s: %s" % fb for fb in bad), skipped.get(tid, 0)))
 
 class Trace:
     def __init__(self, paths):
@@ -69,6 +139,7 @@ class Trace:
             else:
                 self.errors.append((path, str(e)))
             return
+        check_layouts(seg)
         self.segments.append(seg)
 
     # -- summaries
