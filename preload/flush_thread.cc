@@ -7,10 +7,16 @@
 //    marked it kRetired, so nothing a thread recorded before exiting is lost.
 //  * When the output is unusable, rings are still drained (so producers never
 //    stall) and every discarded record is counted as "output.unavailable".
+//  * Stopping (exit, exec) never waits for this thread to be scheduled: it
+//    runs at nice +10 and busy host threads can starve it for seconds. The
+//    phase word decides who owns the writer: a stopper that finds the thread
+//    idle takes over at once; one that finds it mid-tick asks it to stop at
+//    the next ring boundary and waits for that alone.
 #include "preload/flush_thread.h"
 
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -18,6 +24,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "format/segment_writer.h"
@@ -25,6 +32,7 @@
 #include "preload/config.h"
 #include "preload/fd_guard.h"
 #include "preload/flush_registry_internal.h"
+#include "preload/last_thread_exit.h"
 #include "preload/log.h"
 #include "preload/recorder_thread.h"
 #include "preload/segment_files.h"
@@ -43,6 +51,11 @@ constexpr uint64_t kBlockIntervalNs = 1000 * kMs;  // write blocks about once a 
 constexpr uint64_t kRetryNs = 5000 * kMs;          // retry an unusable output this often
 constexpr uint64_t kMaxBufferedBytes = 1 << 20;
 
+// Who owns the writer. kIdle/kTicking: the flush thread (between ticks / in
+// one). kStopRequested: a stopper waits for the tick to reach a safe point.
+// kStopped: the stopper owns it; the flush thread only leaves.
+enum Phase : int { kIdle, kTicking, kStopRequested, kStopped };
+
 struct FlushState {
   format::SegmentWriter* writer = nullptr;
   ProcessInfo info;
@@ -56,7 +69,8 @@ struct FlushState {
   bool paused_logged = false;
   uint64_t discarded = 0;          // records thrown away while paused
   uint64_t unattributed_seen = 0;  // UnattributedDrops() already reported
-  std::atomic<bool> stop{false};
+  std::atomic<int> phase{kIdle};
+  std::atomic<pid_t> tid{0};       // the flush thread's, once it runs
   std::atomic<bool> done{false};
   std::atomic<bool> crash_requested{false};
   std::atomic<bool> crash_done{false};
@@ -162,9 +176,14 @@ void SealSegment(FlushState& s) {
   }
 }
 
+// A stopper is waiting for this tick: end it at the next safe point (the
+// stopper's final tick does what is left).
+bool StopRequested(const FlushState& s) { return s.phase.load(std::memory_order_acquire) == kStopRequested; }
+
 void DrainRings(FlushState& s, FlushContext& ctx) {
   const bool writing = s.writer->is_open();
   for (ThreadState* ts = RegistryHead(); ts; ts = ts->next) {
+    if (StopRequested(s)) break;
     const int st = ts->state.load(std::memory_order_acquire);
     if (st != static_cast<int>(ThreadSlotState::kActive) && st != static_cast<int>(ThreadSlotState::kRetired))
       continue;
@@ -193,7 +212,7 @@ void Tick(FlushState& s, bool final_tick) {
   if (s.paused && now >= s.retry_at_ns) OpenSegment(s, now);
   FlushContext ctx{s.writer, nullptr, now, final_tick};
   DrainRings(s, ctx);
-  if (!s.writer->is_open()) return;
+  if (!s.writer->is_open() || StopRequested(s)) return;
   RunFlushSources(ctx);
   const uint64_t unattributed = UnattributedDrops();
   if (unattributed != s.unattributed_seen) {
@@ -220,6 +239,7 @@ void Tick(FlushState& s, bool final_tick) {
     SealSegment(s);
     return;
   }
+  if (StopRequested(s)) return;
   if (now - s.last_block_ns >= kBlockIntervalNs || s.writer->buffered_bytes() > kMaxBufferedBytes) {
     s.last_block_ns = now;
     if (FdWasLost(s.writer->fd())) {
@@ -240,12 +260,53 @@ void Tick(FlushState& s, bool final_tick) {
   }
 }
 
+// The flush thread enters a tick unless a stopper took the writer over.
+bool BeginTick(FlushState& s) {
+  int expected = kIdle;
+  return s.phase.compare_exchange_strong(expected, kTicking, std::memory_order_acq_rel);
+}
+
+// False if a stopper asked for the writer during the tick: it is handed over.
+bool EndTick(FlushState& s) {
+  int expected = kTicking;
+  if (s.phase.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel)) return true;
+  s.phase.store(kStopped, std::memory_order_release);
+  return false;
+}
+
+// Set while exit() runs on the flush thread (EndProcess): the atexit
+// shutdown then finds itself on this thread and must not wait for it.
+bool g_exit_on_flush_thread = false;
+
+// The application's last thread is gone and only ours keep the process
+// alive: end it the way glibc would have on that last thread.
+[[noreturn]] void EndProcess() {
+  Log(LogLevel::kInfo, "the application's last thread has exited; ending the process (exit status 0)");
+  g_exit_on_flush_thread = true;
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 0);  // atexit handlers are the host's
+  exit(0);
+}
+
+// A stopper waits for the flush thread: let it run at the stopper's priority
+// when the system allows it (root, CAP_SYS_NICE or RLIMIT_NICE), so busy host
+// threads cannot starve the last tick of a nice +10 thread.
+void BoostFlushThread(const FlushState& s) {
+  const pid_t tid = s.tid.load(std::memory_order_acquire);
+  if (tid <= 0) return;
+  const int saved_errno = errno;
+  errno = 0;
+  const int mine = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+  if (errno == 0) setpriority(PRIO_PROCESS, static_cast<id_t>(tid), mine);
+  errno = saved_errno;
+}
+
 void* FlushMain(void* arg) {
   auto* s = static_cast<FlushState*>(arg);
+  s->tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
   const uint64_t period = GetConfig().flush_ms * kMs;
-  while (!s->stop.load(std::memory_order_acquire)) {
+  for (;;) {
     SleepUnlessWoken(*s, period);
-    if (s->stop.load(std::memory_order_acquire)) break;
+    if (!BeginTick(*s)) break;
     if (s->crash_requested.load(std::memory_order_acquire)) {
       // Seal now; do not open a new segment (the process is about to die).
       // If it survives, the pause ends after kRetryNs and recording resumes.
@@ -255,9 +316,12 @@ void* FlushMain(void* arg) {
       s->retry_at_ns = MonotonicNs() + kRetryNs;
       s->crash_requested.store(false, std::memory_order_relaxed);
       s->crash_done.store(true, std::memory_order_release);
+      if (!EndTick(*s)) break;
       continue;
     }
     Tick(*s, false);
+    if (!EndTick(*s)) break;
+    if (ApplicationThreadsGone(MonotonicNs())) EndProcess();
   }
   // The final drain and seal run on the thread that stops us (StopFlushThread):
   // it runs at the host's priority, so a loaded machine cannot starve the
@@ -294,17 +358,36 @@ bool StartFlushThread(const ProcessInfo& info) { return Launch(info); }
 bool StopFlushThread(uint64_t deadline_ns) {
   FlushState* s = g_state;
   if (!s) return true;
-  s->stop.store(true, std::memory_order_release);
-  Wake(*s);
-  while (!s->done.load(std::memory_order_acquire)) {
-    if (MonotonicNs() >= deadline_ns) {
-      Log(LogLevel::kWarn, "flush thread did not finish before the exit deadline; the last segment stays .active");
-      return false;
-    }
-    timespec ts{0, 1000000};
-    nanosleep(&ts, nullptr);
+  if (g_exit_on_flush_thread && pthread_equal(pthread_self(), s->thread)) {
+    // exit() from EndProcess: we are the flush thread, between ticks.
+    s->phase.store(kStopped, std::memory_order_release);
+    g_state = nullptr;
+    Tick(*s, true);
+    return true;
   }
-  pthread_join(s->thread, nullptr);
+  // Idle: take the writer over at once. Mid-tick: ask for it and wait.
+  for (;;) {
+    int expected = kIdle;
+    if (s->phase.compare_exchange_strong(expected, kStopped, std::memory_order_acq_rel)) break;
+    if (expected == kStopped) return true;  // another exiting thread took it over
+    if (expected == kTicking &&
+        !s->phase.compare_exchange_strong(expected, kStopRequested, std::memory_order_acq_rel))
+      continue;  // it went idle meanwhile
+    BoostFlushThread(*s);
+    while (s->phase.load(std::memory_order_acquire) != kStopped) {
+      if (MonotonicNs() >= deadline_ns) {
+        Log(LogLevel::kWarn, "flush thread did not finish before the exit deadline; the last segment stays .active");
+        return false;
+      }
+      timespec ts{0, 1000000};
+      nanosleep(&ts, nullptr);
+    }
+    break;
+  }
+  // It wakes, sees kStopped and leaves on its own; never wait for a thread
+  // the scheduler may not run for a while.
+  Wake(*s);
+  pthread_detach(s->thread);
   g_state = nullptr;
   // Final drain and seal on this thread, which counts as a recorder thread
   // meanwhile so its own allocations are not recorded.
@@ -317,7 +400,8 @@ bool StopFlushThread(uint64_t deadline_ns) {
 
 bool RequestCrashFlushAndWait(uint64_t deadline_ns) {
   FlushState* s = g_state;
-  if (!s || s->done.load(std::memory_order_acquire)) return false;
+  if (!s || s->done.load(std::memory_order_acquire) || s->phase.load(std::memory_order_acquire) == kStopped)
+    return false;
   s->crash_done.store(false, std::memory_order_relaxed);
   s->crash_requested.store(true, std::memory_order_release);
   Wake(*s);

@@ -18,6 +18,7 @@
 #include "preload/core_events.h"
 #include "preload/flush_registry_internal.h"
 #include "preload/flush_thread.h"
+#include "preload/last_thread_exit.h"
 #include "preload/log.h"
 #include "preload/runtime_state.h"
 #include "preload/thread_registry.h"
@@ -66,6 +67,7 @@ void AtForkChild() {
   g_owner_pid = getpid();
   ResetRegistryAfterFork();
   TakeFooterCounters();  // the parent's drop totals are not the child's
+  LastThreadWatchAtForkChild();
   if (SamplerAtFork) SamplerAtFork();
   if (UploaderAtFork) UploaderAtFork();
   CurrentThreadState(true);
@@ -83,6 +85,7 @@ __attribute__((constructor)) void FlightrecInit() {
   if (!cfg.enable) return;
   SetConfig(cfg);
   InitThreadRegistry();
+  LastThreadWatchInit();
   RegisterCoreEvents();
   if (AllocProfilerInit) AllocProfilerInit(cfg);
   if (SamplerInit) SamplerInit(cfg);
