@@ -1,0 +1,613 @@
+#!/usr/bin/python3
+"""Writes bench/RESULTS.md and the overhead plot from the raw outputs of a
+`make bench` run (RESULTS_DIR: machine.json, macro.json, the micro
+benchmarks' text, capture_costs.json, trace_figures.json,
+perf_profile.json, pinned/macro.json). Everything in the document comes
+from those files; a missing file shows as "not run". Exits 1 after
+writing if any macro run failed.
+    write_results.py RESULTS_DIR OUT.md OUT.png
+"""
+import json
+import os
+import re
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from macro import stats  # noqa: E402
+
+GOAL_CPU, GOAL_RPS = 1.02, 0.98
+
+
+# ---------------------------------------------------------------- loading
+
+def load_json(d, name):
+    path = os.path.join(d, name)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def load_text(d, name):
+    path = os.path.join(d, name)
+    if not os.path.exists(path):
+        return None
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
+def socket_hook_ns(text):
+    """(ns added per recorded socket call on the calling thread, how measured).
+    sock_bench's in-process comparison (hooked vs libc direct, per call) when
+    it prints one, else its process-level line (per call, from pairs)."""
+    v = grab(text, r"^\s+preloaded, recording\s+(-?[\d.]+)\s+-?[\d.]+\s*$")
+    if v is not None and re.search(r"added ns per call", text or ""):
+        return v, "in-process, hooked vs libc direct"
+    v = grab(text, r"recorded socket call: \+?(-?[\d.]+) ns on the calling thread")
+    return v, "process level, preloaded vs plain"
+
+
+def grab(text, pattern, group=1, conv=float):
+    if not text:
+        return None
+    m = re.search(pattern, text, re.M)
+    return conv(m.group(group)) if m else None
+
+
+# ---------------------------------------------------------------- formatting
+
+def fx(s, digits=2):
+    """A ratio summary as '1.23× (1.10–1.30)'."""
+    if not s:
+        return "–"
+    if s["n"] == 1:
+        return "%.*f×" % (digits, s["median"])
+    return "%.*f× (%.*f–%.*f)" % (digits, s["median"], digits, s["lo"], digits, s["hi"])
+
+
+def num(v, fmt="%.2f", missing="n/a"):
+    return missing if v is None else fmt % v
+
+
+def human_bytes(v):
+    if v is None:
+        return "–"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if v >= size:
+            return "%.1f %s" % (v / size, unit)
+    return "%.0f B" % v
+
+
+def mib(kb):
+    return kb / 1024.0
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def yes_no(ok):
+    return "–" if ok is None else ("**yes**" if ok else "**no**")
+
+
+# ---------------------------------------------------------------- macro tables
+
+def side_list(macro):
+    return [s["name"] for s in macro["sides"]]
+
+
+def labels(macro):
+    return {s["name"]: s["label"] for s in macro["sides"]}
+
+
+def rss_cell(runs, w, side, key):
+    base = stats.absolute(runs, w, "plain", key)
+    if side == "plain":
+        return "%.1f MiB" % mib(base["median"]) if base else "–"
+    d = stats.delta(runs, w, side, key)
+    return "+%.1f MiB" % mib(d["median"]) if d else "–"
+
+
+def drops_cell(runs, w, side):
+    d = stats.absolute(runs, w, side, stats.drops)
+    e = stats.absolute(runs, w, side, stats.events)
+    if not d or not e:
+        return ""
+    return "%d of %d" % (d["median"], e["median"] + d["median"])
+
+
+def server_table(macro, w, out):
+    runs = macro["runs"]
+    plain = lambda key: stats.absolute(runs, w, "plain", key)  # noqa: E731
+    p_cpu, p_rps, p_p99 = plain("cpu_us_per_req"), plain("rps"), plain("p99_ms")
+    out.append("| side | CPU / request | throughput | p99 latency | peak RSS | trace bytes/s | trace bytes/request "
+               "| flightrec drops (of events) |")
+    out.append("|---|---|---|---|---|---|---|---|")
+    for side in side_list(macro):
+        if side == "plain":
+            out.append("| plain | %s µs | %s req/s | %s ms | %s | – | – | |" % (
+                num(p_cpu and p_cpu["median"]), num(p_rps and p_rps["median"], "%.0f"),
+                num(p_p99 and p_p99["median"], "%.3f"), rss_cell(runs, w, side, "hwm_kb")))
+            continue
+        bs = stats.absolute(runs, w, side, "trace_bytes_per_s")
+        br = stats.absolute(runs, w, side, "trace_bytes_per_req")
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            side, fx(stats.ratio(runs, w, side, "cpu_us_per_req")), fx(stats.ratio(runs, w, side, "rps")),
+            fx(stats.ratio(runs, w, side, "p99_ms")), rss_cell(runs, w, side, "hwm_kb"),
+            human_bytes(bs and bs["median"]) + "/s" if bs else "–", num(br and br["median"], "%.1f"),
+            drops_cell(runs, w, side)))
+
+
+def server_detail_table(macro, w, out):
+    runs = macro["runs"]
+    out.append("| side | server process only, CPU / request | whole life (start-up and exit too), CPU | "
+               "flightrec's threads, share of the server's CPU | RSS of the side's processes |")
+    out.append("|---|---|---|---|---|")
+    for side in side_list(macro):
+        if side == "plain":
+            continue
+        share = stats.absolute(runs, w, side, stats.recorder_share)
+        out.append("| %s | %s | %s | %s | %s |" % (
+            side, fx(stats.ratio(runs, w, side, "server_cpu_us_per_req")),
+            fx(stats.ratio(runs, w, side, "total_cpu_s")),
+            "%.1f%%" % (100 * share["median"]) if share else "–", rss_cell(runs, w, side, "tree_rss_kb")))
+
+
+def redis_tests_table(macro, out):
+    runs = macro["runs"]
+    tests = ["SET", "GET", "LPUSH", "LPOP"]
+    out.append("| side | " + " | ".join("%s req/s" % t for t in tests) + " | " +
+               " | ".join("%s p99" % t for t in tests) + " |")
+    out.append("|---|" + "---|" * (2 * len(tests)))
+    for side in side_list(macro):
+        if side == "plain":
+            cells = []
+            for key in ("rps", "p99_ms"):
+                for t in tests:
+                    s = stats.absolute(runs, "redis", side, lambda m, t=t, key=key: m["tests"][t][key])
+                    cells.append(num(s and s["median"], "%.0f" if key == "rps" else "%.3f ms"))
+        else:
+            cells = [fx(stats.ratio(runs, "redis", side, lambda m, t=t, key=key: m["tests"][t][key]))
+                     for key in ("rps", "p99_ms") for t in tests]
+        out.append("| %s | %s |" % (side, " | ".join(cells)))
+
+
+def program_table(macro, w, out):
+    runs = macro["runs"]
+    out.append("| side | wall | CPU | work loop wall | work loop CPU | CPU outside the work loop | peak RSS | trace bytes "
+               "| trace bytes/s |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
+    outside = lambda m: 1e3 * (m["cpu_s"] - m["inner_cpu_s"])  # noqa: E731  start-up and exit, ms
+    for side in side_list(macro):
+        if side == "plain":
+            vals = [stats.absolute(runs, w, side, k) for k in ("wall_s", "cpu_s", "inner_wall_s", "inner_cpu_s")]
+            o = stats.absolute(runs, w, side, outside)
+            out.append("| plain | %s | %s ms | %s | – | – |" % (
+                " | ".join(num(v and v["median"], "%.3f s") for v in vals), num(o and o["median"], "%.0f"),
+                rss_cell(runs, w, side, "maxrss_kb")))
+            continue
+        tb = stats.absolute(runs, w, side, "trace_bytes")
+        tbs = stats.absolute(runs, w, side, "trace_bytes_per_s")
+        o = stats.delta(runs, w, side, outside)
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            side, fx(stats.ratio(runs, w, side, "wall_s")), fx(stats.ratio(runs, w, side, "cpu_s")),
+            fx(stats.ratio(runs, w, side, "inner_wall_s")), fx(stats.ratio(runs, w, side, "inner_cpu_s")),
+            "%+.0f ms" % o["median"] if o else "–", rss_cell(runs, w, side, "maxrss_kb"), human_bytes(tb and tb["median"]),
+            human_bytes(tbs and tbs["median"]) + "/s" if tbs else "–"))
+
+
+def per_event_costs(macro):
+    """From the servers' flightrec-defaults runs, {workload: (flush thread µs
+    per recorded event, flush thread share, sampler thread share of the
+    server's CPU)}. The sampler's work is per perf record read, most of
+    which never become events (short off-CPU blocks, losses), so it is
+    given as a share, not per event."""
+    out = {}
+    for w in ("redis", "nginx"):
+        flush, fshare, sshare = [], [], []
+        for r in macro["runs"]:
+            if r["workload"] != w or r["side"] != "fr-default":
+                continue
+            m = r["metrics"]
+            th, ev = m.get("recorder_thread_cpu_s", {}), m.get("flightrec", {}).get("events", {})
+            n = sum(ev.values())
+            if n:
+                flush.append(1e6 * th.get("flightrec-flush", 0.0) / n)
+            if m.get("server_cpu_s"):
+                fshare.append(th.get("flightrec-flush", 0.0) / m["server_cpu_s"])
+                sshare.append(th.get("flightrec-sampl", 0.0) / m["server_cpu_s"])
+        if flush:
+            out[w] = (med(flush), med(fshare), med(sshare))
+    return out
+
+
+# ---------------------------------------------------------------- plot
+
+def plot(macro, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = macro["runs"]
+    series = [("redis", "cpu_us_per_req", "redis: CPU / request"),
+              ("nginx", "cpu_us_per_req", "nginx: CPU / request"),
+              ("cpu", "cpu_s", "CPU-bound program: CPU"),
+              ("alloc", "cpu_s", "allocation-heavy program: CPU")]
+    series = [s for s in series if s[0] in macro["workloads"]]
+    sides = [s for s in side_list(macro) if s != "plain"]
+    fig, ax = plt.subplots(figsize=(10, 0.9 * len(sides) + 1.8))
+    height = 0.8 / max(len(series), 1)
+    colors = ["#4c72b0", "#55a868", "#c44e52", "#8172b2"]
+    for i, (w, key, label) in enumerate(series):
+        ys, meds, lo, hi = [], [], [], []
+        for j, side in enumerate(sides):
+            s = stats.ratio(runs, w, side, key)
+            if not s:
+                continue
+            ys.append(j + i * height - 0.4 + height / 2)
+            meds.append(s["median"])
+            lo.append(s["median"] - s["lo"])
+            hi.append(s["hi"] - s["median"])
+        ax.barh(ys, [m - 1 for m in meds], left=1, height=height, color=colors[i % len(colors)], label=label,
+                xerr=[lo, hi], error_kw={"elinewidth": 0.8, "capsize": 2})
+    ax.set_yticks(range(len(sides)))
+    ax.set_yticklabels(sides)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.axvline(GOAL_CPU, color="grey", linestyle="--", linewidth=0.8, label="goal for redis (1.02×)")
+    ax.set_xlabel("× plain (median of per-round ratios; whiskers: lowest and highest round), log scale")
+    ax.set_title("Overhead per side (%d interleaved rounds)" % macro["rounds"])
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(axis="x", which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- document
+
+def main():
+    d, md_path, png_path = sys.argv[1], sys.argv[2], sys.argv[3]
+    machine = load_json(d, "machine.json") or {}
+    macro = load_json(d, "macro.json")
+    pinned = load_json(d, os.path.join("pinned", "macro.json"))
+    capture = load_json(d, "capture_costs.json")
+    tf = load_json(d, "trace_figures.json")
+    perf = load_json(d, "perf_profile.json")
+    texts = {k: load_text(d, k + ".txt") for k in ("runtime", "sockets", "alloc", "cpu", "capture",
+                                                   "trace_figures", "perf_profile", "settings")}
+    out = []
+    add = out.append
+
+    add("# flightrec benchmark results")
+    add("")
+    add("Regenerated by `make bench` (%s) — do not edit by hand; the raw outputs are in `build/bench/results/`. "
+        "Every figure below was measured in that one run; the commands are listed with each table. "
+        "Issue #8 has the goals." % (texts["settings"] or "settings unknown").strip().replace("make bench: ", ""))
+    add("")
+
+    # -- machine
+    add("## Machine")
+    add("")
+    la = machine.get("loadavg_at_start") or []
+    add("| | |")
+    add("|---|---|")
+    add("| date | %s |" % machine.get("date_utc", "?"))
+    add("| CPU | %s × %s (`nproc`) |" % (machine.get("cpu_model", "?"), machine.get("nproc", "?")))
+    add("| kernel | %s (perf_event_paranoid %s, run as uid %s) |" % (
+        machine.get("kernel", "?"), machine.get("perf_event_paranoid", "?"), machine.get("uid", "?")))
+    add("| memory | %.1f GiB |" % (machine.get("mem_total_kb", 0) / 1048576.0))
+    add("| load average at start (1, 5, 15 min) | %s |" % ", ".join(la))
+    if macro and macro["runs"]:
+        loads = [r["loadavg"][0] for r in macro["runs"]]
+        add("| 1-min load average during the macro runs | min %.2f, median %.2f, max %.2f |" % (
+            min(loads), statistics.median(loads), max(loads)))
+    add("| flightrec | commit %s |" % machine.get("flightrec_commit", "?"))
+    pk = machine.get("packages", {})
+    add("| tools | %s |" % ", ".join("%s %s" % kv for kv in sorted(pk.items())))
+    add("")
+    add("**The machine is shared**: two vCPUs, with other engineers' builds and tests running during the "
+        "whole benchmark (see the load averages: anything above 2 means runnable work was waiting for a CPU). "
+        "Absolute figures (requests/s, latencies) mostly measure that contention and vary from run to run. "
+        "The comparisons are built to survive it: every side runs once per round, the order rotating "
+        "from round to round, each ratio is taken inside its round (side / plain, minutes apart) and the "
+        "tables give the median over rounds with the lowest and highest round in brackets. Wide brackets "
+        "mean the neighbours moved the figure more than the side did.")
+    add("")
+
+    # -- goals
+    add("## Goals (issue #8)")
+    add("")
+    add("| goal | measured | met |")
+    add("|---|---|---|")
+    if macro:
+        runs = macro["runs"]
+        cpu_r = stats.ratio(runs, "redis", "fr-default", "cpu_us_per_req")
+        rps_r = stats.ratio(runs, "redis", "fr-default", "rps")
+        add("| redis-server, all defaults: CPU per request ≤ %.2f× plain | %s | %s |" % (
+            GOAL_CPU, fx(cpu_r, 3), yes_no(cpu_r and cpu_r["median"] <= GOAL_CPU)))
+        add("| redis-server, all defaults: throughput ≥ %.2f× plain | %s | %s |" % (
+            GOAL_RPS, fx(rps_r, 3), yes_no(rps_r and rps_r["median"] >= GOAL_RPS)))
+        ht = stats.ratio(runs, "redis", "heaptrack", "cpu_us_per_req")
+        gp = stats.ratio(runs, "redis", "gperftools", "cpu_us_per_req")
+        add("| heaptrack and gperftools measured in the same run (CPU per request) | heaptrack %s, gperftools %s "
+            "| %s |" % (fx(ht), fx(gp), yes_no(bool(ht and gp))))
+    ring = grab(texts["runtime"], r"median ([\d.]+) ns per push")
+    add("| ring push ≤ 10 ns | %s ns (median batch, `ring_bench`) | %s |" % (num(ring), yes_no(
+        None if ring is None else ring <= 10)))
+    unsampled = grab(texts["alloc"], r"unsampled ([+-]?[\d.]+) ns \(64B\)")
+    add("| unsampled malloc/free ≤ 2 ns added | %s ns per malloc(64)+free pair (`alloc_bench`) | %s |" % (
+        num(unsampled, "%+.2f"), yes_no(None if unsampled is None else unsampled <= 2)))
+    sock, sock_how = socket_hook_ns(texts["sockets"])
+    add("| socket hook ≤ 30 ns added | %s ns per recorded call on the calling thread (`sock_bench`, %s) | %s |" % (
+        num(sock, "%+.1f"), sock_how, yes_no(None if sock is None else sock <= 30)))
+    if tf:
+        op = tf["by_type"].get("socket.op")
+        add("| ≤ 3 bytes per socket event on disk | %s bytes per `socket.op` event (redis trace, block header "
+            "included) | %s |" % (num(op and op["bytes_per_event"]), yes_no(op and op["bytes_per_event"] <= 3)))
+        rate = tf["decode"]["library_events_per_s"]
+        add("| decode ≥ 1M events/s | %.2fM events/s (dump library, every column of every block) | %s |" % (
+            rate / 1e6, yes_no(rate >= 1e6)))
+    add("")
+
+    # -- plot
+    if macro and macro["runs"]:
+        plot(macro, png_path)
+        add("![overhead per side](%s)" % os.path.basename(png_path))
+        add("")
+
+    # -- sides
+    if macro:
+        add("## Sides")
+        add("")
+        add("Each workload runs under every side; `$OUT` is the run's own output directory, whose size after "
+            "the run is the side's trace bytes.")
+        add("")
+        add("| side | what | added to the command |")
+        add("|---|---|---|")
+        for s in macro["sides"]:
+            add("| %s | %s | `%s` |" % (s["name"], s["label"], s["command"]))
+        add("")
+        add("Settings are passed with `env` right before the measured program, never to a wrapper in front of "
+            "it. Off-CPU sampling rides on the CPU sampler (it has no side of its own): its cost is "
+            "`fr-cpu+offcpu` minus `fr-cpu`. `fr-core` is the runtime with every feature off (thread "
+            "registry, flush thread, rusage and thread events).")
+        add("")
+        add("Run: `make bench` → `bench/run_macro.py --rounds %d --scale %g%s` (%d runs in %.0f min, %d failed)." % (
+            macro["rounds"], macro["scale"], " --pin" if macro.get("pinned") else "", len(macro["runs"]),
+            macro.get("elapsed_s", 0) / 60, len(macro["errors"])))
+        add("")
+
+    # -- redis
+    if macro and "redis" in macro["workloads"]:
+        wl = macro["workloads"]["redis"]
+        add("## redis-server under redis-benchmark")
+        add("")
+        add("    server: %s" % wl["server"])
+        add("    client: %s" % wl["client"])
+        add("    stop:   %s" % wl["stop"])
+        add("")
+        add("%d requests per run (SET, GET, LPUSH, LPOP; 20 clients; loopback). CPU per request is the CPU "
+            "time of the server and every process the side runs alongside it (heaptrack's interpreter and "
+            "compressor), from `/proc/PID/stat` before and after the load, divided by the requests. "
+            "Throughput is requests / Σ(requests / req/s) over the four tests; p99 is the geometric mean "
+            "of the four tests' p99 from `--csv`. Peak RSS is the server's VmHWM." % wl["requests_per_run"])
+        add("")
+        server_table(macro, "redis", out)
+        add("")
+        server_detail_table(macro, "redis", out)
+        add("")
+        add("Per test (plain: absolute; others: × plain):")
+        add("")
+        redis_tests_table(macro, out)
+        add("")
+
+    # -- nginx
+    if macro and "nginx" in macro["workloads"]:
+        wl = macro["workloads"]["nginx"]
+        add("## nginx under wrk")
+        add("")
+        add("    server: %s" % wl["server"])
+        add("    client: %s" % wl["client"])
+        add("    stop:   %s" % wl["stop"])
+        add("")
+        add("A %d-byte static file, 2 connections per core. nginx runs in the foreground with "
+            "`master_process off`, so the process each side was injected into is the one serving: with a "
+            "master, workers are forked, and gperftools' ITIMER_PROF is not inherited across fork (it would "
+            "profile only the idle master). The generated config:" % wl["file_bytes"])
+        add("")
+        add("```nginx")
+        add(wl["config"].rstrip())
+        add("```")
+        add("")
+        server_table(macro, "nginx", out)
+        add("")
+        server_detail_table(macro, "nginx", out)
+        add("")
+
+    # -- programs
+    for w, title, what in (
+            ("cpu", "CPU-bound program", "`bench/cpu_bench.cc`: a hash loop through a few noinline frames, one "
+             "thread, fixed work"),
+            ("alloc", "Allocation-heavy program", "`bench/alloc_work.cc`: strings, a hash map of vectors and a "
+             "chain of small nodes built and torn down, one thread, fixed work (~245k allocation calls per "
+             "round)")):
+        if not macro or w not in macro["workloads"]:
+            continue
+        add("## %s" % title)
+        add("")
+        add("    %s" % macro["workloads"][w]["command"])
+        add("")
+        add("%s. Wall and CPU cover the whole process life, start-up and exit included (a tool that writes "
+            "its file at exit pays for it here); CPU is getrusage of the process and every helper it waited "
+            "for. The work loop columns are the program's own measurement of its loop (wall, process CPU "
+            "time including the recorder's threads). Peak RSS from GNU time." % what)
+        add("")
+        program_table(macro, w, out)
+        add("")
+
+    # -- micro
+    add("## Micro benchmarks")
+    add("")
+    add("| figure | value | source |")
+    add("|---|---|---|")
+    add("| ring push (reserve + 32-byte write + commit) | %s ns median per push | `ring_bench` |" % num(ring))
+    default_rate = grab(texts["alloc"], r"default rate ([+-]?[\d.]+) ns")
+    add("| malloc(64)+free pair, added: unsampled / default rate (512 KiB) | %s ns / %s ns | `alloc_bench` |" % (
+        num(unsampled, "%+.2f"), num(default_rate, "%+.2f")))
+    if capture:
+        a = capture["alloc_sample"]
+        add("| one sampled allocation (stack capture, ring push, table insert, matched free), 16 frames deep | "
+            "+%.0f ns per sampled malloc+free (rounds %.0f–%.0f; %d samples, %d dropped) | "
+            "`run_capture_costs.py` |" % (a["ns_per_sampled_pair"], a["lo"], a["hi"], a["samples_median"],
+                                          a["dropped_median"]))
+        for name in ("perf", "sigprof"):
+            c = capture["cpu_sample"].get(name)
+            if c and c["thread_us_per_sample"] is not None:
+                add("| one CPU sample on the sampled thread, %s sampler at %d Hz, 24 frames deep | %.2f µs "
+                    "(rounds %.2f–%.2f); %.2f µs of process CPU per sample in all (unwinding, encoding) | "
+                    "`run_capture_costs.py` |" % (name, capture["hz"], c["thread_us_per_sample"],
+                                                  c["thread_us_lo"], c["thread_us_hi"],
+                                                  c["process_us_per_sample"]))
+            else:
+                add("| one CPU sample, %s sampler | no samples recorded | `run_capture_costs.py` |" % name)
+        o = capture.get("offcpu_switch")
+        if o:
+            add("| off-CPU recording (perf context-switch samples), per voluntary context switch, pipe ping-pong "
+                "20 frames deep | %+.2f µs process CPU (rounds %.2f–%.2f), %+.2f µs wall (rounds %.2f–%.2f); "
+                "%d switches gave %d `offcpu.sample` events, %d records dropped (%s) | `run_capture_costs.py` |" % (
+                    o["cpu_us_per_switch"], o["cpu_lo"], o["cpu_hi"], o["wall_us_per_switch"], o["wall_lo"],
+                    o["wall_hi"], o["switches_median"], o["offcpu_samples_median"], o["dropped_median"],
+                    ", ".join(o["dropped_kinds"]) or "none"))
+    sock_proc = grab(texts["sockets"], r"ns on the calling thread, \+?(-?[\d.]+) ns of process CPU")
+    add("| socket call, recorded: added on the calling thread / process CPU incl. the flush thread | %s ns / %s ns "
+        "| `sock_bench` (%s) |" % (num(sock, "%+.1f"), num(sock_proc, "%+.1f"), sock_how))
+    recs = grab(texts["runtime"], r"pipeline: (\d+) records", conv=int)
+    fcpu = grab(texts["runtime"], r"flush thread CPU ([\d.]+) s")
+    fpct = grab(texts["runtime"], r"flush thread CPU [\d.]+ s = ([\d.]+)% of one core")
+    pbytes = grab(texts["runtime"], r"= ([\d.]+) bytes per event after zstd")
+    if recs and fcpu is not None:
+        add("| flush thread, encode cost per event (thread.name records at 100k/s) | %.2f µs per event "
+            "(%.2f%% of one core) | `run_pipeline_bench.py` |" % (1e6 * fcpu / recs, fpct or 0))
+    if macro:
+        for w, (fl, fs, ss) in per_event_costs(macro).items():
+            add("| flush thread CPU per recorded event, %s under the defaults (socket ops, requests, samples: decode, "
+                "connection tracking, encode, zstd, write) | %.2f µs per event; the flush thread is %.1f%% and the "
+                "sampler thread %.1f%% of the server's CPU | macro `fr-default` runs |" % (w, fl, 100 * fs, 100 * ss))
+    if pbytes is not None:
+        add("| bytes per thread.name event after zstd (pipeline run) | %.2f | `run_pipeline_bench.py` |" % pbytes)
+    if tf:
+        dec = tf["decode"]
+        add("| `flightrec-dump` decode rate: library, every column of every block | %.2fM events/s (%d events in "
+            "%.3f s) | `run_trace_figures.py` |" % (dec["library_events_per_s"] / 1e6, dec["events"],
+                                                     dec["library_s"]))
+        add("| `flightrec-dump events --json` end to end (resolved stacks, JSON lines to /dev/null) | %.0fk "
+            "events/s (%.2f s wall) | `run_trace_figures.py` |" % (dec["cli_events_per_s"] / 1e3,
+                                                                   dec["cli_events_wall_s"]))
+    cpu_lines = re.findall(r"^\s+(\d+ Hz)\s+cpu median.*?ratio vs plain \(median of rounds\) ([\d.]+)x",
+                           texts["cpu"] or "", re.M)
+    for hz, r in cpu_lines:
+        add("| CPU sampling at %s on fixed work, process CPU × plain | %s× | `run_cpu_bench.py` |" % (hz, r))
+    add("")
+
+    # -- bytes per event
+    if tf:
+        add("## Bytes per event on disk, by type")
+        add("")
+        add("From the trace of the last `fr-default` redis run (%d segment(s), %s, %d events, %.2f bytes per event "
+            "overall). Each EVENTS block holds one event type: its 20-byte header plus its stored (zstd) payload, "
+            "divided by its events; *raw* is the columnar payload before zstd." % (
+                tf["files"], human_bytes(tf["total_bytes"]), tf["total_events"], tf["bytes_per_event_overall"]))
+        add("")
+        add("| event type | events | bytes | bytes/event | raw bytes/event |")
+        add("|---|---|---|---|---|")
+        for name, t in sorted(tf["by_type"].items(), key=lambda kv: -kv[1]["events"]):
+            add("| %s | %d | %d | %.2f | %.2f |" % (name, t["events"], t["bytes"], t["bytes_per_event"],
+                                                   t["raw_bytes_per_event"]))
+        other = ", ".join("%s %s" % (k, human_bytes(v["bytes"])) for k, v in sorted(tf["other_blocks"].items()))
+        add("")
+        add("Other blocks: %s; segment headers %s." % (other, human_bytes(tf["segment_headers_bytes"])))
+        add("")
+
+    # -- perf
+    if perf:
+        add("## Where flightrec's time goes on redis (perf)")
+        add("")
+        add("`bench/run_perf_profile.py`: redis-server under the defaults, the same redis-benchmark load "
+            "(%d requests), `perf record -F %d -p PID` for the load, then `perf report --no-children --sort "
+            "comm,dso,sym`. %d samples. Shares are of all the server's samples." % (
+                perf["requests"], perf["freq"], perf["samples"]))
+        add("")
+        add("* by thread: %s" % ", ".join("%s %.1f%%" % kv for kv in sorted(perf["by_comm"].items(),
+                                                                          key=lambda kv: -kv[1])))
+        add("* flightrec's own threads: **%.1f%%**; flightrec's code on redis's thread (the hooks): **%.1f%%**" % (
+            perf["recorder_threads_pct"], perf["host_threads_in_flightrec_pct"]))
+        add("")
+        add("| share | thread | library | function (self time) |")
+        add("|---|---|---|---|")
+        for e in perf["recorder_top"][:12] + perf["host_threads_in_flightrec_top"][:6]:
+            sym = e["sym"] if len(e["sym"]) < 90 else e["sym"][:87] + "…"
+            add("| %.2f%% | %s | %s | `%s` |" % (e["pct"], e["comm"], e["dso"], sym.replace("|", "\\|")))
+        add("")
+        add("Kernel time on this VM is attributed to where interrupts are re-enabled (`pvm_irq_enable`), so "
+            "what perf does for the sampler inside the scheduler (copying a stack at a context switch) cannot "
+            "be told apart from the switch itself here; the `fr-cpu` and `fr-cpu+offcpu` sides measure it "
+            "instead.")
+        add("")
+
+    # -- pinning
+    if pinned and pinned["runs"] and macro:
+        add("## Pinning")
+        add("")
+        pr = pinned["runs"]
+        pc = stats.absolute(pr, "redis", "plain", "cpu_us_per_req")
+        uc = stats.absolute(macro["runs"], "redis", "plain", "cpu_us_per_req")
+        add("`make pinning` reran redis (plain and `fr-default`, %d rounds, %d requests per run) with the server "
+            "on CPU 0 and redis-benchmark on CPU 1 (`run_macro.py --pin`). Plain redis then needed %s µs of CPU "
+            "per request against %s µs unpinned (above): on this VM each request becomes a cross-CPU wakeup, "
+            "and the inflated denominator makes every side look cheaper (`fr-default` CPU per request %s "
+            "pinned, %s unpinned). The macro run therefore leaves placement to the scheduler." % (
+                pinned["rounds"], pinned["workloads"]["redis"]["requests_per_run"],
+                num(pc and pc["median"]), num(uc and uc["median"]),
+                fx(stats.ratio(pr, "redis", "fr-default", "cpu_us_per_req")),
+                fx(stats.ratio(macro["runs"], "redis", "fr-default", "cpu_us_per_req"))))
+        add("")
+
+    # -- failures
+    if macro and macro["errors"]:
+        add("## Failed runs")
+        add("")
+        for e in macro["errors"]:
+            add("* %s round %d, %s: %s" % (e["workload"], e["round"], e["side"], e["error"].splitlines()[0][:300]))
+        add("")
+
+    # -- raw
+    add("## Raw outputs")
+    add("")
+    for name, title in (("runtime", "ring_bench + run_pipeline_bench.py"), ("sockets", "sock_bench"),
+                        ("alloc", "alloc_bench"), ("cpu", "run_cpu_bench.py"), ("capture", "run_capture_costs.py"),
+                        ("trace_figures", "run_trace_figures.py"), ("perf_profile", "run_perf_profile.py")):
+        add("<details><summary>%s</summary>" % title)
+        add("")
+        add("```")
+        add((texts[name] or "(not run)").rstrip())
+        add("```")
+        add("")
+        add("</details>")
+        add("")
+
+    with open(md_path, "w") as f:
+        f.write("\n".join(out))
+    print("wrote %s%s" % (md_path, " and " + png_path if macro and macro["runs"] else ""))
+    if macro and macro["errors"]:
+        print("%d macro runs failed (listed in %s)" % (len(macro["errors"]), md_path), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
