@@ -34,7 +34,8 @@ LIBS     := -Wl,--no-as-needed -lgcc_s -Wl,--as-needed -lunwind-x86_64 -lunwind 
 DEBIAN_PACKAGES := g++ make pkg-config libunwind-dev libdw-dev libelf-dev libzstd-dev \
   libcurl4-openssl-dev libssl-dev libmimalloc-dev doctest-dev python3 python3-zstandard \
   python3-botocore python3-pytest zstd clang libclang-rt-14-dev golang-go procps \
-  redis-server redis-tools
+  redis-server redis-tools nginx wrk heaptrack google-perftools libgoogle-perftools4 linux-perf \
+  python3-matplotlib time
 
 LIB_SRCS   := $(wildcard format/*.cc sampler/*.cc uploader/*.cc preload/*.cc)
 HOOK_SRCS  := $(wildcard preload/hook_*.cc) preload/lifecycle.cc
