@@ -40,6 +40,12 @@ MAX_BLOCK = 64 << 20
 FLAG_ZSTD = 1
 KNOWN_FLAGS = FLAG_ZSTD
 MAX_EVENTS_PER_BLOCK = 1 << 20
+# Decompression budget of one segment: INFLATE_BASE + INFLATE_RATIO x file
+# size. Recorded segments inflate about 2-30x in all; a small file whose
+# frames declare gigabytes (each legal on its own, 64 MiB of zeros is a 2 KiB
+# frame) would otherwise cost that much time and memory on every read.
+INFLATE_BASE = 64 << 20
+INFLATE_RATIO = 256
 MAX_FIELDS = 255
 
 KIND_SCHEMA, KIND_STRINGS, KIND_MAPPINGS, KIND_LOCATIONS, KIND_STACKS, KIND_EVENTS, KIND_FOOTER = range(1, 8)
@@ -610,6 +616,7 @@ class _Reader:
         self.data = data
         self.size = len(data)
         self.dctx = None
+        self.inflate_left = INFLATE_BASE + INFLATE_RATIO * len(data)
 
     def run(self, pos):
         seg, size = self.seg, self.size
@@ -699,6 +706,10 @@ class _Reader:
             raise _Corrupt("not a zstd frame") from None
         if declared != raw_len:
             raise _Corrupt("zstd frame size %d does not match raw_len %d" % (declared, raw_len))
+        if raw_len > self.inflate_left:
+            raise _Corrupt("would inflate past the segment's budget (%d MiB for a %d-byte file)"
+                           % ((INFLATE_BASE + INFLATE_RATIO * self.size) >> 20, self.size))
+        self.inflate_left -= raw_len
         if self.dctx is None:
             self.dctx = zstandard.ZstdDecompressor()
         try:

@@ -59,7 +59,7 @@ SEED_RECIPES = {
     # sockets (client/server, requests, accept queue), cpu + offcpu samples,
     # allocations and frees, thread starts/names/ends; runs > 1 s, so the
     # writer flushes several times (several SCHEMA and table blocks).
-    "sockets": (["sock_echo", "2", "25", "5000"],
+    "sockets": (["sock_echo", "2", "40", "6000"],
                 {"FLIGHTREC_ALLOC_SAMPLE_BYTES": "4096", "FLIGHTREC_CPU_HZ": "499"}, 0),
     # a crash event with a symbolized stack
     "crash": (["crash_test", "segv"], {"FLIGHTREC_ALLOC_SAMPLE_BYTES": "1024"}, -signal.SIGSEGV),
@@ -563,6 +563,52 @@ def apply_one(data, m):
         else:  # truncated frame
             payload = b.payload[:max(1, b.payload_len // 2)]
         return _rebuild(data, blocks, i, frame(b.kind, b.flags | 1, raw_len, payload))
+    if op == "split":
+        # A table block split in two valid blocks (ids continued), as a writer
+        # flushing twice would leave it: the damage that follows meets tables
+        # spread over blocks even when the seed wrote each in one.
+        if b.kind not in (KINDS["STRINGS"], KINDS["MAPPINGS"], KINDS["LOCATIONS"], KINDS["STACKS"]):
+            return data
+        raw = b.raw()
+        first, p = uvarint(raw, 0)
+        n, q = uvarint(raw, p)
+        if n < 2:
+            return data
+        ends, pos = [], q
+        for _ in range(n):
+            pos = _table_entry_sites(b.kind, raw, pos, [])
+            ends.append(pos)
+        k = min(n - 1, max(1, int(m["at"] * n)))
+        one = enc_uvarint(first) + enc_uvarint(k) + raw[q:ends[k - 1]]
+        two = enc_uvarint(first + k) + enc_uvarint(n - k) + raw[ends[k - 1]:ends[-1]]
+        compress = bool(b.flags & 1)
+        return _rebuild(data, blocks, i, make_block(b.kind, one, compress) + make_block(b.kind, two, compress))
+    if op == "footer":
+        # A footer entry renamed, removed or set: the CRC stays good.
+        def edit(raw):
+            n, p = uvarint(raw, 0)
+            entries = []
+            for _ in range(n):
+                ln, p = uvarint(raw, p)
+                key = bytes(raw[p:p + ln])
+                v, p = uvarint(raw, p + ln)
+                entries.append([key, v])
+            for e in entries:
+                if e[0] == m["key"].encode():
+                    if m["what"] == "rename":
+                        e[0] = m["to"].encode()
+                    elif m["what"] == "set":
+                        e[1] = m["value"]
+                    else:
+                        entries.remove(e)
+                    break
+            else:
+                return None
+            out = bytearray(enc_uvarint(len(entries)))
+            for key, v in entries:
+                out += enc_uvarint(len(key)) + key + enc_uvarint(v)
+            return out
+        return _payload_edit(data, blocks, i, edit)
     if op == "many_events":
         # A legal EVENTS block of `count` events whose columns are all width 0
         # (every value 0): a few bytes that decode to the most events a block may hold.
@@ -598,9 +644,21 @@ def apply_one(data, m):
                 return None
             if not types:
                 return None
-            t = types[m["type"] % len(types)]
+            if isinstance(m["type"], str):  # by name (regression cases)
+                named = [t for t in types if t[1] == m["type"].encode()]
+                if not named:
+                    return None
+                t = named[0]
+            else:
+                t = types[m["type"] % len(types)]
             fields = t[2]
-            f = fields[m.get("field", 0) % len(fields)]
+            fi = m.get("field", 0)
+            if isinstance(fi, str):
+                idx = [k for k, f in enumerate(fields) if f[0] == fi.encode()]
+                if not idx:
+                    return None
+                fi = idx[0]
+            f = fields[fi % len(fields)]
             what = m["what"]
             if what == "code":
                 f[1] = m["value"]
@@ -610,12 +668,12 @@ def apply_one(data, m):
                 t[1] = m["value"].encode() if isinstance(m["value"], str) else types[m["value"] % len(types)][1]
             elif what == "drop_field":
                 if len(fields) > 1:
-                    del fields[m.get("field", 0) % len(fields)]
+                    del fields[fi % len(fields)]
             elif what == "add_field":
                 fields.append([m["name"].encode(), m["value"], b""])
             elif what == "swap_fields":
                 j = m["value"] % len(fields)
-                k = m.get("field", 0) % len(fields)
+                k = fi % len(fields)
                 fields[j], fields[k] = fields[k], fields[j]
             elif what == "type_id":
                 t[0] = m["value"]
@@ -653,12 +711,15 @@ def apply(data, mutations):
 # Ops after which blocks past the damage must still be read (the damage fails
 # the CRC, or re-frames a block consistently without changing type ids, or
 # only adds or removes whole blocks / garbage between them).
-SUFFIX_SAFE = {"flip", "overwrite", "insert", "truncate", "duplicate", "drop", "swap", "zstd", "many_events",
+SUFFIX_SAFE = {"flip", "overwrite", "insert", "truncate", "duplicate", "drop", "swap", "zstd", "many_events", "footer",
+               "split",
                "payload_cut", "payload_grow", "column_value"}
 
 
 def suffix_safe(mutations):
     for m in mutations:
+        if m["op"] == "zstd" and m["mode"] == "bomb":
+            return False  # it may spend the segment's decompression budget (segment.INFLATE_BASE)
         if m["op"] in SUFFIX_SAFE:
             continue
         if m["op"] in ("payload_flip", "site") and m["block"].get("kind") not in (None, "SCHEMA"):
@@ -710,6 +771,10 @@ def random_mutation(rng, seed_blocks):
         (3, lambda: {"op": "drop", "block": sel()}),
         (3, lambda: {"op": "swap", "block": sel(), "other": sel()}),
         (16, lambda: _schema_mutation(rng)),
+        (3, lambda: {"op": "footer", "block": {"kind": "FOOTER", "nth": 0},
+                     "key": rng.choice(["events", "first_time_ns", "last_time_ns", "dropped.alloc.sample"]),
+                     "what": rng.choice(["rename", "drop", "set"]), "to": "x",
+                     "value": rng.choice(HUGE)}),
     ]
     total = sum(w for w, _ in ops)
     x = r * total
@@ -747,7 +812,11 @@ def _schema_mutation(rng):
 
 def random_mutant(rng, seed_blocks):
     n = 1 if rng.random() < 0.75 else rng.randint(2, 4)
-    return [random_mutation(rng, seed_blocks) for _ in range(n)]
+    muts = [random_mutation(rng, seed_blocks) for _ in range(n)]
+    if rng.random() < 0.25:  # damage meeting tables spread over several blocks
+        muts.insert(0, {"op": "split", "block": {"kind": rng.choice(["STRINGS", "MAPPINGS", "LOCATIONS", "STACKS"]),
+                                                   "nth": 0}, "at": rng.random()})
+    return muts
 
 
 # ---------------------------------------------------------------- expectations
@@ -908,6 +977,8 @@ def worker_main(conn, mem_bytes, soft_timeout, lib_dir=None):
                 req = conn.recv()
             except EOFError:
                 return
+            if req[0] == "quit":
+                return
             _, files, argvs = req
             paths = []
             for name, body in files:
@@ -948,6 +1019,10 @@ class Runner:
 
     def close(self):
         if self.proc is not None:
+            try:
+                self.conn.send(("quit",))
+            except OSError:
+                pass
             self.conn.close()
             self.proc.join(5)
             if self.proc.is_alive():
