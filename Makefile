@@ -110,15 +110,19 @@ check-sanitizers: $(BUILD)/unit_tests_asan $(BUILD)/unit_tests_tsan
 	ASAN_OPTIONS=detect_leaks=0 $(BUILD)/unit_tests_asan
 	TSAN_OPTIONS=halt_on_error=1 $(BUILD)/unit_tests_tsan --test-suite=concurrency
 
-# ---- fuzzing: libFuzzer on the C++ segment reader (short by default) --------------
+# ---- fuzzing: libFuzzer on the C++ segment reader, then the corruption fuzzer on
+# flightrec-dump (tests/fuzz/dump_corruption.py: real segments recorded by the test
+# programs, mutated, every subcommand run on each mutant; it prints its random seed,
+# replay with --seed S --only N). Each runs FUZZ_SECONDS (short by default).
 FUZZ_SECONDS ?= 20
 $(BUILD)/fuzz_reader: tests/fuzz/fuzz_reader.cc $(wildcard format/*.cc format/*.h)
 	@mkdir -p $(dir $@)
 	clang++ -std=c++20 -O1 -g -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
 	  -o $@ tests/fuzz/fuzz_reader.cc $(wildcard format/*.cc) -lzstd -lmimalloc
-fuzz: $(BUILD)/fuzz_reader
+fuzz: $(BUILD)/fuzz_reader $(BUILD)/libflightrec.so $(PROGRAMS)
 	@mkdir -p $(BUILD)/fuzz-corpus
 	$(BUILD)/fuzz_reader -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz-corpus tests/fuzz/seeds
+	$(PYTHON) tests/fuzz/dump_corruption.py --build $(BUILD) --seconds $(FUZZ_SECONDS)
 
 bench: all
 	$(MAKE) -C bench BUILD=$(abspath $(BUILD))
