@@ -12,6 +12,30 @@ namespace {
 
 Config g_config;
 
+// A value as it appears in a message: one line, printable, bounded. Control
+// bytes and non-ASCII bytes become \xNN, so a value holding a newline or
+// binary junk still yields exactly one readable line; long values are cut.
+std::string Shown(const std::string& text) {
+  constexpr size_t kMaxShown = 64;
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (out.size() >= kMaxShown) {
+      out += "...(" + std::to_string(text.size()) + " bytes)";
+      break;
+    }
+    const unsigned char ch = static_cast<unsigned char>(text[i]);
+    if (ch < 0x20 || ch >= 0x7f || ch == '\\' || ch == '\'') {
+      out += "\\x";
+      out.push_back(kHex[ch >> 4]);
+      out.push_back(kHex[ch & 15]);
+    } else {
+      out.push_back(static_cast<char>(ch));
+    }
+  }
+  return out;
+}
+
 struct Ctx {
   std::vector<std::string>* messages;
   void Say(std::string msg) {
@@ -52,11 +76,11 @@ bool ParseU64Text(const std::string& text, uint64_t* out) {
 void U64(Ctx& c, const char* name, const std::string& text, uint64_t* field, uint64_t lo, uint64_t hi) {
   uint64_t v = 0;
   if (!ParseU64Text(text, &v)) {
-    c.Say(std::string(name) + "='" + text + "' is not a number; using " + std::to_string(*field));
+    c.Say(std::string(name) + "='" + Shown(text) + "' is not a number; using " + std::to_string(*field));
     return;
   }
   if (v < lo || v > hi) {
-    c.Say(std::string(name) + "='" + text + "' is out of range [" + std::to_string(lo) + ", " +
+    c.Say(std::string(name) + "='" + Shown(text) + "' is out of range [" + std::to_string(lo) + ", " +
           std::to_string(hi) + "]; using " + std::to_string(*field));
     return;
   }
@@ -68,7 +92,7 @@ void Bool(Ctx& c, const char* name, const std::string& text, bool* field) {
   for (char ch : text) t.push_back(static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch));
   if (t == "1" || t == "true" || t == "yes" || t == "on") { *field = true; return; }
   if (t == "0" || t == "false" || t == "no" || t == "off") { *field = false; return; }
-  c.Say(std::string(name) + "='" + text + "' is not a boolean (0/1); using " + (*field ? "1" : "0"));
+  c.Say(std::string(name) + "='" + Shown(text) + "' is not a boolean (0/1); using " + (*field ? "1" : "0"));
 }
 
 void Str(Ctx& c, const char* name, const std::string& text, std::string* field, bool allow_empty) {
@@ -105,7 +129,7 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
       else if (v == "warn") cfg.log = LogLevel::kWarn;
       else if (v == "info") cfg.log = LogLevel::kInfo;
       else if (v == "debug") cfg.log = LogLevel::kDebug;
-      else c.Say(name + "='" + v + "' is not one of quiet|warn|info|debug; using warn");
+      else c.Say(name + "='" + Shown(v) + "' is not one of quiet|warn|info|debug; using warn");
     }
     else if (name == "FLIGHTREC_OUTPUT") Str(c, n, v, &cfg.output, false);
     else if (name == "FLIGHTREC_SERVICE") Str(c, n, v, &cfg.service, true);
@@ -115,7 +139,7 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
       if (!IsPowerOfTwo(rb)) {
         uint64_t p = 4096;
         while (p < rb) p <<= 1;
-        c.Say(name + "='" + v + "' is not a power of two; using " + std::to_string(p));
+        c.Say(name + "='" + Shown(v) + "' is not a power of two; using " + std::to_string(p));
         rb = p;
       }
       cfg.ring_bytes = rb;
@@ -136,7 +160,7 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
       else if (v == "perf") cfg.sampler = SamplerMode::kPerf;
       else if (v == "sigprof") cfg.sampler = SamplerMode::kSigprof;
       else if (v == "off") cfg.sampler = SamplerMode::kOff;
-      else c.Say(name + "='" + v + "' is not one of auto|perf|sigprof|off; using auto");
+      else c.Say(name + "='" + Shown(v) + "' is not one of auto|perf|sigprof|off; using auto");
     }
     else if (name == "FLIGHTREC_CPU_HZ") U64(c, n, v, &cfg.cpu_hz, 1, 10000);
     else if (name == "FLIGHTREC_STACK_COPY_BYTES") {
@@ -157,12 +181,12 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
       Ctx quiet{&tmp};
       Bool(quiet, n, v, &b);
       if (tmp.empty()) cfg.s3_path_style = b ? 1 : 0;
-      else c.Say(name + "='" + v + "' is not a boolean (0/1); using automatic addressing");
+      else c.Say(name + "='" + Shown(v) + "' is not a boolean (0/1); using automatic addressing");
     }
     else if (name == "FLIGHTREC_S3_MULTIPART_BYTES") U64(c, n, v, &cfg.s3_multipart_bytes, 5ull << 20, 5ull << 30);
     else if (name == "FLIGHTREC_KEEP_LOCAL") Bool(c, n, v, &cfg.keep_local);
     else if (name == "FLIGHTREC_UPLOAD_SHUTDOWN_MS") U64(c, n, v, &cfg.upload_shutdown_ms, 0, 600000);
-    else c.Say("unknown variable " + name + " ignored (see the README for the list)");
+    else c.Say("unknown variable " + Shown(name) + " ignored (see the README for the list)");
   }
   return cfg;
 }

@@ -20,6 +20,10 @@ void VLog(LogLevel level, const char* fmt, va_list ap) {
   if (m < 0) m = 0;
   size_t len = static_cast<size_t>(n) + static_cast<size_t>(m);
   if (len > sizeof(buf) - 2) len = sizeof(buf) - 2;
+  // One call, one line: control bytes from values we quote (paths, names
+  // taken from the environment) must not break or colour the line.
+  for (size_t i = 0; i < len; ++i)
+    if (static_cast<unsigned char>(buf[i]) < 0x20 || buf[i] == 0x7f) buf[i] = '?';
   buf[len++] = '\n';
   ssize_t w = write(STDERR_FILENO, buf, len);
   (void)w;

@@ -223,3 +223,197 @@ def test_read_only_output_until_remounted(fr, tmp_path, tmpfs):
     driven.wait_log("recording resumed")
     answers.append(driven.ask(SCRIPT[3]))
     check_fault_run(fr, tmp_path, out, driven, answers, "Read-only file system")
+
+
+# ---- limits --------------------------------------------------------------------------------
+
+def launch(fr, out, options, program, args=(), env=None, preload=True, timeout=180):
+    """Runs program under tests/programs/fault_launch with `options`; the
+    launcher itself is never recorded (LD_PRELOAD reaches only the program)."""
+    cmd = [fr.program("fault_launch")] + [str(o) for o in options]
+    if preload:
+        settings = dict(ALL_ON, FLIGHTREC_OUTPUT=out, **(env or {}))
+        cmd += ["--env", f"LD_PRELOAD={fr.lib}"] + [a for k, v in settings.items() for a in ("--env", f"{k}={v}")]
+    cmd += ["--", fr.program(program)] + [str(a) for a in args]
+    return fr.run(cmd, out, preload=False, check=False, timeout=timeout)
+
+
+def same_behaviour(plain, traced):
+    assert traced.returncode == plain.returncode == 0, (plain.returncode, traced.returncode, traced.stderr)
+    assert traced.stdout == plain.stdout, traced.stderr
+    assert app_lines(traced.stderr) == app_lines(plain.stderr), traced.stderr
+
+
+def leaf_tids(fr, out, function):
+    return {e["tid"] for e in fr.events(out, "cpu.sample") if e["stack"] and e["stack"][0]["function"] == function}
+
+
+NOFILE = 64
+
+
+@pytest.mark.parametrize("sampler", ["sigprof", "auto"])
+def test_low_nofile_limit(fr, trace_dir, tmp_path, sampler):
+    """fault_fds opens /dev/null until EMFILE, works with no fd left, then
+    gives them back. What is fair: the program gets every descriptor except
+    the few the recorder holds for the whole run — the segment file,
+    libunwind's address-validation pipes (two per unwinding thread) and, with
+    perf, two perf events per sampled thread — and it can see exactly which
+    ones those are. Nothing else changes: same output, same exit status."""
+    plain = launch(fr, tmp_path / "plain", ["--nofile", NOFILE], "fault_fds", preload=False)
+    traced = launch(fr, trace_dir, ["--nofile", NOFILE], "fault_fds", env={"FLIGHTREC_SAMPLER": sampler})
+    rest = lambda p: p.stdout.split("\n", 1)[1]
+    assert traced.returncode == plain.returncode == 0, traced.stderr
+    assert rest(traced) == rest(plain) == "released ok\n"
+    opened = lambda p: int(re.match(r"opened (\d+)", p.stdout).group(1))
+    held = re.findall(r"^held (\d+) (.*)$", traced.stderr, re.M)
+    assert not re.findall(r"^held ", plain.stderr, re.M)
+    assert opened(plain) == NOFILE - 3  # stdin, stdout, stderr
+    assert opened(traced) + len(held) == opened(plain), (opened(traced), held)
+    segments = [t for _, t in held if t.startswith(str(trace_dir)) and t.endswith(".active")]
+    pipes = [t for _, t in held if t.startswith("pipe:")]
+    perf = [t for _, t in held if t == "anon_inode:[perf_event]"]
+    assert len(segments) == 1 and len(segments) + len(pipes) + len(perf) == len(held), held
+    assert len(pipes) <= 4 and len(perf) <= 2, held  # one sampled thread at that point: main
+    print(f"RLIMIT_NOFILE={NOFILE}, sampler={sampler}: program got {opened(traced)} of {opened(plain)}; "
+          f"recorder held {len(held)}: {sorted(t if not t.startswith('/') else 'segment' for _, t in held)}")
+    lines = fr_lines(traced.stderr)
+    # With perf, a thread started while no descriptor is left falls back to SIGPROF: one line.
+    assert len(lines) <= (1 if sampler == "auto" else 0), lines
+    doc = info(fr, trace_dir)
+    assert all(s["state"] == "sealed" for s in doc["segments"]), doc["segments"]
+    assert "exhausted" in ended(doc)
+    assert doc["events"].get("alloc.sample", 0) > 0 and doc["events"].get("cpu.sample", 0) > 0
+
+
+@pytest.mark.xfail(strict=True, reason="sampler/symbolizer.cc: the maps/ELF reads that fail with EMFILE while "
+                   "the host holds every fd are not retried before kRescanIntervalNs, so CPU samples "
+                   "taken after the fds come back stay unsymbolized (reported to the sampler owner)")
+def test_symbols_come_back_after_fd_exhaustion(fr, trace_dir):
+    launch(fr, trace_dir, ["--nofile", NOFILE], "fault_fds")
+    assert leaf_tids(fr, trace_dir, "burn_released"), [e["stack"][:1] for e in fr.events(trace_dir, "cpu.sample")][:5]
+
+
+def test_low_memlock_falls_back_to_sigprof(fr, trace_dir, tmp_path):
+    """RLIMIT_MEMLOCK=0 without CAP_IPC_LOCK: once the per-user perf allowance
+    (perf_event_mlock_kb) is used up, the kernel refuses perf ring mmaps. 16
+    threads with 64 KiB stack copies need far more than the allowance, so
+    some threads must be refused; those are sampled through SIGPROF."""
+    env = {"FLIGHTREC_STACK_COPY_BYTES": 65528, "FLIGHTREC_SAMPLER": "auto"}
+    plain = launch(fr, tmp_path / "plain", ["--memlock", 0], "fault_burn", [16, 0.3], preload=False)
+    fds_file = tmp_path / "fds"
+    traced = launch(fr, trace_dir, ["--memlock", 0], "fault_burn", [16, 0.3, fds_file], env=env)
+    same_behaviour(plain, traced)
+    perf_fds = int(fds_file.read_text().split("=")[1])
+    assert perf_fds < 2 * 17, perf_fds  # some thread was refused its perf ring
+    lines = fr_lines(traced.stderr)
+    assert len(lines) == 1 and "sampled with SIGPROF timers" in lines[0], lines
+    starts = fr.events(trace_dir, "process.start")
+    assert [s["sampler"] for s in starts] == ["perf"]
+    sampled = leaf_tids(fr, trace_dir, "fault_burn_loop")
+    on_perf = perf_fds // 2 - 1  # main holds two of them
+    print(f"RLIMIT_MEMLOCK=0: {on_perf} of 16 burning threads on perf, {len(sampled)} sampled")
+    assert len(sampled) > on_perf, sampled  # the SIGPROF fallback produced samples too
+
+
+@pytest.mark.xfail(strict=True, reason="sampler/sampler.cc SigprofFallbackForThread: a thread refused perf while "
+                   "another is still installing the SIGPROF fallback reads sigprof_fallback_ok=false and is "
+                   "never sampled (reported to the sampler owner)")
+def test_low_memlock_every_thread_sampled(fr, trace_dir, tmp_path):
+    launch(fr, trace_dir, ["--memlock", 0], "fault_burn", [16, 0.3],
+           env={"FLIGHTREC_STACK_COPY_BYTES": 65528, "FLIGHTREC_SAMPLER": "auto"})
+    assert len(leaf_tids(fr, trace_dir, "fault_burn_loop")) == 16
+
+
+@pytest.mark.parametrize("errno_name", ["EACCES", "ENOSYS"])
+def test_perf_refused_by_seccomp(fr, trace_dir, tmp_path, errno_name):
+    """A seccomp filter (as container runtimes install) makes perf_event_open
+    fail: the recorder says so once and samples through SIGPROF timers."""
+    plain = launch(fr, tmp_path / "plain", ["--deny-perf", errno_name], "fault_burn", [4, 0.3], preload=False)
+    traced = launch(fr, trace_dir, ["--deny-perf", errno_name], "fault_burn", [4, 0.3])
+    same_behaviour(plain, traced)
+    lines = fr_lines(traced.stderr)
+    text = {"EACCES": "Permission denied", "ENOSYS": "Function not implemented"}[errno_name]
+    assert lines == [f"flightrec: perf_event_open refused ({text}); falling back to SIGPROF sampling"], lines
+    assert [s["sampler"] for s in fr.events(trace_dir, "process.start")] == ["sigprof"]
+    assert len(leaf_tids(fr, trace_dir, "fault_burn_loop")) == 4
+
+
+# ---- signals, processes, threads -----------------------------------------------------------
+
+@pytest.mark.parametrize("sampler", ["perf", "sigprof"])
+def test_every_signal_blocked_in_every_thread(fr, trace_dir, tmp_path, sampler):
+    """The recorder needs no signal to record threads, allocations and
+    sockets; perf samples need none either. SIGPROF samples cannot be
+    delivered to a thread that blocks SIGPROF: with the SIGPROF sampler such
+    a program gets no CPU samples (they stay pending, harmlessly)."""
+    cmd = [fr.program("fault_sigblock"), "4", "0.3"]
+    traced = compare(fr, cmd, trace_dir, tmp_path, env={"FLIGHTREC_SAMPLER": sampler})
+    assert fr_lines(traced.stderr) == []
+    doc = info(fr, trace_dir)
+    assert all(s["state"] == "sealed" for s in doc["segments"])
+    workers = {f"blocked-{i}" for i in range(4)}
+    assert workers <= ended(doc)
+    # 4 x 2000 allocations of ~2 KiB at one sample per 4 KiB: ~4000 samples,
+    # recorded or (a 64 KiB ring, threads allocating flat out) counted as dropped.
+    samples = doc["events"].get("alloc.sample", 0) + doc["dropped"].get("alloc.sample", 0)
+    assert samples >= 4 * 2000 * 2048 // 4096 // 2, (samples, doc["dropped"])
+    # Socket calls exactly: per worker a socketpair, 2000 sends, 2000 recvs, 2 closes.
+    ops = len(fr.events(trace_dir, "socket.op")) + doc["dropped"].get("socket.op", 0)
+    assert ops == 4 * (1 + 2 * 2000 + 2), (ops, doc["dropped"])
+    burning = leaf_tids(fr, trace_dir, "blocked_burn")
+    print(f"all signals blocked, sampler={sampler}: {doc['events'].get('cpu.sample', 0)} CPU samples, "
+          f"{len(burning)} of 4 burning threads sampled")
+    if sampler == "perf":
+        assert len(burning) == 4
+
+
+def test_vfork_and_posix_spawn(fr, trace_dir, tmp_path):
+    traced = compare(fr, [fr.program("fault_spawn"), "3"], trace_dir, tmp_path)
+    assert "vfork-exit-2: : exit 7" in traced.stdout and traced.stdout.endswith("parent done\n")
+    assert fr_lines(traced.stderr) == []
+    files = fr.segments(trace_dir)
+    pids = {int(os.path.basename(f).split("-")[-2]) for f in files}
+    doc = info(fr, trace_dir)
+    assert all(s["state"] == "sealed" for s in doc["segments"]), doc["segments"]
+    starts = fr.events(trace_dir, "process.start")
+    # The parent, 3 vfork+exec children, 3 posix_spawn children and 3 shells
+    # from posix_spawnp: each its own process and segment. vfork+_exit
+    # children run no new image and leave nothing; the parent's recorder is
+    # untouched by them (its segment is sealed once, at its own exit).
+    assert len(pids) == len(starts) == 10, (pids, [s["cmdline"] for s in starts])
+    cmdlines = [s["cmdline"] for s in starts]
+    for tag in ("vfork-exec", "posix-spawn"):
+        assert sum(tag + "-" in c for c in cmdlines) == 3, cmdlines
+    parent = [f for f in files if "fault_spawn" in f and int(os.path.basename(f).split("-")[-2]) == min(pids)]
+    assert len(parent) == 1, files
+
+
+def test_exec_from_a_multithreaded_process(fr, trace_dir, tmp_path):
+    """Four threads allocate and send without pause while main execs, five
+    times over: each image seals its own segment before it goes, with its
+    threads in it, and the exec is not held up past the exit deadline."""
+    traced = compare(fr, [fr.program("fault_exec_mt"), "5", "4"], trace_dir, tmp_path)
+    assert traced.stdout.endswith("final\n")
+    assert fr_lines(traced.stderr) == [], traced.stderr
+    doc = info(fr, trace_dir)
+    assert len(doc["segments"]) == 6 and all(s["state"] == "sealed" for s in doc["segments"]), doc["segments"]
+    assert len({s["pid"] for s in doc["segments"]}) == 1  # exec keeps the pid
+    names = thread_names(doc)
+    for gen in range(1, 6):
+        assert {f"gen{gen}-{i}" for i in range(4)} <= names, names
+
+
+@pytest.mark.parametrize("main_exit", [1, 0])
+def test_threads_leave_through_pthread_exit_and_cancellation(fr, trace_dir, tmp_path, main_exit):
+    """Threads that return, pthread_exit, are cancelled (deferred and
+    asynchronous) or are detached all have their thread.end. With main_exit=1
+    main itself leaves through pthread_exit: the process must end when its
+    last thread does, exactly as without the preload (our own threads once
+    kept it alive, unkillable, since they block every signal)."""
+    traced = compare(fr, [fr.program("fault_thread_exits"), "3", str(main_exit)], trace_dir, tmp_path, timeout=60)
+    assert "returned 3 exited 3 cancelled 6 detached 3" in traced.stdout
+    assert fr_lines(traced.stderr) == []
+    doc = info(fr, trace_dir)
+    assert all(s["state"] == "sealed" for s in doc["segments"]), doc["segments"]
+    want = {f"{kind}-{i}" for kind in ("ret", "exit", "cancel", "async", "detach") for i in range(3)} | {"last"}
+    assert want <= ended(doc), want - ended(doc)
