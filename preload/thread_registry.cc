@@ -3,6 +3,7 @@
 // unmapped, so the flush thread walks the append-only list without locks.
 #include "preload/thread_registry.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -20,10 +21,9 @@
 namespace flightrec {
 
 __thread uint32_t tls_thread_flags __attribute__((tls_model("initial-exec"))) = 0;
+__thread ThreadState* tls_state __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace {
-
-__thread ThreadState* tls_state __attribute__((tls_model("initial-exec"))) = nullptr;
 
 // kClaimed: a thread is initialising the slot; the flush thread skips it.
 constexpr int kClaimed = 3;
@@ -184,34 +184,13 @@ void AddThreadObserver(ThreadObserverFn on_start, ThreadObserverFn on_exit) {
   g_observer_count.store(i + 1, std::memory_order_release);
 }
 
-RecordWriter::RecordWriter(uint16_t kind, uint32_t payload_bytes, bool register_if_missing) {
+ThreadState* RecordWriter::RegisterForRecord(bool register_if_missing) {
+  const int saved_errno = errno;
   ThreadState* ts = CurrentThreadState(register_if_missing);
-  if (!ts) {
-    if (register_if_missing && RuntimeRecording() && tls_thread_flags == 0)
-      g_unattributed_drops.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  if (ts->busy) {  // a signal handler interrupted a push on this thread
-    ts->dropped[kind].fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  ts->busy = 1;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  data_ = ts->ring.Reserve(kind, payload_bytes);
-  if (!data_) {
-    ts->dropped[kind].fetch_add(1, std::memory_order_relaxed);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    ts->busy = 0;
-    return;
-  }
-  ts_ = ts;
-}
-
-RecordWriter::~RecordWriter() {
-  if (!ts_) return;
-  ts_->ring.Commit();
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  ts_->busy = 0;
+  if (!ts && register_if_missing && RuntimeRecording() && tls_thread_flags == 0)
+    g_unattributed_drops.fetch_add(1, std::memory_order_relaxed);
+  errno = saved_errno;
+  return ts;
 }
 
 }  // namespace flightrec

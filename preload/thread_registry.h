@@ -85,14 +85,47 @@ void ResetRegistryAfterFork();
 using ThreadObserverFn = void (*)(ThreadState*);
 void AddThreadObserver(ThreadObserverFn on_start, ThreadObserverFn on_exit);
 
+// The calling thread's state once registered (what CurrentThreadState
+// returns without registering). Read inline by RecordWriter's fast path.
+extern __thread ThreadState* tls_state __attribute__((tls_model("initial-exec")));
+
 // RecordWriter: RAII reservation of one record in the calling thread's ring.
 //   RecordWriter w(kRecFoo, sizeof(Foo));
 //   if (w.ok()) { new (w.data()) Foo{...}; }   // committed by the destructor
 // A full ring or a busy ring (signal re-entry) counts a drop for `kind`.
+// Inline: for a registered thread the push is a few loads and stores with no
+// call into another object's code, which matters to hooks around system
+// calls (after the kernel returns, every cache line a hook touches, code or
+// data, has to be fetched again). Never changes errno.
 class RecordWriter {
  public:
-  RecordWriter(uint16_t kind, uint32_t payload_bytes, bool register_if_missing = true);
-  ~RecordWriter();
+  RecordWriter(uint16_t kind, uint32_t payload_bytes, bool register_if_missing = true) {
+    ThreadState* ts = tls_state;
+    if (__builtin_expect(ts == nullptr, 0)) {
+      ts = RegisterForRecord(register_if_missing);
+      if (!ts) return;
+    }
+    if (ts->busy) {  // a signal handler interrupted a push on this thread
+      ts->dropped[kind].fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    ts->busy = 1;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    data_ = ts->ring.Reserve(kind, payload_bytes);
+    if (__builtin_expect(!data_, 0)) {
+      ts->dropped[kind].fetch_add(1, std::memory_order_relaxed);
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      ts->busy = 0;
+      return;
+    }
+    ts_ = ts;
+  }
+  ~RecordWriter() {
+    if (!ts_) return;
+    ts_->ring.Commit();
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    ts_->busy = 0;
+  }
   RecordWriter(const RecordWriter&) = delete;
   RecordWriter& operator=(const RecordWriter&) = delete;
   bool ok() const { return data_ != nullptr; }
@@ -100,6 +133,10 @@ class RecordWriter {
   ThreadState* thread() const { return ts_; }
 
  private:
+  // Slow path for a thread without a state: registers it (when allowed and
+  // recording), else counts the record as an unattributed drop. errno is kept.
+  static ThreadState* RegisterForRecord(bool register_if_missing);
+
   ThreadState* ts_ = nullptr;
   void* data_ = nullptr;
 };
