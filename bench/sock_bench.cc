@@ -1,17 +1,23 @@
-// sock_bench: what the socket hooks cost. Runs itself three ways side by side
-// — plain, preloaded with FLIGHTREC_SOCKETS=0 (hooks only forward) and
-// preloaded recording — alternating rounds, and prints the median ns per
-// operation pair and the ratio to plain:
-//   * send+recv of 64 bytes on a socketpair (recorded: two clock reads and
-//     one ring push per call);
-//   * write+read of 64 bytes on a pipe (not a socket: one fd-table lookup).
-// Times are the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID): on a
-// shared, loaded machine wall time mostly measures the neighbours. The flush
-// thread's own work (encoding the events) is reported separately as the
-// process's extra CPU per recorded call.
+// sock_bench: what the socket hooks cost.
+//
+// 1. Added ns per recorded call, measured inside one preloaded process: the
+//    child alternates short batches of send+recv (64 bytes, a socketpair)
+//    made through the hooks and made directly to libc's functions (bypassing
+//    the hooks), and reports the median over batch pairs of the difference.
+//    Both sides share the process, the socket, the caches and the moment, so
+//    the neighbours on a shared machine cancel out of the difference; across
+//    processes they do not (a recorded pair is ~3 us, the hook ~0.03 us).
+//    Same for write+read on a pipe (not a socket: the one fd-table lookup).
+//    Run with recording on and with FLIGHTREC_SOCKETS=0 (hooks only forward).
+// 2. Process-level ratios, as before: plain vs preloaded (SOCKETS=0 and
+//    recording) in alternating child processes, with the process's extra CPU
+//    per recorded call including the flush thread that encodes the events.
+// Times are the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
 //
 //   sock_bench LIB            compare (LIB = path to libflightrec.so)
-//   sock_bench --child        one measurement, printed as "socket_ns pipe_ns"
+//   sock_bench --child        process-level measurement: "socket_ns pipe_ns process_ns"
+//   sock_bench --interleaved  in-process measurement: "sock_added_ns pipe_added_ns"
+#include <dlfcn.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -32,6 +38,9 @@ namespace {
 
 constexpr int kPairsPerBatch = 2000;
 constexpr int kBatches = 40;
+// In-process: many short alternating batches, so drift cannot favour a side.
+constexpr int kInterleavedPairs = 100;
+constexpr int kInterleavedRounds = 1000;
 
 double ThreadCpuNs() {
   timespec ts;
@@ -45,22 +54,60 @@ double ProcessCpuNs() {
   return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e9 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e3;
 }
 
-double MedianNsPerPair(int wfd, int rfd, bool use_socket_api) {
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+using SendFn = ssize_t (*)(int, const void*, size_t, int);
+using RecvFn = ssize_t (*)(int, void*, size_t, int);
+using WriteFn = ssize_t (*)(int, const void*, size_t);
+using ReadFn = ssize_t (*)(int, void*, size_t);
+
+struct Io {
+  SendFn send;
+  RecvFn recv;
+  WriteFn write;
+  ReadFn read;
+};
+
+// One batch of n pairs through io; thread CPU ns per pair.
+double SocketBatch(const Io& io, int wfd, int rfd, int n) {
   char buf[64] = {};
+  const double t0 = ThreadCpuNs();
+  for (int i = 0; i < n; ++i)
+    if (io.send(wfd, buf, sizeof(buf), 0) != sizeof(buf) || io.recv(rfd, buf, sizeof(buf), 0) != sizeof(buf)) exit(2);
+  return (ThreadCpuNs() - t0) / n;
+}
+
+double PipeBatch(const Io& io, int wfd, int rfd, int n) {
+  char buf[64] = {};
+  const double t0 = ThreadCpuNs();
+  for (int i = 0; i < n; ++i)
+    if (io.write(wfd, buf, sizeof(buf)) != sizeof(buf) || io.read(rfd, buf, sizeof(buf)) != sizeof(buf)) exit(2);
+  return (ThreadCpuNs() - t0) / n;
+}
+
+// The calls as the program makes them: through the preload's hooks, if any.
+Io HookedIo() { return Io{send, recv, write, read}; }
+
+// libc's own definitions, bypassing any interposer.
+bool DirectIo(Io* io) {
+  void* libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
+  if (!libc) return false;
+  io->send = reinterpret_cast<SendFn>(dlsym(libc, "send"));
+  io->recv = reinterpret_cast<RecvFn>(dlsym(libc, "recv"));
+  io->write = reinterpret_cast<WriteFn>(dlsym(libc, "write"));
+  io->read = reinterpret_cast<ReadFn>(dlsym(libc, "read"));
+  return io->send && io->recv && io->write && io->read;
+}
+
+double MedianNsPerPair(int wfd, int rfd, bool use_socket_api) {
+  const Io io = HookedIo();
   std::vector<double> per_batch;
-  for (int b = 0; b < kBatches; ++b) {
-    const double t0 = ThreadCpuNs();
-    for (int i = 0; i < kPairsPerBatch; ++i) {
-      if (use_socket_api) {
-        if (send(wfd, buf, sizeof(buf), 0) != sizeof(buf) || recv(rfd, buf, sizeof(buf), 0) != sizeof(buf)) exit(2);
-      } else {
-        if (write(wfd, buf, sizeof(buf)) != sizeof(buf) || read(rfd, buf, sizeof(buf)) != sizeof(buf)) exit(2);
-      }
-    }
-    per_batch.push_back((ThreadCpuNs() - t0) / kPairsPerBatch);
-  }
-  std::sort(per_batch.begin(), per_batch.end());
-  return per_batch[per_batch.size() / 2];
+  for (int b = 0; b < kBatches; ++b)
+    per_batch.push_back(use_socket_api ? SocketBatch(io, wfd, rfd, kPairsPerBatch) : PipeBatch(io, wfd, rfd, kPairsPerBatch));
+  return Median(per_batch);
 }
 
 int Child() {
@@ -77,9 +124,49 @@ int Child() {
   return 0;
 }
 
-// Runs ourselves with --child under the given extra environment; returns "socket pipe".
-bool RunChild(const char* self, const std::vector<std::string>& extra_env, double* sock, double* pipe_ns,
-              double* process_ns) {
+// Added ns per call: half the median of (hooked pair - direct pair) over
+// alternating batches (which side goes first alternates too).
+int Interleaved() {
+  int sv[2], pp[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0 || pipe(pp) != 0) return 1;
+  Io direct;
+  if (!DirectIo(&direct)) return 1;
+  const Io hooked = HookedIo();
+  for (int i = 0; i < 20; ++i) {  // warm up both paths
+    SocketBatch(hooked, sv[0], sv[1], kInterleavedPairs);
+    SocketBatch(direct, sv[0], sv[1], kInterleavedPairs);
+  }
+  std::vector<double> sock_h, sock_d, pipe_h, pipe_d;
+  for (int r = 0; r < kInterleavedRounds; ++r) {
+    const bool hooked_first = r & 1;
+    for (int side = 0; side < 2; ++side) {
+      const bool hooked_now = (side == 0) == hooked_first;
+      (hooked_now ? sock_h : sock_d).push_back(SocketBatch(hooked_now ? hooked : direct, sv[0], sv[1], kInterleavedPairs));
+    }
+    for (int side = 0; side < 2; ++side) {
+      const bool hooked_now = (side == 0) == hooked_first;
+      (hooked_now ? pipe_h : pipe_d).push_back(PipeBatch(hooked_now ? hooked : direct, pp[1], pp[0], kInterleavedPairs));
+    }
+  }
+  // Per call (a pair is two calls): the difference of the fastest batches (the
+  // least disturbed by neighbours) and the median of the per-round differences.
+  auto added = [](const std::vector<double>& h, const std::vector<double>& d, double* fastest, double* median) {
+    *fastest = (*std::min_element(h.begin(), h.end()) - *std::min_element(d.begin(), d.end())) / 2;
+    std::vector<double> diff;
+    for (size_t i = 0; i < h.size(); ++i) diff.push_back((h[i] - d[i]) / 2);
+    *median = Median(diff);
+  };
+  double sf, sm, pf, pm;
+  added(sock_h, sock_d, &sf, &sm);
+  added(pipe_h, pipe_d, &pf, &pm);
+  printf("%.1f %.1f %.1f %.1f\n", sf, pf, sm, pm);
+  return 0;
+}
+
+// Runs ourselves with `mode` under the given extra environment; returns the
+// numbers the child printed.
+bool RunChild(const char* self, const char* mode, const std::vector<std::string>& extra_env,
+              std::vector<double>* values, size_t want) {
   std::vector<std::string> env_store;
   for (char** e = environ; *e; ++e)
     if (strncmp(*e, "LD_PRELOAD=", 11) != 0 && strncmp(*e, "FLIGHTREC_", 10) != 0) env_store.push_back(*e);
@@ -93,31 +180,38 @@ bool RunChild(const char* self, const std::vector<std::string>& extra_env, doubl
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   posix_spawn_file_actions_addclose(&fa, out[0]);
-  char arg0[] = "sock_bench", arg1[] = "--child";
-  char* argv[] = {arg0, arg1, nullptr};
+  char arg0[] = "sock_bench";
+  std::string arg1 = mode;
+  char* argv[] = {arg0, arg1.data(), nullptr};
   pid_t pid;
   const int rc = posix_spawn(&pid, self, &fa, nullptr, argv, envp.data());
   posix_spawn_file_actions_destroy(&fa);
   close(out[1]);
   if (rc != 0) return false;
-  char text[128] = {};
+  char text[256] = {};
   ssize_t n = 0, got;
   while (n < static_cast<ssize_t>(sizeof(text)) - 1 && (got = read(out[0], text + n, sizeof(text) - 1 - n)) > 0) n += got;
   close(out[0]);
   int status = 0;
   waitpid(pid, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 && sscanf(text, "%lf %lf %lf", sock, pipe_ns, process_ns) == 3;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return false;
+  values->clear();
+  char* p = text;
+  for (size_t i = 0; i < want; ++i) {
+    char* end;
+    const double v = strtod(p, &end);
+    if (end == p) return false;
+    values->push_back(v);
+    p = end;
+  }
+  return true;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1 && strcmp(argv[1], "--child") == 0) return Child();
+  if (argc > 1 && strcmp(argv[1], "--interleaved") == 0) return Interleaved();
   if (argc < 2) {
     fprintf(stderr, "usage: sock_bench PATH/libflightrec.so\n");
     return 2;
@@ -130,28 +224,56 @@ int main(int argc, char** argv) {
   if (!mkdtemp(dir)) return 1;
   const std::string lib = std::string("LD_PRELOAD=") + argv[1];
   const std::string out = std::string("FLIGHTREC_OUTPUT=") + dir;
-  const std::vector<std::vector<std::string>> configs = {
-      {},
-      {lib, out, "FLIGHTREC_SOCKETS=0", "FLIGHTREC_SAMPLER=off", "FLIGHTREC_ALLOC_SAMPLE_BYTES=0"},
-      {lib, out, "FLIGHTREC_SAMPLER=off", "FLIGHTREC_ALLOC_SAMPLE_BYTES=0", "FLIGHTREC_RING_BYTES=1M"},
+  const std::vector<std::string> quiet = {"FLIGHTREC_SAMPLER=off", "FLIGHTREC_ALLOC_SAMPLE_BYTES=0"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> env = {lib, out};
+    env.insert(env.end(), quiet.begin(), quiet.end());
+    env.insert(env.end(), extra.begin(), extra.end());
+    return env;
   };
+  const std::vector<std::vector<std::string>> configs = {
+      {}, with({"FLIGHTREC_SOCKETS=0"}), with({"FLIGHTREC_RING_BYTES=1M"})};
   const char* names[] = {"plain", "preloaded, FLIGHTREC_SOCKETS=0", "preloaded, recording"};
+
+  // 1. In-process, hooked vs direct.
+  std::vector<double> v;
+  std::vector<double> added_rec, added_rec_pipe, added_off, added_off_pipe;
+  for (int round = 0; round < 3; ++round) {
+    if (!RunChild(self, "--interleaved", configs[2], &v, 2)) {
+      fprintf(stderr, "sock_bench: in-process run failed (recording)\n");
+      return 1;
+    }
+    added_rec.push_back(v[0]);
+    added_rec_pipe.push_back(v[1]);
+    if (!RunChild(self, "--interleaved", configs[1], &v, 2)) {
+      fprintf(stderr, "sock_bench: in-process run failed (SOCKETS=0)\n");
+      return 1;
+    }
+    added_off.push_back(v[0]);
+    added_off_pipe.push_back(v[1]);
+  }
+  printf("socket hooks, added ns per call on the calling thread (in-process: hooked vs libc direct,\n"
+         "%d alternating batches of %d pairs; median of 3 processes; CPU and allocation sampling off)\n",
+         kInterleavedRounds, kInterleavedPairs);
+  printf("  %-32s %16s %16s\n", "", "send/recv +ns", "pipe w/r +ns");
+  printf("  %-32s %16.1f %16.1f\n", names[2], Median(added_rec), Median(added_rec_pipe));
+  printf("  %-32s %16.1f %16.1f\n", names[1], Median(added_off), Median(added_off_pipe));
+
+  // 2. Process-level, alternating processes.
   std::vector<std::vector<double>> sock(3), pipes(3), process(3);
   for (int round = 0; round < 5; ++round) {
     for (size_t c = 0; c < configs.size(); ++c) {
-      double s, p, pr;
-      if (!RunChild(self, configs[c], &s, &p, &pr)) {
+      if (!RunChild(self, "--child", configs[c], &v, 3)) {
         fprintf(stderr, "sock_bench: child run failed (%s)\n", names[c]);
         return 1;
       }
-      sock[c].push_back(s);
-      pipes[c].push_back(p);
-      process[c].push_back(pr);
+      sock[c].push_back(v[0]);
+      pipes[c].push_back(v[1]);
+      process[c].push_back(v[2]);
     }
   }
   const double s0 = Median(sock[0]), p0 = Median(pipes[0]);
-  printf("socket hooks: calling thread's CPU ns per pair, median of 5 alternating runs\n"
-         "(64-byte messages; CPU and allocation sampling off so only the socket hooks differ)\n");
+  printf("\nprocess level: calling thread's CPU ns per pair, median of 5 alternating runs\n");
   printf("  %-32s %14s %7s %14s %7s %16s\n", "", "send+recv ns", "ratio", "pipe w+r ns", "ratio",
          "process CPU ns");
   for (size_t c = 0; c < configs.size(); ++c) {

@@ -5,15 +5,16 @@
 //
 // The fast path for everything else — read()/write() on files and pipes, or
 // any call while FLIGHTREC_SOCKETS=0 — is one fd-table load and a compare.
-// A recorded call adds two clock reads and one ring push (SocketOpRecord);
-// errno is exactly what the real call left. MSG_PEEK receives are recorded
+// A recorded call adds two clock reads (raw TSC where invariant:
+// socket_clock.h) and one ring push (SocketOpRecord); errno is exactly what
+// the real call left. MSG_PEEK receives are recorded
 // with kOpFlagPeek so their bytes are not counted as consumed.
 #include <errno.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "preload/clock.h"
+#include "preload/socket_clock.h"
 #include "preload/socket_hot_path.h"
 #include "preload/socket_real.h"
 
@@ -21,8 +22,9 @@
 
 using flightrec::g_real_sock;
 using flightrec::kOpFlagPeek;
-using flightrec::MonotonicNs;
+using flightrec::kOpFlagTsc;
 using flightrec::SockOp;
+namespace sockclock = flightrec::sockclock;
 namespace sockfd = flightrec::sockfd;
 namespace sockhot = flightrec::sockhot;
 
@@ -30,15 +32,16 @@ namespace {
 
 // Records one call around `call` (which returns the real call's result).
 // `bytes_of(rc)` turns a successful result into bytes moved.
+// errno is read only when the call failed; the push never changes it.
 template <typename Call, typename Bytes>
 inline auto Timed(SockOp op, int fd, uint64_t entry, uint8_t flags, Call&& call, Bytes&& bytes_of) {
-  const uint64_t t0 = MonotonicNs();
+  const bool tsc = sockclock::UseTsc();
+  const uint64_t t0 = sockclock::Read(tsc);
   const auto rc = call();
-  const int saved = errno;
-  const uint64_t t1 = MonotonicNs();
+  const uint64_t t1 = sockclock::Read(tsc);
   sockhot::PushOp(op, fd, sockfd::EntryConn(entry), t0, t1,
-                  rc < 0 ? -static_cast<int64_t>(saved) : static_cast<int64_t>(bytes_of(rc)), flags);
-  errno = saved;
+                  rc < 0 ? -static_cast<int64_t>(errno) : static_cast<int64_t>(bytes_of(rc)),
+                  tsc ? static_cast<uint8_t>(flags | kOpFlagTsc) : flags);
   return rc;
 }
 
@@ -48,11 +51,7 @@ inline auto Timed(SockOp op, int fd, uint64_t entry, uint8_t flags, Call&& call)
 }
 
 // Fast-path test: the entry of fd if this call is to be recorded, else 0.
-inline uint64_t Recorded(int fd) {
-  const uint64_t e = sockfd::Lookup(fd);
-  if (__builtin_expect(e == 0, 1)) return 0;
-  return sockhot::Recording() ? e : 0;
-}
+inline uint64_t Recorded(int fd) { return sockhot::RecordedEntry(fd); }
 
 inline uint8_t PeekFlag(int flags) { return (flags & MSG_PEEK) ? kOpFlagPeek : 0; }
 

@@ -4,10 +4,12 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include "preload/socket_hot_data.h"
+
 namespace flightrec::sockfd {
 
-std::atomic<uint64_t>* g_table = nullptr;
-size_t g_table_size = 0;
+FR_SOCK_HOT_DATA std::atomic<uint64_t>* g_table = nullptr;
+FR_SOCK_HOT_DATA size_t g_table_size = 0;
 
 namespace {
 std::atomic<int> g_high_water{0};

@@ -20,6 +20,7 @@
 #include "preload/record_kinds.h"
 #include "preload/socket_acceptq.h"
 #include "preload/socket_addr_format.h"
+#include "preload/socket_clock.h"
 #include "preload/socket_events.h"
 #include "preload/socket_fd_table.h"
 #include "preload/thread_registry.h"
@@ -176,6 +177,13 @@ void DecodeOp(FlushContext& ctx, const RecordHeader& h, const void* payload) {
   if (!g_flush || !g_flush->side || h.size < sizeof(RecordHeader) + sizeof(SocketOpRecord)) return;
   SocketOpRecord r;
   memcpy(&r, payload, sizeof(r));
+  if (r.flags & kOpFlagTsc) {  // TSC ticks -> CLOCK_MONOTONIC ns (socket_clock.h)
+    const uint64_t start = sockclock::TicksToNs(r.start_ns, ctx.now_ns);
+    const uint64_t end = sockclock::TicksToNs(r.start_ns + r.duration_ns, ctx.now_ns);
+    r.start_ns = start;
+    r.duration_ns = end > start ? end - start : 0;
+    r.flags = static_cast<uint8_t>(r.flags & ~kOpFlagTsc);
+  }
   g_flush->side->OnOp(ctx.writer, r, TidOf(ctx));
 }
 
@@ -229,6 +237,7 @@ void FlushSource(FlushContext& ctx) {
   }
   if (g_adopted_pending.exchange(false, std::memory_order_acq_rel)) g->side->conns().AnnounceAdopted(ctx.writer);
   if (g_new_segment.exchange(false, std::memory_order_acq_rel)) g->side->conns().NewSegment(ctx.writer);
+  sockclock::Refresh(ctx.now_ns);
   // Final only in a tick that began after exit() started: its drain then
   // holds everything the exited threads pushed. (A tick that was already
   // draining when exit() began may have missed records of another ring.)
@@ -307,6 +316,7 @@ void ResetSocketFlushSideAfterFork() {
   if (!g_flush) return;
   const uint64_t acceptq_ms = g_flush->acceptq_ns / kMs;
   MakeGlobals(acceptq_ms);
+  sockclock::ResetAfterFork();
   g_new_segment.store(false, std::memory_order_relaxed);
   g_finalize_ns.store(0, std::memory_order_relaxed);
   // The inherited sockets, described before the child can close them.

@@ -20,21 +20,6 @@ bool InOwnerProcess() {
   return static_cast<pid_t>(syscall(SYS_getpid)) == g_owner_pid.load(std::memory_order_relaxed);
 }
 
-void PushOp(SockOp op, int fd, uint64_t conn, uint64_t start_ns, uint64_t end_ns, int64_t result, uint8_t flags,
-            uint16_t aux) {
-  RecordWriter w(kRecSocketOp, sizeof(SocketOpRecord));
-  if (!w.ok()) return;
-  auto* r = static_cast<SocketOpRecord*>(w.data());
-  r->start_ns = start_ns;
-  r->duration_ns = end_ns >= start_ns ? end_ns - start_ns : 0;
-  r->result = result;
-  r->conn = conn;
-  r->fd = fd;
-  r->op = static_cast<uint8_t>(op);
-  r->flags = flags;
-  r->aux = aux;
-}
-
 void PushAddr(uint64_t time_ns, uint64_t conn, uint64_t parent_conn, int fd, uint64_t entry, AddrWhich which,
               const void* addr, size_t len, bool complete) {
   RecordWriter w(kRecSocketAddr, sizeof(SocketAddrRecord));

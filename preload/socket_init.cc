@@ -16,6 +16,7 @@
 
 #include "preload/config.h"
 #include "preload/log.h"
+#include "preload/socket_clock.h"
 #include "preload/socket_fd_table.h"
 #include "preload/socket_flush.h"
 #include "preload/socket_hot_path.h"
@@ -86,6 +87,7 @@ void SocketsInit(const Config& cfg) {
     Log(LogLevel::kWarn, "cannot map the socket fd table; socket recording disabled");
     return;
   }
+  sockclock::Init(true);
   RegisterSocketFlushSide(cfg);
   AdoptExistingSockets();
   AdoptLiveSockets();

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstdarg>
 
+#include "preload/socket_hot_data.h"
+
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
@@ -152,12 +154,40 @@ void Load(Fn* slot, const char* name) {
 
 }  // namespace
 
-RealSocketFns g_real_sock = {
-    StubSocket, StubSocketpair, StubConnect,  StubBind,     StubListen,   StubAccept,   StubAccept4,
-    StubShutdown, StubClose,    StubCloseRange, StubClosefrom, StubDup,   StubDup2,     StubDup3,
-    StubFcntl,  StubFcntl64,    StubSend,     StubSendto,   StubSendmsg,  StubSendmmsg, StubRecv,
-    StubRecvfrom, StubRecvmsg,  StubRecvmmsg, StubRead,     StubWrite,    StubReadv,    StubWritev,
-    StubSendfile, StubSendfile64, StubReadChk, StubRecvChk, StubRecvfromChk,
+FR_SOCK_HOT_DATA RealSocketFns g_real_sock = {
+    .read = StubRead,
+    .write = StubWrite,
+    .recv = StubRecv,
+    .send = StubSend,
+    .readv = StubReadv,
+    .writev = StubWritev,
+    .recvfrom = StubRecvfrom,
+    .sendto = StubSendto,
+    .recvmsg = StubRecvmsg,
+    .sendmsg = StubSendmsg,
+    .recvmmsg = StubRecvmmsg,
+    .sendmmsg = StubSendmmsg,
+    .read_chk = StubReadChk,
+    .recv_chk = StubRecvChk,
+    .recvfrom_chk = StubRecvfromChk,
+    .sendfile = StubSendfile,
+    .sendfile64 = StubSendfile64,
+    .close = StubClose,
+    .socket = StubSocket,
+    .socketpair = StubSocketpair,
+    .connect = StubConnect,
+    .bind = StubBind,
+    .listen = StubListen,
+    .accept = StubAccept,
+    .accept4 = StubAccept4,
+    .shutdown = StubShutdown,
+    .close_range = StubCloseRange,
+    .closefrom = StubClosefrom,
+    .dup = StubDup,
+    .dup2 = StubDup2,
+    .dup3 = StubDup3,
+    .fcntl = StubFcntl,
+    .fcntl64 = StubFcntl64,
 };
 
 bool ResolveRealSocketFns() {

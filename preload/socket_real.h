@@ -15,7 +15,28 @@
 
 namespace flightrec {
 
+// Ordered by how often a typical service calls them: the data calls first, so
+// the few a hook needs share a cache line (with the fd table's pointer, see
+// socket_hot_data.h).
 struct RealSocketFns {
+  ssize_t (*read)(int, void*, size_t);
+  ssize_t (*write)(int, const void*, size_t);
+  ssize_t (*recv)(int, void*, size_t, int);
+  ssize_t (*send)(int, const void*, size_t, int);
+  ssize_t (*readv)(int, const iovec*, int);
+  ssize_t (*writev)(int, const iovec*, int);
+  ssize_t (*recvfrom)(int, void*, size_t, int, sockaddr*, socklen_t*);
+  ssize_t (*sendto)(int, const void*, size_t, int, const sockaddr*, socklen_t);
+  ssize_t (*recvmsg)(int, msghdr*, int);
+  ssize_t (*sendmsg)(int, const msghdr*, int);
+  int (*recvmmsg)(int, mmsghdr*, unsigned, int, struct timespec*);
+  int (*sendmmsg)(int, mmsghdr*, unsigned, int);
+  ssize_t (*read_chk)(int, void*, size_t, size_t);
+  ssize_t (*recv_chk)(int, void*, size_t, size_t, int);
+  ssize_t (*recvfrom_chk)(int, void*, size_t, size_t, int, sockaddr*, socklen_t*);
+  ssize_t (*sendfile)(int, int, off_t*, size_t);
+  ssize_t (*sendfile64)(int, int, off_t*, size_t);
+  int (*close)(int);
   int (*socket)(int, int, int);
   int (*socketpair)(int, int, int, int*);
   int (*connect)(int, const sockaddr*, socklen_t);
@@ -24,7 +45,6 @@ struct RealSocketFns {
   int (*accept)(int, sockaddr*, socklen_t*);
   int (*accept4)(int, sockaddr*, socklen_t*, int);
   int (*shutdown)(int, int);
-  int (*close)(int);
   int (*close_range)(unsigned, unsigned, int);
   void (*closefrom)(int);
   int (*dup)(int);
@@ -32,23 +52,6 @@ struct RealSocketFns {
   int (*dup3)(int, int, int);
   int (*fcntl)(int, int, ...);
   int (*fcntl64)(int, int, ...);
-  ssize_t (*send)(int, const void*, size_t, int);
-  ssize_t (*sendto)(int, const void*, size_t, int, const sockaddr*, socklen_t);
-  ssize_t (*sendmsg)(int, const msghdr*, int);
-  int (*sendmmsg)(int, mmsghdr*, unsigned, int);
-  ssize_t (*recv)(int, void*, size_t, int);
-  ssize_t (*recvfrom)(int, void*, size_t, int, sockaddr*, socklen_t*);
-  ssize_t (*recvmsg)(int, msghdr*, int);
-  int (*recvmmsg)(int, mmsghdr*, unsigned, int, struct timespec*);
-  ssize_t (*read)(int, void*, size_t);
-  ssize_t (*write)(int, const void*, size_t);
-  ssize_t (*readv)(int, const iovec*, int);
-  ssize_t (*writev)(int, const iovec*, int);
-  ssize_t (*sendfile)(int, int, off_t*, size_t);
-  ssize_t (*sendfile64)(int, int, off_t*, size_t);
-  ssize_t (*read_chk)(int, void*, size_t, size_t);
-  ssize_t (*recv_chk)(int, void*, size_t, size_t, int);
-  ssize_t (*recvfrom_chk)(int, void*, size_t, size_t, int, sockaddr*, socklen_t*);
 };
 
 // Never null members; see the file comment.

@@ -1,0 +1,126 @@
+// Socket clock (see socket_clock.h): TSC detection, calibration pairs and the
+// tsc -> CLOCK_MONOTONIC map.
+#include "preload/socket_clock.h"
+
+#include <cpuid.h>
+
+
+#include "preload/log.h"
+#include "preload/socket_hot_data.h"
+
+namespace flightrec::sockclock {
+
+// First in the hot section (link order), line-aligned: with the fd table's
+// pointer and size and the first real functions it fills one cache line.
+FR_SOCK_HOT_DATA alignas(64) std::atomic<bool> g_use_tsc{false};
+
+namespace {
+constexpr uint64_t kRefreshNs = 1000ull * 1000 * 1000;
+
+TscMap g_map;
+uint64_t g_pair_tick_ns = 0;  // FlushContext::now_ns of the tick that took the last pair
+uint64_t g_last_refresh_ns = 0;
+bool g_disagreement_logged = false;
+
+void AddPairChecked() {
+  const Pair p = ReadPair();
+  if (g_map.AddPair(p)) return;
+  g_use_tsc.store(false, std::memory_order_relaxed);
+  LogOnce(&g_disagreement_logged, LogLevel::kWarn,
+          "the TSC disagrees with CLOCK_MONOTONIC; socket hooks use clock_gettime from now on");
+}
+}  // namespace
+
+bool CpuHasInvariantTsc() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u) return false;
+  if (!__get_cpuid(0x80000007u, &a, &b, &c, &d)) return false;
+  return (d & (1u << 8)) != 0;
+}
+
+bool Init(bool allowed) {
+  const bool tsc = allowed && CpuHasInvariantTsc();
+  if (tsc) {
+    g_map = TscMap();
+    g_map.AddPair(ReadPair());
+  }
+  g_use_tsc.store(tsc, std::memory_order_relaxed);
+  return tsc;
+}
+
+Pair ReadPair() {
+  Pair best;
+  uint64_t best_gap = UINT64_MAX;
+  for (int i = 0; i < 5; ++i) {
+    const uint64_t a = __rdtsc();
+    const uint64_t ns = MonotonicNs();
+    const uint64_t b = __rdtsc();
+    if (b >= a && b - a < best_gap) {
+      best_gap = b - a;
+      best.tsc = a + (b - a) / 2;
+      best.ns = ns;
+    }
+  }
+  if (best_gap == UINT64_MAX) best = Pair{__rdtsc(), MonotonicNs()};
+  return best;
+}
+
+bool TscMap::AddPair(const Pair& p) {
+  if (!have_last_) {
+    base_ = mid_ = last_ = p;
+    have_last_ = true;
+    return true;
+  }
+  if (p.tsc <= last_.tsc || p.ns <= last_.ns) {
+    // Same instant (harmless), or a TSC that went backwards (not harmless).
+    return p.tsc == last_.tsc || p.tsc > last_.tsc;
+  }
+  if (slope_ > 0) {
+    const uint64_t predicted = ToNs(p.tsc);
+    const uint64_t error = predicted > p.ns ? predicted - p.ns : p.ns - predicted;
+    if (error > 50000 + (p.ns - last_.ns) / 1000) return false;
+  }
+  last_ = p;
+  if (p.ns - mid_.ns >= kRebaseNs) {
+    base_ = mid_;
+    mid_ = p;
+  }
+  if (last_.tsc > base_.tsc && last_.ns > base_.ns) {
+    slope_ = static_cast<double>(last_.ns - base_.ns) / static_cast<double>(last_.tsc - base_.tsc);
+    mult_ = static_cast<uint64_t>(slope_ * kOne + 0.5);
+  }
+  return true;
+}
+
+uint64_t TscMap::ToNs(uint64_t tsc) const {
+  // Fixed point (48 fraction bits), as the kernel's clocksources do: under a
+  // ns off an hour away from the last pair, and no floating point per record.
+  const __int128 ticks = static_cast<int64_t>(tsc - last_.tsc);
+  const auto delta = static_cast<int64_t>((ticks * static_cast<__int128>(mult_) + (__int128{1} << 47)) >> 48);
+  if (delta < 0 && static_cast<uint64_t>(-delta) >= last_.ns) return 1;
+  return last_.ns + static_cast<uint64_t>(delta);
+}
+
+uint64_t TicksToNs(uint64_t tsc, uint64_t tick_ns) {
+  if (g_map.empty()) g_map.AddPair(ReadPair());
+  if (g_pair_tick_ns != tick_ns) {
+    g_pair_tick_ns = tick_ns;
+    g_last_refresh_ns = tick_ns;
+    AddPairChecked();
+  }
+  return g_map.ToNs(tsc);
+}
+
+void Refresh(uint64_t now_ns) {
+  if (!UseTsc() || now_ns - g_last_refresh_ns < kRefreshNs) return;
+  g_last_refresh_ns = now_ns;
+  AddPairChecked();
+}
+
+void ResetAfterFork() {
+  g_map = TscMap();
+  if (UseTsc()) g_map.AddPair(ReadPair());
+  g_pair_tick_ns = g_last_refresh_ns = 0;
+}
+
+}  // namespace flightrec::sockclock

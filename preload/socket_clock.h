@@ -1,0 +1,92 @@
+// Socket clock: the timestamps the socket hooks take, and their conversion to
+// the trace's time base (CLOCK_MONOTONIC ns) on the flush thread.
+//
+// A recorded call reads the clock twice, around the real call, and those two
+// reads were most of a hook's cost: clock_gettime(CLOCK_MONOTONIC) is ~26 ns
+// here (vDSO over kvm-clock), rdtsc ~11 ns. So where the TSC is invariant
+// (CPUID 0x80000007 EDX bit 8: constant rate, keeps counting in deep
+// C-states), the hooks record raw TSC ticks and the flush thread converts
+// them with a linear map fitted to (tsc, monotonic) pairs it reads itself,
+// once per tick. Elsewhere, or with FLIGHTREC_SOCKET_TSC=0, they read
+// CLOCK_MONOTONIC as before. Every record says which unit it holds
+// (kOpFlagTsc), so switching at any moment is safe. Only the data calls
+// (send/recv/read/write families) use it; the rare lifecycle calls (socket,
+// connect, accept, close, ...) keep clock_gettime.
+//
+// Trust, but check: each new pair is compared with what the map predicted.
+// A TSC that jumps or drifts (a VM migrated without TSC scaling, sockets
+// whose TSCs are not synchronised) shows up as a disagreement; the hooks then
+// go back to clock_gettime for good (logged once), and the ticks already
+// recorded are still converted by the map as it stood.
+//
+// Threads: Read* and UseTsc are for any thread (async-signal-safe). TscMap and
+// the converter functions are for the flush thread only (or the exiting thread
+// doing the final drain, which excludes the flush thread).
+#pragma once
+#include <x86intrin.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "preload/clock.h"
+
+namespace flightrec::sockclock {
+
+extern std::atomic<bool> g_use_tsc;
+
+// Hooks read this once per call and use it for both clock reads and the flag.
+inline bool UseTsc() { return g_use_tsc.load(std::memory_order_relaxed); }
+inline uint64_t Read(bool tsc) { return tsc ? __rdtsc() : MonotonicNs(); }
+
+// True when CPUID reports an invariant TSC.
+bool CpuHasInvariantTsc();
+
+// At init: turn the TSC on if `allowed` and the CPU has an invariant one;
+// takes the first calibration pair. Returns whether the TSC is in use.
+bool Init(bool allowed);
+
+// A (tsc, monotonic ns) pair read back to back, the best of a few tries (the
+// pair whose two TSC reads are closest, so a preemption in between is never
+// taken).
+struct Pair {
+  uint64_t tsc = 0;
+  uint64_t ns = 0;
+};
+Pair ReadPair();
+
+// Linear map tsc -> ns. Offset from the latest pair, slope from a pair 30-60 s
+// older (the first pair until then), so it follows NTP's slewing of
+// CLOCK_MONOTONIC. Pure: unit-tested with synthetic pairs.
+class TscMap {
+ public:
+  // Adds a pair. Returns false when the pair disagrees with the map by more
+  // than 50 us + 1000 ppm of the time since the previous pair (the TSC is not
+  // trustworthy); the map then starts over from this pair.
+  bool AddPair(const Pair& p);
+  bool empty() const { return !have_last_; }
+  // Monotonic ns of a TSC reading (extrapolated beyond the pairs). Never 0 for
+  // a non-empty map.
+  uint64_t ToNs(uint64_t tsc) const;
+  // ns per tick (0 until two pairs).
+  double slope() const { return slope_; }
+
+ private:
+  static constexpr uint64_t kRebaseNs = 30ull * 1000 * 1000 * 1000;
+  static constexpr double kOne = 281474976710656.0;  // 2^48: mult_ is ns per tick in 16.48 fixed point
+  Pair base_, mid_, last_;
+  double slope_ = 0;
+  uint64_t mult_ = 0;
+  bool have_last_ = false;
+};
+
+// Flush-thread side of the process-wide map.
+// Takes a pair if none was taken at this tick (tick_ns = FlushContext::now_ns),
+// then converts. A disagreement turns the TSC off in the hooks (logged once).
+uint64_t TicksToNs(uint64_t tsc, uint64_t tick_ns);
+// Keeps the map fresh while nothing is converted (flush thread, ~1/s).
+void Refresh(uint64_t now_ns);
+// In a fork child, before its flush thread starts: a new map (the parent's
+// flush thread may have been updating the copied one).
+void ResetAfterFork();
+
+}  // namespace flightrec::sockclock

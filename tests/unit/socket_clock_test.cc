@@ -1,0 +1,115 @@
+// Socket clock unit tests (prefix "socket clock"): the TSC -> CLOCK_MONOTONIC
+// map the flush thread converts socket records with (preload/socket_clock.h),
+// fed with synthetic pairs, and the real pair reader on this machine.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+
+#include "preload/clock.h"
+#include "preload/socket_clock.h"
+
+using flightrec::sockclock::Pair;
+using flightrec::sockclock::TscMap;
+
+namespace {
+
+constexpr uint64_t kSec = 1000000000ull;
+
+// A TSC at 2.5 GHz (0.4 ns per tick) that read 1e12 when the monotonic clock read 5 s.
+constexpr uint64_t kTsc0 = 1000000000000ull;
+constexpr uint64_t kNs0 = 5 * kSec;
+Pair At(uint64_t ns_after) { return Pair{kTsc0 + ns_after * 5 / 2, kNs0 + ns_after}; }
+
+int64_t Diff(uint64_t a, uint64_t b) { return static_cast<int64_t>(a - b); }
+
+}  // namespace
+
+TEST_CASE("socket clock: two pairs give the rate; ticks between and after them convert to ns") {
+  TscMap m;
+  CHECK(m.empty());
+  CHECK(m.AddPair(At(0)));
+  CHECK(m.AddPair(At(5000000)));  // 5 ms later (one flush tick)
+  CHECK(m.slope() == doctest::Approx(0.4).epsilon(1e-9));
+  CHECK(m.ToNs(At(0).tsc) == kNs0);
+  CHECK(m.ToNs(At(1234567).tsc) == kNs0 + 1234567);
+  CHECK(m.ToNs(At(5000000).tsc) == kNs0 + 5000000);
+  // Extrapolated past the last pair (records committed after it was taken).
+  CHECK(m.ToNs(At(7000001).tsc) == kNs0 + 7000001);
+  // A duration is the difference of two conversions: 2500 ticks = 1000 ns.
+  CHECK(m.ToNs(At(3000000).tsc + 2500) - m.ToNs(At(3000000).tsc) == 1000);
+}
+
+TEST_CASE("socket clock: a pair that contradicts the map is refused and the map kept") {
+  TscMap m;
+  REQUIRE(m.AddPair(At(0)));
+  REQUIRE(m.AddPair(At(10 * 1000000)));
+  // 20 ms later the monotonic clock is 2 ms away from what the TSC says: a jump.
+  Pair bad = At(30 * 1000000);
+  bad.ns += 2000000;
+  CHECK_FALSE(m.AddPair(bad));
+  CHECK(m.ToNs(At(20 * 1000000).tsc) == kNs0 + 20 * 1000000);
+  // A TSC that went backwards is refused too.
+  Pair back = At(5 * 1000000);
+  back.ns = kNs0 + 40 * 1000000;
+  CHECK_FALSE(m.AddPair(back));
+  // Within tolerance (NTP slewing, read jitter): accepted.
+  Pair slewed = At(1 * kSec);
+  slewed.ns += 300000;  // 300 us over 1 s: 300 ppm
+  CHECK(m.AddPair(slewed));
+}
+
+TEST_CASE("socket clock: the rate follows a clock that changes speed (rebased every 30-60 s)") {
+  TscMap m;
+  uint64_t tsc = kTsc0, ns = kNs0;
+  REQUIRE(m.AddPair(Pair{tsc, ns}));
+  // 100 s at 0.4 ns/tick, pairs every second...
+  for (int i = 0; i < 100; ++i) {
+    tsc += 2500000000ull;
+    ns += kSec;
+    REQUIRE(m.AddPair(Pair{tsc, ns}));
+  }
+  CHECK(m.slope() == doctest::Approx(0.4).epsilon(1e-9));
+  // ...then the monotonic clock runs 200 ppm faster (slewed) for 100 s.
+  for (int i = 0; i < 100; ++i) {
+    tsc += 2500000000ull;
+    ns += kSec + 200000;
+    REQUIRE(m.AddPair(Pair{tsc, ns}));
+  }
+  CHECK(m.slope() == doctest::Approx(0.4 * 1.0002).epsilon(1e-7));
+  // Half a second after the last pair the conversion is within a few ns.
+  CHECK(std::llabs(Diff(m.ToNs(tsc + 1250000000ull), ns + 500100000)) < 5);
+}
+
+TEST_CASE("socket clock: large tick counts do not overflow; times before the first pair stay positive") {
+  TscMap m;
+  const Pair a{uint64_t{1} << 62, 100 * kSec};
+  REQUIRE(m.AddPair(a));
+  REQUIRE(m.AddPair(Pair{a.tsc + 2500000000ull, a.ns + kSec}));
+  // An hour beyond the last pair: 9e12 ticks * 2^32 overflows 64 bits.
+  const uint64_t hour_ticks = 3600ull * 2500000000ull;
+  CHECK(Diff(m.ToNs(a.tsc + 2500000000ull + hour_ticks), a.ns + kSec + 3600 * kSec) == 0);
+  // Far before the first pair: clamped to 1, never wrapped to a huge time.
+  CHECK(m.ToNs(a.tsc - (uint64_t{1} << 50)) == 1);
+}
+
+TEST_CASE("socket clock: pairs read on this machine map the TSC onto CLOCK_MONOTONIC") {
+  if (!flightrec::sockclock::CpuHasInvariantTsc()) {
+    MESSAGE("no invariant TSC here: the hooks use clock_gettime, nothing to check");
+    return;
+  }
+  TscMap m;
+  REQUIRE(m.AddPair(flightrec::sockclock::ReadPair()));
+  const uint64_t until = flightrec::MonotonicNs() + 20000000;  // 20 ms apart
+  while (flightrec::MonotonicNs() < until) {
+  }
+  REQUIRE(m.AddPair(flightrec::sockclock::ReadPair()));
+  CHECK(m.slope() > 0.05);  // < 20 GHz
+  CHECK(m.slope() < 5.0);   // > 200 MHz
+  // A fresh reading converts to within 50 us of the clock read next to it
+  // (generous: the machine is shared and this thread can be preempted).
+  const uint64_t before = flightrec::MonotonicNs();
+  const uint64_t converted = m.ToNs(__rdtsc());
+  const uint64_t after = flightrec::MonotonicNs();
+  CHECK(converted + 50000 >= before);
+  CHECK(converted <= after + 50000);
+}
