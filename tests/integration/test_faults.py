@@ -272,7 +272,10 @@ def test_low_nofile_limit(fr, trace_dir, tmp_path, sampler):
     segments = [t for _, t in held if t.startswith(str(trace_dir)) and t.endswith(".active")]
     pipes = [t for _, t in held if t.startswith("pipe:")]
     perf = [t for _, t in held if t == "anon_inode:[perf_event]"]
-    assert len(segments) == 1 and len(segments) + len(pipes) + len(perf) == len(held), held
+    # A recorder thread may be caught between open and close of a file it
+    # only reads (/proc files, ELF and debug files for symbols).
+    passing = [t for _, t in held if t.startswith(("/proc/", "/usr/", "/lib", "/work/", str(fr.build)))]
+    assert len(segments) == 1 and len(segments) + len(pipes) + len(perf) + len(passing) == len(held), held
     assert len(pipes) <= 4 and len(perf) <= 2, held  # one sampled thread at that point: main
     print(f"RLIMIT_NOFILE={NOFILE}, sampler={sampler}: program got {opened(traced)} of {opened(plain)}; "
           f"recorder held {len(held)}: {sorted(t if not t.startswith('/') else 'segment' for _, t in held)}")
