@@ -15,12 +15,19 @@
 namespace flightrec {
 namespace {
 
-constexpr uint64_t kRescanNs = 20ull * 1000000ull;
+constexpr uint64_t kMs = 1000000ull;
+// After a thread exit, rescan every 20 ms for a while: the exiting thread has
+// run our destructor but may not be gone yet. Otherwise once a second, for
+// threads that leave without destructors (a raw exit system call).
+constexpr uint64_t kFastRescanNs = 20 * kMs;
+constexpr uint64_t kFastWindowNs = 500 * kMs;
+constexpr uint64_t kSlowRescanNs = 1000 * kMs;
 
 std::atomic<bool> g_main_gone{false};
 std::atomic<uint64_t> g_exits{0};  // application thread exits seen
 uint64_t g_exits_scanned = ~uint64_t{0};
 uint64_t g_last_scan_ns = 0;
+uint64_t g_last_exit_seen_ns = 0;
 
 void OnThreadExit(ThreadState* ts) {
   // The main thread runs key destructors only when it leaves through
@@ -77,14 +84,21 @@ void LastThreadWatchAtForkChild() {
   g_main_gone.store(false, std::memory_order_relaxed);
   g_exits_scanned = ~uint64_t{0};
   g_last_scan_ns = 0;
+  g_last_exit_seen_ns = 0;
 }
 
 bool ApplicationThreadsGone(uint64_t now_ns) {
   if (!g_main_gone.load(std::memory_order_acquire)) return false;
   const uint64_t exits = g_exits.load(std::memory_order_acquire);
-  if (exits == g_exits_scanned && now_ns - g_last_scan_ns < kRescanNs) return false;
-  g_exits_scanned = exits;
+  if (exits != g_exits_scanned) {
+    g_exits_scanned = exits;
+    g_last_exit_seen_ns = now_ns;
+  } else {
+    const bool recent = now_ns - g_last_exit_seen_ns < kFastWindowNs;
+    if (now_ns - g_last_scan_ns < (recent ? kFastRescanNs : kSlowRescanNs)) return false;
+  }
   g_last_scan_ns = now_ns;
+  // Stops at the first live thread found: a few reads while any is alive.
   return !AnyLiveApplicationThread();
 }
 

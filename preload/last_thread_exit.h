@@ -22,7 +22,8 @@ void LastThreadWatchAtForkChild();
 
 // Flush thread, every tick: true once the main thread has left and no thread
 // other than flightrec's own is alive. Cheap until the main thread leaves;
-// after that it reads /proc/self/task when a thread exits and every 20 ms.
+// after that it reads /proc/self/task when a thread exits, every 20 ms for
+// half a second after an exit, and once a second otherwise.
 bool ApplicationThreadsGone(uint64_t now_ns);
 
 }  // namespace flightrec
