@@ -38,6 +38,8 @@ import tempfile
 import time
 import traceback
 
+from xml.etree import ElementTree
+
 import zstandard
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -583,6 +585,22 @@ def apply_one(data, m):
         two = enc_uvarint(first + k) + enc_uvarint(n - k) + raw[ends[k - 1]:ends[-1]]
         compress = bool(b.flags & 1)
         return _rebuild(data, blocks, i, make_block(b.kind, one, compress) + make_block(b.kind, two, compress))
+    if op == "string":
+        # One STRINGS entry replaced by awkward text (the CRC stays good).
+        def edit(raw):
+            first, p = uvarint(raw, 0)
+            n, q = uvarint(raw, p)
+            if n == 0:
+                return None
+            k = int(m["at"] * n) % n
+            pos = q
+            for _ in range(k):
+                ln, pos = uvarint(raw, pos)
+                pos += ln
+            ln, end = uvarint(raw, pos)
+            text = NASTY_STRINGS[m["which"] % len(NASTY_STRINGS)]
+            return raw[:pos] + enc_uvarint(len(text)) + text + raw[end + ln:]
+        return _payload_edit(data, blocks, i, edit)
     if op == "footer":
         # A footer entry renamed, removed or set: the CRC stays good.
         def edit(raw):
@@ -684,6 +702,11 @@ def apply_one(data, m):
     raise ValueError("unknown mutation %r" % op)
 
 
+NASTY_STRINGS = [b"", b"\n", b"a\nb", b"<script>&amp;\"'", b";", b"a b;c", b" ", b"\x00", b"\xff\xfe\xc3",
+                 b"%s%d%%", b"\x1b[31m", b"x" * 65536, "\u2603\U0001F600".encode(), b"0x1234", b"[unknown]",
+                 b"\\", b"{}", b"\t\r"]
+
+
 def _patch_frame_size(frame_bytes, size):
     """Rewrites a zstd frame header's content size (single 4- or 8-byte field)."""
     fhd = frame_bytes[4]
@@ -703,7 +726,7 @@ def apply(data, mutations):
     for m in mutations:
         try:
             data = apply_one(data, m)
-        except (ValueError, IndexError, KeyError, zstandard.ZstdError):
+        except (ValueError, IndexError, KeyError, ZeroDivisionError, zstandard.ZstdError):
             pass  # an earlier mutation left nothing this one can name: it does nothing
     return data
 
@@ -712,7 +735,7 @@ def apply(data, mutations):
 # the CRC, or re-frames a block consistently without changing type ids, or
 # only adds or removes whole blocks / garbage between them).
 SUFFIX_SAFE = {"flip", "overwrite", "insert", "truncate", "duplicate", "drop", "swap", "zstd", "many_events", "footer",
-               "split",
+               "split", "string",
                "payload_cut", "payload_grow", "column_value"}
 
 
@@ -771,6 +794,8 @@ def random_mutation(rng, seed_blocks):
         (3, lambda: {"op": "drop", "block": sel()}),
         (3, lambda: {"op": "swap", "block": sel(), "other": sel()}),
         (16, lambda: _schema_mutation(rng)),
+        (6, lambda: {"op": "string", "block": sel("STRINGS"), "at": rng.random(),
+                     "which": rng.randrange(len(NASTY_STRINGS))}),
         (3, lambda: {"op": "footer", "block": {"kind": "FOOTER", "nth": 0},
                      "key": rng.choice(["events", "first_time_ns", "last_time_ns", "dropped.alloc.sample"]),
                      "what": rng.choice(["rename", "drop", "set"]), "to": "x",
@@ -920,8 +945,8 @@ def _check_output(argv, stdout, outfile):
                 _strict_json(body.decode("utf-8"))
             elif outfile.endswith(".gz"):
                 gzip.decompress(body)
-            elif outfile.endswith(".svg") and b"<svg" not in body[:4096]:
-                return "SVG output has no <svg>", None
+            elif outfile.endswith(".svg"):
+                ElementTree.fromstring(body)  # well-formed XML, whatever the names in it
     except Exception as e:  # noqa: BLE001 - any failure to parse is the finding
         return "bad output: %s: %s" % (type(e).__name__, str(e)[:200]), None
     return None, None
@@ -959,7 +984,7 @@ def run_command(argv, soft_timeout):
     return res
 
 
-def worker_main(conn, mem_bytes, soft_timeout, lib_dir=None):
+def worker_main(conn, mem_bytes, soft_timeout, lib_dir, tmp):
     """Serves ("run", files, argvs) requests until EOF. Each file is
     (name, bytes); argvs get the paths appended. lib_dir: a directory holding
     another flightrec_lib to run instead (the fuzzer's own self-test)."""
@@ -970,7 +995,6 @@ def worker_main(conn, mem_bytes, soft_timeout, lib_dir=None):
     if mem_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
     os.environ["FLIGHTREC_DUMP_DEBUG"] = "1"  # an internal error comes with its traceback
-    tmp = tempfile.mkdtemp(prefix="fuzz-dump-")
     try:
         while True:
             try:
@@ -995,7 +1019,7 @@ def worker_main(conn, mem_bytes, soft_timeout, lib_dir=None):
                 os.unlink(p)
             conn.send(("end",))
     finally:
-        shutil.rmtree(tmp, True)
+        conn.close()
 
 
 class Runner:
@@ -1006,12 +1030,14 @@ class Runner:
         self.mp = multiprocessing.get_context("fork")
         self.mem_bytes, self.soft, self.hard = mem_bytes, soft_timeout, hard_timeout
         self.lib_dir = lib_dir
+        self.tmp = tempfile.mkdtemp(prefix="fuzz-dump-")  # the workers' files; removed by close()
         self.proc = None
         self.conn = None
 
     def _start(self):
+        os.makedirs(self.tmp, exist_ok=True)
         parent, child = self.mp.Pipe()
-        self.proc = self.mp.Process(target=worker_main, args=(child, self.mem_bytes, self.soft, self.lib_dir),
+        self.proc = self.mp.Process(target=worker_main, args=(child, self.mem_bytes, self.soft, self.lib_dir, self.tmp),
                                     daemon=True)
         self.proc.start()
         child.close()
@@ -1029,6 +1055,7 @@ class Runner:
                 self.proc.kill()
                 self.proc.join()
             self.proc = None
+        shutil.rmtree(self.tmp, True)
 
     def _kill(self):
         self.proc.kill()
@@ -1127,9 +1154,10 @@ def judge(results, mutant_path, want):
     return fails
 
 
-def run_mutant(runner, seeds, seed_name, mutations, kind="cpu", extra=None, name="mutant.seg"):
-    """Applies mutations to a seed, runs every command, returns (failures, mutant bytes).
-    extra: name of an intact seed read alongside (its events must all show)."""
+def run_mutant(runner, seeds, seed_name, mutations, kind="cpu", extra=None, name="mutant.seg", argvs=None):
+    """Applies mutations to a seed, runs every command (or argvs), returns
+    (failures, mutant bytes, results). extra: name of an intact seed read
+    alongside (its events must all show)."""
     seed = seeds[seed_name]
     mutant = apply(seed, mutations)
     want = expected_events(seed, mutant, mutations)
@@ -1138,7 +1166,7 @@ def run_mutant(runner, seeds, seed_name, mutations, kind="cpu", extra=None, name
         files.append(("intact-" + extra + ".seg", seeds[extra]))
         for t, n in expected_events(seeds[extra], seeds[extra], []).items():
             want[t] = want.get(t, 0) + n
-    results = runner.run(files, commands(kind, "@OUT@"))
+    results = runner.run(files, argvs or commands(kind, "@OUT@"))
     return judge(results, name, want), mutant, results
 
 
