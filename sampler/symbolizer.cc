@@ -328,12 +328,20 @@ struct Symbolizer::Impl {
   // functions (no file:line). Checked once per module.
   static constexpr uint64_t kMaxCompressedDebugBytes = 2u << 20;
 
-  // Compressed bytes of the debug sections of `elf`; sets *has_info if it
-  // holds .debug_info (compressed or not).
-  static uint64_t CompressedDebugBytes(Elf* elf, bool* has_info) {
+  // Exit mode (see symbolizer.h) still reads DWARF that costs next to
+  // nothing: uncompressed debug sections of at most this many bytes in all
+  // (a plugin or a small program first sampled just before exit).
+  static constexpr uint64_t kExitModeDebugBytes = 4u << 20;
+
+  struct DebugSize {
+    bool has_info = false;    // holds .debug_info (compressed or not)
+    uint64_t compressed = 0;  // bytes of compressed debug sections
+    uint64_t total = 0;       // bytes of all debug sections
+  };
+
+  static void AddDebugSize(Elf* elf, DebugSize* size) {
     size_t shstrndx = 0;
-    if (elf_getshdrstrndx(elf, &shstrndx) != 0) return 0;
-    uint64_t compressed = 0;
+    if (elf_getshdrstrndx(elf, &shstrndx) != 0) return;
     for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
       GElf_Shdr sh;
       if (!gelf_getshdr(scn, &sh)) continue;
@@ -341,18 +349,23 @@ struct Symbolizer::Impl {
       if (!name) continue;
       const bool zdebug = strncmp(name, ".zdebug_", 8) == 0;
       if (strncmp(name, ".debug_", 7) != 0 && !zdebug) continue;
-      if (!strcmp(name + (zdebug ? 7 : 6), "_info")) *has_info = true;
-      if (zdebug || (sh.sh_flags & SHF_COMPRESSED)) compressed += sh.sh_size;
+      if (!strcmp(name + (zdebug ? 7 : 6), "_info")) size->has_info = true;
+      if (zdebug || (sh.sh_flags & SHF_COMPRESSED)) size->compressed += sh.sh_size;
+      size->total += sh.sh_size;
     }
-    return compressed;
   }
 
-  bool DwarfAffordable(Dwfl_Module* mod) {
+  static bool Affordable(const DebugSize& size, bool exit_mode) {
+    if (exit_mode) return size.compressed == 0 && size.total <= kExitModeDebugBytes;
+    return size.compressed <= kMaxCompressedDebugBytes;
+  }
+
+  bool DwarfAffordable(Dwfl_Module* mod, bool exit_mode) {
     Dwarf_Addr bias = 0;
-    bool has_info = false;
+    DebugSize size;
     if (Elf* main = dwfl_module_getelf(mod, &bias)) {
-      const uint64_t c = CompressedDebugBytes(main, &has_info);
-      if (has_info) return c <= kMaxCompressedDebugBytes;
+      AddDebugSize(main, &size);
+      if (size.has_info) return Affordable(size, exit_mode);
     }
     // No DWARF in the file itself: look where libdw will, the build-id path
     // of a separate debug file.
@@ -368,13 +381,13 @@ struct Symbolizer::Impl {
     path += ".debug";
     const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return true;
-    uint64_t c = 0;
+    DebugSize separate;
     if (Elf* debug = elf_begin(fd, ELF_C_READ_MMAP, nullptr)) {
-      c = CompressedDebugBytes(debug, &has_info);
+      AddDebugSize(debug, &separate);
       elf_end(debug);
     }
     close(fd);
-    return c <= kMaxCompressedDebugBytes;
+    return Affordable(separate, exit_mode);
   }
 
   // Per CU: the pc ranges of its concrete functions, sorted, built once with
@@ -551,7 +564,7 @@ struct Symbolizer::Impl {
     auto loaded = dwarf_loaded.find(low);
     if (loaded == dwarf_loaded.end()) {
       // First pc in this module: decide once whether its DWARF is worth it.
-      const bool use = !exit_mode.load(std::memory_order_relaxed) && DwarfAffordable(mod);
+      const bool use = DwarfAffordable(mod, exit_mode.load(std::memory_order_relaxed));
       loaded = dwarf_loaded.emplace(low, use).first;
     }
     if (!loaded->second) {

@@ -27,9 +27,10 @@ class Symbolizer final : public format::PcDescriber {
   bool Describe(uint64_t pc, format::MappingInfo* mapping, std::vector<format::FrameLine>* lines) override;
 
   // Exit mode: from now on, modules whose DWARF is not loaded yet are
-  // described from their symbol tables only (no file:line). Loading DWARF can
-  // take 100+ ms per module (decompressing separate debug files), which an
-  // exiting process must not spend. Callable from any thread.
+  // described from their symbol tables only (no file:line), unless their
+  // debug info is uncompressed and small (a few MB: cheap to read). Loading
+  // DWARF can take 100+ ms per module (decompressing separate debug files),
+  // which an exiting process must not spend. Callable from any thread.
   void SetExitMode(bool on);
 
   struct Stats {
