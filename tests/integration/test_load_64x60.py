@@ -20,11 +20,12 @@ import time
 
 THREADS = 64
 SECONDS = float(os.environ.get("FLIGHTREC_LOAD_SECONDS", "60"))
-# Seen here over 60 s (2 cores, loaded): the last third's peak 2-4 MiB above
+# Seen here over 60 s (2 cores, loaded): the last third's peak 2-6 MiB above
 # the first third's, for VmRSS (DWARF pages the symbolizer maps in as new pcs
-# show up) and RssAnon alike, the growth slowing to ~0.3 MiB per 10 s by the
-# end. The margins leave 4-8x headroom; a leak of one byte per operation
-# (20 million operations a minute here) would still exceed them.
+# show up) and RssAnon (symbolizer caches, per-segment intern tables) alike.
+# A 180 s run flattened at 32 MiB RssAnon from about 80 s on. The margins
+# leave 4-5x headroom; a leak of one byte per operation (20 million
+# operations a minute here) would still exceed them.
 MARGIN_KB = {"VmRSS": 32 * 1024, "RssAnon": 16 * 1024}
 
 
