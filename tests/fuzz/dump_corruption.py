@@ -1142,6 +1142,8 @@ def judge(results, mutant_path, want):
         naming = [ln for ln in err.splitlines() if mutant_path in ln]
         if len(naming) > 1:
             fails.append(("%s: %d stderr lines name the file" % (res["argv"][0], len(naming)), cmd + "\n" + err))
+        if res["status"] == 1 and not naming:
+            fails.append(("%s: exit status 1 without a line naming the file" % res["argv"][0], cmd + "\n" + err))
         if res["output_problem"]:
             fails.append(("%s: %s" % (cmd, res["output_problem"].split(":")[0] + ":" +
                                       res["output_problem"].split(":")[1]), cmd + "\n" + res["output_problem"]))
