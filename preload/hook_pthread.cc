@@ -52,7 +52,8 @@ extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t* 
   a->fn = fn;
   a->arg = arg;
   a->parent_tid = static_cast<pid_t>(syscall(SYS_gettid));
-  a->recorder = (flightrec::tls_thread_flags & flightrec::kThreadFlagRecorder) != 0;
+  a->recorder = (flightrec::tls_thread_flags & flightrec::kThreadFlagRecorder) != 0 ||
+                flightrec::tls_creating_recorder_thread;
   const int rc = real(thread, attr, StartTrampoline, a);
   if (rc != 0) mi_free(a);
   return rc;

@@ -41,8 +41,24 @@ PthreadCreateFn RealPthreadCreate() {
   return real;
 }
 
+__thread bool tls_creating_recorder_thread __attribute__((tls_model("initial-exec"))) = false;
+
+namespace {
+// Sanitizer builds (make check-preload-asan) go through the process-wide
+// pthread_create, i.e. the sanitizer's interceptor ahead of our hook, so the
+// sanitizer knows our threads (their stacks are otherwise reused with stale
+// poison). Production builds call libc directly, as they always have.
+PthreadCreateFn RecorderPthreadCreate() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  static PthreadCreateFn global = reinterpret_cast<PthreadCreateFn>(dlsym(RTLD_DEFAULT, "pthread_create"));
+  if (global) return global;
+#endif
+  return RealPthreadCreate();
+}
+}  // namespace
+
 int CreateRecorderThread(pthread_t* thread, const char* name, void* (*fn)(void*), void* arg) {
-  PthreadCreateFn create = RealPthreadCreate();
+  PthreadCreateFn create = RecorderPthreadCreate();
   if (!create) return ENOSYS;
   auto* s = new Start{fn, arg, {}};
   strncpy(s->name, name, sizeof(s->name) - 1);
@@ -51,7 +67,9 @@ int CreateRecorderThread(pthread_t* thread, const char* name, void* (*fn)(void*)
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
+  tls_creating_recorder_thread = true;  // our pthread_create hook, if reached, must not register it
   const int rc = create(thread, nullptr, Trampoline, s);
+  tls_creating_recorder_thread = false;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (rc != 0) delete s;
   return rc;

@@ -1,6 +1,7 @@
 // Recorder threads: flightrec's own threads ("flightrec-flush",
 // "flightrec-upload"). They are created with every signal blocked (so the
-// host's signals are never delivered to us), bypass our pthread_create hook,
+// host's signals are never delivered to us), bypass our pthread_create hook
+// (sanitizer builds go through it, flagged as ours),
 // mark themselves so nothing they do is recorded or sampled, and run at
 // nice +10 so the host's threads win the CPU.
 #pragma once
@@ -14,5 +15,9 @@ int CreateRecorderThread(pthread_t* thread, const char* name, void* (*fn)(void*)
 // The libc pthread_create, never our hook.
 using PthreadCreateFn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 PthreadCreateFn RealPthreadCreate();
+
+// True on a thread while it creates a recorder thread: tells our
+// pthread_create hook (reached only in sanitizer builds) the new thread is ours.
+extern __thread bool tls_creating_recorder_thread __attribute__((tls_model("initial-exec")));
 
 }  // namespace flightrec

@@ -18,10 +18,19 @@ BUILD = os.environ.get("FLIGHTREC_BUILD", os.path.join(ROOT, "build"))
 PYTHON = "/usr/bin/python3"
 
 
+# make check-preload-asan: the ASan+UBSan build of the preload (FLIGHTREC_LIB),
+# with the sanitizer runtime loaded ahead of it (FLIGHTREC_PRELOAD_FIRST).
+LIB = os.environ.get("FLIGHTREC_LIB", os.path.join(BUILD, "libflightrec.so"))
+PRELOAD_FIRST = os.environ.get("FLIGHTREC_PRELOAD_FIRST", "")
+
+
 class Flightrec:
     build = BUILD
     root = ROOT
-    lib = os.path.join(BUILD, "libflightrec.so")
+    lib = LIB
+    preload = f"{PRELOAD_FIRST}:{LIB}" if PRELOAD_FIRST else LIB
+    # Under a sanitizer runtime: memory and size bounds are not meaningful.
+    sanitized = bool(PRELOAD_FIRST)
     dump = os.path.join(ROOT, "scripts", "flightrec-dump")
 
     def program(self, name):
@@ -32,7 +41,7 @@ class Flightrec:
     def env(self, out, extra=None, preload=True):
         env = {k: v for k, v in os.environ.items() if not k.startswith("FLIGHTREC_")}
         if preload:
-            env["LD_PRELOAD"] = self.lib
+            env["LD_PRELOAD"] = self.preload
         env["FLIGHTREC_OUTPUT"] = str(out)
         if extra:
             env.update({k: str(v) for k, v in extra.items()})
