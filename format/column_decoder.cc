@@ -17,6 +17,54 @@ bool ReadFixedArray(ByteCursor* cur, uint32_t count, unsigned w, std::vector<uin
   return true;
 }
 
+// Schemes 5-7: u8 shift, [u64 base], W byte planes (SPEC.md 5.4).
+bool DecodePackedColumn(ByteCursor* cur, uint32_t count, uint8_t enc, DecodedColumn* out, std::string* why) {
+  const auto scheme = static_cast<ColumnScheme>(enc >> 4);
+  if (scheme < ColumnScheme::kPackedPlain || scheme > ColumnScheme::kPackedDelta) {
+    *why = "unknown column scheme " + std::to_string(enc >> 4);
+    return false;
+  }
+  const unsigned w = EncodingWidth(enc);
+  uint8_t shift;
+  if (!cur->U8(&shift)) {
+    *why = "packed column shift runs past the end of the block";
+    return false;
+  }
+  if (shift > 63) {
+    *why = "packed column shift " + std::to_string(shift);
+    return false;
+  }
+  uint64_t prev = 0;
+  if (scheme == ColumnScheme::kPackedDelta && !cur->Fixed(&prev, 8)) {
+    *why = "delta column base runs past the end of the block";
+    return false;
+  }
+  out->scheme = UnpackedScheme(scheme);
+  out->ints.assign(count, 0);
+  if (w != 0) {
+    const uint8_t* planes;
+    if (!cur->Bytes(static_cast<size_t>(count) * w, &planes)) {  // count <= 2^20, w <= 8
+      *why = "column data runs past the end of the block";
+      return false;
+    }
+    for (unsigned k = 0; k < w; k++) {
+      const uint8_t* plane = planes + static_cast<size_t>(k) * count;
+      for (uint32_t i = 0; i < count; i++) out->ints[i] |= static_cast<uint64_t>(plane[i]) << (8 * k);
+    }
+  }
+  for (auto& v : out->ints) {
+    switch (scheme) {
+      case ColumnScheme::kPackedPlain: v <<= shift; break;
+      case ColumnScheme::kPackedZigZag: v = static_cast<uint64_t>(UnZigZag(v)) << shift; break;
+      default:  // delta: mod 2^64 by unsigned arithmetic
+        prev += static_cast<uint64_t>(UnZigZag(v)) << shift;
+        v = prev;
+        break;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool DecodeColumn(ByteCursor* cur, uint32_t count, DecodedColumn* out, std::string* why) {
@@ -73,9 +121,12 @@ bool DecodeColumn(ByteCursor* cur, uint32_t count, DecodedColumn* out, std::stri
       out->ints.clear();
       return true;
     }
+    case ColumnScheme::kPackedPlain:
+    case ColumnScheme::kPackedZigZag:
+    case ColumnScheme::kPackedDelta:
+      break;
   }
-  *why = "unknown column scheme " + std::to_string(enc >> 4);
-  return false;
+  return DecodePackedColumn(cur, count, enc, out, why);
 }
 
 }  // namespace flightrec::format

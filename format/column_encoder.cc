@@ -101,4 +101,51 @@ void EncodeBytesColumn(const uint64_t* lens, size_t n, const uint8_t* data, size
   PutBytes(out, data, data_len);
 }
 
+namespace {
+
+// The integer of value i before the shift: the value (PLAIN, ZIGZAG) or its
+// delta from the previous one (DELTA, mod 2^64).
+inline uint64_t PrePacked(ColumnScheme scheme, const uint64_t* v, size_t i, uint64_t base) {
+  return scheme == ColumnScheme::kDelta ? v[i] - (i ? v[i - 1] : base) : v[i];
+}
+
+inline uint64_t Stored(ColumnScheme scheme, uint64_t x, unsigned shift) {
+  if (scheme == ColumnScheme::kPlain) return x >> shift;
+  return ZigZag(static_cast<int64_t>(x) >> shift);  // arithmetic: keeps the sign
+}
+
+}  // namespace
+
+void EncodePackedColumn(ColumnScheme scheme, const uint64_t* v, size_t n, ByteBuf* out) {
+  const uint64_t base = n ? v[0] : 0;
+  uint64_t any = 0;
+  for (size_t i = 0; i < n; i++) any |= PrePacked(scheme, v, i, base);
+  const unsigned shift = any ? static_cast<unsigned>(std::countr_zero(any)) : 0;
+  uint64_t max = 0;
+  for (size_t i = 0; i < n; i++) {
+    const uint64_t s = Stored(scheme, PrePacked(scheme, v, i, base), shift);
+    max = s > max ? s : max;
+  }
+  const unsigned w = WidthFor(max);
+  if (shift == 0 && w < 2) {  // nothing to gain: the classic column
+    switch (scheme) {
+      case ColumnScheme::kZigZag: EncodeZigZagColumn(v, n, out); return;
+      case ColumnScheme::kDelta: EncodeDeltaColumn(v, n, out); return;
+      default: EncodePlainColumn(v, n, out); return;
+    }
+  }
+  const auto packed = static_cast<ColumnScheme>(static_cast<unsigned>(scheme) + 5);
+  out->push_back(ColumnEncoding(packed, w));
+  out->push_back(static_cast<uint8_t>(shift));
+  if (scheme == ColumnScheme::kDelta) PutFixed(out, base, 8);
+  if (w == 0) return;
+  const size_t at = out->size();
+  out->resize(at + n * w);
+  uint8_t* planes = out->data() + at;
+  for (size_t i = 0; i < n; i++) {
+    const uint64_t s = Stored(scheme, PrePacked(scheme, v, i, base), shift);
+    for (unsigned k = 0; k < w; k++) planes[k * n + i] = static_cast<uint8_t>(s >> (8 * k));
+  }
+}
+
 }  // namespace flightrec::format

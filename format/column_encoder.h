@@ -2,6 +2,12 @@
 // `u8 encoding = (scheme << 4) | W` followed by fixed-width little-endian
 // data. The writer picks the smallest width W in {0,1,2,4,8} that holds every
 // stored integer of the column, so a decoder never branches per value.
+//
+// The packed schemes (5-7) store the same integers shifted right by the bits
+// every value has zero at the bottom, as W byte planes (all first bytes, then
+// all second bytes, ...). zstd compresses a plane of similar bytes far better
+// than interleaved fixed-width values (measured on socket.op: 2.19 -> 1.72
+// bytes per event on redis-benchmark traffic).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -16,7 +22,18 @@ enum class ColumnScheme : uint8_t {
   kDelta = 2,   // u64 base, then zigzag deltas (times)
   kF64 = 3,     // raw IEEE-754 doubles, W = 8
   kBytes = 4,   // width-coded lengths, then the concatenated bytes
+  // u8 shift, [u64 base for DELTA], then W byte planes of the stored integers:
+  kPackedPlain = 5,   // v >> shift
+  kPackedZigZag = 6,  // zigzag(v >> shift), arithmetic shift
+  kPackedDelta = 7,   // zigzag((v[i] - v[i-1]) >> shift), arithmetic shift
 };
+
+// PLAIN/ZIGZAG/DELTA for their packed forms (and for themselves).
+inline constexpr ColumnScheme UnpackedScheme(ColumnScheme s) {
+  return s >= ColumnScheme::kPackedPlain && s <= ColumnScheme::kPackedDelta
+             ? static_cast<ColumnScheme>(static_cast<unsigned>(s) - 5)
+             : s;
+}
 
 inline constexpr uint8_t ColumnEncoding(ColumnScheme s, unsigned width) {
   return static_cast<uint8_t>((static_cast<unsigned>(s) << 4) | width);
@@ -41,5 +58,10 @@ void EncodeDeltaColumn(const uint64_t* v, size_t n, ByteBuf* out);
 void EncodeF64Column(const uint64_t* v, size_t n, ByteBuf* out);
 // lens[i] bytes of value i, concatenated in data (data_len == sum of lens).
 void EncodeBytesColumn(const uint64_t* lens, size_t n, const uint8_t* data, size_t data_len, ByteBuf* out);
+
+// The packed form of scheme (kPlain, kZigZag or kDelta; v as for the encoders
+// above) when it can differ from the plain one: a shift, or values of 2 bytes
+// or more. Otherwise the unpacked column, exactly as the encoders above write it.
+void EncodePackedColumn(ColumnScheme scheme, const uint64_t* v, size_t n, ByteBuf* out);
 
 }  // namespace flightrec::format

@@ -54,6 +54,7 @@ struct SegmentWriter::Impl {
   struct Type {
     MiString name;
     MiVector<Field> fields;
+    bool packed = false;          // EventTypeSpec::packed
     bool schema_written = false;  // in the current segment
     // The batch: column-major raw values (see Append for what each holds).
     uint32_t count = 0;
@@ -151,15 +152,24 @@ struct SegmentWriter::Impl {
     for (size_t f = 0; f < t.fields.size(); f++) {
       const uint64_t* v = t.cols[f].data();
       switch (t.fields[f].type) {
-        case FieldType::kTime: EncodeDeltaColumn(v, t.count, &payload); break;
-        case FieldType::kSInt: EncodeZigZagColumn(v, t.count, &payload); break;
+        case FieldType::kTime:
+          if (t.packed) EncodePackedColumn(ColumnScheme::kDelta, v, t.count, &payload);
+          else EncodeDeltaColumn(v, t.count, &payload);
+          break;
+        case FieldType::kSInt:
+          if (t.packed) EncodePackedColumn(ColumnScheme::kZigZag, v, t.count, &payload);
+          else EncodeZigZagColumn(v, t.count, &payload);
+          break;
         case FieldType::kF64: EncodeF64Column(v, t.count, &payload); break;
         case FieldType::kBytes:
           EncodeBytesColumn(v, t.count, t.bytes[f].data(), t.bytes[f].size(), &payload);
           break;
         case FieldType::kUInt:
         case FieldType::kString:
-        case FieldType::kStack: EncodePlainColumn(v, t.count, &payload); break;
+        case FieldType::kStack:
+          if (t.packed) EncodePackedColumn(ColumnScheme::kPlain, v, t.count, &payload);
+          else EncodePlainColumn(v, t.count, &payload);
+          break;
       }
     }
     AddBlock(BlockKind::kEvents, payload.data(), payload.size());
@@ -303,6 +313,7 @@ uint32_t SegmentWriter::DefineEventType(const EventTypeSpec& spec) {
   }
   Impl::Type t;
   t.name = MiString(spec.name);
+  t.packed = spec.packed;
   for (const FieldSpec& f : spec.fields) t.fields.push_back({MiString(f.name), MiString(f.unit), f.type});
   t.cols.resize(t.fields.size());
   t.bytes.resize(t.fields.size());

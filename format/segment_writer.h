@@ -28,9 +28,13 @@ struct FieldSpec {
 };
 
 // fields[0] must be {"time", kTime, "ns"}: every event has a monotonic time.
+// packed: integer columns use the packed schemes where they can (SPEC.md
+// 5.4: common low zero bits shifted out, byte planes), which readers since
+// then decode; not part of the schema, so a type's layout is the same either way.
 struct EventTypeSpec {
   std::string name;  // dotted, e.g. "thread.start"
   std::vector<FieldSpec> fields;
+  bool packed = false;
 };
 
 struct SegmentHeaderInfo {

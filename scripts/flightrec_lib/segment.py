@@ -57,9 +57,11 @@ TIME, UINT, SINT, STRING, STACK, F64, BYTES = range(1, 8)
 TYPE_NAMES = {TIME: "time", UINT: "uint", SINT: "sint", STRING: "string", STACK: "stack",
               F64: "f64", BYTES: "bytes"}
 
-# Column schemes (SPEC.md 5.4): encoding byte = scheme << 4 | width.
-PLAIN, ZIGZAG, DELTA, SCHEME_F64, SCHEME_BYTES = range(5)
-_INT_SCHEMES = (PLAIN, ZIGZAG, DELTA)
+# Column schemes (SPEC.md 5.4): encoding byte = scheme << 4 | width. The
+# packed forms of PLAIN, ZIGZAG and DELTA (scheme + 5) store the same integers
+# shifted right by `shift` bits, as byte planes.
+PLAIN, ZIGZAG, DELTA, SCHEME_F64, SCHEME_BYTES, PACKED_PLAIN, PACKED_ZIGZAG, PACKED_DELTA = range(8)
+_INT_SCHEMES = (PLAIN, ZIGZAG, DELTA, PACKED_PLAIN, PACKED_ZIGZAG, PACKED_DELTA)
 _SCHEMES_FOR = {TIME: _INT_SCHEMES, UINT: _INT_SCHEMES, SINT: _INT_SCHEMES, STRING: _INT_SCHEMES,
                 STACK: _INT_SCHEMES, F64: (SCHEME_F64,), BYTES: (SCHEME_BYTES,)}
 _WIDTHS = (0, 1, 2, 4, 8)
@@ -168,6 +170,68 @@ def _unzigzag(b, p, n, w):
     return a, end
 
 
+def _planes(b, p, n, w, lane):
+    """The n integers stored as w byte planes at b[p] (all first bytes, then
+    all second bytes, ...) -> (bytearray of n little-endian lanes of `lane` >= w
+    bytes, next). Extended-slice assignment interleaves a plane at C speed."""
+    end = p + n * w
+    if end > len(b):
+        raise _Corrupt("column data runs past the end of the block")
+    buf = bytearray(n * lane)
+    for k in range(w):
+        buf[k::lane] = b[p + k * n:p + (k + 1) * n]
+    return buf, end
+
+
+def _packed_header(b, p, scheme):
+    """(shift, base, next) of a packed column's data at b[p]."""
+    if p >= len(b):
+        raise _Corrupt("packed column shift runs past the end of the block")
+    shift = b[p]
+    if shift > 63:
+        raise _Corrupt("packed column shift %d" % shift)
+    p += 1
+    base = 0
+    if scheme == PACKED_DELTA:
+        if p + 8 > len(b):
+            raise _Corrupt("delta base runs past the end of the block")
+        base = int.from_bytes(b[p:p + 8], "little")
+        p += 8
+    return shift, base, p
+
+
+def _decode_packed(b, p, n, w, scheme):
+    """A packed column (schemes 5-7) -> (values, next), as its unpacked scheme
+    would decode them."""
+    shift, base, p = _packed_header(b, p, scheme)
+    if w == 0:
+        return ([base] * n if scheme == PACKED_DELTA else [0] * n), p
+    if scheme == PACKED_PLAIN:
+        # Shifted in place: lanes wide enough for value << shift never carry
+        # into their neighbour, so one big-int shift does the whole column.
+        lane = next((x for x in (1, 2, 4, 8) if 8 * x >= 8 * w + shift), None)
+        if lane is None:  # wider than 64 bits after the shift: mod 2^64, value by value
+            buf, p = _planes(b, p, n, w, w)
+            return [(v << shift) % _U64 for v in _fixed(buf, 0, n, w)[0]], p
+        buf, p = _planes(b, p, n, w, lane)
+        if shift:
+            buf = (int.from_bytes(buf, "little") << shift).to_bytes(n * lane, "little")
+        return _fixed(buf, 0, n, lane)[0], p
+    buf, p = _planes(b, p, n, w, w)
+    signed, _ = _unzigzag(buf, 0, n, w)
+    if scheme == PACKED_ZIGZAG:
+        return ([v << shift for v in signed] if shift else signed), p
+    # PACKED_DELTA
+    if shift:
+        values = [base + (a << shift) for a in accumulate(signed)]
+    else:
+        values = list(accumulate(signed, initial=base))
+        del values[0]
+    if min(values) < 0 or max(values) >= _U64:
+        values = [v % _U64 for v in values]  # wrapped: arithmetic is mod 2^64
+    return values, p
+
+
 def decode_column(b, p, n, field_type):
     """Decodes one column (SPEC.md 5.4) of n values at b[p] -> (sequence, next).
     The sequence is a list or an array (index it, iterate it, len() it; do not
@@ -182,9 +246,12 @@ def decode_column(b, p, n, field_type):
     if w not in _WIDTHS:
         raise _Corrupt("bad column width %d" % w)
     allowed = _SCHEMES_FOR.get(field_type)
-    if scheme > SCHEME_BYTES or (allowed is not None and scheme not in allowed):
+    if scheme > PACKED_DELTA or (allowed is not None and scheme not in allowed):
         raise _Corrupt("column encoding %d does not fit field type %d" % (scheme, field_type))
-    if scheme == PLAIN:
+    if scheme >= PACKED_PLAIN:
+        values, p = _decode_packed(b, p, n, w, scheme)
+        scheme -= PACKED_PLAIN  # the fix-ups below are those of the unpacked scheme
+    elif scheme == PLAIN:
         values, p = _fixed(b, p, n, w)
     elif scheme == ZIGZAG:
         values, p = _unzigzag(b, p, n, w)
@@ -236,8 +303,10 @@ def column_end(b, p, n, field_type):
     if w not in _WIDTHS:
         raise _Corrupt("bad column width %d" % w)
     allowed = _SCHEMES_FOR.get(field_type)
-    if scheme > SCHEME_BYTES or (allowed is not None and scheme not in allowed):
+    if scheme > PACKED_DELTA or (allowed is not None and scheme not in allowed):
         raise _Corrupt("column encoding %d does not fit field type %d" % (scheme, field_type))
+    if scheme >= PACKED_PLAIN:
+        _, _, p = _packed_header(b, p, scheme)
     if scheme == SCHEME_F64 and w != 8:
         raise _Corrupt("F64 column with width %d" % w)
     if scheme == DELTA:
