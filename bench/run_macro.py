@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Macro benchmark: real servers and programs under every side (plain,
 flightrec configurations, heaptrack, gperftools), interleaved. For each
-workload, each round runs every side once, the order rotating from round
-to round, so drift on the (shared) machine hits every side alike; the
+workload, each round runs every side once, in a fresh shuffled order, so
+drift on the (shared) machine hits every side alike; the
 report takes medians of per-round ratios (bench/macro/stats.py).
 
 Writes OUT/macro.json (raw runs, rewritten after every run) and keeps the
@@ -15,6 +15,7 @@ trace figures (bench/run_trace_figures.py).
 import argparse
 import json
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -64,9 +65,13 @@ class Context:
         shutil.rmtree(self.rundir(tag), ignore_errors=True)
 
 
-def rotated(items, k):
-    k %= len(items)
-    return items[k:] + items[:k]
+def shuffled(items, rnd):
+    """This round's order: a fresh permutation (seeded, so a rerun repeats it).
+    A rotation would keep every side at a fixed distance from plain, so the
+    sides placed far from it would always collect more drift."""
+    order = list(items)
+    random.Random(1000 + rnd).shuffle(order)
+    return order
 
 
 def loadavg():
@@ -122,7 +127,7 @@ def main():
             # One unrecorded plain run first: page cache, lazy binding, socket buffers.
             run(chosen[0], ctx, -1)
             for rnd in range(args.rounds):
-                for pos, side in enumerate(rotated(chosen, rnd)):
+                for pos, side in enumerate(shuffled(chosen, rnd)):
                     entry = {"workload": w, "round": rnd, "position": pos, "side": side.name,
                              "loadavg": loadavg()}
                     try:

@@ -313,8 +313,8 @@ def main():
     add("**The machine is shared**: two vCPUs, with other engineers' builds and tests running during the "
         "whole benchmark (see the load averages: anything above 2 means runnable work was waiting for a CPU). "
         "Absolute figures (requests/s, latencies) mostly measure that contention and vary from run to run. "
-        "The comparisons are built to survive it: every side runs once per round, the order rotating "
-        "from round to round, each ratio is taken inside its round (side / plain, minutes apart) and the "
+        "The comparisons are built to survive it: every side runs once per round, in a new shuffled order "
+        "each round, each ratio is taken inside its round (side / plain, minutes apart) and the "
         "tables give the median over rounds with the lowest and highest round in brackets. Wide brackets "
         "mean the neighbours moved the figure more than the side did.")
     add("")
@@ -372,6 +372,11 @@ def main():
         for s in macro["sides"]:
             add("| %s | %s | `%s` |" % (s["name"], s["label"], s["command"]))
         add("")
+        if any(s["name"] == "plain-again" for s in macro["sides"]):
+            add("`plain-again` is plain measured as if it were a tool: its ratios would be 1.00 on a quiet machine, "
+                "so their spread is the noise floor every other row sits on. A side whose range overlaps "
+                "`plain-again`'s cannot be told apart from no tool in this run.")
+            add("")
         add("Settings are passed with `env` right before the measured program, never to a wrapper in front of "
             "it. Off-CPU sampling rides on the CPU sampler (it has no side of its own): its cost is "
             "`fr-cpu+offcpu` minus `fr-cpu`. `fr-core` is the runtime with every feature off (thread "
@@ -475,6 +480,8 @@ def main():
                                                   c["process_us_per_sample"]))
             else:
                 add("| one CPU sample, %s sampler | no samples recorded | `run_capture_costs.py` |" % name)
+        add("| (the SIGPROF fallback's thread-CPU timers fire at most once per kernel tick, 250 Hz here, so its runs "
+            "hold a few hundred samples and its per-sample figure is below this machine's noise) | | |")
         o = capture.get("offcpu_switch")
         if o:
             add("| off-CPU recording (perf context-switch samples), per voluntary context switch, pipe ping-pong "

@@ -72,6 +72,9 @@ class Side:
 
 SIDES = [
     Side("plain", "no tool", None),
+    # The same as plain, measured as a side: how far apart two identical
+    # configurations land on this machine (the noise floor of every ratio).
+    Side("plain-again", "no tool, a second time (A/A: the noise floor)", None),
     Side("fr-default", "flightrec, every default on", "flightrec"),
     Side("fr-core", "flightrec, every feature off (runtime only)", "flightrec", FEATURES_OFF),
     Side("fr-cpu", "flightrec, CPU sampling only", "flightrec",
