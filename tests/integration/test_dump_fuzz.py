@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "fuzz"))
 import dump_corruption as dc  # noqa: E402
 
 FIXED_SEED = 20261130
-FIXED_ITERATIONS = 30
+FIXED_ITERATIONS = 24
 
 
 @pytest.fixture(scope="module")
