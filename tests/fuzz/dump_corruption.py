@@ -250,6 +250,8 @@ def column_layout(b, p, count):
         enc = b[p]
         scheme, w = enc >> 4, enc & 15
         q = p + 1
+        if scheme >= 5:  # packed (SPEC.md 5.4): u8 shift, PACKED_DELTA a u64 base, W byte planes
+            q += 1 + (8 if scheme == 7 else 0)
         if scheme == 2:
             q += 8
         if scheme == 3:
@@ -307,6 +309,10 @@ def sites(kind, b):
                 out.append((enc, 1, "u8"))                          # encoding
                 if b[enc] >> 4 == 2:
                     out.append((enc + 1, 8, "u64"))                 # delta base
+                if b[enc] >> 4 >= 5:
+                    out.append((enc + 1, 1, "u8"))                  # packed shift
+                if b[enc] >> 4 == 7:
+                    out.append((enc + 2, 8, "u64"))                 # packed delta base
                 if b[enc] >> 4 == 4 and b[enc] & 15:
                     out.append((start, b[enc] & 15, "width"))       # first byte length
         elif kind == KINDS["FOOTER"]:
