@@ -45,6 +45,7 @@ struct Config {
   // sockets
   bool sockets = true;                         // FLIGHTREC_SOCKETS
   uint64_t acceptq_ms = 1000;                  // FLIGHTREC_ACCEPTQ_MS (0 = off)
+  bool socket_tsc = true;                      // FLIGHTREC_SOCKET_TSC (0 = clock_gettime)
 
   // S3 upload
   std::string s3_bucket;                       // FLIGHTREC_S3_BUCKET (empty = no upload)

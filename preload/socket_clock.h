@@ -8,7 +8,7 @@
 // C-states), the hooks record raw TSC ticks and the flush thread converts
 // them with a linear map fitted to (tsc, monotonic) pairs it reads itself,
 // once per tick. Elsewhere, or with FLIGHTREC_SOCKET_TSC=0, they read
-// CLOCK_MONOTONIC as before. Every record says which unit it holds
+// CLOCK_MONOTONIC. Every record says which unit it holds
 // (kOpFlagTsc), so switching at any moment is safe. Only the data calls
 // (send/recv/read/write families) use it; the rare lifecycle calls (socket,
 // connect, accept, close, ...) keep clock_gettime.

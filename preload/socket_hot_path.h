@@ -41,13 +41,11 @@ inline bool Recording() { return Tracking() && RuntimeRecording(); }
 void SetOwnerPid(pid_t pid);
 bool InOwnerProcess();  // one getpid(); only on close/dup paths of tracked sockets
 
-// The entry of fd if a data call on it is to be recorded, else 0: a tracked
-// socket, on a thread that is not one of ours.
-inline uint64_t RecordedEntry(int fd) {
-  const uint64_t e = sockfd::Lookup(fd);
-  if (__builtin_expect(e == 0, 1)) return 0;
-  return (tls_thread_flags & kThreadFlagRecorder) ? 0 : e;
-}
+// The entry of fd if a data call on it is to be recorded, else 0. Our own
+// threads are not asked about: they never register a ring (RecordWriter then
+// records nothing), and the sockets they use (the uploader's) were created
+// on them, so never entered the table.
+inline uint64_t RecordedEntry(int fd) { return sockfd::Lookup(fd); }
 
 __attribute__((always_inline)) inline void PushOp(SockOp op, int fd, uint64_t conn, uint64_t start,
                                                  uint64_t end, int64_t result, uint8_t flags = 0,

@@ -87,7 +87,8 @@ void SocketsInit(const Config& cfg) {
     Log(LogLevel::kWarn, "cannot map the socket fd table; socket recording disabled");
     return;
   }
-  sockclock::Init(true);
+  const bool tsc = sockclock::Init(cfg.socket_tsc);
+  Log(LogLevel::kInfo, "socket calls timed with %s", tsc ? "the TSC" : "clock_gettime");
   RegisterSocketFlushSide(cfg);
   AdoptExistingSockets();
   AdoptLiveSockets();
