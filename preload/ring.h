@@ -99,13 +99,16 @@ class Ring {
   }
 
  private:
-  uint8_t* buf_ = nullptr;
+  // Everything a push touches shares one cache line (a hook around a system
+  // call finds its lines evicted and pays for each one); the consumer reads
+  // head_ here once per drain. tail_, which the consumer writes, has its own.
+  alignas(64) uint8_t* buf_ = nullptr;
   size_t capacity_ = 0;
   // Producer-private: the committed head after Commit(), the reserved end
   // between Reserve() and Commit(). A failed Reserve leaves it unchanged.
   uint64_t pending_head_ = 0;
   uint64_t cached_tail_ = 0;   // producer-private; never ahead of tail_
-  alignas(64) std::atomic<uint64_t> head_{0};
+  std::atomic<uint64_t> head_{0};
   alignas(64) std::atomic<uint64_t> tail_{0};
 };
 
