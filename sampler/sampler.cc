@@ -36,8 +36,9 @@ struct SamplerState {
   bool auto_mode = false;
   bool offcpu = false;             // off-CPU wanted at all
   sampler::SigprofOptions sigprof_opts;
-  std::atomic<bool> sigprof_fallback_tried{false};
-  std::atomic<bool> sigprof_fallback_ok{false};
+  // Per-thread SIGPROF fallback: decided once, by the first thread perf
+  // refuses. kFallbackDeciding -> kFallbackOk | kFallbackFailed.
+  std::atomic<int> sigprof_fallback{0};
   std::atomic<bool> shutdown{false};
 };
 
@@ -48,16 +49,29 @@ pid_t Gettid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 
 // auto mode: a thread perf cannot arm (locked-memory limits, fd limits) gets
 // the SIGPROF timer instead, if SIGPROF is ours to use.
+constexpr int kFallbackUndecided = 0, kFallbackDeciding = 1, kFallbackOk = 2, kFallbackFailed = 3;
+// Threads refused while the first one is still installing the fallback wait
+// for its answer (thread start, not a hot path), but never longer than this.
+constexpr uint64_t kFallbackWaitNs = 200ull * 1000000ull;
+
 bool SigprofFallbackForThread() {
   if (!g_state.auto_mode) return false;
-  if (!g_state.sigprof_fallback_tried.exchange(true)) {
+  const int saved_errno = errno;
+  int expected = kFallbackUndecided;
+  if (g_state.sigprof_fallback.compare_exchange_strong(expected, kFallbackDeciding)) {
     const char* why = "";
     const bool ok = sampler::SigprofInstall(g_state.sigprof_opts, &why);
-    g_state.sigprof_fallback_ok.store(ok);
+    g_state.sigprof_fallback.store(ok ? kFallbackOk : kFallbackFailed);
     Log(LogLevel::kWarn, "perf_event_open failed for thread %d (%s); %s", static_cast<int>(Gettid()),
-        strerror(errno), ok ? "such threads are sampled with SIGPROF timers" : why);
+        strerror(saved_errno), ok ? "such threads are sampled with SIGPROF timers" : why);
+  } else {
+    const uint64_t deadline = MonotonicNs() + kFallbackWaitNs;
+    while (g_state.sigprof_fallback.load() == kFallbackDeciding && MonotonicNs() < deadline) {
+      const timespec pause{0, 100000};  // 100 us
+      nanosleep(&pause, nullptr);
+    }
   }
-  return g_state.sigprof_fallback_ok.load() && sampler::SigprofArmSelf();
+  return g_state.sigprof_fallback.load() == kFallbackOk && sampler::SigprofArmSelf();
 }
 
 void ArmSelf(pid_t tid) {
@@ -173,8 +187,7 @@ void SamplerInit(const Config& cfg) {
       return;
     }
     s.mode = Mode::kSigprof;
-    s.sigprof_fallback_tried.store(true);
-    s.sigprof_fallback_ok.store(true);
+    s.sigprof_fallback.store(kFallbackOk);
     offcpu_source = cfg.offcpu ? "blocking calls" : "none";
     Log(LogLevel::kInfo, "sampler: sigprof (%llu Hz of thread CPU time, %u-byte stacks, off-CPU: %s)",
         static_cast<unsigned long long>(s.sigprof_opts.hz), s.sigprof_opts.stack_bytes, offcpu_source);

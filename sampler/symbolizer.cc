@@ -57,6 +57,9 @@ struct CachedMapping {
 struct Entry {
   int32_t mapping = -1;        // index into mappings, -1 = pc in no mapping
   uint64_t maps_generation = 0;  // for unknown pcs: retry once this changes
+  // Resolved while files could not be opened (the host held every fd): the
+  // answer is not final, retry like an unknown pc.
+  bool transient = false;
   MiVector<CachedFrame> frames;
 };
 
@@ -215,6 +218,9 @@ struct Symbolizer::Impl {
   uint64_t maps_generation = 0;
   uint64_t last_rescan_ns = 0;
   bool initialised = false;
+  // The maps or a module's ELF could not be read for want of a descriptor
+  // (EMFILE/ENFILE): the next rescan re-reads and re-reports regardless.
+  bool fd_starved = false;
   MiHashMap<uint64_t, Entry> cache;
   MiVector<CachedMapping> mappings;
   MiHashMap<uint64_t, int32_t> mapping_by_start;
@@ -240,23 +246,40 @@ struct Symbolizer::Impl {
     stats.reports++;
   }
 
+  static bool FdStarved(int err) { return err == EMFILE || err == ENFILE; }
+  static bool CanOpenFile() {
+    const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return !FdStarved(errno);
+    close(fd);
+    return true;
+  }
+
   void Init() {
     initialised = true;
-    maps.Load();
+    errno = 0;
+    if (!maps.Load() && FdStarved(errno)) fd_starved = true;
     maps_generation++;
     last_rescan_ns = MonotonicNs();
     Report();
   }
 
   // Re-reads the maps when pcs we cannot place keep arriving; re-reports the
-  // modules only if the code mappings really changed.
+  // modules only if the code mappings really changed. While fd-starved it
+  // retries on every miss: a failed open() costs a microsecond, and a pc
+  // described without names stays that way for the rest of the segment.
   bool MaybeRescan() {
     const uint64_t now = MonotonicNs();
-    if (now - last_rescan_ns < kRescanIntervalNs) return false;
+    if (!fd_starved && now - last_rescan_ns < kRescanIntervalNs) return false;
     last_rescan_ns = now;
     stats.rescans++;
     const uint64_t before = maps.code_fingerprint();
-    if (!maps.Load() || maps.code_fingerprint() == before) return false;
+    errno = 0;
+    if (!maps.Load()) {
+      if (FdStarved(errno)) fd_starved = true;
+      return false;
+    }
+    if (maps.code_fingerprint() == before && !fd_starved) return false;
+    fd_starved = false;
     maps_generation++;
     mapping_by_start.clear();  // offsets/paths at a start address may differ now
     Report();
@@ -547,7 +570,7 @@ struct Symbolizer::Impl {
   void Resolve(uint64_t pc, Entry* e) {
     const MapEntry* m = maps.Find(pc);
     Dwfl_Module* mod = dwfl ? dwfl_addrmodule(dwfl, pc) : nullptr;
-    if ((!m || (!mod && m->executable && !m->path.empty() && m->path[0] == '/')) && MaybeRescan()) {
+    if ((!m || (!mod && m->executable && !m->path.empty() && m->path[0] == '/') || fd_starved) && MaybeRescan()) {
       m = maps.Find(pc);
       mod = dwfl ? dwfl_addrmodule(dwfl, pc) : nullptr;
     }
@@ -556,6 +579,17 @@ struct Symbolizer::Impl {
     if (!m) {
       e->mapping = -1;
       return;
+    }
+    e->transient = false;
+    if (mod) {
+      // libdw opens the module's file on first use; without a descriptor it
+      // remembers the failure, so the modules must be reported afresh later.
+      // libdw does not keep errno, so a failure is probed: can we open a file?
+      Dwarf_Addr bias = 0;
+      if (!dwfl_module_getelf(mod, &bias) && !CanOpenFile()) {
+        fd_starved = true;
+        e->transient = true;
+      }
     }
     e->mapping = MappingFor(*m, mod);
     if (!mod) return;
@@ -595,8 +629,9 @@ bool Symbolizer::Describe(uint64_t pc, format::MappingInfo* mapping, std::vector
   auto it = s.cache.find(pc);
   // An unknown pc stays cached until the maps change or a rescan is due.
   const bool hit = it != s.cache.end() &&
-                   (it->second.mapping >= 0 || (it->second.maps_generation == s.maps_generation &&
-                                                MonotonicNs() - s.last_rescan_ns < kRescanIntervalNs));
+                   ((it->second.mapping >= 0 && !it->second.transient) ||
+                    (it->second.maps_generation == s.maps_generation &&
+                     MonotonicNs() - s.last_rescan_ns < kRescanIntervalNs));
   if (hit) {
     s.stats.cache_hits++;
   } else {
