@@ -1,6 +1,6 @@
 // Ring: a single-producer / single-consumer byte ring of variable-length,
 // 8-byte-aligned records. The producer is one application thread (hooks and
-// that thread's signal handlers, serialised by ThreadState::busy); the
+// that thread's signal handlers, serialised by producer_busy); the
 // consumer is the flush thread.
 //
 // Invariants:
@@ -14,6 +14,7 @@
 //  * Memory is supplied by the caller (mmap'd per thread); no allocation here.
 #pragma once
 #include <atomic>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -49,16 +50,19 @@ class Ring {
     const uint64_t head = pending_head_;  // == head_ outside Reserve..Commit
     const size_t offset = head & (capacity_ - 1);
     const size_t to_end = capacity_ - offset;
+    // Expectations keep the common push (no wrap, room) one straight run of
+    // code: fewer instruction cache lines to fetch again after a syscall.
+    const bool wraps = __builtin_expect(to_end < size, 0);
     uint64_t need = size;
-    if (to_end < size) need += to_end;  // padding to the end, then the record at 0
+    if (wraps) need += to_end;  // padding to the end, then the record at 0
     // Re-read the consumer's position only when the cached one says "full":
     // keeps the consumer's cache line out of the common path.
-    if (head + need - cached_tail_ > capacity_) {
+    if (__builtin_expect(head + need - cached_tail_ > capacity_, 0)) {
       cached_tail_ = tail_.load(std::memory_order_acquire);
       if (head + need - cached_tail_ > capacity_) return nullptr;
     }
     uint64_t pos = head;
-    if (to_end < size) {
+    if (wraps) {
       auto* pad = reinterpret_cast<RecordHeader*>(buf_ + offset);
       pad->kind = 0;
       pad->flags = 0;
@@ -109,6 +113,14 @@ class Ring {
   uint64_t pending_head_ = 0;
   uint64_t cached_tail_ = 0;   // producer-private; never ahead of tail_
   std::atomic<uint64_t> head_{0};
+
+ public:
+  // Producer-side re-entrancy guard (RecordWriter): set while a record is
+  // being written so a signal handler on the same thread drops instead of
+  // corrupting the ring. Here, on the line every push touches anyway.
+  volatile sig_atomic_t producer_busy = 0;
+
+ private:
   alignas(64) std::atomic<uint64_t> tail_{0};
 };
 

@@ -111,7 +111,7 @@ ThreadState* RegisterCurrentThread(pid_t parent_tid, uint64_t start_routine) {
   ts->start_routine = start_routine;
   memset(ts->name, 0, sizeof(ts->name));
   prctl(PR_GET_NAME, ts->name, 0, 0, 0);
-  ts->busy = 0;
+  ts->ring.producer_busy = 0;
   ts->generation++;
   ts->start_emitted = false;
   ts->end_dropped = false;
@@ -169,7 +169,7 @@ ThreadState* RegistryHead() { return g_head.load(std::memory_order_acquire); }
 void ResetRegistryAfterFork() {
   for (ThreadState* ts = g_head.load(std::memory_order_relaxed); ts; ts = ts->next) {
     ts->ring.Init(ts->ring.buffer(), ts->ring.capacity());
-    ts->busy = 0;
+    ts->ring.producer_busy = 0;
     ts->state.store(static_cast<int>(ThreadSlotState::kFree), std::memory_order_relaxed);
   }
   tls_state = nullptr;

@@ -30,9 +30,6 @@ struct ThreadState {
   pid_t parent_tid = 0;
   uint64_t start_routine = 0;           // address, 0 if unknown
   char name[16] = {};
-  // Producer-side re-entrancy guard: set while a record is being written so a
-  // signal handler on the same thread drops instead of corrupting the ring.
-  volatile sig_atomic_t busy = 0;
   // Drops per record kind. Written only by the owning thread (relaxed), read by
   // the flush thread, which reports deltas.
   std::atomic<uint64_t> dropped[kRecordKindCount];
@@ -105,17 +102,17 @@ class RecordWriter {
       ts = RegisterForRecord(register_if_missing);
       if (!ts) return;
     }
-    if (ts->busy) {  // a signal handler interrupted a push on this thread
+    if (ts->ring.producer_busy) {  // a signal handler interrupted a push on this thread
       ts->dropped[kind].fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    ts->busy = 1;
+    ts->ring.producer_busy = 1;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     data_ = ts->ring.Reserve(kind, payload_bytes);
     if (__builtin_expect(!data_, 0)) {
       ts->dropped[kind].fetch_add(1, std::memory_order_relaxed);
       std::atomic_signal_fence(std::memory_order_seq_cst);
-      ts->busy = 0;
+      ts->ring.producer_busy = 0;
       return;
     }
     ts_ = ts;
@@ -124,7 +121,7 @@ class RecordWriter {
     if (!ts_) return;
     ts_->ring.Commit();
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    ts_->busy = 0;
+    ts_->ring.producer_busy = 0;
   }
   RecordWriter(const RecordWriter&) = delete;
   RecordWriter& operator=(const RecordWriter&) = delete;
