@@ -13,10 +13,14 @@
 //    when its thread was preempted in between for longer than a tick; such a
 //    late record is still processed, just out of order.
 //  * Socket times (op start and end, hence durations and request windows)
-//    are rounded down to a 64 ns grid. The digits below that are noise (one
-//    clock read costs ~26 ns and a recorded call brackets the real one with
-//    two), and they were the largest part of a socket.op event on disk:
-//    measured on redis-benchmark traffic, 4.3 -> 3.0 bytes per event.
+//    are rounded down to a 64 ns grid. The digits below that are noise (a
+//    recorded call brackets the real one with two clock reads, ~11 ns each
+//    with the TSC, ~26 ns with clock_gettime), and they were the largest
+//    part of a socket.op event on disk: measured on redis-benchmark traffic,
+//    4.3 -> 3.0 bytes per event. socket.op's columns are packed (SPEC.md
+//    5.4), so the grid's zero bits are not stored at all.
+//  * Data ops timed with the TSC (kOpFlagTsc) are converted to CLOCK_MONOTONIC
+//    ns here, before anything else sees them (socket_clock.h).
 //  * Every FLIGHTREC_ACCEPTQ_MS the source samples the accept queues of our
 //    listeners (socket_acceptq.h) into socket.acceptq events.
 //  * A request is written when the next one starts, or at EOF or close; one

@@ -156,7 +156,8 @@ def test_redis_keeps_working_and_byte_totals_match_its_own_counters(fr, trace_di
     events, stored = socket_event_bytes(trace_dir)
     print("socket.op on disk: %d events, %d bytes, %.2f bytes/event" % (events, stored, stored / events))
     assert events >= 2 * 4 * 20000
-    # The goal is <= 3 bytes per event (measured 2.5-4.0: timing jitter under
-    # load widens the time deltas). This only guards against a gross
-    # regression; the figure itself is reported by the print above.
-    assert stored / events < 8.0
+    # The goal is <= 3 bytes per event. With packed columns (format/SPEC.md
+    # 5.4) this measured 2.1-2.4 (2.6-2.8 before them, side by side under the
+    # same load); timing jitter under load widens the time deltas, so the
+    # bound leaves room and the figure itself is printed above.
+    assert stored / events < 4.0
