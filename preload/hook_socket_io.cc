@@ -14,6 +14,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <tuple>
+
 #include "preload/socket_clock.h"
 #include "preload/socket_hot_path.h"
 #include "preload/socket_real.h"
@@ -30,30 +32,7 @@ namespace sockhot = flightrec::sockhot;
 
 namespace {
 
-// Records one call around `call` (which returns the real call's result).
-// `bytes_of(rc)` turns a successful result into bytes moved.
-// errno is read only when the call failed; the push never changes it.
-template <typename Call, typename Bytes>
-inline auto Timed(SockOp op, int fd, uint64_t entry, uint8_t flags, Call&& call, Bytes&& bytes_of) {
-  const bool tsc = sockclock::UseTsc();
-  const uint64_t t0 = sockclock::Read(tsc);
-  const auto rc = call();
-  const uint64_t t1 = sockclock::Read(tsc);
-  sockhot::PushOp(op, fd, sockfd::EntryConn(entry), t0, t1,
-                  rc < 0 ? -static_cast<int64_t>(errno) : static_cast<int64_t>(bytes_of(rc)),
-                  tsc ? static_cast<uint8_t>(flags | kOpFlagTsc) : flags);
-  return rc;
-}
-
-template <typename Call>
-inline auto Timed(SockOp op, int fd, uint64_t entry, uint8_t flags, Call&& call) {
-  return Timed(op, fd, entry, flags, call, [](auto rc) { return rc; });
-}
-
-// Fast-path test: the entry of fd if this call is to be recorded, else 0.
-inline uint64_t Recorded(int fd) { return sockhot::RecordedEntry(fd); }
-
-inline uint8_t PeekFlag(int flags) { return (flags & MSG_PEEK) ? kOpFlagPeek : 0; }
+using flightrec::RealSocketFns;
 
 // Total bytes of the first n messages of an mmsg vector (the kernel filled msg_len).
 inline int64_t MmsgBytes(const mmsghdr* v, int n) {
@@ -62,95 +41,124 @@ inline int64_t MmsgBytes(const mmsghdr* v, int n) {
   return total;
 }
 
+// A recorded call: g_real_sock.*kFn(fd, args...) between two clock reads, then
+// one push. Bytes moved are the result, or for the mmsg calls the sum of the
+// msg_len the kernel filled in (args' first is the vector). errno is read only
+// when the call failed; the push never changes it.
+//
+// Out of line and taking the arguments by value: the hooks' fast path (not a
+// recorded socket: files, pipes, FLIGHTREC_SOCKETS=0) is then a table load
+// and a tail call, with no registers to save and nothing spilled.
+template <SockOp kOp, auto RealSocketFns::*kFn, typename... A>
+__attribute__((noinline)) auto TimedCall(uint64_t entry, uint8_t flags, int fd, A... args) {
+  const bool tsc = sockclock::UseTsc();
+  const uint64_t t0 = sockclock::Read(tsc);
+  const auto rc = (g_real_sock.*kFn)(fd, args...);
+  const uint64_t t1 = sockclock::Read(tsc);
+  int64_t result;
+  if (rc < 0) {
+    result = -static_cast<int64_t>(errno);
+  } else if constexpr (kOp == SockOp::kSendmmsg || kOp == SockOp::kRecvmmsg) {
+    result = MmsgBytes(std::get<0>(std::tie(args...)), static_cast<int>(rc));
+  } else {
+    result = static_cast<int64_t>(rc);
+  }
+  sockhot::PushOp(kOp, fd, sockfd::EntryConn(entry), t0, t1, result,
+                  tsc ? static_cast<uint8_t>(flags | kOpFlagTsc) : flags);
+  return rc;
+}
+
+// Fast-path test: the entry of fd if this call is to be recorded, else 0.
+inline uint64_t Recorded(int fd) { return sockhot::RecordedEntry(fd); }
+
+inline uint8_t PeekFlag(int flags) { return (flags & MSG_PEEK) ? kOpFlagPeek : 0; }
+
 }  // namespace
 
 FR_HOOK ssize_t send(int fd, const void* buf, size_t n, int flags) {
   const uint64_t e = Recorded(fd);
-  if (!e) return g_real_sock.send(fd, buf, n, flags);
-  return Timed(SockOp::kSend, fd, e, 0, [&] { return g_real_sock.send(fd, buf, n, flags); });
+  if (__builtin_expect(!e, 1)) return g_real_sock.send(fd, buf, n, flags);
+  return TimedCall<SockOp::kSend, &RealSocketFns::send>(e, 0, fd, buf, n, flags);
 }
 
 FR_HOOK ssize_t sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* addr, socklen_t len) {
   const uint64_t e = Recorded(fd);
-  if (!e) return g_real_sock.sendto(fd, buf, n, flags, addr, len);
-  return Timed(SockOp::kSendto, fd, e, 0, [&] { return g_real_sock.sendto(fd, buf, n, flags, addr, len); });
+  if (__builtin_expect(!e, 1)) return g_real_sock.sendto(fd, buf, n, flags, addr, len);
+  return TimedCall<SockOp::kSendto, &RealSocketFns::sendto>(e, 0, fd, buf, n, flags, addr, len);
 }
 
 FR_HOOK ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
   const uint64_t e = Recorded(fd);
-  if (!e) return g_real_sock.sendmsg(fd, msg, flags);
-  return Timed(SockOp::kSendmsg, fd, e, 0, [&] { return g_real_sock.sendmsg(fd, msg, flags); });
+  if (__builtin_expect(!e, 1)) return g_real_sock.sendmsg(fd, msg, flags);
+  return TimedCall<SockOp::kSendmsg, &RealSocketFns::sendmsg>(e, 0, fd, msg, flags);
 }
 
 FR_HOOK int sendmmsg(int fd, mmsghdr* vec, unsigned vlen, int flags) {
   const uint64_t e = Recorded(fd);
-  if (!e) return g_real_sock.sendmmsg(fd, vec, vlen, flags);
-  return Timed(SockOp::kSendmmsg, fd, e, 0, [&] { return g_real_sock.sendmmsg(fd, vec, vlen, flags); },
-               [&](int rc) { return MmsgBytes(vec, rc); });
+  if (__builtin_expect(!e, 1)) return g_real_sock.sendmmsg(fd, vec, vlen, flags);
+  return TimedCall<SockOp::kSendmmsg, &RealSocketFns::sendmmsg>(e, 0, fd, vec, vlen, flags);
 }
 
 FR_HOOK ssize_t recv(int fd, void* buf, size_t n, int flags) {
   const uint64_t e = Recorded(fd);
-  if (!e) return g_real_sock.recv(fd, buf, n, flags);
-  return Timed(SockOp::kRecv, fd, e, PeekFlag(flags), [&] { return g_real_sock.recv(fd, buf, n, flags); });
+  if (__builtin_expect(!e, 1)) return g_real_sock.recv(fd, buf, n, flags);
+  return TimedCall<SockOp::kRecv, &RealSocketFns::recv>(e, PeekFlag(flags), fd, buf, n, flags);
 }
 
 FR_HOOK ssize_t recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* addr, socklen_t* len) {
   const uint64_t e = Recorded(fd);
-  if (!e) return g_real_sock.recvfrom(fd, buf, n, flags, addr, len);
-  return Timed(SockOp::kRecvfrom, fd, e, PeekFlag(flags),
-               [&] { return g_real_sock.recvfrom(fd, buf, n, flags, addr, len); });
+  if (__builtin_expect(!e, 1)) return g_real_sock.recvfrom(fd, buf, n, flags, addr, len);
+  return TimedCall<SockOp::kRecvfrom, &RealSocketFns::recvfrom>(e, PeekFlag(flags), fd, buf, n, flags, addr,
+                                                                len);
 }
 
 FR_HOOK ssize_t recvmsg(int fd, msghdr* msg, int flags) {
   const uint64_t e = Recorded(fd);
-  if (!e) return g_real_sock.recvmsg(fd, msg, flags);
-  return Timed(SockOp::kRecvmsg, fd, e, PeekFlag(flags), [&] { return g_real_sock.recvmsg(fd, msg, flags); });
+  if (__builtin_expect(!e, 1)) return g_real_sock.recvmsg(fd, msg, flags);
+  return TimedCall<SockOp::kRecvmsg, &RealSocketFns::recvmsg>(e, PeekFlag(flags), fd, msg, flags);
 }
 
 FR_HOOK int recvmmsg(int fd, mmsghdr* vec, unsigned vlen, int flags, struct timespec* timeout) {
   const uint64_t e = Recorded(fd);
-  if (!e) return g_real_sock.recvmmsg(fd, vec, vlen, flags, timeout);
-  return Timed(SockOp::kRecvmmsg, fd, e, PeekFlag(flags),
-               [&] { return g_real_sock.recvmmsg(fd, vec, vlen, flags, timeout); },
-               [&](int rc) { return MmsgBytes(vec, rc); });
+  if (__builtin_expect(!e, 1)) return g_real_sock.recvmmsg(fd, vec, vlen, flags, timeout);
+  return TimedCall<SockOp::kRecvmmsg, &RealSocketFns::recvmmsg>(e, PeekFlag(flags), fd, vec, vlen, flags,
+                                                                timeout);
 }
 
 FR_HOOK ssize_t read(int fd, void* buf, size_t n) {
   const uint64_t e = Recorded(fd);
-  if (!e) return g_real_sock.read(fd, buf, n);
-  return Timed(SockOp::kRead, fd, e, 0, [&] { return g_real_sock.read(fd, buf, n); });
+  if (__builtin_expect(!e, 1)) return g_real_sock.read(fd, buf, n);
+  return TimedCall<SockOp::kRead, &RealSocketFns::read>(e, 0, fd, buf, n);
 }
 
 FR_HOOK ssize_t write(int fd, const void* buf, size_t n) {
   const uint64_t e = Recorded(fd);
-  if (!e) return g_real_sock.write(fd, buf, n);
-  return Timed(SockOp::kWrite, fd, e, 0, [&] { return g_real_sock.write(fd, buf, n); });
+  if (__builtin_expect(!e, 1)) return g_real_sock.write(fd, buf, n);
+  return TimedCall<SockOp::kWrite, &RealSocketFns::write>(e, 0, fd, buf, n);
 }
 
 FR_HOOK ssize_t readv(int fd, const iovec* iov, int n) {
   const uint64_t e = Recorded(fd);
-  if (!e) return g_real_sock.readv(fd, iov, n);
-  return Timed(SockOp::kReadv, fd, e, 0, [&] { return g_real_sock.readv(fd, iov, n); });
+  if (__builtin_expect(!e, 1)) return g_real_sock.readv(fd, iov, n);
+  return TimedCall<SockOp::kReadv, &RealSocketFns::readv>(e, 0, fd, iov, n);
 }
 
 FR_HOOK ssize_t writev(int fd, const iovec* iov, int n) {
   const uint64_t e = Recorded(fd);
-  if (!e) return g_real_sock.writev(fd, iov, n);
-  return Timed(SockOp::kWritev, fd, e, 0, [&] { return g_real_sock.writev(fd, iov, n); });
+  if (__builtin_expect(!e, 1)) return g_real_sock.writev(fd, iov, n);
+  return TimedCall<SockOp::kWritev, &RealSocketFns::writev>(e, 0, fd, iov, n);
 }
 
 FR_HOOK ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
   const uint64_t e = Recorded(out_fd);
-  if (!e) return g_real_sock.sendfile(out_fd, in_fd, offset, count);
-  return Timed(SockOp::kSendfile, out_fd, e, 0, [&] { return g_real_sock.sendfile(out_fd, in_fd, offset, count); });
+  if (__builtin_expect(!e, 1)) return g_real_sock.sendfile(out_fd, in_fd, offset, count);
+  return TimedCall<SockOp::kSendfile, &RealSocketFns::sendfile>(e, 0, out_fd, in_fd, offset, count);
 }
 
 FR_HOOK ssize_t sendfile64(int out_fd, int in_fd, off_t* offset, size_t count) {
   const uint64_t e = Recorded(out_fd);
-  if (!e) return g_real_sock.sendfile64(out_fd, in_fd, offset, count);
-  return Timed(SockOp::kSendfile, out_fd, e, 0,
-               [&] { return g_real_sock.sendfile64(out_fd, in_fd, offset, count); });
+  if (__builtin_expect(!e, 1)) return g_real_sock.sendfile64(out_fd, in_fd, offset, count);
+  return TimedCall<SockOp::kSendfile, &RealSocketFns::sendfile64>(e, 0, out_fd, in_fd, offset, count);
 }
 
 // _FORTIFY_SOURCE builds call these instead of read/recv/recvfrom when the
@@ -158,21 +166,20 @@ FR_HOOK ssize_t sendfile64(int out_fd, int in_fd, off_t* offset, size_t count) {
 // directly, so without these hooks a fortified service would be invisible.
 FR_HOOK ssize_t __read_chk(int fd, void* buf, size_t n, size_t buflen) {
   const uint64_t e = Recorded(fd);
-  if (!e) return g_real_sock.read_chk(fd, buf, n, buflen);
-  return Timed(SockOp::kRead, fd, e, 0, [&] { return g_real_sock.read_chk(fd, buf, n, buflen); });
+  if (__builtin_expect(!e, 1)) return g_real_sock.read_chk(fd, buf, n, buflen);
+  return TimedCall<SockOp::kRead, &RealSocketFns::read_chk>(e, 0, fd, buf, n, buflen);
 }
 
 FR_HOOK ssize_t __recv_chk(int fd, void* buf, size_t n, size_t buflen, int flags) {
   const uint64_t e = Recorded(fd);
-  if (!e) return g_real_sock.recv_chk(fd, buf, n, buflen, flags);
-  return Timed(SockOp::kRecv, fd, e, PeekFlag(flags),
-               [&] { return g_real_sock.recv_chk(fd, buf, n, buflen, flags); });
+  if (__builtin_expect(!e, 1)) return g_real_sock.recv_chk(fd, buf, n, buflen, flags);
+  return TimedCall<SockOp::kRecv, &RealSocketFns::recv_chk>(e, PeekFlag(flags), fd, buf, n, buflen, flags);
 }
 
 FR_HOOK ssize_t __recvfrom_chk(int fd, void* buf, size_t n, size_t buflen, int flags, sockaddr* addr,
                                socklen_t* len) {
   const uint64_t e = Recorded(fd);
-  if (!e) return g_real_sock.recvfrom_chk(fd, buf, n, buflen, flags, addr, len);
-  return Timed(SockOp::kRecvfrom, fd, e, PeekFlag(flags),
-               [&] { return g_real_sock.recvfrom_chk(fd, buf, n, buflen, flags, addr, len); });
+  if (__builtin_expect(!e, 1)) return g_real_sock.recvfrom_chk(fd, buf, n, buflen, flags, addr, len);
+  return TimedCall<SockOp::kRecvfrom, &RealSocketFns::recvfrom_chk>(e, PeekFlag(flags), fd, buf, n, buflen,
+                                                                    flags, addr, len);
 }
