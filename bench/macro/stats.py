@@ -62,3 +62,23 @@ def drops(metrics):
 def events(metrics):
     fr = metrics.get("flightrec")
     return None if fr is None else sum(fr["events"].values())
+
+
+def ratio_vs_both_plains(runs, workload, side, key):
+    """Median over rounds of side / geometric mean of the round's plain and
+    plain-again runs: two baseline measurements per round instead of one."""
+    base = by_round(runs, workload, "plain", key)
+    again = by_round(runs, workload, "plain-again", key)
+    mine = by_round(runs, workload, side, key)
+    return _summary([mine[r] / (base[r] * again[r]) ** 0.5 for r in mine
+                     if r in base and r in again and base[r] and again[r]])
+
+
+def ratio_of_medians(runs, workload, side, key):
+    """The side's median over rounds / plain's median over rounds (unpaired)."""
+    base = list(by_round(runs, workload, "plain", key).values())
+    mine = list(by_round(runs, workload, side, key).values())
+    if not base or not mine:
+        return None
+    r = statistics.median(mine) / statistics.median(base)
+    return {"median": r, "lo": r, "hi": r, "n": 1}
