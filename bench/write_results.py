@@ -41,10 +41,23 @@ def load_text(d, name):
 def socket_hook_ns(text):
     """(ns added per recorded socket call on the calling thread, how measured).
     sock_bench's in-process comparison (hooked vs libc direct, per call) when
-    it prints one, else its process-level line (per call, from pairs)."""
-    v = grab(text, r"^\s+preloaded, recording\s+(-?[\d.]+)\s+-?[\d.]+\s*$")
-    if v is not None and re.search(r"added ns per call", text or ""):
-        return v, "in-process, hooked vs libc direct"
+    it prints one: the send/recv column, its median flavour if there is one;
+    else its process-level line (per call, from pairs)."""
+    lines = (text or "").splitlines()
+    for i, line in enumerate(lines):
+        if "added ns per call" not in line:
+            continue
+        header = next((h for h in lines[i:i + 4] if "send/recv" in h), None)
+        row = next((r for r in lines[i:i + 8] if r.strip().startswith("preloaded, recording")), None)
+        if not header or not row:
+            break
+        cols = re.split(r"\s{2,}", header.strip())
+        vals = re.findall(r"-?\d+\.\d+", row)
+        want = [j for j, c in enumerate(cols) if "send/recv" in c]
+        pick = next((j for j in want if "med" in cols[j]), want[0] if want else None)
+        if pick is not None and pick < len(vals):
+            return float(vals[pick]), "in-process, hooked vs libc direct, column '%s'" % cols[pick]
+        break
     v = grab(text, r"recorded socket call: \+?(-?[\d.]+) ns on the calling thread")
     return v, "process level, preloaded vs plain"
 
