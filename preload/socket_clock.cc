@@ -10,8 +10,19 @@
 
 namespace flightrec::sockclock {
 
-// First in the hot section (link order), line-aligned: with the fd table's
-// pointer and size and the first real functions it fills one cache line.
+}  // namespace flightrec::sockclock
+
+// First in the hot section (this object links first), line-aligned: with
+// the TLS offset, the fd table's pointer and size and the first real
+// functions it fills one cache line (socket_hot_data.h; nm shows the layout).
+// The offset is socket_hot_path.h's; GCC places a unit's variables in reverse
+// order of definition, so it is defined first and lands second.
+namespace flightrec::sockhot {
+FR_SOCK_HOT_DATA intptr_t g_tls_state_offset = 0;
+}  // namespace flightrec::sockhot
+
+namespace flightrec::sockclock {
+
 FR_SOCK_HOT_DATA alignas(64) std::atomic<bool> g_use_tsc{false};
 
 namespace {

@@ -16,6 +16,10 @@ std::atomic<pid_t> g_owner_pid{0};
 
 void SetOwnerPid(pid_t pid) { g_owner_pid.store(pid, std::memory_order_relaxed); }
 
+void InitTlsStateOffset() {
+  g_tls_state_offset = reinterpret_cast<intptr_t>(&tls_state) - reinterpret_cast<intptr_t>(__builtin_thread_pointer());
+}
+
 bool InOwnerProcess() {
   return static_cast<pid_t>(syscall(SYS_getpid)) == g_owner_pid.load(std::memory_order_relaxed);
 }

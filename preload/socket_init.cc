@@ -83,6 +83,7 @@ void SocketsInit(const Config& cfg) {
   ResolveRealSocketFns();
   sockhot::SetOwnerPid(getpid());
   if (!cfg.sockets) return;  // hooks only forward (the fd guard still works)
+  sockhot::InitTlsStateOffset();
   if (!sockfd::Init()) {
     Log(LogLevel::kWarn, "cannot map the socket fd table; socket recording disabled");
     return;

@@ -96,8 +96,11 @@ extern __thread ThreadState* tls_state __attribute__((tls_model("initial-exec"))
 // data, has to be fetched again). Never changes errno.
 class RecordWriter {
  public:
-  RecordWriter(uint16_t kind, uint32_t payload_bytes, bool register_if_missing = true) {
-    ThreadState* ts = tls_state;
+  RecordWriter(uint16_t kind, uint32_t payload_bytes, bool register_if_missing = true)
+      : RecordWriter(tls_state, kind, payload_bytes, register_if_missing) {}
+  // With the caller's own read of tls_state (a hook that reaches TLS more
+  // cheaply than through the GOT); null means "not registered yet".
+  RecordWriter(ThreadState* ts, uint16_t kind, uint32_t payload_bytes, bool register_if_missing = true) {
     if (__builtin_expect(ts == nullptr, 0)) {
       ts = RegisterForRecord(register_if_missing);
       if (!ts) return;
