@@ -2,6 +2,7 @@
 #include "preload/core_events.h"
 
 #include <cxxabi.h>
+#include <errno.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -106,8 +107,13 @@ ProcessInfo CollectProcessInfo() {
   if (gethostname(host, sizeof(host) - 1) == 0) p.hostname = host;
   p.service = GetConfig().service;
   if (p.service.empty()) {
-    const size_t slash = p.exe.rfind('/');
-    p.service = slash == std::string::npos ? p.exe : p.exe.substr(slash + 1);
+    // The name it was started by (argv[0]), not the resolved executable:
+    // /usr/bin/redis-server is a symlink to redis-check-rdb.
+    p.service = program_invocation_short_name ? program_invocation_short_name : "";
+    if (p.service.empty()) {
+      const size_t slash = p.exe.rfind('/');
+      p.service = slash == std::string::npos ? p.exe : p.exe.substr(slash + 1);
+    }
     if (p.service.empty()) p.service = "unknown";
   }
   p.realtime_ns = RealtimeNs();

@@ -109,3 +109,14 @@ def test_thousand_live_threads_memory_bound(fr, trace_dir):
     assert grown_kb < 100 * 1024
     names = {t["name"] for t in info(fr, trace_dir)["threads"]}
     assert "tb-worker-999" in names
+
+
+def test_service_is_the_name_the_program_was_started_by(fr, trace_dir, tmp_path):
+    # Debian's /usr/bin/redis-server is a symlink to redis-check-rdb: the
+    # service must be what the user ran, not what the link resolves to.
+    link = tmp_path / "my-service"
+    os.symlink(fr.program("crash_test"), link)
+    fr.run([str(link), "none"], trace_dir)
+    starts = fr.events(trace_dir, "process.start")
+    assert [s["service"] for s in starts] == ["my-service"], starts
+    assert starts[0]["exe"] == fr.program("crash_test")
