@@ -59,7 +59,9 @@ inline ThreadState* ThreadStateViaHotLine() {
   const intptr_t off = g_tls_state_offset;
   if (__builtin_expect(off == 0, 0)) return tls_state;  // before init: the ordinary way
   ThreadState* ts;
-  asm("movq %%fs:(%1), %0" : "=r"(ts) : "r"(off));
+  // "memory": the load must see this thread's latest store to tls_state,
+  // which the compiler cannot tell the asm reads.
+  asm volatile("movq %%fs:(%1), %0" : "=r"(ts) : "r"(off) : "memory");
   return ts;
 }
 
