@@ -114,6 +114,14 @@ inline uint64_t Stored(ColumnScheme scheme, uint64_t x, unsigned shift) {
   return ZigZag(static_cast<int64_t>(x) >> shift);  // arithmetic: keeps the sign
 }
 
+template <unsigned W>
+void WritePlanes(ColumnScheme scheme, const uint64_t* v, size_t n, uint64_t base, unsigned shift, uint8_t* planes) {
+  for (size_t i = 0; i < n; i++) {
+    const uint64_t s = Stored(scheme, PrePacked(scheme, v, i, base), shift);
+    for (unsigned k = 0; k < W; k++) planes[k * n + i] = static_cast<uint8_t>(s >> (8 * k));
+  }
+}
+
 }  // namespace
 
 void EncodePackedColumn(ColumnScheme scheme, const uint64_t* v, size_t n, ByteBuf* out) {
@@ -142,9 +150,11 @@ void EncodePackedColumn(ColumnScheme scheme, const uint64_t* v, size_t n, ByteBu
   const size_t at = out->size();
   out->resize(at + n * w);
   uint8_t* planes = out->data() + at;
-  for (size_t i = 0; i < n; i++) {
-    const uint64_t s = Stored(scheme, PrePacked(scheme, v, i, base), shift);
-    for (unsigned k = 0; k < w; k++) planes[k * n + i] = static_cast<uint8_t>(s >> (8 * k));
+  switch (w) {  // a constant width per loop: the byte stores unroll
+    case 1: WritePlanes<1>(scheme, v, n, base, shift, planes); break;
+    case 2: WritePlanes<2>(scheme, v, n, base, shift, planes); break;
+    case 4: WritePlanes<4>(scheme, v, n, base, shift, planes); break;
+    default: WritePlanes<8>(scheme, v, n, base, shift, planes); break;
   }
 }
 
