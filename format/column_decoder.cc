@@ -17,14 +17,34 @@ bool ReadFixedArray(ByteCursor* cur, uint32_t count, unsigned w, std::vector<uin
   return true;
 }
 
-// Schemes 5-7: u8 shift, [u64 base], W byte planes (SPEC.md 5.4).
-bool DecodePackedColumn(ByteCursor* cur, uint32_t count, uint8_t enc, DecodedColumn* out, std::string* why) {
+// Schemes 5-8: [u8 ref], u8 shift, [u64 base], W byte planes (SPEC.md 5.4).
+bool DecodePackedColumn(ByteCursor* cur, uint32_t count, uint8_t enc, DecodedColumn* out, std::string* why,
+                        const DecodedColumn* earlier, size_t nearlier) {
   const auto scheme = static_cast<ColumnScheme>(enc >> 4);
-  if (scheme < ColumnScheme::kPackedPlain || scheme > ColumnScheme::kPackedDelta) {
+  if (scheme < ColumnScheme::kPackedPlain || scheme > ColumnScheme::kPackedRel) {
     *why = "unknown column scheme " + std::to_string(enc >> 4);
     return false;
   }
   const unsigned w = EncodingWidth(enc);
+  const DecodedColumn* ref = nullptr;
+  if (scheme == ColumnScheme::kPackedRel) {
+    uint8_t index;
+    if (!cur->U8(&index)) {
+      *why = "relative column reference runs past the end of the block";
+      return false;
+    }
+    if (index >= nearlier || !earlier) {
+      *why = "relative column refers to column " + std::to_string(index) + ", not an earlier one";
+      return false;
+    }
+    ref = &earlier[index];
+    const ColumnScheme rs = ref->scheme;
+    if ((rs != ColumnScheme::kPlain && rs != ColumnScheme::kZigZag && rs != ColumnScheme::kDelta) ||
+        ref->ints.size() != count) {
+      *why = "relative column refers to a column that is not an integer one";
+      return false;
+    }
+  }
   uint8_t shift;
   if (!cur->U8(&shift)) {
     *why = "packed column shift runs past the end of the block";
@@ -39,7 +59,7 @@ bool DecodePackedColumn(ByteCursor* cur, uint32_t count, uint8_t enc, DecodedCol
     *why = "delta column base runs past the end of the block";
     return false;
   }
-  out->scheme = UnpackedScheme(scheme);
+  out->scheme = scheme == ColumnScheme::kPackedRel ? ColumnScheme::kZigZag : UnpackedScheme(scheme);
   out->ints.assign(count, 0);
   if (w != 0) {
     const uint8_t* planes;
@@ -52,10 +72,12 @@ bool DecodePackedColumn(ByteCursor* cur, uint32_t count, uint8_t enc, DecodedCol
       for (uint32_t i = 0; i < count; i++) out->ints[i] |= static_cast<uint64_t>(plane[i]) << (8 * k);
     }
   }
-  for (auto& v : out->ints) {
+  for (uint32_t i = 0; i < count; i++) {
+    uint64_t& v = out->ints[i];
     switch (scheme) {
       case ColumnScheme::kPackedPlain: v <<= shift; break;
       case ColumnScheme::kPackedZigZag: v = static_cast<uint64_t>(UnZigZag(v)) << shift; break;
+      case ColumnScheme::kPackedRel: v = ref->ints[i] + (static_cast<uint64_t>(UnZigZag(v)) << shift); break;
       default:  // delta: mod 2^64 by unsigned arithmetic
         prev += static_cast<uint64_t>(UnZigZag(v)) << shift;
         v = prev;
@@ -67,7 +89,8 @@ bool DecodePackedColumn(ByteCursor* cur, uint32_t count, uint8_t enc, DecodedCol
 
 }  // namespace
 
-bool DecodeColumn(ByteCursor* cur, uint32_t count, DecodedColumn* out, std::string* why) {
+bool DecodeColumn(ByteCursor* cur, uint32_t count, DecodedColumn* out, std::string* why,
+                  const DecodedColumn* earlier, size_t nearlier) {
   uint8_t enc;
   if (!cur->U8(&enc)) {
     *why = "missing column";
@@ -124,9 +147,10 @@ bool DecodeColumn(ByteCursor* cur, uint32_t count, DecodedColumn* out, std::stri
     case ColumnScheme::kPackedPlain:
     case ColumnScheme::kPackedZigZag:
     case ColumnScheme::kPackedDelta:
+    case ColumnScheme::kPackedRel:
       break;
   }
-  return DecodePackedColumn(cur, count, enc, out, why);
+  return DecodePackedColumn(cur, count, enc, out, why, earlier, nearlier);
 }
 
 }  // namespace flightrec::format

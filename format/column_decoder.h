@@ -21,7 +21,10 @@ struct DecodedColumn {
 };
 
 // Decodes one column of `count` values at the cursor. On failure returns
-// false with *why set; the cursor position is then unspecified.
-bool DecodeColumn(ByteCursor* cur, uint32_t count, DecodedColumn* out, std::string* why);
+// false with *why set; the cursor position is then unspecified. `earlier`
+// holds the block's columns decoded so far (nearlier of them): a PACKED_REL
+// column is stored relative to one of them.
+bool DecodeColumn(ByteCursor* cur, uint32_t count, DecodedColumn* out, std::string* why,
+                  const DecodedColumn* earlier = nullptr, size_t nearlier = 0);
 
 }  // namespace flightrec::format

@@ -1,6 +1,7 @@
 // Column encoders for EVENTS blocks; see column_encoder.h and SPEC.md 5.4.
 #include "format/column_encoder.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -114,11 +115,26 @@ inline uint64_t Stored(ColumnScheme scheme, uint64_t x, unsigned shift) {
   return ZigZag(static_cast<int64_t>(x) >> shift);  // arithmetic: keeps the sign
 }
 
-template <unsigned W>
-void WritePlanes(ColumnScheme scheme, const uint64_t* v, size_t n, uint64_t base, unsigned shift, uint8_t* planes) {
+template <unsigned W, typename StoredOf>
+void WritePlanesOf(size_t n, uint8_t* planes, StoredOf stored_of) {
   for (size_t i = 0; i < n; i++) {
-    const uint64_t s = Stored(scheme, PrePacked(scheme, v, i, base), shift);
+    const uint64_t s = stored_of(i);
     for (unsigned k = 0; k < W; k++) planes[k * n + i] = static_cast<uint8_t>(s >> (8 * k));
+  }
+}
+
+// Appends n * w bytes of planes; a constant width per loop, so the byte stores unroll.
+template <typename StoredOf>
+void PutPlanes(size_t n, unsigned w, ByteBuf* out, StoredOf stored_of) {
+  if (w == 0) return;
+  const size_t at = out->size();
+  out->resize(at + n * w);
+  uint8_t* planes = out->data() + at;
+  switch (w) {
+    case 1: WritePlanesOf<1>(n, planes, stored_of); break;
+    case 2: WritePlanesOf<2>(n, planes, stored_of); break;
+    case 4: WritePlanesOf<4>(n, planes, stored_of); break;
+    default: WritePlanesOf<8>(n, planes, stored_of); break;
   }
 }
 
@@ -146,16 +162,21 @@ void EncodePackedColumn(ColumnScheme scheme, const uint64_t* v, size_t n, ByteBu
   out->push_back(ColumnEncoding(packed, w));
   out->push_back(static_cast<uint8_t>(shift));
   if (scheme == ColumnScheme::kDelta) PutFixed(out, base, 8);
-  if (w == 0) return;
-  const size_t at = out->size();
-  out->resize(at + n * w);
-  uint8_t* planes = out->data() + at;
-  switch (w) {  // a constant width per loop: the byte stores unroll
-    case 1: WritePlanes<1>(scheme, v, n, base, shift, planes); break;
-    case 2: WritePlanes<2>(scheme, v, n, base, shift, planes); break;
-    case 4: WritePlanes<4>(scheme, v, n, base, shift, planes); break;
-    default: WritePlanes<8>(scheme, v, n, base, shift, planes); break;
-  }
+  PutPlanes(n, w, out, [&](size_t i) { return Stored(scheme, PrePacked(scheme, v, i, base), shift); });
+}
+
+void EncodePackedRelColumn(const uint64_t* v, const uint64_t* ref, uint8_t ref_index, size_t n, ByteBuf* out) {
+  uint64_t any = 0;
+  for (size_t i = 0; i < n; i++) any |= v[i] - ref[i];
+  const unsigned shift = any ? static_cast<unsigned>(std::countr_zero(any)) : 0;
+  auto stored = [&](size_t i) { return ZigZag(static_cast<int64_t>(v[i] - ref[i]) >> shift); };
+  uint64_t max = 0;
+  for (size_t i = 0; i < n; i++) max = std::max(max, stored(i));
+  const unsigned w = WidthFor(max);
+  out->push_back(ColumnEncoding(ColumnScheme::kPackedRel, w));
+  out->push_back(ref_index);
+  out->push_back(static_cast<uint8_t>(shift));
+  PutPlanes(n, w, out, stored);
 }
 
 }  // namespace flightrec::format

@@ -26,6 +26,10 @@ enum class ColumnScheme : uint8_t {
   kPackedPlain = 5,   // v >> shift
   kPackedZigZag = 6,  // zigzag(v >> shift), arithmetic shift
   kPackedDelta = 7,   // zigzag((v[i] - v[i-1]) >> shift), arithmetic shift
+  // u8 ref (an earlier integer column of the block), u8 shift, W planes of
+  // zigzag((v[i] - ref[i]) >> shift): a column that follows another one (a
+  // connection id and its fd) costs next to nothing.
+  kPackedRel = 8,
 };
 
 // PLAIN/ZIGZAG/DELTA for their packed forms (and for themselves).
@@ -63,5 +67,9 @@ void EncodeBytesColumn(const uint64_t* lens, size_t n, const uint8_t* data, size
 // above) when it can differ from the plain one: a shift, or values of 2 bytes
 // or more. Otherwise the unpacked column, exactly as the encoders above write it.
 void EncodePackedColumn(ColumnScheme scheme, const uint64_t* v, size_t n, ByteBuf* out);
+
+// v as differences from ref, the stored 64-bit values of the block's column
+// number ref_index (which must come before this one).
+void EncodePackedRelColumn(const uint64_t* v, const uint64_t* ref, uint8_t ref_index, size_t n, ByteBuf* out);
 
 }  // namespace flightrec::format

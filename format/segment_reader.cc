@@ -330,7 +330,7 @@ bool Decoder::Events(ByteCursor c, uint64_t offset, std::string* why) {
   uint32_t n = static_cast<uint32_t>(count);
   std::vector<DecodedColumn> cols(t.fields.size());
   for (size_t f = 0; f < t.fields.size(); f++) {
-    if (!DecodeColumn(&c, n, &cols[f], why)) {
+    if (!DecodeColumn(&c, n, &cols[f], why, cols.data(), f)) {
       *why = "field " + t.fields[f].name + ": " + *why;
       return false;
     }

@@ -28,6 +28,13 @@ constexpr size_t kBatchFlushBytes = 256 * 1024;  // auto-flush a type's batch pa
 constexpr uint32_t kBatchMaxEvents = 65536;      // and never put more in one EVENTS block
 constexpr size_t kMaxHeaderString = 4096;
 
+bool IsIntegerField(FieldType t) {
+  return t == FieldType::kTime || t == FieldType::kUInt || t == FieldType::kSInt || t == FieldType::kString ||
+         t == FieldType::kStack;
+}
+// Fields written with the plain scheme (kUInt, kString, kStack) can follow another.
+bool CanFollow(FieldType t) { return t == FieldType::kUInt || t == FieldType::kString || t == FieldType::kStack; }
+
 std::string_view TruncateUtf8(std::string_view s, size_t max) {
   if (s.size() <= max) return s;
   size_t n = max;
@@ -50,6 +57,7 @@ struct SegmentWriter::Impl {
   struct Field {
     MiString name, unit;
     FieldType type;
+    int follows = -1;  // FieldSpec::follows, checked at definition
   };
   struct Type {
     MiString name;
@@ -167,8 +175,14 @@ struct SegmentWriter::Impl {
         case FieldType::kUInt:
         case FieldType::kString:
         case FieldType::kStack:
-          if (t.packed) EncodePackedColumn(ColumnScheme::kPlain, v, t.count, &payload);
-          else EncodePlainColumn(v, t.count, &payload);
+          if (t.fields[f].follows >= 0) {
+            EncodePackedRelColumn(v, t.cols[t.fields[f].follows].data(), static_cast<uint8_t>(t.fields[f].follows),
+                                  t.count, &payload);
+          } else if (t.packed) {
+            EncodePackedColumn(ColumnScheme::kPlain, v, t.count, &payload);
+          } else {
+            EncodePlainColumn(v, t.count, &payload);
+          }
           break;
       }
     }
@@ -314,7 +328,13 @@ uint32_t SegmentWriter::DefineEventType(const EventTypeSpec& spec) {
   Impl::Type t;
   t.name = MiString(spec.name);
   t.packed = spec.packed;
-  for (const FieldSpec& f : spec.fields) t.fields.push_back({MiString(f.name), MiString(f.unit), f.type});
+  for (size_t i = 0; i < spec.fields.size(); i++) {
+    const FieldSpec& f = spec.fields[i];
+    // Only an earlier integer field can be followed (readers decode in order).
+    const bool ok = spec.packed && f.follows >= 0 && static_cast<size_t>(f.follows) < i &&
+                    CanFollow(f.type) && IsIntegerField(spec.fields[f.follows].type);
+    t.fields.push_back({MiString(f.name), MiString(f.unit), f.type, ok ? f.follows : -1});
+  }
   t.cols.resize(t.fields.size());
   t.bytes.resize(t.fields.size());
   m.types.push_back(std::move(t));

@@ -25,6 +25,10 @@ struct FieldSpec {
   std::string name;
   FieldType type;
   std::string unit;  // "ns", "bytes", "count", "" ...
+  // Packed types only: the index of an earlier integer field this one follows
+  // closely (a connection id and its fd); the column is then stored as
+  // differences from that one (SPEC.md 5.4, PACKED_REL). -1: none.
+  int follows = -1;
 };
 
 // fields[0] must be {"time", kTime, "ns"}: every event has a monotonic time.

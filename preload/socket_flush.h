@@ -13,12 +13,13 @@
 //    when its thread was preempted in between for longer than a tick; such a
 //    late record is still processed, just out of order.
 //  * Socket times (op start and end, hence durations and request windows)
-//    are rounded down to a 64 ns grid. The digits below that are noise (a
-//    recorded call brackets the real one with two clock reads, ~11 ns each
-//    with the TSC, ~26 ns with clock_gettime), and they were the largest
-//    part of a socket.op event on disk: measured on redis-benchmark traffic,
-//    4.3 -> 3.0 bytes per event. socket.op's columns are packed (SPEC.md
-//    5.4), so the grid's zero bits are not stored at all.
+//    are rounded down to a 128 ns grid. The digits below that say little
+//    about the call itself: the recorded interval brackets the real call with
+//    the hook's own work (two clock reads, the push: 30-70 ns measured here),
+//    and they were the largest part of a socket.op event on disk: on
+//    redis-benchmark traffic, 4.3 -> 3.0 bytes per event at a 64 ns grain,
+//    then 3.0 -> ~2.75 at 128 ns (with packed columns). socket.op's columns
+//    are packed (SPEC.md 5.4), so the grid's zero bits are not stored.
 //  * Data ops timed with the TSC (kOpFlagTsc) are converted to CLOCK_MONOTONIC
 //    ns here, before anything else sees them (socket_clock.h).
 //  * Every FLIGHTREC_ACCEPTQ_MS the source samples the accept queues of our
@@ -40,7 +41,7 @@ namespace flightrec {
 
 struct Config;
 
-inline constexpr uint64_t kSocketTimeGrainNs = 64;
+inline constexpr uint64_t kSocketTimeGrainNs = 128;
 inline uint64_t QuantizeSocketTime(uint64_t ns) { return ns & ~(kSocketTimeGrainNs - 1); }
 
 class SocketFlushSide {

@@ -59,9 +59,11 @@ TYPE_NAMES = {TIME: "time", UINT: "uint", SINT: "sint", STRING: "string", STACK:
 
 # Column schemes (SPEC.md 5.4): encoding byte = scheme << 4 | width. The
 # packed forms of PLAIN, ZIGZAG and DELTA (scheme + 5) store the same integers
-# shifted right by `shift` bits, as byte planes.
-PLAIN, ZIGZAG, DELTA, SCHEME_F64, SCHEME_BYTES, PACKED_PLAIN, PACKED_ZIGZAG, PACKED_DELTA = range(8)
-_INT_SCHEMES = (PLAIN, ZIGZAG, DELTA, PACKED_PLAIN, PACKED_ZIGZAG, PACKED_DELTA)
+# shifted right by `shift` bits, as byte planes; PACKED_REL stores differences
+# from an earlier column of the block.
+(PLAIN, ZIGZAG, DELTA, SCHEME_F64, SCHEME_BYTES, PACKED_PLAIN, PACKED_ZIGZAG, PACKED_DELTA,
+ PACKED_REL) = range(9)
+_INT_SCHEMES = (PLAIN, ZIGZAG, DELTA, PACKED_PLAIN, PACKED_ZIGZAG, PACKED_DELTA, PACKED_REL)
 _SCHEMES_FOR = {TIME: _INT_SCHEMES, UINT: _INT_SCHEMES, SINT: _INT_SCHEMES, STRING: _INT_SCHEMES,
                 STACK: _INT_SCHEMES, F64: (SCHEME_F64,), BYTES: (SCHEME_BYTES,)}
 _WIDTHS = (0, 1, 2, 4, 8)
@@ -183,15 +185,24 @@ def _planes(b, p, n, w, lane):
     return buf, end
 
 
-def _packed_header(b, p, scheme):
-    """(shift, base, next) of a packed column's data at b[p]."""
+def _packed_header(b, p, scheme, index=None):
+    """(shift, base, next) of a packed column's data at b[p]; for PACKED_REL
+    `base` is the referenced column's index, which must be below `index` (the
+    column's own, when known)."""
+    base = 0
+    if scheme == PACKED_REL:
+        if p >= len(b):
+            raise _Corrupt("relative column reference runs past the end of the block")
+        base = b[p]
+        if index is not None and base >= index:
+            raise _Corrupt("relative column refers to column %d, not an earlier one" % base)
+        p += 1
     if p >= len(b):
         raise _Corrupt("packed column shift runs past the end of the block")
     shift = b[p]
     if shift > 63:
         raise _Corrupt("packed column shift %d" % shift)
     p += 1
-    base = 0
     if scheme == PACKED_DELTA:
         if p + 8 > len(b):
             raise _Corrupt("delta base runs past the end of the block")
@@ -200,10 +211,22 @@ def _packed_header(b, p, scheme):
     return shift, base, p
 
 
-def _decode_packed(b, p, n, w, scheme):
-    """A packed column (schemes 5-7) -> (values, next), as its unpacked scheme
-    would decode them."""
-    shift, base, p = _packed_header(b, p, scheme)
+def _decode_packed(b, p, n, w, scheme, earlier=None):
+    """A packed column (schemes 5-8) -> (values, next), as its unpacked scheme
+    would decode them; PACKED_REL as signed differences from earlier[ref]
+    (the caller reduces them to the field's range)."""
+    shift, base, p = _packed_header(b, p, scheme, None if earlier is None else len(earlier))
+    if scheme == PACKED_REL:
+        if earlier is None or base >= len(earlier) or earlier[base] is None:
+            raise _Corrupt("relative column refers to column %d, not an earlier integer one" % base)
+        ref = earlier[base]
+        if w == 0:
+            return list(ref), p
+        buf, p = _planes(b, p, n, w, w)
+        diffs, _ = _unzigzag(buf, 0, n, w)
+        if shift:
+            diffs = map((1 << shift).__mul__, diffs)
+        return list(map(operator.add, ref, diffs)), p
     if w == 0:
         return ([base] * n if scheme == PACKED_DELTA else [0] * n), p
     if scheme == PACKED_PLAIN:
@@ -220,23 +243,22 @@ def _decode_packed(b, p, n, w, scheme):
     buf, p = _planes(b, p, n, w, w)
     signed, _ = _unzigzag(buf, 0, n, w)
     if scheme == PACKED_ZIGZAG:
-        return ([v << shift for v in signed] if shift else signed), p
-    # PACKED_DELTA
-    if shift:
-        values = [base + (a << shift) for a in accumulate(signed)]
-    else:
-        values = list(accumulate(signed, initial=base))
-        del values[0]
+        return (list(map((1 << shift).__mul__, signed)) if shift else signed), p
+    # PACKED_DELTA (the shift applied by a C-level map feeding accumulate)
+    values = list(accumulate(map((1 << shift).__mul__, signed) if shift else signed, initial=base))
+    del values[0]
     if min(values) < 0 or max(values) >= _U64:
         values = [v % _U64 for v in values]  # wrapped: arithmetic is mod 2^64
     return values, p
 
 
-def decode_column(b, p, n, field_type):
+def decode_column(b, p, n, field_type, earlier=None):
     """Decodes one column (SPEC.md 5.4) of n values at b[p] -> (sequence, next).
     The sequence is a list or an array (index it, iterate it, len() it; do not
     assume list methods). Integers come out as ints (kSInt signed, others
-    unsigned), F64 as floats, BYTES as bytes objects."""
+    unsigned), F64 as floats, BYTES as bytes objects. `earlier`: the block's
+    columns decoded so far (None where a column is not an integer one), for
+    a PACKED_REL column."""
     try:
         enc = b[p]
     except IndexError:
@@ -246,10 +268,17 @@ def decode_column(b, p, n, field_type):
     if w not in _WIDTHS:
         raise _Corrupt("bad column width %d" % w)
     allowed = _SCHEMES_FOR.get(field_type)
-    if scheme > PACKED_DELTA or (allowed is not None and scheme not in allowed):
+    if scheme > PACKED_REL or (allowed is not None and scheme not in allowed):
         raise _Corrupt("column encoding %d does not fit field type %d" % (scheme, field_type))
+    if scheme == PACKED_REL:
+        values, p = _decode_packed(b, p, n, w, scheme, earlier)
+        if min(values) < 0 or max(values) >= _U64:  # sums are mod 2^64
+            values = [v % _U64 for v in values]
+        if field_type == SINT:
+            values = [v - _U64 if v >= 1 << 63 else v for v in values]
+        return values, p
     if scheme >= PACKED_PLAIN:
-        values, p = _decode_packed(b, p, n, w, scheme)
+        values, p = _decode_packed(b, p, n, w, scheme, earlier)
         scheme -= PACKED_PLAIN  # the fix-ups below are those of the unpacked scheme
     elif scheme == PLAIN:
         values, p = _fixed(b, p, n, w)
@@ -289,7 +318,7 @@ def decode_column(b, p, n, field_type):
     return values, p
 
 
-def column_end(b, p, n, field_type):
+def column_end(b, p, n, field_type, index=None):
     """Where a column of n values at b[p] ends, checking everything
     decode_column checks (encoding, width, extent) without decoding the
     values; raises _Corrupt. EVENTS blocks are checked with it when read, so
@@ -303,10 +332,10 @@ def column_end(b, p, n, field_type):
     if w not in _WIDTHS:
         raise _Corrupt("bad column width %d" % w)
     allowed = _SCHEMES_FOR.get(field_type)
-    if scheme > PACKED_DELTA or (allowed is not None and scheme not in allowed):
+    if scheme > PACKED_REL or (allowed is not None and scheme not in allowed):
         raise _Corrupt("column encoding %d does not fit field type %d" % (scheme, field_type))
     if scheme >= PACKED_PLAIN:
-        _, _, p = _packed_header(b, p, scheme)
+        _, _, p = _packed_header(b, p, scheme, index)
     if scheme == SCHEME_F64 and w != 8:
         raise _Corrupt("F64 column with width %d" % w)
     if scheme == DELTA:
@@ -390,7 +419,8 @@ class Batch:
             cols = []
             try:
                 for f in self.type.fields:
-                    col, p = decode_column(b, p, n, f.type)
+                    col, p = decode_column(b, p, n, f.type, [c if signed_type(g.type) is not None else None
+                                                              for c, g in zip(cols, self.type.fields)])
                     cols.append(col)
                 self._columns = cols
             except _Corrupt as e:
@@ -901,8 +931,8 @@ def _parse_events(seg, b, offset):
                      % (count, tid, offset))
         return
     q = p
-    for f in t.fields:
-        q = column_end(b, q, count, f.type)
+    for i, f in enumerate(t.fields):
+        q = column_end(b, q, count, f.type, i)
     if len(b) - q > max(4096, q - p):
         # Bytes after the columns are ignored (SPEC.md 5); a batch waiting to be
         # decoded must not hold megabytes of them (a small zstd frame can

@@ -109,7 +109,7 @@ def test_damaged_packed_columns_are_reported_not_misread():
     with pytest.raises(segment._Corrupt, match="shift"):
         decode_column(bytes(bad), 0, 4, TIME)
     with pytest.raises(segment._Corrupt):
-        decode_column(bytes([8 << 4 | 1, 0, 0]), 0, 1, UINT)  # scheme 8 is not defined
+        decode_column(bytes([9 << 4 | 1, 0, 0]), 0, 1, UINT)  # scheme 9 is not defined
 
 
 def test_a_segment_written_by_the_cpp_writer_with_a_packed_type(tmp_path, monkeypatch):
@@ -121,8 +121,8 @@ def test_a_segment_written_by_the_cpp_writer_with_a_packed_type(tmp_path, monkey
     assert proc.returncode == 0, proc.stdout + proc.stderr
     packed_calls = []
     real = segment._decode_packed
-    monkeypatch.setattr(segment, "_decode_packed",
-                        lambda b, p, n, w, scheme: packed_calls.append(scheme) or real(b, p, n, w, scheme))
+    monkeypatch.setattr(segment, "_decode_packed", lambda b, p, n, w, scheme, earlier=None:
+                        packed_calls.append(scheme) or real(b, p, n, w, scheme, earlier))
     seg = read_segment(str(tmp_path / "packed.seg"))
     assert not seg.problems
     rows = [e for e in seg.events(["x.op"])]
@@ -132,5 +132,35 @@ def test_a_segment_written_by_the_cpp_writer_with_a_packed_type(tmp_path, monkey
         assert e["n"] == (i * 37 % 5000) << 4
         assert e["s"] == (-i * 8 if i % 3 == 0 else i * 8)
         assert e["name"] == ("a" if i % 2 else "b")
-    # time, n and s took the packed forms (the one-byte string ids stay plain).
-    assert sorted(set(packed_calls)) == [5, 6, 7]
+        assert e["m"] == e["n"] + 3 + (i % 5 == 0)
+    # time, n and s took the packed forms (the one-byte string ids stay plain),
+    # m the relative one.
+    assert sorted(set(packed_calls)) == [5, 6, 7, 8]
+
+
+def test_relative_column_exact_bytes_and_damage():
+    # Column 1 (fd-like) and column 2 following it (conn-like), as in socket.op.
+    fd = [7, 9, 7, 12]
+    conn = [100, 102, 100, 105]
+    fd_col = bytes([5 << 4 | 1, 0]) + bytes(fd)   # PACKED_PLAIN, shift 0, one plane
+    rel = bytes([8 << 4 | 1, 1, 0]) + bytes(zigzag(c - f) for c, f in zip(conn, fd))
+    assert rel[3:] == bytes([186, 186, 186, 186])  # zigzag(93): one value, repeated
+    fds, p = decode_column(fd_col, 0, 4, UINT)
+    got, end = decode_column(rel, 0, 4, UINT, [None, fds])
+    assert list(got) == conn and end == len(rel) == column_end(rel, 0, 4, UINT, 2)
+    # A signed field following an unsigned one, differences of both signs, a shift.
+    s = [-8, 40, 1 << 62, -(1 << 40)]
+    rel_s = bytes([8 << 4 | 8, 0, 3]) + b"".join(
+        bytes((zigzag(((v - f) % U64) - (U64 if ((v - f) % U64) >= 1 << 63 else 0) >> 3) >> (8 * k)) & 0xFF
+              for v, f in zip(s, [8, 8, 8, 8])) for k in range(8))
+    assert list(decode_column(rel_s, 0, 4, SINT, [[8, 8, 8, 8]])[0]) == s
+    # The reference must be an earlier column.
+    with pytest.raises(segment._Corrupt, match="earlier"):
+        decode_column(rel, 0, 4, UINT, [None])           # column 1 does not exist yet
+    with pytest.raises(segment._Corrupt, match="earlier"):
+        decode_column(rel, 0, 4, UINT, [None, None])     # column 1 is not an integer one
+    with pytest.raises(segment._Corrupt, match="earlier"):
+        column_end(rel, 0, 4, UINT, 1)                   # it is this very column
+    for cut in range(len(rel)):
+        with pytest.raises(segment._Corrupt):
+            decode_column(rel[:cut], 0, 4, UINT, [None, fds])

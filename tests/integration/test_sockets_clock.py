@@ -56,5 +56,5 @@ def test_send_times_fall_inside_the_monotonic_window_around_each_call(fr, trace_
     for e in sends:
         t0, t1 = windows[e["bytes"]]
         start, end = e["time"], e["time"] + e["duration_ns"]
-        assert start % 64 == 0 and e["duration_ns"] % 64 == 0  # the 64 ns grain
-        assert t0 - 64 - SLACK_NS <= start <= end <= t1 + SLACK_NS, (e, t0, t1, clock)
+        assert start % 128 == 0 and e["duration_ns"] % 128 == 0  # the 128 ns grain
+        assert t0 - 128 - SLACK_NS <= start <= end <= t1 + SLACK_NS, (e, t0, t1, clock)

@@ -156,8 +156,9 @@ def test_redis_keeps_working_and_byte_totals_match_its_own_counters(fr, trace_di
     events, stored = socket_event_bytes(trace_dir)
     print("socket.op on disk: %d events, %d bytes, %.2f bytes/event" % (events, stored, stored / events))
     assert events >= 2 * 4 * 20000
-    # The goal is <= 3 bytes per event. With packed columns (format/SPEC.md
-    # 5.4) this measured 2.1-2.4 (2.6-2.8 before them, side by side under the
-    # same load); timing jitter under load widens the time deltas, so the
-    # bound leaves room and the figure itself is printed above.
-    assert stored / events < 4.0
+    # The goal is <= 3 bytes per event: measured 2.6-2.7 on a quiet machine
+    # (4.2-4.3 before the packed columns, conn stored against fd and the
+    # 128 ns grain; a fast server interleaves many connections, so fd and conn
+    # change every event), less under load. The bound leaves room for other
+    # machines; the figure itself is printed above.
+    assert stored / events < 3.5

@@ -103,6 +103,47 @@ TEST_CASE("format packed: round trips at every width, signs, shifts and wraps") 
   CHECK(Decode(Packed(ColumnScheme::kZigZag, extremes), 4).ints == extremes);
 }
 
+TEST_CASE("format packed: a relative column is the differences from an earlier one") {
+  const std::vector<uint64_t> fd = {7, 9, 7, 12};
+  const std::vector<uint64_t> conn = {100, 102, 100, 105};
+  ByteBuf enc;
+  EncodePackedRelColumn(conn.data(), fd.data(), 1, conn.size(), &enc);
+  // Scheme 8, W 1, reference column 1, shift 0, then zigzag(93) four times.
+  CHECK(enc == ByteBuf{ColumnEncoding(ColumnScheme::kPackedRel, 1), 1, 0, 186, 186, 186, 186});
+  std::vector<DecodedColumn> earlier(2);
+  earlier[1].scheme = ColumnScheme::kPlain;
+  earlier[1].ints = fd;
+  ByteCursor c(enc.data(), enc.size());
+  DecodedColumn col;
+  std::string why;
+  REQUIRE_MESSAGE(DecodeColumn(&c, 4, &col, &why, earlier.data(), 2), why);
+  CHECK(col.ints == conn);
+  // Differences of either sign, wrapping, with common zero bits.
+  std::mt19937_64 rng(7);
+  std::vector<uint64_t> a(300), b(300);
+  for (size_t i = 0; i < a.size(); i++) {
+    a[i] = rng();
+    b[i] = a[i] + ((rng() % 1000) << 5) - (500 << 5);
+  }
+  ByteBuf e2;
+  EncodePackedRelColumn(b.data(), a.data(), 0, b.size(), &e2);
+  CHECK(e2[2] == 5);  // shift
+  std::vector<DecodedColumn> ea(1);
+  ea[0].scheme = ColumnScheme::kZigZag;
+  ea[0].ints = a;
+  ByteCursor c2(e2.data(), e2.size());
+  REQUIRE_MESSAGE(DecodeColumn(&c2, 300, &col, &why, ea.data(), 1), why);
+  CHECK(col.ints == b);
+  // Refused: no such earlier column, a bytes column, or no columns given at all.
+  ByteCursor c3(enc.data(), enc.size());
+  CHECK_FALSE(DecodeColumn(&c3, 4, &col, &why, earlier.data(), 1));
+  earlier[1].scheme = ColumnScheme::kBytes;
+  ByteCursor c4(enc.data(), enc.size());
+  CHECK_FALSE(DecodeColumn(&c4, 4, &col, &why, earlier.data(), 2));
+  ByteCursor c5(enc.data(), enc.size());
+  CHECK_FALSE(DecodeColumn(&c5, 4, &col, &why));
+}
+
 TEST_CASE("format packed: damaged columns are refused, never read past the end") {
   const std::vector<uint64_t> t = {5'000'000'000, 5'000'001'024, 5'000'002'048, 5'000'900'000};
   const ByteBuf enc = Packed(ColumnScheme::kDelta, t);
@@ -120,7 +161,7 @@ TEST_CASE("format packed: damaged columns are refused, never read past the end")
   std::string why;
   CHECK_FALSE(DecodeColumn(&c, 4, &col, &why));
   CHECK(why.find("shift") != std::string::npos);
-  const uint8_t unknown[] = {0x81, 0, 0};  // scheme 8
+  const uint8_t unknown[] = {0x91, 0, 0};  // scheme 9
   ByteCursor c2(unknown, sizeof(unknown));
   CHECK_FALSE(DecodeColumn(&c2, 1, &col, &why));
 }
@@ -136,8 +177,10 @@ TEST_CASE("format packed: a packed event type is written packed and read back ex
   SegmentWriter w;
   std::string error;
   REQUIRE_MESSAGE(w.Open(path, SegmentHeaderInfo{}, &error), error);
-  EventTypeSpec spec{"x.op", {{"time", FieldType::kTime, "ns"}, {"n", FieldType::kUInt, ""},
-                              {"s", FieldType::kSInt, ""}, {"name", FieldType::kString, ""}}, true};
+  EventTypeSpec spec{"x.op",
+                     {{"time", FieldType::kTime, "ns"}, {"n", FieldType::kUInt, ""}, {"s", FieldType::kSInt, ""},
+                      {"name", FieldType::kString, ""}, {"m", FieldType::kUInt, "", 1}},
+                     true};
   const uint32_t id = w.DefineEventType(spec);
   REQUIRE(id != 0);
   std::vector<std::vector<uint64_t>> rows;
@@ -145,9 +188,11 @@ TEST_CASE("format packed: a packed event type is written packed and read back ex
     const uint64_t time = 1'000'000'000 + i * 1984 + (i % 7) * 64;
     const uint64_t n = (i * 37 % 5000) << 4;
     const int64_t s = (i % 3 == 0) ? -static_cast<int64_t>(i) * 8 : static_cast<int64_t>(i) * 8;
-    flightrec::format::Value v[] = {Value::U(time), Value::U(n), Value::S(s), Value::Str(i % 2 ? "a" : "b")};
-    w.Append(id, v, 4);
-    rows.push_back({time, n, static_cast<uint64_t>(s)});
+    const uint64_t m = n + 3 + (i % 5 == 0);  // follows n
+    flightrec::format::Value v[] = {Value::U(time), Value::U(n), Value::S(s), Value::Str(i % 2 ? "a" : "b"),
+                                    Value::U(m)};
+    w.Append(id, v, 5);
+    rows.push_back({time, n, static_cast<uint64_t>(s), m});
   }
   REQUIRE_MESSAGE(w.Seal({}, &error), error);
   const Segment seg = ReadSegmentFile(path);
@@ -158,6 +203,7 @@ TEST_CASE("format packed: a packed event type is written packed and read back ex
     CHECK(seg.events[i].values[0].u == rows[i][0]);
     CHECK(seg.events[i].values[1].u == rows[i][1]);
     CHECK(seg.events[i].values[2].s == static_cast<int64_t>(rows[i][2]));
+    CHECK(seg.events[i].values[4].u == rows[i][3]);
   }
   if (!keep) REQUIRE(system(("rm -rf " + dir).c_str()) == 0);
 }

@@ -338,17 +338,17 @@ TEST_CASE("socket acceptq: netlink reports a real listener's queue and backlog")
   close(l);
 }
 
-TEST_CASE("socket flush: op start and end are rounded down to the 64 ns grain") {
+TEST_CASE("socket flush: op start and end are rounded down to the 128 ns grain") {
   Harness h;
   SocketFlushSide side(NoProbe());
   SocketOpRecord r = Op(SockOp::kSend, 3, 0, 0, 0, 10);
-  r.start_ns = 1000;     // -> 960
-  r.duration_ns = 100;   // ends at 1100 -> 1088: duration 128
+  r.start_ns = 1000;     // -> 896
+  r.duration_ns = 100;   // ends at 1100 -> 1024: duration 128
   side.OnOp(&h.w, r, 1);
   Segment s = h.Read();
   auto ops = All(s, "socket.op");
   REQUIRE(ops.size() == 1);
-  CHECK(ops[0].U("time") == 960);
+  CHECK(ops[0].U("time") == 896);
   CHECK(ops[0].U("duration_ns") == 128);
   CHECK(ops[0].S("bytes") == 10);
 }
