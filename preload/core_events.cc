@@ -92,6 +92,28 @@ uint64_t TvNs(const timeval& tv) {
   return static_cast<uint64_t>(tv.tv_sec) * 1000000000ull + static_cast<uint64_t>(tv.tv_usec) * 1000ull;
 }
 
+// The service name, computed once when the image starts and kept for its
+// forked children: by the time a child starts, the program may have
+// rewritten argv[0] to a process title ("nginx: worker process"). An exec'd
+// image loads the preload afresh and computes its own.
+const std::string& StartupServiceName(const std::string& exe) {
+  static const std::string* name = nullptr;
+  if (name) return *name;
+  std::string s = GetConfig().service;
+  if (s.empty()) {
+    // The name it was started by (argv[0]), not the resolved executable:
+    // /usr/bin/redis-server is a symlink to redis-check-rdb.
+    s = program_invocation_short_name ? program_invocation_short_name : "";
+    if (s.empty()) {
+      const size_t slash = exe.rfind('/');
+      s = slash == std::string::npos ? exe : exe.substr(slash + 1);
+    }
+    if (s.empty()) s = "unknown";
+  }
+  name = new std::string(std::move(s));
+  return *name;
+}
+
 }  // namespace
 
 ProcessInfo CollectProcessInfo() {
@@ -105,17 +127,7 @@ ProcessInfo CollectProcessInfo() {
   if (GetConfig().record_env) p.env = EnvironmentForTrace(ReadSmallFile("/proc/self/environ", 65536));
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) == 0) p.hostname = host;
-  p.service = GetConfig().service;
-  if (p.service.empty()) {
-    // The name it was started by (argv[0]), not the resolved executable:
-    // /usr/bin/redis-server is a symlink to redis-check-rdb.
-    p.service = program_invocation_short_name ? program_invocation_short_name : "";
-    if (p.service.empty()) {
-      const size_t slash = p.exe.rfind('/');
-      p.service = slash == std::string::npos ? p.exe : p.exe.substr(slash + 1);
-    }
-    if (p.service.empty()) p.service = "unknown";
-  }
+  p.service = StartupServiceName(p.exe);
   p.realtime_ns = RealtimeNs();
   p.monotonic_ns = MonotonicNs();
   return p;

@@ -289,8 +289,6 @@ def test_nginx_workers_that_drop_privileges_keep_recording(fr, trace_dir, tmp_pa
                                                                  if l.startswith("flightrec: ")]
 
 
-@pytest.mark.xfail(strict=True, reason="the service name of a forked child is re-read from argv[0], "
-                   "which nginx has rewritten to its process title by then")
 def test_nginx_worker_segments_carry_the_service_name(fr, trace_dir, tmp_path):
     need_nginx_and_wrk()
     side = serve(fr, tmp_path / "traced", trace_dir, preload=True, drive=one_request)
