@@ -288,17 +288,9 @@ bool g_exit_on_flush_thread = false;
 }
 
 // A stopper waits for the flush thread: let it run at the stopper's priority
-// when the system allows it (root, CAP_SYS_NICE or RLIMIT_NICE), so busy host
-// threads cannot starve the last tick of a nice +10 thread.
-void BoostFlushThread(const FlushState& s) {
-  const pid_t tid = s.tid.load(std::memory_order_acquire);
-  if (tid <= 0) return;
-  const int saved_errno = errno;
-  errno = 0;
-  const int mine = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
-  if (errno == 0) setpriority(PRIO_PROCESS, static_cast<id_t>(tid), mine);
-  errno = saved_errno;
-}
+// (and in its real-time class, if any), so busy host threads cannot starve
+// the last tick of a nice +10 thread.
+void BoostFlushThread(const FlushState& s) { LiftRecorderThread(s.tid.load(std::memory_order_acquire)); }
 
 void* FlushMain(void* arg) {
   auto* s = static_cast<FlushState*>(arg);

@@ -2,6 +2,7 @@
 #include "preload/recorder_thread.h"
 
 #include <dlfcn.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -31,6 +32,21 @@ void* Trampoline(void* p) {
 }
 
 }  // namespace
+
+void LiftRecorderThread(pid_t tid) {
+  if (tid <= 0) return;
+  const int saved_errno = errno;
+  const int policy = sched_getscheduler(0);
+  sched_param param{};
+  if ((policy == SCHED_FIFO || policy == SCHED_RR) && sched_getparam(0, &param) == 0) {
+    sched_setscheduler(tid, policy, &param);
+  } else {
+    errno = 0;
+    const int mine = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+    if (errno == 0) setpriority(PRIO_PROCESS, static_cast<id_t>(tid), mine);
+  }
+  errno = saved_errno;
+}
 
 PthreadCreateFn RealPthreadCreate() {
   static PthreadCreateFn real = [] {

@@ -6,11 +6,19 @@
 // nice +10 so the host's threads win the CPU.
 #pragma once
 #include <pthread.h>
+#include <sys/types.h>
 
 namespace flightrec {
 
 // Returns 0 or an errno value, like pthread_create.
 int CreateRecorderThread(pthread_t* thread, const char* name, void* (*fn)(void*), void* arg);
+
+// A thread about to wait for recorder thread `tid` (exit, exec) lets it run
+// in the caller's scheduling class at the caller's priority, where the system
+// allows it (root, CAP_SYS_NICE, RLIMIT_RTPRIO / RLIMIT_NICE): busy host
+// threads, real-time ones above all, would otherwise keep a nice +10 thread
+// off the CPU for as long as they run. Failures are ignored; errno is kept.
+void LiftRecorderThread(pid_t tid);
 
 // The libc pthread_create, never our hook.
 using PthreadCreateFn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);

@@ -715,6 +715,37 @@ void PerfShutdown() {
   }
 }
 
+uint64_t PerfDiscardUnread(uint64_t now_ns) {
+  if (!g) return 0;
+  uint64_t total = 0;
+  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
+  for (int i = 0; i < n; ++i) {
+    Slot& s = g->slots[i];
+    int expected = kActive;
+    if (s.state.load(std::memory_order_relaxed) != kActive ||
+        !s.state.compare_exchange_strong(expected, kDraining, std::memory_order_acq_rel))
+      continue;  // the stalled sampler thread holds it (or it is free)
+    if (s.base) {
+      const RingView v = ViewOf(s);
+      const uint64_t tail = v.meta->data_tail;
+      const size_t len = Unread(v);
+      uint64_t samples = 0;
+      for (size_t pos = 0; pos + sizeof(perf_event_header) <= len;) {
+        perf_event_header h;
+        CopyOut(v.data, v.size, tail + pos, reinterpret_cast<uint8_t*>(&h), sizeof(h));
+        if (h.size < sizeof(h) || pos + h.size > len) break;
+        if (h.type == PERF_RECORD_SAMPLE) samples++;
+        pos += h.size;
+      }
+      __atomic_store_n(&v.meta->data_tail, tail + len, __ATOMIC_RELEASE);
+      QueueSamplerLost(now_ns, static_cast<uint32_t>(s.tid), samples);
+      total += samples;
+    }
+    s.state.store(kActive, std::memory_order_release);
+  }
+  return total;
+}
+
 void PerfAtForkChild() {
   t_slot = 0;
   t_has_switch = false;

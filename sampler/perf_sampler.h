@@ -60,6 +60,10 @@ void PerfCollect(uint64_t now_ns);
 
 // At exit: disables every event; the next drain emits blocks still pending.
 void PerfShutdown();
+// At exit, when the sampler thread did not finish its last collection in
+// time: consumes what the rings it is not reading still hold, queues the
+// samples among it as sampler.lost (per thread) and returns their number.
+uint64_t PerfDiscardUnread(uint64_t now_ns);
 // In a forked child (single-threaded): drops the parent's events (close only:
 // perf rings are VM_DONTCOPY, so the child has no mapping to unmap).
 void PerfAtForkChild();

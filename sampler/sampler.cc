@@ -27,7 +27,12 @@
 namespace flightrec {
 namespace {
 
-constexpr uint64_t kStopBudgetNs = 500ull * 1000000ull;
+// How long an exiting thread waits for the sampler thread, and only when it
+// is in the middle of a collection (between collections the exiting thread
+// takes over at once). One collection is one pass over the rings, well under
+// a millisecond of CPU, and the thread runs in the exiting thread's
+// scheduling class meanwhile; past this the samples it holds are given up.
+constexpr uint64_t kStopBudgetNs = 50ull * 1000000ull;
 
 enum class Mode { kOff, kPerf, kSigprof };
 
@@ -234,10 +239,26 @@ void SamplerShutdown() {
   sampler::SetThreadOffCpuHooks(false);
   sampler::PerfShutdown();
   sampler::SigprofShutdown();
-  // The sampler thread's last collection queues what the rings still hold;
-  // the flush thread's final drain (next) writes it.
-  if (!sampler::StopSamplerThread(MonotonicNs() + kStopBudgetNs))
-    Log(LogLevel::kWarn, "sampler thread did not stop in time; its last samples are not written");
+  // The last collection queues what the rings still hold; the flush
+  // thread's final drain (next) writes it.
+  switch (sampler::StopSamplerThread(MonotonicNs() + kStopBudgetNs)) {
+    case sampler::StopOutcome::kNotRunning: break;
+    case sampler::StopOutcome::kTookOverIdle:
+      Log(LogLevel::kDebug, "sampler stopped: thread idle, last collection on the exiting thread (no wait)");
+      break;
+    case sampler::StopOutcome::kWaitedForCollection:
+      Log(LogLevel::kDebug, "sampler stopped: waited for the collection in progress");
+      break;
+    case sampler::StopOutcome::kTimedOut: {
+      // Samples still in the rings it is not reading are counted, not written.
+      const uint64_t lost = sampler::PerfDiscardUnread(MonotonicNs());
+      Log(LogLevel::kWarn,
+          "sampler thread did not finish its collection within %llu ms of exit; %llu samples left in perf "
+          "rings counted as sampler.lost",
+          static_cast<unsigned long long>(kStopBudgetNs / 1000000ull), static_cast<unsigned long long>(lost));
+      break;
+    }
+  }
 }
 
 format::PcDescriber* SamplerPcDescriber() {

@@ -11,9 +11,17 @@ namespace flightrec::sampler {
 
 // Starts the thread (once). Returns false if it cannot be created.
 bool StartSamplerThread(uint64_t period_ms);
-// Asks for a last collection and waits for the thread until deadline_ns
-// (CLOCK_MONOTONIC). Returns true if it finished in time.
-bool StopSamplerThread(uint64_t deadline_ns);
+// How StopSamplerThread went.
+enum class StopOutcome {
+  kNotRunning,
+  kTookOverIdle,         // the thread was between collections: no wait at all
+  kWaitedForCollection,  // it was mid-collection; it finished before the deadline
+  kTimedOut,             // it was mid-collection and did not finish: samples it holds are lost
+};
+// Stops the thread and runs the last collection on the calling thread. Never
+// waits for the thread to be scheduled unless it is in the middle of a
+// collection, and then only until deadline_ns (CLOCK_MONOTONIC).
+StopOutcome StopSamplerThread(uint64_t deadline_ns);
 // In a forked child: the parent's thread does not exist here; start anew.
 void RestartSamplerThreadInChild();
 

@@ -418,3 +418,31 @@ def test_threads_leave_through_pthread_exit_and_cancellation(fr, trace_dir, tmp_
     assert all(s["state"] == "sealed" for s in doc["segments"]), doc["segments"]
     want = {f"{kind}-{i}" for kind in ("ret", "exit", "cancel", "async", "detach") for i in range(3)} | {"last"}
     assert want <= ended(doc), want - ended(doc)
+
+
+# ---- exit with starved recorder threads ----------------------------------------------------
+
+@pytest.mark.parametrize("sampler", ["auto", "sigprof"])
+def test_exit_takes_over_a_starved_sampler_thread(fr, trace_dir, sampler):
+    """starve_exit pins itself to one CPU and keeps it busy with SCHED_RR
+    threads, so flightrec's threads (SCHED_OTHER, nice +10) cannot run, then
+    exits. The sampler thread sleeps between collections all along (a 10 s
+    period), so none of the samples taken meanwhile were collected when exit
+    begins. The exit path must not wait for a thread that cannot run: it takes
+    the collection over (the debug line says it did not wait, and no "did not
+    finish" warning), and the samples taken while the sampler was starved are
+    in the trace, collected by the exiting thread itself."""
+    proc = fr.run([fr.program("starve_exit")], trace_dir,
+                  env={"FLIGHTREC_LOG": "debug", "FLIGHTREC_SAMPLER": sampler, "FLIGHTREC_FLUSH_MS": 10000})
+    if "no-rt" in proc.stdout:
+        pytest.skip("SCHED_RR refused here")
+    starved_from = int(re.search(r"starved_from (\d+)", proc.stdout).group(1))
+    lines = fr_lines(proc.stderr)
+    assert "flightrec: sampler stopped: thread idle, last collection on the exiting thread (no wait)" in lines, lines
+    assert not [line for line in lines if "did not finish" in line or "deadline" in line], lines
+    doc = info(fr, trace_dir)
+    assert all(s["state"] == "sealed" for s in doc["segments"]), doc["segments"]
+    starved = [e for e in fr.events(trace_dir, "cpu.sample")
+               if e["time"] > starved_from and e["stack"] and e["stack"][0]["function"] == "starved_burn"]
+    print(f"{sampler}: {len(starved)} samples from the starved phase; dropped {doc['dropped']}")
+    assert starved, doc["events"]
