@@ -31,7 +31,9 @@ void InternTables::Reset() {
   decltype(string_ids_)().swap(string_ids_);
   decltype(mapping_ids_)().swap(mapping_ids_);
   decltype(location_ids_)().swap(location_ids_);
+  decltype(provisional_locations_)().swap(provisional_locations_);
   decltype(stack_ids_)().swap(stack_ids_);
+  decltype(provisional_stacks_)().swap(provisional_stacks_);
 }
 
 size_t InternTables::pending_bytes() const {
@@ -80,30 +82,60 @@ uint32_t InternTables::Mapping(const MappingInfo& m) {
   return id;
 }
 
-uint32_t InternTables::Location(uint64_t pc) {
-  auto it = location_ids_.find(pc);
-  if (it != location_ids_.end()) return it->second;
+bool InternTables::Describe(uint64_t pc) {
   uint32_t mapping_id = 0;
+  bool named = false;
   scratch_ids_.clear();  // (function, file, line) per inline frame
   scratch_lines_.clear();
   scratch_mapping_ = MappingInfo{};
   if (describer_ && describer_->Describe(pc, &scratch_mapping_, &scratch_lines_)) {
     mapping_id = Mapping(scratch_mapping_);
     for (const FrameLine& l : scratch_lines_) {
+      named |= !l.function.empty();
       scratch_ids_.push_back(String(l.function));
       scratch_ids_.push_back(String(l.file));
       scratch_ids_.push_back(l.line);
     }
   }
-  // Entry encoded only after the strings/mapping above were interned: they
-  // append to other tables' chunks, never to this one.
+  // Encoded only after the strings/mapping above were interned: they append
+  // to other tables' chunks, never to LOCATIONS.
+  scratch_entry_.clear();
+  PutUvarint(&scratch_entry_, mapping_id);
+  PutUvarint(&scratch_entry_, pc);
+  PutUvarint(&scratch_entry_, scratch_ids_.size() / 3);
+  for (uint32_t v : scratch_ids_) PutUvarint(&scratch_entry_, v);
+  return named;
+}
+
+uint32_t InternTables::Location(uint64_t pc, uint64_t generation, bool* provisional) {
+  auto it = location_ids_.find(pc);
+  if (it != location_ids_.end()) {
+    *provisional = it->second.provisional;
+    if (!it->second.provisional) return it->second.id;
+    auto p = provisional_locations_.find(pc);
+    if (p->second.generation == generation) return it->second.id;
+    // The describer may know more now: ask again, keep the id if it does not.
+    const bool named = Describe(pc);
+    p->second.generation = generation;
+    if (scratch_entry_ == p->second.entry) return it->second.id;
+    uint32_t id;
+    MiVector<uint8_t>* e = locations_.BeginEntry(&id);
+    e->insert(e->end(), scratch_entry_.begin(), scratch_entry_.end());
+    it->second = LocationRef{id, !named};
+    if (named)
+      provisional_locations_.erase(p);
+    else
+      p->second.entry = scratch_entry_;
+    *provisional = !named;
+    return id;
+  }
+  const bool named = Describe(pc);
   uint32_t id;
   MiVector<uint8_t>* e = locations_.BeginEntry(&id);
-  PutUvarint(e, mapping_id);
-  PutUvarint(e, pc);
-  PutUvarint(e, scratch_ids_.size() / 3);
-  for (uint32_t v : scratch_ids_) PutUvarint(e, v);
-  location_ids_.emplace(pc, id);
+  e->insert(e->end(), scratch_entry_.begin(), scratch_entry_.end());
+  location_ids_.emplace(pc, LocationRef{id, !named});
+  if (!named) provisional_locations_.emplace(pc, ProvisionalLocation{generation, scratch_entry_});
+  *provisional = !named;
   return id;
 }
 
@@ -120,21 +152,52 @@ bool InternTables::StackEq::Same(PcSpan a, PcSpan b) {
   return a.n == b.n && (a.n == 0 || std::memcmp(a.p, b.p, a.n * sizeof(uint64_t)) == 0);
 }
 
+uint32_t InternTables::NewStack(const MiVector<uint32_t>& loc_ids) {
+  uint32_t id;
+  MiVector<uint8_t>* e = stacks_.BeginEntry(&id);
+  PutUvarint(e, loc_ids.size());
+  for (uint32_t l : loc_ids) PutUvarint(e, l);
+  return id;
+}
+
 uint32_t InternTables::Stack(const uint64_t* pcs, uint32_t npcs) {
   if (npcs == 0 || pcs == nullptr) return 0;
   size_t n = npcs > kMaxStackFrames ? kMaxStackFrames : npcs;
   PcSpan key{pcs, n};
   auto it = stack_ids_.find(key);
-  if (it != stack_ids_.end()) return it->second;
+  if (it != stack_ids_.end()) return it->second.provisional ? Recheck(&it->second, it->first) : it->second.id;
+  const uint64_t generation = Generation();
   MiVector<uint32_t> loc_ids;  // not scratch_ids_: Location() uses that
   loc_ids.reserve(n);
-  for (size_t i = 0; i < n; i++) loc_ids.push_back(Location(pcs[i]));
-  uint32_t id;
-  MiVector<uint8_t>* e = stacks_.BeginEntry(&id);
-  PutUvarint(e, n);
-  for (uint32_t l : loc_ids) PutUvarint(e, l);
-  stack_ids_.emplace(MiVector<uint64_t>(pcs, pcs + n), id);
+  bool provisional = false;
+  for (size_t i = 0; i < n; i++) {
+    bool p;
+    loc_ids.push_back(Location(pcs[i], generation, &p));
+    provisional |= p;
+  }
+  const uint32_t id = NewStack(loc_ids);
+  stack_ids_.emplace(MiVector<uint64_t>(pcs, pcs + n), StackRef{id, provisional});
+  if (provisional) provisional_stacks_.emplace(id, ProvisionalStack{generation, std::move(loc_ids)});
   return id;
+}
+
+uint32_t InternTables::Recheck(StackRef* ref, const MiVector<uint64_t>& pcs) {
+  const uint64_t generation = Generation();
+  auto ps = provisional_stacks_.find(ref->id);
+  if (ps->second.generation == generation) return ref->id;
+  MiVector<uint32_t> loc_ids;
+  loc_ids.reserve(pcs.size());
+  bool provisional = false;
+  for (uint64_t pc : pcs) {
+    bool p;
+    loc_ids.push_back(Location(pc, generation, &p));
+    provisional |= p;
+  }
+  if (loc_ids != ps->second.locations) ref->id = NewStack(loc_ids);
+  provisional_stacks_.erase(ps);
+  ref->provisional = provisional;
+  if (provisional) provisional_stacks_.emplace(ref->id, ProvisionalStack{generation, std::move(loc_ids)});
+  return ref->id;
 }
 
 }  // namespace flightrec::format

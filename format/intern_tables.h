@@ -4,6 +4,19 @@
 // EmitPending() hands the chunks out as table payloads in dependency order
 // (strings, mappings, locations, stacks) and forgets them.
 //
+// Provisional locations: a pc the describer could not name (no mapping, or
+// no function: its module's file could not be opened while the host held
+// every descriptor) is interned as it was described, and remembered. Once
+// PcDescriber::Generation() has changed, the next stack that uses the pc
+// asks again; an answer that differs is interned as a NEW location id and
+// recorded for the pc, and a stack that referred to the old id is interned
+// afresh (new stack id) with the new one. Old ids stay valid, so events
+// already appended keep the description they had; every event appended
+// afterwards gets the better one. A pc may therefore have several
+// LOCATIONS entries in a segment (SPEC.md 5.2). Named locations are final and
+// never described twice; a stack with only named locations costs one hash
+// lookup as before.
+//
 // Memory: everything here comes from mimalloc and lives for one segment;
 // Reset() (at every Open/Seal) drops it all, so a long-running process keeps
 // at most one segment's worth of intern state.
@@ -35,7 +48,8 @@ class InternTables {
   // UTF-8 character boundary first.
   uint32_t String(std::string_view s);
   // 0 for an empty stack. Interns each new pc as a LOCATION (asking the
-  // PcDescriber once per pc per segment) and its MAPPING.
+  // PcDescriber once per pc per segment, again for an unnamed pc after the
+  // describer's Generation() changed) and its MAPPING.
   uint32_t Stack(const uint64_t* pcs, uint32_t npcs);
 
   // Calls emit(kind, payload, len) for every pending table chunk, strings
@@ -85,20 +99,48 @@ class InternTables {
     static bool Same(PcSpan a, PcSpan b);
   };
 
-  uint32_t Location(uint64_t pc);
+  struct LocationRef {
+    uint32_t id;
+    bool provisional;  // described without a function name: may improve
+  };
+  // What a provisional location was described as, and when.
+  struct ProvisionalLocation {
+    uint64_t generation;
+    MiVector<uint8_t> entry;  // its encoded LOCATIONS entry
+  };
+  struct StackRef {
+    uint32_t id;
+    bool provisional;  // refers to a provisional location
+  };
+  // A provisional stack's location ids and the generation they were checked at.
+  struct ProvisionalStack {
+    uint64_t generation;
+    MiVector<uint32_t> locations;
+  };
+
+  uint64_t Generation() { return describer_ ? describer_->Generation() : 0; }
+  // Location id of pc; *provisional says whether it may still improve.
+  uint32_t Location(uint64_t pc, uint64_t generation, bool* provisional);
+  // Describes pc into scratch_entry_; returns whether a function was named.
+  bool Describe(uint64_t pc);
+  uint32_t NewStack(const MiVector<uint32_t>& loc_ids);
+  uint32_t Recheck(StackRef* ref, const MiVector<uint64_t>& pcs);
   uint32_t Mapping(const MappingInfo& m);
 
   PcDescriber* describer_ = nullptr;
   Table strings_, mappings_, locations_, stacks_;
   MiHashMap<MiString, uint32_t, MiStringHash, MiStringEq> string_ids_;
   MiHashMap<MappingKey, uint32_t, MappingKeyHash> mapping_ids_;
-  MiHashMap<uint64_t, uint32_t> location_ids_;
-  MiHashMap<MiVector<uint64_t>, uint32_t, StackHash, StackEq> stack_ids_;
+  MiHashMap<uint64_t, LocationRef> location_ids_;
+  MiHashMap<uint64_t, ProvisionalLocation> provisional_locations_;  // by pc
+  MiHashMap<MiVector<uint64_t>, StackRef, StackHash, StackEq> stack_ids_;
+  MiHashMap<uint32_t, ProvisionalStack> provisional_stacks_;  // by stack id
   // Reused across Describe calls. These are std:: types because PcDescriber's
   // contract uses them; reusing them keeps their allocations rare.
   MappingInfo scratch_mapping_;
   std::vector<FrameLine> scratch_lines_;
   MiVector<uint32_t> scratch_ids_;
+  MiVector<uint8_t> scratch_entry_;
 };
 
 template <class Emit>

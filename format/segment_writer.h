@@ -87,6 +87,14 @@ class PcDescriber {
   // Returns false if pc is in no known mapping (the location is still written,
   // with mapping id 0 and no lines).
   virtual bool Describe(uint64_t pc, MappingInfo* mapping, std::vector<FrameLine>* lines) = 0;
+  // Changes whenever a pc described earlier without a function name (or
+  // without a mapping) may now be described better, e.g. once file
+  // descriptors come back after the host used them all. The intern tables
+  // ask again for such pcs only after it changed. Called on the same thread
+  // as Describe and may do a little work (the symbolizer probes whether it
+  // can open files again while it could not); a describer whose answers
+  // never improve keeps the default.
+  virtual uint64_t Generation() { return 0; }
 };
 
 struct WriterStats {

@@ -265,8 +265,9 @@ struct Symbolizer::Impl {
 
   // Re-reads the maps when pcs we cannot place keep arriving; re-reports the
   // modules only if the code mappings really changed. While fd-starved it
-  // retries on every miss: a failed open() costs a microsecond, and a pc
-  // described without names stays that way for the rest of the segment.
+  // retries on every miss (and every Generation() call): a failed open()
+  // costs a microsecond, and the pcs described without names meanwhile are
+  // only described again once the generation has moved.
   bool MaybeRescan() {
     const uint64_t now = MonotonicNs();
     if (!fd_starved && now - last_rescan_ns < kRescanIntervalNs) return false;
@@ -619,6 +620,12 @@ Symbolizer::Symbolizer() : impl_(new Impl()) {}
 Symbolizer::~Symbolizer() { delete impl_; }
 
 Symbolizer::Stats Symbolizer::stats() const { return impl_->stats; }
+
+uint64_t Symbolizer::Generation() {
+  Impl& s = *impl_;
+  if (s.initialised && s.fd_starved) s.MaybeRescan();
+  return s.maps_generation;
+}
 
 void Symbolizer::SetExitMode(bool on) { impl_->exit_mode.store(on, std::memory_order_relaxed); }
 

@@ -25,6 +25,10 @@ class Symbolizer final : public format::PcDescriber {
   Symbolizer& operator=(const Symbolizer&) = delete;
 
   bool Describe(uint64_t pc, format::MappingInfo* mapping, std::vector<format::FrameLine>* lines) override;
+  // The maps generation: moves when the code mappings change or file
+  // descriptors came back after fd exhaustion (probed here while starved:
+  // one failed open() per call), so pcs described unnamed are asked again.
+  uint64_t Generation() override;
 
   // Exit mode: from now on, modules whose DWARF is not loaded yet are
   // described from their symbol tables only (no file:line), unless their

@@ -10,6 +10,9 @@
  *      and runs a thread named "exhausted" that does the same
  *   4. closes its descriptors, burns CPU in burn_released(), and does a
  *      64-byte round trip over a socketpair; prints "released ok"
+ * Both phases burn in the same function, burn(), called (not tail-called) by
+ * burn_exhausted() and burn_released(): burn's pcs are first seen with no
+ * descriptor left, and a sample's caller frame tells the phases apart.
  * Exits 0. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,7 +35,7 @@ static double cpu_seconds(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void burn(double s) {
+__attribute__((noinline)) static void burn(double s) {
   const double start = cpu_seconds();
   uint64_t x = 1;
   while (cpu_seconds() - start < s)
@@ -45,8 +48,15 @@ static void burn(double s) {
   g_sink = x;
 }
 
-__attribute__((noinline, noipa)) void burn_exhausted(double s) { burn(s); }
-__attribute__((noinline, noipa)) void burn_released(double s) { burn(s); }
+// The empty asm after the call keeps it a call, not a jump: the wrapper stays on the stack.
+__attribute__((noinline, noipa)) void burn_exhausted(double s) {
+  burn(s);
+  __asm__ volatile("" ::: "memory");
+}
+__attribute__((noinline, noipa)) void burn_released(double s) {
+  burn(s);
+  __asm__ volatile("" ::: "memory");
+}
 
 static void* exhausted_thread(void* arg) {
   (void)arg;

@@ -1,0 +1,177 @@
+// Unit tests for InternTables' provisional locations: a pc described without
+// a name (its module could not be opened while the host held every fd) is
+// described again once the describer's generation moves, and stacks appended
+// afterwards refer to the better location; earlier events keep theirs.
+#include <doctest/doctest.h>
+
+#include <map>
+
+#include "tests/unit/format_test_util.h"
+
+using namespace format_test;
+
+namespace {
+
+// pcs in [0x400000, 0x500000) are in "/usr/bin/app". While starved the file
+// cannot be read: mapping without build-id, no lines. Recovered: named,
+// except pcs >= 0x480000 (no symbol covers them). pcs >= 0x900000 are in no
+// mapping at all.
+class RecoveringDescriber : public PcDescriber {
+ public:
+  bool starved = true;
+  uint64_t generation = 1;
+  std::map<uint64_t, int> calls;
+  bool Describe(uint64_t pc, MappingInfo* m, std::vector<FrameLine>* lines) override {
+    calls[pc]++;
+    if (pc >= 0x900000) return false;
+    m->start = 0x400000;
+    m->end = 0x500000;
+    m->path = "/usr/bin/app";
+    if (starved) return true;
+    m->build_id = "feed01";
+    if (pc < 0x480000) lines->push_back({"fn_" + std::to_string(pc), "app.c", static_cast<uint32_t>(pc & 0xff)});
+    return true;
+  }
+  uint64_t Generation() override { return generation; }
+};
+
+struct Trace {
+  TempDir dir;
+  RecoveringDescriber describer;
+  SegmentWriter w;
+  uint32_t type = 0;
+  uint64_t time = 1'000'000'000;
+  Trace() {
+    w.SetPcDescriber(&describer);
+    type = w.DefineEventType({"s", {{"time", FieldType::kTime, "ns"}, {"stack", FieldType::kStack, ""}}});
+    std::string err;
+    REQUIRE_MESSAGE(w.Open(dir.File("a.active"), Header(), &err), err);
+  }
+  void Sample(std::vector<uint64_t> pcs) {
+    Value v[] = {Value::U(time++), Value::Stack(pcs.data(), static_cast<uint32_t>(pcs.size()))};
+    w.Append(type, v, 2);
+  }
+  Segment Seal() {
+    std::string err;
+    REQUIRE_MESSAGE(w.Seal({}, &err), err);
+    auto data = ReadAll(dir.File("a.active"));
+    Segment seg = ReadSegment(data.data(), data.size());
+    REQUIRE(seg.problems.empty());
+    return seg;
+  }
+};
+
+uint32_t StackOf(const Segment& seg, size_t event) { return static_cast<uint32_t>(seg.events.at(event).values[1].u); }
+
+const Location& Frame(const Segment& seg, size_t event, size_t frame) {
+  const auto* s = seg.Stack(StackOf(seg, event));
+  REQUIRE(s);
+  REQUIRE(frame < s->size());
+  const Location* l = seg.LocationById((*s)[frame]);
+  REQUIRE(l);
+  return *l;
+}
+
+std::string FunctionOf(const Segment& seg, const Location& l) {
+  if (l.lines.empty()) return "";
+  const std::string* f = seg.String(l.lines.back().function);
+  return f ? *f : "";
+}
+
+size_t LocationsAt(const Segment& seg, uint64_t address) {
+  size_t n = 0;
+  for (const auto& [id, l] : seg.locations) n += l.address == address;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("format intern: a pc described unnamed gets its name once the describer recovers") {
+  Trace t;
+  t.Sample({0x400010, 0x400020});  // 0: starved
+  t.Sample({0x400010, 0x400020});  // 1: same stack, same generation
+  CHECK(t.describer.calls[0x400010] == 1);  // not asked again before the generation moves
+  t.describer.starved = false;
+  t.describer.generation = 2;
+  t.Sample({0x400010, 0x400020});  // 2: the same stack after recovery
+  t.Sample({0x400010, 0x400030});  // 3: a new stack through the same leaf pc
+  t.Sample({0x400010, 0x400020});  // 4
+  CHECK(t.describer.calls[0x400010] == 2);
+  t.describer.generation = 3;  // a named location is final
+  t.Sample({0x400010, 0x400040});  // 5
+  CHECK(t.describer.calls[0x400010] == 2);
+  Segment seg = t.Seal();
+  REQUIRE(seg.events.size() == 6);
+
+  // Events appended while starved keep the unnamed description.
+  CHECK(StackOf(seg, 0) == StackOf(seg, 1));
+  const Location& before = Frame(seg, 0, 0);
+  CHECK(before.address == 0x400010);
+  CHECK(before.lines.empty());
+  const Mapping* m0 = seg.MappingById(before.mapping);
+  REQUIRE(m0);
+  CHECK(*seg.String(m0->path) == "/usr/bin/app");
+  CHECK(m0->build_id == 0);
+
+  // Events after it: a new stack id whose frames are named.
+  CHECK(StackOf(seg, 2) != StackOf(seg, 0));
+  CHECK(StackOf(seg, 4) == StackOf(seg, 2));
+  CHECK(FunctionOf(seg, Frame(seg, 2, 0)) == "fn_" + std::to_string(0x400010));
+  CHECK(FunctionOf(seg, Frame(seg, 2, 1)) == "fn_" + std::to_string(0x400020));
+  const Mapping* m2 = seg.MappingById(Frame(seg, 2, 0).mapping);
+  REQUIRE(m2);
+  CHECK(*seg.String(m2->build_id) == "feed01");
+  for (size_t e : {3u, 5u}) {
+    CHECK(FunctionOf(seg, Frame(seg, e, 0)) == "fn_" + std::to_string(0x400010));
+    CHECK(&Frame(seg, e, 0) == &Frame(seg, 2, 0));  // one resolved location, shared
+  }
+  CHECK(LocationsAt(seg, 0x400010) == 2);  // the unnamed one and the one that superseded it
+}
+
+TEST_CASE("format intern: a pc that stays unnamed keeps one location and its stack") {
+  Trace t;
+  t.Sample({0x900000, 0x480000, 0x400050});  // 0: starved
+  t.describer.starved = false;
+  t.describer.generation = 2;
+  t.Sample({0x900000, 0x480000, 0x400050});  // 1: 0x480000 gains a build-id, 0x400050 a name
+  t.describer.generation = 3;
+  t.Sample({0x900000, 0x480000, 0x400050});  // 2: nothing new to say
+  t.Sample({0x900000, 0x480000, 0x400050});  // 3
+  // Unnamed pcs are asked once per generation, not once per event.
+  CHECK(t.describer.calls[0x900000] == 3);
+  CHECK(t.describer.calls[0x480000] == 3);
+  CHECK(t.describer.calls[0x400050] == 2);
+  Segment seg = t.Seal();
+  REQUIRE(seg.events.size() == 4);
+  CHECK(StackOf(seg, 1) != StackOf(seg, 0));
+  CHECK(StackOf(seg, 2) == StackOf(seg, 1));
+  CHECK(StackOf(seg, 3) == StackOf(seg, 1));
+  CHECK(LocationsAt(seg, 0x900000) == 1);  // described the same way every time
+  CHECK(LocationsAt(seg, 0x480000) == 2);  // without, then with its build-id
+  CHECK(LocationsAt(seg, 0x400050) == 2);
+  CHECK(Frame(seg, 0, 0).mapping == 0);
+  CHECK(&Frame(seg, 1, 0) == &Frame(seg, 0, 0));
+  CHECK(Frame(seg, 1, 1).lines.empty());
+  const Mapping* m = seg.MappingById(Frame(seg, 1, 1).mapping);
+  REQUIRE(m);
+  CHECK(*seg.String(m->build_id) == "feed01");
+  CHECK(FunctionOf(seg, Frame(seg, 1, 2)) == "fn_" + std::to_string(0x400050));
+}
+
+TEST_CASE("format intern: provisional state is per segment") {
+  Trace t;
+  t.Sample({0x400060});
+  std::string err;
+  REQUIRE_MESSAGE(t.w.Seal({}, &err), err);
+  t.describer.starved = false;  // same generation: only a new segment asks again
+  REQUIRE_MESSAGE(t.w.Open(t.dir.File("b.active"), Header(1), &err), err);
+  t.Sample({0x400060});
+  REQUIRE_MESSAGE(t.w.Seal({}, &err), err);
+  CHECK(t.describer.calls[0x400060] == 2);
+  auto data = ReadAll(t.dir.File("b.active"));
+  Segment seg = ReadSegment(data.data(), data.size());
+  REQUIRE(seg.problems.empty());
+  REQUIRE(seg.events.size() == 1);
+  CHECK(FunctionOf(seg, Frame(seg, 0, 0)) == "fn_" + std::to_string(0x400060));
+  CHECK(seg.locations.size() == 1);
+}
