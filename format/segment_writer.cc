@@ -257,13 +257,18 @@ bool SegmentWriter::is_open() const { return impl_->fd >= 0; }
 int SegmentWriter::fd() const { return impl_->fd; }
 
 bool SegmentWriter::Open(const std::string& path, const SegmentHeaderInfo& header, std::string* error) {
+  return OpenAt(AT_FDCWD, path, header, error);
+}
+
+bool SegmentWriter::OpenAt(int dir_fd, const std::string& path, const SegmentHeaderInfo& header,
+                           std::string* error) {
   Impl& m = *impl_;
   if (m.fd >= 0) {
     if (error) *error = "open " + path + ": writer already has " + m.path + " open";
     return false;
   }
   m.ResetSegmentState();
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  int fd = ::openat(dir_fd, path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
     if (error) *error = ErrnoText("open", path, errno);
     return false;

@@ -116,6 +116,10 @@ class SegmentWriter {
   // Creates `path` (O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, mode 0600) and writes
   // the header. On failure returns false and sets *error (errno text).
   bool Open(const std::string& path, const SegmentHeaderInfo& header, std::string* error);
+  // The same, with `path` relative to the directory descriptor dir_fd: a
+  // process that dropped privileges writes where it can no longer reach by
+  // path (preload/output_dir.h).
+  bool OpenAt(int dir_fd, const std::string& path, const SegmentHeaderInfo& header, std::string* error);
   bool is_open() const;
   // The open segment's descriptor (-1 when closed), so the owner can protect
   // it from applications that close every fd.

@@ -95,8 +95,24 @@ std::string SealedSegmentPath(const std::string& active_path) {
 }
 
 uint64_t EnforceDiskBudget(const std::string& dir, uint64_t max_bytes, const std::string& current) {
-  DIR* d = opendir(dir.c_str());
-  if (!d) return 0;
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  const size_t slash = current.rfind('/');
+  const bool inside = slash != std::string::npos && current.compare(0, slash, dir) == 0;
+  const uint64_t deleted = EnforceDiskBudgetAt(fd, max_bytes, inside ? current.substr(slash + 1) : "");
+  close(fd);
+  return deleted;
+}
+
+uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& current_name) {
+  // A directory stream of its own: closedir() must not close dir_fd.
+  const int own = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (own < 0) return 0;
+  DIR* d = fdopendir(own);
+  if (!d) {
+    close(own);
+    return 0;
+  }
   struct Entry {
     std::string name;
     uint64_t size;
@@ -118,7 +134,7 @@ uint64_t EnforceDiskBudget(const std::string& dir, uint64_t max_bytes, const std
   uint64_t deleted = 0;
   for (const Entry& e : entries) {
     if (total <= max_bytes) break;
-    if (!e.sealed || dir + "/" + e.name == current) continue;
+    if (!e.sealed || e.name == current_name) continue;
     // The uploader holds an flock on a segment it is shipping; skip those.
     int fd = openat(dirfd(d), e.name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) continue;

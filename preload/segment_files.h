@@ -25,5 +25,7 @@ std::string SealedSegmentPath(const std::string& active_path);
 // directory's segments total at most max_bytes. `current` (our active file)
 // counts but is never deleted. Returns how many files were deleted.
 uint64_t EnforceDiskBudget(const std::string& dir, uint64_t max_bytes, const std::string& current);
+// The same for the directory open as dir_fd; current_name is a file name in it.
+uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& current_name);
 
 }  // namespace flightrec
