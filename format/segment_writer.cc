@@ -64,6 +64,10 @@ struct SegmentWriter::Impl {
     MiVector<Field> fields;
     bool packed = false;          // EventTypeSpec::packed
     bool schema_written = false;  // in the current segment
+    // Events of this type in `out`, written to this segment's file, and lost
+    // (never written: a write failed or the segment was dropped with them
+    // still buffered) since the owner last took the count.
+    uint64_t in_out = 0, written = 0, lost = 0;
     // The batch: column-major raw values (see Append for what each holds).
     uint32_t count = 0;
     size_t raw_bytes = 0;
@@ -97,6 +101,8 @@ struct SegmentWriter::Impl {
     tables.Reset();
     for (Type& t : types) {
       t.schema_written = false;
+      t.lost += t.count + t.in_out;  // nothing left to write them to
+      t.in_out = 0;
       ClearBatch(&t);
     }
     out.clear();
@@ -107,6 +113,7 @@ struct SegmentWriter::Impl {
     ReleaseSegmentMemory();
     stats = WriterStats{};
     events_appended = 0;
+    for (Type& t : types) t.written = 0;
     min_time = UINT64_MAX;
     max_time = 0;
     rejected = 0;
@@ -188,6 +195,7 @@ struct SegmentWriter::Impl {
     }
     AddBlock(BlockKind::kEvents, payload.data(), payload.size());
     pending_events_in_out += t.count;
+    t.in_out += t.count;
     ClearBatch(&t);
   }
 
@@ -211,15 +219,29 @@ struct SegmentWriter::Impl {
     stats.bytes_written += out.size();
     stats.events_written += pending_events_in_out;
     pending_events_in_out = 0;
+    for (Type& t : types) {
+      t.written += t.in_out;
+      t.in_out = 0;
+    }
     out.clear();
     return true;
   }
 
+  // Cuts the file back to its last whole write, so it holds exactly the
+  // events counted as written; everything in `out` is lost.
   void Fail(std::string e) {
     failed = true;
     fail_error = std::move(e);
+    if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(stats.bytes_written)) != 0) {
+      // Rare (the descriptor is writable): whole blocks of the failed write
+      // may then stay readable although counted as lost.
+    }
     out.clear();
     pending_events_in_out = 0;
+    for (Type& t : types) {
+      t.lost += t.in_out;
+      t.in_out = 0;
+    }
   }
 
   bool FlushAll() {
@@ -233,7 +255,9 @@ struct SegmentWriter::Impl {
   // reported by the next Flush/Seal (Append has no way to return it).
   void FlushOne(uint32_t type_id) {
     if (failed) {
-      ClearBatch(&types[type_id - 1]);  // nowhere to go; keep memory bounded
+      Type& t = types[type_id - 1];
+      t.lost += t.count;
+      ClearBatch(&t);  // nowhere to go; keep memory bounded
       return;
     }
     AppendPendingDefinitions();
@@ -438,6 +462,23 @@ void SegmentWriter::ForgetFd() {
   Impl& m = *impl_;
   m.fd = -1;  // the number is someone else's now: never close or write it
   m.ReleaseSegmentMemory();
+}
+
+void SegmentWriter::LoseWrittenEvents() {
+  for (Impl::Type& t : impl_->types) {
+    t.lost += t.written;
+    t.written = 0;
+  }
+}
+
+std::vector<std::pair<std::string, uint64_t>> SegmentWriter::TakeLostEvents() {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (Impl::Type& t : impl_->types) {
+    if (!t.lost) continue;
+    out.emplace_back(std::string(t.name.data(), t.name.size()), t.lost);
+    t.lost = 0;
+  }
+  return out;
 }
 
 WriterStats SegmentWriter::stats() const { return impl_->stats; }

@@ -133,7 +133,8 @@ class SegmentWriter {
 
   // Writes buffered events (preceded by any new intern-table entries and
   // schema) as blocks. Returns false on a write error (*error set); the
-  // writer then stays usable only for Seal/close.
+  // writer then stays usable only for Seal/close, and the file is cut back
+  // to its last successful write (whole blocks only).
   bool Flush(std::string* error);
 
   // Flushes, writes the FOOTER (counts, time range, and the given extra
@@ -146,6 +147,15 @@ class SegmentWriter {
   // Drops the file without closing the descriptor, for when its number was
   // taken over by someone else (an application's dup2 onto it).
   void ForgetFd();
+
+  // Events that never reached the file, per event type name, since the last
+  // call (which resets them): those in a write that failed, appended after
+  // it, or still buffered when the segment was abandoned. The owner counts
+  // them as dropped, so a write failure loses nothing uncounted.
+  std::vector<std::pair<std::string, uint64_t>> TakeLostEvents();
+  // The segment's file is gone (unlinked under us): the events already
+  // written to it are lost too. Valid until the next Open.
+  void LoseWrittenEvents();
 
   WriterStats stats() const;
   uint64_t buffered_bytes() const;  // rough raw size of unflushed events

@@ -234,6 +234,10 @@ void RefreshThreadNames(FlushContext& ctx) {
 
 void AddFooterDrop(const char* kind, uint64_t count) { FooterDrops()[std::string("dropped.") + kind] += count; }
 
+std::vector<std::pair<std::string, uint64_t>> PeekFooterCounters() {
+  return std::vector<std::pair<std::string, uint64_t>>(FooterDrops().begin(), FooterDrops().end());
+}
+
 std::vector<std::pair<std::string, uint64_t>> TakeFooterCounters() {
   std::vector<std::pair<std::string, uint64_t>> out(FooterDrops().begin(), FooterDrops().end());
   FooterDrops().clear();

@@ -43,5 +43,7 @@ void RefreshThreadNames(FlushContext& ctx);
 // Totals for the footer of the segment being written ("dropped.<kind>").
 void AddFooterDrop(const char* kind, uint64_t count);
 std::vector<std::pair<std::string, uint64_t>> TakeFooterCounters();
+// The same totals, left in place (until the segment is known to be sealed).
+std::vector<std::pair<std::string, uint64_t>> PeekFooterCounters();
 
 }  // namespace flightrec

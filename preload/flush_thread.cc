@@ -6,7 +6,11 @@
 //  * A slot becomes kFree only after its ring was drained *after* the owner
 //    marked it kRetired, so nothing a thread recorded before exiting is lost.
 //  * When the output is unusable, rings are still drained (so producers never
-//    stall) and every discarded record is counted as "output.unavailable".
+//    stall) and every discarded record is counted as dropped, under its kind.
+//  * Nothing is lost uncounted when a write fails or the file vanishes: the
+//    writer counts the events that never reached the file (by event type),
+//    and drop reports that were only in such blocks are reported again in
+//    the next segment, so produced = recorded + dropped holds per kind.
 //  * Stopping (exit, exec) never waits for this thread to be scheduled: it
 //    runs at nice +10 and busy host threads can starve it for seconds. The
 //    phase word decides who owns the writer: a stopper that finds the thread
@@ -26,6 +30,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "format/segment_writer.h"
 #include "preload/clock.h"
@@ -34,6 +39,7 @@
 #include "preload/flush_registry_internal.h"
 #include "preload/last_thread_exit.h"
 #include "preload/log.h"
+#include "preload/record_kinds.h"
 #include "preload/recorder_thread.h"
 #include "preload/segment_files.h"
 #include "preload/thread_registry.h"
@@ -67,7 +73,13 @@ struct FlushState {
   uint64_t retry_at_ns = 0;
   bool paused = false;
   bool paused_logged = false;
-  uint64_t discarded = 0;          // records thrown away while paused
+  uint64_t discarded[kRecordKindCount] = {};  // records thrown away while paused, per kind
+  // Drop totals (footer counters) as of the segment's last successful write:
+  // what its readable blocks report already.
+  std::map<std::string, uint64_t> durable_drops;
+  // Drops reported only in blocks that never reached the disk: reported
+  // again in the next segment.
+  std::map<std::string, uint64_t> carried_drops;
   uint64_t unattributed_seen = 0;  // UnattributedDrops() already reported
   std::atomic<int> phase{kIdle};
   std::atomic<pid_t> tid{0};       // the flush thread's, once it runs
@@ -149,21 +161,64 @@ bool OpenSegment(FlushState& s, uint64_t now) {
   return true;
 }
 
+// The segment's drop totals `totals` did not all reach the disk: what its
+// readable blocks do not report (nothing, if the file is gone) is carried to
+// the next segment, and a vanished file's events count as lost.
+void CarryDrops(FlushState& s, const std::vector<std::pair<std::string, uint64_t>>& totals, bool file_gone) {
+  constexpr size_t kPrefix = sizeof("dropped.") - 1;
+  for (const auto& [key, total] : totals) {
+    const uint64_t durable = file_gone ? 0 : s.durable_drops[key];
+    if (total > durable && key.size() > kPrefix) s.carried_drops[key.substr(kPrefix)] += total - durable;
+  }
+  s.durable_drops.clear();
+  if (file_gone) s.writer->LoseWrittenEvents();
+}
+
+// A write failed or the file vanished: the segment is given up unsealed.
+void CarryUnwrittenDrops(FlushState& s, bool file_gone) { CarryDrops(s, TakeFooterCounters(), file_gone); }
+
+void NoteDurable(FlushState& s) {
+  s.durable_drops.clear();
+  for (const auto& [key, total] : PeekFooterCounters()) s.durable_drops[key] = total;
+}
+
+// Everything the output lost, under the kind it would have been recorded as:
+// ring records discarded while paused, events the writer could not write,
+// drop reports that never reached the disk.
+void ReportOutputLosses(FlushState& s, FlushContext& ctx) {
+  for (int k = 0; k < kRecordKindCount; ++k) {
+    if (!s.discarded[k]) continue;
+    EmitGlobalDrops(ctx, RecordKindName(static_cast<uint16_t>(k)), s.discarded[k]);
+    s.discarded[k] = 0;
+  }
+  for (const auto& [type, n] : s.writer->TakeLostEvents())
+    if (type != "recorder.dropped") EmitGlobalDrops(ctx, type.c_str(), n);  // their counts are carried
+  for (const auto& [kind, n] : s.carried_drops) EmitGlobalDrops(ctx, kind.c_str(), n);
+  s.carried_drops.clear();
+}
+
 // Seals the active segment: footer, rename to .seg, seal hooks, disk budget.
 void SealSegment(FlushState& s) {
   if (!s.writer->is_open()) return;
   std::string error;
   if (FdWasLost(s.writer->fd())) {
+    CarryUnwrittenDrops(s, false);
     Pause(s, "the application took over the segment's descriptor (dup2)", true);
     return;
   }
-  if (!CloseWriter(s, [&] { return s.writer->Seal(TakeFooterCounters(), &error); })) {
+  const std::vector<std::pair<std::string, uint64_t>> totals = PeekFooterCounters();
+  if (!CloseWriter(s, [&] { return s.writer->Seal(totals, &error); })) {
+    CarryUnwrittenDrops(s, false);
     Pause(s, "cannot seal segment " + s.active_path + ": " + error);
     return;
   }
+  TakeFooterCounters();  // in the footer now
+  s.durable_drops.clear();
   const std::string sealed = SealedSegmentPath(s.active_path);
   if (rename(s.active_path.c_str(), sealed.c_str()) != 0) {
-    Log(LogLevel::kWarn, "cannot rename %s: %s", s.active_path.c_str(), strerror(errno));
+    const int err = errno;
+    Log(LogLevel::kWarn, "cannot rename %s: %s", s.active_path.c_str(), strerror(err));
+    if (err == ENOENT) CarryDrops(s, totals, true);  // removed under us, with everything in it
     s.active_path.clear();
     return;
   }
@@ -191,7 +246,7 @@ void DrainRings(FlushState& s, FlushContext& ctx) {
     ts->ring.Drain([&](const RecordHeader& h, const void* payload) {
       RecordDecodeFn fn = DecoderFor(h.kind);
       if (!writing) {
-        s.discarded++;
+        s.discarded[h.kind < kRecordKindCount ? h.kind : 0]++;
       } else if (fn) {
         fn(ctx, h, payload);
       }
@@ -219,10 +274,7 @@ void Tick(FlushState& s, bool final_tick) {
     EmitGlobalDrops(ctx, "unregistered_thread", unattributed - s.unattributed_seen);
     s.unattributed_seen = unattributed;
   }
-  if (s.discarded) {
-    EmitGlobalDrops(ctx, "output.unavailable", s.discarded);
-    s.discarded = 0;
-  }
+  ReportOutputLosses(s, ctx);
   if (cfg.rusage_ms && (now - s.last_rusage_ns >= cfg.rusage_ms * kMs || final_tick)) {
     s.last_rusage_ns = now;
     EmitRusage(ctx);
@@ -231,6 +283,7 @@ void Tick(FlushState& s, bool final_tick) {
     // succeed silently, so check the name still exists.
     struct stat st;
     if (!s.active_path.empty() && stat(s.active_path.c_str(), &st) != 0) {
+      CarryUnwrittenDrops(s, true);
       Pause(s, "segment " + s.active_path + " disappeared (" + strerror(errno) + ")");
       return;
     }
@@ -244,14 +297,17 @@ void Tick(FlushState& s, bool final_tick) {
     s.last_block_ns = now;
     if (FdWasLost(s.writer->fd())) {
       // Our descriptor number now belongs to the application: never write to it.
+      CarryUnwrittenDrops(s, false);
       Pause(s, "the application took over the segment's descriptor (dup2)", true);
       return;
     }
     std::string error;
     if (!s.writer->Flush(&error)) {
+      CarryUnwrittenDrops(s, false);
       Pause(s, "cannot write segment " + s.active_path + ": " + error);
       return;
     }
+    NoteDurable(s);
   }
   if (s.writer->stats().bytes_written + s.writer->buffered_bytes() >= cfg.segment_bytes ||
       now - s.opened_ns >= cfg.segment_seconds * 1000 * kMs) {

@@ -333,3 +333,64 @@ TEST_CASE("format writer reports open and write errors without aborting") {
   CHECK(after.state == SegmentState::kSealed);
   CHECK(after.events.size() == 1);
 }
+
+TEST_CASE("format writer counts every event a failed write or a vanished file lost") {
+  TempDir dir;
+  SegmentWriter w;
+  uint32_t id = w.DefineEventType({"b", {{"time", FieldType::kTime, "ns"}, {"blob", FieldType::kBytes, ""}}});
+  uint32_t other = w.DefineEventType({"o", {{"time", FieldType::kTime, "ns"}}});
+  std::string err;
+  REQUIRE(w.Open(dir.File("full"), Header(), &err));
+  for (int i = 0; i < 5; i++) {
+    Value v[] = {Value::U(i), Value::Str("small")};
+    w.Append(id, v, 2);
+  }
+  REQUIRE(w.Flush(&err));
+  CHECK(w.TakeLostEvents().empty());
+
+  // A full disk (RLIMIT_FSIZE, SIGXFSZ ignored -> EFBIG) in the middle of a write.
+  struct rlimit old;
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+  auto old_handler = signal(SIGXFSZ, SIG_IGN);
+  struct rlimit lim = old;
+  lim.rlim_cur = 8192;
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+  std::string payload(1000, 'z');
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < 20; i++) {
+    for (char& c : payload) {  // incompressible: the write passes the limit part way
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      c = static_cast<char>(x);
+    }
+    Value v[] = {Value::U(100 + i), Value::Str(payload)};
+    w.Append(id, v, 2);
+  }
+  Value o[] = {Value::U(7)};
+  w.Append(other, o, 1);
+  const bool flushed = w.Flush(&err);
+  setrlimit(RLIMIT_FSIZE, &old);
+  signal(SIGXFSZ, old_handler);
+  REQUIRE_FALSE(flushed);
+  Value late[] = {Value::U(200), Value::Str("after the failure")};
+  w.Append(id, late, 2);
+  w.Abandon();
+  using Lost = std::vector<std::pair<std::string, uint64_t>>;
+  CHECK(w.TakeLostEvents() == Lost{{"b", 21}, {"o", 1}});
+  CHECK(w.TakeLostEvents().empty());  // taken once
+  // The file was cut back to its last whole write: exactly the 5 written events.
+  Segment seg = ReadSegmentFile(dir.File("full"));
+  CHECK(seg.bad_blocks == 0);
+  CHECK(seg.events.size() == 5);
+  CHECK(ReadAll(dir.File("full")).size() == w.stats().bytes_written);
+
+  // A segment whose file vanished: its written and buffered events are lost.
+  REQUIRE(w.Open(dir.File("gone"), Header(1), &err));
+  for (int i = 0; i < 4; i++) w.Append(other, o, 1);
+  REQUIRE(w.Flush(&err));
+  w.Append(other, o, 1);
+  w.LoseWrittenEvents();
+  w.Abandon();
+  CHECK(w.TakeLostEvents() == Lost{{"o", 5}});
+}
