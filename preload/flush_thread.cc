@@ -20,6 +20,7 @@
 
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -150,6 +151,9 @@ bool OpenSegment(FlushState& s, uint64_t now) {
   }
   // Daemons that close every fd must not close (or reuse) ours.
   ProtectFd(s.writer->fd());
+  // Tells other processes' disk budgets a live process writes this file,
+  // whatever pid namespace they see it from (segment_files.h).
+  flock(s.writer->fd(), LOCK_SH | LOCK_NB);
   if (s.paused) Log(LogLevel::kWarn, "output %s usable again; recording resumed", cfg.output.c_str());
   s.paused = false;
   s.paused_logged = false;

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -32,6 +33,31 @@ bool MakeDirs(const std::string& dir, std::string* error) {
 bool HasSuffix(const std::string& s, const char* suffix) {
   const size_t n = strlen(suffix);
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// The pid in "<stamp>-<service>-<pid>-<seq>.active" (the service never
+// holds '-'); 0 if the name does not parse.
+pid_t ActiveSegmentPid(const std::string& name) {
+  const size_t seq_dash = name.rfind('-');
+  if (seq_dash == std::string::npos || seq_dash == 0) return 0;
+  const size_t pid_dash = name.rfind('-', seq_dash - 1);
+  if (pid_dash == std::string::npos || seq_dash - pid_dash < 2 || seq_dash - pid_dash > 11) return 0;
+  uint64_t pid = 0;
+  for (size_t i = pid_dash + 1; i < seq_dash; ++i) {
+    if (name[i] < '0' || name[i] > '9') return 0;
+    pid = pid * 10 + static_cast<uint64_t>(name[i] - '0');
+  }
+  return pid > 0 && pid <= 0x7fffffff ? static_cast<pid_t>(pid) : 0;
+}
+
+// A .active segment whose process is gone (killed before it could seal):
+// nothing will ever seal it, so it must not hold the budget forever. A pid
+// reused since stays protected (kill succeeds); a live writer in another
+// pid namespace is protected by the shared flock it holds on its file
+// (flush_thread.cc), which the deletion below cannot take over.
+bool Abandoned(const std::string& name) {
+  const pid_t pid = ActiveSegmentPid(name);
+  return pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH;
 }
 
 }  // namespace
@@ -134,7 +160,7 @@ uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& 
   uint64_t deleted = 0;
   for (const Entry& e : entries) {
     if (total <= max_bytes) break;
-    if (!e.sealed || e.name == current_name) continue;
+    if (e.name == current_name || (!e.sealed && !Abandoned(e.name))) continue;
     // The uploader holds an flock on a segment it is shipping; skip those.
     int fd = openat(dirfd(d), e.name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) continue;

@@ -22,8 +22,11 @@ std::string ActiveSegmentPath(const std::string& dir, const std::string& service
 std::string SealedSegmentPath(const std::string& active_path);
 
 // Deletes the oldest sealed segments in `dir` (any process's) until the
-// directory's segments total at most max_bytes. `current` (our active file)
-// counts but is never deleted. Returns how many files were deleted.
+// directory's segments total at most max_bytes; .active segments of
+// processes that are gone (killed before sealing) go in the same age order.
+// `current` (our active file) counts but is never deleted, nor is a file
+// someone holds a flock on (an upload in progress, a live writer). Returns
+// how many files were deleted.
 uint64_t EnforceDiskBudget(const std::string& dir, uint64_t max_bytes, const std::string& current);
 // The same for the directory open as dir_fd; current_name is a file name in it.
 uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& current_name);

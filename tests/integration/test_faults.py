@@ -470,3 +470,35 @@ def test_exit_takes_over_a_starved_sampler_thread(fr, trace_dir, sampler):
                if e["time"] > starved_from and e["stack"] and e["stack"][0]["function"] == "starved_burn"]
     print(f"{sampler}: {len(starved)} samples from the starved phase; dropped {doc['dropped']}")
     assert starved, doc["events"]
+
+
+# ---- a killed process's segment and the disk budget -----------------------------------------
+
+def test_budget_evicts_the_active_segment_of_a_killed_process(fr, tmp_path, trace_dir):
+    """A process SIGKILLed mid-run leaves its segment .active; nothing will
+    ever seal it. With a 1 MiB budget and that file over 1 MiB, the next run
+    must still keep its own trace: the dead process's .active is evicted like
+    a sealed segment (oldest first) instead of holding the budget forever."""
+    killed = Driven(fr, trace_dir, {"FLIGHTREC_ALLOC_SAMPLE_BYTES": 1})
+    stale = None
+    for i in range(200):
+        killed.ask(f"work big{i} 20000")
+        names = [f for f in os.listdir(trace_dir) if f.endswith(".active")]
+        if names and os.path.getsize(trace_dir / names[0]) > (5 << 20) // 4:
+            stale = names[0]
+            break
+    assert stale, os.listdir(trace_dir)
+    killed.proc.kill()
+    killed.proc.wait(timeout=60)
+    stale_size = os.path.getsize(trace_dir / stale)
+    assert stale_size > 1 << 20 and f"-{killed.proc.pid}-" in stale
+
+    proc = fr.run([fr.program("fault_worker")], trace_dir, env={"FLIGHTREC_MAX_DISK_BYTES": 1 << 20},
+                  input="work after 400\nquit 0\n")
+    assert proc.stdout.startswith("after rounds=400"), proc.stdout
+    left = sorted(os.listdir(trace_dir))
+    print(f"killed run's .active: {stale_size} bytes; left after the next run: {left}")
+    assert stale not in left, left
+    doc = info(fr, trace_dir)
+    assert [s["state"] for s in doc["segments"]] == ["sealed"], doc["segments"]
+    assert {"after-0", "after-1"} <= ended(doc), doc["threads"]

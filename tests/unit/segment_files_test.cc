@@ -5,7 +5,9 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -96,6 +98,51 @@ TEST_CASE("segment files: disk budget deletes the oldest sealed segments first")
   close(locked);
   CHECK(EnforceDiskBudget(dir, 1500, act) == 1);
   CHECK_FALSE(Exists(s1));
+  std::string cmd = "rm -rf " + dir;
+  CHECK(system(cmd.c_str()) == 0);
+}
+
+TEST_CASE("segment files: disk budget deletes the .active segments of dead processes, oldest first") {
+  const std::string dir = TempDir();
+  // A pid that is surely gone: a child that exited and was reaped.
+  const pid_t dead = fork();
+  REQUIRE(dead >= 0);
+  if (dead == 0) _exit(0);
+  REQUIRE(waitpid(dead, nullptr, 0) == dead);
+  // A live one: a child that waits to be killed.
+  const pid_t live = fork();
+  REQUIRE(live >= 0);
+  if (live == 0) {
+    pause();
+    _exit(0);
+  }
+  auto name = [&](const char* stamp, pid_t pid, const char* ext) {
+    return dir + "/" + stamp + "-svc-" + std::to_string(pid) + "-0000." + ext;
+  };
+  const std::string stale = name("20250101T000001.000Z", dead, "active");
+  const std::string running = name("20250101T000002.000Z", live, "active");
+  const std::string mine = name("20250101T000003.000Z", getpid(), "active");
+  const std::string locked = dir + "/20250101T000004.000Z-svc-" + std::to_string(dead) + "-0001.active";
+  const std::string sealed = name("20250101T000005.000Z", live, "seg");
+  const std::string current = name("20250101T000006.000Z", getpid(), "active");
+  for (const auto& p : {stale, running, mine, locked, sealed, current}) WriteFile(p, 1000);
+  // A writer in another pid namespace: the pid looks dead here, its flock says otherwise.
+  const int lock_fd = open(locked.c_str(), O_RDONLY);
+  REQUIRE(lock_fd >= 0);
+  REQUIRE(flock(lock_fd, LOCK_SH) == 0);
+  // 6000 bytes, budget 3500: the dead process's file (oldest) and the sealed one go.
+  CHECK(EnforceDiskBudget(dir, 3500, current) == 2);
+  CHECK_FALSE(Exists(stale));
+  CHECK_FALSE(Exists(sealed));
+  CHECK(Exists(running));
+  CHECK(Exists(mine));
+  CHECK(Exists(locked));
+  CHECK(Exists(current));
+  // Nothing else may go, however small the budget.
+  CHECK(EnforceDiskBudget(dir, 0, current) == 0);
+  close(lock_fd);
+  kill(live, SIGKILL);
+  waitpid(live, nullptr, 0);
   std::string cmd = "rm -rf " + dir;
   CHECK(system(cmd.c_str()) == 0);
 }
