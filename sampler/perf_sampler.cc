@@ -11,6 +11,20 @@
 // switch-in. A block is switch-out sample -> switch-in; its duration is the
 // difference of their timestamps. Preemptions are run-queue waits, not
 // blocking, and are left out.
+//
+// Switch sampling is thinned per thread. Each switch sample carries the whole
+// stack copy (16 KiB by default) and is written by the kernel on the host
+// thread; an event-loop server switches tens of thousands of times a second,
+// which would cost the host microseconds per switch and overflow the ring
+// that CPU samples share (every sample lost, CPU ones too). So the sampler
+// thread measures each thread's switch-out rate (the SWITCH records, 32 bytes
+// each, still mark every switch) and sets the switch event's sample period
+// so that about kSwitchSamplesPerSec switch-outs per thread are sampled: the
+// period rises at once, falls by halves, and is dithered so a thread whose
+// blocks alternate in a fixed pattern is not always sampled on the same one.
+// A sampled block stands for `period` blocks (the period is in the sample):
+// offcpu.sample's weight field, which profiles multiply into the duration.
+// Threads that block rarely keep period 1: every block is seen.
 #include "sampler/perf_sampler.h"
 
 #include <linux/perf_event.h>
@@ -21,10 +35,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <cstdio>//DBG
+#include <cstdlib>//DBG
 
 #include "preload/fd_guard.h"
 #include "sampler/sample_events.h"
@@ -42,6 +59,15 @@ constexpr uint32_t kMaxStackBytes = 63 * 1024;
 // they fall back to SIGPROF timers).
 constexpr size_t kRingSoftBudget = 64u << 20;
 constexpr size_t kRingHardBudget = 256u << 20;
+// Switch-out samples per second per thread the thinning aims at, how often
+// the rate is re-measured, and the sparsest sampling allowed.
+constexpr uint64_t kSwitchSamplesPerSec = 50;
+constexpr uint64_t kSwitchTuneNs = 20'000'000;
+constexpr uint32_t kDitherWindows = 10;
+constexpr uint64_t kMaxSwitchPeriod = 1u << 20;
+// Ring room for the SWITCH records (32 bytes, two per switch) that arrive
+// between drains: ~40 ms of a thread switching 20,000 times a second.
+constexpr size_t kSwitchRecordRoom = 48u << 10;
 
 // kDraining: the sampler thread is reading the ring. kClosing: the exiting
 // owner is saving what is left and unmapping it. Whoever moved the slot out
@@ -64,8 +90,22 @@ struct Slot {
   bool pending_unwound = false;  // pending_pcs valid (the sample left the ring)
   uint64_t pending_pos = 0;      // offset of the sample in the current drain's batch
   uint64_t pending_time = 0;
+  uint64_t pending_weight = 1;   // the switch event's period when it sampled
   int pending_n = 0;
   uint64_t pending_pcs[kMaxFrames];
+  // Sampler-thread private: switch thinning (see the top of the file).
+  uint64_t sw_period = 1;
+  uint64_t prev_sw_period = 1;  // the one before: samples still in the ring
+  uint64_t tune_start = 0;  // start of the current rate window (0: none yet)
+  uint64_t tune_outs = 0;   // switch-outs seen in it (SWITCH records)
+  uint64_t tune_count = 0;  // the switch event's count at its start
+  bool tune_count_ok = false;
+  uint32_t windows_since_change = 0;
+  bool lost_since_switch_sample = false;  // LOST records since the last switch sample
+  uint64_t last_switch_count = 0;  // the count in the last switch sample
+  // Sampler-thread private: lost-record counts of one batch, reported once.
+  uint64_t batch_lost = 0;
+  uint64_t batch_lost_time = 0;
 };
 
 // What an exiting thread's ring still held, saved by the thread itself so
@@ -78,6 +118,8 @@ struct Orphan {
   // switch-in is among the saved records.
   bool pending;
   uint64_t pending_time;
+  uint64_t pending_weight;
+  uint64_t last_switch_count, sw_period, prev_sw_period;  // for the weights of saved switch samples
   int pending_n;
   uint64_t pending_pcs[kMaxFrames];
   size_t len;
@@ -87,12 +129,12 @@ struct Orphan {
 struct Counters {
   std::atomic<uint64_t> armed{0}, arm_failed{0}, orphan_bytes_lost{0};
   uint64_t samples = 0, switch_samples = 0, lost = 0, offcpu_emitted = 0, preempted = 0, short_blocks = 0,
-           bad_records = 0;
+           bad_records = 0, switch_outs = 0, period_changes = 0;
 };
 
 struct PerfState {
   PerfOptions opts;
-  bool hardware = false, switch_ok = false;
+  bool hardware = false, switch_ok = false, kernel = false;
   size_t page = 4096;
   size_t min_pages = 8;
   std::atomic<size_t> data_pages{32};  // halves when the kernel refuses locked memory
@@ -138,7 +180,11 @@ void CloseGuarded(int fd) {
   close(fd);
 }
 
-perf_event_attr Attr(const PerfOptions& o, bool hardware, bool switch_event) {
+// kernel: CPU samples include time in the kernel (syscalls, page faults),
+// charged to the user stack that entered it, as SIGPROF timers and rusage
+// count it. Without it (perf_event_paranoid >= 2 for an unprivileged
+// process) a syscall-heavy thread would look idle.
+perf_event_attr Attr(const PerfOptions& o, bool hardware, bool switch_event, bool kernel) {
   perf_event_attr a;
   std::memset(&a, 0, sizeof(a));
   a.size = sizeof(a);
@@ -153,16 +199,21 @@ perf_event_attr Attr(const PerfOptions& o, bool hardware, bool switch_event) {
     a.config = PERF_COUNT_HW_CPU_CYCLES;
     a.freq = 1;
     a.sample_freq = o.hz;
-    a.exclude_kernel = 1;
+    a.exclude_kernel = !kernel;
   } else {
     a.type = PERF_TYPE_SOFTWARE;
     a.config = PERF_COUNT_SW_CPU_CLOCK;  // counts ns: the period is a duration
     a.sample_period = 1000000000ull / (o.hz ? o.hz : 1);
-    a.exclude_kernel = 1;
+    a.exclude_kernel = !kernel;
   }
   a.exclude_hv = 1;
   a.sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-                  PERF_SAMPLE_PERIOD | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+                  PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+  // Not PERIOD for the switch event: a software event that samples PERIOD
+  // writes a sample at every occurrence whatever its sample_period (the
+  // kernel's perf_swevent_event), which would defeat the thinning. It samples
+  // READ, its count of switches, in the same place of the record instead.
+  a.sample_type |= switch_event ? PERF_SAMPLE_READ : PERF_SAMPLE_PERIOD;
   a.sample_regs_user = PerfRegsUserMask();
   a.sample_stack_user = o.stack_bytes;
   a.use_clockid = 1;
@@ -209,6 +260,11 @@ void Reclaim(Slot& s) {
   s.base = nullptr;
   s.map_len = 0;
   s.pending = false;
+  s.sw_period = s.prev_sw_period = 1;
+  s.tune_start = s.tune_outs = s.tune_count = s.last_switch_count = 0;
+  s.tune_count_ok = s.lost_since_switch_sample = false;
+  s.windows_since_change = 0;
+  s.batch_lost = 0;
   s.retire.store(false, std::memory_order_relaxed);
   s.state.store(kFree, std::memory_order_release);
 }
@@ -240,6 +296,8 @@ struct Sample {
 };
 
 // Bounds-checked: a malformed record returns false, never reads past `len`.
+// `period` is the sampling period of a CPU sample and the count of switches
+// so far of a switch sample (see Attr).
 bool ParseSample(const uint8_t* rec, size_t len, Sample* s) {
   size_t off = sizeof(perf_event_header);
   auto u64 = [&](uint64_t* v) {
@@ -326,7 +384,8 @@ void EndBlock(Slot& slot, const Batch* b, uint64_t end_time) {
     if (!slot.pending_unwound && b) UnwindPending(slot, *b);
     if (slot.pending_n > 0) {
       QueueOffCpuSample(slot.pending_time, static_cast<uint32_t>(slot.tid), slot.pending_pcs,
-                       slot.pending_n, end_time - slot.pending_time, "switch");
+                       slot.pending_n, end_time - slot.pending_time, "switch",
+                       static_cast<uint32_t>(std::min<uint64_t>(slot.pending_weight, UINT32_MAX)));
       c.offcpu_emitted++;
     }
   }
@@ -350,10 +409,23 @@ void HandleRecord(Slot& slot, const Batch& b, uint64_t pos, const perf_event_hea
         slot.pending_unwound = false;
         slot.pending_pos = pos;
         slot.pending_time = s.time;
+        // The sample stands for the switches since the previous one: about
+        // the period (up to twice it right after a period change). When
+        // samples were lost between, their blocks are not charged to this
+        // one's stack and duration (one sample would weigh for dozens);
+        // sampler.lost counts them.
+        uint64_t since = s.period > slot.last_switch_count ? s.period - slot.last_switch_count : 1;
+        if (slot.lost_since_switch_sample) since = std::min(since, 2 * std::max(slot.sw_period, slot.prev_sw_period));
+        slot.pending_weight = since;
+        slot.last_switch_count = s.period;
+        slot.lost_since_switch_sample = false;
         return;
       }
       uint64_t pcs[kMaxFrames];
-      const int n = UnwindSample(s, false, pcs);
+      // Taken in the kernel: the user registers are those at kernel entry, so
+      // the leaf is the instruction after the syscall (like at a switch).
+      const bool in_kernel = (h.misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL;
+      const int n = UnwindSample(s, in_kernel, pcs);
       if (n > 0) QueueCpuSample(s.time, s.tid ? s.tid : static_cast<uint32_t>(slot.tid), pcs, n, PeriodNs(s));
       c.samples++;
       return;
@@ -361,6 +433,10 @@ void HandleRecord(Slot& slot, const Batch& b, uint64_t pos, const perf_event_hea
     case PERF_RECORD_SWITCH: {
       uint64_t time = 0;
       uint32_t tid = 0;
+      if (h.misc & PERF_RECORD_MISC_SWITCH_OUT) {
+        slot.tune_outs++;
+        c.switch_outs++;
+      }
       if (!ParseTrailer(rec, h.size, &time, &tid) || !slot.pending) return;
       if (h.misc & PERF_RECORD_MISC_SWITCH_OUT) {
         if (h.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) slot.pending_preempted = true;
@@ -378,8 +454,11 @@ void HandleRecord(Slot& slot, const Batch& b, uint64_t pos, const perf_event_hea
       uint64_t time = now_ns;
       uint32_t tid = 0;
       ParseTrailer(rec, h.size, &time, &tid);
-      QueueSamplerLost(time, static_cast<uint32_t>(slot.tid), lost);
+      // One sampler.lost per thread and drain, not one per kernel record.
+      if (!slot.batch_lost) slot.batch_lost_time = time;
+      slot.batch_lost += lost;
       c.lost += lost;
+      slot.lost_since_switch_sample = true;
       // A lost switch-in would pair this switch-out with a much later one.
       slot.pending = false;
       return;
@@ -442,10 +521,67 @@ void ProcessBatch(uint64_t now_ns, Slot& slot, const Batch& b) {
     HandleRecord(slot, b, pos, h, b.data + pos, now_ns);
     pos += h.size;
   }
+  if (slot.batch_lost) {
+    QueueSamplerLost(slot.batch_lost_time, static_cast<uint32_t>(slot.tid), slot.batch_lost);
+    slot.batch_lost = 0;
+  }
   // A block still open at the end of the batch is long enough to matter:
   // unwind its sample now, before the batch is reused.
   if (slot.pending && !slot.pending_unwound && !slot.pending_preempted) UnwindPending(slot, b);
   if (g->shutdown.load(std::memory_order_acquire) && slot.pending) EndBlock(slot, nullptr, now_ns);
+}
+
+// xorshift: dithering only, needs no quality.
+uint64_t NextRandom() {
+  static uint64_t x = 0x9e3779b97f4a7c15ull;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return x;
+}
+
+// Sampler thread, after a drain: re-measures the thread's switch-out rate
+// once per window (or at once when the ring overflowed) and sets the switch
+// event's period (see the top of the file).
+void TuneSwitchPeriod(Slot& s, uint64_t now_ns, bool overflowed) {
+  if (s.sw_fd < 0 || !s.sw_id) return;
+  if (!s.tune_start || now_ns < s.tune_start) {
+    s.tune_start = now_ns;
+    s.tune_outs = 0;
+    if (!overflowed) return;
+  }
+  const uint64_t dt = now_ns - s.tune_start;
+  if (dt < kSwitchTuneNs && !overflowed) return;
+  // The application may have dup2'd onto our fd: never touch its file.
+  if (FdWasLost(s.sw_fd) || !IsProtectedFd(s.sw_fd)) return;
+  // The event's count is every switch, even when the ring overflowed and
+  // SWITCH records were lost; the records are the fallback.
+  uint64_t outs = s.tune_outs, count = 0;
+  if (read(s.sw_fd, &count, sizeof(count)) == sizeof(count)) {
+    if (s.tune_count_ok && count >= s.tune_count) outs = std::max(outs, count - s.tune_count);
+    s.tune_count = count;
+    s.tune_count_ok = true;
+  }
+  const uint64_t per_sec = dt ? outs * 1000000000ull / dt : outs;
+  uint64_t want = (per_sec + kSwitchSamplesPerSec - 1) / kSwitchSamplesPerSec;
+  if (overflowed) want = std::max(want, s.sw_period * 8);
+  want = std::clamp<uint64_t>(want, 1, kMaxSwitchPeriod);
+  uint64_t next = want >= s.sw_period ? want : std::max(want, s.sw_period / 2);
+  s.tune_start = now_ns;
+  s.tune_outs = 0;
+  // Each change restarts the kernel's countdown (the next switch is
+  // sampled), so change only for a real difference in rate, or every
+  // kDitherWindows windows to move the sampling phase (+-25%).
+  const bool redither = ++s.windows_since_change >= kDitherWindows && next >= 4;
+  if (!redither && next * 4 >= s.sw_period * 3 && next * 4 <= s.sw_period * 5) return;
+  if (next >= 4) next = next - next / 4 + NextRandom() % (next / 2 + 1);
+  if (next == s.sw_period) return;
+  if (ioctl(s.sw_fd, PERF_EVENT_IOC_PERIOD, &next) == 0) {
+    s.prev_sw_period = s.sw_period;
+    s.sw_period = next;
+    s.windows_since_change = 0;
+    g->counters.period_changes++;
+  }
 }
 
 // Sampler thread, slot in kDraining.
@@ -460,7 +596,9 @@ void DrainSlot(uint64_t now_ns, Slot& slot) {
     }
   }
   const size_t got = TakeRecords(slot, g->batch, g->batch_cap);
+  const uint64_t lost_then = g->counters.lost;
   ProcessBatch(now_ns, slot, Batch{g->batch, got});
+  TuneSwitchPeriod(slot, now_ns, g->counters.lost != lost_then);
 }
 
 // Exiting owner, slot in kClosing: saves the unread records (no unwinding on
@@ -477,6 +615,10 @@ void SaveAndClose(Slot& slot) {
       // (acquired from its release of kDraining).
       o->pending = slot.pending && slot.pending_unwound && !slot.pending_preempted;
       o->pending_time = slot.pending_time;
+      o->pending_weight = slot.pending_weight;
+      o->last_switch_count = slot.last_switch_count;
+      o->sw_period = slot.sw_period;
+      o->prev_sw_period = slot.prev_sw_period;
       o->pending_n = o->pending ? slot.pending_n : 0;
       std::memcpy(o->pending_pcs, slot.pending_pcs, static_cast<size_t>(o->pending_n) * sizeof(uint64_t));
       o->len = TakeRecords(slot, o->data, unread);
@@ -502,6 +644,11 @@ void ProcessOrphans(uint64_t now_ns) {
     ctx.pending_preempted = false;
     ctx.pending_unwound = o->pending;
     ctx.pending_time = o->pending_time;
+    ctx.pending_weight = o->pending_weight;
+    ctx.last_switch_count = o->last_switch_count;
+    ctx.sw_period = o->sw_period;
+    ctx.prev_sw_period = o->prev_sw_period;
+    ctx.lost_since_switch_sample = false;
     ctx.pending_n = o->pending_n;
     std::memcpy(ctx.pending_pcs, o->pending_pcs, static_cast<size_t>(o->pending_n) * sizeof(uint64_t));
     ProcessBatch(now_ns, ctx, Batch{o->data, o->len});
@@ -519,19 +666,25 @@ bool TaskGone(const Slot& s) {
 
 PerfProbeResult PerfProbe(const PerfOptions& opts) {
   PerfProbeResult r;
-  perf_event_attr a = Attr(opts, true, false);
-  int fd = PerfEventOpen(&a, 0);
-  if (fd >= 0) {
-    r.cpu_ok = r.hardware = true;
-  } else {
-    a = Attr(opts, false, false);
-    fd = PerfEventOpen(&a, 0);
-    if (fd >= 0) r.cpu_ok = true;
-    else r.cpu_errno = errno;
+  // Cycles before cpu-clock; with kernel time before without.
+  int fd = -1;
+  for (const bool hardware : {true, false}) {
+    for (const bool kernel : {true, false}) {
+      perf_event_attr a = Attr(opts, hardware, false, kernel);
+      fd = PerfEventOpen(&a, 0);
+      if (fd >= 0) {
+        r.cpu_ok = true;
+        r.hardware = hardware;
+        r.kernel = kernel;
+        break;
+      }
+      r.cpu_errno = errno;
+    }
+    if (fd >= 0) break;
   }
   if (fd >= 0) close(fd);
   if (r.cpu_ok && opts.offcpu) {
-    perf_event_attr s = Attr(opts, false, true);
+    perf_event_attr s = Attr(opts, false, true, true);
     const int sfd = PerfEventOpen(&s, 0);
     if (sfd >= 0) {
       r.switch_ok = true;
@@ -543,7 +696,7 @@ PerfProbeResult PerfProbe(const PerfOptions& opts) {
   return r;
 }
 
-bool PerfConfigure(const PerfOptions& opts_in, bool hardware, bool switch_ok) {
+bool PerfConfigure(const PerfOptions& opts_in, bool hardware, bool kernel, bool switch_ok) {
   if (g) return true;
   void* mem = mmap(nullptr, sizeof(PerfState) + sizeof(Slot) * kMaxSlots, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -554,20 +707,24 @@ bool PerfConfigure(const PerfOptions& opts_in, bool hardware, bool switch_ok) {
   st->opts = opts_in;
   st->opts.stack_bytes = std::min<uint32_t>(opts_in.stack_bytes, kMaxStackBytes) & ~7u;
   st->hardware = hardware;
+  st->kernel = kernel;
   st->switch_ok = switch_ok && opts_in.offcpu;
   st->page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   // One sample: header, ids, registers and the whole stack copy (the kernel
   // reserves sample_stack_user bytes whatever the stack's depth). The ring
   // holds at least one; by default about 30 ms of samples and at least three
-  // (16 pages at 99 Hz with 16 KiB stacks), so the sampler thread (nice +10)
-  // can fall behind a few periods without losing any. Capped at 1 MiB per
-  // thread: it is locked memory (see also the budgets above).
+  // (16 pages at 99 Hz with 16 KiB stacks; 32 with off-CPU, whose thinned
+  // switch samples and SWITCH records share it), so the sampler thread
+  // (nice +10) can fall behind a few periods without losing any. Capped at
+  // 1 MiB per thread: it is locked memory (see also the budgets above).
   const size_t per_sample = st->opts.stack_bytes + 512;
-  const size_t want_samples = std::max<size_t>(3, static_cast<size_t>(st->opts.hz / 33));
+  const uint64_t rate = st->opts.hz + (st->switch_ok ? kSwitchSamplesPerSec : 0);
+  const size_t want_samples = std::max<size_t>(3, static_cast<size_t>(rate / 33));
+  const size_t want_bytes = want_samples * per_sample + (st->switch_ok ? kSwitchRecordRoom : 0);
   const size_t max_pages = std::max<size_t>(1, (1u << 20) / st->page);
   st->min_pages = RoundUpPow2((per_sample + st->page - 1) / st->page);
   st->data_pages.store(std::max(st->min_pages,
-                                std::min(max_pages, RoundUpPow2((want_samples * per_sample + st->page - 1) / st->page))));
+                                std::min(max_pages, RoundUpPow2((want_bytes + st->page - 1) / st->page))));
   g = st;
   return true;
 }
@@ -584,7 +741,18 @@ bool PerfArmThread(pid_t tid, bool self) {
   s.cpu_fd = s.sw_fd = -1;
   s.base = nullptr;
   s.pending = false;
-  perf_event_attr a = Attr(g->opts, g->hardware, false);
+  s.sw_period = s.prev_sw_period = 1;
+  // The first rate window starts now, from a count of zero: a thread that
+  // switches hard from its first moment gets its period at the first drain.
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  s.tune_start = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  s.tune_count = s.tune_outs = s.last_switch_count = 0;
+  s.tune_count_ok = true;
+  s.lost_since_switch_sample = false;
+  s.windows_since_change = 0;
+  s.batch_lost = 0;
+  perf_event_attr a = Attr(g->opts, g->hardware, false, g->kernel);
   s.cpu_fd = OpenGuarded(&a, tid);
   if (s.cpu_fd < 0) {
     s.state.store(kFree, std::memory_order_release);
@@ -619,7 +787,7 @@ bool PerfArmThread(pid_t tid, bool self) {
   s.cpu_id = s.sw_id = 0;
   ioctl(s.cpu_fd, PERF_EVENT_IOC_ID, &s.cpu_id);
   if (g->switch_ok) {
-    perf_event_attr sa = Attr(g->opts, false, true);
+    perf_event_attr sa = Attr(g->opts, false, true, true);
     s.sw_fd = OpenGuarded(&sa, tid);
     if (s.sw_fd >= 0 && (ioctl(s.sw_fd, PERF_EVENT_IOC_SET_OUTPUT, s.cpu_fd) != 0 ||
                          ioctl(s.sw_fd, PERF_EVENT_IOC_ID, &s.sw_id) != 0)) {
@@ -707,11 +875,18 @@ void PerfShutdown() {
   g->shutdown.store(true, std::memory_order_release);
   const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
   for (int i = 0; i < n; ++i) {
+    // Only a slot we hold: one in kDraining belongs to the sampler thread,
+    // which may reclaim it and close its fds meanwhile (TSan: this read of
+    // the fds raced CloseSlotFds), and the numbers could then be reused by
+    // the application. Its events stay on until the process goes.
     Slot& s = g->slots[i];
-    const int st = s.state.load(std::memory_order_acquire);
-    if (st != kActive && st != kDraining) continue;
+    int expected = kActive;
+    if (s.state.load(std::memory_order_relaxed) != kActive ||
+        !s.state.compare_exchange_strong(expected, kDraining, std::memory_order_acq_rel))
+      continue;
     if (s.sw_fd >= 0) ioctl(s.sw_fd, PERF_EVENT_IOC_DISABLE, 0);
     if (s.cpu_fd >= 0) ioctl(s.cpu_fd, PERF_EVENT_IOC_DISABLE, 0);
+    s.state.store(kActive, std::memory_order_release);
   }
 }
 
@@ -776,6 +951,8 @@ PerfStats GetPerfStats() {
   s.switch_samples = c.switch_samples;
   s.lost = c.lost;
   s.offcpu_emitted = c.offcpu_emitted;
+  s.switch_outs = c.switch_outs;
+  s.period_changes = c.period_changes;
   s.preempted = c.preempted;
   s.short_blocks = c.short_blocks;
   s.bad_records = c.bad_records;

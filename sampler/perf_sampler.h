@@ -34,6 +34,7 @@ struct PerfOptions {
 struct PerfProbeResult {
   bool cpu_ok = false;        // a CPU sampling event opened on this thread
   bool hardware = false;      // ... and it is hardware cycles
+  bool kernel = false;        // ... and counts time in the kernel too
   bool switch_ok = false;     // context-switch sampling allowed
   int cpu_errno = 0, switch_errno = 0;
 };
@@ -42,7 +43,7 @@ struct PerfProbeResult {
 PerfProbeResult PerfProbe(const PerfOptions& opts);
 
 // Fixes the options and allocates the slot table. Once, at init.
-bool PerfConfigure(const PerfOptions& opts, bool hardware, bool switch_ok);
+bool PerfConfigure(const PerfOptions& opts, bool hardware, bool kernel, bool switch_ok);
 
 // Opens events for `tid` (the calling thread when self). Returns false if the
 // kernel refused (the thread stays unsampled by perf). Safe on any app thread
@@ -70,7 +71,7 @@ void PerfAtForkChild();
 
 struct PerfStats {
   uint64_t armed = 0, arm_failed = 0, samples = 0, switch_samples = 0, lost = 0, offcpu_emitted = 0,
-           preempted = 0, short_blocks = 0, bad_records = 0;
+           preempted = 0, short_blocks = 0, bad_records = 0, switch_outs = 0, period_changes = 0;
 };
 PerfStats GetPerfStats();
 

@@ -28,6 +28,7 @@ struct Item {
   Kind kind;
   uint32_t tid;
   uint32_t npcs;
+  uint32_t weight;  // off-CPU: blocks the sample stands for (1 unless switch sampling is thinned)
   uint64_t time_ns;
   uint64_t value;  // period_ns, duration_ns or count
   const char* reason;
@@ -54,7 +55,7 @@ struct Queue {
 Queue* g_queue = nullptr;
 
 void Push(Kind kind, uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs, uint64_t value,
-          const char* reason) {
+          const char* reason, uint32_t weight = 1) {
   Queue* q = g_queue;
   if (!q) return;
   if (npcs < 0) npcs = 0;
@@ -66,7 +67,7 @@ void Push(Kind kind, uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int np
     q->overflow.fetch_add(kind == Kind::kLost ? value : 1, std::memory_order_relaxed);
     return;
   }
-  b.items.push_back(Item{kind, tid, static_cast<uint32_t>(npcs), time_ns, value, reason, b.pcs.size()});
+  b.items.push_back(Item{kind, tid, static_cast<uint32_t>(npcs), weight, time_ns, value, reason, b.pcs.size()});
   b.pcs.insert(b.pcs.end(), pcs, pcs + npcs);
   pthread_mutex_unlock(&q->mu);
 }
@@ -85,7 +86,7 @@ void QueueFlushSource(FlushContext& ctx) {
         EmitCpuSample(ctx, it.time_ns, it.tid, pcs, static_cast<int>(it.npcs), it.value);
         break;
       case Kind::kOffCpu:
-        EmitOffCpuSample(ctx, it.time_ns, it.tid, pcs, static_cast<int>(it.npcs), it.value, it.reason);
+        EmitOffCpuSample(ctx, it.time_ns, it.tid, pcs, static_cast<int>(it.npcs), it.value, it.reason, it.weight);
         break;
       case Kind::kLost:
         EmitSamplerLost(ctx, it.time_ns, it.tid, it.value);
@@ -114,7 +115,8 @@ void RegisterSampleEvents() {
                                       {"tid", U, ""},
                                       {"stack", K, ""},
                                       {"duration_ns", U, "ns"},
-                                      {"reason", S, ""}}});
+                                      {"reason", S, ""},
+                                      {"weight", U, "count"}}});
   g_lost = DefineEventType({"sampler.lost", {{"time", T, "ns"}, {"tid", U, ""}, {"count", U, "count"}}});
   void* mem = mi_malloc(sizeof(Queue));
   if (mem) {
@@ -132,11 +134,11 @@ void EmitCpuSample(FlushContext& ctx, uint64_t time_ns, uint32_t tid, const uint
 }
 
 void EmitOffCpuSample(FlushContext& ctx, uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs,
-                      uint64_t duration_ns, const char* reason) {
+                      uint64_t duration_ns, const char* reason, uint32_t weight) {
   if (!g_offcpu_sample || !ctx.writer) return;
   const Value v[] = {Value::U(time_ns), Value::U(tid), Value::Stack(pcs, static_cast<uint32_t>(npcs)),
-                     Value::U(duration_ns), Value::Str(reason ? reason : "")};
-  ctx.writer->Append(g_offcpu_sample, v, 5);
+                     Value::U(duration_ns), Value::Str(reason ? reason : ""), Value::U(weight ? weight : 1)};
+  ctx.writer->Append(g_offcpu_sample, v, 6);
 }
 
 void EmitSamplerLost(FlushContext& ctx, uint64_t time_ns, uint32_t tid, uint64_t count) {
@@ -150,8 +152,8 @@ void QueueCpuSample(uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npc
 }
 
 void QueueOffCpuSample(uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs, uint64_t duration_ns,
-                       const char* reason) {
-  Push(Kind::kOffCpu, time_ns, tid, pcs, npcs, duration_ns, reason);
+                       const char* reason, uint32_t weight) {
+  Push(Kind::kOffCpu, time_ns, tid, pcs, npcs, duration_ns, reason, weight);
 }
 
 void QueueSamplerLost(uint64_t time_ns, uint32_t tid, uint64_t count) {

@@ -25,16 +25,18 @@ void RegisterSampleEvents();
 void EmitCpuSample(FlushContext& ctx, uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs,
                    uint64_t period_ns);
 // time_ns is when the block began; reason is "switch" or the blocking call
-// (a string with static storage).
+// (a string with static storage); weight is how many blocks the sample
+// stands for (1, or the switch sampling period when switch-outs are
+// thinned: see perf_sampler.cc). A profile counts duration_ns * weight.
 void EmitOffCpuSample(FlushContext& ctx, uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs,
-                      uint64_t duration_ns, const char* reason);
+                      uint64_t duration_ns, const char* reason, uint32_t weight = 1);
 void EmitSamplerLost(FlushContext& ctx, uint64_t time_ns, uint32_t tid, uint64_t count);
 
 // Sampler thread: queue for the flush thread. Bounded: beyond the bound a
 // sample is counted and reported as sampler.lost (tid 0).
 void QueueCpuSample(uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs, uint64_t period_ns);
 void QueueOffCpuSample(uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs, uint64_t duration_ns,
-                       const char* reason);
+                       const char* reason, uint32_t weight);
 void QueueSamplerLost(uint64_t time_ns, uint32_t tid, uint64_t count);
 
 // In a forked child: the queue's lock may have been held by a thread that

@@ -163,7 +163,7 @@ void SamplerInit(const Config& cfg) {
     po.offcpu = cfg.offcpu;
     po.offcpu_min_ns = sampler::g_offcpu_min_ns;
     const sampler::PerfProbeResult probe = sampler::PerfProbe(po);
-    if (probe.cpu_ok && sampler::PerfConfigure(po, probe.hardware, probe.switch_ok)) {
+    if (probe.cpu_ok && sampler::PerfConfigure(po, probe.hardware, probe.kernel, probe.switch_ok)) {
       s.mode = Mode::kPerf;
       if (cfg.offcpu) {
         offcpu_source = probe.switch_ok ? "context switches" : "blocking calls";
@@ -173,9 +173,9 @@ void SamplerInit(const Config& cfg) {
               "off-CPU from interposed blocking calls",
               strerror(probe.switch_errno));
       }
-      Log(LogLevel::kInfo, "sampler: perf (%s, %llu Hz, %u-byte stacks, off-CPU: %s)",
-          probe.hardware ? "cycles" : "cpu-clock", static_cast<unsigned long long>(po.hz), po.stack_bytes,
-          offcpu_source);
+      Log(LogLevel::kInfo, "sampler: perf (%s of %s time, %llu Hz, %u-byte stacks, off-CPU: %s)",
+          probe.hardware ? "cycles" : "cpu-clock", probe.kernel ? "user+kernel" : "user",
+          static_cast<unsigned long long>(po.hz), po.stack_bytes, offcpu_source);
     } else if (cfg.sampler == SamplerMode::kPerf) {
       Log(LogLevel::kWarn, "perf_event_open refused (%s); CPU sampling off (FLIGHTREC_SAMPLER=perf)",
           strerror(probe.cpu_errno));

@@ -6,7 +6,7 @@ reports (top, tree, pprof, flame, folded) start from here.
 
     kind    events         samples          weight                   objects
     cpu     cpu.sample     1 per event      period_ns                -
-    offcpu  offcpu.sample  1 per event      duration_ns              -
+    offcpu  offcpu.sample  1 per event      duration_ns * weight     -
     alloc   alloc.sample   1 per event      estimated bytes          estimated count
     live    alloc.sample   1 per event      (as alloc, only samples never freed)
 
@@ -14,6 +14,9 @@ Allocation samples are unbiased estimates: with a mean sampling interval of
 R bytes an allocation of S bytes is sampled with probability 1 - e^(-S/R),
 so it stands for S / (1 - e^(-S/R)) bytes and 1 / (1 - e^(-S/R))
 allocations. R == 1 means every allocation was recorded: weight S, count 1.
+Off-CPU switch samples are thinned on threads that switch often (one
+switch-out in `weight` is sampled), so a block stands for weight times its
+duration; segments without the field sampled every block.
 The live kind replays each process's (host, service, pid) alloc.sample and
 alloc.free events in time order across its segments; what is left was never
 freed (with --to: not freed by then).
@@ -466,6 +469,14 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
                 weights = columns[3]
                 if kind == "cpu":  # off-CPU durations are no sampling period
                     periods.update(weights[:PERIOD_PROBE])
+                elif "weight" in batch.type.field_names:
+                    # A thinned switch sample stands for `weight` blocks (older
+                    # segments have no such field: every block was sampled).
+                    wcol = select_columns(batch, ["weight"], problems)
+                    if wcol is not None:
+                        mult = wcol["weight"] if mask is None else list(compress(wcol["weight"], mask))
+                        if any(m != 1 for m in mult):
+                            weights = [d * max(m, 1) for d, m in zip(weights, mult)]
                 for (tid, sid, w), n in Counter(zip(tidc, stacks, weights)).items():
                     _accumulate(acc, (si, tid, sid), n, n * w, 0.0, first[(tid, sid)])
         if seg_lo is not None:

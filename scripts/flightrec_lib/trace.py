@@ -41,7 +41,7 @@ KNOWN_LAYOUTS = {
     "recorder.dropped": dict(tid=_I, kind=_S, count=_I),
     "crash": dict(tid=_I, signal=_I, signal_name=_S, code=_I, fault_addr=_I, stack=_K),
     "cpu.sample": dict(tid=_I, stack=_K, period_ns=_I),
-    "offcpu.sample": dict(tid=_I, stack=_K, duration_ns=_I, reason=_S),
+    "offcpu.sample": dict(tid=_I, stack=_K, duration_ns=_I, reason=_S, weight=_I),
     "sampler.lost": dict(tid=_I, count=_I),
     "alloc.sample": dict(tid=_I, address=_I, size=_I, stack=_K, sample_bytes=_I),
     "alloc.free": dict(tid=_I, address=_I),

@@ -116,3 +116,59 @@ def test_offcpu_knobs(fr, trace_dir, sampler):
     off.mkdir()
     ev = run_split(fr, off, sampler, 0.3, {"FLIGHTREC_OFFCPU": 0})
     assert ev["cpu.sample"] and not ev["offcpu.sample"]
+
+
+@pytest.mark.parametrize("sampler", ["perf", "sigprof"])
+def test_time_in_the_kernel_is_charged_to_its_caller(fr, trace_dir, sampler):
+    """cpu_syscall_split: one thread burns user time, the other the same CPU
+    time inside read(2) of /dev/zero (mostly kernel time). Both samplers count
+    kernel time (perf samples it with the user stack at kernel entry; SIGPROF
+    timers measure user + system time), so the profile splits about 50/50."""
+    proc = fr.run([fr.program("cpu_syscall_split"), "1.5"], trace_dir,
+                  env={"FLIGHTREC_SAMPLER": sampler, "FLIGHTREC_CPU_HZ": 500, "FLIGHTREC_LOG": "info"})
+    share = float(proc.stdout.split("sys_kernel_share=")[1])
+    assert share > 0.7, proc.stdout  # the sys thread's time really is kernel time
+    if sampler == "perf" and "user+kernel" not in proc.stderr:
+        pytest.skip("perf may not sample kernel time here (perf_event_paranoid): " + proc.stderr)
+    weight = collections.Counter()
+    for e in fr.events(trace_dir, "cpu.sample"):
+        fns = names(e["stack"])
+        for fn in ("user_burn", "sys_burn"):
+            if fn in fns:
+                weight[fn] += e["period_ns"]
+    total = weight["user_burn"] + weight["sys_burn"]
+    assert total > 0, weight
+    share_sys = weight["sys_burn"] / total
+    print(f"{sampler}: sys_burn {share_sys:.3f} of {total / 1e9:.2f} s sampled ({proc.stdout.strip()})")
+    assert 0.35 <= share_sys <= 0.65, (share_sys, weight)
+    # The kernel-time samples end in the read call made by sys_burn.
+    sys_leaves = collections.Counter(names(e["stack"])[0] for e in fr.events(trace_dir, "cpu.sample")
+                                     if "sys_burn" in names(e["stack"]))
+    assert "read" in " ".join(fn for fn, _ in sys_leaves.most_common(2)), sys_leaves
+
+
+def test_switch_storm_keeps_cpu_samples_and_weighs_offcpu(fr, trace_dir):
+    """offcpu_switch_storm: two threads ping-pong over pipes (thousands of
+    context switches a second, each with ~20 us of work) next to a thread
+    that sleeps 2 ms 300 times. Sampling every switch with a 16 KiB stack
+    copy used to overflow the ping-pong threads' rings, losing their CPU
+    samples with them. Switch sampling is thinned per thread instead: the CPU
+    profile still accounts for the ping-pong threads' CPU time, and the
+    sleeper's thinned off-CPU samples, weighted, add up to its measured
+    sleep time."""
+    proc = fr.run([fr.program("offcpu_switch_storm"), "2"], trace_dir, env={"FLIGHTREC_SAMPLER": "perf"})
+    got = dict(kv.split("=") for kv in proc.stdout.split())
+    pingpong_cpu, sleep_total = float(got["pingpong_cpu"]), float(got["sleep_total"])
+    cpu_ns = sum(e["period_ns"] for e in fr.events(trace_dir, "cpu.sample")
+                 if "pingpong_main" in names(e["stack"]))
+    sleeper = [e for e in fr.events(trace_dir, "offcpu.sample") if "sleeper_block" in names(e["stack"])]
+    estimated = sum(e["duration_ns"] * e["weight"] for e in sleeper)
+    lost = sum(e["count"] for e in fr.events(trace_dir, "sampler.lost"))
+    print(f"ping-pong CPU {pingpong_cpu:.3f} s, sampled {cpu_ns / 1e9:.3f} s; sleeper slept {sleep_total:.3f} s, "
+          f"estimated {estimated / 1e9:.3f} s from {len(sleeper)} samples; {lost} records lost; "
+          f"{got['exchanges']} exchanges")
+    # Loose bounds: the sampler thread is niced, and a loaded machine delays it.
+    assert 0.6 * pingpong_cpu <= cpu_ns / 1e9 <= 1.3 * pingpong_cpu
+    assert len(sleeper) < 200, "every block sampled: switch sampling was not thinned"
+    assert any(e["weight"] > 1 for e in sleeper)
+    assert 0.6 * sleep_total <= estimated / 1e9 <= 1.5 * sleep_total
