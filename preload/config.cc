@@ -10,7 +10,15 @@
 namespace flightrec {
 namespace {
 
-Config g_config;
+// Never destroyed: Shutdown reads it at exit, and the order of exit handlers
+// against static destructors is not ours to choose (under TSan's atexit
+// interceptor ~Config ran first and Shutdown read the freed output path).
+union ImmortalConfig {
+  Config value;
+  ImmortalConfig() : value() {}
+  ~ImmortalConfig() {}
+};
+ImmortalConfig g_config;
 
 // A value as it appears in a message: one line, printable, bounded. Control
 // bytes and non-ASCII bytes become \xNN, so a value holding a newline or
@@ -192,7 +200,7 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
   return cfg;
 }
 
-const Config& GetConfig() { return g_config; }
-void SetConfig(const Config& config) { g_config = config; }
+const Config& GetConfig() { return g_config.value; }
+void SetConfig(const Config& config) { g_config.value = config; }
 
 }  // namespace flightrec

@@ -40,12 +40,44 @@ void* StartTrampoline(void* p) {
 
 using SetNameFn = int (*)(pthread_t, const char*);
 
+#if defined(__SANITIZE_THREAD__)
+// TSan build (make check-preload-tsan, libtsan first in LD_PRELOAD): the
+// application's pthread_create is TSan's interceptor, which reaches us with
+// its own start function and a ThreadParam. TSan sets up the new thread's
+// state inside that start function, and our instrumented trampoline would
+// crash before it. So the trampoline goes inside: we swap the user routine
+// and argument in TSan's ThreadParam (its first two fields, as in
+// compiler-rt's tsan_interceptors_posix.cpp) for ours. TSan's own background
+// thread (null argument) passes through untouched.
+struct TsanThreadParam {
+  void* (*callback)(void*);
+  void* param;
+};
+
+bool StartsInTsanRuntime(void* (*fn)(void*)) {
+  static const void* tsan_base = [] {
+    Dl_info info;
+    void* probe = dlsym(RTLD_DEFAULT, "__tsan_init");
+    return probe && dladdr(probe, &info) ? info.dli_fbase : nullptr;
+  }();
+  Dl_info info;
+  return tsan_base && dladdr(reinterpret_cast<void*>(fn), &info) && info.dli_fbase == tsan_base;
+}
+#endif
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t* thread,
                                                                      const pthread_attr_t* attr,
                                                                      void* (*fn)(void*), void* arg) {
   flightrec::PthreadCreateFn real = flightrec::RealPthreadCreate();
+#if defined(__SANITIZE_THREAD__)
+  TsanThreadParam* tsan = nullptr;
+  if (StartsInTsanRuntime(fn)) {
+    if (!arg || !flightrec::RuntimeRecording()) return real(thread, attr, fn, arg);
+    tsan = static_cast<TsanThreadParam*>(arg);
+  }
+#endif
   if (!flightrec::RuntimeRecording()) return real(thread, attr, fn, arg);
   auto* a = static_cast<StartArgs*>(mi_malloc(sizeof(StartArgs)));
   if (!a) return real(thread, attr, fn, arg);
@@ -54,6 +86,21 @@ extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t* 
   a->parent_tid = static_cast<pid_t>(syscall(SYS_gettid));
   a->recorder = (flightrec::tls_thread_flags & flightrec::kThreadFlagRecorder) != 0 ||
                 flightrec::tls_creating_recorder_thread;
+#if defined(__SANITIZE_THREAD__)
+  if (tsan) {
+    a->fn = tsan->callback;
+    a->arg = tsan->param;
+    tsan->callback = StartTrampoline;
+    tsan->param = a;
+    const int rc = real(thread, attr, fn, arg);
+    if (rc != 0) {
+      tsan->callback = a->fn;
+      tsan->param = a->arg;
+      mi_free(a);
+    }
+    return rc;
+  }
+#endif
   const int rc = real(thread, attr, StartTrampoline, a);
   if (rc != 0) mi_free(a);
   return rc;

@@ -264,10 +264,15 @@ int Arm(pid_t tid, bool self) {
 void RetireSlot(int idx, pid_t tid) {
   TimerSlot& s = g->slots[idx];
   if (tid && s.tid != tid) return;
+  // Held as kArming (no handler writes, no one else claims it) while the
+  // timer goes: once kRetiring is published the sampler thread may free the
+  // slot and a new thread arm it, so our last write must come before that
+  // (TSan saw this timer_id = -1 land on the next owner's fresh timer id).
   int expected = kArmed;
-  if (!s.state.compare_exchange_strong(expected, kRetiring, std::memory_order_acq_rel)) return;
+  if (!s.state.compare_exchange_strong(expected, kArming, std::memory_order_acq_rel)) return;
   syscall(SYS_timer_delete, s.timer_id);
   s.timer_id = -1;
+  s.state.store(kRetiring, std::memory_order_release);
 }
 
 void RetireAll() {

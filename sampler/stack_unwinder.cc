@@ -5,6 +5,7 @@
 
 #include <asm/perf_regs.h>
 #include <libunwind.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <fcntl.h>
 #include <sys/uio.h>
@@ -124,6 +125,12 @@ __attribute__((tls_model("initial-exec"))) thread_local unw_addr_space_t t_as = 
 
 unw_addr_space_t AddressSpace() {
   if (t_as) return t_as;
+  // libunwind sets its local address space up on first use and later callers
+  // test a plain flag outside its lock, so TSan found the flush thread's read
+  // of the accessors unordered against the sampler thread's setup. Make that
+  // first use once, under pthread_once: every thread then sees it finished.
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, [] { unw_get_accessors(unw_local_addr_space); });
   // find_proc_info and friends stay the local ones: they locate unwind tables
   // through dl_iterate_phdr of our own process, which is the process the
   // copied stack came from. Only memory and register access are redirected.
