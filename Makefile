@@ -45,6 +45,7 @@ CORE_OBJS  := $(CORE_SRCS:%.cc=$(BUILD)/obj/%.o)
 UNIT_SRCS  := $(wildcard tests/unit/*.cc)
 PROG_C     := $(wildcard tests/programs/*.c)
 PROG_CC    := $(wildcard tests/programs/*.cc)
+PROG_HDRS  := $(wildcard tests/programs/*.h)
 PROGRAMS   := $(PROG_C:tests/programs/%.c=$(BUILD)/programs/%) \
               $(PROG_CC:tests/programs/%.cc=$(BUILD)/programs/%)
 DEMO       := $(BUILD)/programs/demo_service
@@ -78,10 +79,10 @@ $(BUILD)/unit_tests: $(UNIT_SRCS) $(BUILD)/libflightrec_core.a
 
 # Test programs are built like ordinary distribution binaries: optimised, no frame pointers.
 PROG_FLAGS := -O2 -g -fomit-frame-pointer -pthread -Wall -Wextra -Werror
-$(BUILD)/programs/%: tests/programs/%.c
+$(BUILD)/programs/%: tests/programs/%.c $(PROG_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(PROG_FLAGS) -o $@ $< -ldl -lm
-$(BUILD)/programs/%: tests/programs/%.cc
+$(BUILD)/programs/%: tests/programs/%.cc $(PROG_HDRS)
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++20 $(PROG_FLAGS) -o $@ $< -ldl -lm
 

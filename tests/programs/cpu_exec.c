@@ -7,26 +7,12 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
-static volatile unsigned long g_sink;
+#include "burn_common.h"
 
-static double cpu_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-#define BURN_BODY(seconds)                                      \
-  double start = cpu_seconds();                                 \
-  unsigned long x = 1;                                          \
-  while (cpu_seconds() - start < (seconds))                     \
-    for (int i = 0; i < 20000; ++i) x = x * 2862933555777941757ul + 3037000493ul; \
-  g_sink = x
-
-__attribute__((noinline, noipa)) void burn_before_exec(double s) { BURN_BODY(s); }
-__attribute__((noinline, noipa)) void burn_final(double s) { BURN_BODY(s); }
+__attribute__((noinline, noipa)) void burn_before_exec(double s) { BURN_CPU(s, 20000); }
+__attribute__((noinline, noipa)) void burn_final(double s) { BURN_CPU(s, 20000); }
 
 int main(int argc, char** argv) {
   const int remaining = argc > 1 ? atoi(argv[1]) : 10;

@@ -16,27 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
-#include <time.h>
+
+#include "burn_common.h"
 
 static volatile sig_atomic_t g_ticks, g_foreign;
-static volatile unsigned long g_sink;
 
-static double cpu_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-#define BURN_BODY(seconds)                                      \
-  double start = cpu_seconds();                                 \
-  unsigned long x = 1;                                          \
-  while (cpu_seconds() - start < (seconds))                     \
-    for (int i = 0; i < 100000; ++i) x = x * 2862933555777941757ul + 3037000493ul; \
-  g_sink = x
-
-__attribute__((noinline, noipa)) void burn_before_handler(double s) { BURN_BODY(s); }
-__attribute__((noinline, noipa)) void own_profiler_burn(double s) { BURN_BODY(s); }
-__attribute__((noinline, noipa)) void burn_while_ignored(double s) { BURN_BODY(s); }
+__attribute__((noinline, noipa)) void burn_before_handler(double s) { BURN_CPU(s, 100000); }
+__attribute__((noinline, noipa)) void own_profiler_burn(double s) { BURN_CPU(s, 100000); }
+__attribute__((noinline, noipa)) void burn_while_ignored(double s) { BURN_CPU(s, 100000); }
 
 static void on_prof_info(int sig, siginfo_t* si, void* uc) {
   (void)sig;

@@ -8,52 +8,19 @@
 // usage: cpu_threads [threads (default 500)] [batch (default 50)]
 // prints "threads=N perf_fds=M"
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
-#include <unistd.h>
 
-static volatile unsigned long g_sink;
+#include "burn_common.h"
 
-static double cpu_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-__attribute__((noinline, noipa)) void thread_burn(double s) {
-  double start = cpu_seconds();
-  unsigned long x = 1;
-  while (cpu_seconds() - start < s)
-    for (int i = 0; i < 20000; ++i) x = x * 2862933555777941757ul + 3037000493ul;
-  g_sink = x;
-}
+__attribute__((noinline, noipa)) void thread_burn(double s) { BURN_CPU(s, 20000); }
 
 static void* thread_main(void* arg) {
   (void)arg;
   thread_burn(0.006);
   return NULL;
-}
-
-// Descriptors that are perf events ("anon_inode:[perf_event]").
-static int count_perf_fds(void) {
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  int n = 0;
-  struct dirent* e;
-  while ((e = readdir(d))) {
-    char path[300], target[64];
-    snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-    const ssize_t len = readlink(path, target, sizeof(target) - 1);
-    if (len <= 0) continue;
-    target[len] = 0;
-    if (strstr(target, "perf_event")) n++;
-  }
-  closedir(d);
-  return n;
 }
 
 int main(int argc, char** argv) {

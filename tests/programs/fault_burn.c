@@ -7,59 +7,25 @@
  * there (stdout stays identical with and without a recorder).
  * Prints "threads=N". */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
+
+#include "burn_common.h"
 
 static double g_seconds;
 static pthread_barrier_t g_started, g_burnt, g_counted;
-static volatile uint64_t g_sink;
 
-static double cpu_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-__attribute__((noinline, noipa)) void fault_burn_loop(double s) {
-  const double start = cpu_seconds();
-  uint64_t x = 1;
-  while (cpu_seconds() - start < s)
-    for (int i = 0; i < 20000; ++i) x = x * 2862933555777941757ull + 3037000493ull;
-  g_sink = x;
-}
+__attribute__((noinline, noipa)) void fault_burn_loop(double s) { BURN_CPU(s, 20000); }
 
 static void* thread_main(void* arg) {
-  char name[16];
-  snprintf(name, sizeof(name), "burn-%ld", (long)(intptr_t)arg);
-  pthread_setname_np(pthread_self(), name);
+  name_thread("burn", (long)(intptr_t)arg);
   pthread_barrier_wait(&g_started);
   fault_burn_loop(g_seconds);
   pthread_barrier_wait(&g_burnt);
   pthread_barrier_wait(&g_counted);
   return NULL;
-}
-
-static int count_perf_fds(void) {
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  int n = 0;
-  struct dirent* e;
-  while ((e = readdir(d))) {
-    char path[300], target[64];
-    snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-    const ssize_t len = readlink(path, target, sizeof(target) - 1);
-    if (len <= 0) continue;
-    target[len] = 0;
-    if (strstr(target, "perf_event")) n++;
-  }
-  closedir(d);
-  return n;
 }
 
 int main(int argc, char** argv) {

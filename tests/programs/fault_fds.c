@@ -27,25 +27,15 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile uint64_t g_sink;
-
-static double cpu_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "burn_common.h"
 
 __attribute__((noinline)) static void burn(double s) {
-  const double start = cpu_seconds();
-  uint64_t x = 1;
-  while (cpu_seconds() - start < s)
-    for (int i = 0; i < 20000; ++i) x = x * 2862933555777941757ull + 3037000493ull;
+  BURN_CPU(s, 20000);
   for (int i = 0; i < 200; ++i) {
     char* volatile p = malloc(5000);
-    p[0] = (char)x;
+    p[0] = (char)burn_sink;
     free(p);
   }
-  g_sink = x;
 }
 
 // The empty asm after the call keeps it a call, not a jump: the wrapper stays on the stack.

@@ -13,26 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "burn_common.h"
+
 static double g_seconds;
-static volatile uint64_t g_sink;
 
-static double cpu_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-__attribute__((noinline, noipa)) void blocked_burn(double s) {
-
-  const double start = cpu_seconds();
-  uint64_t x = 1;
-  while (cpu_seconds() - start < s)
-    for (int i = 0; i < 20000; ++i) x = x * 2862933555777941757ull + 3037000493ull;
-  g_sink = x;
-}
+__attribute__((noinline, noipa)) void blocked_burn(double s) { BURN_CPU(s, 20000); }
 
 __attribute__((noinline)) uint64_t blocked_alloc(uint64_t i) {
   char* volatile p = malloc(2048 + i % 64);
@@ -47,9 +34,7 @@ static void* worker(void* arg) {
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL);
   const long idx = (long)(intptr_t)arg;
-  char name[16];
-  snprintf(name, sizeof(name), "blocked-%ld", idx);
-  pthread_setname_np(pthread_self(), name);
+  name_thread("blocked", idx);
   blocked_burn(g_seconds);
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) abort();
