@@ -40,6 +40,7 @@
 #include "preload/flush_registry_internal.h"
 #include "preload/last_thread_exit.h"
 #include "preload/log.h"
+#include "preload/output_dir.h"
 #include "preload/record_kinds.h"
 #include "preload/recorder_thread.h"
 #include "preload/segment_files.h"
@@ -130,10 +131,13 @@ void Pause(FlushState& s, const std::string& why, bool fd_lost = false) {
   }
 }
 
+std::string BaseName(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
 bool OpenSegment(FlushState& s, uint64_t now) {
   const Config& cfg = GetConfig();
   std::string error;
-  if (!PrepareOutputDirectory(cfg.output, cfg.allow_foreign_dir, &error)) {
+  OutputDir dir;
+  if (!OpenOutputDir(cfg.output, cfg.allow_foreign_dir, true, &dir, &error)) {
     Pause(s, error);
     return false;
   }
@@ -144,8 +148,10 @@ bool OpenSegment(FlushState& s, uint64_t now) {
   h.anchor_realtime_ns = s.info.realtime_ns;
   h.service = s.info.service;
   h.host = s.info.hostname;
-  const std::string path = ActiveSegmentPath(cfg.output, s.info.service, s.info.pid, s.seq, RealtimeNs());
-  if (!s.writer->Open(path, h, &error)) {
+  // Relative to the directory's descriptor: after a privilege drop the path
+  // is no longer reachable.
+  const std::string path = ActiveSegmentPath(dir.path(), s.info.service, s.info.pid, s.seq, RealtimeNs());
+  if (!s.writer->OpenAt(dir.fd(), BaseName(path), h, &error)) {
     Pause(s, "cannot create segment " + path + ": " + error);
     return false;
   }
@@ -219,7 +225,10 @@ void SealSegment(FlushState& s) {
   TakeFooterCounters();  // in the footer now
   s.durable_drops.clear();
   const std::string sealed = SealedSegmentPath(s.active_path);
-  if (rename(s.active_path.c_str(), sealed.c_str()) != 0) {
+  OutputDir dir;
+  std::string dir_error;
+  if (!OpenOutputDir(GetConfig().output, GetConfig().allow_foreign_dir, false, &dir, &dir_error) ||
+      renameat(dir.fd(), BaseName(s.active_path).c_str(), dir.fd(), BaseName(sealed).c_str()) != 0) {
     const int err = errno;
     Log(LogLevel::kWarn, "cannot rename %s: %s", s.active_path.c_str(), strerror(err));
     if (err == ENOENT) CarryDrops(s, totals, true);  // removed under us, with everything in it
@@ -228,7 +237,7 @@ void SealSegment(FlushState& s) {
   }
   s.active_path.clear();
   RunSealHooks(sealed);
-  const uint64_t deleted = EnforceDiskBudget(GetConfig().output, GetConfig().max_disk_bytes, "");
+  const uint64_t deleted = EnforceDiskBudgetAt(dir.fd(), GetConfig().max_disk_bytes, "");
   if (deleted) {
     Log(LogLevel::kInfo, "disk budget: deleted %llu oldest segment(s)", static_cast<unsigned long long>(deleted));
     AddFooterDrop("segments.deleted_for_budget", deleted);
@@ -256,6 +265,7 @@ void DrainRings(FlushState& s, FlushContext& ctx) {
       }
     });
     if (writing && st == static_cast<int>(ThreadSlotState::kRetired)) EmitThreadEndIfDropped(ctx, ts);
+    if (writing) RunThreadDrainedHooks(ctx);
     if (writing) EmitDropDeltas(ctx, ts);
     if (st == static_cast<int>(ThreadSlotState::kRetired)) {
       // The owner is gone; whatever it pushed before retiring was drained above.
@@ -284,11 +294,12 @@ void Tick(FlushState& s, bool final_tick) {
     EmitRusage(ctx);
     RefreshThreadNames(ctx);
     // The directory may have been removed under us: writes to an unlinked file
-    // succeed silently, so check the name still exists.
+    // succeed silently, so check the file still has a name. On the open file,
+    // not the path: a process that dropped root cannot stat the path at all.
     struct stat st;
-    if (!s.active_path.empty() && stat(s.active_path.c_str(), &st) != 0) {
+    if (!s.active_path.empty() && fstat(s.writer->fd(), &st) == 0 && st.st_nlink == 0) {
       CarryUnwrittenDrops(s, true);
-      Pause(s, "segment " + s.active_path + " disappeared (" + strerror(errno) + ")");
+      Pause(s, "segment " + s.active_path + " disappeared (removed under us)");
       return;
     }
   }

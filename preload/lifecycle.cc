@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "preload/alloc_sampler.h"
 #include "preload/clock.h"
 #include "preload/config.h"
 #include "preload/core_events.h"
@@ -20,6 +21,7 @@
 #include "preload/flush_thread.h"
 #include "preload/last_thread_exit.h"
 #include "preload/log.h"
+#include "preload/output_dir.h"
 #include "preload/runtime_state.h"
 #include "preload/thread_registry.h"
 
@@ -126,6 +128,59 @@ void RecorderAfterExecFailed() {
   g_exec_pending = false;
   SetRuntimeRecording(true);
   if (!StartFlushThread(CurrentProcessInfo())) SetRuntimeRecording(false);
+}
+
+// Our own work on an application thread (a privilege drop): not recorded as
+// the application's, and the thread's allocation sampling resumes exactly
+// where it was (a recorder-flagged allocation would turn it off for good).
+class OwnWorkOnAppThread {
+ public:
+  OwnWorkOnAppThread()
+      : flags_(tls_thread_flags), countdown_(alloc::tls_alloc.countdown), in_hook_(alloc::tls_alloc.in_hook) {
+    alloc::tls_alloc.in_hook = 1;
+    tls_thread_flags |= kThreadFlagRecorder;
+  }
+  ~OwnWorkOnAppThread() {
+    tls_thread_flags = flags_;
+    alloc::tls_alloc.countdown = countdown_;
+    alloc::tls_alloc.in_hook = in_hook_;
+  }
+
+ private:
+  uint32_t flags_;
+  int64_t countdown_;
+  uint32_t in_hook_;
+};
+
+// A process started as root drops to uid N (hook_setuid.cc): seal while
+// still root, pin OUTPUT/uid-N (output_dir.h), and after the call record on
+// in a new segment there (or in the old directory if the call failed). The
+// hooks stay on: the rings keep what the application does meanwhile.
+bool RecorderBeforeUidDrop(uid_t uid) {
+  if (!RuntimeRecording() || getpid() != g_owner_pid) return false;
+  OwnWorkOnAppThread own;
+  if (!StopFlushThread(MonotonicNs() + kFlushExitBudgetNs)) {
+    // The flush thread still holds the writer and leaves on its own.
+    Log(LogLevel::kWarn, "could not seal the segment before the switch to uid %u; recording stopped", uid);
+    SetRuntimeRecording(false);
+    return false;
+  }
+  std::string error;
+  if (PinOutputDirForUid(GetConfig().output, GetConfig().allow_foreign_dir, uid, &error)) return true;
+  Log(LogLevel::kWarn, "%s; staying in %s, which uid %u may not be able to use", error.c_str(),
+      GetConfig().output.c_str(), uid);
+  if (!StartFlushThread(CurrentProcessInfo())) SetRuntimeRecording(false);
+  return false;
+}
+void RecorderAfterUidDrop(bool dropped) {
+  OwnWorkOnAppThread own;
+  if (!dropped) UnpinOutputDir();
+  if (!StartFlushThread(CurrentProcessInfo())) {
+    SetRuntimeRecording(false);
+    return;
+  }
+  if (dropped) Log(LogLevel::kInfo, "uid %u: recording to %s/%s", geteuid(), GetConfig().output.c_str(),
+                   UidDirName(geteuid()).c_str());
 }
 
 }  // namespace flightrec

@@ -14,27 +14,10 @@
 namespace flightrec {
 namespace {
 
-int g_fd = -1;
-std::string g_path;
-bool g_pinned = false;
-
-void Release() {
-  if (g_fd >= 0 && !FdWasLost(g_fd)) {
-    UnprotectFd(g_fd);
-    close(g_fd);
-  }
-  g_fd = -1;
-  g_path.clear();
-  g_pinned = false;
-}
-
-void Adopt(int fd, const std::string& path, bool pinned) {
-  Release();
-  ProtectFd(fd);  // daemons that close every fd must not close ours
-  g_fd = fd;
-  g_path = path;
-  g_pinned = pinned;
-}
+// The pinned directory. Plain data only: the preload's constructor may run
+// before this file's dynamic initializers.
+int g_pinned_fd = -1;
+std::string* g_pinned_path = nullptr;
 
 int OpenDirNoFollow(int at, const std::string& path) {
   return openat(at, path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -42,62 +25,66 @@ int OpenDirNoFollow(int at, const std::string& path) {
 
 }  // namespace
 
+OutputDir::~OutputDir() {
+  if (owned_ && fd_ >= 0) close(fd_);
+}
+
 std::string UidDirName(uid_t uid) { return "uid-" + std::to_string(uid); }
 
-bool CurrentOutputDir(const std::string& configured, bool allow_foreign, OutputDir* out, std::string* error) {
-  if (g_pinned) {
-    if (g_fd >= 0 && FdWasLost(g_fd)) g_fd = -1;  // the number is the application's now
-    if (g_fd < 0) {
-      *error = "the application took over the descriptor of output directory " + g_path;
+bool OpenOutputDir(const std::string& configured, bool allow_foreign, bool prepare, OutputDir* out,
+                   std::string* error) {
+  if (g_pinned_path) {
+    if (g_pinned_fd >= 0 && FdWasLost(g_pinned_fd)) g_pinned_fd = -1;  // the number is the application's now
+    if (g_pinned_fd < 0) {
+      *error = "the application took over the descriptor of output directory " + *g_pinned_path;
+      errno = EBADF;
       return false;
     }
     struct stat st;
-    if (fstat(g_fd, &st) != 0 || st.st_nlink == 0) {
-      *error = "output directory " + g_path + " was removed; this process dropped root and cannot create it again";
+    if (fstat(g_pinned_fd, &st) != 0 || st.st_nlink == 0) {
+      *error = "output directory " + *g_pinned_path + " was removed; this process dropped root and cannot create it again";
+      errno = ENOENT;
       return false;
     }
-    *out = OutputDir{g_fd, g_path};
+    out->fd_ = g_pinned_fd;
+    out->owned_ = false;
+    out->path_ = *g_pinned_path;
     return true;
   }
-  if (!PrepareOutputDirectory(configured, allow_foreign, error)) return false;
-  // Checked by path above; the descriptor is what we use, so check it too
-  // (the name may have been swapped meanwhile).
+  if (prepare && !PrepareOutputDirectory(configured, allow_foreign, error)) return false;
   const int fd = OpenDirNoFollow(AT_FDCWD, configured);
   if (fd < 0) {
     *error = "cannot open output directory " + configured + ": " + strerror(errno);
     return false;
   }
+  // Checked by path; the descriptor is what we use, so check it too (the
+  // name may have been swapped meanwhile).
   struct stat st;
   if (fstat(fd, &st) != 0 || (st.st_uid != geteuid() && !allow_foreign)) {
     close(fd);
     *error = "output directory " + configured + " changed owner while it was opened";
+    errno = EPERM;
     return false;
   }
-  Adopt(fd, configured, false);
-  *out = OutputDir{g_fd, g_path};
+  out->fd_ = fd;
+  out->owned_ = true;
+  out->path_ = configured;
   return true;
 }
 
 bool PinOutputDirForUid(const std::string& configured, bool allow_foreign, uid_t uid, std::string* error) {
-  if (!PrepareOutputDirectory(configured, allow_foreign, error)) return false;
-  const int parent = OpenDirNoFollow(AT_FDCWD, configured);
-  if (parent < 0) {
-    *error = "cannot open output directory " + configured + ": " + strerror(errno);
-    return false;
-  }
+  OutputDir parent;
+  if (!OpenOutputDir(configured, allow_foreign, true, &parent, error)) return false;
   const std::string name = UidDirName(uid);
-  const std::string path = configured + "/" + name;
-  if (mkdirat(parent, name.c_str(), 0700) != 0 && errno != EEXIST) {
+  const std::string path = parent.path() + "/" + name;
+  if (mkdirat(parent.fd(), name.c_str(), 0700) != 0 && errno != EEXIST) {
     *error = "cannot create " + path + ": " + strerror(errno);
-    close(parent);
     return false;
   }
-  const int fd = OpenDirNoFollow(parent, name);
-  const int open_errno = errno;
-  close(parent);
+  const int fd = OpenDirNoFollow(parent.fd(), name);
   if (fd < 0) {
     // ELOOP/ENOTDIR: a symlink or a file planted under that name.
-    *error = "cannot open " + path + " (not following symlinks): " + strerror(open_errno);
+    *error = "cannot open " + path + " (not following symlinks): " + strerror(errno);
     return false;
   }
   struct stat st;
@@ -118,14 +105,24 @@ bool PinOutputDirForUid(const std::string& configured, bool allow_foreign, uid_t
     close(fd);
     return false;
   }
-  Adopt(fd, path, true);
+  UnpinOutputDir();
+  ProtectFd(fd);  // daemons that close every fd must not close this one
+  g_pinned_fd = fd;
+  g_pinned_path = new std::string(path);
   return true;
 }
 
 void UnpinOutputDir() {
-  if (g_pinned) Release();
+  if (!g_pinned_path) return;
+  if (g_pinned_fd >= 0 && !FdWasLost(g_pinned_fd)) {
+    UnprotectFd(g_pinned_fd);
+    close(g_pinned_fd);
+  }
+  g_pinned_fd = -1;
+  delete g_pinned_path;
+  g_pinned_path = nullptr;
 }
 
-bool OutputDirPinned() { return g_pinned; }
+bool OutputDirPinned() { return g_pinned_path != nullptr; }
 
 }  // namespace flightrec

@@ -274,8 +274,6 @@ def test_nginx_master_and_workers_under_wrk(fr, trace_dir, tmp_path):
 
 # Known gaps, kept here so they flip to failures (strict) once fixed.
 
-@pytest.mark.xfail(strict=True, reason="a worker that drops root for `nobody` can no longer reach the "
-                   "0700 root-owned output directory: its segment stays .active, empty, recording paused")
 def test_nginx_workers_that_drop_privileges_keep_recording(fr, trace_dir, tmp_path):
     need_nginx_and_wrk()
     if os.geteuid() != 0:

@@ -1,13 +1,14 @@
-// Output directory descriptor tests: the configured directory by path, the
-// per-uid directory pinned before a privilege drop (created 0700 and handed
-// to the uid; symlinks and foreign owners refused; a removed one reported),
-// and the disk budget applied through a directory descriptor.
+// Output directory descriptor tests: the configured directory by path (opened
+// per use, never held), the per-uid directory pinned before a privilege drop
+// (created 0700 and handed to the uid; symlinks and foreign owners refused; a
+// removed one reported), and the disk budget through a directory descriptor.
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 
@@ -36,27 +37,45 @@ bool SameFile(int fd, const std::string& path) {
   return fstat(fd, &a) == 0 && stat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 constexpr uid_t kNobody = 65534;
+bool IsOpen(int fd) { return fcntl(fd, F_GETFD) >= 0; }
 }  // namespace
 
-TEST_CASE("output dir: the configured directory, created 0700 and opened") {
+TEST_CASE("output dir: the configured directory, created 0700, opened for one use") {
   const std::string root = TempDir();
   const std::string out = root + "/trace/out";
-  OutputDir d;
   std::string err;
-  REQUIRE(CurrentOutputDir(out, false, &d, &err));
-  CHECK(d.path == out);
-  CHECK(SameFile(d.fd, out));
+  int used = -1;
+  {
+    OutputDir d;
+    REQUIRE(OpenOutputDir(out, false, true, &d, &err));
+    CHECK(d.path() == out);
+    CHECK(SameFile(d.fd(), out));
+    used = d.fd();
+  }
+  CHECK_FALSE(IsOpen(used));  // the application keeps its descriptors
   CHECK((StatOf(out).st_mode & 0777) == 0700);
   CHECK_FALSE(OutputDirPinned());
-  // Removed and asked again (the next segment): created afresh.
+  // Removed: the next segment (prepare) creates it afresh; a seal does not.
   RemoveTree(out);
-  REQUIRE(CurrentOutputDir(out, false, &d, &err));
-  CHECK(SameFile(d.fd, out));
-  // A symlink in its place is refused.
+  {
+    OutputDir d;
+    CHECK_FALSE(OpenOutputDir(out, false, false, &d, &err));
+    CHECK(errno == ENOENT);
+  }
+  {
+    OutputDir d;
+    REQUIRE(OpenOutputDir(out, false, true, &d, &err));
+    CHECK(SameFile(d.fd(), out));
+  }
+  // A symlink in its place is refused, prepared or not.
   RemoveTree(out);
   REQUIRE(symlink(root.c_str(), out.c_str()) == 0);
-  CHECK_FALSE(CurrentOutputDir(out, false, &d, &err));
-  CHECK(err.find("symlink") != std::string::npos);
+  {
+    OutputDir d;
+    CHECK_FALSE(OpenOutputDir(out, false, true, &d, &err));
+    CHECK(err.find("symlink") != std::string::npos);
+    CHECK_FALSE(OpenOutputDir(out, false, false, &d, &err));
+  }
   RemoveTree(root);
 }
 
@@ -71,24 +90,36 @@ TEST_CASE("output dir: pinned per-uid directory for a privilege drop") {
   CHECK(S_ISDIR(st.st_mode));
   CHECK(st.st_uid == kNobody);
   CHECK((st.st_mode & 0777) == 0700);
-  OutputDir d;
-  REQUIRE(CurrentOutputDir(out, false, &d, &err));
-  CHECK(d.path == sub);
-  CHECK(SameFile(d.fd, sub));
-  // Files are made relative to the descriptor.
-  const int f = openat(d.fd, "x.active", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  REQUIRE(f >= 0);
-  close(f);
-  CHECK(access((sub + "/x.active").c_str(), F_OK) == 0);
+  int pinned = -1;
+  {
+    OutputDir d;
+    REQUIRE(OpenOutputDir(out, false, true, &d, &err));
+    CHECK(d.path() == sub);
+    CHECK(SameFile(d.fd(), sub));
+    pinned = d.fd();
+    // Files are made relative to the descriptor.
+    const int f = openat(d.fd(), "x.active", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    REQUIRE(f >= 0);
+    close(f);
+    CHECK(access((sub + "/x.active").c_str(), F_OK) == 0);
+  }
+  CHECK(IsOpen(pinned));  // held: its path is unreachable once the uid changed
   // Removed: reported, not re-created through a path the process cannot reach.
   RemoveTree(sub);
-  CHECK_FALSE(CurrentOutputDir(out, false, &d, &err));
-  CHECK(err.find("was removed") != std::string::npos);
+  {
+    OutputDir d;
+    CHECK_FALSE(OpenOutputDir(out, false, true, &d, &err));
+    CHECK(err.find("was removed") != std::string::npos);
+  }
   // The drop failed: back to the configured directory.
   UnpinOutputDir();
   CHECK_FALSE(OutputDirPinned());
-  REQUIRE(CurrentOutputDir(out, false, &d, &err));
-  CHECK(d.path == out);
+  CHECK_FALSE(IsOpen(pinned));
+  {
+    OutputDir d;
+    REQUIRE(OpenOutputDir(out, false, true, &d, &err));
+    CHECK(d.path() == out);
+  }
   RemoveTree(out);
 }
 
@@ -132,7 +163,7 @@ TEST_CASE("output dir: the disk budget through a directory descriptor") {
   CHECK(EnforceDiskBudgetAt(fd, 2000, "20250101T000003.000Z-svc-1-0002.active") == 1);
   CHECK(access((dir + "/20250101T000001.000Z-svc-1-0000.seg").c_str(), F_OK) != 0);
   CHECK(access((dir + "/20250101T000002.000Z-svc-1-0001.seg").c_str(), F_OK) == 0);
-  CHECK(fcntl(fd, F_GETFD) >= 0);  // still ours: the scan used a descriptor of its own
+  CHECK(IsOpen(fd));  // still ours: the scan used a descriptor of its own
   close(fd);
   RemoveTree(dir);
 }
