@@ -23,6 +23,7 @@ struct Registry {
   std::vector<FlushSourceFn> sources;
   std::vector<SealHookFn> seal_hooks;
   std::vector<ShutdownHookFn> shutdown_hooks;
+  std::vector<ThreadDrainedFn> drained_hooks;
 };
 
 Registry& R() {
@@ -51,6 +52,7 @@ const char* RecordKindName(uint16_t kind) {
 void RegisterFlushSource(FlushSourceFn fn) { R().sources.push_back(fn); }
 void RegisterSealHook(SealHookFn fn) { R().seal_hooks.push_back(fn); }
 void RegisterShutdownHook(ShutdownHookFn fn) { R().shutdown_hooks.push_back(fn); }
+void RegisterThreadDrainedHook(ThreadDrainedFn fn) { R().drained_hooks.push_back(fn); }
 
 void DefineAllEventTypes(format::SegmentWriter* writer) {
   for (const auto& spec : R().event_types) writer->DefineEventType(spec);
@@ -66,6 +68,10 @@ void RunFlushSources(FlushContext& ctx) {
 
 void RunSealHooks(const std::string& path) {
   for (SealHookFn fn : R().seal_hooks) fn(path);
+}
+
+void RunThreadDrainedHooks(FlushContext& ctx) {
+  for (ThreadDrainedFn fn : R().drained_hooks) fn(ctx);
 }
 
 void RunShutdownHooks(uint64_t deadline_ns) {

@@ -29,6 +29,9 @@ using RecordDecodeFn = void (*)(FlushContext& ctx, const RecordHeader& header, c
 using FlushSourceFn = void (*)(FlushContext& ctx);
 using SealHookFn = void (*)(const std::string& sealed_path);
 using ShutdownHookFn = void (*)(uint64_t deadline_monotonic_ns);
+// After a thread's ring was drained (ctx.thread set), before its slot may be
+// freed: for state the thread keeps beside its ring (socket_gaps.h).
+using ThreadDrainedFn = void (*)(FlushContext& ctx);
 
 uint32_t DefineEventType(const format::EventTypeSpec& spec);
 void RegisterRecordKind(uint16_t kind, const char* name, RecordDecodeFn decode);
@@ -36,5 +39,6 @@ const char* RecordKindName(uint16_t kind);
 void RegisterFlushSource(FlushSourceFn fn);
 void RegisterSealHook(SealHookFn fn);
 void RegisterShutdownHook(ShutdownHookFn fn);  // run at exit after the final seal
+void RegisterThreadDrainedHook(ThreadDrainedFn fn);
 
 }  // namespace flightrec

@@ -13,5 +13,6 @@ RecordDecodeFn DecoderFor(uint16_t kind);
 void RunFlushSources(FlushContext& ctx);
 void RunSealHooks(const std::string& path);
 void RunShutdownHooks(uint64_t deadline_ns);
+void RunThreadDrainedHooks(FlushContext& ctx);
 
 }  // namespace flightrec

@@ -16,11 +16,7 @@ using sockfd::SockRole;
 
 constexpr size_t kAddrText = 160;
 
-bool IsError(int64_t result) {
-  // Would-block and in-progress are outcomes of non-blocking I/O, and EINTR
-  // is the caller's signal: none of them is the connection failing.
-  return result < 0 && result != -EAGAIN && result != -EINPROGRESS && result != -EINTR;
-}
+bool IsError(int64_t result) { return IsSocketError(result); }
 
 }  // namespace
 
@@ -155,6 +151,19 @@ void ConnTable::OnAddr(format::SegmentWriter* w, const SocketAddrRecord& r, uint
     // connect() again (UDP re-targeting, a retry) re-describes the connection.
     EmitOpen(w, r.conn, *c);
   }
+}
+
+void ConnTable::OnGap(format::SegmentWriter* w, const SocketGapRecord& g, uint32_t tid) {
+  const Value v[] = {Value::U(g.time_ns), Value::U(tid),      Value::U(g.conn),  Value::U(g.bytes_in),
+                     Value::U(g.bytes_out), Value::U(g.ops), Value::U(g.errors)};
+  w->Append(g_socket_types.gap, v, 7);
+  Conn* c = Find(g.conn);
+  if (!c) return;  // never known (its socket()/accept records were dropped too)
+  c->bytes_in += g.bytes_in;
+  c->bytes_out += g.bytes_out;
+  c->ops += g.ops;
+  c->errors += g.errors;
+  if (g.time_ns > c->last_ns) c->last_ns = g.time_ns;
 }
 
 void ConnTable::OnOp(format::SegmentWriter* w, const SocketOpRecord& r, uint32_t tid) {

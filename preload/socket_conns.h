@@ -55,6 +55,9 @@ class ConnTable {
   void AdoptLive(uint64_t conn, int fd, uint64_t time_ns);
   void AnnounceAdopted(format::SegmentWriter* w);
   void OnAddr(format::SegmentWriter* w, const SocketAddrRecord& r, uint32_t tid);
+  // Data calls whose records were dropped (socket_gaps.h): writes socket.gap
+  // and adds them to the connection's totals.
+  void OnGap(format::SegmentWriter* w, const SocketGapRecord& g, uint32_t tid);
 
   // Writes the complete (answered) request of every live connection whose last
   // operation ended at or before idle_before_ns; requests still being asked are

@@ -31,6 +31,9 @@ std::vector<format::EventTypeSpec> SocketEventSpecs() {
       {"socket.acceptq",
        {{"time", T, "ns"}, {"conn", U, ""}, {"fd", U, ""}, {"local", STR, ""}, {"queued", U, "count"},
         {"backlog", U, "count"}}},
+      {"socket.gap",
+       {{"time", T, "ns"}, {"tid", U, ""}, {"conn", U, ""}, {"bytes_in", U, "bytes"}, {"bytes_out", U, "bytes"},
+        {"ops", U, "count"}, {"errors", U, "count"}}},
   };
 }
 
@@ -43,6 +46,7 @@ void DefineAll(DefineFn define) {
   g_socket_types.close = define(specs[2]);
   g_socket_types.request = define(specs[3]);
   g_socket_types.acceptq = define(specs[4]);
+  g_socket_types.gap = define(specs[5]);
 }
 }  // namespace
 

@@ -17,6 +17,10 @@
 //  request        time (start), tid, conn, duration_ns, bytes_in, bytes_out, role STR
 //  socket.acceptq time, conn, fd, local STR, queued, backlog
 //                   a listener's accept queue, every FLIGHTREC_ACCEPTQ_MS
+//  socket.gap     time (of the last call), tid, conn, bytes_in, bytes_out, ops, errors
+//                   data calls whose socket.op records were dropped (full
+//                   ring), summed per connection (socket_gaps.h); already
+//                   in socket.close's totals
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -26,7 +30,7 @@
 namespace flightrec {
 
 struct SocketEventTypes {
-  uint32_t op = 0, open = 0, close = 0, request = 0, acceptq = 0;
+  uint32_t op = 0, open = 0, close = 0, request = 0, acceptq = 0, gap = 0;
 };
 
 // Ids returned by DefineEventType; valid after DefineSocketEventTypes.

@@ -66,6 +66,13 @@ void SocketFlushSide::OnAddr(const SocketAddrRecord& raw, uint32_t tid) {
   pending_.push_back(p);
 }
 
+void SocketFlushSide::OnGap(const SocketGapRecord& g, uint32_t tid) {
+  SocketGapRecord q = g;
+  q.time_ns = QuantizeSocketTime(g.time_ns);
+  pending_.push_back(Pending{q.time_ns, seq_++, tid, kGapBit | static_cast<uint32_t>(gaps_.size()), SocketOpRecord{}});
+  gaps_.push_back(q);
+}
+
 void SocketFlushSide::Process(format::SegmentWriter* w, uint64_t watermark_ns, bool final) {
   if (!pending_.empty()) {
     std::sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) {
@@ -77,6 +84,8 @@ void SocketFlushSide::Process(format::SegmentWriter* w, uint64_t watermark_ns, b
       if (!final && p.key > watermark_ns) break;
       if (p.addr == kNoAddr) {
         conns_.OnOp(w, p.op, p.tid);
+      } else if (p.addr & kGapBit) {
+        conns_.OnGap(w, gaps_[p.addr & ~kGapBit], p.tid);
       } else {
         conns_.OnAddr(w, addrs_[p.addr], p.tid);
       }
@@ -84,18 +93,25 @@ void SocketFlushSide::Process(format::SegmentWriter* w, uint64_t watermark_ns, b
     if (done == pending_.size()) {
       pending_.clear();
       addrs_.clear();
+      gaps_.clear();
     } else if (done > 0) {
-      // Keep the rest; compact the address records they still refer to.
+      // Keep the rest; compact the address and gap records they still refer to.
       format::MiVector<SocketAddrRecord> kept;
+      format::MiVector<SocketGapRecord> kept_gaps;
       for (size_t i = done; i < pending_.size(); ++i) {
         Pending& p = pending_[i];
-        if (p.addr != kNoAddr) {
+        if (p.addr == kNoAddr) continue;
+        if (p.addr & kGapBit) {
+          kept_gaps.push_back(gaps_[p.addr & ~kGapBit]);
+          p.addr = kGapBit | static_cast<uint32_t>(kept_gaps.size() - 1);
+        } else {
           kept.push_back(addrs_[p.addr]);
           p.addr = static_cast<uint32_t>(kept.size() - 1);
         }
       }
       pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(done));
       addrs_.swap(kept);
+      gaps_.swap(kept_gaps);
     }
   }
   if (final) conns_.FinishAnsweredRequests(w, UINT64_MAX);
@@ -185,6 +201,21 @@ void DecodeOp(FlushContext& ctx, const RecordHeader& h, const void* payload) {
     r.flags = static_cast<uint8_t>(r.flags & ~kOpFlagTsc);
   }
   g_flush->side->OnOp(ctx.writer, r, TidOf(ctx));
+}
+
+// After a thread's ring is drained: what its dropped data calls added to
+// their connections (socket_gaps.h), queued behind the records drained.
+void HarvestGaps(FlushContext& ctx) {
+  if (!g_flush || !g_flush->side || !ctx.thread) return;
+  const uint32_t tid = TidOf(ctx);
+  const bool tsc = sockclock::UseTsc();
+  const uint64_t unsummarized = HarvestSocketGaps(
+      ctx.thread->sock_gaps,
+      [&](uint64_t conn, uint64_t in, uint64_t out, uint64_t ops, uint64_t errors, uint64_t last) {
+        const uint64_t t = tsc ? sockclock::TicksToNs(last, ctx.now_ns) : last;
+        g_flush->side->OnGap(SocketGapRecord{t, conn, in, out, ops, errors}, tid);
+      });
+  if (unsummarized) EmitGlobalDrops(ctx, "socket.gap", unsummarized);
 }
 
 void DecodeAddr(FlushContext& ctx, const RecordHeader& h, const void* payload) {
@@ -296,6 +327,7 @@ void RegisterSocketFlushSide(const Config& cfg) {
   DefineSocketEventTypes();
   MakeGlobals(cfg.acceptq_ms);
   RegisterRecordKind(kRecSocketOp, "socket.op", DecodeOp);
+  RegisterThreadDrainedHook(HarvestGaps);
   RegisterRecordKind(kRecSocketAddr, "socket.addr", DecodeAddr);
   RegisterFlushSource(FlushSource);
   RegisterSealHook(OnSeal);

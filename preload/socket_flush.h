@@ -51,6 +51,7 @@ class SocketFlushSide {
   // Decoder bodies. OnOp writes the socket.op event immediately.
   void OnOp(format::SegmentWriter* w, const SocketOpRecord& r, uint32_t tid);
   void OnAddr(const SocketAddrRecord& r, uint32_t tid);
+  void OnGap(const SocketGapRecord& g, uint32_t tid);
 
   // Feeds queued records completed at or before watermark_ns (all of them
   // when final) to the connection table, in completion order. With final,
@@ -65,14 +66,16 @@ class SocketFlushSide {
     uint64_t key;   // completion time
     uint64_t seq;   // arrival order: ties keep ring order (addr records before their op)
     uint32_t tid;
-    uint32_t addr;  // index into addrs_, or kNoAddr for an op record
+    uint32_t addr;  // index into addrs_ (or gaps_ with kGapBit), or kNoAddr for an op record
     SocketOpRecord op;
   };
   static constexpr uint32_t kNoAddr = ~0u;
+  static constexpr uint32_t kGapBit = 1u << 31;
 
   ConnTable conns_;
   format::MiVector<Pending> pending_;
   format::MiVector<SocketAddrRecord> addrs_;
+  format::MiVector<SocketGapRecord> gaps_;
   uint64_t seq_ = 0;
 };
 

@@ -68,8 +68,18 @@ inline ThreadState* ThreadStateViaHotLine() {
 __attribute__((always_inline)) inline void PushOp(SockOp op, int fd, uint64_t conn, uint64_t start,
                                                  uint64_t end, int64_t result, uint8_t flags = 0,
                                                  uint16_t aux = 0) {
-  RecordWriter w(ThreadStateViaHotLine(), kRecSocketOp, sizeof(SocketOpRecord));
-  if (!w.ok()) return;
+  ThreadState* ts = ThreadStateViaHotLine();
+  RecordWriter w(ts, kRecSocketOp, sizeof(SocketOpRecord));
+  if (__builtin_expect(!w.ok(), 0)) {
+    // Dropped: a data call's bytes still reach the connection's totals.
+    if (ts && IsDataOp(static_cast<uint8_t>(op))) {
+      const uint64_t moved = result > 0 && !(flags & kOpFlagPeek) ? static_cast<uint64_t>(result) : 0;
+      const bool send = IsSendOp(static_cast<uint8_t>(op));
+      SummarizeDroppedDataOp(ts->sock_gaps, conn, send ? 0 : moved, send ? moved : 0,
+                             IsSocketError(result), end);
+    }
+    return;
+  }
   auto* r = static_cast<SocketOpRecord*>(w.data());
   r->start_ns = start;
   r->duration_ns = end >= start ? end - start : 0;

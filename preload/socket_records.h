@@ -3,6 +3,7 @@
 // operation codes with their names as they appear in socket.op events.
 #pragma once
 #include <cstddef>
+#include <cerrno>
 #include <cstdint>
 
 namespace flightrec {
@@ -31,6 +32,17 @@ inline const char* SockOpName(uint8_t op) {
 inline bool IsSendOp(uint8_t op) { return op >= uint8_t(SockOp::kSend) && op <= uint8_t(SockOp::kSendfile); }
 inline bool IsRecvOp(uint8_t op) { return op >= uint8_t(SockOp::kRecv) && op <= uint8_t(SockOp::kReadv); }
 inline bool IsDataOp(uint8_t op) { return IsSendOp(op) || IsRecvOp(op); }
+// A failed call that counts as an error of the connection: would-block and
+// in-progress are outcomes of non-blocking I/O, EINTR is the caller's signal.
+inline bool IsSocketError(int64_t result) {
+  return result < 0 && result != -EAGAIN && result != -EINPROGRESS && result != -EINTR;
+}
+
+// Not a ring record: a socket_gaps.h harvest, queued with the op records.
+struct SocketGapRecord {
+  uint64_t time_ns;  // end of the last call summed
+  uint64_t conn, bytes_in, bytes_out, ops, errors;
+};
 
 // SocketOpRecord.flags
 inline constexpr uint8_t kOpFlagPeek = 1;  // MSG_PEEK: bytes were not consumed

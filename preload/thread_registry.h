@@ -18,6 +18,7 @@
 
 #include "preload/record_kinds.h"
 #include "preload/ring.h"
+#include "preload/socket_gaps.h"
 
 namespace flightrec {
 
@@ -44,6 +45,8 @@ struct ThreadState {
   // crash_handler.cc: this slot's alternate signal stack, mmap'd on first use
   // and kept when the slot is reused (never unmapped, like the slot).
   void* crash_altstack = nullptr;
+  // socket_gaps.h: totals of socket data calls whose records were dropped.
+  SockGapTable sock_gaps;
 };
 
 // Per-thread flags in initial-exec TLS, readable from hot paths without a call.

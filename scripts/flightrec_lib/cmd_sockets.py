@@ -5,9 +5,10 @@ preload's socket hooks record (preload/socket_events.h describes them).
 
 Byte counts are exact: the sum of what every send/recv-family call returned
 (MSG_PEEK receives, recorded as "<op>.peek", moved nothing and are not
-counted). Data lost before it reached the trace (a full ring) shows up in
-`flightrec-dump info` as dropped socket.op records and in this report's
-totals as "dropped".
+counted). A data call whose record did not fit the thread's ring is still
+summed, per connection, into socket.gap events, so the totals stay exact;
+only its timing is lost. Dropped records show up in `flightrec-dump info`
+and in this report's totals as "dropped".
 """
 import json
 import math
@@ -149,6 +150,24 @@ def collect(trace):
             if op in BLOCKING and nbytes != -EAGAIN and nbytes != -EINPROGRESS:
                 c["_durations"].append(dur)
 
+    # Data calls whose socket.op records were dropped (a full ring), summed per
+    # connection by the recorder: their bytes, ops and errors still count.
+    for b in trace.batches({"socket.gap"}):
+        cols = _field_cols(b, ["time", "conn", "bytes_in", "bytes_out", "ops", "errors"])
+        if cols is None:
+            continue
+        pid = b.segment.pid
+        for t, conn, bin_, bout, ops, errors in zip(cols["time"], cols["conn"], cols["bytes_in"],
+                                                    cols["bytes_out"], cols["ops"], cols["errors"]):
+            c = conns.get((pid, conn)) or get(pid, conn)
+            c["bytes_in"] += bin_
+            c["bytes_out"] += bout
+            c["ops"] += ops
+            c["errors"] += errors
+            c["summarized_ops"] = c.get("summarized_ops", 0) + ops
+            if c["last_ns"] is None or t > c["last_ns"]:
+                c["last_ns"] = t
+
     for b in trace.batches({"socket.acceptq"}):
         cols = _field_cols(b, ["conn", "queued", "backlog"])
         if cols is None:
@@ -187,6 +206,17 @@ def totals_of(conns, unattributed, dropped):
         r["ops"] += c["ops"]
         r["errors"] += c["errors"]
     return t
+
+
+def exactness_note(dropped):
+    """What the drops mean for the totals. A dropped data call is summed into
+    socket.gap (bytes exact); only "socket.gap" drops (calls not even summed) and
+    dropped connection records (socket.addr, or socket.op of socket/accept/close,
+    which the recorder cannot tell apart in the count) make counts lower bounds."""
+    if dropped.get("socket.gap"):
+        return "byte and op counts below are lower bounds"
+    return ("byte counts below include the dropped data calls (socket.gap); their timings are missing, and "
+            "a dropped open or close leaves its connection's addresses or end unknown")
 
 
 def format_ns(ns):
@@ -229,8 +259,9 @@ def run(args):
         totals["connections"], by_role, _bytes(totals["bytes_in"]), _bytes(totals["bytes_out"]), totals["ops"],
         totals["errors"], totals["eagain"]))
     if dropped:
-        print("warning: %d socket records were dropped before reaching the trace (%s); counts below are "
-              "lower bounds" % (sum(dropped.values()), ", ".join("%s %d" % kv for kv in sorted(dropped.items()))))
+        print("warning: %d socket records were dropped before reaching the trace (%s); %s" % (
+            sum(dropped.values()), ", ".join("%s %d" % kv for kv in sorted(dropped.items())),
+            exactness_note(dropped)))
     print()
     header = ("CONN", "PID", "ROLE", "LOCAL", "PEER", "OPEN", "CLOSE", "BYTES IN", "BYTES OUT", "OPS", "ERR",
               "p50", "p99", "max")

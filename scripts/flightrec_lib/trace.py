@@ -51,6 +51,7 @@ KNOWN_LAYOUTS = {
     "socket.close": dict(tid=_I, fd=_I, conn=_I, bytes_in=_I, bytes_out=_I, ops=_I, errors=_I),
     "request": dict(tid=_I, conn=_I, duration_ns=_I, bytes_in=_I, bytes_out=_I, role=_S),
     "socket.acceptq": dict(conn=_I, fd=_I, local=_S, queued=_I, backlog=_I),
+    "socket.gap": dict(tid=_I, conn=_I, bytes_in=_I, bytes_out=_I, ops=_I, errors=_I),
 }
 # Any type: "pid" (when a schema has it) stands for the process.
 _ANY_TYPE = dict(pid=_I)

@@ -26,3 +26,11 @@ def test_every_operation_is_recorded_or_counted(fr, trace_dir):
     # A thread whose own end record did not fit still has its end in the trace.
     ended = [t for t in doc["threads"] if t["end"] is not None]
     assert len(ended) >= threads, (len(ended), dropped.get("thread.end"))
+    # Dropped send/recv records still count toward their connection's bytes
+    # (socket.gap): the socket report's totals are exact, 64 bytes each way
+    # per round, though most of the socket.op records were dropped.
+    assert dropped.get("socket.op", 0) > iterations, dropped
+    assert not dropped.get("socket.gap"), dropped
+    totals = fr.dump_json("sockets", "--json", trace_dir)["totals"]
+    assert totals["bytes_out"] == 64 * produced and totals["bytes_in"] == 64 * produced, totals
+    assert events.get("socket.gap", 0) > 0

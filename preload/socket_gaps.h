@@ -1,0 +1,81 @@
+// Socket gaps: exact per-connection totals when socket.op records are dropped.
+//
+// A data call (send/recv family) whose record does not fit the thread's ring
+// is not forgotten: the owning thread adds its bytes, op and error to this
+// small per-thread table (one entry per connection), and the flush thread,
+// after draining that thread's ring, turns what it finds into socket.gap
+// events and adds it to the connection's totals (so socket.close and
+// `flightrec-dump sockets` stay exact). The calls' timing and the requests
+// inferred from them are lost with the records, and counted as dropped.
+//
+// Concurrency: one writer (the owning thread; a signal handler that
+// interrupts it is turned away by owner_busy) and one reader (the flush
+// thread). Each entry is a seqlock: the writer makes seq odd, updates, makes
+// it even; the reader retries on its next tick when seq moved. Counters only
+// grow, also across a change of connection: an entry goes to another
+// connection only once the reader has reported all of it (acked_ops == ops,
+// acked_ops written by the reader alone), so whatever the reader finds
+// beyond what it reported belongs to the entry's current connection. No
+// entry free: the call is counted in `unsummarized` (totals are lower bounds).
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+namespace flightrec {
+
+struct SockGapEntry {
+  std::atomic<uint32_t> seq{0};
+  std::atomic<uint64_t> conn{0}, bytes_in{0}, bytes_out{0}, ops{0}, errors{0}, last_ns{0};
+  std::atomic<uint64_t> acked_ops{0};  // written by the reader
+};
+
+struct SockGapTable {
+  static constexpr int kEntries = 32;
+  SockGapEntry entries[kEntries];
+  uint8_t owner_busy = 0;                    // owner only
+  std::atomic<uint64_t> unsummarized{0};     // owner writes, reader reads
+  // Reader (flush thread) private: what it has reported of each entry.
+  struct Reported {
+    uint64_t bytes_in = 0, bytes_out = 0, ops = 0, errors = 0;
+  } reported[kEntries];
+  uint64_t unsummarized_reported = 0;
+};
+
+// Owner thread, when a data op's record was dropped. Lock-free, no calls.
+// in/out: bytes moved in each direction (0 for an error or a peek).
+void SummarizeDroppedDataOp(SockGapTable& t, uint64_t conn, uint64_t bytes_in, uint64_t bytes_out, bool error,
+                            uint64_t end_ns);
+
+// Reader: calls fn(conn, bytes_in, bytes_out, ops, errors, last_ns) with what
+// was added since the last harvest, for each entry that reads consistently.
+// Returns the dropped ops no entry could take since the last call.
+template <typename Fn>
+uint64_t HarvestSocketGaps(SockGapTable& t, Fn fn) {
+  for (int i = 0; i < SockGapTable::kEntries; ++i) {
+    SockGapEntry& e = t.entries[i];
+    const uint32_t s1 = e.seq.load(std::memory_order_acquire);
+    if (s1 & 1) continue;
+    const uint64_t conn = e.conn.load(std::memory_order_relaxed);
+    const uint64_t in = e.bytes_in.load(std::memory_order_relaxed);
+    const uint64_t out = e.bytes_out.load(std::memory_order_relaxed);
+    const uint64_t ops = e.ops.load(std::memory_order_relaxed);
+    const uint64_t errors = e.errors.load(std::memory_order_relaxed);
+    const uint64_t last = e.last_ns.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e.seq.load(std::memory_order_relaxed) != s1) continue;  // being written: next tick
+    SockGapTable::Reported& r = t.reported[i];
+    if (ops == r.ops) continue;
+    if (conn) fn(conn, in - r.bytes_in, out - r.bytes_out, ops - r.ops, errors - r.errors, last);
+    r.bytes_in = in;
+    r.bytes_out = out;
+    r.ops = ops;
+    r.errors = errors;
+    e.acked_ops.store(ops, std::memory_order_release);
+  }
+  const uint64_t un = t.unsummarized.load(std::memory_order_relaxed);
+  const uint64_t delta = un - t.unsummarized_reported;
+  t.unsummarized_reported = un;
+  return delta;
+}
+
+}  // namespace flightrec
