@@ -18,8 +18,6 @@
 //   alloc_bench LIB           compare (LIB = path to libflightrec.so)
 //   alloc_bench --child       one measurement: "pair64_ns pairmix_ns mt_ms"
 #include <pthread.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,9 +29,12 @@
 #include <string>
 #include <vector>
 
-extern char** environ;
+#include "bench/bench_common.h"
 
 namespace {
+
+using bench::Median;
+using bench::ThreadCpuNs;
 
 constexpr int kPairsPerBatch = 20000;
 constexpr int kBatches = 50;
@@ -42,21 +43,10 @@ constexpr long kMtOpsPerThread = 2000000;
 
 void* volatile g_sink;
 
-double ThreadCpuNs() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
 double WallNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // The fastest batch: on a shared machine, neighbours only ever add time.
@@ -109,37 +99,6 @@ int Child() {
   return 0;
 }
 
-bool RunChild(const char* self, const std::vector<std::string>& extra_env, double out[3]) {
-  std::vector<std::string> env_store;
-  for (char** e = environ; *e; ++e)
-    if (strncmp(*e, "LD_PRELOAD=", 11) != 0 && strncmp(*e, "FLIGHTREC_", 10) != 0) env_store.push_back(*e);
-  for (const auto& e : extra_env) env_store.push_back(e);
-  std::vector<char*> envp;
-  for (auto& e : env_store) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  int pipefd[2];
-  if (pipe(pipefd) != 0) return false;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
-  posix_spawn_file_actions_addclose(&fa, pipefd[0]);
-  char arg0[] = "alloc_bench", arg1[] = "--child";
-  char* argv[] = {arg0, arg1, nullptr};
-  pid_t pid;
-  const int rc = posix_spawn(&pid, self, &fa, nullptr, argv, envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  close(pipefd[1]);
-  if (rc != 0) return false;
-  char text[128] = {};
-  ssize_t n = 0, got;
-  while (n < static_cast<ssize_t>(sizeof(text)) - 1 && (got = read(pipefd[0], text + n, sizeof(text) - 1 - n)) > 0)
-    n += got;
-  close(pipefd[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 && sscanf(text, "%lf %lf %lf", &out[0], &out[1], &out[2]) == 3;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -148,10 +107,6 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: alloc_bench PATH/libflightrec.so\n");
     return 2;
   }
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return 1;
-  self[n] = '\0';
   char dir[] = "/tmp/fr-alloc-bench-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   const std::string lib = std::string("LD_PRELOAD=") + argv[1];
@@ -166,8 +121,8 @@ int main(int argc, char** argv) {
   std::vector<std::vector<double>> v(configs.size() * 3);
   for (int round = 0; round < kRounds; ++round) {
     for (size_t c = 0; c < configs.size(); ++c) {
-      double r[3];
-      if (!RunChild(self, configs[c], r)) {
+      std::vector<double> r;
+      if (!bench::RunSelf("alloc_bench", "--child", configs[c], 3, &r)) {
         fprintf(stderr, "alloc_bench: child run failed (%s)\n", names[c]);
         return 1;
       }

@@ -7,7 +7,6 @@
 // and the matched free) and =0 (hooks only); the difference per pair is the
 // cost of one sample. Prints the median and fastest batch, ns per pair.
 //   alloc_sample_bench [BATCHES] [PAIRS_PER_BATCH]     (default 60 x 1000)
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,15 +14,13 @@
 #include <cstdlib>
 #include <vector>
 
+#include "bench/bench_common.h"
+
 namespace {
+using bench::ThreadCpuNs;
+
 void* volatile g_sink;
 constexpr int kDepth = 16;
-
-double ThreadCpuNs() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
-}
 
 __attribute__((noinline)) double Batch(int pairs) {
   const double t0 = ThreadCpuNs();

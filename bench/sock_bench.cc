@@ -21,11 +21,8 @@
 //   sock_bench --interleaved  in-process measurement: added ns per call, socket and pipe,
 //                             fastest batches then medians: "sock pipe sock_med pipe_med"
 #include <dlfcn.h>
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,9 +32,12 @@
 #include <string>
 #include <vector>
 
-extern char** environ;
+#include "bench/bench_common.h"
 
 namespace {
+
+using bench::Median;
+using bench::ThreadCpuNs;
 
 constexpr int kPairsPerBatch = 2000;
 constexpr int kBatches = 40;
@@ -45,21 +45,10 @@ constexpr int kBatches = 40;
 constexpr int kInterleavedPairs = 100;
 constexpr int kInterleavedRounds = 1000;
 
-double ThreadCpuNs() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
 double ProcessCpuNs() {
   rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e9 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e3;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 using SendFn = ssize_t (*)(int, const void*, size_t, int);
@@ -166,50 +155,6 @@ int Interleaved() {
   return 0;
 }
 
-// Runs ourselves with `mode` under the given extra environment; returns the
-// numbers the child printed.
-bool RunChild(const char* self, const char* mode, const std::vector<std::string>& extra_env,
-              std::vector<double>* values, size_t want) {
-  std::vector<std::string> env_store;
-  for (char** e = environ; *e; ++e)
-    if (strncmp(*e, "LD_PRELOAD=", 11) != 0 && strncmp(*e, "FLIGHTREC_", 10) != 0) env_store.push_back(*e);
-  for (const auto& e : extra_env) env_store.push_back(e);
-  std::vector<char*> envp;
-  for (auto& e : env_store) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  int out[2];
-  if (pipe(out) != 0) return false;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_addclose(&fa, out[0]);
-  char arg0[] = "sock_bench";
-  std::string arg1 = mode;
-  char* argv[] = {arg0, arg1.data(), nullptr};
-  pid_t pid;
-  const int rc = posix_spawn(&pid, self, &fa, nullptr, argv, envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  close(out[1]);
-  if (rc != 0) return false;
-  char text[256] = {};
-  ssize_t n = 0, got;
-  while (n < static_cast<ssize_t>(sizeof(text)) - 1 && (got = read(out[0], text + n, sizeof(text) - 1 - n)) > 0) n += got;
-  close(out[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return false;
-  values->clear();
-  char* p = text;
-  for (size_t i = 0; i < want; ++i) {
-    char* end;
-    const double v = strtod(p, &end);
-    if (end == p) return false;
-    values->push_back(v);
-    p = end;
-  }
-  return true;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -219,10 +164,6 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: sock_bench PATH/libflightrec.so\n");
     return 2;
   }
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return 1;
-  self[n] = '\0';
   char dir[] = "/tmp/fr-sock-bench-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   const std::string lib = std::string("LD_PRELOAD=") + argv[1];
@@ -246,7 +187,7 @@ int main(int argc, char** argv) {
   for (int round = 0; round < kProcesses; ++round) {
     for (int c = 0; c < 2; ++c) {
       const int config = c == 0 ? 2 : 1;
-      if (!RunChild(self, "--interleaved", configs[config], &v, 4)) {
+      if (!bench::RunSelf("sock_bench", "--interleaved", configs[config], 4, &v)) {
         fprintf(stderr, "sock_bench: in-process run failed (%s)\n", names[config]);
         return 1;
       }
@@ -266,7 +207,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<double>> sock(3), pipes(3), process(3);
   for (int round = 0; round < 5; ++round) {
     for (size_t c = 0; c < configs.size(); ++c) {
-      if (!RunChild(self, "--child", configs[c], &v, 3)) {
+      if (!bench::RunSelf("sock_bench", "--child", configs[c], 3, &v)) {
         fprintf(stderr, "sock_bench: child run failed (%s)\n", names[c]);
         return 1;
       }

@@ -169,6 +169,21 @@ def server_detail_table(macro, w, out):
             "%.1f%%" % (100 * share["median"]) if share else "–", rss_cell(runs, w, side, "tree_rss_kb")))
 
 
+def server_heading(title, wl, out):
+    """A server workload's section heading and the commands that ran it."""
+    out += ["## " + title, ""]
+    out += ["    %-7s %s" % (k + ":", wl[k]) for k in ("server", "client", "stop")]
+    out.append("")
+
+
+def server_tables(macro, w, out):
+    """Server workload w's summary table, then its detail table."""
+    server_table(macro, w, out)
+    out.append("")
+    server_detail_table(macro, w, out)
+    out.append("")
+
+
 def redis_tests_table(macro, out):
     runs = macro["runs"]
     tests = ["SET", "GET", "LPUSH", "LPOP"]
@@ -448,22 +463,14 @@ def main():
     # -- redis
     if macro and "redis" in macro["workloads"]:
         wl = macro["workloads"]["redis"]
-        add("## redis-server under redis-benchmark")
-        add("")
-        add("    server: %s" % wl["server"])
-        add("    client: %s" % wl["client"])
-        add("    stop:   %s" % wl["stop"])
-        add("")
+        server_heading("redis-server under redis-benchmark", wl, out)
         add("%d requests per run (SET, GET, LPUSH, LPOP; 20 clients; loopback). CPU per request is the CPU "
             "time of the server and every process the side runs alongside it (heaptrack's interpreter and "
             "compressor), from `/proc/PID/stat` before and after the load, divided by the requests. "
             "Throughput is requests / Σ(requests / req/s) over the four tests; p99 is the geometric mean "
             "of the four tests' p99 from `--csv`. Peak RSS is the server's VmHWM." % wl["requests_per_run"])
         add("")
-        server_table(macro, "redis", out)
-        add("")
-        server_detail_table(macro, "redis", out)
-        add("")
+        server_tables(macro, "redis", out)
         add("Per test (plain: absolute; others: × plain):")
         add("")
         redis_tests_table(macro, out)
@@ -472,12 +479,7 @@ def main():
     # -- nginx
     if macro and "nginx" in macro["workloads"]:
         wl = macro["workloads"]["nginx"]
-        add("## nginx under wrk")
-        add("")
-        add("    server: %s" % wl["server"])
-        add("    client: %s" % wl["client"])
-        add("    stop:   %s" % wl["stop"])
-        add("")
+        server_heading("nginx under wrk", wl, out)
         add("A %d-byte static file, 2 connections per core. nginx runs in the foreground with "
             "`master_process off`, so the process each side was injected into is the one serving: with a "
             "master, workers are forked, and gperftools' ITIMER_PROF is not inherited across fork (it would "
@@ -487,10 +489,7 @@ def main():
         add(wl["config"].rstrip())
         add("```")
         add("")
-        server_table(macro, "nginx", out)
-        add("")
-        server_detail_table(macro, "nginx", out)
-        add("")
+        server_tables(macro, "nginx", out)
 
     # -- programs
     for w, title, what in (
