@@ -252,13 +252,9 @@ def _decode_packed(b, p, n, w, scheme, earlier=None):
     return values, p
 
 
-def decode_column(b, p, n, field_type, earlier=None):
-    """Decodes one column (SPEC.md 5.4) of n values at b[p] -> (sequence, next).
-    The sequence is a list or an array (index it, iterate it, len() it; do not
-    assume list methods). Integers come out as ints (kSInt signed, others
-    unsigned), F64 as floats, BYTES as bytes objects. `earlier`: the block's
-    columns decoded so far (None where a column is not an integer one), for
-    a PACKED_REL column."""
+def _column_encoding(b, p, field_type):
+    """A column's encoding byte at b[p], checked against field_type ->
+    (scheme, width, next)."""
     try:
         enc = b[p]
     except IndexError:
@@ -270,6 +266,17 @@ def decode_column(b, p, n, field_type, earlier=None):
     allowed = _SCHEMES_FOR.get(field_type)
     if scheme > PACKED_REL or (allowed is not None and scheme not in allowed):
         raise _Corrupt("column encoding %d does not fit field type %d" % (scheme, field_type))
+    return scheme, w, p
+
+
+def decode_column(b, p, n, field_type, earlier=None):
+    """Decodes one column (SPEC.md 5.4) of n values at b[p] -> (sequence, next).
+    The sequence is a list or an array (index it, iterate it, len() it; do not
+    assume list methods). Integers come out as ints (kSInt signed, others
+    unsigned), F64 as floats, BYTES as bytes objects. `earlier`: the block's
+    columns decoded so far (None where a column is not an integer one), for
+    a PACKED_REL column."""
+    scheme, w, p = _column_encoding(b, p, field_type)
     if scheme == PACKED_REL:
         values, p = _decode_packed(b, p, n, w, scheme, earlier)
         if min(values) < 0 or max(values) >= _U64:  # sums are mod 2^64
@@ -323,17 +330,7 @@ def column_end(b, p, n, field_type, index=None):
     decode_column checks (encoding, width, extent) without decoding the
     values; raises _Corrupt. EVENTS blocks are checked with it when read, so
     their damage is known (and reported) before any report decodes them."""
-    try:
-        enc = b[p]
-    except IndexError:
-        raise _Corrupt("missing column") from None
-    p += 1
-    scheme, w = enc >> 4, enc & 0x0F
-    if w not in _WIDTHS:
-        raise _Corrupt("bad column width %d" % w)
-    allowed = _SCHEMES_FOR.get(field_type)
-    if scheme > PACKED_REL or (allowed is not None and scheme not in allowed):
-        raise _Corrupt("column encoding %d does not fit field type %d" % (scheme, field_type))
+    scheme, w, p = _column_encoding(b, p, field_type)
     if scheme >= PACKED_PLAIN:
         _, _, p = _packed_header(b, p, scheme, index)
     if scheme == SCHEME_F64 and w != 8:
