@@ -43,6 +43,7 @@ CORE_SRCS  := $(filter-out $(HOOK_SRCS),$(LIB_SRCS))
 LIB_OBJS   := $(LIB_SRCS:%.cc=$(BUILD)/obj/%.o)
 CORE_OBJS  := $(CORE_SRCS:%.cc=$(BUILD)/obj/%.o)
 UNIT_SRCS  := $(wildcard tests/unit/*.cc)
+UNIT_HDRS  := $(wildcard tests/unit/*.h)
 PROG_C     := $(wildcard tests/programs/*.c)
 PROG_CC    := $(wildcard tests/programs/*.cc)
 PROG_HDRS  := $(wildcard tests/programs/*.h)
@@ -74,7 +75,7 @@ $(BUILD)/libflightrec_core.a: $(CORE_OBJS)
 	@rm -f $@
 	ar rcs $@ $(CORE_OBJS)
 
-$(BUILD)/unit_tests: $(UNIT_SRCS) $(BUILD)/libflightrec_core.a
+$(BUILD)/unit_tests: $(UNIT_SRCS) $(UNIT_HDRS) $(BUILD)/libflightrec_core.a
 	$(CXX) $(CXXFLAGS_BASE) -o $@ $(UNIT_SRCS) $(BUILD)/libflightrec_core.a $(LIBS)
 
 # Test programs are built like ordinary distribution binaries: optimised, no frame pointers.

@@ -11,8 +11,11 @@
 #include "format/column_encoder.h"
 #include "format/crc32c.h"
 #include "format/varint.h"
+#include "tests/unit/format_test_util.h"
 
 using namespace flightrec::format;
+using format_test::CheckTruncationsRefused;
+using format_test::DecodeWhole;
 
 TEST_CASE("format crc32c matches the standard check values") {
   const char* s = "123456789";
@@ -86,19 +89,6 @@ TEST_CASE("format zigzag maps small magnitudes to small codes") {
     CHECK(UnZigZag(ZigZag(v)) == v);
 }
 
-namespace {
-
-DecodedColumn RoundTrip(const ByteBuf& enc, uint32_t count) {
-  ByteCursor c(enc.data(), enc.size());
-  DecodedColumn col;
-  std::string why;
-  REQUIRE_MESSAGE(DecodeColumn(&c, count, &col, &why), why);
-  CHECK(c.remaining() == 0);
-  return col;
-}
-
-}  // namespace
-
 TEST_CASE("format column widths are the smallest that fit") {
   CHECK(WidthFor(0) == 0);
   CHECK(WidthFor(1) == 1);
@@ -114,19 +104,19 @@ TEST_CASE("format column widths are the smallest that fit") {
   EncodePlainColumn(small.data(), small.size(), &enc);
   CHECK(enc.size() == 1 + 4);  // values < 256 -> width 1
   CHECK(enc[0] == ColumnEncoding(ColumnScheme::kPlain, 1));
-  CHECK(RoundTrip(enc, 4).ints == small);
+  CHECK(DecodeWhole(enc, 4).ints == small);
 
   std::vector<uint64_t> zeros(1000, 0);
   enc.clear();
   EncodePlainColumn(zeros.data(), zeros.size(), &enc);
   CHECK(enc.size() == 1);  // width 0: no data at all
-  CHECK(RoundTrip(enc, 1000).ints == zeros);
+  CHECK(DecodeWhole(enc, 1000).ints == zeros);
 
   std::vector<uint64_t> big = {1, 1ull << 40};
   enc.clear();
   EncodePlainColumn(big.data(), big.size(), &enc);
   CHECK(enc.size() == 1 + 16);
-  CHECK(RoundTrip(enc, 2).ints == big);
+  CHECK(DecodeWhole(enc, 2).ints == big);
 }
 
 TEST_CASE("format signed and delta columns round trip, including times going backwards") {
@@ -134,7 +124,7 @@ TEST_CASE("format signed and delta columns round trip, including times going bac
   ByteBuf enc;
   EncodeZigZagColumn(s.data(), s.size(), &enc);
   CHECK(enc[0] == ColumnEncoding(ColumnScheme::kZigZag, 1));  // zigzag(-128) = 255
-  CHECK(RoundTrip(enc, 4).ints == s);
+  CHECK(DecodeWhole(enc, 4).ints == s);
 
   // Times 1 us apart need 2-byte deltas (zigzag(1000) = 2000), plus an
   // occasional step back and a wrap around 2^64.
@@ -143,18 +133,18 @@ TEST_CASE("format signed and delta columns round trip, including times going bac
   EncodeDeltaColumn(t.data(), t.size(), &enc);
   CHECK(enc[0] == ColumnEncoding(ColumnScheme::kDelta, 2));
   CHECK(enc.size() == 1 + 8 + 5 * 2);
-  CHECK(RoundTrip(enc, 5).ints == t);
+  CHECK(DecodeWhole(enc, 5).ints == t);
 
   std::vector<uint64_t> wrap = {UINT64_MAX - 1, 3, 0, UINT64_MAX};
   enc.clear();
   EncodeDeltaColumn(wrap.data(), wrap.size(), &enc);
-  CHECK(RoundTrip(enc, 4).ints == wrap);
+  CHECK(DecodeWhole(enc, 4).ints == wrap);
 
   std::vector<uint64_t> same(50, 42);
   enc.clear();
   EncodeDeltaColumn(same.data(), same.size(), &enc);
   CHECK(enc.size() == 1 + 8);  // all deltas 0: width 0
-  CHECK(RoundTrip(enc, 50).ints == same);
+  CHECK(DecodeWhole(enc, 50).ints == same);
 }
 
 TEST_CASE("format f64 and bytes columns round trip") {
@@ -163,13 +153,13 @@ TEST_CASE("format f64 and bytes columns round trip") {
   for (double x : d) bits.push_back(std::bit_cast<uint64_t>(x));
   ByteBuf enc;
   EncodeF64Column(bits.data(), bits.size(), &enc);
-  CHECK(RoundTrip(enc, 5).ints == bits);
+  CHECK(DecodeWhole(enc, 5).ints == bits);
 
   std::string data("abchello\0", 9);
   std::vector<uint64_t> lens = {3, 0, 5, 1};
   enc.clear();
   EncodeBytesColumn(lens.data(), lens.size(), reinterpret_cast<const uint8_t*>(data.data()), 9, &enc);
-  DecodedColumn col = RoundTrip(enc, 4);
+  DecodedColumn col = DecodeWhole(enc, 4);
   REQUIRE(col.bytes.size() == 4);
   CHECK(col.bytes[0] == "abc");
   CHECK(col.bytes[1] == "");
@@ -181,13 +171,7 @@ TEST_CASE("format column decoder rejects short and malformed columns") {
   std::vector<uint64_t> v = {1000, 2000, 3000};
   ByteBuf enc;
   EncodePlainColumn(v.data(), v.size(), &enc);
-  for (size_t n = 0; n < enc.size(); n++) {
-    ByteCursor c(enc.data(), n);
-    DecodedColumn col;
-    std::string why;
-    CHECK_FALSE(DecodeColumn(&c, 3, &col, &why));
-    CHECK_FALSE(why.empty());
-  }
+  CheckTruncationsRefused(enc, 3);
   const uint8_t bad_width[] = {ColumnEncoding(ColumnScheme::kPlain, 3), 0, 0, 0};
   ByteCursor c1(bad_width, sizeof(bad_width));
   DecodedColumn col;

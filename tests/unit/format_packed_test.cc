@@ -15,8 +15,11 @@
 #include "format/column_encoder.h"
 #include "format/segment_reader.h"
 #include "format/segment_writer.h"
+#include "tests/unit/format_test_util.h"
 
 using namespace flightrec::format;
+using format_test::CheckTruncationsRefused;
+using format_test::DecodeWhole;
 
 namespace {
 
@@ -24,15 +27,6 @@ ByteBuf Packed(ColumnScheme s, const std::vector<uint64_t>& v) {
   ByteBuf out;
   EncodePackedColumn(s, v.data(), v.size(), &out);
   return out;
-}
-
-DecodedColumn Decode(const ByteBuf& enc, uint32_t count) {
-  ByteCursor c(enc.data(), enc.size());
-  DecodedColumn col;
-  std::string why;
-  REQUIRE_MESSAGE(DecodeColumn(&c, count, &col, &why), why);
-  CHECK(c.remaining() == 0);
-  return col;
 }
 
 uint64_t I(int64_t v) { return static_cast<uint64_t>(v); }
@@ -48,7 +42,7 @@ TEST_CASE("format packed: times on a 64 ns grid lose their zero bits and are sto
   CHECK(enc[1] == 6);  // shift
   const std::vector<uint8_t> deltas(enc.end() - 5, enc.end());
   CHECK(deltas == std::vector<uint8_t>{0, 2, 4, 1, 200});
-  const DecodedColumn col = Decode(enc, 5);
+  const DecodedColumn col = DecodeWhole(enc, 5);
   CHECK(col.scheme == ColumnScheme::kDelta);  // reported as the unpacked scheme
   CHECK(col.ints == t);
 
@@ -59,7 +53,7 @@ TEST_CASE("format packed: times on a 64 ns grid lose their zero bits and are sto
   CHECK(plain[0] == ColumnEncoding(ColumnScheme::kPackedPlain, 2));
   CHECK(plain[1] == 0);
   CHECK(std::vector<uint8_t>(plain.begin() + 2, plain.end()) == std::vector<uint8_t>{0x35, 0x56, 0x78, 0x12, 0x00, 0xAB});
-  CHECK(Decode(plain, 3).ints == d);
+  CHECK(DecodeWhole(plain, 3).ints == d);
 }
 
 TEST_CASE("format packed: nothing to gain gives the classic column") {
@@ -73,7 +67,7 @@ TEST_CASE("format packed: nothing to gain gives the classic column") {
   ByteBuf e;
   EncodeDeltaColumn(same.data(), same.size(), &e);
   CHECK(c == e);
-  CHECK(Decode(c, 10).ints == same);
+  CHECK(DecodeWhole(c, 10).ints == same);
 }
 
 TEST_CASE("format packed: round trips at every width, signs, shifts and wraps") {
@@ -94,13 +88,13 @@ TEST_CASE("format packed: round trips at every width, signs, shifts and wraps") 
         }
         const ByteBuf enc = Packed(s, v);
         INFO("scheme " << int(s) << " bits " << bits << " zeros " << zeros);
-        CHECK(Decode(enc, static_cast<uint32_t>(v.size())).ints == v);
+        CHECK(DecodeWhole(enc, static_cast<uint32_t>(v.size())).ints == v);
       }
     }
   }
   // INT64_MIN / max magnitudes through ZIGZAG with a shift.
   const std::vector<uint64_t> extremes = {I(INT64_MIN), I(-4096), 4096, I(INT64_MIN / 2)};
-  CHECK(Decode(Packed(ColumnScheme::kZigZag, extremes), 4).ints == extremes);
+  CHECK(DecodeWhole(Packed(ColumnScheme::kZigZag, extremes), 4).ints == extremes);
 }
 
 TEST_CASE("format packed: a relative column is the differences from an earlier one") {
@@ -147,13 +141,7 @@ TEST_CASE("format packed: a relative column is the differences from an earlier o
 TEST_CASE("format packed: damaged columns are refused, never read past the end") {
   const std::vector<uint64_t> t = {5'000'000'000, 5'000'001'024, 5'000'002'048, 5'000'900'000};
   const ByteBuf enc = Packed(ColumnScheme::kDelta, t);
-  for (size_t n = 0; n < enc.size(); n++) {
-    ByteCursor c(enc.data(), n);
-    DecodedColumn col;
-    std::string why;
-    CHECK_FALSE(DecodeColumn(&c, 4, &col, &why));
-    CHECK_FALSE(why.empty());
-  }
+  CheckTruncationsRefused(enc, 4);
   ByteBuf bad_shift = enc;
   bad_shift[1] = 64;
   ByteCursor c(bad_shift.data(), bad_shift.size());

@@ -1,6 +1,8 @@
 // Helpers shared by the format_* unit tests: a temporary directory, whole-file
-// I/O, a deterministic fake PcDescriber, and block-boundary discovery.
+// I/O, a deterministic fake PcDescriber, block-boundary discovery, and
+// whole-column decoding checks.
 #pragma once
+#include <doctest/doctest.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "format/block_scanner.h"
+#include "format/column_decoder.h"
 #include "format/segment_reader.h"
 #include "format/segment_writer.h"
 #include "format/varint.h"
@@ -88,6 +91,27 @@ inline std::vector<BlockInfo> Blocks(const std::vector<uint8_t>& d) {
   RawBlock b;
   while (s.Next(&b, &problems)) out.push_back({b.offset, b.offset + 20 + b.payload_len, b.kind});
   return out;
+}
+
+// Decodes a column of `count` values that must take up all of enc.
+inline DecodedColumn DecodeWhole(const ByteBuf& enc, uint32_t count) {
+  ByteCursor c(enc.data(), enc.size());
+  DecodedColumn col;
+  std::string why;
+  REQUIRE_MESSAGE(DecodeColumn(&c, count, &col, &why), why);
+  CHECK(c.remaining() == 0);
+  return col;
+}
+
+// Every proper prefix of a valid column is refused, with a reason.
+inline void CheckTruncationsRefused(const ByteBuf& enc, uint32_t count) {
+  for (size_t n = 0; n < enc.size(); n++) {
+    ByteCursor c(enc.data(), n);
+    DecodedColumn col;
+    std::string why;
+    CHECK_FALSE(DecodeColumn(&c, count, &col, &why));
+    CHECK_FALSE(why.empty());
+  }
 }
 
 }  // namespace format_test
