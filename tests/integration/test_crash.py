@@ -3,10 +3,6 @@ with a sealed segment holding the crash and its symbolized stack."""
 import signal
 
 
-def crash_events(fr, out):
-    return fr.events(out, "crash")
-
-
 def frames_of(event):
     return [f.get("function", "") for f in event["stack"]]
 
@@ -19,15 +15,27 @@ def run_both(fr, trace_dir, tmp_path, mode):
     return traced
 
 
-def test_segv_is_recorded_and_still_kills(fr, trace_dir, tmp_path):
-    proc = run_both(fr, trace_dir, tmp_path, "segv")
-    assert proc.returncode == -signal.SIGSEGV
+def crashed_once(fr, trace_dir, tmp_path, mode, sig):
+    """crash_test MODE dies of sig with and without the preload; the trace
+    holds exactly one crash event, of that signal, which is returned."""
+    proc = run_both(fr, trace_dir, tmp_path, mode)
+    assert proc.returncode == -sig
+    crashes = fr.events(trace_dir, "crash")
+    assert len(crashes) == 1 and crashes[0]["signal_name"] == sig.name, crashes
+    return crashes[0]
+
+
+def sealed_info(fr, trace_dir):
+    """flightrec-dump info of a trace whose every segment was sealed."""
     doc = fr.dump_json("info", "--json", trace_dir)
     assert all(s["state"] == "sealed" for s in doc["segments"]), doc["segments"]
-    crashes = crash_events(fr, trace_dir)
-    assert len(crashes) == 1
-    c = crashes[0]
-    assert c["signal_name"] == "SIGSEGV" and c["fault_addr"] == 0
+    return doc
+
+
+def test_segv_is_recorded_and_still_kills(fr, trace_dir, tmp_path):
+    c = crashed_once(fr, trace_dir, tmp_path, "segv", signal.SIGSEGV)
+    doc = sealed_info(fr, trace_dir)
+    assert c["fault_addr"] == 0
     names = frames_of(c)
     assert names[0] == "crash_here", names
     assert "crash_outer" in names and "crash_worker" in names, names
@@ -40,38 +48,50 @@ def test_segv_is_recorded_and_still_kills(fr, trace_dir, tmp_path):
 
 
 def test_abort_is_recorded_and_still_aborts(fr, trace_dir, tmp_path):
-    proc = run_both(fr, trace_dir, tmp_path, "abort")
-    assert proc.returncode == -signal.SIGABRT
-    crashes = crash_events(fr, trace_dir)
-    assert len(crashes) == 1 and crashes[0]["signal_name"] == "SIGABRT"
-    assert "crash_here" in frames_of(crashes[0])
+    c = crashed_once(fr, trace_dir, tmp_path, "abort", signal.SIGABRT)
+    assert "crash_here" in frames_of(c)
 
 
 def test_fpe_is_recorded(fr, trace_dir, tmp_path):
-    proc = run_both(fr, trace_dir, tmp_path, "fpe")
-    assert proc.returncode == -signal.SIGFPE
-    crashes = crash_events(fr, trace_dir)
-    assert len(crashes) == 1 and crashes[0]["signal_name"] == "SIGFPE"
+    crashed_once(fr, trace_dir, tmp_path, "fpe", signal.SIGFPE)
 
 
 def test_stack_overflow_is_recorded_on_the_alternate_stack(fr, trace_dir, tmp_path):
     # No stack is left for a handler when a thread overflows its own: only the
     # alternate signal stack flightrec gives each thread lets it see the crash.
-    proc = run_both(fr, trace_dir, tmp_path, "overflow")
-    assert proc.returncode == -signal.SIGSEGV
-    doc = fr.dump_json("info", "--json", trace_dir)
-    assert all(s["state"] == "sealed" for s in doc["segments"]), doc["segments"]
-    crashes = crash_events(fr, trace_dir)
-    assert len(crashes) == 1 and crashes[0]["signal_name"] == "SIGSEGV"
-    names = frames_of(crashes[0])
+    c = crashed_once(fr, trace_dir, tmp_path, "overflow", signal.SIGSEGV)
+    sealed_info(fr, trace_dir)
+    names = frames_of(c)
     # The copied stack window holds the innermost frames: the recursion.
     assert names[0] == "overflow_stack", names[:5]
     assert names.count("overflow_stack") >= 5, names[:10]
 
 
 def test_application_handler_still_runs(fr, trace_dir, tmp_path):
+    """A handler installed after flightrec started runs (behind ours); it
+    exits from inside the handler, so the crash was fatal: recorded."""
     proc = run_both(fr, trace_dir, tmp_path, "handled")
     assert proc.returncode == 3 and "handled SIGSEGV" in proc.stdout
+    crashes = fr.events(trace_dir, "crash")
+    assert len(crashes) == 1 and frames_of(crashes[0])[0] == "crash_here", crashes
+    sealed_info(fr, trace_dir)
+
+
+def test_handler_that_reraises_like_redis(fr, trace_dir, tmp_path):
+    """SA_RESETHAND|SA_NODEFER handler that prints a report and kills the
+    process with the same signal (redis-server's crash report does this)."""
+    proc = run_both(fr, trace_dir, tmp_path, "reraise")
+    assert proc.returncode == -signal.SIGSEGV and "crash report" in proc.stdout
+    crashes = fr.events(trace_dir, "crash")
+    assert len(crashes) == 1 and "crash_here" in frames_of(crashes[0]), [frames_of(c)[:4] for c in crashes]
+
+
+def test_faults_the_application_recovers_from_are_no_crash(fr, trace_dir, tmp_path):
+    """1000 SIGSEGVs a handler recovers from (siglongjmp), as a JVM's implicit
+    null checks do: the program goes on and no crash is recorded."""
+    proc = run_both(fr, trace_dir, tmp_path, "recovers")
+    assert proc.returncode == 0 and "no crash: 1" in proc.stdout, proc.stdout
+    assert fr.events(trace_dir, "crash") == []
 
 
 def test_crash_capture_can_be_turned_off(fr, trace_dir, tmp_path):
