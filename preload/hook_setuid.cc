@@ -23,8 +23,8 @@ using SetuidFn = int (*)(uid_t);
 using SetreuidFn = int (*)(uid_t, uid_t);
 using SetresuidFn = int (*)(uid_t, uid_t, uid_t);
 
-// Resolved at load time: a vfork child may call these before exec, and must
-// not enter the dynamic loader.
+// Resolved at load time: a vfork child may call these before exec, and
+// should not enter the dynamic loader.
 SetuidFn g_real_setuid = nullptr;
 SetuidFn g_real_seteuid = nullptr;
 SetreuidFn g_real_setreuid = nullptr;
@@ -54,9 +54,13 @@ int AroundUidChange(uid_t new_euid, Call call) {
   return rc;
 }
 
-int Missing() {
+// Called before our constructor (from another library's): resolve now.
+template <typename Fn>
+bool Resolved(Fn* real) {
+  if (!*real) ResolveSetuidFunctions();
+  if (*real) return true;
   errno = ENOSYS;
-  return -1;
+  return false;
 }
 
 }  // namespace
@@ -64,22 +68,22 @@ int Missing() {
 extern "C" {
 
 __attribute__((visibility("default"))) int setuid(uid_t uid) {
-  if (!g_real_setuid) return Missing();
+  if (!Resolved(&g_real_setuid)) return -1;
   return AroundUidChange(uid, [&] { return g_real_setuid(uid); });
 }
 
 __attribute__((visibility("default"))) int seteuid(uid_t euid) {
-  if (!g_real_seteuid) return Missing();
+  if (!Resolved(&g_real_seteuid)) return -1;
   return AroundUidChange(euid, [&] { return g_real_seteuid(euid); });
 }
 
 __attribute__((visibility("default"))) int setreuid(uid_t ruid, uid_t euid) {
-  if (!g_real_setreuid) return Missing();
+  if (!Resolved(&g_real_setreuid)) return -1;
   return AroundUidChange(euid, [&] { return g_real_setreuid(ruid, euid); });
 }
 
 __attribute__((visibility("default"))) int setresuid(uid_t ruid, uid_t euid, uid_t suid) {
-  if (!g_real_setresuid) return Missing();
+  if (!Resolved(&g_real_setresuid)) return -1;
   return AroundUidChange(euid, [&] { return g_real_setresuid(ruid, euid, suid); });
 }
 
