@@ -8,6 +8,16 @@
 // the recorder itself) skips straight to the original disposition, so the
 // handler can never loop.
 //
+// Application handlers: the application's own handlers for these signals,
+// installed before or after us, are kept behind ours (our sigaction hook
+// records them instead of replacing ours, and reports them back as the
+// current disposition), and run after the crash is recorded and sealed, with
+// the mask and SA_RESETHAND/SA_NODEFER semantics they asked for. A handler
+// that exits (_exit, exit) leaves without the ordinary shutdown
+// (CrashExitFromHandler). A runtime that recovers from faults (a JVM's
+// implicit null checks) shows its first fault as a crash; recording pauses
+// and resumes (flush_thread.cc), and later faults go straight to it.
+//
 // Stack overflow: a thread that overflows its stack has no stack left to run
 // a handler on, so the kernel would kill the process without us seeing it.
 // Each recorded thread therefore gets an alternate signal stack (sigaltstack)
@@ -21,6 +31,8 @@
 #include <sys/uio.h>
 #include <ucontext.h>
 #include <unistd.h>
+
+#include <dlfcn.h>
 
 #include <atomic>
 #include <cerrno>
@@ -56,8 +68,17 @@ struct CrashRecord {
   // followed by stack_len bytes
 };
 
+// The application's disposition of each crash signal (what it would have
+// without us). Written by the sigaction hook, read by the handler.
 struct sigaction g_previous[NSIG];
+std::atomic<bool> g_owned[NSIG];  // our handler is installed for the signal
 std::atomic<int> g_in_crash{0};
+using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
+SigactionFn g_real_sigaction = nullptr;  // libc's: ours is the interposer
+
+// Depth of application crash-signal handlers this thread is running (for
+// an exit from inside one: CrashExitFromHandler).
+__thread int tls_chain_depth __attribute__((tls_model("initial-exec"))) = 0;
 uint32_t g_stack_copy_max = 0;
 uint32_t t_crash = 0;
 
@@ -152,33 +173,63 @@ void RecordCrash(int sig, siginfo_t* si, void* uc_void) {
   }
 }
 
-void PassOn(int sig, siginfo_t* si, void* uc) {
-  const struct sigaction& prev = g_previous[sig];
-  if (prev.sa_flags & SA_SIGINFO) {
-    if (prev.sa_sigaction) {
-      prev.sa_sigaction(sig, si, uc);
-      return;
-    }
-  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
-    prev.sa_handler(sig);
-    return;
+bool IsAppHandler(const struct sigaction& a) {
+  if (a.sa_flags & SA_SIGINFO) return a.sa_sigaction != nullptr;
+  return a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN;
+}
+
+// Runs the application's handler as the kernel would have: its sa_mask (and
+// the signal itself unless SA_NODEFER) blocked, SA_RESETHAND applied first.
+void CallAppHandler(int sig, siginfo_t* si, void* uc, const struct sigaction& a) {
+  if (a.sa_flags & SA_RESETHAND) {
+    memset(&g_previous[sig], 0, sizeof(g_previous[sig]));
+    g_previous[sig].sa_handler = SIG_DFL;
   }
+  sigset_t block = a.sa_mask, saved;
+  if (a.sa_flags & SA_NODEFER) sigdelset(&block, sig);
+  else sigaddset(&block, sig);
+  pthread_sigmask(SIG_BLOCK, &block, &saved);
+  if (a.sa_flags & SA_NODEFER) {
+    sigset_t un;
+    sigemptyset(&un);
+    sigaddset(&un, sig);
+    pthread_sigmask(SIG_UNBLOCK, &un, nullptr);
+  }
+  tls_chain_depth++;
+  if (a.sa_flags & SA_SIGINFO) a.sa_sigaction(sig, si, uc);
+  else a.sa_handler(sig);
+  tls_chain_depth--;
+  pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+}
+
+// No application handler: default or ignored.
+void PassOn(int sig, siginfo_t* si) {
+  const struct sigaction prev = g_previous[sig];
   // Default or ignored: put it back exactly and let the signal take its
   // course. A fault re-executes and re-faults on return; a signal that was
   // sent (kill, raise, abort) is raised again and stays pending until return.
-  sigaction(sig, &prev, nullptr);
+  g_owned[sig].store(false, std::memory_order_relaxed);
+  if (g_real_sigaction) g_real_sigaction(sig, &prev, nullptr);
   if (!si || si->si_code <= 0 || sig == SIGABRT) raise(sig);
 }
 
 void CrashSignalHandler(int sig, siginfo_t* si, void* uc) {
   const int saved_errno = errno;
+  // Record and seal first, before anything of the application's runs: its
+  // crash report may fault again, scribble over memory (redis-server runs a
+  // memory test) or never return. Only the first crash signal is recorded.
   const bool first = g_in_crash.exchange(1) == 0;
   if (first && !(tls_thread_flags & kThreadFlagRecorder)) {
     RecordCrash(sig, si, uc);
     RequestCrashFlushAndWait(MonotonicNs() + kCrashFlushBudgetNs);
   }
   errno = saved_errno;
-  PassOn(sig, si, uc);
+  const struct sigaction app = g_previous[sig];
+  if (IsAppHandler(app)) {
+    CallAppHandler(sig, si, uc, app);  // it may handle the signal and go on
+    return;
+  }
+  PassOn(sig, si);
 }
 
 void DecodeCrash(FlushContext& ctx, const RecordHeader& h, const void* payload) {
@@ -206,6 +257,8 @@ void DecodeCrash(FlushContext& ctx, const RecordHeader& h, const void* payload) 
 
 void CrashHandlerInit(const Config& config) {
   if (!config.crash) return;
+  g_real_sigaction = reinterpret_cast<SigactionFn>(dlsym(RTLD_NEXT, "sigaction"));
+  if (!g_real_sigaction) return;
   using format::FieldType;
   t_crash = DefineEventType({"crash",
                              {{"time", FieldType::kTime, "ns"},
@@ -228,8 +281,26 @@ void CrashHandlerInit(const Config& config) {
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
     // Keep whatever the application (or a library loaded before us) had.
-    sigaction(sig, &sa, &g_previous[sig]);
+    if (g_real_sigaction(sig, &sa, &g_previous[sig]) == 0) g_owned[sig].store(true, std::memory_order_release);
   }
+}
+
+bool CrashSigaction(int sig, const struct sigaction* act, struct sigaction* old) {
+  if (sig <= 0 || sig >= NSIG || !g_owned[sig].load(std::memory_order_acquire)) return false;
+  if (old) *old = g_previous[sig];
+  if (act) {
+    struct sigaction a = *act;
+    sigdelset(&a.sa_mask, SIGKILL);  // what the kernel would keep of the mask
+    sigdelset(&a.sa_mask, SIGSTOP);
+    g_previous[sig] = a;
+  }
+  return true;
+}
+
+bool CrashExitFromHandler() {
+  // Inside the application's handler for a crash signal, leaving: the crash
+  // path recorded and sealed already; only async-signal-safe work from here.
+  return tls_chain_depth > 0;
 }
 
 }  // namespace flightrec

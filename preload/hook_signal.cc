@@ -1,9 +1,11 @@
 // Signal interposers: sigaction, signal, bsd_signal, sysv_signal and
 // sigprocmask.
-//  * Dispositions: only SIGPROF is touched, and only while the SIGPROF sampler
-//    owns it (sampler/sigprof_sampler.h): the application's SIG_IGN/SIG_DFL
-//    are remembered and honoured, and an application handler makes the
-//    sampler step aside and hand SIGPROF over.
+//  * Dispositions: SIGPROF while the SIGPROF sampler owns it
+//    (sampler/sigprof_sampler.h): the application's SIG_IGN/SIG_DFL are
+//    remembered and honoured, and an application handler makes the sampler
+//    step aside and hand SIGPROF over. The crash signals while crash capture
+//    owns them (preload/crash_handler.h): the application's disposition is
+//    kept behind our handler, which hands signals on to it.
 //  * sigprocmask: a no-op for libunwind's lock on our flush thread while it
 //    unwinds (sampler/stack_unwinder.h, t_in_unwinder); recorder threads keep
 //    every signal blocked, so there is nothing to change.
@@ -15,6 +17,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "preload/crash_handler.h"
 #include "preload/thread_registry.h"
 #include "sampler/sigprof_sampler.h"
 #include "sampler/stack_unwinder.h"
@@ -56,6 +59,25 @@ bool InterceptSignal(sighandler_t handler, int flags, sighandler_t* result) {
   return true;
 }
 
+bool IsCrashSignal(int sig) {
+  return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT;
+}
+
+// signal()-style install of a crash signal behind our crash handler (see
+// crash_handler.h), with the flags the libc variant would use.
+bool InterceptCrashSignal(int sig, sighandler_t handler, int flags, sighandler_t* result) {
+  if (!IsCrashSignal(sig) || handler == SIG_ERR) return false;
+  struct sigaction act, old;
+  std::memset(&act, 0, sizeof(act));
+  std::memset(&old, 0, sizeof(old));
+  act.sa_handler = handler;
+  sigemptyset(&act.sa_mask);
+  act.sa_flags = flags;
+  if (!flightrec::CrashSigaction(sig, &act, &old)) return false;
+  *result = old.sa_handler;
+  return true;
+}
+
 }  // namespace
 
 FR_HOOK int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
@@ -65,12 +87,14 @@ FR_HOOK int sigaction(int sig, const struct sigaction* act, struct sigaction* ol
     int ret = 0;
     if (flightrec::sampler::SigprofInterceptSigaction(act, old, &ret)) return ret;
   }
+  if (IsCrashSignal(sig) && flightrec::CrashSigaction(sig, act, old)) return 0;
   return real(sig, act, old);
 }
 
 FR_HOOK sighandler_t signal(int sig, sighandler_t handler) {
   sighandler_t result;
   if (sig == SIGPROF && InterceptSignal(handler, SA_RESTART, &result)) return result;
+  if (InterceptCrashSignal(sig, handler, SA_RESTART, &result)) return result;
   SignalFn real = Resolve(&g_signal, "signal");
   if (!real) return errno = ENOSYS, SIG_ERR;
   return real(sig, handler);
@@ -79,6 +103,7 @@ FR_HOOK sighandler_t signal(int sig, sighandler_t handler) {
 FR_HOOK sighandler_t bsd_signal(int sig, sighandler_t handler) {
   sighandler_t result;
   if (sig == SIGPROF && InterceptSignal(handler, SA_RESTART, &result)) return result;
+  if (InterceptCrashSignal(sig, handler, SA_RESTART, &result)) return result;
   SignalFn real = Resolve(&g_bsd_signal, "bsd_signal");
   if (!real) return errno = ENOSYS, SIG_ERR;
   return real(sig, handler);
@@ -87,6 +112,7 @@ FR_HOOK sighandler_t bsd_signal(int sig, sighandler_t handler) {
 FR_HOOK sighandler_t sysv_signal(int sig, sighandler_t handler) {
   sighandler_t result;
   if (sig == SIGPROF && InterceptSignal(handler, SA_RESETHAND | SA_NODEFER, &result)) return result;
+  if (InterceptCrashSignal(sig, handler, SA_RESETHAND | SA_NODEFER, &result)) return result;
   SignalFn real = Resolve(&g_sysv_signal, "sysv_signal");
   if (!real) return errno = ENOSYS, SIG_ERR;
   return real(sig, handler);

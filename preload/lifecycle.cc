@@ -15,6 +15,7 @@
 
 #include "preload/alloc_sampler.h"
 #include "preload/clock.h"
+#include "preload/crash_handler.h"
 #include "preload/config.h"
 #include "preload/core_events.h"
 #include "preload/flush_registry_internal.h"
@@ -57,6 +58,10 @@ ProcessInfo CurrentProcessInfo() {
 
 void Shutdown() {
   if (!RuntimeRecording() || getpid() != g_owner_pid) return;
+  // Leaving from inside the application's handler for a crash signal: the
+  // crash path seals (async-signal-safe); the ordinary shutdown could
+  // deadlock on a lock the crashed code held.
+  if (CrashExitFromHandler()) return;
   if (SamplerShutdown) SamplerShutdown();
   const uint64_t start = MonotonicNs();
   StopFlushThread(start + kFlushExitBudgetNs);

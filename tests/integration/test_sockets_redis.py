@@ -5,6 +5,7 @@ itself counted (INFO stats total_net_input_bytes / total_net_output_bytes),
 exactly."""
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -162,3 +163,33 @@ def test_redis_keeps_working_and_byte_totals_match_its_own_counters(fr, trace_di
     # change every event), less under load. The bound leaves room for other
     # machines; the figure itself is printed above.
     assert stored / events < 3.5
+
+
+def test_redis_crash_is_captured_behind_its_own_handler(fr, trace_dir, tmp_path):
+    """redis-server installs its own SIGSEGV handler (a crash report, a memory
+    test, then it re-raises). DEBUG SEGFAULT under the preload: redis still
+    prints its report and dies of SIGSEGV, as without us, and the trace holds
+    the crash with the command's stack, recorded before redis's handler ran."""
+    assert shutil.which("redis-server"), "redis-server is missing: run `make deps`"
+    codes = {}
+    for side, preload in (("plain", False), ("traced", True)):
+        port = free_port()
+        out = trace_dir if preload else tmp_path / "plain"
+        server = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--enable-debug-command", "yes", "--dir", str(tmp_path), "--daemonize", "no"],
+            env=fr.env(out, None, preload), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            sock = connect(port)
+            sock.sendall(resp_command("DEBUG", "SEGFAULT"))
+            log, _ = server.communicate(timeout=60)
+        finally:
+            if server.poll() is None:
+                server.kill()
+        codes[side] = server.returncode
+        assert "crashed by signal" in log or "Crashed running" in log or "SIGSEGV" in log, log[-2000:]
+    assert codes["traced"] == codes["plain"] == -signal.SIGSEGV, codes
+    crashes = fr.events(trace_dir, "crash")
+    assert len(crashes) == 1, crashes
+    names = [f.get("function", "") for f in crashes[0]["stack"]]
+    assert names[0] == "debugCommand" and "processCommand" in names, names

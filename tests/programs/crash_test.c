@@ -1,11 +1,15 @@
 /* crash_test MODE: dies the way MODE says, from a named thread, inside a
  * known call chain (crash_worker -> crash_outer -> crash_here), after doing
  * a little recorded work. MODE: segv | abort | fpe | handled (installs its
- * own SIGSEGV handler, which prints and exits 3) | overflow (unbounded
- * recursion in overflow_stack until the thread's stack runs out) | none
- * (exits 0). */
+ * own SIGSEGV handler, which prints and exits 3) | reraise (a handler like
+ * redis-server's: SA_RESETHAND|SA_NODEFER, prints, re-raises with kill and
+ * dies by the signal) | recovers (1000 faults a handler recovers from with
+ * siglongjmp, as a JVM does with null checks; checks sigaction reports the
+ * handler it installed; exits 0) | overflow (unbounded recursion in
+ * overflow_stack until the thread's stack runs out) | none (exits 0). */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +28,39 @@ static void on_segv(int sig) {
   _exit(3);
 }
 
+static void on_segv_reraise(int sig, siginfo_t* si, void* uc) {
+  (void)si;
+  (void)uc;
+  static const char msg[] = "crash report: SIGSEGV\n";
+  ssize_t w = write(1, msg, sizeof(msg) - 1);
+  (void)w;
+  kill(getpid(), sig);
+}
+
+static sigjmp_buf recover_point;
+static void on_segv_recover(int sig) {
+  (void)sig;
+  siglongjmp(recover_point, 1);
+}
+
+static int recover_many(void) {
+  struct sigaction sa, now;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_segv_recover;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGSEGV, &sa, NULL) != 0) return -1;
+  if (sigaction(SIGSEGV, NULL, &now) != 0 || now.sa_handler != on_segv_recover) {
+    printf("sigaction reports another handler\n");
+    return -1;
+  }
+  int recovered = 0;
+  for (int i = 0; i < 1000; ++i) {
+    if (sigsetjmp(recover_point, 1) == 0) recovered -= *null_ptr;
+    else ++recovered;
+  }
+  return recovered;
+}
+
 /* Each frame keeps a buffer live so the compiler can neither turn the
  * recursion into a loop nor keep the frames small. */
 static volatile int keep_going = 1;
@@ -36,7 +73,9 @@ __attribute__((noinline)) static int overflow_stack(int depth) {
 
 __attribute__((noinline)) static int crash_here(int depth) {
   if (strcmp(mode, "overflow") == 0) return overflow_stack(depth);
-  if (strcmp(mode, "segv") == 0 || strcmp(mode, "handled") == 0) return *null_ptr + depth;
+  if (strcmp(mode, "segv") == 0 || strcmp(mode, "handled") == 0 || strcmp(mode, "reraise") == 0)
+    return *null_ptr + depth;
+  if (strcmp(mode, "recovers") == 0) return recover_many();
   if (strcmp(mode, "abort") == 0) abort();
   if (strcmp(mode, "fpe") == 0) return depth / zero;
   return depth;
@@ -56,6 +95,14 @@ static void* crash_worker(void* arg) {
 int main(int argc, char** argv) {
   mode = argc > 1 ? argv[1] : "none";
   if (strcmp(mode, "handled") == 0) signal(SIGSEGV, on_segv);
+  if (strcmp(mode, "reraise") == 0) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_segv_reraise;
+    sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, NULL);
+  }
   printf("crash_test %s starting\n", mode);
   fflush(stdout);
   pthread_t t;
