@@ -14,9 +14,10 @@
 // current disposition), and run after the crash is recorded and sealed, with
 // the mask and SA_RESETHAND/SA_NODEFER semantics they asked for. A handler
 // that exits (_exit, exit) leaves without the ordinary shutdown
-// (CrashExitFromHandler). A runtime that recovers from faults (a JVM's
-// implicit null checks) shows its first fault as a crash; recording pauses
-// and resumes (flush_thread.cc), and later faults go straight to it.
+// (CrashExitFromHandler). A handler that returns with itself still installed
+// recovered the fault (a JVM's implicit null checks): a crash.recovered
+// event follows the crash, recording resumes, and from then on that
+// signal goes to the application's handler first (g_app_recovers).
 //
 // Stack overflow: a thread that overflows its stack has no stack left to run
 // a handler on, so the kernel would kill the process without us seeing it.
@@ -76,9 +77,29 @@ std::atomic<int> g_in_crash{0};
 using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
 SigactionFn g_real_sigaction = nullptr;  // libc's: ours is the interposer
 
-// Depth of application crash-signal handlers this thread is running (for
-// an exit from inside one: CrashExitFromHandler).
+// Set once the application's handler returned from a crash signal: the
+// application recovers from faults (a JVM). From then on its handler runs
+// first for that signal, and a crash is recorded only if the signal turns out
+// fatal (an exit from the handler, or a fatal signal inside it).
+std::atomic<bool> g_app_recovers[NSIG];
+
+// The application crash-signal handler this thread is running (innermost),
+// for an exit or a fatal signal from inside it.
+struct Chained {
+  int sig;
+  siginfo_t si;
+  void* uc;
+  bool recorded;  // the crash was recorded before the handler ran
+};
 __thread int tls_chain_depth __attribute__((tls_model("initial-exec"))) = 0;
+__thread Chained tls_chain __attribute__((tls_model("initial-exec")));
+uint32_t t_crash_recovered = 0;
+
+struct RecoveredRecord {
+  uint64_t time_ns;
+  int32_t tid;
+  int32_t signo;
+};
 uint32_t g_stack_copy_max = 0;
 uint32_t t_crash = 0;
 
@@ -180,7 +201,7 @@ bool IsAppHandler(const struct sigaction& a) {
 
 // Runs the application's handler as the kernel would have: its sa_mask (and
 // the signal itself unless SA_NODEFER) blocked, SA_RESETHAND applied first.
-void CallAppHandler(int sig, siginfo_t* si, void* uc, const struct sigaction& a) {
+void CallAppHandler(int sig, siginfo_t* si, void* uc, const struct sigaction& a, bool recorded) {
   if (a.sa_flags & SA_RESETHAND) {
     memset(&g_previous[sig], 0, sizeof(g_previous[sig]));
     g_previous[sig].sa_handler = SIG_DFL;
@@ -195,10 +216,13 @@ void CallAppHandler(int sig, siginfo_t* si, void* uc, const struct sigaction& a)
     sigaddset(&un, sig);
     pthread_sigmask(SIG_UNBLOCK, &un, nullptr);
   }
+  const Chained outer = tls_chain;
+  tls_chain = Chained{sig, si ? *si : siginfo_t{}, uc, recorded};
   tls_chain_depth++;
   if (a.sa_flags & SA_SIGINFO) a.sa_sigaction(sig, si, uc);
   else a.sa_handler(sig);
   tls_chain_depth--;
+  tls_chain = outer;
   pthread_sigmask(SIG_SETMASK, &saved, nullptr);
 }
 
@@ -213,23 +237,67 @@ void PassOn(int sig, siginfo_t* si) {
   if (!si || si->si_code <= 0 || sig == SIGABRT) raise(sig);
 }
 
+void PushRecovered(int sig) {
+  ThreadState* ts = CurrentThreadState(false);
+  if (!ts) return;
+  RecordWriter w(kRecCrashRecovered, sizeof(RecoveredRecord), false);
+  if (!w.ok()) return;
+  auto* r = static_cast<RecoveredRecord*>(w.data());
+  r->time_ns = MonotonicNs();
+  r->tid = ts->tid;
+  r->signo = sig;
+}
+
+void RecordAndSeal(int sig, siginfo_t* si, void* uc) {
+  RecordCrash(sig, si, uc);
+  RequestCrashFlushAndWait(MonotonicNs() + kCrashFlushBudgetNs);
+}
+
 void CrashSignalHandler(int sig, siginfo_t* si, void* uc) {
   const int saved_errno = errno;
+  const struct sigaction app = g_previous[sig];
+  const bool app_handler = IsAppHandler(app);
+  if (app_handler && g_app_recovers[sig].load(std::memory_order_relaxed)) {
+    CallAppHandler(sig, si, uc, app, false);  // it handles its faults; fatal ones are caught on the way out
+    return;
+  }
   // Record and seal first, before anything of the application's runs: its
   // crash report may fault again, scribble over memory (redis-server runs a
-  // memory test) or never return. Only the first crash signal is recorded.
+  // memory test) or never return. Fatal inside the handler of an earlier,
+  // unrecorded crash signal: that one is the crash (its context is still on
+  // this stack).
   const bool first = g_in_crash.exchange(1) == 0;
-  if (first && !(tls_thread_flags & kThreadFlagRecorder)) {
-    RecordCrash(sig, si, uc);
-    RequestCrashFlushAndWait(MonotonicNs() + kCrashFlushBudgetNs);
+  const bool record = first && !(tls_thread_flags & kThreadFlagRecorder);
+  if (record) {
+    if (tls_chain_depth > 0 && !tls_chain.recorded) RecordAndSeal(tls_chain.sig, &tls_chain.si, tls_chain.uc);
+    else RecordAndSeal(sig, si, uc);
   }
   errno = saved_errno;
-  const struct sigaction app = g_previous[sig];
-  if (IsAppHandler(app)) {
-    CallAppHandler(sig, si, uc, app);  // it may handle the signal and go on
+  if (app_handler) {
+    CallAppHandler(sig, si, uc, app, record);
+    // It returned with its handler still in place: the application handled
+    // the signal and goes on. (A handler that put the default back, or
+    // SA_RESETHAND, means to die: it re-raises or re-faults; abort() kills
+    // regardless.) Say so, let the next crash be recorded, resume.
+    if (record && sig != SIGABRT && IsAppHandler(g_previous[sig])) {
+      PushRecovered(sig);
+      g_app_recovers[sig].store(true, std::memory_order_relaxed);
+      g_in_crash.store(0, std::memory_order_release);
+      ResumeAfterCrash();
+    }
+    errno = saved_errno;
     return;
   }
   PassOn(sig, si);
+}
+
+void DecodeRecovered(FlushContext& ctx, const RecordHeader& h, const void* payload) {
+  if (h.size < sizeof(RecordHeader) + sizeof(RecoveredRecord) || !t_crash_recovered) return;
+  const auto* r = static_cast<const RecoveredRecord*>(payload);
+  using format::Value;
+  const Value v[] = {Value::U(r->time_ns), Value::U(static_cast<uint64_t>(r->tid)),
+                     Value::U(static_cast<uint64_t>(r->signo)), Value::Str(SignalName(r->signo))};
+  ctx.writer->Append(t_crash_recovered, v, 4);
 }
 
 void DecodeCrash(FlushContext& ctx, const RecordHeader& h, const void* payload) {
@@ -269,6 +337,12 @@ void CrashHandlerInit(const Config& config) {
                               {"fault_addr", FieldType::kUInt, ""},
                               {"stack", FieldType::kStack, ""}}});
   RegisterRecordKind(kRecCrash, "crash", DecodeCrash);
+  t_crash_recovered = DefineEventType({"crash.recovered",
+                                       {{"time", FieldType::kTime, "ns"},
+                                        {"tid", FieldType::kUInt, ""},
+                                        {"signal", FieldType::kUInt, ""},
+                                        {"signal_name", FieldType::kString, ""}}});
+  RegisterRecordKind(kRecCrashRecovered, "crash.recovered", DecodeRecovered);
   uint64_t max = config.stack_copy_bytes;
   const uint64_t ring_room = config.ring_bytes / 2 - sizeof(CrashRecord) - 64;
   if (max > ring_room) max = ring_room;
@@ -298,9 +372,13 @@ bool CrashSigaction(int sig, const struct sigaction* act, struct sigaction* old)
 }
 
 bool CrashExitFromHandler() {
+  if (tls_chain_depth == 0) return false;
   // Inside the application's handler for a crash signal, leaving: the crash
-  // path recorded and sealed already; only async-signal-safe work from here.
-  return tls_chain_depth > 0;
+  // was fatal. Record it unless that was done before the handler ran; only
+  // async-signal-safe work from here.
+  if (!tls_chain.recorded && g_in_crash.exchange(1) == 0 && !(tls_thread_flags & kThreadFlagRecorder))
+    RecordAndSeal(tls_chain.sig, &tls_chain.si, tls_chain.uc);
+  return true;
 }
 
 }  // namespace flightrec

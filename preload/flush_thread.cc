@@ -88,6 +88,7 @@ struct FlushState {
   std::atomic<bool> done{false};
   std::atomic<bool> crash_requested{false};
   std::atomic<bool> crash_done{false};
+  std::atomic<bool> resume_requested{false};  // ResumeAfterCrash
   std::atomic<uint32_t> wake_word{0};  // futex: bumped to cut the sleep short
   pthread_t thread{};
 };
@@ -278,7 +279,8 @@ void DrainRings(FlushState& s, FlushContext& ctx) {
 void Tick(FlushState& s, bool final_tick) {
   const Config& cfg = GetConfig();
   const uint64_t now = MonotonicNs();
-  if (s.paused && now >= s.retry_at_ns) OpenSegment(s, now);
+  if (s.paused && (now >= s.retry_at_ns || s.resume_requested.exchange(false, std::memory_order_acq_rel)))
+    OpenSegment(s, now);
   FlushContext ctx{s.writer, nullptr, now, final_tick};
   DrainRings(s, ctx);
   if (!s.writer->is_open() || StopRequested(s)) return;
@@ -474,6 +476,13 @@ bool RequestCrashFlushAndWait(uint64_t deadline_ns) {
     nanosleep(&ts, nullptr);  // async-signal-safe
   }
   return true;
+}
+
+void ResumeAfterCrash() {
+  FlushState* s = g_state;
+  if (!s) return;
+  s->resume_requested.store(true, std::memory_order_release);
+  Wake(*s);
 }
 
 void RestartFlushThreadInChild(const ProcessInfo& info) {

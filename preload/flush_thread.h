@@ -22,6 +22,9 @@ bool StopFlushThread(uint64_t deadline_ns);
 // drain every ring and seal the active segment now, and waits for it until
 // deadline_ns. Recording pauses afterwards (it resumes if the process lives).
 bool RequestCrashFlushAndWait(uint64_t deadline_ns);
+// The process survived a crash signal (its handler went on): recording, paused
+// after the crash seal, resumes at the next tick. Async-signal-safe.
+void ResumeAfterCrash();
 
 // In a forked child: forget the parent's writer and thread (their memory is
 // abandoned, the inherited fd closed) and start afresh for the child.

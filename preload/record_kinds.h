@@ -24,6 +24,7 @@ enum RecordKind : uint16_t {
   kRecSocketAddr = 31,
   // crash capture
   kRecCrash = 40,
+  kRecCrashRecovered = 41,  // the application's handler returned: it went on
   kRecordKindCount = 64,
 };
 

@@ -6,6 +6,7 @@ from . import cli
 from . import profiles
 
 CRASH_EVENT = "crash"
+RECOVERED_EVENT = "crash.recovered"
 
 
 def register(subparsers):
@@ -60,14 +61,23 @@ def summarize(trace):
 
 
 def crashes(trace):
-    """Crash events (the host died on a fatal signal) with readable stacks."""
+    """Crash events (the host died on a fatal signal) with readable stacks.
+    A crash followed by crash.recovered on its thread (the program's own
+    handler returned and it went on, as a JVM does with a null check) is a
+    recovered fault, not a crash: it is listed with "recovered": True."""
+    recovered = {}
+    for e in trace.events([RECOVERED_EVENT]):
+        key = (e.get("pid"), e.get("tid"), e.get("signal_name"))
+        recovered.setdefault(key, []).append(e.get("time") or 0)
     out = []
     for e in trace.events([CRASH_EVENT]):
+        key = (e.get("pid"), e.get("tid"), e.get("signal_name"))
+        went_on = any(t >= (e.get("time") or 0) for t in recovered.get(key, []))
         frames = e.get("stack") or []
         out.append({
             "pid": e.get("pid"), "tid": e.get("tid"), "time_ns": e.get("time"),
             "signal": e.get("signal_name") or e.get("signal"), "code": e.get("code"),
-            "fault_addr": e.get("fault_addr"),
+            "fault_addr": e.get("fault_addr"), "recovered": went_on,
             "stack": [{"function": profiles.frame_label(f), "file": f.get("file") or "",
                        "line": f.get("line") or 0} for f in frames],
         })
@@ -124,8 +134,8 @@ def print_text(doc):
     names = {(t["pid"], t["tid"]): t["name"] for t in doc["threads"]}
     for c in doc["crashes"]:
         addr = c["fault_addr"]
-        print("\ncrash: %s (code %s%s) in pid %s tid %s \"%s\"" % (
-            c["signal"], c["code"], ", fault address 0x%x" % addr if isinstance(addr, int) else "",
+        print("\n%s: %s (code %s%s) in pid %s tid %s \"%s\"" % (
+            "recovered fault (the program's handler went on)" if c["recovered"] else "crash", c["signal"], c["code"], ", fault address 0x%x" % addr if isinstance(addr, int) else "",
             c["pid"], c["tid"], names.get((c["pid"], c["tid"]), "?")))
         for i, f in enumerate(c["stack"]):
             where = "  %s:%d" % (f["file"], f["line"]) if f["file"] else ""

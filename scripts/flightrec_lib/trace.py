@@ -40,6 +40,7 @@ KNOWN_LAYOUTS = {
     "thread.end": dict(tid=_I, name=_S),
     "recorder.dropped": dict(tid=_I, kind=_S, count=_I),
     "crash": dict(tid=_I, signal=_I, signal_name=_S, code=_I, fault_addr=_I, stack=_K),
+    "crash.recovered": dict(tid=_I, signal=_I, signal_name=_S),
     "cpu.sample": dict(tid=_I, stack=_K, period_ns=_I),
     "offcpu.sample": dict(tid=_I, stack=_K, duration_ns=_I, reason=_S, weight=_I),
     "sampler.lost": dict(tid=_I, count=_I),

@@ -99,6 +99,22 @@ def test_faults_the_application_recovers_from_keep_it_running(fr, trace_dir, tmp
     sealed_info(fr, trace_dir)
 
 
+def test_faults_whose_handler_returns_are_recovered_not_crashes(fr, trace_dir, tmp_path):
+    """1000 faults whose handler fixes the page and returns (a JVM's handler
+    returns too): the first is recorded before the handler runs, then marked
+    crash.recovered when the handler returns; info lists no crash; the later
+    faults go to the handler first and leave nothing; recording goes on."""
+    proc = run_both(fr, trace_dir, tmp_path, "returns")
+    assert proc.returncode == 0 and "no crash: 1001" in proc.stdout, proc.stdout
+    assert len(fr.events(trace_dir, "crash")) == 1
+    assert len(fr.events(trace_dir, "crash.recovered")) == 1
+    doc = sealed_info(fr, trace_dir)
+    assert [c["recovered"] for c in doc["crashes"]] == [True], doc["crashes"]
+    assert "crash: SIGSEGV" not in fr.dump_run("info", trace_dir).stdout
+    # Recording resumed after the seal: the thread's end is in a later segment.
+    assert len(doc["segments"]) >= 2, doc["segments"]
+
+
 def test_crash_capture_can_be_turned_off(fr, trace_dir, tmp_path):
     proc = fr.run([fr.program("crash_test"), "segv"], trace_dir, env={"FLIGHTREC_CRASH": "0"}, check=False)
     assert proc.returncode == -signal.SIGSEGV

@@ -5,15 +5,19 @@
  * redis-server's: SA_RESETHAND|SA_NODEFER, prints, re-raises with kill and
  * dies by the signal) | recovers (1000 faults a handler recovers from with
  * siglongjmp, as a JVM does with null checks; checks sigaction reports the
- * handler it installed; exits 0) | overflow (unbounded recursion in
+ * handler it installed; exits 0) | returns (1000 faults on a PROT_NONE page
+ * whose handler makes the page writable and returns, so the access is
+ * retried and succeeds, as a JVM's handler returns; exits 0) | overflow (unbounded recursion in
  * overflow_stack until the thread's stack runs out) | none (exits 0). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static const char* mode;
@@ -61,6 +65,32 @@ static int recover_many(void) {
   return recovered;
 }
 
+static char* volatile guarded_page;
+static void on_segv_unprotect(int sig, siginfo_t* si, void* uc) {
+  (void)sig;
+  (void)uc;
+  if ((char*)((uintptr_t)si->si_addr & ~(uintptr_t)4095) != guarded_page) _exit(4);
+  mprotect(guarded_page, 4096, PROT_READ | PROT_WRITE);
+}
+
+static int fault_and_return_many(void) {
+  guarded_page = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (guarded_page == MAP_FAILED) return -1;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = on_segv_unprotect;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGSEGV, &sa, NULL) != 0) return -1;
+  int done = 0;
+  for (int i = 0; i < 1000; ++i) {
+    guarded_page[i % 4096] = (char)i;  /* faults, handler unprotects, retried */
+    done += guarded_page[i % 4096] == (char)i;
+    mprotect(guarded_page, 4096, PROT_NONE);
+  }
+  return done;
+}
+
 /* Each frame keeps a buffer live so the compiler can neither turn the
  * recursion into a loop nor keep the frames small. */
 static volatile int keep_going = 1;
@@ -76,6 +106,7 @@ __attribute__((noinline)) static int crash_here(int depth) {
   if (strcmp(mode, "segv") == 0 || strcmp(mode, "handled") == 0 || strcmp(mode, "reraise") == 0)
     return *null_ptr + depth;
   if (strcmp(mode, "recovers") == 0) return recover_many();
+  if (strcmp(mode, "returns") == 0) return fault_and_return_many();
   if (strcmp(mode, "abort") == 0) abort();
   if (strcmp(mode, "fpe") == 0) return depth / zero;
   return depth;
