@@ -4,7 +4,7 @@
 namespace flightrec {
 namespace {
 
-void Add(std::atomic<uint64_t>& v, uint64_t d) { v.store(v.load(std::memory_order_relaxed) + d, std::memory_order_relaxed); }
+void Add(std::atomic<uint64_t>& v, uint64_t d) { v.store(v.load(std::memory_order_relaxed) + d, std::memory_order_release); }
 
 }  // namespace
 
@@ -40,13 +40,12 @@ __attribute__((noinline)) void SummarizeDroppedDataOp(SockGapTable& t, uint64_t 
   } else {
     const uint32_t s = slot->seq.load(std::memory_order_relaxed);
     slot->seq.store(s + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    if (fresh) slot->conn.store(conn, std::memory_order_relaxed);  // counters carry on (see the header)
+    if (fresh) slot->conn.store(conn, std::memory_order_release);  // counters carry on (see the header)
     Add(slot->bytes_in, bytes_in);
     Add(slot->bytes_out, bytes_out);
     Add(slot->ops, 1);
     if (error) Add(slot->errors, 1);
-    slot->last_ns.store(end_ns, std::memory_order_relaxed);
+    slot->last_ns.store(end_ns, std::memory_order_release);
     slot->seq.store(s + 2, std::memory_order_release);
   }
   std::atomic_signal_fence(std::memory_order_seq_cst);

@@ -11,7 +11,10 @@
 // Concurrency: one writer (the owning thread; a signal handler that
 // interrupts it is turned away by owner_busy) and one reader (the flush
 // thread). Each entry is a seqlock: the writer makes seq odd, updates, makes
-// it even; the reader retries on its next tick when seq moved. Counters only
+// it even; the reader retries on its next tick when seq moved. The fields
+// are stored with release and loaded with acquire (no standalone fences, so
+// ThreadSanitizer follows it): a reader that sees any new value also sees
+// seq moved when it checks again. Counters only
 // grow, also across a change of connection: an entry goes to another
 // connection only once the reader has reported all of it (acked_ops == ops,
 // acked_ops written by the reader alone), so whatever the reader finds
@@ -55,13 +58,12 @@ uint64_t HarvestSocketGaps(SockGapTable& t, Fn fn) {
     SockGapEntry& e = t.entries[i];
     const uint32_t s1 = e.seq.load(std::memory_order_acquire);
     if (s1 & 1) continue;
-    const uint64_t conn = e.conn.load(std::memory_order_relaxed);
-    const uint64_t in = e.bytes_in.load(std::memory_order_relaxed);
-    const uint64_t out = e.bytes_out.load(std::memory_order_relaxed);
-    const uint64_t ops = e.ops.load(std::memory_order_relaxed);
-    const uint64_t errors = e.errors.load(std::memory_order_relaxed);
-    const uint64_t last = e.last_ns.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
+    const uint64_t conn = e.conn.load(std::memory_order_acquire);
+    const uint64_t in = e.bytes_in.load(std::memory_order_acquire);
+    const uint64_t out = e.bytes_out.load(std::memory_order_acquire);
+    const uint64_t ops = e.ops.load(std::memory_order_acquire);
+    const uint64_t errors = e.errors.load(std::memory_order_acquire);
+    const uint64_t last = e.last_ns.load(std::memory_order_acquire);
     if (e.seq.load(std::memory_order_relaxed) != s1) continue;  // being written: next tick
     SockGapTable::Reported& r = t.reported[i];
     if (ops == r.ops) continue;
