@@ -125,4 +125,14 @@ void UnpinOutputDir() {
 
 bool OutputDirPinned() { return g_pinned_path != nullptr; }
 
+int ReopenPinnedOutputDir(std::string* path) {
+  if (!g_pinned_path) return -1;
+  if (g_pinned_fd >= 0 && FdWasLost(g_pinned_fd)) g_pinned_fd = -1;  // as OpenOutputDir does
+  if (g_pinned_fd < 0) return -1;
+  // "." through the pinned descriptor: the path itself is out of reach.
+  const int fd = OpenDirNoFollow(g_pinned_fd, ".");
+  if (fd >= 0) *path = *g_pinned_path;
+  return fd;
+}
+
 }  // namespace flightrec

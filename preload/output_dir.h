@@ -58,4 +58,10 @@ void UnpinOutputDir();
 
 bool OutputDirPinned();
 
+// A descriptor of its own on the pinned directory, for the uploader (which
+// runs on its own thread and must outlive a later re-pin), with the
+// directory's path; -1 if nothing is pinned or it cannot be reopened. The
+// caller owns (and protects) it.
+int ReopenPinnedOutputDir(std::string* path);
+
 }  // namespace flightrec

@@ -9,8 +9,8 @@
 
 namespace flightrec::uploader {
 
-int TryLockSegment(const char* path) {
-  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+int TryLockSegmentAt(int dir_fd, const char* name) {
+  int fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return -1;
   struct stat locked;
   if (fstat(fd, &locked) != 0 || !S_ISREG(locked.st_mode)) {
@@ -27,9 +27,9 @@ int TryLockSegment(const char* path) {
     return -1;
   }
   // Between open() and flock() another holder may have deleted or replaced the
-  // file: only a lock on the inode the path names now is worth anything.
+  // file: only a lock on the inode the name refers to now is worth anything.
   struct stat now;
-  if (fstat(fd, &locked) != 0 || locked.st_nlink == 0 || lstat(path, &now) != 0 ||
+  if (fstat(fd, &locked) != 0 || locked.st_nlink == 0 || fstatat(dir_fd, name, &now, AT_SYMLINK_NOFOLLOW) != 0 ||
       now.st_dev != locked.st_dev || now.st_ino != locked.st_ino) {
     close(fd);
     errno = ENOENT;
@@ -42,10 +42,10 @@ void UnlockSegment(int fd) {
   if (fd >= 0) close(fd);  // closing the last descriptor releases the flock
 }
 
-bool TryDeleteSegment(const char* path) {
-  int fd = TryLockSegment(path);
+bool TryDeleteSegmentAt(int dir_fd, const char* name) {
+  int fd = TryLockSegmentAt(dir_fd, name);
   if (fd < 0) return false;
-  bool ok = unlink(path) == 0;
+  bool ok = unlinkat(dir_fd, name, 0) == 0;
   UnlockSegment(fd);
   return ok;
 }

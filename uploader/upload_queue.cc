@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "preload/fd_guard.h"
 #include "uploader/segment_lock.h"
 
 namespace flightrec::uploader {
@@ -31,37 +32,132 @@ bool IsPendingMode(mode_t mode) { return S_ISREG(mode) && (mode & S_IWUSR) != 0;
 UploadQueue::UploadQueue(std::string dir, bool allow_foreign)
     : dir_(TrimSlashes(std::move(dir))), allow_foreign_(allow_foreign) {}
 
-UploadQueue::~UploadQueue() { pthread_mutex_destroy(&incoming_mu_); }
+UploadQueue::~UploadQueue() {
+  DropPinnedDir();
+  pthread_mutex_destroy(&incoming_mu_);
+}
 
 bool UploadQueue::IsSealedSegmentName(std::string_view name) {
   return name.size() > 4 && name[0] != '.' && name.substr(name.size() - 4) == ".seg";
 }
 
+bool UploadQueue::ParseUidDirName(std::string_view name, uid_t* uid) {
+  if (name.size() < 5 || name.size() > 14 || name.substr(0, 4) != "uid-") return false;
+  name.remove_prefix(4);
+  if (name.size() > 1 && name[0] == '0') return false;
+  uint64_t v = 0;
+  for (char c : name) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (v >= static_cast<uid_t>(-1)) return false;  // (uid_t)-1 is "unchanged", never a uid
+  *uid = static_cast<uid_t>(v);
+  return true;
+}
+
 void UploadQueue::Push(const std::string& sealed_path) {
   const size_t slash = sealed_path.rfind('/');
   if (slash == std::string::npos) return;
-  if (TrimSlashes(sealed_path.substr(0, slash)) != dir_) return;
-  std::string name = sealed_path.substr(slash + 1);
-  if (!IsSealedSegmentName(name)) return;
+  PendingSegment segment{"", sealed_path.substr(slash + 1)};
+  if (!IsSealedSegmentName(segment.name)) return;
+  const std::string dir = TrimSlashes(sealed_path.substr(0, slash));
+  if (dir != dir_) {  // OUTPUT/uid-N/name: a process that dropped root
+    const size_t up = dir.rfind('/');
+    uid_t uid;
+    if (up == std::string::npos || TrimSlashes(dir.substr(0, up)) != dir_) return;
+    segment.subdir = dir.substr(up + 1);
+    if (!ParseUidDirName(segment.subdir, &uid)) return;
+  }
   pthread_mutex_lock(&incoming_mu_);
-  incoming_.push_back(std::move(name));
+  incoming_.push_back(std::move(segment));
   pthread_mutex_unlock(&incoming_mu_);
 }
 
 void UploadQueue::FoldIncoming() {
-  std::vector<std::string> batch;
+  std::vector<PendingSegment> batch;
   pthread_mutex_lock(&incoming_mu_);
   batch.swap(incoming_);
   pthread_mutex_unlock(&incoming_mu_);
-  for (std::string& name : batch)
-    if (seen_.insert(name).second) index_.insert(PendingSegment{std::move(name)});
+  for (PendingSegment& segment : batch)
+    if (seen_.insert(segment.Key()).second) index_.insert(std::move(segment));
 }
 
-size_t UploadQueue::Rescan(std::string* error) {
-  DIR* d = opendir(dir_.c_str());
+bool UploadQueue::UsePinnedDir(int dir_fd, const std::string& subdir) {
+  uid_t uid;
+  if (!ParseUidDirName(subdir, &uid)) {
+    UnprotectFd(dir_fd);
+    close(dir_fd);
+    return false;
+  }
+  DropPinnedDir();
+  ProtectFd(dir_fd);  // a daemon closing every descriptor must not close this one
+  pinned_fd_ = dir_fd;
+  pinned_subdir_ = subdir;
+  return true;
+}
+
+void UploadQueue::DropPinnedDir() {
+  if (pinned_fd_ < 0) return;
+  if (!FdWasLost(pinned_fd_)) {
+    UnprotectFd(pinned_fd_);
+    close(pinned_fd_);
+  }
+  pinned_fd_ = -1;
+}
+
+bool UploadQueue::OpenSegmentDir(const std::string& subdir, int* fd, bool* owned, uid_t* owner) {
+  *owner = geteuid();
+  if (!pinned_subdir_.empty()) {
+    // Dropped root: only our own uid-N, through the descriptor.
+    if (subdir != pinned_subdir_) {
+      errno = EACCES;
+      return false;
+    }
+    if (pinned_fd_ >= 0 && FdWasLost(pinned_fd_)) pinned_fd_ = -1;  // the application dup2'd onto it
+    if (pinned_fd_ < 0) {
+      errno = EBADF;
+      return false;
+    }
+    *fd = pinned_fd_;
+    *owned = false;
+    return true;
+  }
+  const int top = open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (top < 0) return false;
+  *owned = true;
+  if (subdir.empty()) {
+    *fd = top;
+    return true;
+  }
+  // One level down, never through a symlink, and only directories of root or
+  // of the uid in the name (what PinOutputDirForUid makes).
+  uid_t uid = 0;
+  const int sub = ParseUidDirName(subdir, &uid)
+                      ? openat(top, subdir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                      : -1;
+  const int saved = errno;
+  close(top);
+  if (sub < 0) {
+    errno = saved;
+    return false;
+  }
+  struct stat st;
+  if (fstat(sub, &st) != 0 || (st.st_uid != 0 && st.st_uid != uid && !allow_foreign_)) {
+    close(sub);
+    errno = EPERM;
+    return false;
+  }
+  *fd = sub;
+  *owner = uid;
+  return true;
+}
+
+size_t UploadQueue::ScanDir(int dir_fd, const std::string& subdir) {
+  // A descriptor of its own for the DIR stream: dir_fd stays the caller's.
+  const int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* d = fd >= 0 ? fdopendir(fd) : nullptr;
   if (!d) {
-    // Not created yet (the flush thread makes it) is normal, not an error.
-    if (errno != ENOENT) *error = "cannot scan " + dir_ + ": " + strerror(errno);
+    if (fd >= 0) close(fd);
     return 0;
   }
   size_t added = 0;
@@ -69,8 +165,9 @@ size_t UploadQueue::Rescan(std::string* error) {
     if (!IsSealedSegmentName(e->d_name)) continue;
     struct stat st;
     if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !IsPendingMode(st.st_mode)) continue;
-    if (seen_.insert(e->d_name).second) {
-      index_.insert(PendingSegment{e->d_name});
+    PendingSegment segment{subdir, e->d_name};
+    if (seen_.insert(segment.Key()).second) {
+      index_.insert(std::move(segment));
       added++;
     }
   }
@@ -78,18 +175,53 @@ size_t UploadQueue::Rescan(std::string* error) {
   return added;
 }
 
+size_t UploadQueue::Rescan(std::string* error) {
+  int fd = -1;
+  bool owned = false;
+  uid_t owner;
+  const std::string& top = pinned_subdir_;  // "" unless we dropped root
+  if (!OpenSegmentDir(top, &fd, &owned, &owner)) {
+    // Not created yet (the flush thread makes it) is normal, not an error.
+    if (errno != ENOENT) *error = "cannot scan " + where() + ": " + strerror(errno);
+    return 0;
+  }
+  size_t added = ScanDir(fd, top);
+  if (pinned_subdir_.empty() && geteuid() == 0) {
+    // Root: also what processes that dropped to uid N left in uid-N.
+    std::vector<std::string> subdirs;
+    const int list_fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (DIR* d = list_fd >= 0 ? fdopendir(list_fd) : nullptr) {
+      uid_t uid;
+      while (dirent* e = readdir(d))
+        if ((e->d_type == DT_DIR || e->d_type == DT_UNKNOWN) && ParseUidDirName(e->d_name, &uid))
+          subdirs.emplace_back(e->d_name);
+      closedir(d);
+    } else if (list_fd >= 0) {
+      close(list_fd);
+    }
+    for (const std::string& subdir : subdirs) {
+      int sub = -1;
+      bool sub_owned = false;
+      if (!OpenSegmentDir(subdir, &sub, &sub_owned, &owner)) continue;  // a symlink, not ours, gone
+      added += ScanDir(sub, subdir);
+      if (sub_owned) close(sub);
+    }
+  }
+  if (owned) close(fd);
+  return added;
+}
+
 bool UploadQueue::PopOldest(PendingSegment* out) {
   FoldIncoming();
   if (index_.empty()) return false;
-  // Names start with a UTC timestamp (preload/segment_files.h): name order is age order.
   *out = *index_.begin();
   index_.erase(index_.begin());
-  seen_.erase(out->name);
+  seen_.erase(out->Key());
   return true;
 }
 
 void UploadQueue::Return(const PendingSegment& segment) {
-  if (seen_.insert(segment.name).second) index_.insert(segment);
+  if (seen_.insert(segment.Key()).second) index_.insert(segment);
 }
 
 size_t UploadQueue::size() {
@@ -98,25 +230,26 @@ size_t UploadQueue::size() {
 }
 
 ClaimStatus UploadQueue::Claim(const PendingSegment& segment, ClaimedSegment* out) {
-  const std::string path = dir_ + "/" + segment.name;
-  int fd = TryLockSegment(path.c_str());
-  if (fd < 0) return errno == EWOULDBLOCK ? ClaimStatus::kBusy : ClaimStatus::kGone;
+  int dir_fd = -1;
+  bool own_dir = false;
+  uid_t owner;
+  if (!OpenSegmentDir(segment.subdir, &dir_fd, &own_dir, &owner)) return ClaimStatus::kGone;  // out of reach
+  auto fail = [&](int fd, ClaimStatus status) {
+    UnlockSegment(fd);
+    if (own_dir) close(dir_fd);
+    return status;
+  };
+  const int fd = TryLockSegmentAt(dir_fd, segment.name.c_str());
+  if (fd < 0) return fail(-1, errno == EWOULDBLOCK ? ClaimStatus::kBusy : ClaimStatus::kGone);
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    UnlockSegment(fd);
-    return ClaimStatus::kGone;
-  }
+  if (fstat(fd, &st) != 0) return fail(fd, ClaimStatus::kGone);
   // Checked under the lock: whoever held it before us may have shipped it.
-  if (!IsPendingMode(st.st_mode)) {
-    UnlockSegment(fd);
-    return ClaimStatus::kShipped;
-  }
-  if (!allow_foreign_ && st.st_uid != geteuid()) {
-    UnlockSegment(fd);
-    return ClaimStatus::kForeign;
-  }
+  if (!IsPendingMode(st.st_mode)) return fail(fd, ClaimStatus::kShipped);
+  if (!allow_foreign_ && st.st_uid != geteuid() && st.st_uid != owner) return fail(fd, ClaimStatus::kForeign);
   out->fd = fd;
-  out->path = path;
+  out->dir_fd = dir_fd;
+  out->own_dir_fd = own_dir;
+  out->path = (segment.subdir.empty() ? dir_ : dir_ + "/" + segment.subdir) + "/" + segment.name;
   out->name = segment.name;
   out->size = static_cast<uint64_t>(st.st_size);
   out->mtime_seconds = static_cast<int64_t>(st.st_mtim.tv_sec);
@@ -130,18 +263,20 @@ bool UploadQueue::Finish(ClaimedSegment* claimed, bool keep_local, std::string* 
       ok = false;
       *error = "cannot mark " + claimed->path + " as uploaded: " + strerror(errno);
     }
-  } else if (unlink(claimed->path.c_str()) != 0 && errno != ENOENT) {
+  } else if (unlinkat(claimed->dir_fd, claimed->name.c_str(), 0) != 0 && errno != ENOENT) {
     ok = false;
     *error = "cannot delete uploaded " + claimed->path + ": " + strerror(errno);
   }
-  UnlockSegment(claimed->fd);
-  claimed->fd = -1;
+  Release(claimed);
   return ok;
 }
 
 void UploadQueue::Release(ClaimedSegment* claimed) {
   UnlockSegment(claimed->fd);
   claimed->fd = -1;
+  if (claimed->own_dir_fd && claimed->dir_fd >= 0) close(claimed->dir_fd);
+  claimed->dir_fd = -1;
+  claimed->own_dir_fd = false;
 }
 
 void UploadQueue::OnSuccess() {

@@ -14,7 +14,9 @@
 
 #include "preload/clock.h"
 #include "preload/flush_registry.h"
+#include "preload/fd_guard.h"
 #include "preload/log.h"
+#include "preload/output_dir.h"
 #include "preload/recorder_thread.h"
 #include "uploader/credentials.h"
 #include "uploader/s3_client.h"
@@ -69,6 +71,12 @@ struct Uploader final : S3Control {
   pthread_mutex_t step_mu = PTHREAD_MUTEX_INITIALIZER;
   std::atomic<bool> exiting{false};
 
+  // A process that dropped root: its uid-N directory, handed from the seal
+  // hook to the thread. pending_subdir is guarded by mu; the descriptor
+  // travels in g_pin_pending.
+  std::string pending_subdir;
+  std::string handed_pin_path;  // seal hooks only (the writer's owner)
+
   // Upload thread only.
   std::set<std::string> logged_causes;
   JitterRandom random{0};
@@ -120,6 +128,17 @@ std::atomic<Uploader*> g_uploader{nullptr};
 // read) to clone when the child seals its first segment.
 std::atomic<Uploader*> g_restart_from{nullptr};
 std::atomic<uint64_t> g_forked_at_ns{0};  // CLOCK_MONOTONIC of the fork, in a child
+// Our own descriptors on the pinned uid-N directory: made by the seal hook
+// (pending), then adopted by the queue. Atomics so that a forked child can
+// close the parent's (UploaderAtFork); its own uploader reopens.
+std::atomic<int> g_pin_pending{-1};
+std::atomic<int> g_pin_adopted{-1};
+
+void ClosePinFd(int fd) {
+  if (fd < 0) return;
+  UnprotectFd(fd);
+  close(fd);
+}
 
 // Logs each distinct cause once per process: an outage or a bad key gives
 // one line, not one per segment or per retry.
@@ -141,17 +160,17 @@ void ReportFailure(Uploader* u, const S3Result& r) {
   const char* detail = r.detail.empty() ? "" : r.detail.c_str();
   const char* sep = r.detail.empty() ? "" : " - ";
   if (r.local_error) {
-    LogOnceForCause(u, cause, LogLevel::kWarn, "S3 upload skipped a segment in %s: %s", u->queue.dir().c_str(),
+    LogOnceForCause(u, cause, LogLevel::kWarn, "S3 upload skipped a segment in %s: %s", u->queue.where().c_str(),
                     cause.c_str());
   } else if (r.verdict == Verdict::kFatal) {
     LogOnceForCause(u, cause, LogLevel::kWarn,
                     "S3 upload to bucket %s rejected: %s%s%s; check credentials, bucket and region. Segments stay "
                     "in %s; retrying later",
-                    u->bucket.c_str(), cause.c_str(), sep, detail, u->queue.dir().c_str());
+                    u->bucket.c_str(), cause.c_str(), sep, detail, u->queue.where().c_str());
   } else {
     LogOnceForCause(u, cause, LogLevel::kWarn,
                     "S3 unavailable (%s after %u attempts); segments stay in %s and are uploaded when it is back",
-                    cause.c_str(), r.attempts, u->queue.dir().c_str());
+                    cause.c_str(), r.attempts, u->queue.where().c_str());
   }
 }
 
@@ -209,6 +228,21 @@ void RunRound(Uploader* u, S3Client* client, bool shutting) {
   }
 }
 
+// Upload thread: the process dropped root and records in OUTPUT/uid-N now;
+// ship from there, through the descriptor the seal hook made while it could.
+bool AdoptPinnedDir(Uploader* u) {
+  pthread_mutex_lock(&u->mu);
+  const int fd = g_pin_pending.exchange(-1, std::memory_order_acq_rel);
+  const std::string subdir = u->pending_subdir;
+  pthread_mutex_unlock(&u->mu);
+  if (fd < 0) return false;
+  g_pin_adopted.store(-1, std::memory_order_release);  // the queue closes the one it had
+  if (!u->queue.UsePinnedDir(fd, subdir)) return false;
+  g_pin_adopted.store(fd, std::memory_order_release);
+  Log(LogLevel::kDebug, "uploading from %s", u->queue.where().c_str());
+  return true;
+}
+
 void Rescan(Uploader* u) {
   std::string error;
   u->queue.Rescan(&error);
@@ -222,7 +256,7 @@ void Run(Uploader* u) {
   const CredentialSource source = LoadCredentials(u->cred_env, &credentials, &error);
   if (source == CredentialSource::kNone) {
     Log(LogLevel::kWarn, "S3 upload off: no AWS credentials (%s); segments stay in %s", error.c_str(),
-        u->queue.dir().c_str());
+        u->queue.where().c_str());
     return;
   }
   Log(LogLevel::kInfo, "uploading sealed segments to s3://%s/%s via %s://%s (credentials from %s)",
@@ -256,7 +290,8 @@ void Run(Uploader* u) {
     pthread_mutex_unlock(&u->mu);
 
     // At exit too: forked children and other processes may have left segments.
-    if (shutting || MonotonicNs() >= next_rescan) {
+    const bool moved = AdoptPinnedDir(u);
+    if (shutting || moved || MonotonicNs() >= next_rescan) {
       Rescan(u);
       next_rescan = MonotonicNs() + kRescanNs;
     }
@@ -265,7 +300,7 @@ void Run(Uploader* u) {
       const size_t left = u->queue.size();
       if (left)
         Log(LogLevel::kWarn, "exit: %zu sealed segment(s) not uploaded; left in %s for a later run", left,
-            u->queue.dir().c_str());
+            u->queue.where().c_str());
       return;  // ~S3Client leaves libcurl alone once `exiting` is set
     }
   }
@@ -308,6 +343,25 @@ Uploader* CloneForChild(const Uploader* parent) {
   return u;
 }
 
+// Seal hook: the segment was sealed in the pinned OUTPUT/uid-N (this process
+// dropped root), new to this uploader. Only the writer's owner may look at
+// the pinned directory, so the descriptor for the thread is made here.
+void HandOverPinnedDir(Uploader* u, const std::string& sealed_path) {
+  if (!OutputDirPinned()) return;
+  const size_t slash = sealed_path.rfind('/');
+  if (slash == std::string::npos || sealed_path.compare(0, slash, u->handed_pin_path) == 0) return;
+  std::string path;
+  const int fd = ReopenPinnedOutputDir(&path);
+  if (fd < 0) return;
+  ProtectFd(fd);
+  u->handed_pin_path = path;
+  pthread_mutex_lock(&u->mu);
+  u->pending_subdir = path.substr(path.rfind('/') + 1);
+  const int stale = g_pin_pending.exchange(fd, std::memory_order_acq_rel);
+  pthread_mutex_unlock(&u->mu);
+  ClosePinFd(stale);  // never adopted: still ours
+}
+
 // Flush thread, once per sealed segment. Enqueue and signal; never blocks.
 void SealHook(const std::string& sealed_path) {
   if (g_restart_from.load(std::memory_order_acquire) &&
@@ -318,6 +372,7 @@ void SealHook(const std::string& sealed_path) {
   }
   Uploader* u = g_uploader.load(std::memory_order_acquire);
   if (!u) return;
+  HandOverPinnedDir(u, sealed_path);
   u->queue.Push(sealed_path);
   pthread_mutex_lock(&u->mu);
   u->wake = true;
@@ -441,6 +496,9 @@ void UploaderAtFork() {
     g_forked_at_ns.store(MonotonicNs(), std::memory_order_release);
     g_restart_from.store(parent, std::memory_order_release);
   }
+  // The parent's descriptors on its uid-N: this child's uploader makes its own.
+  ClosePinFd(g_pin_pending.exchange(-1, std::memory_order_acq_rel));
+  ClosePinFd(g_pin_adopted.exchange(-1, std::memory_order_acq_rel));
 }
 
 }  // namespace flightrec

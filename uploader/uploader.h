@@ -8,7 +8,10 @@
 // and signal, never blocks) and a shutdown hook (ship what it can until the
 // deadline, then return), initialises libcurl/OpenSSL while the process is
 // still single-threaded, and starts the thread, which first scans
-// FLIGHTREC_OUTPUT for segments left by earlier runs.
+// FLIGHTREC_OUTPUT (as root, its uid-N subdirectories too) for segments left
+// by earlier runs. After a privilege drop the seal hook hands the thread a
+// descriptor of the pinned OUTPUT/uid-N, where it works from then on
+// (uploader/upload_queue.h).
 //
 // The thread never records itself (MarkRecorderThread), runs with every
 // signal blocked, and never slows the host: a slow or dead S3 only delays

@@ -1,15 +1,19 @@
-// priv_drop MODE ROUNDS: started as root, forks a child that switches user
-// the way nginx switches its workers (setgroups, setgid, setuid) and works on
-// both sides of the switch. MODE "drop" switches to uid/gid 65534 (nobody);
-// "stay" calls setuid(0) (root to root: nothing changes).
+// priv_drop MODE ROUNDS [LINGER_S]: started as root, forks a child that
+// switches user the way nginx switches its workers (setgroups, setgid,
+// setuid) and works on both sides of the switch. MODE "drop" switches to uid/gid 65534 (nobody);
+// "stay" calls setuid(0) (root to root: nothing changes). MODE "self" does
+// the child's work, switching to nobody, in the process itself (no fork: a
+// single-process daemon; its recorder threads already run when it switches).
 //
 // The child makes a socketpair, sends ROUNDS/2 messages of MSG bytes from
 // one end to the other, switches, sends ROUNDS - ROUNDS/2 more, closes both
 // ends; after the switch it also makes ROUNDS allocations of ALLOC_SIZE
-// bytes and burns CPU in child_burn(). The parent (root) waits for it.
+// bytes and burns CPU in child_burn(), then sleeps LINGER_S seconds (a
+// long-lived worker: its recorder rotates and uploads meanwhile). The parent
+// (root) waits for it.
 //
 // prints "child pid=P uid=U output=OK|EACCES|..." (can the child still open
-// $FLIGHTREC_OUTPUT by path?) and "parent done status=S".
+// $FLIGHTREC_OUTPUT by path?) and, except in "self" mode, "parent done status=S".
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +31,7 @@
 #define NOBODY 65534
 
 static volatile unsigned long g_sink;
+static unsigned g_linger_seconds;
 static void* volatile g_block;
 
 static double cpu_seconds(void) {
@@ -77,6 +82,7 @@ static int child(int drop, int rounds) {
   child_burn(0.3);
   close(sv[0]);
   close(sv[1]);
+  for (unsigned left = g_linger_seconds; left > 0;) left = sleep(left);
   const char* out = getenv("FLIGHTREC_OUTPUT");
   const int fd = out ? open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
   printf("child pid=%d uid=%d output=%s\n", (int)getpid(), (int)getuid(),
@@ -86,8 +92,9 @@ static int child(int drop, int rounds) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 3 || (strcmp(argv[1], "drop") != 0 && strcmp(argv[1], "stay") != 0)) {
-    fprintf(stderr, "usage: priv_drop drop|stay ROUNDS\n");
+  if ((argc != 3 && argc != 4) ||
+      (strcmp(argv[1], "drop") != 0 && strcmp(argv[1], "stay") != 0 && strcmp(argv[1], "self") != 0)) {
+    fprintf(stderr, "usage: priv_drop drop|stay|self ROUNDS [LINGER_S]\n");
     return 2;
   }
   if (geteuid() != 0) {
@@ -95,6 +102,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int rounds = atoi(argv[2]);
+  if (argc == 4) g_linger_seconds = (unsigned)atoi(argv[3]);
+  if (strcmp(argv[1], "self") == 0) return child(1, rounds);
   fflush(stdout);
   const pid_t pid = fork();
   if (pid < 0) return 1;

@@ -164,7 +164,7 @@ TEST_CASE("uploader_queue: claim, finish (delete or keep read-only), release") {
   CHECK(q.Claim(s, &c) == ClaimStatus::kShipped);
 
   const std::string d = dir.Write(SegName(3), "third");
-  PendingSegment third{SegName(3)};
+  PendingSegment third{"", SegName(3)};
   REQUIRE(q.Claim(third, &c) == ClaimStatus::kClaimed);
   ClaimedSegment other;
   CHECK(q.Claim(third, &other) == ClaimStatus::kBusy);
@@ -173,6 +173,142 @@ TEST_CASE("uploader_queue: claim, finish (delete or keep read-only), release") {
   CHECK(LockResultInChild(d) == 0);
   unlink(d.c_str());
   CHECK(q.Claim(third, &c) == ClaimStatus::kGone);
+}
+
+TEST_CASE("uploader_queue: uid-N names as output_dir makes them") {
+  uid_t uid = 1;
+  CHECK(UploadQueue::ParseUidDirName("uid-65534", &uid));
+  CHECK(uid == 65534);
+  CHECK(UploadQueue::ParseUidDirName("uid-0", &uid));
+  CHECK(uid == 0);
+  for (const char* bad : {"uid-", "uid-007", "uid-12a", "uid--1", "uid-4294967295", "uid-99999999999", "UID-5",
+                          "xuid-5", "uid-5/"})
+    CHECK_MESSAGE(!UploadQueue::ParseUidDirName(bad, &uid), bad);
+}
+
+TEST_CASE("uploader_queue: root ships leftovers in OUTPUT/uid-N, one level, never through a symlink") {
+  if (geteuid() != 0) {
+    MESSAGE("skipped: needs root (directories of other uids)");
+    return;
+  }
+  TempDir dir;
+  auto subdir = [&](const std::string& name, uid_t owner) {
+    const std::string p = dir.path + "/" + name;
+    REQUIRE(mkdir(p.c_str(), 0700) == 0);
+    REQUIRE(chown(p.c_str(), owner, owner) == 0);
+    return name;
+  };
+  auto write_as = [&](const std::string& rel, uid_t owner, const std::string& data) {
+    const std::string p = dir.Write(rel, data);
+    REQUIRE(chown(p.c_str(), owner, owner) == 0);
+    return p;
+  };
+  dir.Write(SegName(1), "top");
+  const std::string worker = subdir("uid-4242", 4242);                    // made by PinOutputDirForUid
+  const std::string mine = write_as(worker + "/" + SegName(2), 4242, "worker's");
+  const std::string same_name = write_as(worker + "/" + SegName(1), 4242, "same name, other directory");
+  write_as(worker + "/" + SegName(3), 999, "someone else's file");
+  write_as(worker + "/" + SegName(9), 4242, "shipped and kept");
+  chmod((dir.path + "/" + worker + "/" + SegName(9)).c_str(), 0400);
+  subdir(worker + "/uid-4242", 4242);                                     // two levels down: not looked at
+  write_as(worker + "/uid-4242/" + SegName(4), 4242, "nested");
+  subdir("uid-4343", 1000);                                               // neither root nor 4343
+  write_as("uid-4343/" + SegName(5), 4343, "planted");
+  subdir("uid-0077", 77);                                                 // not a name we make
+  write_as("uid-0077/" + SegName(6), 77, "odd name");
+  TempDir elsewhere;
+  elsewhere.Write(SegName(7), "behind a symlink");
+  REQUIRE(symlink(elsewhere.path.c_str(), (dir.path + "/uid-4444").c_str()) == 0);
+  dir.Write("uid-4545", "a file, not a directory");
+
+  UploadQueue q(dir.path);
+  std::string error;
+  CHECK(q.Rescan(&error) == 4);
+  CHECK(error.empty());
+  std::vector<std::string> keys;
+  for (PendingSegment s; q.PopOldest(&s);) keys.push_back(s.Key());
+  CHECK(keys == std::vector<std::string>{SegName(1), worker + "/" + SegName(1), worker + "/" + SegName(2),
+                                         worker + "/" + SegName(3)});
+
+  // The seal hook's paths: uid-N subdirectories of ours only.
+  q.Push(dir.path + "/" + worker + "/" + SegName(2));
+  q.Push(dir.path + "/uid-x/" + SegName(8));
+  q.Push(dir.path + "/" + worker + "/uid-4242/" + SegName(4));
+  q.Push(elsewhere.path + "/uid-4242/" + SegName(8));
+  PendingSegment s;
+  REQUIRE(q.PopOldest(&s));
+  CHECK(s.Key() == worker + "/" + SegName(2));
+  CHECK_FALSE(q.PopOldest(&s));
+
+  // A live worker shipping it holds the lock: root waits its turn.
+  const int worker_lock = TryLockSegmentAt(AT_FDCWD, mine.c_str());
+  REQUIRE(worker_lock >= 0);
+  ClaimedSegment c;
+  CHECK(q.Claim(s, &c) == ClaimStatus::kBusy);
+  UnlockSegment(worker_lock);
+  REQUIRE(q.Claim(s, &c) == ClaimStatus::kClaimed);
+  CHECK(c.path == dir.path + "/" + worker + "/" + SegName(2));
+  CHECK(c.size == 8);
+  CHECK(LockResultInChild(mine) == 1);  // and now the worker would find it busy
+  REQUIRE(q.Finish(&c, /*keep_local=*/false, &error));
+  CHECK_FALSE(fs::exists(mine));
+  CHECK(fs::exists(same_name));
+  CHECK(q.Claim(PendingSegment{worker, SegName(3)}, &c) == ClaimStatus::kForeign);
+  CHECK(q.Claim(PendingSegment{"uid-4343", SegName(5)}, &c) == ClaimStatus::kGone);  // directory refused
+  CHECK(q.Claim(PendingSegment{"uid-4444", SegName(7)}, &c) == ClaimStatus::kGone);  // symlink refused
+  REQUIRE(q.Claim(PendingSegment{worker, SegName(1)}, &c) == ClaimStatus::kClaimed);
+  REQUIRE(q.Finish(&c, /*keep_local=*/true, &error));
+  struct stat st;
+  REQUIRE(stat(same_name.c_str(), &st) == 0);
+  CHECK(((st.st_mode & 0777) == 0400 && st.st_uid == 4242));
+  // Left: the top-level one it never claimed, and the foreign file (a claim refuses it again).
+  CHECK(q.Rescan(&error) == 2);
+  CHECK(DrainNames(q) == std::vector<std::string>{SegName(1), SegName(3)});
+}
+
+TEST_CASE("uploader_queue: a process that dropped root works in its uid-N through the descriptor") {
+  TempDir dir;
+  const std::string sub = "uid-" + std::to_string(geteuid());
+  REQUIRE(mkdir((dir.path + "/" + sub).c_str(), 0700) == 0);
+  dir.Write(SegName(1), "top: root's, out of reach now");
+  const std::string a = dir.Write(sub + "/" + SegName(2), "pinned");
+  dir.Write(sub + "/" + SegName(3), "pinned too");
+  const int fd = open((dir.path + "/" + sub).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  UploadQueue q(dir.path);
+  q.Push(dir.path + "/" + SegName(1));  // sealed before the drop
+  CHECK_FALSE(q.UsePinnedDir(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC), "not-a-uid-dir"));
+  REQUIRE(q.UsePinnedDir(fd, sub));
+  CHECK(q.where() == dir.path + "/" + sub);
+  // Paths out of reach from here on: move the whole tree away, as a dropped
+  // process cannot enter OUTPUT any more.
+  const std::string moved = dir.path + ".moved";
+  REQUIRE(rename(dir.path.c_str(), moved.c_str()) == 0);
+  struct Restore {
+    std::string from, to;
+    ~Restore() { rename(from.c_str(), to.c_str()); }
+  } restore{moved, dir.path};
+  std::string error;
+  CHECK(q.Rescan(&error) == 2);  // uid-N only: OUTPUT is root's job
+  CHECK(error.empty());
+  q.Push(dir.path + "/" + sub + "/" + SegName(4));  // sealed after the drop (not on disk: gone)
+  std::vector<std::string> keys;
+  std::vector<ClaimStatus> claims;
+  for (PendingSegment s; q.PopOldest(&s);) {
+    keys.push_back(s.Key());
+    ClaimedSegment c;
+    claims.push_back(q.Claim(s, &c));
+    if (claims.back() == ClaimStatus::kClaimed) {
+      CHECK(c.path == dir.path + "/" + sub + "/" + s.name);  // messages name it as the user knows it
+      REQUIRE(q.Finish(&c, /*keep_local=*/false, &error));
+    }
+  }
+  CHECK(keys == std::vector<std::string>{SegName(1), sub + "/" + SegName(2), sub + "/" + SegName(3),
+                                         sub + "/" + SegName(4)});
+  CHECK(claims == std::vector<ClaimStatus>{ClaimStatus::kGone, ClaimStatus::kClaimed, ClaimStatus::kClaimed,
+                                           ClaimStatus::kGone});
+  CHECK(fs::exists(moved + "/" + SegName(1)));
+  CHECK(fs::is_empty(moved + "/" + sub));
 }
 
 TEST_CASE("uploader_queue: outage backoff grows, is capped, and resets") {
