@@ -557,7 +557,8 @@ void TuneSwitchPeriod(Slot& s, uint64_t now_ns, bool overflowed) {
   // The event's count is every switch, even when the ring overflowed and
   // SWITCH records were lost; the records are the fallback.
   uint64_t outs = s.tune_outs, count = 0;
-  if (read(s.sw_fd, &count, sizeof(count)) == sizeof(count)) {
+  // The raw syscall: read() is one of our own socket hooks.
+  if (syscall(SYS_read, s.sw_fd, &count, sizeof(count)) == static_cast<long>(sizeof(count))) {
     if (s.tune_count_ok && count >= s.tune_count) outs = std::max(outs, count - s.tune_count);
     s.tune_count = count;
     s.tune_count_ok = true;
