@@ -43,16 +43,23 @@ std::atomic<SigactionFn> g_sigaction;
 std::atomic<SignalFn> g_signal, g_bsd_signal, g_sysv_signal;
 std::atomic<SigprocmaskFn> g_sigprocmask;
 
-// signal()-style install of SIGPROF through the sampler, with the flags the
-// libc variant would use. Returns true if the sampler handled it.
-bool InterceptSignal(sighandler_t handler, int flags, sighandler_t* result) {
-  if (!flightrec::sampler::SigprofInstalled()) return false;
-  struct sigaction act, old;
+// The sigaction a signal()-family call means: handler, empty mask, and the
+// flags the libc variant uses.
+struct sigaction SignalStyleAction(sighandler_t handler, int flags) {
+  struct sigaction act;
   std::memset(&act, 0, sizeof(act));
-  std::memset(&old, 0, sizeof(old));
   act.sa_handler = handler;
   sigemptyset(&act.sa_mask);
   act.sa_flags = flags;
+  return act;
+}
+
+// signal()-style install of SIGPROF through the sampler. Returns true if the
+// sampler handled it.
+bool InterceptSignal(sighandler_t handler, int flags, sighandler_t* result) {
+  if (!flightrec::sampler::SigprofInstalled()) return false;
+  struct sigaction act = SignalStyleAction(handler, flags), old;
+  std::memset(&old, 0, sizeof(old));
   int ret = 0;
   if (!flightrec::sampler::SigprofInterceptSigaction(&act, &old, &ret)) return false;
   *result = ret == 0 ? old.sa_handler : SIG_ERR;
@@ -64,15 +71,11 @@ bool IsCrashSignal(int sig) {
 }
 
 // signal()-style install of a crash signal behind our crash handler (see
-// crash_handler.h), with the flags the libc variant would use.
+// crash_handler.h).
 bool InterceptCrashSignal(int sig, sighandler_t handler, int flags, sighandler_t* result) {
   if (!IsCrashSignal(sig) || handler == SIG_ERR) return false;
-  struct sigaction act, old;
-  std::memset(&act, 0, sizeof(act));
+  struct sigaction act = SignalStyleAction(handler, flags), old;
   std::memset(&old, 0, sizeof(old));
-  act.sa_handler = handler;
-  sigemptyset(&act.sa_mask);
-  act.sa_flags = flags;
   if (!flightrec::CrashSigaction(sig, &act, &old)) return false;
   *result = old.sa_handler;
   return true;

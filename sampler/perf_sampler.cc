@@ -249,6 +249,18 @@ void CloseSlotFds(Slot& s) {
   s.sw_fd = s.cpu_fd = -1;
 }
 
+// Switch thinning back to period 1, a rate window starting at start_ns (0:
+// none yet) from a count of zero (the event's count once it is enabled).
+void ResetSwitchThinning(Slot& s, uint64_t start_ns) {
+  s.sw_period = s.prev_sw_period = 1;
+  s.tune_start = start_ns;
+  s.tune_outs = s.tune_count = s.last_switch_count = 0;
+  s.tune_count_ok = start_ns != 0;
+  s.lost_since_switch_sample = false;
+  s.windows_since_change = 0;
+  s.batch_lost = 0;
+}
+
 // By the slot's current owner (kDraining or kClosing): the thread is gone
 // and the ring drained or saved.
 void Reclaim(Slot& s) {
@@ -260,11 +272,7 @@ void Reclaim(Slot& s) {
   s.base = nullptr;
   s.map_len = 0;
   s.pending = false;
-  s.sw_period = s.prev_sw_period = 1;
-  s.tune_start = s.tune_outs = s.tune_count = s.last_switch_count = 0;
-  s.tune_count_ok = s.lost_since_switch_sample = false;
-  s.windows_since_change = 0;
-  s.batch_lost = 0;
+  ResetSwitchThinning(s, 0);
   s.retire.store(false, std::memory_order_relaxed);
   s.state.store(kFree, std::memory_order_release);
 }
@@ -742,17 +750,11 @@ bool PerfArmThread(pid_t tid, bool self) {
   s.cpu_fd = s.sw_fd = -1;
   s.base = nullptr;
   s.pending = false;
-  s.sw_period = s.prev_sw_period = 1;
   // The first rate window starts now, from a count of zero: a thread that
   // switches hard from its first moment gets its period at the first drain.
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  s.tune_start = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-  s.tune_count = s.tune_outs = s.last_switch_count = 0;
-  s.tune_count_ok = true;
-  s.lost_since_switch_sample = false;
-  s.windows_since_change = 0;
-  s.batch_lost = 0;
+  ResetSwitchThinning(s, static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec));
   perf_event_attr a = Attr(g->opts, g->hardware, false, g->kernel);
   s.cpu_fd = OpenGuarded(&a, tid);
   if (s.cpu_fd < 0) {
@@ -845,6 +847,14 @@ void PerfDisarmSelf() {
   }
 }
 
+// kActive -> kDraining: the caller holds the slot's ring and fds until it
+// moves the slot on.
+static bool TakeActiveSlot(Slot& s) {
+  int expected = kActive;
+  return s.state.load(std::memory_order_relaxed) == kActive &&
+         s.state.compare_exchange_strong(expected, kDraining, std::memory_order_acq_rel);
+}
+
 void PerfCollect(uint64_t now_ns) {
   if (!g) return;
   const bool hup_check = now_ns - g->last_hup_check >= kHupCheckNs;
@@ -852,10 +862,7 @@ void PerfCollect(uint64_t now_ns) {
   const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
   for (int i = 0; i < n; ++i) {
     Slot& s = g->slots[i];
-    int expected = kActive;
-    if (s.state.load(std::memory_order_relaxed) != kActive ||
-        !s.state.compare_exchange_strong(expected, kDraining, std::memory_order_acq_rel))
-      continue;
+    if (!TakeActiveSlot(s)) continue;
     DrainSlot(now_ns, s);
     // An owner that exited during a drain asked for reclaim; threads armed
     // from outside (at init) have no exit observer, but the kernel reports
@@ -881,10 +888,7 @@ void PerfShutdown() {
     // the fds raced CloseSlotFds), and the numbers could then be reused by
     // the application. Its events stay on until the process goes.
     Slot& s = g->slots[i];
-    int expected = kActive;
-    if (s.state.load(std::memory_order_relaxed) != kActive ||
-        !s.state.compare_exchange_strong(expected, kDraining, std::memory_order_acq_rel))
-      continue;
+    if (!TakeActiveSlot(s)) continue;
     if (s.sw_fd >= 0) ioctl(s.sw_fd, PERF_EVENT_IOC_DISABLE, 0);
     if (s.cpu_fd >= 0) ioctl(s.cpu_fd, PERF_EVENT_IOC_DISABLE, 0);
     s.state.store(kActive, std::memory_order_release);
@@ -897,10 +901,7 @@ uint64_t PerfDiscardUnread(uint64_t now_ns) {
   const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
   for (int i = 0; i < n; ++i) {
     Slot& s = g->slots[i];
-    int expected = kActive;
-    if (s.state.load(std::memory_order_relaxed) != kActive ||
-        !s.state.compare_exchange_strong(expected, kDraining, std::memory_order_acq_rel))
-      continue;  // the stalled sampler thread holds it (or it is free)
+    if (!TakeActiveSlot(s)) continue;  // the stalled sampler thread holds it (or it is free)
     if (s.base) {
       const RingView v = ViewOf(s);
       const uint64_t tail = v.meta->data_tail;
