@@ -22,6 +22,7 @@ MiVector<uint8_t>* InternTables::Table::BeginEntry(uint32_t* id) {
 }
 
 void InternTables::Reset() {
+  epoch_++;  // every RecentStrings entry refers to ids cleared below
   strings_.Clear();
   mappings_.Clear();
   locations_.Clear();

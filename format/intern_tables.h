@@ -20,8 +20,16 @@
 // Memory: everything here comes from mimalloc and lives for one segment;
 // Reset() (at every Open/Seal) drops it all, so a long-running process keeps
 // at most one segment's worth of intern state.
+//
+// RecentStrings: a field's last few short strings and their ids, checked
+// before the hash lookup. Enum-like values (socket.op's "op", request's
+// "role") repeat on every event, and comparing a few short byte strings is
+// cheaper than hashing one. Entries are copies (callers reuse buffers) and
+// are tagged with the tables' epoch: string ids only ever die at Reset(),
+// which starts a new epoch.
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -36,6 +44,20 @@ inline constexpr size_t kMaxValueBytes = 64 * 1024;   // longer strings/bytes ar
 inline constexpr size_t kMaxStackFrames = 1024;       // deeper stacks keep their leaf end
 inline constexpr size_t kTableChunkBytes = 1u << 20;  // one table block stays near this size
 
+// One field's cache (see above). Serves a single InternTables.
+struct RecentStrings {
+  static constexpr uint32_t kEntries = 4;
+  static constexpr size_t kMaxBytes = 27;  // longer strings go straight to the hash
+  struct Entry {
+    uint32_t id;
+    uint8_t len;
+    char bytes[kMaxBytes];
+  };
+  uint64_t epoch = 0;  // InternTables epochs start at 1: a new cache is empty
+  uint32_t used = 0, next = 0;
+  Entry entries[kEntries];
+};
+
 class InternTables {
  public:
   InternTables();
@@ -47,6 +69,8 @@ class InternTables {
   // 0 for the empty string. Strings longer than kMaxValueBytes are cut at a
   // UTF-8 character boundary first.
   uint32_t String(std::string_view s);
+  // The same id as String(s), asking `recent` first.
+  uint32_t String(std::string_view s, RecentStrings* recent);
   // 0 for an empty stack. Interns each new pc as a LOCATION (asking the
   // PcDescriber once per pc per segment, again for an unnamed pc after the
   // describer's Generation() changed) and its MAPPING.
@@ -128,6 +152,7 @@ class InternTables {
   uint32_t Mapping(const MappingInfo& m);
 
   PcDescriber* describer_ = nullptr;
+  uint64_t epoch_ = 1;  // bumped by Reset(): string ids of older epochs are gone
   Table strings_, mappings_, locations_, stacks_;
   MiHashMap<MiString, uint32_t, MiStringHash, MiStringEq> string_ids_;
   MiHashMap<MappingKey, uint32_t, MappingKeyHash> mapping_ids_;
@@ -142,6 +167,27 @@ class InternTables {
   MiVector<uint32_t> scratch_ids_;
   MiVector<uint8_t> scratch_entry_;
 };
+
+// Inline: called for every string field of every event.
+inline uint32_t InternTables::String(std::string_view s, RecentStrings* recent) {
+  if (s.empty() || s.size() > RecentStrings::kMaxBytes) return String(s);
+  if (recent->epoch != epoch_) {
+    recent->epoch = epoch_;
+    recent->used = recent->next = 0;
+  }
+  for (uint32_t i = 0; i < recent->used; i++) {
+    const RecentStrings::Entry& e = recent->entries[i];
+    if (e.len == s.size() && std::memcmp(e.bytes, s.data(), s.size()) == 0) return e.id;
+  }
+  const uint32_t id = String(s);
+  RecentStrings::Entry& e = recent->entries[recent->next];
+  e.id = id;
+  e.len = static_cast<uint8_t>(s.size());
+  std::memcpy(e.bytes, s.data(), s.size());
+  recent->next = (recent->next + 1) % RecentStrings::kEntries;
+  if (recent->used < RecentStrings::kEntries) recent->used++;
+  return id;
+}
 
 template <class Emit>
 bool InternTables::EmitPending(Emit&& emit) {

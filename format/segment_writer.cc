@@ -57,7 +57,8 @@ struct SegmentWriter::Impl {
   struct Field {
     MiString name, unit;
     FieldType type;
-    int follows = -1;  // FieldSpec::follows, checked at definition
+    int follows = -1;     // FieldSpec::follows, checked at definition
+    uint32_t recent = 0;  // kString: its cache in Type::recent
   };
   struct Type {
     MiString name;
@@ -73,6 +74,7 @@ struct SegmentWriter::Impl {
     size_t raw_bytes = 0;
     MiVector<MiVector<uint64_t>> cols;
     MiVector<MiVector<uint8_t>> bytes;  // concatenated kBytes values, per field
+    MiVector<RecentStrings> recent;     // one per kString field
   };
 
   MiVector<Type> types;  // type id = index + 1; persists across segments
@@ -362,7 +364,9 @@ uint32_t SegmentWriter::DefineEventType(const EventTypeSpec& spec) {
     // Only an earlier integer field can be followed (readers decode in order).
     const bool ok = spec.packed && f.follows >= 0 && static_cast<size_t>(f.follows) < i &&
                     CanFollow(f.type) && IsIntegerField(spec.fields[f.follows].type);
-    t.fields.push_back({MiString(f.name), MiString(f.unit), f.type, ok ? f.follows : -1});
+    t.fields.push_back({MiString(f.name), MiString(f.unit), f.type, ok ? f.follows : -1,
+                        static_cast<uint32_t>(t.recent.size())});
+    if (f.type == FieldType::kString) t.recent.emplace_back();
   }
   t.cols.resize(t.fields.size());
   t.bytes.resize(t.fields.size());
@@ -386,7 +390,7 @@ void SegmentWriter::Append(uint32_t type_id, const Value* values, size_t nvalues
       case FieldType::kUInt: x = v.u; break;
       case FieldType::kSInt: x = static_cast<uint64_t>(v.s); break;
       case FieldType::kF64: x = std::bit_cast<uint64_t>(v.f); break;
-      case FieldType::kString: x = m.tables.String(v.bytes); break;
+      case FieldType::kString: x = m.tables.String(v.bytes, &t.recent[t.fields[f].recent]); break;
       case FieldType::kStack: x = m.tables.Stack(v.pcs, v.npcs); break;
       case FieldType::kBytes: {
         size_t n = v.bytes.size() < kMaxValueBytes ? v.bytes.size() : kMaxValueBytes;

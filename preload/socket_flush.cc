@@ -75,9 +75,10 @@ void SocketFlushSide::OnGap(const SocketGapRecord& g, uint32_t tid) {
 
 void SocketFlushSide::Process(format::SegmentWriter* w, uint64_t watermark_ns, bool final) {
   if (!pending_.empty()) {
-    std::sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) {
-      return a.key != b.key ? a.key < b.key : a.seq < b.seq;
-    });
+    auto before = [](const Pending& a, const Pending& b) { return a.key != b.key ? a.key < b.key : a.seq < b.seq; };
+    // Usually in order already (one thread's ring, drained in push order):
+    // checking is one pass, sorting several.
+    if (!std::is_sorted(pending_.begin(), pending_.end(), before)) std::sort(pending_.begin(), pending_.end(), before);
     size_t done = 0;
     for (; done < pending_.size(); ++done) {
       const Pending& p = pending_[done];

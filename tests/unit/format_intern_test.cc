@@ -2,10 +2,14 @@
 // a name (its module could not be opened while the host held every fd) is
 // described again once the describer's generation moves, and stacks appended
 // afterwards refer to the better location; earlier events keep theirs.
+// Also its per-field RecentStrings cache: the ids and string table entries
+// it yields are the ones the hash lookup alone gives.
 #include <doctest/doctest.h>
 
 #include <map>
+#include <utility>
 
+#include "format/intern_tables.h"
 #include "tests/unit/format_test_util.h"
 
 using namespace format_test;
@@ -174,4 +178,96 @@ TEST_CASE("format intern: provisional state is per segment") {
   REQUIRE(seg.events.size() == 1);
   CHECK(FunctionOf(seg, Frame(seg, 0, 0)) == "fn_" + std::to_string(0x400060));
   CHECK(seg.locations.size() == 1);
+}
+
+namespace {
+
+// Every table payload the tables hand out, as (kind, bytes).
+std::vector<std::pair<BlockKind, std::vector<uint8_t>>> Emitted(InternTables* t) {
+  std::vector<std::pair<BlockKind, std::vector<uint8_t>>> out;
+  t->EmitPending([&](BlockKind k, const uint8_t* p, size_t n) {
+    out.emplace_back(k, std::vector<uint8_t>(p, p + n));
+    return true;
+  });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("format intern: the recent-strings cache gives the ids and entries the hash gives") {
+  InternTables cached, plain;
+  RecentStrings recent;
+  // More distinct values than the cache holds, repeats, the longest cached
+  // length and one past it, and a string cut at kMaxValueBytes inside a
+  // UTF-8 sequence (the cut backs off to the character boundary).
+  const std::string edge(RecentStrings::kMaxBytes, 'e');
+  const std::string past(RecentStrings::kMaxBytes + 1, 'e');
+  const std::string huge = std::string(kMaxValueBytes - 1, 'h') + "\xc3\xa9tail";
+  const std::vector<std::string> seq = {"read", "write", "read", "", "accept4", "close", "recv", "send",
+                                        "read", "write", edge, past, edge, huge, "read", huge, "close"};
+  for (const std::string& s : seq) CHECK(cached.String(s, &recent) == plain.String(s));
+  // A caller's buffer rewritten in place: the cache compares bytes, not pointers.
+  char buf[8] = "read";
+  const uint32_t read_id = plain.String("read");
+  CHECK(cached.String(std::string_view(buf, 4), &recent) == read_id);
+  std::memcpy(buf, "recv", 4);
+  CHECK(cached.String(std::string_view(buf, 4), &recent) == plain.String("recv"));
+  std::memcpy(buf, "reax", 4);  // same length, new value
+  CHECK(cached.String(std::string_view(buf, 4), &recent) == plain.String("reax"));
+  CHECK(cached.String(std::string_view(buf, 3), &recent) == plain.String("rea"));  // a prefix
+  CHECK(cached.String("read", &recent) == read_id);
+  CHECK(Emitted(&cached) == Emitted(&plain));  // same entries, long ones cut the same way
+}
+
+TEST_CASE("format intern: the recent-strings cache forgets its ids when the tables reset") {
+  InternTables t;
+  RecentStrings recent;
+  CHECK(t.String("read", &recent) == 1);
+  CHECK(t.String("write", &recent) == 2);
+  Emitted(&t);
+  t.Reset();  // a new segment: ids restart, the strings must be written again
+  CHECK(t.String("write", &recent) == 1);
+  CHECK(t.String("write", &recent) == 1);
+  CHECK(t.String("read", &recent) == 2);
+  auto emitted = Emitted(&t);
+  REQUIRE(emitted.size() == 1);
+  CHECK(emitted[0].first == BlockKind::kStrings);
+  // first id 1, two entries: "write", "read"
+  const std::vector<uint8_t> want = {1, 2, 5, 'w', 'r', 'i', 't', 'e', 4, 'r', 'e', 'a', 'd'};
+  CHECK(emitted[0].second == want);
+}
+
+TEST_CASE("format intern: string fields read back right in every segment of one writer") {
+  TempDir dir;
+  SegmentWriter w;
+  const uint32_t type = w.DefineEventType(
+      {"op", {{"time", FieldType::kTime, "ns"}, {"op", FieldType::kString, ""}, {"role", FieldType::kString, ""}}});
+  std::string err;
+  // The second segment starts with the value that had id 2 in the first.
+  const std::vector<std::vector<std::string>> ops = {{"read", "write", "read", "write"}, {"write", "close", "read"}};
+  std::string buf;  // one buffer reused for every value, as callers may
+  uint64_t time = 1'000'000'000;
+  for (size_t seg = 0; seg < ops.size(); seg++) {
+    REQUIRE_MESSAGE(w.Open(dir.File("s" + std::to_string(seg)), Header(seg), &err), err);
+    for (const std::string& op : ops[seg]) {
+      buf = op;
+      Value v[] = {Value::U(time++), Value::Str(buf), Value::Str(seg ? "client" : "server")};
+      w.Append(type, v, 3);
+    }
+    REQUIRE_MESSAGE(w.Seal({}, &err), err);
+  }
+  for (size_t seg = 0; seg < ops.size(); seg++) {
+    Segment s = ReadSegmentFile(dir.File("s" + std::to_string(seg)));
+    REQUIRE(s.problems.empty());
+    auto events = s.EventsOf("op");
+    REQUIRE(events.size() == ops[seg].size());
+    for (size_t i = 0; i < events.size(); i++) {
+      const std::string* op = s.String(static_cast<uint32_t>(events[i]->values[1].u));
+      const std::string* role = s.String(static_cast<uint32_t>(events[i]->values[2].u));
+      REQUIRE(op);
+      REQUIRE(role);
+      CHECK(*op == ops[seg][i]);
+      CHECK(*role == (seg ? "client" : "server"));
+    }
+  }
 }
