@@ -21,7 +21,7 @@ struct Config {
   std::string output = "/tmp/flightrec";       // FLIGHTREC_OUTPUT
   std::string service;                         // FLIGHTREC_SERVICE (default: exe basename)
   uint64_t ring_bytes = 64 * 1024;             // FLIGHTREC_RING_BYTES (power of two, 4 KiB..64 MiB)
-  uint64_t flush_ms = 5;                       // FLIGHTREC_FLUSH_MS
+  uint64_t flush_ms = 50;                      // FLIGHTREC_FLUSH_MS
   uint64_t rusage_ms = 1000;                   // FLIGHTREC_RUSAGE_MS (0 = off)
   uint64_t segment_bytes = 16ull << 20;        // FLIGHTREC_SEGMENT_BYTES
   uint64_t segment_seconds = 60;               // FLIGHTREC_SEGMENT_SECONDS

@@ -18,6 +18,8 @@
 //    the next ring boundary and waits for that alone.
 #include "preload/flush_thread.h"
 
+#include "preload/flush_wakeup.h"
+
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sys/file.h>
@@ -29,6 +31,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -89,23 +92,40 @@ struct FlushState {
   std::atomic<bool> crash_requested{false};
   std::atomic<bool> crash_done{false};
   std::atomic<bool> resume_requested{false};  // ResumeAfterCrash
-  std::atomic<uint32_t> wake_word{0};  // futex: bumped to cut the sleep short
   pthread_t thread{};
 };
 
 FlushState* g_state = nullptr;
 uint64_t g_next_seq = 0;  // segment numbers continue across restarts (failed exec)
 
-// Sleeps up to `ns` unless Wake() bumps the word. Async-signal-safe to wake.
-void SleepUnlessWoken(FlushState& s, uint64_t ns) {
-  const uint32_t seen = s.wake_word.load(std::memory_order_acquire);
-  timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&s.wake_word), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+// The flush thread's futex word (flush_wakeup.h): bumped by every wake and
+// nudge. Global rather than in FlushState so producers reach it without
+// g_state (which a fork child replaces).
+// Shared by every flush thread of the process: a stopped one (exec failure,
+// privilege drop) may still be asleep on it while its successor runs, so
+// wakes wake all and sleepers are counted, not flagged.
+std::atomic<uint32_t> g_wake_word{0};
+std::atomic<int> g_sleepers{0};  // flush threads in (or entering) their futex wait
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex word");
+
+void FutexWakeAll() {
+  const int saved = errno;
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_wake_word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+  errno = saved;
 }
 
-void Wake(FlushState& s) {
-  s.wake_word.fetch_add(1, std::memory_order_release);
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&s.wake_word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+// Sleeps up to `ns` unless the word moved since `seen` (read before the tick:
+// a nudge or wake during the tick cuts this sleep at once).
+void SleepUnlessWoken(uint32_t seen, uint64_t ns) {
+  timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+  g_sleepers.fetch_add(1, std::memory_order_seq_cst);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_wake_word), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+  g_sleepers.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Wake(FlushState&) {
+  g_wake_word.fetch_add(1, std::memory_order_seq_cst);
+  FutexWakeAll();
 }
 
 // Closes the writer's file (Seal or Abandon) and releases its fd protection.
@@ -369,8 +389,10 @@ void* FlushMain(void* arg) {
   auto* s = static_cast<FlushState*>(arg);
   s->tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
   const uint64_t period = GetConfig().flush_ms * kMs;
+  uint32_t seen = g_wake_word.load(std::memory_order_seq_cst);
   for (;;) {
-    SleepUnlessWoken(*s, period);
+    SleepUnlessWoken(seen, period);
+    seen = g_wake_word.load(std::memory_order_seq_cst);
     if (!BeginTick(*s)) break;
     if (s->crash_requested.load(std::memory_order_acquire)) {
       // Seal now; do not open a new segment (the process is about to die).
@@ -417,6 +439,11 @@ bool Launch(const ProcessInfo& info) {
 }
 
 }  // namespace
+
+void NudgeFlushThread() {
+  g_wake_word.fetch_add(1, std::memory_order_seq_cst);
+  if (g_sleepers.load(std::memory_order_seq_cst) > 0) FutexWakeAll();
+}
 
 bool StartFlushThread(const ProcessInfo& info) { return Launch(info); }
 

@@ -11,6 +11,9 @@
 //    writes a padding header (kind 0) covering the rest and starts at 0.
 //  * The producer never blocks: if there is no room, Reserve returns null and
 //    the caller counts a drop.
+//  * Once per filling, when a reservation takes the ring past half full,
+//    TakeNudge() answers true once: the caller wakes the consumer early, so
+//    the consumer can sleep long while producers are quiet (flush_wakeup.h).
 //  * Memory is supplied by the caller (mmap'd per thread); no allocation here.
 #pragma once
 #include <atomic>
@@ -38,6 +41,8 @@ class Ring {
     tail_.store(0, std::memory_order_relaxed);
     cached_tail_ = 0;
     pending_head_ = 0;
+    nudged_ = false;
+    nudge_pending_ = false;
   }
   size_t capacity() const { return capacity_; }
   uint8_t* buffer() const { return buf_; }
@@ -55,11 +60,20 @@ class Ring {
     const bool wraps = __builtin_expect(to_end < size, 0);
     uint64_t need = size;
     if (wraps) need += to_end;  // padding to the end, then the record at 0
-    // Re-read the consumer's position only when the cached one says "full":
-    // keeps the consumer's cache line out of the common path.
-    if (__builtin_expect(head + need - cached_tail_ > capacity_, 0)) {
+    // Re-read the consumer's position only when the cached one says "over
+    // half full": keeps the consumer's cache line out of the common path.
+    // Past half full for real, the consumer is nudged once; it is not again
+    // until a re-read finds the ring at most half full.
+    if (__builtin_expect(head + need - cached_tail_ > capacity_ / 2, 0)) {
       cached_tail_ = tail_.load(std::memory_order_acquire);
-      if (head + need - cached_tail_ > capacity_) return nullptr;
+      const uint64_t fill = head + need - cached_tail_;
+      if (fill > capacity_) return nullptr;
+      if (fill <= capacity_ / 2) {
+        nudged_ = false;
+      } else if (!nudged_) {
+        nudged_ = true;
+        nudge_pending_ = true;
+      }
     }
     uint64_t pos = head;
     if (wraps) {
@@ -77,6 +91,12 @@ class Ring {
     return h + 1;
   }
   void Commit() { head_.store(pending_head_, std::memory_order_release); }
+  // Producer, after Commit: true once when the ring has just passed half full.
+  bool TakeNudge() {
+    if (__builtin_expect(!nudge_pending_, 1)) return false;
+    nudge_pending_ = false;
+    return true;
+  }
 
   // Consumer: calls fn(const RecordHeader&, const void* payload) for every
   // committed record (padding skipped), then frees the space. Returns count.
@@ -112,6 +132,8 @@ class Ring {
   // between Reserve() and Commit(). A failed Reserve leaves it unchanged.
   uint64_t pending_head_ = 0;
   uint64_t cached_tail_ = 0;   // producer-private; never ahead of tail_
+  bool nudged_ = false;        // producer-private: this filling was reported
+  bool nudge_pending_ = false; // producer-private: TakeNudge() answers true
   std::atomic<uint64_t> head_{0};
 
  public:

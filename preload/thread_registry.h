@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <sys/types.h>
 
+#include "preload/flush_wakeup.h"
 #include "preload/record_kinds.h"
 #include "preload/ring.h"
 #include "preload/socket_gaps.h"
@@ -128,6 +129,7 @@ class RecordWriter {
     ts_->ring.Commit();
     std::atomic_signal_fence(std::memory_order_seq_cst);
     ts_->ring.producer_busy = 0;
+    if (__builtin_expect(ts_->ring.TakeNudge(), 0)) NudgeFlushThread();
   }
   RecordWriter(const RecordWriter&) = delete;
   RecordWriter& operator=(const RecordWriter&) = delete;

@@ -40,11 +40,10 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <cstdio>//DBG
-#include <cstdlib>//DBG
 
 #include "preload/fd_guard.h"
 #include "sampler/sample_events.h"
+#include "sampler/sampler_thread.h"
 #include "sampler/stack_unwinder.h"
 
 namespace flightrec::sampler {
@@ -143,6 +142,7 @@ struct PerfState {
   std::atomic<int> hwm{0};
   std::atomic<bool> shutdown{false};
   uint64_t last_hup_check = 0;
+  bool pressure = false;  // sampler thread: this collection found a ring filling fast
   // Sampler thread: one drain's records, copied out of the ring first so the
   // kernel can reuse the space while we unwind them.
   uint8_t* batch = nullptr;
@@ -597,6 +597,7 @@ void TuneSwitchPeriod(Slot& s, uint64_t now_ns, bool overflowed) {
 void DrainSlot(uint64_t now_ns, Slot& slot) {
   if (!slot.base) return;
   size_t want = Unread(ViewOf(slot));
+  if (want * 4 >= slot.map_len - g->page) g->pressure = true;
   if (want > g->batch_cap) {
     void* grown = mi_realloc(g->batch, want);
     if (grown) {
@@ -607,7 +608,9 @@ void DrainSlot(uint64_t now_ns, Slot& slot) {
   const size_t got = TakeRecords(slot, g->batch, g->batch_cap);
   const uint64_t lost_then = g->counters.lost;
   ProcessBatch(now_ns, slot, Batch{g->batch, got});
-  TuneSwitchPeriod(slot, now_ns, g->counters.lost != lost_then);
+  const bool overflowed = g->counters.lost != lost_then;
+  if (overflowed) g->pressure = true;
+  TuneSwitchPeriod(slot, now_ns, overflowed);
 }
 
 // Exiting owner, slot in kClosing: saves the unread records (no unwinding on
@@ -756,6 +759,14 @@ bool PerfArmThread(pid_t tid, bool self) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   ResetSwitchThinning(s, static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec));
   perf_event_attr a = Attr(g->opts, g->hardware, false, g->kernel);
+  // The kernel wakes the sampler thread (its epoll set) when a quarter of the
+  // ring is written: it runs at nice +10 and may be slow to come, so it needs
+  // the other three quarters of margin (a thread switching 16,000 times a
+  // second fills a ring in ~70 ms with SWITCH records alone). A ring mapped
+  // smaller than planned below wakes it later, at worst when full; the
+  // thread's FLIGHTREC_FLUSH_MS timeout still bounds that.
+  a.watermark = 1;
+  a.wakeup_watermark = static_cast<uint32_t>(g->data_pages.load(std::memory_order_relaxed) * g->page / 4);
   s.cpu_fd = OpenGuarded(&a, tid);
   if (s.cpu_fd < 0) {
     s.state.store(kFree, std::memory_order_release);
@@ -786,6 +797,7 @@ bool PerfArmThread(pid_t tid, bool self) {
   }
   s.base = static_cast<uint8_t*>(base);
   s.map_len = (pages + 1) * g->page;
+  WatchRingFd(s.cpu_fd);
   g->ring_bytes.fetch_add(s.map_len, std::memory_order_relaxed);
   s.cpu_id = s.sw_id = 0;
   ioctl(s.cpu_fd, PERF_EVENT_IOC_ID, &s.cpu_id);
@@ -855,8 +867,9 @@ static bool TakeActiveSlot(Slot& s) {
          s.state.compare_exchange_strong(expected, kDraining, std::memory_order_acq_rel);
 }
 
-void PerfCollect(uint64_t now_ns) {
-  if (!g) return;
+bool PerfCollect(uint64_t now_ns) {
+  if (!g) return false;
+  g->pressure = false;
   const bool hup_check = now_ns - g->last_hup_check >= kHupCheckNs;
   if (hup_check) g->last_hup_check = now_ns;
   const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
@@ -876,6 +889,7 @@ void PerfCollect(uint64_t now_ns) {
     }
   }
   ProcessOrphans(now_ns);
+  return g->pressure;
 }
 
 void PerfShutdown() {

@@ -57,7 +57,10 @@ bool PerfAdoptThread(pid_t tid);
 void PerfDisarmSelf();
 
 // Sampler thread: drains every ring into the sample queue.
-void PerfCollect(uint64_t now_ns);
+// Returns true when some ring was under pressure (a quarter full or more
+// when drained, or records were lost): the sampler thread then comes back
+// soon instead of waiting for the next watermark.
+bool PerfCollect(uint64_t now_ns);
 
 // At exit: disables every event; the next drain emits blocks still pending.
 void PerfShutdown();

@@ -154,6 +154,7 @@ void SamplerInit(const Config& cfg) {
   s.sigprof_opts.stack_bytes = static_cast<uint32_t>(cfg.stack_copy_bytes & ~uint64_t{7});
   sampler::InitLocalStackCapture();
   sampler::RegisterSampleEvents();
+  sampler::PrepareSamplerWakeups();  // before the first thread is armed
 
   const char* offcpu_source = "none";
   if (cfg.sampler == SamplerMode::kAuto || cfg.sampler == SamplerMode::kPerf) {

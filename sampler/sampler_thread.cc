@@ -9,15 +9,19 @@
 // scheduling class (LiftRecorderThread).
 #include "sampler/sampler_thread.h"
 
-#include <linux/futex.h>
 #include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 
 #include "preload/clock.h"
+#include "preload/fd_guard.h"
 #include "preload/log.h"
 #include "preload/recorder_thread.h"
 #include "preload/thread_registry.h"
@@ -33,34 +37,104 @@ namespace {
 enum Phase : int { kIdle, kCollecting, kStopRequested, kStopped };
 
 struct ThreadCtl {
-  uint64_t period_ns = 5000000;
+  uint64_t period_ms = 100;
   std::atomic<int> phase{kIdle};
-  // Futex word the thread sleeps on between collections; Stop wakes it so it
-  // leaves without waiting out a sleep.
-  std::atomic<int> wake{0};
   std::atomic<pid_t> tid{0};
   bool started = false;
   pthread_t thread{};
 };
 
 ThreadCtl g_ctl;
-static_assert(sizeof(std::atomic<int>) == sizeof(int), "futex word");
 
-void Collect() {
+// What the thread sleeps on (see sampler_thread.h): an epoll set holding
+// every perf ring's fd, edge-triggered (the kernel wakes it when a ring
+// passes its watermark, a quarter of the ring, or when the thread behind the
+// event exits), and an eventfd for SIGPROF handlers' nudges and for Stop.
+// Created before any thread is armed; protected from the application's
+// close-everything loops like every fd of ours.
+std::atomic<int> g_epoll_fd{-1};
+std::atomic<int> g_event_fd{-1};
+
+void CloseWakeFds() {
+  for (auto* a : {&g_epoll_fd, &g_event_fd}) {
+    const int fd = a->exchange(-1);
+    if (fd >= 0) {
+      UnprotectFd(fd);
+      close(fd);
+    }
+  }
+}
+
+void OpenWakeFds() {
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  const int ev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (ep < 0 || ev < 0) {
+    if (ep >= 0) close(ep);
+    if (ev >= 0) close(ev);
+    Log(LogLevel::kWarn, "sampler: cannot create its wake-up fds (%s); it polls every 5 ms instead",
+        strerror(errno));
+    return;
+  }
+  ProtectFd(ep);
+  ProtectFd(ev);
+  epoll_event e{};
+  e.events = EPOLLIN | EPOLLET;
+  e.data.fd = ev;
+  epoll_ctl(ep, EPOLL_CTL_ADD, ev, &e);
+  g_event_fd.store(ev);
+  g_epoll_fd.store(ep);
+}
+
+// Raw syscalls: write() and read() are our own socket hooks.
+void SignalEventFd() {
+  const int fd = g_event_fd.load(std::memory_order_acquire);
+  if (fd < 0) return;
+  const int saved = errno;
+  const uint64_t one = 1;
+  syscall(SYS_write, fd, &one, sizeof(one));
+  errno = saved;
+}
+
+// After a collection that found a ring filling fast: come back this soon
+// rather than trust the watermark alone (this thread is niced, and a ring
+// written at megabytes a second needs the margin).
+constexpr int kPressureWaitMs = 5;
+
+// Sleeps until a ring wants draining or timeout_ms pass.
+void WaitForWork(int timeout_ms) {
+  const int ep = g_epoll_fd.load(std::memory_order_acquire);
+  if (ep < 0) {
+    const timespec ts{0, 5000000};
+    nanosleep(&ts, nullptr);
+    return;
+  }
+  epoll_event events[16];
+  const int n = epoll_wait(ep, events, 16, timeout_ms);
+  const int ev = g_event_fd.load(std::memory_order_relaxed);
+  for (int i = 0; i < n; ++i) {
+    if (events[i].data.fd == ev) {
+      uint64_t count;
+      syscall(SYS_read, ev, &count, sizeof(count));
+    }
+  }
+}
+
+// Returns whether a ring was under pressure (PerfCollect).
+bool Collect() {
   const uint64_t now = MonotonicNs();
-  PerfCollect(now);
+  const bool pressure = PerfCollect(now);
   SigprofCollect(now);
+  return pressure;
 }
 
 void* SamplerMain(void*) {
   g_ctl.tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
+  bool pressure = false;
   for (;;) {
-    const timespec ts{static_cast<time_t>(g_ctl.period_ns / 1000000000ull),
-                      static_cast<long>(g_ctl.period_ns % 1000000000ull)};
-    syscall(SYS_futex, reinterpret_cast<int*>(&g_ctl.wake), FUTEX_WAIT_PRIVATE, 0, &ts, nullptr, 0);
+    WaitForWork(pressure ? kPressureWaitMs : static_cast<int>(g_ctl.period_ms));
     int expected = kIdle;
     if (!g_ctl.phase.compare_exchange_strong(expected, kCollecting, std::memory_order_acq_rel)) break;
-    Collect();
+    pressure = Collect();
     expected = kCollecting;
     if (!g_ctl.phase.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel)) {
       g_ctl.phase.store(kStopped, std::memory_order_release);  // hand the state to the stopper
@@ -72,7 +146,6 @@ void* SamplerMain(void*) {
 
 bool Launch() {
   g_ctl.phase.store(kIdle);
-  g_ctl.wake.store(0);
   g_ctl.tid.store(0);
   const int rc = CreateRecorderThread(&g_ctl.thread, "flightrec-sampl", SamplerMain, nullptr);
   g_ctl.started = rc == 0;
@@ -82,9 +155,24 @@ bool Launch() {
 
 }  // namespace
 
+void PrepareSamplerWakeups() {
+  if (g_epoll_fd.load() < 0) OpenWakeFds();
+}
+
+void WatchRingFd(int fd) {
+  const int ep = g_epoll_fd.load(std::memory_order_acquire);
+  if (ep < 0 || fd < 0) return;
+  epoll_event e{};
+  e.events = EPOLLIN | EPOLLET;
+  e.data.fd = fd;
+  epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
+}
+
+void NudgeSamplerThread() { SignalEventFd(); }
+
 bool StartSamplerThread(uint64_t period_ms) {
   if (g_ctl.started) return true;
-  g_ctl.period_ns = (period_ms ? period_ms : 5) * 1000000ull;
+  g_ctl.period_ms = period_ms ? period_ms : 100;
   return Launch();
 }
 
@@ -113,8 +201,7 @@ StopOutcome StopSamplerThread(uint64_t deadline_ns) {
   }
   // It wakes, finds kStopped and leaves on its own: never join a thread the
   // scheduler may not run for a while.
-  g_ctl.wake.store(1, std::memory_order_release);
-  syscall(SYS_futex, reinterpret_cast<int*>(&g_ctl.wake), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  SignalEventFd();
   pthread_detach(g_ctl.thread);
   g_ctl.started = false;
   // The last collection (what the threads recorded before sampling stopped)
@@ -128,6 +215,10 @@ StopOutcome StopSamplerThread(uint64_t deadline_ns) {
 }
 
 void RestartSamplerThreadInChild() {
+  // The epoll set is shared with the parent (fork copies the fd, not the
+  // set): the child's rings go into a set of its own.
+  CloseWakeFds();
+  OpenWakeFds();
   if (!g_ctl.started) return;
   g_ctl.started = false;  // the parent's thread is not ours to join
   Launch();

@@ -25,6 +25,7 @@
 #include "preload/core_events.h"
 #include "preload/log.h"
 #include "preload/ring.h"
+#include "sampler/sampler_thread.h"
 #include "sampler/proc_maps.h"
 #include "sampler/sample_events.h"
 
@@ -162,6 +163,7 @@ void TakeSample(TimerSlot* slot, const siginfo_t* si, const ucontext_t* uc) {
   else copied = SafeCopyPrefix(sp, r->stack, want);
   r->stack_len = static_cast<uint32_t>(copied);
   slot->ring.Commit();
+  if (slot->ring.TakeNudge()) NudgeSamplerThread();  // half full: drain before it overflows
   g->samples.fetch_add(1, std::memory_order_relaxed);
 }
 

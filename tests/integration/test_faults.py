@@ -262,7 +262,8 @@ def test_low_nofile_limit(fr, trace_dir, tmp_path, sampler):
     """fault_fds opens /dev/null until EMFILE, works with no fd left, then
     gives them back. What is fair: the program gets every descriptor except
     the few the recorder holds for the whole run — the segment file,
-    libunwind's address-validation pipes (two per unwinding thread) and, with
+    libunwind's address-validation pipes (two per unwinding thread), the
+    sampler thread's epoll set and eventfd (what it sleeps on) and, with
     perf, two perf events per sampled thread — and it can see exactly which
     ones those are. Nothing else changes: same output, same exit status."""
     plain = launch(fr, tmp_path / "plain", ["--nofile", NOFILE], "fault_fds", preload=False)
@@ -278,11 +279,13 @@ def test_low_nofile_limit(fr, trace_dir, tmp_path, sampler):
     segments = [t for _, t in held if t.startswith(str(trace_dir)) and t.endswith(".active")]
     pipes = [t for _, t in held if t.startswith("pipe:")]
     perf = [t for _, t in held if t == "anon_inode:[perf_event]"]
+    wakeups = [t for _, t in held if t in ("anon_inode:[eventpoll]", "anon_inode:[eventfd]")]
     # A recorder thread may be caught between open and close of a file it
     # only reads (/proc files, ELF and debug files for symbols).
     passing = [t for _, t in held if t.startswith(("/proc/", "/usr/", "/lib", "/work/", str(fr.build)))]
-    assert len(segments) == 1 and len(segments) + len(pipes) + len(perf) + len(passing) == len(held), held
+    assert len(segments) == 1 and len(segments) + len(pipes) + len(perf) + len(wakeups) + len(passing) == len(held), held
     assert len(pipes) <= 4 and len(perf) <= 2, held  # one sampled thread at that point: main
+    assert sorted(wakeups) == ["anon_inode:[eventfd]", "anon_inode:[eventpoll]"], held
     print(f"RLIMIT_NOFILE={NOFILE}, sampler={sampler}: program got {opened(traced)} of {opened(plain)}; "
           f"recorder held {len(held)}: {sorted(t if not t.startswith('/') else 'segment' for _, t in held)}")
     lines = fr_lines(traced.stderr)

@@ -15,15 +15,18 @@ ROUNDS = 10000
 MSG = 64
 ALLOC_SIZE = 4321
 NOBODY = 65534
-# Small segments so the child rotates after the switch; rings big enough and
-# every allocation sampled, so the counts below are exact.
-ENV = {"FLIGHTREC_SEGMENT_BYTES": "64k", "FLIGHTREC_ALLOC_SAMPLE_BYTES": 1, "FLIGHTREC_RING_BYTES": "8M"}
+# Segments of at most a second and a child that lingers for two after its
+# work, so it rotates after the switch whatever the machine's load (rotation
+# by size depends on how the drains happened to cut the work); rings big
+# enough and every allocation sampled, so the counts below are exact.
+ENV = {"FLIGHTREC_SEGMENT_SECONDS": 1, "FLIGHTREC_ALLOC_SAMPLE_BYTES": 1, "FLIGHTREC_RING_BYTES": "8M"}
+LINGER_S = 2
 
 
 def run(fr, trace_dir, mode):
     if os.geteuid() != 0:
         pytest.skip("switching users needs root")
-    proc = fr.run([fr.program("priv_drop"), mode, str(ROUNDS)], trace_dir, env=ENV)
+    proc = fr.run([fr.program("priv_drop"), mode, str(ROUNDS), str(LINGER_S)], trace_dir, env=ENV)
     assert [line for line in proc.stderr.splitlines() if line.startswith("flightrec:")] == [], proc.stderr
     m = re.search(r"^child pid=(\d+) uid=(\d+) output=(\S+)$", proc.stdout, re.M)
     assert m and "parent done status=0" in proc.stdout, proc.stdout

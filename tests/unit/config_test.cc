@@ -29,7 +29,7 @@ TEST_CASE("config: defaults with an empty environment") {
   CHECK(c.enable);
   CHECK(c.output == "/tmp/flightrec");
   CHECK(c.ring_bytes == 64 * 1024);
-  CHECK(c.flush_ms == 5);
+  CHECK(c.flush_ms == 50);
   CHECK(c.alloc_sample_bytes == 524288);
   CHECK(c.cpu_hz == 99);
   CHECK(c.sampler == flightrec::SamplerMode::kAuto);
@@ -87,7 +87,7 @@ TEST_CASE("config: every bad-value path") {
     REQUIRE(msgs.size() == 1);
     CHECK(Mentions(msgs, k.expect));
     CHECK(msgs[0].rfind("flightrec: ", 0) == 0);
-    CHECK(c.flush_ms == 5);
+    CHECK(c.flush_ms == 50);
     CHECK(c.enable);
     CHECK(c.output == "/tmp/flightrec");
   }

@@ -1,0 +1,19 @@
+// Waking the flush thread early. It sleeps FLIGHTREC_FLUSH_MS between
+// drains; a producer whose ring passes half full (Ring::TakeNudge) calls
+// NudgeFlushThread so a burst after a quiet spell is drained before the ring
+// overflows, and a quiet process is woken rarely.
+//
+// The protocol (flush_thread.cc): the flush thread reads the futex word at
+// the start of a tick and sleeps on that value after it, so a nudge that
+// arrives during the tick makes the sleep return at once; the futex wake
+// itself is made only while the thread is marked sleeping.
+#pragma once
+
+namespace flightrec {
+
+// Any thread, signal handlers included (async-signal-safe); keeps errno; no
+// locks, no allocation. Costs one atomic add, plus one futex wake when the
+// flush thread sleeps.
+void NudgeFlushThread();
+
+}  // namespace flightrec
