@@ -329,7 +329,7 @@ def main():
     capture = load_json(d, "capture_costs.json")
     tf = load_json(d, "trace_figures.json")
     perf = load_json(d, "perf_profile.json")
-    texts = {k: load_text(d, k + ".txt") for k in ("runtime", "sockets", "alloc", "cpu", "capture",
+    texts = {k: load_text(d, k + ".txt") for k in ("runtime", "sockets", "alloc", "cpu", "capture", "idle",
                                                    "trace_figures", "perf_profile", "settings")}
     out = []
     add = out.append
@@ -564,6 +564,11 @@ def main():
                 "sampler thread %.1f%% of the server's CPU | macro `fr-default` runs |" % (w, fl, 100 * fs, 100 * ss))
     if pbytes is not None:
         add("| bytes per thread.name event after zstd (pipeline run) | %.2f | `run_pipeline_bench.py` |" % pbytes)
+    for label, cpu_ms, pct, wakes in re.findall(
+            r"^\s+idle (.+?):\s+([\d.]+) ms CPU per second \(([\d.]+)% of a core\), (\d+) wake-ups per second",
+            texts["idle"] or "", re.M):
+        add("| an idle process (`sleep`), flightrec's threads, %s | %s ms CPU per second (%s%% of a core), %s "
+            "wake-ups per second | `run_idle_cost.py` |" % (label, cpu_ms, pct, wakes))
     if tf:
         dec = tf["decode"]
         add("| `flightrec-dump` decode rate: library, every column of every block | %.2fM events/s (%d events in "
@@ -656,7 +661,8 @@ def main():
     add("")
     for name, title in (("runtime", "ring_bench + run_pipeline_bench.py"), ("sockets", "sock_bench"),
                         ("alloc", "alloc_bench"), ("cpu", "run_cpu_bench.py"), ("capture", "run_capture_costs.py"),
-                        ("trace_figures", "run_trace_figures.py"), ("perf_profile", "run_perf_profile.py")):
+                        ("idle", "run_idle_cost.py"), ("trace_figures", "run_trace_figures.py"),
+                        ("perf_profile", "run_perf_profile.py")):
         add("<details><summary>%s</summary>" % title)
         add("")
         add("```")

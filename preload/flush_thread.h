@@ -1,5 +1,5 @@
 // Flush thread "flightrec-flush": every FLIGHTREC_FLUSH_MS, or at once when a
-// ring passes half full (flush_wakeup.h), it drains every
+// ring passes a quarter full (flush_wakeup.h), it drains every
 // thread's ring and the registered flush sources into the SegmentWriter,
 // writes blocks about once a second, rotates and seals segments, enforces the
 // disk budget, and pauses/resumes recording when the output is unusable.

@@ -1,5 +1,5 @@
 // Waking the flush thread early. It sleeps FLIGHTREC_FLUSH_MS between
-// drains; a producer whose ring passes half full (Ring::TakeNudge) calls
+// drains; a producer whose ring passes a quarter full (Ring::TakeNudge) calls
 // NudgeFlushThread so a burst after a quiet spell is drained before the ring
 // overflows, and a quiet process is woken rarely.
 //

@@ -11,9 +11,11 @@
 //    writes a padding header (kind 0) covering the rest and starts at 0.
 //  * The producer never blocks: if there is no room, Reserve returns null and
 //    the caller counts a drop.
-//  * Once per filling, when a reservation takes the ring past half full,
-//    TakeNudge() answers true once: the caller wakes the consumer early, so
-//    the consumer can sleep long while producers are quiet (flush_wakeup.h).
+//  * Once per filling, when a reservation takes the ring past a quarter
+//    full, TakeNudge() answers true once: the caller wakes the consumer
+//    early, so the consumer can sleep long while producers are quiet
+//    (flush_wakeup.h), and a consumer slow to be scheduled still has three
+//    quarters of the ring of margin.
 //  * Memory is supplied by the caller (mmap'd per thread); no allocation here.
 #pragma once
 #include <atomic>
@@ -61,14 +63,14 @@ class Ring {
     uint64_t need = size;
     if (wraps) need += to_end;  // padding to the end, then the record at 0
     // Re-read the consumer's position only when the cached one says "over
-    // half full": keeps the consumer's cache line out of the common path.
-    // Past half full for real, the consumer is nudged once; it is not again
-    // until a re-read finds the ring at most half full.
-    if (__builtin_expect(head + need - cached_tail_ > capacity_ / 2, 0)) {
+    // a quarter full": keeps the consumer's cache line out of the common
+    // path. Past a quarter for real, the consumer is nudged once; it is not
+    // again until a re-read finds the ring at most a quarter full.
+    if (__builtin_expect(head + need - cached_tail_ > capacity_ / 4, 0)) {
       cached_tail_ = tail_.load(std::memory_order_acquire);
       const uint64_t fill = head + need - cached_tail_;
       if (fill > capacity_) return nullptr;
-      if (fill <= capacity_ / 2) {
+      if (fill <= capacity_ / 4) {
         nudged_ = false;
       } else if (!nudged_) {
         nudged_ = true;
@@ -91,7 +93,7 @@ class Ring {
     return h + 1;
   }
   void Commit() { head_.store(pending_head_, std::memory_order_release); }
-  // Producer, after Commit: true once when the ring has just passed half full.
+  // Producer, after Commit: true once when the ring has just passed a quarter full.
   bool TakeNudge() {
     if (__builtin_expect(!nudge_pending_, 1)) return false;
     nudge_pending_ = false;

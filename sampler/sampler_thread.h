@@ -7,7 +7,7 @@
 //
 // It sleeps until a ring needs draining (the kernel's perf watermark, a
 // quarter of the ring, wakes its epoll set; a SIGPROF handler nudges it
-// through an eventfd at half its ring) or the period
+// through an eventfd at a quarter of its ring) or the period
 // passes (FLIGHTREC_FLUSH_MS): a quiet process wakes it rarely, a busy one as
 // often as its rings need. Waking on a timer alone cost this VM ~35 us per
 // wake-up, 200 times a second, whether or not anything was sampled.
@@ -22,7 +22,7 @@ namespace flightrec::sampler {
 void PrepareSamplerWakeups();
 // Adds a perf ring's fd to the wake-up set (any thread; at arming).
 void WatchRingFd(int fd);
-// A SIGPROF ring passed half full: async-signal-safe, keeps errno.
+// A SIGPROF ring passed a quarter full: async-signal-safe, keeps errno.
 void NudgeSamplerThread();
 // Starts the thread (once); it sleeps at most period_ms between collections.
 // Returns false if it cannot be created.

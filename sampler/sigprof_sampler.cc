@@ -163,7 +163,7 @@ void TakeSample(TimerSlot* slot, const siginfo_t* si, const ucontext_t* uc) {
   else copied = SafeCopyPrefix(sp, r->stack, want);
   r->stack_len = static_cast<uint32_t>(copied);
   slot->ring.Commit();
-  if (slot->ring.TakeNudge()) NudgeSamplerThread();  // half full: drain before it overflows
+  if (slot->ring.TakeNudge()) NudgeSamplerThread();  // a quarter full: drain before it overflows
   g->samples.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -68,26 +68,27 @@ TEST_CASE("ring: a full ring refuses records and recovers after drain") {
   CHECK(r.Reserve(1, 100) == nullptr);
 }
 
-TEST_CASE("ring: the consumer is nudged once each time the ring passes half full") {
+TEST_CASE("ring: the consumer is nudged once each time the ring passes a quarter full") {
   alignas(64) static uint8_t buf[256];
   Ring r;
   r.Init(buf, sizeof(buf));
-  // 16-byte records: 8 fill half the ring, the 9th passes it.
+  // 16-byte records: 4 fill a quarter of the ring, the 5th passes it.
   auto push = [&r] {
     REQUIRE(r.Reserve(1, 8) != nullptr);
     r.Commit();
     return r.TakeNudge();
   };
-  for (int i = 0; i < 8; ++i) CHECK_FALSE(push());
-  CHECK(push());  // 9th: past half
-  for (int i = 0; i < 5; ++i) CHECK_FALSE(push());  // once per filling
-  CHECK(r.Drain([](const RecordHeader&, const void*) {}) == 14);
+  for (int i = 0; i < 4; ++i) CHECK_FALSE(push());
+  CHECK(push());  // 5th: past a quarter
+  for (int i = 0; i < 11; ++i) CHECK_FALSE(push());  // once per filling, up to full
+  CHECK(r.Reserve(1, 8) == nullptr);
+  CHECK(r.Drain([](const RecordHeader&, const void*) {}) == 16);
   // Drained: the next filling nudges again, at the same point.
-  for (int i = 0; i < 8; ++i) CHECK_FALSE(push());
+  for (int i = 0; i < 4; ++i) CHECK_FALSE(push());
   CHECK(push());
   // Again after the next drain, across the wrap.
-  CHECK(r.Drain([](const RecordHeader&, const void*) {}) == 9);
-  for (int i = 0; i < 8; ++i) CHECK_FALSE(push());
+  CHECK(r.Drain([](const RecordHeader&, const void*) {}) == 5);
+  for (int i = 0; i < 4; ++i) CHECK_FALSE(push());
   CHECK(push());
 }
 

@@ -1,0 +1,75 @@
+#!/usr/bin/python3
+"""What an idle process pays for being recorded: `sleep` under the preload
+with every default on, and what flightrec's own threads (flush, sampler)
+spend while it does nothing: CPU (schedstat, ns on CPU) and wake-ups
+(voluntary context switches) per second, measured over a window that starts
+after start-up. The same with FLIGHTREC_FLUSH_MS=5 (the drain period before
+the threads were woken by need) shows what periodic wake-ups cost on this
+machine. Interleaved rounds; medians.
+    run_idle_cost.py BUILD [ROUNDS]
+"""
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+WINDOW_S = 5.0
+SIDES = (("defaults", {}), ("FLIGHTREC_FLUSH_MS=5", {"FLIGHTREC_FLUSH_MS": "5"}))
+
+
+def recorder_threads(pid):
+    """{tid: (ns on CPU, voluntary switches)} of flightrec's threads."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        base = "/proc/%d/task/%s/" % (pid, tid)
+        try:
+            if not open(base + "comm").read().startswith("flightrec-"):
+                continue
+            ns = int(open(base + "schedstat").read().split()[0])
+            status = open(base + "status").read()
+            vol = int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+        except (OSError, IndexError, ValueError):
+            continue
+        out[tid] = (ns, vol)
+    return out
+
+
+def one(lib, env):
+    with tempfile.TemporaryDirectory(prefix="fr-idle-", dir="/var/tmp") as tmp:
+        e = dict(os.environ, LD_PRELOAD=lib, FLIGHTREC_OUTPUT=os.path.join(tmp, "out"), **env)
+        p = subprocess.Popen(["sleep", str(WINDOW_S + 3)], env=e)
+        try:
+            time.sleep(1.0)  # past start-up
+            a = recorder_threads(p.pid)
+            t0 = time.monotonic()
+            time.sleep(WINDOW_S)
+            b = recorder_threads(p.pid)
+            dt = time.monotonic() - t0
+        finally:
+            p.kill()
+            p.wait()
+    cpu = sum(b[t][0] - a[t][0] for t in b if t in a) / dt
+    wakes = sum(b[t][1] - a[t][1] for t in b if t in a) / dt
+    return cpu, wakes, len(b)
+
+
+def main():
+    lib = os.path.join(os.path.abspath(sys.argv[1]), "libflightrec.so")
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    res = {name: [] for name, _ in SIDES}
+    for r in range(rounds):
+        for name, env in (SIDES if r % 2 == 0 else SIDES[::-1]):
+            res[name].append(one(lib, env))
+    print("idle process (`sleep`), flightrec's threads over %.0f s windows, median of %d rounds:" % (WINDOW_S, rounds))
+    for name, _ in SIDES:
+        cpu = statistics.median(x[0] for x in res[name])
+        wakes = statistics.median(x[1] for x in res[name])
+        threads = max(x[2] for x in res[name])
+        print("  idle %-22s %.2f ms CPU per second (%.3f%% of a core), %.0f wake-ups per second, %d threads"
+              % (name + ":", cpu / 1e6, cpu / 1e7, wakes, threads))
+
+
+if __name__ == "__main__":
+    main()
