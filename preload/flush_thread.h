@@ -1,5 +1,6 @@
-// Flush thread "flightrec-flush": every FLIGHTREC_FLUSH_MS, or at once when a
-// ring passes a quarter full (flush_wakeup.h), it drains every
+// Flush thread "flightrec-flush": every FLIGHTREC_FLUSH_MS (every 5 ms while
+// some thread writes fast), or at once when a ring passes a quarter full
+// (flush_wakeup.h), it drains every
 // thread's ring and the registered flush sources into the SegmentWriter,
 // writes blocks about once a second, rotates and seals segments, enforces the
 // disk budget, and pauses/resumes recording when the output is unusable.

@@ -120,6 +120,8 @@ class Ring {
     tail_.store(tail, std::memory_order_release);
     return n;
   }
+  // Consumer: bytes consumed so far (its own position).
+  uint64_t consumed() const { return tail_.load(std::memory_order_relaxed); }
   bool Empty() const {
     return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire);
   }
