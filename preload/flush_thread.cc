@@ -401,8 +401,9 @@ void* FlushMain(void* arg) {
   s->tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
   const uint64_t period = GetConfig().flush_ms * kMs;
   uint32_t seen = g_wake_word.load(std::memory_order_seq_cst);
+  uint64_t sleep_ns = period;
   for (;;) {
-    SleepUnlessWoken(seen, s->busy && period > kBusyPeriodNs ? kBusyPeriodNs : period);
+    SleepUnlessWoken(seen, sleep_ns);
     seen = g_wake_word.load(std::memory_order_seq_cst);
     if (!BeginTick(*s)) break;
     if (s->crash_requested.load(std::memory_order_acquire)) {
@@ -418,6 +419,9 @@ void* FlushMain(void* arg) {
       continue;
     }
     Tick(*s, false);
+    // Read while the state is still ours: once EndTick hands it back, a
+    // stopper may take it over and tick on it (TSan caught this read racing).
+    sleep_ns = s->busy && period > kBusyPeriodNs ? kBusyPeriodNs : period;
     if (!EndTick(*s)) break;
     if (ApplicationThreadsGone(MonotonicNs())) EndProcess();
   }
