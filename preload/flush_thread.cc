@@ -106,12 +106,12 @@ struct FlushState {
 FlushState* g_state = nullptr;
 uint64_t g_next_seq = 0;  // segment numbers continue across restarts (failed exec)
 
-// The flush thread's futex word (flush_wakeup.h): bumped by every wake and
-// nudge. Global rather than in FlushState so producers reach it without
-// g_state (which a fork child replaces).
-// Shared by every flush thread of the process: a stopped one (exec failure,
-// privilege drop) may still be asleep on it while its successor runs, so
-// wakes wake all and sleepers are counted, not flagged.
+// The flush thread's futex word (flush_wakeup.h), bumped by every wake-up:
+// producers' nudges, stop, crash and resume requests. Global rather than in
+// FlushState so producers reach it without g_state (which a fork child
+// replaces), and so shared by every flush thread of the process: a stopped
+// one (exec failure, privilege drop) may still be asleep on it while its
+// successor runs, hence wakes wake all and sleepers are counted, not flagged.
 std::atomic<uint32_t> g_wake_word{0};
 std::atomic<int> g_sleepers{0};  // flush threads in (or entering) their futex wait
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex word");
@@ -129,11 +129,6 @@ void SleepUnlessWoken(uint32_t seen, uint64_t ns) {
   g_sleepers.fetch_add(1, std::memory_order_seq_cst);
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_wake_word), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
   g_sleepers.fetch_sub(1, std::memory_order_relaxed);
-}
-
-void Wake(FlushState&) {
-  g_wake_word.fetch_add(1, std::memory_order_seq_cst);
-  FutexWakeAll();
 }
 
 // Closes the writer's file (Seal or Abandon) and releases its fd protection.
@@ -493,7 +488,7 @@ bool StopFlushThread(uint64_t deadline_ns) {
   }
   // It wakes, sees kStopped and leaves on its own; never wait for a thread
   // the scheduler may not run for a while.
-  Wake(*s);
+  NudgeFlushThread();
   pthread_detach(s->thread);
   g_state = nullptr;
   // Final drain and seal on this thread, which counts as a recorder thread
@@ -511,7 +506,7 @@ bool RequestCrashFlushAndWait(uint64_t deadline_ns) {
     return false;
   s->crash_done.store(false, std::memory_order_relaxed);
   s->crash_requested.store(true, std::memory_order_release);
-  Wake(*s);
+  NudgeFlushThread();
   while (!s->crash_done.load(std::memory_order_acquire)) {
     if (MonotonicNs() >= deadline_ns) return false;
     timespec ts{0, 1000000};
@@ -524,7 +519,7 @@ void ResumeAfterCrash() {
   FlushState* s = g_state;
   if (!s) return;
   s->resume_requested.store(true, std::memory_order_release);
-  Wake(*s);
+  NudgeFlushThread();
 }
 
 void RestartFlushThreadInChild(const ProcessInfo& info) {

@@ -2,11 +2,12 @@
 // drains; a producer whose ring passes a quarter full (Ring::TakeNudge) calls
 // NudgeFlushThread so a burst after a quiet spell is drained before the ring
 // overflows, and a quiet process is woken rarely.
+// Stop, crash and resume requests wake it the same way.
 //
 // The protocol (flush_thread.cc): the flush thread reads the futex word at
 // the start of a tick and sleeps on that value after it, so a nudge that
 // arrives during the tick makes the sleep return at once; the futex wake
-// itself is made only while the thread is marked sleeping.
+// itself is made only while a flush thread is counted as sleeping.
 #pragma once
 
 namespace flightrec {

@@ -25,9 +25,9 @@
 #include "preload/core_events.h"
 #include "preload/log.h"
 #include "preload/ring.h"
-#include "sampler/sampler_thread.h"
 #include "sampler/proc_maps.h"
 #include "sampler/sample_events.h"
+#include "sampler/sampler_thread.h"
 
 namespace flightrec::sampler {
 namespace {
