@@ -378,7 +378,7 @@ static int cmd_closeall(const char* mode) {
   struct sockaddr_in a;
   int l = tcp_listener(&a, 0);
   long first = exchange(&a, l, 1000);
-  usleep(50 * 1000);  // let the recorder write a block and open its fds
+  usleep(200 * 1000);  // let the recorder write a block and open its fds (its threads sleep up to 50 ms)
   // A daemon-style "close everything but stdio".
   if (strcmp(mode, "range") == 0) {
     if (close_range(3, ~0U, 0) != 0) die("close_range");
