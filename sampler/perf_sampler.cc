@@ -572,7 +572,10 @@ void TuneSwitchPeriod(Slot& s, uint64_t now_ns, bool overflowed) {
     s.tune_count_ok = true;
   }
   const uint64_t per_sec = dt ? outs * 1000000000ull / dt : outs;
-  uint64_t want = (per_sec + kSwitchSamplesPerSec - 1) / kSwitchSamplesPerSec;
+  // Rounded down: a window holds few switches of a thread that blocks
+  // rarely (two in 20 ms read as 100/s), and rounding up would thin a
+  // thread blocking 33 times a second, which should keep period 1.
+  uint64_t want = per_sec / kSwitchSamplesPerSec;
   if (overflowed) want = std::max(want, s.sw_period * 8);
   want = std::clamp<uint64_t>(want, 1, kMaxSwitchPeriod);
   uint64_t next = want >= s.sw_period ? want : std::max(want, s.sw_period / 2);
