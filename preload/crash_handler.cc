@@ -308,8 +308,8 @@ void DecodeCrash(FlushContext& ctx, const RecordHeader& h, const void* payload) 
   uint64_t pcs[128];
   int n = 0;
   if (r->regs.ip() != 0)
-    n = sampler::UnwindCopiedStack(r->regs, r->stack_addr, reinterpret_cast<const uint8_t*>(r + 1), len,
-                                   pcs, 128);
+    n = sampler::UnwindCopiedStack(sampler::UnwindRole::kFlush, r->regs, r->stack_addr,
+                                   reinterpret_cast<const uint8_t*>(r + 1), len, pcs, 128);
   using format::Value;
   Value v[] = {Value::U(r->time_ns),
                Value::U(static_cast<uint64_t>(r->tid)),

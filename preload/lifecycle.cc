@@ -25,6 +25,7 @@
 #include "preload/output_dir.h"
 #include "preload/runtime_state.h"
 #include "preload/thread_registry.h"
+#include "sampler/stack_unwinder.h"
 
 extern char** environ;
 
@@ -75,6 +76,7 @@ void AtForkChild() {
   ResetRegistryAfterFork();
   TakeFooterCounters();  // the parent's drop totals are not the child's
   LastThreadWatchAtForkChild();
+  sampler::PrepareUnwinders(/*after_fork=*/true);
   if (SamplerAtFork) SamplerAtFork();
   if (UploaderAtFork) UploaderAtFork();
   CurrentThreadState(true);
@@ -94,6 +96,8 @@ __attribute__((constructor)) void FlightrecInit() {
   InitThreadRegistry();
   LastThreadWatchInit();
   RegisterCoreEvents();
+  // Before any recorder thread exists, so no unwinding path ever mallocs.
+  sampler::PrepareUnwinders();
   if (AllocProfilerInit) AllocProfilerInit(cfg);
   if (SamplerInit) SamplerInit(cfg);
   if (SocketsInit) SocketsInit(cfg);

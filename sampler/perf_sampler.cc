@@ -356,7 +356,7 @@ int UnwindSample(const Sample& s, bool at_switch, uint64_t* pcs) {
   }
   RegisterSet rs;
   if (!RegisterSetFromPerf(PerfRegsUserMask(), s.regs, s.nregs, &rs)) return 0;
-  const int n = UnwindCopiedStack(rs, rs.sp(), s.stack, s.stack_len, pcs, kMaxFrames);
+  const int n = UnwindCopiedStack(UnwindRole::kSampler, rs, rs.sp(), s.stack, s.stack_len, pcs, kMaxFrames);
   // At a switch the user ip is the instruction after the syscall: like a
   // return address, step back into it so it symbolizes to the call.
   if (at_switch && n > 0 && pcs[0]) pcs[0] -= 1;

@@ -290,7 +290,8 @@ void DrainSlot(TimerSlot& s) {
     const size_t len = std::min<size_t>(r->stack_len, body - sizeof(CpuSampleRecord));
     uint64_t pcs[kMaxFrames];
     // Unwinding failures are not losses: the sample keeps its leaf frame.
-    const int n = UnwindCopiedStack(r->regs, r->stack_addr, r->stack, len, pcs, kMaxFrames);
+    const int n = UnwindCopiedStack(UnwindRole::kSampler, r->regs, r->stack_addr, r->stack, len, pcs,
+                                    kMaxFrames);
     if (n > 0) QueueCpuSample(r->time_ns, static_cast<uint32_t>(r->tid), pcs, n, r->period_ns);
   });
 }

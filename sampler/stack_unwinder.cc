@@ -118,13 +118,20 @@ int GetProcName(unw_addr_space_t, unw_word_t, char*, size_t, unw_word_t*, void*)
   return -UNW_ENOINFO;
 }
 
-// One address space per recorder thread: creation mallocs, and its unwind
-// cache is what makes steady-state unwinding cheap. Never freed (threads that unwind live as long as the
-// process); a forked child's new flush thread starts with a fresh TLS slot.
-__attribute__((tls_model("initial-exec"))) thread_local unw_addr_space_t t_as = nullptr;
+// One address space per role, made ahead of use (PrepareUnwinders), never
+// on the unwinding path. Why ahead: creation mallocs (26 KB through the host's
+// calloc), and a recorder thread inside the host's malloc when the
+// application forks can leave an allocator lock held in the child; an
+// allocator without fork handlers (GCC 12's ASan) then hung the child's exit
+// (test_fork_without_exec, 1 run in ~70 under load). Why one per role, not
+// one shared: Debian builds libunwind without per-thread caches, so each
+// address space's unwind cache sits behind its own lock, and the sampler and
+// the flush thread must not contend for it. Within a role, unwinding is
+// exclusive: the role's thread and whoever stops it hand their state over
+// (sampler_thread.cc, flush_thread.cc), so one address space is enough.
+std::atomic<unw_addr_space_t> g_as[kUnwindRoleCount];
 
-unw_addr_space_t AddressSpace() {
-  if (t_as) return t_as;
+unw_addr_space_t CreateAddressSpace() {
   // libunwind sets its local address space up on first use and later callers
   // test a plain flag outside its lock, so TSan found the flush thread's read
   // of the accessors unordered against the sampler thread's setup. Make that
@@ -142,13 +149,12 @@ unw_addr_space_t AddressSpace() {
   acc.get_proc_name = GetProcName;
   unw_addr_space_t as = unw_create_addr_space(&acc, 0);
   if (!as) return nullptr;
-  // Per-thread caching: the cache lives in libunwind's TLS and needs no lock.
-  // UNW_CACHE_GLOBAL takes a mutex with every signal blocked on each lookup,
-  // two rt_sigprocmask syscalls per frame, which measured ~5 us per frame
-  // here against well under 1 us without.
+  // Per-thread caching where libunwind has it (no lock); Debian's falls back
+  // to the address space's own cache and lock. UNW_CACHE_GLOBAL takes a mutex
+  // with every signal blocked on each lookup, two rt_sigprocmask syscalls per
+  // frame, which measured ~5 us per frame here against well under 1 us without.
   unw_set_caching_policy(as, UNW_CACHE_PER_THREAD);
   unw_set_cache_size(as, 4096, 0);
-  t_as = as;
   return as;
 }
 
@@ -211,13 +217,23 @@ bool SafeReadSelf(uint64_t addr, void* out, size_t len) {
   return PipeRead(addr, out, len);
 }
 
-int UnwindCopiedStack(const RegisterSet& regs, uint64_t stack_addr, const uint8_t* copy,
-                      size_t copy_len, uint64_t* pcs, int max) {
+void PrepareUnwinders(bool after_fork) {
+  for (auto& slot : g_as) {
+    // In a fork child the parent's address spaces are leaked, not destroyed:
+    // a parent thread may have been inside one (holding its cache lock) at
+    // the fork. Their memory is small and was the parent's anyway.
+    if (!after_fork && slot.load(std::memory_order_acquire)) continue;
+    slot.store(CreateAddressSpace(), std::memory_order_release);
+  }
+}
+
+int UnwindCopiedStack(UnwindRole role, const RegisterSet& regs, uint64_t stack_addr,
+                      const uint8_t* copy, size_t copy_len, uint64_t* pcs, int max) {
   if (max <= 0 || regs.ip() == 0) return 0;
   pcs[0] = regs.ip();
   int n = 1;
-  unw_addr_space_t as = AddressSpace();
-  if (!as) return n;
+  unw_addr_space_t as = g_as[static_cast<int>(role)].load(std::memory_order_acquire);
+  if (!as) return n;  // not prepared (or creation failed): the leaf frame alone
 
   // Large (16 x 256 B lines) but recorder threads have ordinary 8 MiB stacks.
   UnwindArg arg;

@@ -6,9 +6,10 @@
 // own process with SafeReadSelf, so a bad address fails the read instead of
 // faulting. Registers come from a RegisterSet captured with the copy.
 //
-// Threading: the libunwind address space (with its unwind-info cache) is
-// per calling thread and created on first use. Intended for recorder threads
-// only; never call it from hooks or signal handlers.
+// Threading: one libunwind address space (with its unwind-info cache) per
+// role, made by PrepareUnwinders before any unwinding, so unwinding never
+// mallocs. Two threads must not unwind in the same role at once. Intended
+// for recorder threads only; never call it from hooks or signal handlers.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -39,13 +40,26 @@ bool RegisterSetFromPerf(uint64_t mask, const uint64_t* values, size_t count, Re
 // Async-signal-safe: used in the SIGPROF handler.
 void RegisterSetFromUcontext(const ucontext_t* uc, RegisterSet* out);
 
+// Who unwinds. Each role's unwinding is done by one thread at a time: the
+// sampler thread or the thread stopping it; the flush thread or the thread
+// stopping it.
+enum class UnwindRole : int { kSampler = 0, kFlush = 1 };
+constexpr int kUnwindRoleCount = 2;
+
+// Creates the address spaces (host calloc). Call where the host's malloc is
+// safe and before any recorder thread unwinds: the constructor, and a fork
+// child's handler with after_fork (the inherited ones may be locked by a
+// parent thread that was unwinding at the fork). Idempotent otherwise.
+void PrepareUnwinders(bool after_fork = false);
+
 // Unwinds and writes up to `max` pcs, leaf first: pcs[0] is regs.ip itself;
 // callers are return address - 1 (inside the call instruction), except the
 // frame interrupted by a signal, whose pc is exact. Returns the count (>= 1
 // when regs.ip != 0; 0 only for max <= 0 or ip == 0). Never faults on bad
 // input: a garbage copy just ends the walk early.
-int UnwindCopiedStack(const RegisterSet& regs, uint64_t stack_addr, const uint8_t* copy,
-                      size_t copy_len, uint64_t* pcs, int max);
+// Without PrepareUnwinders, returns the leaf alone.
+int UnwindCopiedStack(UnwindRole role, const RegisterSet& regs, uint64_t stack_addr,
+                      const uint8_t* copy, size_t copy_len, uint64_t* pcs, int max);
 
 // True while the calling thread is inside UnwindCopiedStack. libunwind's
 // cache lock (Debian builds it without per-thread caches) brackets every

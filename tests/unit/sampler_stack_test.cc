@@ -25,7 +25,14 @@ namespace {
 
 using flightrec::sampler::CaptureCurrentStack;
 using flightrec::sampler::RegisterSet;
-using flightrec::sampler::UnwindCopiedStack;
+
+// The recorder prepares its address spaces in its constructor; tests do it here.
+static int Unwind(const RegisterSet& regs, uint64_t stack_addr, const uint8_t* copy, size_t len,
+                  uint64_t* pcs, int max) {
+  flightrec::sampler::PrepareUnwinders();
+  return flightrec::sampler::UnwindCopiedStack(flightrec::sampler::UnwindRole::kSampler, regs, stack_addr,
+                                               copy, len, pcs, max);
+}
 
 // Return addresses recorded by each link of the chain: the caller's pc after
 // the call, i.e. exactly what the unwinder must find (minus 1).
@@ -154,7 +161,7 @@ TEST_CASE("sampler_unwinder: copied stack unwinds through -fomit-frame-pointer f
   chain_1(&t, Mode::kCopy);
   REQUIRE(!t.copy.empty());
   uint64_t pcs[64];
-  const int n = UnwindCopiedStack(t.regs, t.stack_addr, t.copy.data(), t.copy.size(), pcs, 64);
+  const int n = Unwind(t.regs, t.stack_addr, t.copy.data(), t.copy.size(), pcs, 64);
   REQUIRE(n >= 6);
   // Frame 0 is the exact pc getcontext returned to, inside chain_leaf.
   CHECK(pcs[0] == t.regs.ip());
@@ -175,7 +182,7 @@ TEST_CASE("sampler_unwinder: copied stack unwinds through -fomit-frame-pointer f
   }
   REQUIRE(clobbered >= 1);
   uint64_t cut[64];
-  const int m = UnwindCopiedStack(t.regs, t.stack_addr, t.copy.data(), t.copy.size(), cut, 64);
+  const int m = Unwind(t.regs, t.stack_addr, t.copy.data(), t.copy.size(), cut, 64);
   CHECK(m == 2);  // chain_leaf, chain_3; chain_3's return address is now 0
   CHECK(Find(cut, m, t.ret_into[2] - 1) == -1);
 }
@@ -188,17 +195,17 @@ TEST_CASE("sampler_unwinder: garbage registers and copies end the walk without f
   // ip in no mapping, sp pointing at the junk copy.
   regs.r[RegisterSet::kRip] = 0x10;
   regs.r[RegisterSet::kRsp] = 0x7000'0000'0000;
-  int n = UnwindCopiedStack(regs, regs.sp(), junk.data(), junk.size(), pcs, 32);
+  int n = Unwind(regs, regs.sp(), junk.data(), junk.size(), pcs, 32);
   CHECK(n >= 1);
   CHECK(pcs[0] == 0x10);
   // ip inside our code, sp unmapped and no copy: still terminates.
   regs.r[RegisterSet::kRip] = reinterpret_cast<uint64_t>(&chain_leaf) + 1;
   regs.r[RegisterSet::kRsp] = 0x8;
-  n = UnwindCopiedStack(regs, 0, nullptr, 0, pcs, 32);
+  n = Unwind(regs, 0, nullptr, 0, pcs, 32);
   CHECK(n >= 1);
   CHECK(n <= 32);
   regs.r[RegisterSet::kRip] = 0;
-  CHECK(UnwindCopiedStack(regs, 0, nullptr, 0, pcs, 32) == 0);
+  CHECK(Unwind(regs, 0, nullptr, 0, pcs, 32) == 0);
 }
 
 TEST_CASE("sampler_unwinder: perf register layout maps onto libunwind numbering") {
@@ -254,7 +261,7 @@ TEST_CASE("sampler_unwinder: works where a sandbox refuses process_vm_readv") {
     ChainTrace t{};
     chain_1(&t, Mode::kCopy);
     uint64_t pcs[64];
-    const int n = UnwindCopiedStack(t.regs, t.stack_addr, t.copy.data(), t.copy.size(), pcs, 64);
+    const int n = Unwind(t.regs, t.stack_addr, t.copy.data(), t.copy.size(), pcs, 64);
     for (int k = 0; k < 4; ++k)
       if (Find(pcs, n, t.ret_into[k] - 1) != 1 + k) _exit(20 + k);
     _exit(0);
