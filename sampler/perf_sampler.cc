@@ -229,15 +229,6 @@ size_t RoundUpPow2(size_t v) {
   return p;
 }
 
-bool HasSlotFor(pid_t tid) {
-  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
-  for (int i = 0; i < n; ++i) {
-    const int st = g->slots[i].state.load(std::memory_order_acquire);
-    if ((st == kActive || st == kDraining) && g->slots[i].tid == tid) return true;
-  }
-  return false;
-}
-
 int ClaimSlot() {
   const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
   for (int i = 0; i < n; ++i) {
@@ -755,9 +746,6 @@ bool PerfConfigure(const PerfOptions& opts_in, bool hardware, bool kernel, bool 
 
 bool PerfArmThread(pid_t tid, bool self) {
   if (!g || g->shutdown.load(std::memory_order_relaxed)) return false;
-  // Arming another thread that already armed itself (a thread starting
-  // while the sampler thread arms every thread) would sample it twice.
-  if (!self && HasSlotFor(tid)) return true;
   const int idx = ClaimSlot();
   if (idx < 0) {
     g->counters.arm_failed.fetch_add(1, std::memory_order_relaxed);

@@ -25,7 +25,6 @@
 #include "preload/core_events.h"
 #include "preload/log.h"
 #include "preload/ring.h"
-#include "preload/signal_mask.h"
 #include "sampler/proc_maps.h"
 #include "sampler/sample_events.h"
 #include "sampler/sampler_thread.h"
@@ -485,24 +484,18 @@ void SigprofBeforeExec() {
   sigset_t prof, old;
   sigemptyset(&prof);
   sigaddset(&prof, SIGPROF);
-  RealPthreadSigmask(SIG_BLOCK, &prof, &old);
+  pthread_sigmask(SIG_BLOCK, &prof, &old);
   const timespec zero{0, 0};
   siginfo_t info;
   while (sigtimedwait(&prof, &info, &zero) == SIGPROF) {
   }
-  RealPthreadSigmask(SIG_SETMASK, &old, nullptr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void SigprofAfterExecFailed() {
   if (!t_rearm_after_exec) return;
   t_rearm_after_exec = false;
   if (g && static_cast<pid_t>(syscall(SYS_getpid)) == g->pid) SigprofArmSelf();
-}
-
-static std::atomic<void (*)()> g_step_aside_observer{nullptr};
-
-void SetSigprofStepAsideObserver(void (*observer)()) {
-  g_step_aside_observer.store(observer, std::memory_order_release);
 }
 
 bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* old, int* ret) {
@@ -530,10 +523,8 @@ bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* ol
   g->stepped_aside.store(true, std::memory_order_release);
   RetireAll();
   g->stepped_aside_count.fetch_add(1, std::memory_order_relaxed);
-  void (*observer)() = g_step_aside_observer.load(std::memory_order_acquire);
-  LogOnce(&g->stepped_logged, observer ? LogLevel::kInfo : LogLevel::kWarn,
+  LogOnce(&g->stepped_logged, LogLevel::kWarn,
           "the application installed its own SIGPROF handler; CPU sampling (sigprof) stepped aside");
-  if (observer) observer();
   const int r = g->real_sigaction(SIGPROF, act, nullptr);
   if (r == 0 && old) *old = prev;
   *ret = r;
