@@ -6,9 +6,15 @@
 //    step aside and hand SIGPROF over. The crash signals while crash capture
 //    owns them (preload/crash_handler.h): the application's disposition is
 //    kept behind our handler, which hands signals on to it.
-//  * sigprocmask: a no-op for libunwind's lock on our flush thread while it
-//    unwinds (sampler/stack_unwinder.h, t_in_unwinder); recorder threads keep
-//    every signal blocked, so there is nothing to change.
+//  * sigprocmask, pthread_sigmask: a no-op for libunwind's lock on our flush
+//    thread while it unwinds (sampler/stack_unwinder.h, t_in_unwinder);
+//    recorder threads keep every signal blocked, so there is nothing to
+//    change. On application threads, SIGPROF is left out of what they block
+//    while the SIGPROF sampler owns it: servers commonly block every signal
+//    in their workers (one thread takes signals with sigwait), and a blocked
+//    SIGPROF would leave those threads unsampled. The application has no
+//    handler for it (else the sampler steps aside), so nothing it waits for
+//    changes.
 // Every other call goes straight to libc.
 #include <dlfcn.h>
 #include <errno.h>
@@ -18,6 +24,7 @@
 #include <cstring>
 
 #include "preload/crash_handler.h"
+#include "preload/signal_mask.h"
 #include "preload/thread_registry.h"
 #include "sampler/sigprof_sampler.h"
 #include "sampler/stack_unwinder.h"
@@ -42,6 +49,17 @@ Fn Resolve(std::atomic<Fn>* slot, const char* name) {
 std::atomic<SigactionFn> g_sigaction;
 std::atomic<SignalFn> g_signal, g_bsd_signal, g_sysv_signal;
 std::atomic<SigprocmaskFn> g_sigprocmask;
+
+// The set an application thread asks to block, without SIGPROF while the
+// sampler owns it (see the top of the file). Returns `set` itself when
+// nothing needs removing, else `scratch`.
+const sigset_t* WithoutOwnedSigprof(int how, const sigset_t* set, sigset_t* scratch) {
+  if (!set || how == SIG_UNBLOCK || !sigismember(set, SIGPROF)) return set;
+  if (!flightrec::sampler::SigprofInstalled() || flightrec::IsRecorderThread()) return set;
+  *scratch = *set;
+  sigdelset(scratch, SIGPROF);
+  return scratch;
+}
 
 // The sigaction a signal()-family call means: handler, empty mask, and the
 // flags the libc variant uses.
@@ -129,5 +147,15 @@ FR_HOOK int sigprocmask(int how, const sigset_t* set, sigset_t* old) {
   }
   SigprocmaskFn real = Resolve(&g_sigprocmask, "sigprocmask");
   if (!real) return errno = ENOSYS, -1;
-  return real(how, set, old);
+  sigset_t scratch;
+  return real(how, WithoutOwnedSigprof(how, set, &scratch), old);
+}
+
+FR_HOOK int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) {
+  if (flightrec::sampler::t_in_unwinder && flightrec::IsRecorderThread()) {
+    if (old) sigfillset(old);
+    return 0;
+  }
+  sigset_t scratch;
+  return flightrec::RealPthreadSigmask(how, WithoutOwnedSigprof(how, set, &scratch), old);
 }

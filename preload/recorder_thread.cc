@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "preload/signal_mask.h"
 #include "preload/thread_registry.h"
 
 namespace flightrec {
@@ -82,11 +83,11 @@ int CreateRecorderThread(pthread_t* thread, const char* name, void* (*fn)(void*)
   // blocked; the creating thread's mask is restored right after.
   sigset_t all, old;
   sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
+  RealPthreadSigmask(SIG_SETMASK, &all, &old);
   tls_creating_recorder_thread = true;  // our pthread_create hook, if reached, must not register it
   const int rc = create(thread, nullptr, Trampoline, s);
   tls_creating_recorder_thread = false;
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  RealPthreadSigmask(SIG_SETMASK, &old, nullptr);
   if (rc != 0) delete s;
   return rc;
 }

@@ -16,6 +16,7 @@ namespace flightrec::sampler {
 
 __thread bool t_offcpu_hooks __attribute__((tls_model("initial-exec"))) = false;
 uint64_t g_offcpu_min_ns = 1000000;
+std::atomic<bool> g_offcpu_hooks_retired{false};
 
 namespace {
 

@@ -4,6 +4,7 @@
 // on; a call that blocked at least FLIGHTREC_OFFCPU_MIN_US records its stack
 // (captured in place after the call returns) into the thread's ring.
 #pragma once
+#include <atomic>
 #include <cstdint>
 
 #include "sampler/local_stack.h"
@@ -18,7 +19,12 @@ extern uint64_t g_offcpu_min_ns;
 
 // Off inside a stack capture: libunwind's own lock must not be timed (the
 // capture it would trigger re-enters libunwind while that lock is held).
-inline bool OffCpuHooksOn() { return t_offcpu_hooks && !t_in_local_capture; }
+// Process-wide: set when off-CPU moved to perf's context switches after
+// threads were started with the hooks on (SIGPROF handed to the application).
+extern std::atomic<bool> g_offcpu_hooks_retired;
+inline bool OffCpuHooksOn() {
+  return t_offcpu_hooks && !t_in_local_capture && !g_offcpu_hooks_retired.load(std::memory_order_relaxed);
+}
 
 // Records one block if it lasted at least g_offcpu_min_ns. `reason` must be
 // a string with static storage (e.g. "poll"). Called directly by a hook: the

@@ -75,7 +75,9 @@ enum SlotState : int { kFree = 0, kArming = 1, kActive = 2, kDraining = 3, kClos
 
 struct Slot {
   std::atomic<int> state{kFree};
-  pid_t tid = 0;
+  // Atomic: slot scans (adopting a thread, HasSlotFor) read it while a
+  // thread that claimed the recycled slot writes it.
+  std::atomic<pid_t> tid{0};
   int cpu_fd = -1, sw_fd = -1;
   uint64_t cpu_id = 0, sw_id = 0;
   uint8_t* base = nullptr;
@@ -227,6 +229,15 @@ size_t RoundUpPow2(size_t v) {
   size_t p = 1;
   while (p < v) p <<= 1;
   return p;
+}
+
+bool HasSlotFor(pid_t tid) {
+  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
+  for (int i = 0; i < n; ++i) {
+    const int st = g->slots[i].state.load(std::memory_order_acquire);
+    if ((st == kActive || st == kDraining) && g->slots[i].tid == tid) return true;
+  }
+  return false;
 }
 
 int ClaimSlot() {
@@ -746,6 +757,9 @@ bool PerfConfigure(const PerfOptions& opts_in, bool hardware, bool kernel, bool 
 
 bool PerfArmThread(pid_t tid, bool self) {
   if (!g || g->shutdown.load(std::memory_order_relaxed)) return false;
+  // Arming another thread that already armed itself (a thread starting
+  // while the sampler thread arms every thread) would sample it twice.
+  if (!self && HasSlotFor(tid)) return true;
   const int idx = ClaimSlot();
   if (idx < 0) {
     g->counters.arm_failed.fetch_add(1, std::memory_order_relaxed);

@@ -3,6 +3,7 @@
 #include "sampler/sampler.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <mimalloc.h>
 #include <sys/syscall.h>
@@ -37,8 +38,11 @@ constexpr uint64_t kStopBudgetNs = 50ull * 1000000ull;
 enum class Mode { kOff, kPerf, kSigprof };
 
 struct SamplerState {
-  Mode mode = Mode::kOff;
-  bool auto_mode = false;
+  // Atomic: auto mode moves from kSigprof to kPerf at run time
+  // (TakeOverWithPerf) while new threads read it to arm themselves.
+  std::atomic<Mode> mode{Mode::kOff};
+  bool perf_switch_ok = false;     // perf gives off-CPU from context switches
+  bool thread_fallback = false;    // perf mode: a refused thread tries SIGPROF
   bool offcpu = false;             // off-CPU wanted at all
   sampler::SigprofOptions sigprof_opts;
   // Per-thread SIGPROF fallback: decided once, by the first thread perf
@@ -52,7 +56,7 @@ std::atomic<sampler::Symbolizer*> g_symbolizer{nullptr};
 
 pid_t Gettid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 
-// auto mode: a thread perf cannot arm (locked-memory limits, fd limits) gets
+// perf mode: a thread perf cannot arm (locked-memory limits, fd limits) gets
 // the SIGPROF timer instead, if SIGPROF is ours to use.
 constexpr int kFallbackUndecided = 0, kFallbackDeciding = 1, kFallbackOk = 2, kFallbackFailed = 3;
 // Threads refused while the first one is still installing the fallback wait
@@ -60,7 +64,7 @@ constexpr int kFallbackUndecided = 0, kFallbackDeciding = 1, kFallbackOk = 2, kF
 constexpr uint64_t kFallbackWaitNs = 200ull * 1000000ull;
 
 bool SigprofFallbackForThread() {
-  if (!g_state.auto_mode) return false;
+  if (!g_state.thread_fallback) return false;
   const int saved_errno = errno;
   int expected = kFallbackUndecided;
   if (g_state.sigprof_fallback.compare_exchange_strong(expected, kFallbackDeciding)) {
@@ -138,6 +142,58 @@ void ArmOtherThreads() {
   close(fd);
 }
 
+// Configures perf for the process and makes it the mode. Threads are armed
+// by the caller. Returns false (logged when log_refusal) if perf is refused.
+bool StartPerf(bool log_refusal) {
+  sampler::PerfOptions po;
+  po.hz = g_state.sigprof_opts.hz;
+  po.stack_bytes = g_state.sigprof_opts.stack_bytes;
+  po.offcpu = g_state.offcpu;
+  po.offcpu_min_ns = sampler::g_offcpu_min_ns;
+  const sampler::PerfProbeResult probe = sampler::PerfProbe(po);
+  if (!probe.cpu_ok || !sampler::PerfConfigure(po, probe.hardware, probe.kernel, probe.switch_ok)) {
+    if (log_refusal)
+      Log(LogLevel::kWarn, "perf_event_open refused (%s); CPU sampling off", strerror(probe.cpu_errno));
+    return false;
+  }
+  const char* offcpu_source = "none";
+  if (g_state.offcpu) {
+    offcpu_source = probe.switch_ok ? "context switches" : "blocking calls";
+    if (!probe.switch_ok)
+      Log(LogLevel::kInfo,
+          "context-switch sampling refused (%s; needs perf_event_paranoid <= 1 or CAP_PERFMON); "
+          "off-CPU from interposed blocking calls",
+          strerror(probe.switch_errno));
+  }
+  g_state.perf_switch_ok = probe.switch_ok;
+  g_state.mode.store(Mode::kPerf, std::memory_order_release);
+  Log(LogLevel::kInfo, "sampler: perf (%s of %s time, %llu Hz, %u-byte stacks, off-CPU: %s)",
+      probe.hardware ? "cycles" : "cpu-clock", probe.kernel ? "user+kernel" : "user",
+      static_cast<unsigned long long>(po.hz), po.stack_bytes, offcpu_source);
+  return true;
+}
+
+// Sampler thread, auto mode: the application installed its own SIGPROF
+// handler, so the SIGPROF sampler stepped aside. Sampling carries on with
+// perf: every live thread is armed from here (new ones arm themselves once
+// the mode reads perf), and the blocking-call hooks stop where context
+// switches now give off-CPU time, so no block is counted twice.
+// Known window: a thread starting during the scan may arm itself and be
+// armed by the scan too; PerfArmThread skips a tid that already has a slot,
+// which narrows it to the few instructions between the two checks.
+void TakeOverWithPerf() {
+  if (g_state.shutdown.load() || g_state.mode.load() != Mode::kSigprof) return;
+  if (!StartPerf(/*log_refusal=*/false)) {
+    Log(LogLevel::kWarn, "the application took SIGPROF and perf_event_open is refused; CPU sampling off");
+    g_state.mode.store(Mode::kOff, std::memory_order_release);
+    return;
+  }
+  if (g_state.offcpu && g_state.perf_switch_ok)
+    sampler::g_offcpu_hooks_retired.store(true, std::memory_order_relaxed);
+  ArmOtherThreads();
+  Log(LogLevel::kInfo, "the application took SIGPROF; CPU sampling continues with perf");
+}
+
 }  // namespace
 
 void SamplerInit(const Config& cfg) {
@@ -147,7 +203,6 @@ void SamplerInit(const Config& cfg) {
     Log(LogLevel::kInfo, "sampler: off (FLIGHTREC_SAMPLER=off)");
     return;
   }
-  s.auto_mode = cfg.sampler == SamplerMode::kAuto;
   s.offcpu = cfg.offcpu;
   sampler::g_offcpu_min_ns = cfg.offcpu_min_us * 1000;
   s.sigprof_opts.hz = cfg.cpu_hz ? cfg.cpu_hz : 99;
@@ -156,48 +211,41 @@ void SamplerInit(const Config& cfg) {
   sampler::RegisterSampleEvents();
   sampler::PrepareSamplerWakeups();  // before the first thread is armed
 
-  const char* offcpu_source = "none";
-  if (cfg.sampler == SamplerMode::kAuto || cfg.sampler == SamplerMode::kPerf) {
-    sampler::PerfOptions po;
-    po.hz = s.sigprof_opts.hz;
-    po.stack_bytes = s.sigprof_opts.stack_bytes;
-    po.offcpu = cfg.offcpu;
-    po.offcpu_min_ns = sampler::g_offcpu_min_ns;
-    const sampler::PerfProbeResult probe = sampler::PerfProbe(po);
-    if (probe.cpu_ok && sampler::PerfConfigure(po, probe.hardware, probe.kernel, probe.switch_ok)) {
-      s.mode = Mode::kPerf;
-      if (cfg.offcpu) {
-        offcpu_source = probe.switch_ok ? "context switches" : "blocking calls";
-        if (!probe.switch_ok)
-          Log(LogLevel::kInfo,
-              "context-switch sampling refused (%s; needs perf_event_paranoid <= 1 or CAP_PERFMON); "
-              "off-CPU from interposed blocking calls",
-              strerror(probe.switch_errno));
-      }
-      Log(LogLevel::kInfo, "sampler: perf (%s of %s time, %llu Hz, %u-byte stacks, off-CPU: %s)",
-          probe.hardware ? "cycles" : "cpu-clock", probe.kernel ? "user+kernel" : "user",
-          static_cast<unsigned long long>(po.hz), po.stack_bytes, offcpu_source);
-    } else if (cfg.sampler == SamplerMode::kPerf) {
-      Log(LogLevel::kWarn, "perf_event_open refused (%s); CPU sampling off (FLIGHTREC_SAMPLER=perf)",
-          strerror(probe.cpu_errno));
+  // auto: SIGPROF timers first. perf's per-thread events cost the thread
+  // microseconds of kernel work at every context switch (its cpu-clock timer
+  // is stopped and restarted, and the switch records are written), which a
+  // server that blocks often pays all the time: bench/switch_cost_bench,
+  // about +4 us per switch with perf against +0.3 us with SIGPROF timers,
+  // and redis-server's CPU per request 1.13x against 1.00x (run_macro.py).
+  // perf stays one setting away (FLIGHTREC_SAMPLER=perf) for complete
+  // off-CPU, and is auto's fallback where SIGPROF is not ours to use.
+  // Under ThreadSanitizer (the program was built with it) a SIGPROF handler
+  // installed behind TSan's sigaction interceptor runs at moments TSan does
+  // not expect and can crash it inside its own bookkeeping: auto uses perf.
+  const bool tsan_host = dlsym(RTLD_DEFAULT, "__tsan_init") != nullptr;
+  if ((cfg.sampler == SamplerMode::kAuto && !tsan_host) || cfg.sampler == SamplerMode::kSigprof) {
+    const char* why = "";
+    if (sampler::SigprofInstall(s.sigprof_opts, &why)) {
+      s.mode = Mode::kSigprof;
+      s.sigprof_fallback.store(kFallbackOk);
+      Log(LogLevel::kInfo, "sampler: sigprof (%llu Hz of thread CPU time, %u-byte stacks, off-CPU: %s)",
+          static_cast<unsigned long long>(s.sigprof_opts.hz), s.sigprof_opts.stack_bytes,
+          cfg.offcpu ? "blocking calls" : "none");
+    } else if (cfg.sampler == SamplerMode::kSigprof) {
+      Log(LogLevel::kWarn, "SIGPROF sampling unavailable: %s; CPU sampling off", why);
       return;
     } else {
-      Log(LogLevel::kWarn, "perf_event_open refused (%s); falling back to SIGPROF sampling",
-          strerror(probe.cpu_errno));
+      Log(LogLevel::kInfo, "SIGPROF sampling unavailable: %s; trying perf", why);
     }
   }
   if (s.mode == Mode::kOff) {
-    const char* why = "";
-    if (!sampler::SigprofInstall(s.sigprof_opts, &why)) {
-      Log(LogLevel::kWarn, "SIGPROF sampling unavailable: %s; CPU sampling off", why);
-      return;
-    }
-    s.mode = Mode::kSigprof;
-    s.sigprof_fallback.store(kFallbackOk);
-    offcpu_source = cfg.offcpu ? "blocking calls" : "none";
-    Log(LogLevel::kInfo, "sampler: sigprof (%llu Hz of thread CPU time, %u-byte stacks, off-CPU: %s)",
-        static_cast<unsigned long long>(s.sigprof_opts.hz), s.sigprof_opts.stack_bytes, offcpu_source);
+    if (!StartPerf(/*log_refusal=*/true)) return;
+    s.thread_fallback = true;
   }
+  // In auto mode, an application that later takes SIGPROF for itself hands
+  // sampling over to perf (TakeOverWithPerf).
+  if (s.mode == Mode::kSigprof && cfg.sampler == SamplerMode::kAuto)
+    sampler::SetSigprofStepAsideObserver([] { sampler::RunOnSamplerThread(TakeOverWithPerf); });
   // A perf process may still fall back to SIGPROF per thread, and any mode
   // may use the blocking-call hooks: register both.
   sampler::RegisterSigprofFlushSource();

@@ -119,8 +119,11 @@ void WaitForWork(int timeout_ms) {
   }
 }
 
+std::atomic<void (*)()> g_task{nullptr};
+
 // Returns whether a ring was under pressure (PerfCollect).
 bool Collect() {
+  if (void (*task)() = g_task.exchange(nullptr, std::memory_order_acq_rel)) task();
   const uint64_t now = MonotonicNs();
   const bool pressure = PerfCollect(now);
   SigprofCollect(now);
@@ -169,6 +172,11 @@ void WatchRingFd(int fd) {
 }
 
 void NudgeSamplerThread() { SignalEventFd(); }
+
+void RunOnSamplerThread(void (*task)()) {
+  g_task.store(task, std::memory_order_release);
+  SignalEventFd();
+}
 
 bool StartSamplerThread(uint64_t period_ms) {
   if (g_ctl.started) return true;

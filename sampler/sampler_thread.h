@@ -24,6 +24,10 @@ void PrepareSamplerWakeups();
 void WatchRingFd(int fd);
 // A SIGPROF ring passed a quarter full: async-signal-safe, keeps errno.
 void NudgeSamplerThread();
+// Asks the sampler thread to run `task` once, before its next collection
+// (async-signal-safe: an atomic store and a nudge). One task at a time; a
+// second request before the first ran replaces it.
+void RunOnSamplerThread(void (*task)());
 // Starts the thread (once); it sleeps at most period_ms between collections.
 // Returns false if it cannot be created.
 bool StartSamplerThread(uint64_t period_ms);

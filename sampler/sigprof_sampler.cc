@@ -25,6 +25,7 @@
 #include "preload/core_events.h"
 #include "preload/log.h"
 #include "preload/ring.h"
+#include "preload/signal_mask.h"
 #include "sampler/proc_maps.h"
 #include "sampler/sample_events.h"
 #include "sampler/sampler_thread.h"
@@ -38,7 +39,9 @@ enum TimerState : int { kFree = 0, kArming = 1, kArmed = 2, kRetiring = 3 };
 
 struct TimerSlot {
   std::atomic<int> state{kFree};
-  pid_t tid = 0;
+  // Atomic: SigprofAdoptThread reads it while a thread that claimed the
+  // recycled slot writes it (TSan, 2,000 threads starting and ending).
+  std::atomic<pid_t> tid{0};
   int timer_id = -1;  // kernel timer id
   bool remote = false;  // armed from another thread: no exit observer
   Ring ring;            // producer: the handler on `tid`; consumer: the sampler thread
@@ -484,18 +487,24 @@ void SigprofBeforeExec() {
   sigset_t prof, old;
   sigemptyset(&prof);
   sigaddset(&prof, SIGPROF);
-  pthread_sigmask(SIG_BLOCK, &prof, &old);
+  RealPthreadSigmask(SIG_BLOCK, &prof, &old);
   const timespec zero{0, 0};
   siginfo_t info;
   while (sigtimedwait(&prof, &info, &zero) == SIGPROF) {
   }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  RealPthreadSigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void SigprofAfterExecFailed() {
   if (!t_rearm_after_exec) return;
   t_rearm_after_exec = false;
   if (g && static_cast<pid_t>(syscall(SYS_getpid)) == g->pid) SigprofArmSelf();
+}
+
+static std::atomic<void (*)()> g_step_aside_observer{nullptr};
+
+void SetSigprofStepAsideObserver(void (*observer)()) {
+  g_step_aside_observer.store(observer, std::memory_order_release);
 }
 
 bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* old, int* ret) {
@@ -523,8 +532,10 @@ bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* ol
   g->stepped_aside.store(true, std::memory_order_release);
   RetireAll();
   g->stepped_aside_count.fetch_add(1, std::memory_order_relaxed);
-  LogOnce(&g->stepped_logged, LogLevel::kWarn,
+  void (*observer)() = g_step_aside_observer.load(std::memory_order_acquire);
+  LogOnce(&g->stepped_logged, observer ? LogLevel::kInfo : LogLevel::kWarn,
           "the application installed its own SIGPROF handler; CPU sampling (sigprof) stepped aside");
+  if (observer) observer();
   const int r = g->real_sigaction(SIGPROF, act, nullptr);
   if (r == 0 && old) *old = prev;
   *ret = r;

@@ -77,6 +77,12 @@ void SigprofAfterExecFailed();
 // "pass it to libc" (we are not, or no longer, using SIGPROF).
 bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* old, int* ret);
 
+// Called (on the application's thread, inside its sigaction call, possibly
+// in a signal handler: async-signal-safe work only) right after the sampler
+// steps aside. With an observer set, stepping aside is logged at info level:
+// the observer is expected to carry on sampling some other way.
+void SetSigprofStepAsideObserver(void (*observer)());
+
 struct SigprofStats {
   uint64_t armed = 0, arm_failed = 0, stepped_aside = 0, dropped = 0, samples = 0;
 };

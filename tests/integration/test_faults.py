@@ -329,7 +329,7 @@ def test_low_memlock_falls_back_to_sigprof(fr, trace_dir, tmp_path):
     (perf_event_mlock_kb) is used up, the kernel refuses perf ring mmaps. 16
     threads with 64 KiB stack copies need far more than the allowance, so
     some threads must be refused; those are sampled through SIGPROF."""
-    env = {"FLIGHTREC_STACK_COPY_BYTES": 65528, "FLIGHTREC_SAMPLER": "auto"}
+    env = {"FLIGHTREC_STACK_COPY_BYTES": 65528, "FLIGHTREC_SAMPLER": "perf"}
     plain = launch(fr, tmp_path / "plain", ["--memlock", 0], "fault_burn", [16, 0.3], preload=False)
     fds_file = tmp_path / "fds"
     traced = launch(fr, trace_dir, ["--memlock", 0], "fault_burn", [16, 0.3, fds_file], env=env)
@@ -348,22 +348,30 @@ def test_low_memlock_falls_back_to_sigprof(fr, trace_dir, tmp_path):
 
 def test_low_memlock_every_thread_sampled(fr, trace_dir, tmp_path):
     launch(fr, trace_dir, ["--memlock", 0], "fault_burn", [16, 0.3],
-           env={"FLIGHTREC_STACK_COPY_BYTES": 65528, "FLIGHTREC_SAMPLER": "auto"})
+           env={"FLIGHTREC_STACK_COPY_BYTES": 65528, "FLIGHTREC_SAMPLER": "perf"})
     assert len(leaf_tids(fr, trace_dir, "fault_burn_loop")) == 16
 
 
 @pytest.mark.parametrize("errno_name", ["EACCES", "ENOSYS"])
 def test_perf_refused_by_seccomp(fr, trace_dir, tmp_path, errno_name):
     """A seccomp filter (as container runtimes install) makes perf_event_open
-    fail: the recorder says so once and samples through SIGPROF timers."""
+    fail. The default sampler (SIGPROF timers) does not need perf: nothing to
+    say, every thread sampled. Asked for perf, the recorder says once that
+    CPU sampling is off, and the program runs as without it."""
     plain = launch(fr, tmp_path / "plain", ["--deny-perf", errno_name], "fault_burn", [4, 0.3], preload=False)
     traced = launch(fr, trace_dir, ["--deny-perf", errno_name], "fault_burn", [4, 0.3])
     same_behaviour(plain, traced)
-    lines = fr_lines(traced.stderr)
-    text = {"EACCES": "Permission denied", "ENOSYS": "Function not implemented"}[errno_name]
-    assert lines == [f"flightrec: perf_event_open refused ({text}); falling back to SIGPROF sampling"], lines
+    assert fr_lines(traced.stderr) == []
     assert [s["sampler"] for s in fr.events(trace_dir, "process.start")] == ["sigprof"]
     assert len(leaf_tids(fr, trace_dir, "fault_burn_loop")) == 4
+
+    perf_dir = tmp_path / "perf"
+    traced = launch(fr, perf_dir, ["--deny-perf", errno_name], "fault_burn", [4, 0.3],
+                    env={"FLIGHTREC_SAMPLER": "perf"})
+    same_behaviour(plain, traced)
+    text = {"EACCES": "Permission denied", "ENOSYS": "Function not implemented"}[errno_name]
+    assert fr_lines(traced.stderr) == [f"flightrec: perf_event_open refused ({text}); CPU sampling off"]
+    assert [s["sampler"] for s in fr.events(perf_dir, "process.start")] == ["off"]
 
 
 # ---- signals, processes, threads -----------------------------------------------------------
@@ -371,9 +379,9 @@ def test_perf_refused_by_seccomp(fr, trace_dir, tmp_path, errno_name):
 @pytest.mark.parametrize("sampler", ["perf", "sigprof"])
 def test_every_signal_blocked_in_every_thread(fr, trace_dir, tmp_path, sampler):
     """The recorder needs no signal to record threads, allocations and
-    sockets; perf samples need none either. SIGPROF samples cannot be
-    delivered to a thread that blocks SIGPROF: with the SIGPROF sampler such
-    a program gets no CPU samples (they stay pending, harmlessly)."""
+    sockets; perf samples need none either. The SIGPROF sampler keeps SIGPROF
+    (which the program has no handler for) out of what its threads block, so
+    they are sampled too; the program's behaviour is unchanged."""
     cmd = [fr.program("fault_sigblock"), "4", "0.3"]
     traced = compare(fr, cmd, trace_dir, tmp_path, env={"FLIGHTREC_SAMPLER": sampler})
     assert fr_lines(traced.stderr) == []
@@ -391,8 +399,7 @@ def test_every_signal_blocked_in_every_thread(fr, trace_dir, tmp_path, sampler):
     burning = leaf_tids(fr, trace_dir, "blocked_burn")
     print(f"all signals blocked, sampler={sampler}: {doc['events'].get('cpu.sample', 0)} CPU samples, "
           f"{len(burning)} of 4 burning threads sampled")
-    if sampler == "perf":
-        assert len(burning) == 4
+    assert len(burning) == 4
 
 
 def test_vfork_and_posix_spawn(fr, trace_dir, tmp_path):

@@ -28,7 +28,7 @@ def leaf_counts(fr, trace_dir):
     return collections.Counter(names(e["stack"])[0] for e in fr.events(trace_dir, "cpu.sample") if e["stack"])
 
 
-@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("sampler", SAMPLERS + ["auto"])
 def test_app_sigprof_handler_is_respected(fr, trace_dir, sampler):
     for mode in ("handler", "signal"):
         out = trace_dir / mode
@@ -45,8 +45,13 @@ def test_app_sigprof_handler_is_respected(fr, trace_dir, sampler):
             assert "stepped aside" in proc.stderr
             assert leaves["own_profiler_burn"] <= 2  # at most signals already in flight
         else:
+            # perf needs no signal; auto (SIGPROF first) hands the sampling
+            # over to perf when the application takes SIGPROF, quietly.
             assert "stepped aside" not in proc.stderr
             assert leaves["own_profiler_burn"] > 0
+        if sampler == "auto":
+            starts = fr.events(out, "process.start")
+            assert [s["sampler"] for s in starts] == ["sigprof"]
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
