@@ -19,6 +19,8 @@
 #include "preload/socket_clock.h"
 #include "preload/socket_hot_path.h"
 #include "preload/socket_real.h"
+#include "preload/socket_records.h"
+#include "sampler/offcpu_blocking.h"
 
 #define FR_HOOK extern "C" __attribute__((visibility("default")))
 
@@ -65,6 +67,17 @@ __attribute__((noinline)) auto TimedCall(uint64_t entry, uint8_t flags, int fd, 
   }
   sockhot::PushOp(kOp, fd, sockfd::EntryConn(entry), t0, t1, result,
                   tsc ? static_cast<uint8_t>(flags | kOpFlagTsc) : flags);
+  // A call that blocked is off-CPU time where the blocking-call hooks give
+  // it (the SIGPROF sampler): one compare here, the rest only when it did.
+  if (__builtin_expect(t1 - t0 >= sockclock::BlockThreshold(tsc), 0) && flightrec::sampler::OffCpuHooksOn()) {
+    const int saved_errno = errno;
+    const uint64_t end = flightrec::MonotonicNs();
+    const uint64_t took = tsc ? sockclock::ApproxTicksToNs(t1 - t0) : t1 - t0;
+    // extra_skip 1: this helper's frame. The hook tail-called it, so the
+    // stack starts at the application's caller; the reason names the call.
+    flightrec::sampler::OffCpuNoteBlock(end - took, end, flightrec::SockOpName(static_cast<uint8_t>(kOp)), 1);
+    errno = saved_errno;
+  }
   return rc;
 }
 

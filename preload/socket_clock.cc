@@ -24,6 +24,8 @@ FR_SOCK_HOT_DATA intptr_t g_tls_state_offset = 0;
 namespace flightrec::sockclock {
 
 FR_SOCK_HOT_DATA alignas(64) std::atomic<bool> g_use_tsc{false};
+std::atomic<uint64_t> g_block_min_ns{UINT64_MAX}, g_block_min_ticks{UINT64_MAX};
+std::atomic<uint64_t> g_ns_per_tick_q32{0};
 
 namespace {
 constexpr uint64_t kRefreshNs = 1000ull * 1000 * 1000;
@@ -33,14 +35,30 @@ uint64_t g_pair_tick_ns = 0;  // FlushContext::now_ns of the tick that took the 
 uint64_t g_last_refresh_ns = 0;
 bool g_disagreement_logged = false;
 
+// The TSC side of the block threshold, from the map's current slope.
+void PublishBlockTicks() {
+  const double slope = g_map.slope();
+  const uint64_t min_ns = g_block_min_ns.load(std::memory_order_relaxed);
+  if (slope <= 0 || min_ns == UINT64_MAX) return;
+  g_ns_per_tick_q32.store(static_cast<uint64_t>(slope * 4294967296.0), std::memory_order_relaxed);
+  g_block_min_ticks.store(static_cast<uint64_t>(static_cast<double>(min_ns) / slope), std::memory_order_relaxed);
+}
+
 void AddPairChecked() {
   const Pair p = ReadPair();
-  if (g_map.AddPair(p)) return;
+  if (g_map.AddPair(p)) {
+    PublishBlockTicks();
+    return;
+  }
   g_use_tsc.store(false, std::memory_order_relaxed);
   LogOnce(&g_disagreement_logged, LogLevel::kWarn,
           "the TSC disagrees with CLOCK_MONOTONIC; socket hooks use clock_gettime from now on");
 }
 }  // namespace
+
+void SetBlockMinNs(uint64_t min_ns) {
+  g_block_min_ns.store(min_ns ? min_ns : 1, std::memory_order_relaxed);
+}
 
 bool CpuHasInvariantTsc() {
   unsigned a = 0, b = 0, c = 0, d = 0;

@@ -38,6 +38,24 @@ extern std::atomic<bool> g_use_tsc;
 inline bool UseTsc() { return g_use_tsc.load(std::memory_order_relaxed); }
 inline uint64_t Read(bool tsc) { return tsc ? __rdtsc() : MonotonicNs(); }
 
+// Blocking socket calls as off-CPU time (with the blocking-call hooks, see
+// sampler/offcpu_blocking.h): a recorded call that took at least this long,
+// in the unit of the clock the hook read, is offered as a block. Published
+// by SetBlockMinNs (init) and, for the TSC, by the flush thread whenever the
+// map's slope changes; UINT64_MAX until the slope is known.
+extern std::atomic<uint64_t> g_block_min_ns, g_block_min_ticks;
+// ns per TSC tick, 32.32 fixed point (0 until known): for the rare blocked
+// call's duration on the calling thread, where the map is not available.
+extern std::atomic<uint64_t> g_ns_per_tick_q32;
+inline uint64_t BlockThreshold(bool tsc) {
+  return (tsc ? g_block_min_ticks : g_block_min_ns).load(std::memory_order_relaxed);
+}
+inline uint64_t ApproxTicksToNs(uint64_t ticks) {
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) *
+                                g_ns_per_tick_q32.load(std::memory_order_relaxed)) >> 32);
+}
+void SetBlockMinNs(uint64_t min_ns);
+
 // True when CPUID reports an invariant TSC.
 bool CpuHasInvariantTsc();
 

@@ -88,6 +88,7 @@ void SocketsInit(const Config& cfg) {
     Log(LogLevel::kWarn, "cannot map the socket fd table; socket recording disabled");
     return;
   }
+  sockclock::SetBlockMinNs(cfg.offcpu_min_us * 1000);
   const bool tsc = sockclock::Init(cfg.socket_tsc);
   Log(LogLevel::kInfo, "socket calls timed with %s", tsc ? "the TSC" : "clock_gettime");
   RegisterSocketFlushSide(cfg);

@@ -41,13 +41,14 @@ void DecodeOffCpuBlock(FlushContext& ctx, const RecordHeader& h, const void* pay
 
 }  // namespace
 
-__attribute__((noinline)) void OffCpuNoteBlock(uint64_t start_ns, uint64_t end_ns, const char* reason) {
+__attribute__((noinline)) void OffCpuNoteBlock(uint64_t start_ns, uint64_t end_ns, const char* reason,
+                                               int extra_skip) {
   if (end_ns < start_ns || end_ns - start_ns < g_offcpu_min_ns) return;
   ThreadState* ts = CurrentThreadState(false);
   if (!ts) return;
   uint64_t pcs[kMaxFrames];
   // skip=1: drop this function; frame 0 is the hook (named like the call).
-  const int n = CaptureCurrentStack(pcs, kMaxFrames, 1);
+  const int n = CaptureCurrentStack(pcs, kMaxFrames, 1 + extra_skip);
   RecordWriter w(kRecOffCpuBlock, static_cast<uint32_t>(sizeof(OffCpuBlockRecord) + n * sizeof(uint64_t)), false);
   if (!w.ok()) return;
   auto* r = static_cast<OffCpuBlockRecord*>(w.data());

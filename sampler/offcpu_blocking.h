@@ -30,7 +30,9 @@ inline bool OffCpuHooksOn() {
 // a string with static storage (e.g. "poll"). Called directly by a hook: the
 // stack starts at that hook's frame (this function's own frame is dropped).
 // No host malloc, no locks; a full ring counts a drop.
-void OffCpuNoteBlock(uint64_t start_ns, uint64_t end_ns, const char* reason);
+// extra_skip: frames between the hook and this call to drop as well (the
+// socket hooks call it from their timed-call helper).
+void OffCpuNoteBlock(uint64_t start_ns, uint64_t end_ns, const char* reason, int extra_skip = 0);
 
 void SetThreadOffCpuHooks(bool on);
 void RegisterOffCpuDecoding();

@@ -6,6 +6,8 @@
 //   mutex_blocked  pthread_mutex_lock on a mutex main holds for 150 ms
 //   quick_polls    poll with a 0 timeout, 1000 times (never blocks: the
 //                  hooks must not time or record these)
+//   socket_reader  recv on a socketpair until main writes, after its 150 ms
+//                  hold (a blocking socket read, timed by the socket hooks)
 //
 // prints "offcpu done" on success.
 #define _GNU_SOURCE
@@ -13,7 +15,9 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_cond_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -49,6 +53,13 @@ __attribute__((noinline, noipa)) void mutex_blocked(void) {
   g_sink++;
 }
 
+static int g_pair[2];
+
+__attribute__((noinline, noipa)) void socket_reader(void) {
+  char c;
+  if (recv(g_pair[1], &c, 1, 0) == 1) g_sink++;
+}
+
 __attribute__((noinline, noipa)) int quick_polls(void) {
   int ready = 0;
   for (int i = 0; i < 1000; ++i) ready += poll(NULL, 0, 0);
@@ -58,18 +69,21 @@ __attribute__((noinline, noipa)) int quick_polls(void) {
 static void* sleeper_main(void* a) { (void)a; sleeper_wait(); return NULL; }
 static void* cond_main(void* a) { (void)a; cond_waiter(); return NULL; }
 static void* mutex_main(void* a) { (void)a; mutex_blocked(); return NULL; }
+static void* socket_main(void* a) { (void)a; socket_reader(); return NULL; }
 
 int main(void) {
-  pthread_t t[3];
+  pthread_t t[4];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, g_pair) != 0) return 3;
   pthread_mutex_lock(&g_lock);  // mutex_blocked waits for this
   if (pthread_create(&t[0], NULL, sleeper_main, NULL) || pthread_create(&t[1], NULL, cond_main, NULL) ||
-      pthread_create(&t[2], NULL, mutex_main, NULL))
+      pthread_create(&t[2], NULL, mutex_main, NULL) || pthread_create(&t[3], NULL, socket_main, NULL))
     return 1;
   if (quick_polls() != 0) return 2;
   const struct timespec hold = {0, 150 * 1000 * 1000};
   nanosleep(&hold, NULL);
   pthread_mutex_unlock(&g_lock);
-  for (int i = 0; i < 3; ++i) pthread_join(t[i], NULL);
+  if (send(g_pair[0], "x", 1, 0) != 1) return 4;  // socket_reader waited the 150 ms too
+  for (int i = 0; i < 4; ++i) pthread_join(t[i], NULL);
   printf("offcpu done\n");
   return 0;
 }
