@@ -184,9 +184,11 @@ def test_offcpu_blocking_calls(fr, trace_dir, sampler):
             # perf sees the context switch; the hooks name the call they timed.
             assert e["reason"] == ("switch" if sampler == "perf" else call)
             if sampler == "sigprof" and call == "recv":
-                # The socket hook tail-calls its timed helper: no frame of
-                # its own, the stack starts at the caller.
-                assert names(e["stack"])[0] == function
+                # The socket hook tail-calls its timed helper where the
+                # compiler can (-O2): then it has no frame of its own and the
+                # stack starts at the caller. The ASan build keeps the hook's
+                # frame, behind ASan's own recv interceptor.
+                assert function in names(e["stack"])[:3], names(e["stack"])[:4]
             elif sampler == "sigprof":
                 assert names(e["stack"])[:2] == [call, function]
     # Polls with a zero timeout never block: nothing is recorded for them.
