@@ -20,6 +20,7 @@
 #include "format/mi_containers.h"
 #include "preload/clock.h"
 #include "sampler/proc_maps.h"
+#include "sampler/symbol_index.h"
 
 namespace flightrec::sampler {
 
@@ -226,6 +227,7 @@ struct Symbolizer::Impl {
   MiHashMap<uint64_t, int32_t> mapping_by_start;
   MiHashMap<uint64_t, MiString> build_id_by_module;  // keyed by module low address
   MiHashMap<uint64_t, bool> dwarf_loaded;             // module low address -> DWARF used
+  MiHashMap<uint64_t, SymbolIndex> symbol_indexes;    // module low address -> its ELF symbols
   std::atomic<bool> exit_mode{false};
   Stats stats;
 
@@ -241,6 +243,7 @@ struct Symbolizer::Impl {
     dwfl_report_end(dwfl, nullptr, nullptr);
     build_id_by_module.clear();
     dwarf_loaded.clear();
+    symbol_indexes.clear();  // names point into the modules just dropped
     cu_index.clear();  // keyed by module pointers, which a re-report may recycle
     qualified_names.clear();
     stats.reports++;
@@ -315,12 +318,21 @@ struct Symbolizer::Impl {
     return idx;
   }
 
-  // ELF symbol covering pc (.symtab, else .dynsym), demangled.
-  static MiString SymbolName(Dwfl_Module* mod, uint64_t pc) {
-    GElf_Off off = 0;
-    GElf_Sym sym;
-    const char* name = dwfl_module_addrinfo(mod, pc, &off, &sym, nullptr, nullptr, nullptr);
-    if (!name || (sym.st_size != 0 && off >= sym.st_size)) return MiString();
+  // ELF symbol covering pc (.symtab, else .dynsym), demangled. Through the
+  // module's SymbolIndex, built on its first such lookup (symbol_index.h says
+  // why not dwfl_module_addrinfo).
+  MiString SymbolName(Dwfl_Module* mod, uint64_t pc) {
+    Dwarf_Addr low = 0;
+    dwfl_module_info(mod, nullptr, &low, nullptr, nullptr, nullptr, nullptr, nullptr);
+    auto it = symbol_indexes.find(low);
+    if (it == symbol_indexes.end()) {
+      it = symbol_indexes.try_emplace(low).first;
+      it->second.Build(mod);
+      stats.symbol_tables++;
+    }
+    const SymbolIndex::Symbol* sym = it->second.Find(pc);
+    if (!sym) return MiString();
+    const char* name = sym->name;
     // Versioned symbols come as "name@@GLIBC_2.34": the version is not part
     // of the function's name.
     const char* at = strchr(name, '@');

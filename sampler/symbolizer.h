@@ -39,6 +39,7 @@ class Symbolizer final : public format::PcDescriber {
 
   struct Stats {
     uint64_t lookups = 0, cache_hits = 0, unknown = 0, rescans = 0, reports = 0, dwarf_skipped = 0;
+    uint64_t symbol_tables = 0;  // SymbolIndex builds (one per module per report)
   };
   Stats stats() const;
 
