@@ -10,11 +10,14 @@
 namespace flightrec::format {
 namespace {
 
-// Kept at 3 after measuring 1 and 2 on redis-benchmark EVENTS payloads
-// (45-65 KiB each): level 2 compresses ~17% faster, which is ~2% of the
-// flush thread's CPU, for ~2.2% more bytes; level 1 is no faster than 2.
-// ZSTD_compress2 with parameters set once was no faster than this.
-constexpr int kZstdLevel = 3;
+// Level 1. Measured on a redis-benchmark trace's EVENTS payloads (176 blocks,
+// 6.9 MB raw, `zstd -b`): level 3 gives 1.408 MB at 420 MB/s, level 1 1.439 MB
+// (+2.2%) at 518 MB/s; on the flush thread, where redis's wake-ups have
+// evicted zstd's tables between blocks, level 1 cut the whole thread's CPU by
+// 13% (bench/ab: 137-147 ms -> 118-122 ms per 200k requests). Negative
+// levels cost ~20% more bytes. ZSTD_compress2 with parameters set once was
+// no faster than this.
+constexpr int kZstdLevel = 1;
 
 // zstd's internal allocations go to the recorder's private heap too.
 void* ZstdAlloc(void*, size_t size) { return mi_malloc(size); }
