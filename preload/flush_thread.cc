@@ -62,12 +62,18 @@ constexpr uint64_t kBlockIntervalNs = 1000 * kMs;  // write blocks about once a 
 constexpr uint64_t kRetryNs = 5000 * kMs;          // retry an unusable output this often
 constexpr uint64_t kMaxBufferedBytes = 1 << 20;
 // A thread that wrote 1/16 of its ring since the last drain is busy: drain
-// again after kBusyPeriodNs rather than wait for its nudge (a quarter full).
-// Nudges alone let a niced flush thread fall behind a server on a saturated
-// machine (nginx under wrk lost 4.5% of its records); a quiet process still
-// sleeps the whole FLIGHTREC_FLUSH_MS.
+// again after the busy period rather than wait for its nudge (a quarter
+// full). Nudges alone let a niced flush thread fall behind a server on a
+// saturated machine (nginx under wrk lost 4.5% of its records with 64 KiB
+// rings); a quiet process still sleeps the whole FLIGHTREC_FLUSH_MS.
+// The period is 5 ms per 64 KiB of ring: a bigger ring holds a busy
+// thread's records for proportionally longer, so it is drained (and the
+// flush thread woken) proportionally less often with the same margin.
 constexpr uint64_t kBusyFraction = 16;
-constexpr uint64_t kBusyPeriodNs = 5 * kMs;
+uint64_t BusyPeriodNs(uint64_t ring_bytes) {
+  const uint64_t ns = 5 * kMs * (ring_bytes / 1024) / 64;
+  return ns < kMs ? kMs : ns;
+}
 
 // Who owns the writer. kIdle/kTicking: the flush thread (between ticks / in
 // one). kStopRequested: a stopper waits for the tick to reach a safe point.
@@ -395,6 +401,7 @@ void* FlushMain(void* arg) {
   auto* s = static_cast<FlushState*>(arg);
   s->tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
   const uint64_t period = GetConfig().flush_ms * kMs;
+  const uint64_t busy_period = BusyPeriodNs(GetConfig().ring_bytes);
   uint32_t seen = g_wake_word.load(std::memory_order_seq_cst);
   uint64_t sleep_ns = period;
   for (;;) {
@@ -416,7 +423,7 @@ void* FlushMain(void* arg) {
     Tick(*s, false);
     // Read while the state is still ours: once EndTick hands it back, a
     // stopper may take it over and tick on it (TSan caught this read racing).
-    sleep_ns = s->busy && period > kBusyPeriodNs ? kBusyPeriodNs : period;
+    sleep_ns = s->busy && period > busy_period ? busy_period : period;
     if (!EndTick(*s)) break;
     if (ApplicationThreadsGone(MonotonicNs())) EndProcess();
   }

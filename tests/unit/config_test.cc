@@ -28,7 +28,7 @@ TEST_CASE("config: defaults with an empty environment") {
   CHECK(msgs.empty());
   CHECK(c.enable);
   CHECK(c.output == "/tmp/flightrec");
-  CHECK(c.ring_bytes == 64 * 1024);
+  CHECK(c.ring_bytes == 256 * 1024);
   CHECK(c.flush_ms == 50);
   CHECK(c.alloc_sample_bytes == 524288);
   CHECK(c.cpu_hz == 99);
