@@ -23,8 +23,8 @@ FR_SOCK_HOT_DATA intptr_t g_tls_state_offset = 0;
 
 namespace flightrec::sockclock {
 
-FR_SOCK_HOT_DATA alignas(64) std::atomic<bool> g_use_tsc{false};
-std::atomic<uint64_t> g_block_min_ns{UINT64_MAX}, g_block_min_ticks{UINT64_MAX};
+FR_SOCK_HOT_DATA alignas(64) std::atomic<uint64_t> g_tsc_block_ticks{0};
+std::atomic<uint64_t> g_block_min_ns{UINT64_MAX};
 std::atomic<uint64_t> g_ns_per_tick_q32{0};
 
 namespace {
@@ -41,7 +41,12 @@ void PublishBlockTicks() {
   const uint64_t min_ns = g_block_min_ns.load(std::memory_order_relaxed);
   if (slope <= 0 || min_ns == UINT64_MAX) return;
   g_ns_per_tick_q32.store(static_cast<uint64_t>(slope * 4294967296.0), std::memory_order_relaxed);
-  g_block_min_ticks.store(static_cast<uint64_t>(static_cast<double>(min_ns) / slope), std::memory_order_relaxed);
+  uint64_t ticks = static_cast<uint64_t>(static_cast<double>(min_ns) / slope);
+  if (ticks == 0) ticks = 1;  // 0 would mean "TSC off"
+  // Only while the TSC is on: never turns it back on after a disagreement.
+  uint64_t word = g_tsc_block_ticks.load(std::memory_order_relaxed);
+  while (word != 0 && !g_tsc_block_ticks.compare_exchange_weak(word, ticks, std::memory_order_relaxed)) {
+  }
 }
 
 void AddPairChecked() {
@@ -50,7 +55,7 @@ void AddPairChecked() {
     PublishBlockTicks();
     return;
   }
-  g_use_tsc.store(false, std::memory_order_relaxed);
+  g_tsc_block_ticks.store(0, std::memory_order_relaxed);
   LogOnce(&g_disagreement_logged, LogLevel::kWarn,
           "the TSC disagrees with CLOCK_MONOTONIC; socket hooks use clock_gettime from now on");
 }
@@ -73,7 +78,8 @@ bool Init(bool allowed) {
     g_map = TscMap();
     g_map.AddPair(ReadPair());
   }
-  g_use_tsc.store(tsc, std::memory_order_relaxed);
+  g_tsc_block_ticks.store(tsc ? UINT64_MAX : 0, std::memory_order_relaxed);
+  if (tsc) PublishBlockTicks();  // a slope needs two pairs: usually still unknown here
   return tsc;
 }
 

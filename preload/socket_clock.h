@@ -32,23 +32,30 @@
 
 namespace flightrec::sockclock {
 
-extern std::atomic<bool> g_use_tsc;
+// The TSC switch and the TSC block threshold in one word, so that a recorded
+// call reads one hot-line global for both (socket_hot_data.h): 0 = the hooks
+// read CLOCK_MONOTONIC; otherwise they read the TSC, and a call that took at
+// least this many ticks blocked (UINT64_MAX until the map's slope is known).
+extern std::atomic<uint64_t> g_tsc_block_ticks;
 
-// Hooks read this once per call and use it for both clock reads and the flag.
-inline bool UseTsc() { return g_use_tsc.load(std::memory_order_relaxed); }
+// Hooks read the word once per call and use it for both clock reads, the
+// record's flag and the block test.
+inline uint64_t TscWord() { return g_tsc_block_ticks.load(std::memory_order_relaxed); }
+inline bool UseTsc() { return TscWord() != 0; }
 inline uint64_t Read(bool tsc) { return tsc ? __rdtsc() : MonotonicNs(); }
 
 // Blocking socket calls as off-CPU time (with the blocking-call hooks, see
 // sampler/offcpu_blocking.h): a recorded call that took at least this long,
-// in the unit of the clock the hook read, is offered as a block. Published
-// by SetBlockMinNs (init) and, for the TSC, by the flush thread whenever the
-// map's slope changes; UINT64_MAX until the slope is known.
-extern std::atomic<uint64_t> g_block_min_ns, g_block_min_ticks;
+// in the unit of the clock the hook read, is offered as a block. The ns
+// threshold is set by SetBlockMinNs (init); the ticks one (in the TSC word)
+// by the flush thread whenever the map's slope changes.
+extern std::atomic<uint64_t> g_block_min_ns;
 // ns per TSC tick, 32.32 fixed point (0 until known): for the rare blocked
 // call's duration on the calling thread, where the map is not available.
 extern std::atomic<uint64_t> g_ns_per_tick_q32;
-inline uint64_t BlockThreshold(bool tsc) {
-  return (tsc ? g_block_min_ticks : g_block_min_ns).load(std::memory_order_relaxed);
+// The threshold in the unit of the clock a hook read, from its TscWord().
+inline uint64_t BlockThreshold(uint64_t tsc_word) {
+  return tsc_word ? tsc_word : g_block_min_ns.load(std::memory_order_relaxed);
 }
 inline uint64_t ApproxTicksToNs(uint64_t ticks) {
   return static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) *
