@@ -9,9 +9,10 @@
 // them with a linear map fitted to (tsc, monotonic) pairs it reads itself,
 // once per tick. Elsewhere, or with FLIGHTREC_SOCKET_TSC=0, they read
 // CLOCK_MONOTONIC. Every record says which unit it holds
-// (kOpFlagTsc), so switching at any moment is safe. Only the data calls
-// (send/recv/read/write families) use it; the rare lifecycle calls (socket,
-// connect, accept, close, ...) keep clock_gettime.
+// (kOpFlagTsc), so switching at any moment is safe. The data calls
+// (send/recv/read/write families) and the blocking-call hooks
+// (hook_blocking.cc: poll, epoll_wait, ...) use it; the rare lifecycle calls
+// (socket, connect, accept, close, ...) keep clock_gettime.
 //
 // Trust, but check: each new pair is compared with what the map predicted.
 // A TSC that jumps or drifts (a VM migrated without TSC scaling, sockets
