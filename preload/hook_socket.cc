@@ -12,8 +12,10 @@
 #include <sys/socket.h>
 
 #include "preload/clock.h"
+#include "preload/socket_clock.h"
 #include "preload/socket_hot_path.h"
 #include "preload/socket_real.h"
+#include "sampler/offcpu_blocking.h"
 
 #define FR_HOOK extern "C" __attribute__((visibility("default")))
 
@@ -21,6 +23,7 @@ using flightrec::AddrWhich;
 using flightrec::g_real_sock;
 using flightrec::MonotonicNs;
 using flightrec::SockOp;
+namespace sockclock = flightrec::sockclock;
 namespace sockfd = flightrec::sockfd;
 namespace sockhot = flightrec::sockhot;
 
@@ -50,7 +53,19 @@ bool ConnectReadAddress(int rc, int err) {
 }
 
 // accept and accept4 share this; accept4_flags < 0 means plain accept.
-int AcceptImpl(int fd, sockaddr* addr, socklen_t* addrlen, int accept4_flags) {
+// A lifecycle call that waited (a blocking accept for its next client, a
+// connect for the handshake) is off-CPU time where the blocking-call hooks
+// give it (the SIGPROF sampler), as a blocked recv is (hook_socket_io.cc).
+// extra_skip: frames between the application's call and this one that are
+// ours (AcceptImpl's own, under accept/accept4 that tail-call it).
+inline void NoteIfBlocked(uint64_t t0, uint64_t t1, const char* reason, int extra_skip) {
+  if (__builtin_expect(t1 - t0 >= sockclock::BlockThreshold(0), 0) && flightrec::sampler::OffCpuHooksOn())
+    flightrec::sampler::OffCpuNoteBlock(t0, t1, reason, extra_skip);
+}
+
+// Out of line so the accept hooks tail-call it: a blocked accept's stack then
+// starts at the application's caller whichever hook it came through.
+__attribute__((noinline)) int AcceptImpl(int fd, sockaddr* addr, socklen_t* addrlen, int accept4_flags) {
   auto call = [&](sockaddr* a, socklen_t* l) {
     return accept4_flags < 0 ? g_real_sock.accept(fd, a, l) : g_real_sock.accept4(fd, a, l, accept4_flags);
   };
@@ -63,6 +78,7 @@ int AcceptImpl(int fd, sockaddr* addr, socklen_t* addrlen, int accept4_flags) {
   const int nfd = ours ? call(reinterpret_cast<sockaddr*>(&peer), &peer_len) : call(addr, addrlen);
   const int saved = errno;
   const uint64_t t1 = MonotonicNs();
+  NoteIfBlocked(t0, t1, accept4_flags < 0 ? "accept" : "accept4", 1);
   const uint64_t lconn = sockfd::EntryConn(listener);
   if (nfd >= 0) {
     const uint64_t conn = sockfd::NewConnId();
@@ -139,6 +155,7 @@ FR_HOOK int connect(int fd, const sockaddr* addr, socklen_t len) {
   const int rc = g_real_sock.connect(fd, addr, len);
   const int saved = errno;
   const uint64_t t1 = MonotonicNs();
+  NoteIfBlocked(t0, t1, "connect", 0);
   const uint64_t conn = sockfd::EntryConn(e);
   const bool readable = addr && len <= sizeof(sockaddr_storage) && len >= sizeof(sa_family_t) &&
                         ConnectReadAddress(rc, saved);

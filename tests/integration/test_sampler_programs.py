@@ -176,18 +176,19 @@ def test_offcpu_blocking_calls(fr, trace_dir, sampler):
     expected = [("sleeper_wait", "nanosleep", 6, 20_000_000),
                 ("cond_waiter", "pthread_cond_timedwait", 6, 20_000_000),
                 ("mutex_blocked", "pthread_mutex_lock", 1, 100_000_000),
-                ("socket_reader", "recv", 1, 100_000_000)]
+                ("socket_reader", "recv", 1, 100_000_000),
+                ("acceptor_wait", "accept", 1, 100_000_000)]
     for function, call, count, min_ns in expected:
         found = [e for e in blocks_in(function) if e["duration_ns"] >= min_ns]
         assert len(found) >= count, (function, [(names(e["stack"])[:3], e["duration_ns"]) for e in blocks_in(function)])
         for e in found:
             # perf sees the context switch; the hooks name the call they timed.
             assert e["reason"] == ("switch" if sampler == "perf" else call)
-            if sampler == "sigprof" and call == "recv":
-                # The socket hook tail-calls its timed helper where the
-                # compiler can (-O2): then it has no frame of its own and the
-                # stack starts at the caller. The ASan build keeps the hook's
-                # frame, behind ASan's own recv interceptor.
+            if sampler == "sigprof" and call in ("recv", "accept"):
+                # The socket hooks tail-call their timed helpers where the
+                # compiler can (-O2): then they have no frame of their own and
+                # the stack starts at the caller. The ASan build keeps the
+                # hook's frame, behind ASan's own interceptor.
                 assert function in names(e["stack"])[:3], names(e["stack"])[:4]
             elif sampler == "sigprof":
                 assert names(e["stack"])[:2] == [call, function]
