@@ -6,7 +6,8 @@
 // context-switch sampling (sampler/offcpu_blocking.h); elsewhere each hook is
 // one TLS load and a tail call to libc. When active, a call is timed with two
 // clock reads (the TSC where the socket clock uses it, else CLOCK_MONOTONIC)
-// and, if it blocked at least FLIGHTREC_OFFCPU_MIN_US, its stack is recorded. errno and return values are passed through intact.
+// and, if it blocked at least FLIGHTREC_OFFCPU_MIN_US, its stack is
+// recorded. errno and return values are passed through intact.
 // Calls that cannot block (zero timeouts, an uncontended mutex) are not timed.
 #include <dlfcn.h>
 #include <errno.h>

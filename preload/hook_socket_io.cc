@@ -69,12 +69,7 @@ __attribute__((noinline)) auto TimedCall(uint64_t entry, uint8_t flags, int fd, 
                   tsc ? static_cast<uint8_t>(flags | kOpFlagTsc) : flags);
   // A call that blocked is off-CPU time where the blocking-call hooks give
   // it (the SIGPROF sampler): one compare here, the rest only when it did.
-  // The threshold is read again now: a long block may have begun before the
-  // flush thread calibrated the TSC (UINT64_MAX then). A TSC switched off
-  // meanwhile (0) leaves ticks with no threshold: not offered.
-  const uint64_t now_word = tsc ? sockclock::TscWord() : 0;
-  const uint64_t threshold = !tsc ? sockclock::BlockThreshold(0) : now_word ? now_word : UINT64_MAX;
-  if (__builtin_expect(t1 - t0 >= threshold, 0) && flightrec::sampler::OffCpuHooksOn()) {
+  if (__builtin_expect(t1 - t0 >= sockclock::BlockThreshold(tsc), 0) && flightrec::sampler::OffCpuHooksOn()) {
     const int saved_errno = errno;
     const uint64_t end = flightrec::MonotonicNs();
     const uint64_t took = tsc ? sockclock::ApproxTicksToNs(t1 - t0) : t1 - t0;

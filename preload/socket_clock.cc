@@ -78,8 +78,8 @@ bool Init(bool allowed) {
     g_map = TscMap();
     g_map.AddPair(ReadPair());
   }
+  // Threshold unknown until the flush thread's second pair gives a slope.
   g_tsc_block_ticks.store(tsc ? UINT64_MAX : 0, std::memory_order_relaxed);
-  if (tsc) PublishBlockTicks();  // a slope needs two pairs: usually still unknown here
   return tsc;
 }
 

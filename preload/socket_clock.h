@@ -54,9 +54,15 @@ extern std::atomic<uint64_t> g_block_min_ns;
 // ns per TSC tick, 32.32 fixed point (0 until known): for the rare blocked
 // call's duration on the calling thread, where the map is not available.
 extern std::atomic<uint64_t> g_ns_per_tick_q32;
-// The threshold in the unit of the clock a hook read, from its TscWord().
-inline uint64_t BlockThreshold(uint64_t tsc_word) {
-  return tsc_word ? tsc_word : g_block_min_ns.load(std::memory_order_relaxed);
+// The threshold in the unit of the clock a hook read (tsc: TscWord() was
+// nonzero when it started), read after the call: a long block may have begun
+// before the flush thread calibrated the TSC (UINT64_MAX then). A TSC
+// switched off meanwhile (word 0) leaves ticks with no threshold: none is
+// offered.
+inline uint64_t BlockThreshold(bool tsc) {
+  if (!tsc) return g_block_min_ns.load(std::memory_order_relaxed);
+  const uint64_t word = TscWord();
+  return word ? word : UINT64_MAX;
 }
 inline uint64_t ApproxTicksToNs(uint64_t ticks) {
   return static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) *

@@ -6,7 +6,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <atomic>
 #include <cstdlib>
@@ -33,8 +32,9 @@ using format::Value;
 
 namespace {
 // MSG_PEEK receives get their own op names: their bytes were not consumed.
-// string_views (lengths known at compile time): this runs once per recorded
-// call, and a strlen per event showed in the flush thread's profile.
+// string_views (lengths known at compile time, socket_records.h): this runs
+// once per recorded call, and a strlen per event showed in the flush
+// thread's profile.
 std::string_view OpName(const SocketOpRecord& r) {
   using namespace std::string_view_literals;
   if (r.flags & kOpFlagPeek) {
@@ -46,12 +46,7 @@ std::string_view OpName(const SocketOpRecord& r) {
       default: break;
     }
   }
-  static constexpr auto kNames = [] {
-    std::array<std::string_view, size_t(SockOp::kCount)> names{};
-    for (size_t i = 0; i < names.size(); ++i) names[i] = kSockOpNames[i];
-    return names;
-  }();
-  return r.op < kNames.size() ? kNames[r.op] : "unknown"sv;
+  return r.op < uint8_t(SockOp::kCount) ? kSockOpNames[r.op] : "unknown"sv;
 }
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cerrno>
 #include <cstdint>
+#include <string_view>
 
 namespace flightrec {
 
@@ -19,7 +20,9 @@ enum class SockOp : uint8_t {
   kCount,
 };
 
-inline constexpr const char* kSockOpNames[] = {
+// string_views: the flush thread interns one per event and should not
+// measure it; .data() is NUL-terminated static storage for const char* users.
+inline constexpr std::string_view kSockOpNames[] = {
     "none",  "socket", "socketpair", "connect",  "bind",  "listen",   "accept",  "close",
     "shutdown", "dup", "send",       "sendto",   "sendmsg", "sendmmsg", "write", "writev",
     "sendfile", "recv", "recvfrom",  "recvmsg",  "recvmmsg", "read",    "readv",
@@ -27,7 +30,7 @@ inline constexpr const char* kSockOpNames[] = {
 static_assert(sizeof(kSockOpNames) / sizeof(kSockOpNames[0]) == size_t(SockOp::kCount));
 
 inline const char* SockOpName(uint8_t op) {
-  return op < uint8_t(SockOp::kCount) ? kSockOpNames[op] : "unknown";
+  return op < uint8_t(SockOp::kCount) ? kSockOpNames[op].data() : "unknown";
 }
 inline bool IsSendOp(uint8_t op) { return op >= uint8_t(SockOp::kSend) && op <= uint8_t(SockOp::kSendfile); }
 inline bool IsRecvOp(uint8_t op) { return op >= uint8_t(SockOp::kRecv) && op <= uint8_t(SockOp::kReadv); }
