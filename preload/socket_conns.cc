@@ -51,13 +51,7 @@ ConnTable::Conn* ConnTable::Find(uint64_t conn) {
 }
 
 void ConnTable::SetRole(Conn& c, uint8_t role) {
-  if (role == 0) return;
-  c.role = role;
-  const bool server = role == uint8_t(SockRole::kServer);
-  if ((server || role == uint8_t(SockRole::kClient)) && !c.infer) {
-    c.infer = true;
-    c.req = RequestInference(server);
-  }
+  if (role != 0) c.role = role;
 }
 
 ConnTable::Conn* ConnTable::Adopt(uint64_t conn, int fd, uint64_t time_ns, uint32_t tid) {
@@ -103,22 +97,8 @@ void ConnTable::EmitOpen(format::SegmentWriter* w, uint64_t id, Conn& c) {
   w->Append(g_socket_types.open, v, 10);
 }
 
-void ConnTable::EmitRequest(format::SegmentWriter* w, uint64_t id, const Conn& c, const InferredRequest& r) {
-  requests_++;
-  Value v[] = {Value::U(r.start_ns), Value::U(r.tid),        Value::U(id),
-               Value::U(r.end_ns - r.start_ns), Value::U(r.bytes_in), Value::U(r.bytes_out),
-               Value::Str(SockRoleName(c.role))};
-  w->Append(g_socket_types.request, v, 7);
-}
-
-void ConnTable::FinishRequest(format::SegmentWriter* w, uint64_t id, Conn& c) {
-  InferredRequest r;
-  if (c.infer && c.req.Finish(&r)) EmitRequest(w, id, c, r);
-}
-
 void ConnTable::Close(format::SegmentWriter* w, uint64_t id, Conn& c, const SocketOpRecord& r, uint32_t tid) {
   if (!c.open_emitted) EmitOpen(w, id, c);
-  FinishRequest(w, id, c);
   Value v[] = {Value::U(r.start_ns), Value::U(tid),         Value::U(static_cast<uint64_t>(r.fd)),
                Value::U(id),         Value::U(c.bytes_in),  Value::U(c.bytes_out),
                Value::U(c.ops),      Value::U(c.errors)};
@@ -190,16 +170,11 @@ void ConnTable::OnOp(format::SegmentWriter* w, const SocketOpRecord& r, uint32_t
 
   const uint8_t op = r.op;
   if (IsDataOp(op)) {
+    // The reader infers requests from a connection's socket.op events and
+    // needs its role from socket.open.
     if (!c->open_emitted) EmitOpen(w, r.conn, *c);
-    if (r.result > 0 && !(r.flags & kOpFlagPeek)) {
-      const bool send = IsSendOp(op);
-      (send ? c->bytes_out : c->bytes_in) += static_cast<uint64_t>(r.result);
-      InferredRequest done;
-      if (c->infer && c->req.OnData(send, static_cast<uint64_t>(r.result), r.start_ns, end, tid, &done))
-        EmitRequest(w, r.conn, *c, done);
-    } else if (r.result == 0 && IsRecvOp(op) && c->type != uint8_t(sockfd::SockType::kDgram)) {
-      FinishRequest(w, r.conn, *c);  // EOF: the peer will ask nothing more
-    }
+    if (r.result > 0 && !(r.flags & kOpFlagPeek))
+      (IsSendOp(op) ? c->bytes_out : c->bytes_in) += static_cast<uint64_t>(r.result);
     return;
   }
   switch (SockOp(op)) {
@@ -210,22 +185,9 @@ void ConnTable::OnOp(format::SegmentWriter* w, const SocketOpRecord& r, uint32_t
     case SockOp::kDup:
       if (r.result >= 0) c->fd_refs++;
       break;
-    case SockOp::kShutdown:
-      if (r.result == 0) {
-        const bool wr = r.aux == SHUT_WR || r.aux == SHUT_RDWR;
-        // A server that shuts down its sending side has answered; a client
-        // half-closing (SHUT_WR) is still waiting for its answer.
-        if ((c->role == uint8_t(SockRole::kServer) && wr) || r.aux == SHUT_RDWR) FinishRequest(w, r.conn, *c);
-      }
-      break;
     default:
       break;
   }
-}
-
-void ConnTable::FinishAnsweredRequests(format::SegmentWriter* w, uint64_t idle_before_ns) {
-  for (auto& [id, c] : conns_)
-    if (c.infer && c.req.Answering() && c.last_ns <= idle_before_ns) FinishRequest(w, id, c);
 }
 
 void ConnTable::NewSegment(format::SegmentWriter* w) {

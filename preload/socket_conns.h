@@ -1,8 +1,9 @@
 // Connection table (flush thread only): the state of every connection the
-// socket hooks told us about — role, addresses, open fds, byte and op totals,
-// and its request inference — fed with socket records in completion order.
-// It emits socket.open, socket.close and request events; socket.op events are
-// written by the record decoders in socket_flush.cc, not here.
+// socket hooks told us about — role, addresses, open fds, byte and op totals —
+// fed with socket records in completion order. It emits socket.open,
+// socket.close and socket.gap events; socket.op events are written by the
+// record decoders in socket_flush.cc, not here. (Requests are not inferred
+// here: flightrec-dump derives them from socket.op, request_inference.py.)
 //
 // Invariants:
 //  * Single-threaded: only the flush thread (or a unit test) calls in.
@@ -11,7 +12,8 @@
 //    closed (or it is found stale: its fd no longer names it and it has been
 //    idle for a while — a close we could not see, e.g. a dropped record).
 //  * socket.open is written once per connection per segment, before any
-//    socket.close or request event of that connection in the segment.
+//    socket.close of that connection in the segment, and before its first
+//    data call's socket.op is processed here.
 #pragma once
 #include <cstdint>
 
@@ -19,7 +21,6 @@
 #include "format/segment_writer.h"
 #include "preload/socket_fd_table.h"
 #include "preload/socket_records.h"
-#include "preload/socket_requests.h"
 
 namespace flightrec {
 
@@ -59,10 +60,6 @@ class ConnTable {
   // and adds them to the connection's totals.
   void OnGap(format::SegmentWriter* w, const SocketGapRecord& g, uint32_t tid);
 
-  // Writes the complete (answered) request of every live connection whose last
-  // operation ended at or before idle_before_ns; requests still being asked are
-  // left alone. With UINT64_MAX: the end of the trace.
-  void FinishAnsweredRequests(format::SegmentWriter* w, uint64_t idle_before_ns);
   // A new segment began: socket.open again for every connection already described.
   void NewSegment(format::SegmentWriter* w);
   // Drops connections whose fd no longer names them and that were idle since before idle_before_ns.
@@ -75,7 +72,6 @@ class ConnTable {
   }
 
   size_t size() const { return conns_.size(); }
-  uint64_t requests_emitted() const { return requests_; }
 
  private:
   struct Conn {
@@ -88,23 +84,18 @@ class ConnTable {
     uint32_t tid = 0;
     uint8_t role = 0, family = 0, type = 0;
     bool open_emitted = false;  // in the current segment
-    bool infer = false;         // role is server or client: requests are inferred
     bool announce = false;      // adopted: socket.open still to be written
     format::MiString local, peer;
-    RequestInference req;
   };
 
   Conn* Find(uint64_t conn);
   Conn* Adopt(uint64_t conn, int fd, uint64_t time_ns, uint32_t tid);
   void SetRole(Conn& c, uint8_t role);
   void EmitOpen(format::SegmentWriter* w, uint64_t id, Conn& c);
-  void EmitRequest(format::SegmentWriter* w, uint64_t id, const Conn& c, const InferredRequest& r);
-  void FinishRequest(format::SegmentWriter* w, uint64_t id, Conn& c);
   void Close(format::SegmentWriter* w, uint64_t id, Conn& c, const SocketOpRecord& r, uint32_t tid);
 
   ConnProbe probe_;
   format::MiHashMap<uint64_t, Conn> conns_;
-  uint64_t requests_ = 0;
 };
 
 const char* SockRoleName(uint8_t role);

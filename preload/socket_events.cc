@@ -25,9 +25,6 @@ std::vector<format::EventTypeSpec> SocketEventSpecs() {
       {"socket.close",
        {{"time", T, "ns"}, {"tid", U, ""}, {"fd", U, ""}, {"conn", U, ""}, {"bytes_in", U, "bytes"},
         {"bytes_out", U, "bytes"}, {"ops", U, "count"}, {"errors", U, "count"}}},
-      {"request",
-       {{"time", T, "ns"}, {"tid", U, ""}, {"conn", U, ""}, {"duration_ns", U, "ns"}, {"bytes_in", U, "bytes"},
-        {"bytes_out", U, "bytes"}, {"role", STR, ""}}},
       {"socket.acceptq",
        {{"time", T, "ns"}, {"conn", U, ""}, {"fd", U, ""}, {"local", STR, ""}, {"queued", U, "count"},
         {"backlog", U, "count"}}},
@@ -44,9 +41,8 @@ void DefineAll(DefineFn define) {
   g_socket_types.op = define(specs[0]);
   g_socket_types.open = define(specs[1]);
   g_socket_types.close = define(specs[2]);
-  g_socket_types.request = define(specs[3]);
-  g_socket_types.acceptq = define(specs[4]);
-  g_socket_types.gap = define(specs[5]);
+  g_socket_types.acceptq = define(specs[3]);
+  g_socket_types.gap = define(specs[4]);
 }
 }  // namespace
 

@@ -14,7 +14,6 @@
 //                   the start of every segment for connections still open
 //  socket.close   time, tid, fd, conn, bytes_in, bytes_out, ops, errors
 //                   when the connection's last fd is closed
-//  request        time (start), tid, conn, duration_ns, bytes_in, bytes_out, role STR
 //  socket.acceptq time, conn, fd, local STR, queued, backlog
 //                   a listener's accept queue, every FLIGHTREC_ACCEPTQ_MS
 //  socket.gap     time (of the last call), tid, conn, bytes_in, bytes_out, ops, errors
@@ -30,7 +29,7 @@
 namespace flightrec {
 
 struct SocketEventTypes {
-  uint32_t op = 0, open = 0, close = 0, request = 0, acceptq = 0, gap = 0;
+  uint32_t op = 0, open = 0, close = 0, acceptq = 0, gap = 0;
 };
 
 // Ids returned by DefineEventType; valid after DefineSocketEventTypes.

@@ -122,7 +122,6 @@ void SocketFlushSide::Process(format::SegmentWriter* w, uint64_t watermark_ns, b
       gaps_.swap(kept_gaps);
     }
   }
-  if (final) conns_.FinishAnsweredRequests(w, UINT64_MAX);
 }
 
 // ---- the live process ------------------------------------------------------
@@ -158,8 +157,6 @@ uint64_t LiveInode(int fd, uint64_t conn) {
 constexpr uint64_t kMs = 1000000ull;
 constexpr uint64_t kEvictEveryNs = 10000 * kMs;
 constexpr uint64_t kEvictIdleNs = 30000 * kMs;
-constexpr uint64_t kIdleRequestCheckNs = 100 * kMs;
-constexpr uint64_t kIdleRequestNs = 1000 * kMs;
 
 struct FlushGlobals {
   SocketFlushSide* side = nullptr;
@@ -167,7 +164,6 @@ struct FlushGlobals {
   uint64_t acceptq_ns = 0;
   uint64_t next_acceptq_ns = 0;
   uint64_t next_evict_ns = 0;
-  uint64_t next_idle_check_ns = 0;
   uint64_t beyond_reported = 0;
   bool acceptq_failed_logged = false;
   bool atexit_registered = false;
@@ -236,12 +232,12 @@ void DecodeAddr(FlushContext& ctx, const RecordHeader& h, const void* payload) {
 void OnSeal(const std::string&) { g_new_segment.store(true, std::memory_order_release); }
 
 // A hint that the process is exiting: exit() usually runs this before the
-// runtime's own handler (registered earlier) makes the final drain, so the
-// answered requests open connections still hold get written. Threads may
-// still run during exit, so only answered requests are written, never one
-// still being asked. (glibc may also defer a library's handler to _dl_fini,
-// after the final drain; the requests are then left out. A final-tick flag
-// in FlushContext would make this exact.)
+// runtime's own handler (registered earlier) makes the final drain, so that
+// drain hands every queued record to the connection table (the closes of
+// the last moments get their socket.close). (glibc may also defer a
+// library's handler to _dl_fini, after the final drain; records of the last
+// 128 ns are then left queued. A final-tick flag in FlushContext would make
+// this exact.)
 void MarkFinalizing() { g_finalize_ns.store(MonotonicNs(), std::memory_order_release); }
 
 void SampleAcceptQueues(FlushContext& ctx, FlushGlobals& g) {
@@ -291,10 +287,6 @@ void FlushSource(FlushContext& ctx) {
   if (beyond != g->beyond_reported) {
     EmitGlobalDrops(ctx, "socket.fd_beyond_table", beyond - g->beyond_reported);
     g->beyond_reported = beyond;
-  }
-  if (ctx.now_ns >= g->next_idle_check_ns && ctx.now_ns > kIdleRequestNs) {
-    g->side->conns().FinishAnsweredRequests(ctx.writer, ctx.now_ns - kIdleRequestNs);
-    g->next_idle_check_ns = ctx.now_ns + kIdleRequestCheckNs;
   }
   if (ctx.now_ns >= g->next_evict_ns) {
     if (g->next_evict_ns) {

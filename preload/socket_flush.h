@@ -12,7 +12,8 @@
 //    before its ring was drained (the push follows the clock read), except
 //    when its thread was preempted in between for longer than a tick; such a
 //    late record is still processed, just out of order.
-//  * Socket times (op start and end, hence durations and request windows)
+//  * Socket times (op start and end, hence durations and the request windows
+//    flightrec-dump derives from them)
 //    are rounded down to a 128 ns grid. The digits below that say little
 //    about the call itself: the recorded interval brackets the real call with
 //    the hook's own work (two clock reads, the push: 30-70 ns measured here),
@@ -24,11 +25,12 @@
 //    ns here, before anything else sees them (socket_clock.h).
 //  * Every FLIGHTREC_ACCEPTQ_MS the source samples the accept queues of our
 //    listeners (socket_acceptq.h) into socket.acceptq events.
-//  * A request is written when the next one starts, or at EOF or close; one
-//    whose answer is complete and whose connection has been idle for 1 s is
-//    written then (keep-alive connections), and at exit() the answered
-//    requests still held are written. A new segment re-describes live
-//    connections.
+//  * No request events: flightrec-dump derives requests from socket.op and
+//    socket.open (scripts/flightrec_lib/request_inference.py), which keeps
+//    that work and a third event per request off the service's CPU. A
+//    connection's socket.open is written before its first data call is
+//    processed, and a new segment re-describes live connections, so every
+//    segment names the role of each connection its socket.op events use.
 #pragma once
 #include <cstdint>
 
@@ -54,8 +56,7 @@ class SocketFlushSide {
   void OnGap(const SocketGapRecord& g, uint32_t tid);
 
   // Feeds queued records completed at or before watermark_ns (all of them
-  // when final) to the connection table, in completion order. With final,
-  // also writes the answered requests open connections still hold.
+  // when final) to the connection table, in completion order.
   void Process(format::SegmentWriter* w, uint64_t watermark_ns, bool final);
 
   ConnTable& conns() { return conns_; }

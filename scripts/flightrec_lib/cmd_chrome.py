@@ -1,10 +1,11 @@
 """chrome: the whole trace as a Chrome trace-event / Perfetto JSON timeline
 (open it in ui.perfetto.dev or chrome://tracing): processes and threads as
 named tracks, CPU samples, off-CPU intervals, allocations and every other
-event type, driven only by the schema's field names (see chrome_trace.py)."""
+event type, driven only by the schema's field names (see chrome_trace.py),
+and the requests request_inference.py derives from the socket calls."""
 import os
 
-from . import chrome_trace, cli, profiles
+from . import chrome_trace, cli, profiles, request_inference
 from .segment import STACK as KSTACK
 
 
@@ -55,6 +56,18 @@ def run(args):
                         e[name] = hit[1]  # a second stack field stays in args
                 del e["type"]
                 ct.add(e.pop("pid", seg.pid), batch.type.name, seg.wall_ns(e["time"]), e, labels)
+    # Requests are derived when the trace is read (request_inference.py); they
+    # get the fields the recorder's own `request` events had (older traces:
+    # already added above with their segments).
+    first_segment = {}
+    for seg in trace.segments:
+        first_segment.setdefault(seg.pid, seg)
+    for pid, reqs in request_inference.unrecorded_requests(trace).items():
+        seg = first_segment[pid]
+        for r in reqs:
+            ct.add(pid, "request", seg.wall_ns(r["start_ns"]),
+                   {"time": r["start_ns"], "tid": r["tid"], "conn": r["connection"], "duration_ns": r["duration_ns"],
+                    "bytes_in": r["bytes_in"], "bytes_out": r["bytes_out"], "role": r["role"]})
     try:
         with open(args.output, "w", encoding="utf-8") as f:
             n = ct.write(f)

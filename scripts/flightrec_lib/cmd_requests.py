@@ -1,6 +1,6 @@
-"""requests: the request/response exchanges the recorder inferred from
-socket activity (`request` events; docs/REQUESTS.md has the heuristic and
-its limits): latency summary and histogram, and for the slowest requests a
+"""requests: the request/response exchanges inferred from the recorded
+socket activity (request_inference.py; docs/REQUESTS.md has the heuristic
+and its limits): latency summary and histogram, and for the slowest requests a
 call-tree summary of the CPU, off-CPU and allocation samples taken on the
 handling thread inside the request's time window.
 
@@ -13,7 +13,7 @@ import bisect
 import json
 import sys
 
-from . import calltree, cli, profiles
+from . import calltree, cli, profiles, request_inference
 from .cmd_sockets import format_ns, percentile
 
 KINDS = ("cpu", "offcpu", "alloc")
@@ -37,47 +37,14 @@ def register(subparsers):
 
 # ------------------------------------------------------------------ reading
 
-def _cols(batch, names):
-    fields = batch.type.field_names
-    if any(n not in fields for n in names):
-        return None
-    cols = batch.columns()
-    if cols is None:
-        return None
-    return [cols[fields.index(n)] for n in names]
-
-
 def read_requests(trace, role):
-    out = []
-    for b in trace.batches({"request"}):
-        seg = b.segment
-        cols = _cols(b, ["time", "tid", "conn", "duration_ns", "bytes_in", "bytes_out", "role"])
-        if cols is None:
-            continue
-        roles = {sid: seg.string(sid) for sid in set(cols[6])}
-        for t, tid, conn, dur, bin_, bout, rid in zip(*cols):
-            r = roles[rid]
-            if role != "all" and r != role:
-                continue
-            out.append({"connection": conn, "pid": seg.pid, "tid": tid, "role": r, "start_ns": t,
-                        "duration_ns": dur, "bytes_in": bin_, "bytes_out": bout})
-    out.sort(key=lambda r: (r["start_ns"], r["pid"] or 0, r["connection"]))
-    return out
+    """Every request of the trace (recorded or derived: request_inference.py), by start."""
+    return request_inference.all_requests(trace, role)
 
 
 def read_connections(trace):
     """{(pid, conn): (local, peer)} from socket.open (the latest description)."""
-    conns = {}
-    for b in trace.batches({"socket.open"}):
-        cols = _cols(b, ["time", "conn", "local", "peer"])
-        if cols is None:
-            continue
-        s = b.segment.string
-        for t, conn, local, peer in zip(*cols):
-            key = (b.segment.pid, conn)
-            if key not in conns or conns[key][0] <= t:
-                conns[key] = (t, s(local), s(peer))
-    return {k: (v[1], v[2]) for k, v in conns.items()}
+    return request_inference.latest_connections(trace, ("local", "peer"))
 
 
 def read_samples(trace, threads):
@@ -89,11 +56,11 @@ def read_samples(trace, threads):
         for b in trace.batches({KIND_EVENTS[kind]}):
             seg = b.segment
             if kind == "cpu":
-                cols = _cols(b, ["time", "tid", "stack", "period_ns"])
+                cols = request_inference.named_columns(b, ["time", "tid", "stack", "period_ns"])
             elif kind == "offcpu":
-                cols = _cols(b, ["time", "tid", "stack", "duration_ns"])
+                cols = request_inference.named_columns(b, ["time", "tid", "stack", "duration_ns"])
             else:
-                cols = _cols(b, ["time", "tid", "stack", "size", "sample_bytes"])
+                cols = request_inference.named_columns(b, ["time", "tid", "stack", "size", "sample_bytes"])
             if cols is None:
                 continue
             pid = seg.pid

@@ -107,7 +107,7 @@ def test_seeds_hold_every_block_kind_and_event_type(seeds):
     assert kinds == set(range(1, 8))
     assert flags == {0, 1}
     assert {"cpu.sample", "offcpu.sample", "alloc.sample", "alloc.free", "thread.start", "thread.name",
-            "thread.end", "socket.op", "socket.open", "socket.close", "request", "crash", "recorder.dropped",
+            "thread.end", "socket.op", "socket.open", "socket.close", "crash", "recorder.dropped",
             "process.start", "process.rusage"} <= types
 
 

@@ -3,6 +3,7 @@ threads, many connections, known byte counts, three phases using
 send/recv, read/write and sendmsg/recvmsg. The socket report must give the
 exact bytes per connection and in total, the right numbers of connections
 and requests, and the server's handler in the request call trees."""
+import json
 import re
 from collections import Counter
 
@@ -100,6 +101,13 @@ def test_echo_exact_bytes_connections_and_requests(fr, trace_dir, family, conns,
     assert all(r["duration_ns"] > 0 for r in reqs)
     # The client sees at least as much latency as the server spends on each exchange.
     assert sum(r["duration_ns"] for r in client_reqs) >= sum(r["duration_ns"] for r in server_reqs)
+    # The Perfetto timeline shows the same requests as slices on their threads.
+    timeline = trace_dir.parent / "timeline.json"
+    fr.dump_run("chrome", "-o", str(timeline), trace_dir)
+    slices = [e for e in json.loads(timeline.read_text())["traceEvents"] if e.get("cat") == "request"]
+    assert len(slices) == len(reqs)
+    assert all(e["ph"] == "X" for e in slices)
+    assert sorted(e["args"]["bytes_in"] for e in slices) == sorted(r["bytes_in"] for r in reqs)
 
 
 def tree_names(tree):

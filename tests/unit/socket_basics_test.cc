@@ -1,5 +1,6 @@
 // Socket unit tests (prefix "socket"): the fd table, connection ids, the fd
-// guard, address formatting and the request inference state machine.
+// guard and address formatting. (Request inference is the reader's:
+// tests/integration/test_request_inference.py.)
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -17,7 +18,6 @@
 #include "preload/fd_guard.h"
 #include "preload/socket_addr_format.h"
 #include "preload/socket_fd_table.h"
-#include "preload/socket_requests.h"
 
 using namespace flightrec;
 using sockfd::SockFamily;
@@ -182,59 +182,4 @@ TEST_CASE("socket address formatting: ipv4, ipv6, unix path, abstract, unnamed, 
   sockaddr other{};
   other.sa_family = AF_APPLETALK;
   CHECK(Fmt(&other, sizeof(other)) == "family=5");
-}
-
-TEST_CASE("socket requests: server exchanges, split reads and writes, EOF") {
-  RequestInference r(/*server=*/true);
-  InferredRequest out;
-  // Request 1 arrives in two reads and is answered in two writes.
-  CHECK_FALSE(r.OnData(false, 10, 100, 110, 7, &out));
-  CHECK_FALSE(r.OnData(false, 5, 120, 125, 7, &out));
-  CHECK_FALSE(r.OnData(true, 30, 200, 210, 7, &out));
-  CHECK_FALSE(r.OnData(true, 20, 220, 240, 8, &out));
-  // The next receive closes request 1: start = end of its first read, end = end of its last write.
-  REQUIRE(r.OnData(false, 4, 300, 305, 7, &out));
-  CHECK(out.start_ns == 110);
-  CHECK(out.end_ns == 240);
-  CHECK(out.bytes_in == 15);
-  CHECK(out.bytes_out == 50);
-  CHECK(out.tid == 8);  // the thread that sent the answer
-  CHECK(r.InProgress());
-  CHECK_FALSE(r.OnData(true, 9, 400, 401, 7, &out));
-  // Zero bytes is not data.
-  CHECK_FALSE(r.OnData(false, 0, 500, 501, 7, &out));
-  REQUIRE(r.Finish(&out));  // EOF / close
-  CHECK(out.start_ns == 305);
-  CHECK(out.end_ns == 401);
-  CHECK(out.bytes_in == 4);
-  CHECK(out.bytes_out == 9);
-  CHECK_FALSE(r.InProgress());
-  CHECK_FALSE(r.Finish(&out));
-}
-
-TEST_CASE("socket requests: unanswered requests and unsolicited data are not requests") {
-  RequestInference r(true);
-  InferredRequest out;
-  // A server greeting before anything was asked.
-  CHECK_FALSE(r.OnData(true, 12, 10, 11, 1, &out));
-  CHECK_FALSE(r.InProgress());
-  // A request that never gets its answer.
-  CHECK_FALSE(r.OnData(false, 12, 20, 21, 1, &out));
-  CHECK_FALSE(r.Finish(&out));
-}
-
-TEST_CASE("socket requests: client mirror view") {
-  RequestInference c(/*server=*/false);
-  InferredRequest out;
-  CHECK_FALSE(c.OnData(true, 100, 1000, 1010, 3, &out));  // request sent in two writes
-  CHECK_FALSE(c.OnData(true, 50, 1020, 1030, 3, &out));
-  CHECK_FALSE(c.OnData(false, 200, 1040, 1900, 3, &out));  // blocking read of the answer
-  CHECK_FALSE(c.OnData(false, 10, 1910, 1920, 3, &out));
-  REQUIRE(c.OnData(true, 100, 2000, 2010, 3, &out));
-  // Latency as the client sees it: from starting to send to the last byte of the answer.
-  CHECK(out.start_ns == 1000);
-  CHECK(out.end_ns == 1920);
-  CHECK(out.bytes_out == 150);
-  CHECK(out.bytes_in == 210);
-  CHECK(out.tid == 3);
 }

@@ -1,6 +1,6 @@
 // Socket flush-side unit tests (prefix "socket"): records in, events out
 // through a real SegmentWriter read back with the C++ reader — connection
-// identity, requests, per-connection totals, cross-thread ordering,
+// identity, per-connection totals, cross-thread ordering,
 // adoption of unknown connections — and the accept-queue source against a
 // real listening socket.
 #include <doctest/doctest.h>
@@ -121,7 +121,7 @@ ConnProbe NoProbe() { return ConnProbe{}; }
 
 }  // namespace
 
-TEST_CASE("socket flush: a served connection gives open, requests with exact bytes, close") {
+TEST_CASE("socket flush: a served connection gives open, its ops, and a close with exact totals") {
   Harness h;
   SocketFlushSide side(NoProbe());
   const int L = 3, C = 9;
@@ -174,19 +174,7 @@ TEST_CASE("socket flush: a served connection gives open, requests with exact byt
   CHECK(by_conn[cc]->U("listener") == lc);
   CHECK(by_conn[cc]->U("fd") == uint64_t(C));
 
-  auto reqs = All(s, "request");
-  REQUIRE(reqs.size() == 2);
-  CHECK(reqs[0].U("conn") == cc);
-  CHECK(reqs[0].U("time") == (1110) * G);  // end of the first read
-  CHECK(reqs[0].U("duration_ns") == (1250 - 1110) * G);
-  CHECK(reqs[0].U("bytes_in") == 15);
-  CHECK(reqs[0].U("bytes_out") == 30);
-  CHECK(reqs[0].Str("role") == "server");
-  CHECK(reqs[0].U("tid") == 11);
-  CHECK(reqs[1].U("time") == (1310) * G);
-  CHECK(reqs[1].U("duration_ns") == (1430 - 1310) * G);
-  CHECK(reqs[1].U("bytes_in") == 7);
-  CHECK(reqs[1].U("bytes_out") == 17);
+  CHECK(s.EventsOf("request").empty());  // flightrec-dump derives requests from the ops
 
   auto closes = All(s, "socket.close");
   REQUIRE(closes.size() == 1);
@@ -203,28 +191,30 @@ TEST_CASE("socket flush: records drained thread by thread are processed in compl
   SocketFlushSide side(NoProbe());
   const uint64_t cc = 7;
   side.OnAddr(Addr(10, cc, 1, 5, SockRole::kServer, AddrWhich::kLocal, "127.0.0.1", 80, true), 1);
-  // Thread 2 (the writer) is drained before thread 1 (the reader): arrival
-  // order is send, send, recv, recv; completion order is recv, send, recv, send.
+  // Thread 2 (the writer, which also closes) is drained before thread 1 (the
+  // reader): arrival order is send, send, close, recv, recv; completion order
+  // is recv, send, recv, send, close. Taken in arrival order, the close would
+  // end the connection before the receives were counted.
   side.OnOp(&h.w, Op(SockOp::kSend, 5, cc, 200, 10, 40), 2);
   side.OnOp(&h.w, Op(SockOp::kSend, 5, cc, 400, 10, 41), 2);
+  side.OnOp(&h.w, Op(SockOp::kClose, 5, cc, 500, 1, 0), 2);
   side.OnOp(&h.w, Op(SockOp::kRecv, 5, cc, 100, 10, 4), 1);
   side.OnOp(&h.w, Op(SockOp::kRecv, 5, cc, 300, 10, 5), 1);
-  side.OnOp(&h.w, Op(SockOp::kClose, 5, cc, 500, 1, 0), 2);
   side.Process(&h.w, 1000 * G, false);
   Segment s = h.Read();
-  auto reqs = All(s, "request");
-  REQUIRE(reqs.size() == 2);
-  CHECK(reqs[0].U("bytes_in") == 4);
-  CHECK(reqs[0].U("bytes_out") == 40);
-  CHECK(reqs[0].U("tid") == 2);
-  CHECK(reqs[1].U("bytes_in") == 5);
-  CHECK(reqs[1].U("bytes_out") == 41);
+  auto closes = All(s, "socket.close");
+  REQUIRE(closes.size() == 1);
+  CHECK(closes[0].U("bytes_in") == 9);
+  CHECK(closes[0].U("bytes_out") == 81);
+  CHECK(closes[0].U("ops") == 5);
+  CHECK(closes[0].U("tid") == 2);
+  CHECK(side.conns().size() == 0);
 }
 
-TEST_CASE("socket flush: client view, dup'd fds, failed connect, final flush, new segment") {
+TEST_CASE("socket flush: client view, dup'd fds, failed connect, new segment") {
   Harness h;
   SocketFlushSide side(NoProbe());
-  // A failed connect: open (client, peer known) and an error, no requests.
+  // A failed connect: open (client, peer known) and an error.
   side.OnOp(&h.w, Op(SockOp::kSocket, 4, 20, 10, 1, 4, uint16_t((1 << 8) | 1)), 1);
   side.OnAddr(Addr(30, 20, 0, 4, SockRole::kClient, AddrWhich::kPeer, "127.0.0.1", 1, false), 1);
   side.OnAddr(Addr(30, 20, 0, 4, SockRole::kClient, AddrWhich::kLocal, nullptr, 0, true), 1);
@@ -244,7 +234,7 @@ TEST_CASE("socket flush: client view, dup'd fds, failed connect, final flush, ne
   side.Process(&h.w, 1000 * G, false);
   CHECK(side.conns().size() == 1);  // the failed one closed; the dup'd one lives
   side.conns().NewSegment(&h.w);    // describes the live connection again
-  side.Process(&h.w, 1000 * G, /*final=*/true);  // end of the trace: the held request is written
+  side.Process(&h.w, 1000 * G, /*final=*/true);
   Segment s = h.Read();
 
   auto opens = All(s, "socket.open");
@@ -260,15 +250,7 @@ TEST_CASE("socket flush: client view, dup'd fds, failed connect, final flush, ne
   REQUIRE(closes.size() == 1);
   CHECK(closes[0].U("conn") == 20);
   CHECK(closes[0].U("errors") == 1);
-  auto reqs = All(s, "request");
-  REQUIRE(reqs.size() == 2);
-  CHECK(reqs[0].Str("role") == "client");
-  CHECK(reqs[0].U("time") == (200) * G);
-  CHECK(reqs[0].U("duration_ns") == (100) * G);
-  CHECK(reqs[1].U("time") == (400) * G);
-  CHECK(reqs[1].U("duration_ns") == (50) * G);
-  CHECK(reqs[1].U("bytes_out") == 14);
-  CHECK(reqs[1].U("bytes_in") == 5);
+  CHECK(All(s, "socket.op").size() == 11);
 }
 
 TEST_CASE("socket flush: a connection first seen mid-life is adopted through the probe") {
@@ -296,8 +278,10 @@ TEST_CASE("socket flush: a connection first seen mid-life is adopted through the
   CHECK(opens[0].Str("role") == "server");
   CHECK(opens[0].Str("family") == "ipv6");
   CHECK(opens[0].Str("peer") == "[::1]:9999");
-  CHECK(All(s, "request").size() == 1);
-  CHECK(All(s, "socket.close").size() == 1);
+  auto closes = All(s, "socket.close");
+  REQUIRE(closes.size() == 1);
+  CHECK(closes[0].U("bytes_in") == 3);
+  CHECK(closes[0].U("bytes_out") == 4);
   CHECK(All(s, "socket.op").size() == 4);
   CHECK(side.conns().size() == 0);
 }
@@ -351,32 +335,6 @@ TEST_CASE("socket flush: op start and end are rounded down to the 128 ns grain")
   CHECK(ops[0].U("time") == 896);
   CHECK(ops[0].U("duration_ns") == 128);
   CHECK(ops[0].S("bytes") == 10);
-}
-
-TEST_CASE("socket flush: idle answered requests are written; requests still being asked are kept") {
-  Harness h;
-  SocketFlushSide side(NoProbe());
-  side.OnAddr(Addr(1, 40, 1, 5, SockRole::kServer, AddrWhich::kLocal, "127.0.0.1", 80, true), 1);
-  side.OnAddr(Addr(1, 41, 1, 6, SockRole::kServer, AddrWhich::kLocal, "127.0.0.1", 80, true), 1);
-  side.OnOp(&h.w, Op(SockOp::kRecv, 5, 40, 10, 1, 3), 1);  // conn 40: answered at 21
-  side.OnOp(&h.w, Op(SockOp::kSend, 5, 40, 20, 1, 4), 1);
-  side.OnOp(&h.w, Op(SockOp::kRecv, 6, 41, 30, 1, 3), 1);  // conn 41: asked, no answer yet
-  side.Process(&h.w, 100 * G, false);
-  side.conns().FinishAnsweredRequests(&h.w, 20 * G);  // conn 40 not idle long enough yet
-  side.conns().FinishAnsweredRequests(&h.w, 50 * G);  // now it is
-  side.Process(&h.w, 100 * G, /*final=*/true);         // conn 41 is still asking: kept
-  side.OnOp(&h.w, Op(SockOp::kSend, 6, 41, 60, 1, 9), 1);
-  side.OnOp(&h.w, Op(SockOp::kClose, 6, 41, 70, 1, 0), 1);
-  side.Process(&h.w, 100 * G, false);
-  Segment s = h.Read();
-  auto reqs = All(s, "request");
-  REQUIRE(reqs.size() == 2);
-  CHECK(reqs[0].U("conn") == 40);
-  CHECK(reqs[0].U("duration_ns") == 10 * G);
-  CHECK(reqs[1].U("conn") == 41);
-  CHECK(reqs[1].U("time") == 31 * G);
-  CHECK(reqs[1].U("duration_ns") == 30 * G);
-  CHECK(reqs[1].U("bytes_out") == 9);
 }
 
 TEST_CASE("socket flush: stale fd-table entries (fd no longer a socket) are repaired") {
