@@ -165,6 +165,16 @@ void EncodePackedColumn(ColumnScheme scheme, const uint64_t* v, size_t n, ByteBu
   PutPlanes(n, w, out, [&](size_t i) { return Stored(scheme, PrePacked(scheme, v, i, base), shift); });
 }
 
+void EncodePackedUIntColumn(const uint64_t* v, size_t n, ByteBuf* out) {
+  // A constant column as DELTA: encoding byte, base, no deltas (W = 0).
+  constexpr size_t kConstantBytes = 1 + 8;
+  if (n > 0 && n * WidthFor(v[0]) > kConstantBytes && std::all_of(v, v + n, [&](uint64_t x) { return x == v[0]; })) {
+    EncodeDeltaColumn(v, n, out);
+    return;
+  }
+  EncodePackedColumn(ColumnScheme::kPlain, v, n, out);
+}
+
 void EncodePackedRelColumn(const uint64_t* v, const uint64_t* ref, uint8_t ref_index, size_t n, ByteBuf* out) {
   uint64_t any = 0;
   for (size_t i = 0; i < n; i++) any |= v[i] - ref[i];

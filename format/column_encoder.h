@@ -68,6 +68,12 @@ void EncodeBytesColumn(const uint64_t* lens, size_t n, const uint8_t* data, size
 // or more. Otherwise the unpacked column, exactly as the encoders above write it.
 void EncodePackedColumn(ColumnScheme scheme, const uint64_t* v, size_t n, ByteBuf* out);
 
+// An unsigned column of a packed event type: packed PLAIN, or DELTA when
+// every value is the same and that is smaller (then the column is its base
+// alone: a thread id in a one-thread batch, say, costs 10 bytes, not 2 per
+// event, and never reaches zstd).
+void EncodePackedUIntColumn(const uint64_t* v, size_t n, ByteBuf* out);
+
 // v as differences from ref, the stored 64-bit values of the block's column
 // number ref_index (which must come before this one).
 void EncodePackedRelColumn(const uint64_t* v, const uint64_t* ref, uint8_t ref_index, size_t n, ByteBuf* out);

@@ -188,7 +188,7 @@ struct SegmentWriter::Impl {
             EncodePackedRelColumn(v, t.cols[t.fields[f].follows].data(), static_cast<uint8_t>(t.fields[f].follows),
                                   t.count, &payload);
           } else if (t.packed) {
-            EncodePackedColumn(ColumnScheme::kPlain, v, t.count, &payload);
+            EncodePackedUIntColumn(v, t.count, &payload);
           } else {
             EncodePlainColumn(v, t.count, &payload);
           }

@@ -70,6 +70,27 @@ TEST_CASE("format packed: nothing to gain gives the classic column") {
   CHECK(DecodeWhole(c, 10).ints == same);
 }
 
+TEST_CASE("format packed: a constant unsigned column is its base alone") {
+  const std::vector<uint64_t> tid(500, 12387);  // one thread's batch
+  ByteBuf enc;
+  EncodePackedUIntColumn(tid.data(), tid.size(), &enc);
+  REQUIRE(enc.size() == 1 + 8);
+  CHECK(enc[0] == ColumnEncoding(ColumnScheme::kDelta, 0));
+  CHECK(DecodeWhole(enc, tid.size()).ints == tid);
+  // One value that differs: the packed plain column, as before.
+  std::vector<uint64_t> two = tid;
+  two[250] = 12390;
+  ByteBuf mixed;
+  EncodePackedUIntColumn(two.data(), two.size(), &mixed);
+  CHECK(mixed == Packed(ColumnScheme::kPlain, two));
+  CHECK(DecodeWhole(mixed, two.size()).ints == two);
+  // Where the constant form would not be smaller (a few one-byte values), plain.
+  const std::vector<uint64_t> few(4, 7);
+  ByteBuf small;
+  EncodePackedUIntColumn(few.data(), few.size(), &small);
+  CHECK(small == Packed(ColumnScheme::kPlain, few));
+}
+
 TEST_CASE("format packed: round trips at every width, signs, shifts and wraps") {
   std::mt19937_64 rng(12345);
   const unsigned bits_choices[] = {3, 9, 17, 33, 63, 64};
