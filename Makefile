@@ -28,8 +28,13 @@ LIB_CXXFLAGS  := $(CXXFLAGS_BASE) -fvisibility=hidden
 # libgcc_s is named before libunwind on purpose: the preload's dependencies join the
 # host's global symbol scope, and C++ exceptions must keep resolving _Unwind_* to
 # libgcc_s, not to libunwind's compatibility copies.
+# libcurl and libcrypto are not linked into the library: the uploader dlopens
+# them when S3 is configured (uploader/upload_libs.h), so a process started
+# under the preload does not pay for libcurl's ~30 dependencies. The unit
+# tests link them (their S3 stand-in client uses libcurl directly).
 LIBS     := -Wl,--no-as-needed -lgcc_s -Wl,--as-needed -lunwind-x86_64 -lunwind -ldw -lelf \
-            -lzstd -lcurl -lcrypto -lmimalloc -ldl -lrt -pthread
+            -lzstd -lmimalloc -ldl -lrt -pthread
+UNIT_LIBS := $(LIBS) -lcurl -lcrypto
 
 DEBIAN_PACKAGES := g++ make pkg-config libunwind-dev libdw-dev libelf-dev libzstd-dev \
   libcurl4-openssl-dev libssl-dev libmimalloc-dev doctest-dev python3 python3-zstandard \
@@ -76,7 +81,7 @@ $(BUILD)/libflightrec_core.a: $(CORE_OBJS)
 	ar rcs $@ $(CORE_OBJS)
 
 $(BUILD)/unit_tests: $(UNIT_SRCS) $(UNIT_HDRS) $(BUILD)/libflightrec_core.a
-	$(CXX) $(CXXFLAGS_BASE) -o $@ $(UNIT_SRCS) $(BUILD)/libflightrec_core.a $(LIBS)
+	$(CXX) $(CXXFLAGS_BASE) -o $@ $(UNIT_SRCS) $(BUILD)/libflightrec_core.a $(UNIT_LIBS)
 
 # Test programs are built like ordinary distribution binaries: optimised, no frame pointers.
 PROG_FLAGS := -O2 -g -fomit-frame-pointer -pthread -Wall -Wextra -Werror
@@ -158,9 +163,9 @@ $(BUILD)/asan/libflightrec.so: $(ASAN_LIB_OBJS)
 $(BUILD)/tsan/libflightrec.so: $(TSAN_LIB_OBJS)
 	$(CXX) -shared -fsanitize=thread -o $@ $(TSAN_LIB_OBJS) -Wl,-z,nodelete -Wl,-z,now $(LIBS)
 $(BUILD)/unit_tests_asan: $(ASAN_UNIT_OBJS)
-	$(CXX) -fsanitize=address,undefined -o $@ $(ASAN_UNIT_OBJS) $(LIBS)
+	$(CXX) -fsanitize=address,undefined -o $@ $(ASAN_UNIT_OBJS) $(UNIT_LIBS)
 $(BUILD)/unit_tests_tsan: $(TSAN_UNIT_OBJS)
-	$(CXX) -fsanitize=thread -o $@ $(TSAN_UNIT_OBJS) $(LIBS)
+	$(CXX) -fsanitize=thread -o $@ $(TSAN_UNIT_OBJS) $(UNIT_LIBS)
 
 check-sanitizers: $(BUILD)/unit_tests_asan $(BUILD)/unit_tests_tsan $(BUILD)/asan/libflightrec.so \
   $(BUILD)/tsan/libflightrec.so all

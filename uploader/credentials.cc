@@ -1,7 +1,7 @@
 // Credential lookup: environment snapshot, then the shared credentials file.
 #include "uploader/credentials.h"
 
-#include <openssl/crypto.h>
+#include <string.h>  // explicit_bzero
 
 #include <cctype>
 #include <cerrno>
@@ -28,7 +28,7 @@ std::string LowerCopy(std::string_view s) {
 }
 
 void Wipe(std::string* s) {
-  if (!s->empty()) OPENSSL_cleanse(s->data(), s->size());
+  if (!s->empty()) explicit_bzero(s->data(), s->size());
   s->clear();
 }
 

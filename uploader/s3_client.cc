@@ -3,7 +3,6 @@
 #include "uploader/s3_client.h"
 
 #include <curl/curl.h>
-#include <openssl/crypto.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,6 +13,7 @@
 
 #include "uploader/s3_xml.h"
 #include "uploader/sha256_hmac.h"
+#include "uploader/upload_libs.h"
 
 namespace flightrec::uploader {
 
@@ -41,6 +41,10 @@ struct S3Client::Response {
 namespace {
 
 constexpr size_t kMaxResponseBody = 1 << 20;  // errors and listings are small; GetObject is for tests
+
+// libcurl's functions; loaded by GlobalInit, which every path that reaches a
+// curl call has passed (the handles are null otherwise).
+const UploadLibs& Curl() { return *LoadUploadLibs(); }
 
 CURL* Easy(void* p) { return static_cast<CURL*>(p); }
 CURLM* Multi(void* p) { return static_cast<CURLM*>(p); }
@@ -145,6 +149,7 @@ std::string EncodedPath(const std::string& raw_path) { return UriEncode(raw_path
 
 std::once_flag g_global_once;
 bool g_global_ok = false;
+std::string g_global_error;
 
 }  // namespace
 
@@ -164,12 +169,20 @@ std::string S3Result::Cause() const {
   return c;
 }
 
-bool S3Client::GlobalInit() {
+bool S3Client::GlobalInit(std::string* error) {
   std::call_once(g_global_once, [] {
+    std::string error;
+    const UploadLibs* libs = LoadUploadLibs(&error);
+    if (!libs) {
+      g_global_error = error;
+      return;
+    }
     // First OpenSSL initialisation in the process wins the atexit decision.
-    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
-    g_global_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+    libs->openssl_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
+    g_global_ok = libs->global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+    if (!g_global_ok) g_global_error = "libcurl could not be initialised";
   });
+  if (!g_global_ok && error) *error = g_global_error;
   return g_global_ok;
 }
 
@@ -182,15 +195,15 @@ S3Client::S3Client(const S3Endpoint& endpoint, const Credentials& credentials, c
       random_(static_cast<uint64_t>(time(nullptr)) ^ (static_cast<uint64_t>(getpid()) << 32) ^
               reinterpret_cast<uintptr_t>(this)) {
   if (!GlobalInit()) return;
-  easy_ = curl_easy_init();
-  multi_ = curl_multi_init();
+  easy_ = Curl().easy_init();
+  multi_ = Curl().multi_init();
 }
 
 S3Client::~S3Client() {
   credentials_.Clear();
   if (dead_ || !control_->EnterStep()) return;  // exiting: leave libcurl alone
-  if (multi_) curl_multi_cleanup(Multi(multi_));
-  if (easy_) curl_easy_cleanup(Easy(easy_));
+  if (multi_) Curl().multi_cleanup(Multi(multi_));
+  if (easy_) Curl().easy_cleanup(Easy(easy_));
   control_->LeaveStep();
 }
 
@@ -234,56 +247,61 @@ Transport S3Client::PerformOnce(const char* method, const std::string& raw_path,
     dead_ = true;
     return Transport::kAborted;
   }
+  if (!easy_ || !multi_) {  // GlobalInit failed (no libcurl) or curl could not make handles
+    control_->LeaveStep();
+    response->transport_error = response->transport_cause = "libcurl unavailable";
+    return Transport::kFatal;
+  }
   CURL* e = Easy(easy_);
-  curl_easy_reset(e);  // options only; the multi handle keeps the connection
+  Curl().easy_reset(e);  // options only; the multi handle keeps the connection
   curl_slist* headers = nullptr;
   std::string h;
   for (const auto& [name, value] : req.headers) {
     h = name + ": " + value;
-    headers = curl_slist_append(headers, h.c_str());
+    headers = Curl().slist_append(headers, h.c_str());
   }
   h = "Authorization: " + signed_req.authorization;
-  headers = curl_slist_append(headers, h.c_str());
-  OPENSSL_cleanse(h.data(), h.size());
-  headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
+  headers = Curl().slist_append(headers, h.c_str());
+  explicit_bzero(h.data(), h.size());
+  headers = Curl().slist_append(headers, "Expect:");  // no 100-continue round trip
   if (content_type) {
     h = std::string("Content-Type: ") + content_type;
-    headers = curl_slist_append(headers, h.c_str());
+    headers = Curl().slist_append(headers, h.c_str());
   }
-  curl_easy_setopt(e, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(e, CURLOPT_USERAGENT, "flightrec");
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);
-  curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, options_.low_speed_bytes);
-  curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, options_.low_speed_seconds);
-  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, curl_error_);
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, WriteResponse);
-  curl_easy_setopt(e, CURLOPT_WRITEDATA, &response->body);
-  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, HeaderLine);
-  curl_easy_setopt(e, CURLOPT_HEADERDATA, response);
+  Curl().easy_setopt(e, CURLOPT_URL, url.c_str());
+  Curl().easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+  Curl().easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  Curl().easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  Curl().easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+  Curl().easy_setopt(e, CURLOPT_USERAGENT, "flightrec");
+  Curl().easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);
+  Curl().easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, options_.low_speed_bytes);
+  Curl().easy_setopt(e, CURLOPT_LOW_SPEED_TIME, options_.low_speed_seconds);
+  Curl().easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  Curl().easy_setopt(e, CURLOPT_ERRORBUFFER, curl_error_);
+  Curl().easy_setopt(e, CURLOPT_WRITEFUNCTION, WriteResponse);
+  Curl().easy_setopt(e, CURLOPT_WRITEDATA, &response->body);
+  Curl().easy_setopt(e, CURLOPT_HEADERFUNCTION, HeaderLine);
+  Curl().easy_setopt(e, CURLOPT_HEADERDATA, response);
   const std::string_view m(method);
   if (m == "PUT") {
-    curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
-    curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(body ? body->size() : 0));
+    Curl().easy_setopt(e, CURLOPT_UPLOAD, 1L);
+    Curl().easy_setopt(e, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(body ? body->size() : 0));
   } else if (m == "POST") {
-    curl_easy_setopt(e, CURLOPT_POST, 1L);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body ? body->size() : 0));
+    Curl().easy_setopt(e, CURLOPT_POST, 1L);
+    Curl().easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body ? body->size() : 0));
   } else if (m == "GET") {
-    curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    Curl().easy_setopt(e, CURLOPT_HTTPGET, 1L);
   } else {
-    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    Curl().easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
   }
   Body empty_body;  // lives until this function returns, like the transfer
   Body* b = body ? body : &empty_body;
-  curl_easy_setopt(e, CURLOPT_READFUNCTION, ReadBody);
-  curl_easy_setopt(e, CURLOPT_READDATA, b);
-  curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, SeekBody);
-  curl_easy_setopt(e, CURLOPT_SEEKDATA, b);
-  curl_multi_add_handle(Multi(multi_), e);
+  Curl().easy_setopt(e, CURLOPT_READFUNCTION, ReadBody);
+  Curl().easy_setopt(e, CURLOPT_READDATA, b);
+  Curl().easy_setopt(e, CURLOPT_SEEKFUNCTION, SeekBody);
+  Curl().easy_setopt(e, CURLOPT_SEEKDATA, b);
+  Curl().multi_add_handle(Multi(multi_), e);
   control_->LeaveStep();
 
   // Step the transfer; between steps, check whether we must stop.
@@ -295,10 +313,10 @@ Transport S3Client::PerformOnce(const char* method, const std::string& raw_path,
       return Transport::kAborted;
     }
     int running = 0;
-    CURLMcode mc = curl_multi_perform(Multi(multi_), &running);
+    CURLMcode mc = Curl().multi_perform(Multi(multi_), &running);
     if (mc == CURLM_OK && running == 0) {
       int left = 0;
-      while (CURLMsg* msg = curl_multi_info_read(Multi(multi_), &left))
+      while (CURLMsg* msg = Curl().multi_info_read(Multi(multi_), &left))
         if (msg->msg == CURLMSG_DONE && msg->easy_handle == e) result = msg->data.result;
       finished = true;
     } else if (mc != CURLM_OK) {
@@ -307,12 +325,12 @@ Transport S3Client::PerformOnce(const char* method, const std::string& raw_path,
     } else if (control_->ShouldStop()) {
       stopped = true;
     } else {
-      curl_multi_poll(Multi(multi_), nullptr, 0, static_cast<int>(options_.poll_ms), nullptr);
+      Curl().multi_poll(Multi(multi_), nullptr, 0, static_cast<int>(options_.poll_ms), nullptr);
     }
     if (finished || stopped) {
-      if (finished) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &response->status);
-      curl_multi_remove_handle(Multi(multi_), e);
-      curl_slist_free_all(headers);
+      if (finished) Curl().easy_getinfo(e, CURLINFO_RESPONSE_CODE, &response->status);
+      Curl().multi_remove_handle(Multi(multi_), e);
+      Curl().slist_free_all(headers);
       control_->LeaveStep();
       break;
     }
@@ -327,8 +345,8 @@ Transport S3Client::PerformOnce(const char* method, const std::string& raw_path,
     return Transport::kFatal;
   }
   if (result != CURLE_OK) {
-    response->transport_error = curl_error_[0] ? curl_error_ : curl_easy_strerror(result);
-    response->transport_cause = curl_easy_strerror(result);
+    response->transport_error = curl_error_[0] ? curl_error_ : Curl().easy_strerror(result);
+    response->transport_cause = Curl().easy_strerror(result);
     response->status = 0;
   }
   return TransportOf(result);

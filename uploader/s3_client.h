@@ -93,10 +93,11 @@ class S3Client {
   // The part size MultipartUpload uses for a file of `size` bytes.
   uint64_t PartBytesFor(uint64_t size) const;
 
-  // Process-wide libcurl/OpenSSL initialisation; idempotent and thread-safe.
-  // Tells OpenSSL not to register its atexit cleanup, so a host exiting while
-  // this thread is mid-TLS cannot free OpenSSL state underneath it.
-  static bool GlobalInit();
+  // Process-wide libcurl/OpenSSL loading (upload_libs.h) and initialisation;
+  // idempotent and thread-safe. Tells OpenSSL not to register its atexit
+  // cleanup, so a host exiting while this thread is mid-TLS cannot free
+  // OpenSSL state underneath it. On failure, *error says why.
+  static bool GlobalInit(std::string* error = nullptr);
 
   struct Body;      // request body (defined in s3_client.cc)
   struct Response;  // response status, headers, body (defined in s3_client.cc)

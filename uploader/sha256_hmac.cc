@@ -1,29 +1,35 @@
 // SHA-256 / HMAC-SHA256 on OpenSSL EVP (one-shot and streamed over a file range).
 #include "uploader/sha256_hmac.h"
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
 #include <unistd.h>
 
+#include "uploader/upload_libs.h"
+
 namespace flightrec::uploader {
+namespace {
+// libcrypto's functions (upload_libs.h). Every caller runs after the
+// uploader loaded them, or in unit tests; without them the digests are zero
+// (a request signed with them fails, it never crashes).
+const UploadLibs* Crypto() { return LoadUploadLibs(); }
+}  // namespace
 
 Digest Sha256(std::string_view data) {
   Digest out{};
   unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), out.data(), &len, EVP_sha256(), nullptr);
+  if (const UploadLibs* c = Crypto()) c->evp_digest(data.data(), data.size(), out.data(), &len, c->evp_sha256(), nullptr);
   return out;
 }
 
 Digest HmacSha256(std::string_view key, std::string_view data) {
   Digest out{};
   unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out.data(), &len);
+  if (const UploadLibs* c = Crypto())
+    c->hmac(c->evp_sha256(), key.data(), static_cast<int>(key.size()),
+            reinterpret_cast<const unsigned char*>(data.data()), data.size(), out.data(), &len);
   return out;
 }
 
@@ -38,8 +44,13 @@ std::string HexLower(const uint8_t* data, size_t n) {
 }
 
 bool Sha256FileRange(int fd, uint64_t offset, uint64_t length, Digest* out, std::string* error) {
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
+  const UploadLibs* c = Crypto();
+  if (!c) {
+    *error = "libcrypto unavailable";
+    return false;
+  }
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(c->evp_md_ctx_new(), c->evp_md_ctx_free);
+  if (!ctx || c->evp_digest_init_ex(ctx.get(), c->evp_sha256(), nullptr) != 1) {
     *error = "OpenSSL could not start a SHA-256 digest";
     return false;
   }
@@ -58,11 +69,11 @@ bool Sha256FileRange(int fd, uint64_t offset, uint64_t length, Digest* out, std:
       *error = "file is shorter than expected";
       return false;
     }
-    EVP_DigestUpdate(ctx.get(), buf.get(), static_cast<size_t>(got));
+    c->evp_digest_update(ctx.get(), buf.get(), static_cast<size_t>(got));
     done += static_cast<uint64_t>(got);
   }
   unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx.get(), out->data(), &len);
+  c->evp_digest_final_ex(ctx.get(), out->data(), &len);
   return true;
 }
 

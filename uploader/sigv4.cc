@@ -2,7 +2,7 @@
 // request" rules; S3 paths are encoded once and never normalized.
 #include "uploader/sigv4.h"
 
-#include <openssl/crypto.h>
+#include <string.h>  // explicit_bzero
 
 #include <algorithm>
 #include <cctype>
@@ -78,9 +78,10 @@ std::string NormalizePath(std::string_view path) {
 }  // namespace
 
 void Credentials::Clear() {
-  // OPENSSL_cleanse cannot be optimized away, unlike a plain memset.
-  if (!secret_access_key.empty()) OPENSSL_cleanse(secret_access_key.data(), secret_access_key.size());
-  if (!session_token.empty()) OPENSSL_cleanse(session_token.data(), session_token.size());
+  // explicit_bzero cannot be optimized away, unlike a plain memset (and
+  // needs no libcrypto: credentials exist before it is loaded).
+  if (!secret_access_key.empty()) explicit_bzero(secret_access_key.data(), secret_access_key.size());
+  if (!session_token.empty()) explicit_bzero(session_token.data(), session_token.size());
   access_key_id.clear();
   secret_access_key.clear();
   session_token.clear();
@@ -195,7 +196,7 @@ Digest SigningKey(std::string_view secret, std::string_view date8, std::string_v
   std::string k_secret = "AWS4";
   k_secret.append(secret);
   Digest k_date = HmacSha256(k_secret, date8);
-  OPENSSL_cleanse(k_secret.data(), k_secret.size());
+  explicit_bzero(k_secret.data(), k_secret.size());
   Digest k_region = HmacSha256(AsView(k_date), region);
   Digest k_service = HmacSha256(AsView(k_region), service);
   return HmacSha256(AsView(k_service), "aws4_request");
@@ -214,7 +215,7 @@ SigV4Result SignHeaders(const SigV4Request& request, std::string_view payload_ha
   Digest key = SigningKey(credentials.secret_access_key, params.amz_date.substr(0, 8), params.region,
                           params.service);
   r.signature = SignatureHex(key, r.string_to_sign);
-  OPENSSL_cleanse(key.data(), key.size());
+  explicit_bzero(key.data(), key.size());
   r.authorization = "AWS4-HMAC-SHA256 Credential=" + credentials.access_key_id + "/" + scope +
                     ", SignedHeaders=" + r.signed_headers + ", Signature=" + r.signature;
   return r;
@@ -241,7 +242,7 @@ SigV4Result PresignQuery(const SigV4Request& request, std::string_view payload_h
   Digest key = SigningKey(credentials.secret_access_key, params.amz_date.substr(0, 8), params.region,
                           params.service);
   r.signature = SignatureHex(key, r.string_to_sign);
-  OPENSSL_cleanse(key.data(), key.size());
+  explicit_bzero(key.data(), key.size());
   r.signed_query = CanonicalQuery(req.query) + "&X-Amz-Signature=" + r.signature;
   return r;
 }

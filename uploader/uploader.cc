@@ -461,8 +461,9 @@ void UploaderInit(const Config& config) {
   // single-threaded, not on the upload thread: a host that forks early would
   // otherwise hand its child curl's global-init spinlock held by a thread
   // that does not exist there. Also tells OpenSSL not to clean up at exit.
-  if (!S3Client::GlobalInit()) {
-    Log(LogLevel::kWarn, "S3 upload off: libcurl could not be initialised");
+  std::string libs_error;
+  if (!S3Client::GlobalInit(&libs_error)) {
+    Log(LogLevel::kWarn, "S3 upload off: %s", libs_error.c_str());
     return;
   }
 

@@ -120,3 +120,14 @@ def test_service_is_the_name_the_program_was_started_by(fr, trace_dir, tmp_path)
     starts = fr.events(trace_dir, "process.start")
     assert [s["service"] for s in starts] == ["my-service"], starts
     assert starts[0]["exe"] == fr.program("crash_test")
+
+
+def test_libcurl_is_not_loaded_unless_s3_is_configured(fr, trace_dir):
+    # libcurl and libcrypto (and libcurl's ~30 dependencies) are dlopen'ed by
+    # the uploader only when FLIGHTREC_S3_BUCKET is set (uploader/upload_libs.h):
+    # every other process started under the preload does not pay their
+    # dynamic linking. (test_s3_upload.py uploads through the loaded ones.)
+    maps = fr.run(["cat", "/proc/self/maps"], trace_dir).stdout
+    assert "libflightrec" in maps
+    for lib in ("libcurl", "libcrypto", "libgnutls", "libkrb5", "libldap"):
+        assert lib not in maps, lib
