@@ -6,6 +6,11 @@ spend while it does nothing: CPU (schedstat, ns on CPU) and wake-ups
 after start-up. The same with FLIGHTREC_FLUSH_MS=5 (the drain period before
 the threads were woken by need) shows what periodic wake-ups cost on this
 machine. Interleaved rounds; medians.
+
+Then what a short-lived process pays to start and exit under the preload:
+`/bin/true` plain and with every default on, interleaved, CPU of the whole
+process (every thread) from wait4's rusage. That is what a build or a test
+suite run under the preload pays per process.
     run_idle_cost.py BUILD [ROUNDS]
 """
 import os
@@ -55,6 +60,19 @@ def one(lib, env):
     return cpu, wakes, len(b)
 
 
+def start_cost(lib, env):
+    """CPU seconds (user + system, every thread) of one /bin/true."""
+    with tempfile.TemporaryDirectory(prefix="fr-start-", dir="/var/tmp") as tmp:
+        e = dict(os.environ, FLIGHTREC_OUTPUT=os.path.join(tmp, "out"), **env)
+        if lib:
+            e["LD_PRELOAD"] = lib
+        p = subprocess.Popen(["/bin/true"], env=e)
+        _, status, ru = os.wait4(p.pid, 0)
+        if status != 0:
+            raise SystemExit("/bin/true failed under %s" % (lib or "no preload"))
+        return ru.ru_utime + ru.ru_stime
+
+
 def main():
     lib = os.path.join(os.path.abspath(sys.argv[1]), "libflightrec.so")
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
@@ -69,6 +87,14 @@ def main():
         threads = max(x[2] for x in res[name])
         print("  idle %-22s %.2f ms CPU per second (%.3f%% of a core), %.0f wake-ups per second, %d threads"
               % (name + ":", cpu / 1e6, cpu / 1e7, wakes, threads))
+    runs = 20 * rounds
+    plain, traced = [], []
+    for r in range(runs):
+        for side in ((None, plain), (lib, traced)) if r % 2 == 0 else ((lib, traced), (None, plain)):
+            side[1].append(start_cost(side[0], {}))
+    p, t = statistics.median(plain) * 1e3, statistics.median(traced) * 1e3
+    print("process start and exit (`/bin/true`), CPU of the whole process, median of %d interleaved runs:" % runs)
+    print("  start plain %.2f ms, flightrec defaults %.2f ms: +%.2f ms per process" % (p, t, t - p))
 
 
 if __name__ == "__main__":

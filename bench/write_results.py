@@ -559,7 +559,7 @@ def main():
             "(%.2f%% of one core) | `run_pipeline_bench.py` |" % (1e6 * fcpu / recs, fpct or 0))
     if macro:
         for w, (fl, fs, ss) in per_event_costs(macro).items():
-            add("| flush thread CPU per recorded event, %s under the defaults (socket ops, requests, samples: decode, "
+            add("| flush thread CPU per recorded event, %s under the defaults (socket ops, samples: decode, "
                 "connection tracking, encode, zstd, write) | %.2f µs per event; the flush thread is %.1f%% and the "
                 "sampler thread %.1f%% of the server's CPU | macro `fr-default` runs |" % (w, fl, 100 * fs, 100 * ss))
     if pbytes is not None:
@@ -569,6 +569,11 @@ def main():
             texts["idle"] or "", re.M):
         add("| an idle process (`sleep`), flightrec's threads, %s | %s ms CPU per second (%s%% of a core), %s "
             "wake-ups per second | `run_idle_cost.py` |" % (label, cpu_ms, pct, wakes))
+    for plain_ms, traced_ms, added_ms in re.findall(
+            r"^\s+start plain ([\d.]+) ms, flightrec defaults ([\d.]+) ms: \+([\d.]+) ms per process",
+            texts["idle"] or "", re.M):
+        add("| process start and exit (`/bin/true`), CPU of the whole process: plain / defaults | %s ms / %s ms "
+            "(+%s ms per process) | `run_idle_cost.py` |" % (plain_ms, traced_ms, added_ms))
     if tf:
         dec = tf["decode"]
         add("| `flightrec-dump` decode rate: library, every column of every block | %.2fM events/s (%d events in "
