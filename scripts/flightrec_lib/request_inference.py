@@ -27,6 +27,8 @@ zero-byte receive on a stream socket is EOF; a server's successful shutdown()
 ends its current exchange.
 """
 
+import operator
+
 SEND_OPS = frozenset(("send", "sendto", "sendmsg", "sendmmsg", "write", "writev", "sendfile"))
 RECV_OPS = frozenset(("recv", "recvfrom", "recvmsg", "recvmmsg", "read", "readv"))
 ROLES = ("server", "client")
@@ -153,28 +155,37 @@ def _op_class(name):
     return 0
 
 
+_END = operator.itemgetter(0)
+
+
 def derived_requests(trace, pids):
     """{pid: [request dict]} inferred from the socket.op events of the given pids."""
     kinds = {k: v for k, v in latest_connections(trace, ("role", "sock_type"), pids).items() if v[0] in ROLES}
-    calls = {}  # (pid, conn) -> [(end, seq, start, class, bytes, tid)]
-    seq = 0
+    wanted = {}  # pid -> connections with a role (listeners and unconnected sockets have none)
+    for pid, conn in kinds:
+        wanted.setdefault(pid, set()).add(conn)
+    calls = {}  # (pid, conn) -> [(end, start, class, bytes, tid)], in trace order
     for b in trace.batches({"socket.op"}):
         pid = b.segment.pid
-        if pid not in pids:
+        conns = wanted.get(pid)
+        if not conns:
             continue
         cols = named_columns(b, ["time", "tid", "conn", "op", "bytes", "duration_ns"])
         if cols is None:
             continue
         classes = {sid: _op_class(b.segment.string(sid)) for sid in set(cols[3])}
+        used = {sid for sid, c in classes.items() if c}
+        if not used:
+            continue
+        # The hot loop of `requests` on a big trace: one membership test per
+        # call, and the per-connection list looked up only for calls that count.
         for t, tid, conn, op, nbytes, dur in zip(*cols):
-            c = classes[op]
-            if not c:
-                continue
-            key = (pid, conn)
-            if key not in kinds:
-                continue  # a listener, an unconnected socket, or a connection never described
-            calls.setdefault(key, []).append((t + dur, seq, t, c, nbytes, tid))
-            seq += 1
+            if op in used and conn in conns:
+                key = (pid, conn)
+                lst = calls.get(key)
+                if lst is None:
+                    lst = calls[key] = []
+                lst.append((t + dur, t, classes[op], nbytes, tid))
     out = {}
     for key, ops in calls.items():
         role, stype = kinds[key]
@@ -182,8 +193,8 @@ def derived_requests(trace, pids):
         stream = stype != "dgram"
         ex = Exchange(server)
         done = []
-        ops.sort()  # completion order; seq keeps each thread's call order on ties
-        for end, _, start, c, nbytes, tid in ops:
+        ops.sort(key=_END)  # completion order; stable: each thread's call order on ties
+        for end, start, c, nbytes, tid in ops:
             if c == _SHUTDOWN:
                 if server and nbytes == 0:
                     r = ex.finish()  # a server that shuts down has answered
