@@ -295,11 +295,14 @@ def decode_column(b, p, n, field_type, earlier=None):
         if p + 8 > len(b):
             raise _Corrupt("delta base runs past the end of the block")
         base = int.from_bytes(b[p:p + 8], "little")
-        deltas, p = _unzigzag(b, p + 8, n, w)
-        values = list(accumulate(deltas, initial=base))
-        del values[0]
-        if values[0] < 0 or values[0] >= _U64 or min(values) < 0 or max(values) >= _U64:
-            values = [v % _U64 for v in values]  # wrapped: arithmetic is mod 2^64
+        if w == 0:  # every delta 0: a constant column (a one-thread batch's tids, say)
+            values, p = array("Q", [base]) * n, p + 8
+        else:
+            deltas, p = _unzigzag(b, p + 8, n, w)
+            values = list(accumulate(deltas, initial=base))
+            del values[0]
+            if values[0] < 0 or values[0] >= _U64 or min(values) < 0 or max(values) >= _U64:
+                values = [v % _U64 for v in values]  # wrapped: arithmetic is mod 2^64
     elif scheme == SCHEME_F64:
         if w != 8:
             raise _Corrupt("F64 column with width %d" % w)
