@@ -56,11 +56,11 @@ def read_samples(trace, threads):
         for b in trace.batches({KIND_EVENTS[kind]}):
             seg = b.segment
             if kind == "cpu":
-                cols = request_inference.named_columns(b, ["time", "tid", "stack", "period_ns"])
+                cols = b.columns_named(["time", "tid", "stack", "period_ns"])
             elif kind == "offcpu":
-                cols = request_inference.named_columns(b, ["time", "tid", "stack", "duration_ns"])
+                cols = b.columns_named(["time", "tid", "stack", "duration_ns"])
             else:
-                cols = request_inference.named_columns(b, ["time", "tid", "stack", "size", "sample_bytes"])
+                cols = b.columns_named(["time", "tid", "stack", "size", "sample_bytes"])
             if cols is None:
                 continue
             pid = seg.pid

@@ -61,13 +61,8 @@ def _new_conn(pid, conn):
 
 def _field_cols(batch, names):
     """{name: column} for the given fields, or None if the block lacks one or is damaged."""
-    fields = batch.type.field_names
-    if any(n not in fields for n in names):
-        return None
-    cols = batch.columns()
-    if cols is None:
-        return None
-    return {n: cols[fields.index(n)] for n in names}
+    cols = batch.columns_named(names)
+    return None if cols is None else dict(zip(names, cols))
 
 
 def collect(trace):

@@ -89,23 +89,12 @@ class Exchange:
         return done
 
 
-def named_columns(batch, names):
-    """The batch's columns of the given fields, or None if one is missing or the block is damaged."""
-    fields = batch.type.field_names
-    if any(n not in fields for n in names):
-        return None
-    cols = batch.columns()
-    if cols is None:
-        return None
-    return [cols[fields.index(n)] for n in names]
-
-
 def recorded_requests(trace):
     """{pid: [request dict]} from `request` events (traces of older recorders)."""
     out = {}
     for b in trace.batches({"request"}):
         seg = b.segment
-        cols = named_columns(b, ["time", "tid", "conn", "duration_ns", "bytes_in", "bytes_out", "role"])
+        cols = b.columns_named(["time", "tid", "conn", "duration_ns", "bytes_in", "bytes_out", "role"])
         if cols is None:
             continue
         roles = {sid: seg.string(sid) for sid in set(cols[6])}
@@ -124,7 +113,7 @@ def latest_connections(trace, fields, pids=None):
     for b in trace.batches({"socket.open"}):
         if pids is not None and b.segment.pid not in pids:
             continue
-        cols = named_columns(b, ["time", "conn"] + list(fields))
+        cols = b.columns_named(["time", "conn"] + list(fields))
         if cols is None:
             continue
         s = b.segment.string
@@ -170,7 +159,7 @@ def derived_requests(trace, pids):
         conns = wanted.get(pid)
         if not conns:
             continue
-        cols = named_columns(b, ["time", "tid", "conn", "op", "bytes", "duration_ns"])
+        cols = b.columns_named(["time", "tid", "conn", "op", "bytes", "duration_ns"])
         if cols is None:
             continue
         classes = {sid: _op_class(b.segment.string(sid)) for sid in set(cols[3])}

@@ -438,6 +438,17 @@ class Batch:
         except ValueError:
             return None
 
+    def columns_named(self, names):
+        """The columns of the given fields, in that order, or None if the type
+        lacks one of them or the block is damaged."""
+        fields = self.type.field_names
+        if any(n not in fields for n in names):
+            return None
+        cols = self.columns()
+        if cols is None:
+            return None
+        return [cols[fields.index(n)] for n in names]
+
 
 # ------------------------------------------------------------------ segment
 

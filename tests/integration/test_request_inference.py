@@ -43,6 +43,10 @@ class FakeBatch:
     def columns(self):
         return self._cols
 
+    def columns_named(self, names):
+        fields = self.type.field_names
+        return [self._cols[fields.index(n)] for n in names] if all(n in fields for n in names) else None
+
 
 class FakeTrace:
     def __init__(self):
