@@ -27,10 +27,11 @@
 //    listeners (socket_acceptq.h) into socket.acceptq events.
 //  * No request events: flightrec-dump derives requests from socket.op and
 //    socket.open (scripts/flightrec_lib/request_inference.py), which keeps
-//    that work and a third event per request off the service's CPU. A
-//    connection's socket.open is written before its first data call is
-//    processed, and a new segment re-describes live connections, so every
-//    segment names the role of each connection its socket.op events use.
+//    that work and a third event per request off the service's CPU. The
+//    reader needs each connection's role: socket.open is written when the
+//    connection's first data call is processed, and again at the start of
+//    every segment while the connection lives, so the process's segments
+//    together name the role of every connection their socket.op events use.
 #pragma once
 #include <cstdint>
 
