@@ -75,6 +75,7 @@ struct SegmentWriter::Impl {
     MiVector<MiVector<uint64_t>> cols;
     MiVector<MiVector<uint8_t>> bytes;  // concatenated kBytes values, per field
     MiVector<RecentStrings> recent;     // one per kString field
+    bool columns_only = true;           // no kBytes/kStack field: AppendColumns accepts it
   };
 
   MiVector<Type> types;  // type id = index + 1; persists across segments
@@ -121,6 +122,20 @@ struct SegmentWriter::Impl {
     rejected = 0;
     failed = false;
     fail_error.clear();
+  }
+
+  // Bookkeeping after an event of type_id (time: its first field) went into
+  // the batch, with raw_bytes of column values.
+  void Appended(uint32_t type_id, uint64_t time, size_t raw_bytes) {
+    Type& t = types[type_id - 1];
+    t.raw_bytes += raw_bytes;
+    t.count++;
+    min_time = time < min_time ? time : min_time;
+    max_time = time > max_time ? time : max_time;
+    events_appended++;
+    stats.first_time_ns = min_time;
+    stats.last_time_ns = max_time;
+    if (t.raw_bytes >= kBatchFlushBytes || t.count >= kBatchMaxEvents) FlushOne(type_id);
   }
 
   static void ClearBatch(Type* t) {
@@ -367,6 +382,7 @@ uint32_t SegmentWriter::DefineEventType(const EventTypeSpec& spec) {
     t.fields.push_back({MiString(f.name), MiString(f.unit), f.type, ok ? f.follows : -1,
                         static_cast<uint32_t>(t.recent.size())});
     if (f.type == FieldType::kString) t.recent.emplace_back();
+    if (f.type == FieldType::kBytes || f.type == FieldType::kStack) t.columns_only = false;
   }
   t.cols.resize(t.fields.size());
   t.bytes.resize(t.fields.size());
@@ -402,16 +418,23 @@ void SegmentWriter::Append(uint32_t type_id, const Value* values, size_t nvalues
     }
     t.cols[f].push_back(x);
   }
-  t.raw_bytes += 8 * nvalues;
-  t.count++;
-  uint64_t time = values[0].u;
-  m.min_time = time < m.min_time ? time : m.min_time;
-  m.max_time = time > m.max_time ? time : m.max_time;
-  m.events_appended++;
-  m.stats.first_time_ns = m.min_time;
-  m.stats.last_time_ns = m.max_time;
-  if (t.raw_bytes >= kBatchFlushBytes || t.count >= kBatchMaxEvents) m.FlushOne(type_id);
+  m.Appended(type_id, values[0].u, 8 * nvalues);
 }
+
+void SegmentWriter::AppendColumns(uint32_t type_id, const uint64_t* column, size_t ncolumns) {
+  Impl& m = *impl_;
+  if (m.fd < 0 || type_id == 0 || type_id > m.types.size() || column == nullptr ||
+      ncolumns != m.types[type_id - 1].fields.size() || !m.types[type_id - 1].columns_only) {
+    m.rejected++;
+    return;
+  }
+  Impl::Type& t = m.types[type_id - 1];
+  for (size_t f = 0; f < ncolumns; f++) t.cols[f].push_back(column[f]);
+  m.Appended(type_id, column[0], 8 * ncolumns);
+}
+
+uint32_t SegmentWriter::StringId(std::string_view s) { return impl_->tables.String(s); }
+uint64_t SegmentWriter::string_epoch() const { return impl_->tables.epoch(); }
 
 bool SegmentWriter::Flush(std::string* error) {
   Impl& m = *impl_;

@@ -131,6 +131,20 @@ class SegmentWriter {
   // Buffers one event. values has one entry per field of the type.
   void Append(uint32_t type_id, const Value* values, size_t nvalues);
 
+  // The same for a writer that produces column values itself, for event
+  // types written at a high rate (socket.op): column[f] is what Append
+  // would store for field f: kTime/kUInt as is, kSInt as its two's
+  // complement bits, kF64 as its bit pattern, kString as an id from
+  // StringId. Types with kBytes or kStack fields are rejected (counted like
+  // Append's rejections). Saves the per-field Value dispatch and the string
+  // lookup of every event.
+  void AppendColumns(uint32_t type_id, const uint64_t* column, size_t ncolumns);
+  // The id Append would give the string s in the open segment. Ids are
+  // valid while string_epoch() is unchanged (it changes at every Open, Seal
+  // and Abandon); cache them under it.
+  uint32_t StringId(std::string_view s);
+  uint64_t string_epoch() const;
+
   // Writes buffered events (preceded by any new intern-table entries and
   // schema) as blocks. Returns false on a write error (*error set); the
   // writer then stays usable only for Seal/close, and the file is cut back

@@ -48,7 +48,25 @@ std::string_view OpName(const SocketOpRecord& r) {
   }
   return r.op < uint8_t(SockOp::kCount) ? kSockOpNames[r.op] : "unknown"sv;
 }
+
+// One slot per name OpName can return (a peek flag on an op with no peek
+// name gets a slot of its own holding the plain name's id).
+size_t OpNameSlot(const SocketOpRecord& r) {
+  constexpr size_t kCount = size_t(SockOp::kCount);
+  if (r.op >= kCount) return 2 * kCount;
+  return (r.flags & kOpFlagPeek) ? kCount + r.op : r.op;
+}
 }  // namespace
+
+uint32_t SocketFlushSide::OpNameId(format::SegmentWriter* w, const SocketOpRecord& r) {
+  if (op_ids_epoch_ != w->string_epoch()) {
+    op_ids_epoch_ = w->string_epoch();
+    std::fill(std::begin(op_ids_), std::end(op_ids_), 0u);
+  }
+  uint32_t& id = op_ids_[OpNameSlot(r)];
+  if (id == 0) id = w->StringId(OpName(r));  // names are never empty: 0 is "not asked yet"
+  return id;
+}
 
 void SocketFlushSide::OnOp(format::SegmentWriter* w, const SocketOpRecord& raw, uint32_t tid) {
   // Start and end on the kSocketTimeGrainNs grid (see socket_flush.h).
@@ -56,11 +74,10 @@ void SocketFlushSide::OnOp(format::SegmentWriter* w, const SocketOpRecord& raw, 
   const uint64_t end = QuantizeSocketTime(raw.start_ns + raw.duration_ns);
   r.start_ns = QuantizeSocketTime(raw.start_ns);
   r.duration_ns = end - r.start_ns;
-  Value v[] = {Value::U(r.start_ns),  Value::U(tid),
-               Value::U(static_cast<uint64_t>(r.fd < 0 ? 0 : r.fd)),
-               Value::U(r.conn),      Value::Str(OpName(r)),
-               Value::S(r.result),    Value::U(r.duration_ns)};
-  w->Append(g_socket_types.op, v, 7);
+  // socket.op's fields (socket_events.cc) as column values.
+  const uint64_t columns[] = {r.start_ns, tid, static_cast<uint64_t>(r.fd < 0 ? 0 : r.fd), r.conn,
+                              OpNameId(w, r), static_cast<uint64_t>(r.result), r.duration_ns};
+  w->AppendColumns(g_socket_types.op, columns, 7);
   if (r.conn == 0) return;  // failed socket(): nothing to track
   pending_.push_back(Pending{end, seq_++, tid, kNoAddr, r});
 }

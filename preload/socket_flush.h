@@ -74,6 +74,15 @@ class SocketFlushSide {
   static constexpr uint32_t kNoAddr = ~0u;
   static constexpr uint32_t kGapBit = 1u << 31;
 
+  // The writer's string id of each op name (OpNameSlot in the .cc), 0 until
+  // asked for: interning the same two dozen names for every event showed in
+  // the flush thread's profile. Valid while op_ids_epoch_ is the writer's
+  // string_epoch().
+  static constexpr size_t kOpNameSlots = 2 * size_t(SockOp::kCount) + 1;
+  uint32_t OpNameId(format::SegmentWriter* w, const SocketOpRecord& r);
+  uint32_t op_ids_[kOpNameSlots] = {};
+  uint64_t op_ids_epoch_ = 0;
+
   ConnTable conns_;
   format::MiVector<Pending> pending_;
   format::MiVector<SocketAddrRecord> addrs_;
