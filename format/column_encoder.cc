@@ -142,13 +142,33 @@ void PutPlanes(size_t n, unsigned w, ByteBuf* out, StoredOf stored_of) {
 
 void EncodePackedColumn(ColumnScheme scheme, const uint64_t* v, size_t n, ByteBuf* out) {
   const uint64_t base = n ? v[0] : 0;
-  uint64_t any = 0;
-  for (size_t i = 0; i < n; i++) any |= PrePacked(scheme, v, i, base);
+  // One pass for the shift and the widest stored value: both shifts are
+  // monotone, so the widest stored value comes from the extremes (the
+  // largest value for PLAIN; the smallest and largest signed value for the
+  // zigzag schemes, whose zigzag grows with the magnitude).
+  uint64_t any = 0, umax = 0;
+  int64_t smin = 0, smax = 0;
+  if (scheme == ColumnScheme::kPlain) {
+    for (size_t i = 0; i < n; i++) {
+      any |= v[i];
+      umax = v[i] > umax ? v[i] : umax;
+    }
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      const uint64_t x = PrePacked(scheme, v, i, base);
+      const auto sx = static_cast<int64_t>(x);
+      any |= x;
+      smin = sx < smin ? sx : smin;
+      smax = sx > smax ? sx : smax;
+    }
+  }
   const unsigned shift = any ? static_cast<unsigned>(std::countr_zero(any)) : 0;
-  uint64_t max = 0;
-  for (size_t i = 0; i < n; i++) {
-    const uint64_t s = Stored(scheme, PrePacked(scheme, v, i, base), shift);
-    max = s > max ? s : max;
+  uint64_t max;
+  if (scheme == ColumnScheme::kPlain) {
+    max = umax >> shift;
+  } else {
+    const uint64_t lo = ZigZag(smin >> shift), hi = ZigZag(smax >> shift);
+    max = lo > hi ? lo : hi;
   }
   const unsigned w = WidthFor(max);
   if (shift == 0 && w < 2) {  // nothing to gain: the classic column

@@ -67,6 +67,7 @@ class InternTables {
   void Reset();
   // Changes at every Reset(): ids handed out in an older epoch are gone.
   uint64_t epoch() const { return epoch_; }
+  const uint64_t* epoch_address() const { return &epoch_; }
 
   // 0 for the empty string. Strings longer than kMaxValueBytes are cut at a
   // UTF-8 character boundary first.

@@ -288,7 +288,7 @@ struct SegmentWriter::Impl {
   }
 };
 
-SegmentWriter::SegmentWriter() : impl_(std::make_unique<Impl>()) {}
+SegmentWriter::SegmentWriter() : impl_(std::make_unique<Impl>()), string_epoch_(impl_->tables.epoch_address()) {}
 
 SegmentWriter::~SegmentWriter() { Abandon(); }
 
@@ -434,7 +434,6 @@ void SegmentWriter::AppendColumns(uint32_t type_id, const uint64_t* column, size
 }
 
 uint32_t SegmentWriter::StringId(std::string_view s) { return impl_->tables.String(s); }
-uint64_t SegmentWriter::string_epoch() const { return impl_->tables.epoch(); }
 
 bool SegmentWriter::Flush(std::string* error) {
   Impl& m = *impl_;

@@ -143,7 +143,7 @@ class SegmentWriter {
   // valid while string_epoch() is unchanged (it changes at every Open, Seal
   // and Abandon); cache them under it.
   uint32_t StringId(std::string_view s);
-  uint64_t string_epoch() const;
+  uint64_t string_epoch() const { return *string_epoch_; }
 
   // Writes buffered events (preceded by any new intern-table entries and
   // schema) as blocks. Returns false on a write error (*error set); the
@@ -177,6 +177,9 @@ class SegmentWriter {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  // The intern tables' epoch inside *impl_ (which never moves): read once
+  // per event by high-rate writers, so not behind a call.
+  const uint64_t* string_epoch_;
 };
 
 }  // namespace flightrec::format

@@ -281,6 +281,10 @@ bool StopRequested(const FlushState& s) { return s.phase.load(std::memory_order_
 void DrainRings(FlushState& s, FlushContext& ctx) {
   const bool writing = s.writer->is_open();
   s.busy = false;
+  // Kinds are registered at init: look each decoder up once per drain, not
+  // once per record.
+  RecordDecodeFn decoders[kRecordKindCount];
+  for (uint16_t k = 0; k < kRecordKindCount; k++) decoders[k] = DecoderFor(k);
   for (ThreadState* ts = RegistryHead(); ts; ts = ts->next) {
     if (StopRequested(s)) break;
     const int st = ts->state.load(std::memory_order_acquire);
@@ -289,7 +293,7 @@ void DrainRings(FlushState& s, FlushContext& ctx) {
     ctx.thread = ts;
     const uint64_t before = ts->ring.consumed();
     ts->ring.Drain([&](const RecordHeader& h, const void* payload) {
-      RecordDecodeFn fn = DecoderFor(h.kind);
+      RecordDecodeFn fn = h.kind < kRecordKindCount ? decoders[h.kind] : nullptr;
       if (!writing) {
         s.discarded[h.kind < kRecordKindCount ? h.kind : 0]++;
       } else if (fn) {

@@ -136,14 +136,25 @@ uint64_t TscMap::ToNs(uint64_t tsc) const {
   return last_.ns + static_cast<uint64_t>(delta);
 }
 
-uint64_t TicksToNs(uint64_t tsc, uint64_t tick_ns) {
+// Once per tick: the pair the conversions of this tick use.
+void TakeTickPair(uint64_t tick_ns) {
   if (g_map.empty()) g_map.AddPair(ReadPair());
   if (g_pair_tick_ns != tick_ns) {
     g_pair_tick_ns = tick_ns;
     g_last_refresh_ns = tick_ns;
     AddPairChecked();
   }
+}
+
+uint64_t TicksToNs(uint64_t tsc, uint64_t tick_ns) {
+  TakeTickPair(tick_ns);
   return g_map.ToNs(tsc);
+}
+
+void TickSpanToNs(uint64_t start_tsc, uint64_t ticks, uint64_t tick_ns, uint64_t* start_ns, uint64_t* end_ns) {
+  TakeTickPair(tick_ns);
+  *start_ns = g_map.ToNs(start_tsc);
+  *end_ns = g_map.ToNs(start_tsc + ticks);
 }
 
 void Refresh(uint64_t now_ns) {

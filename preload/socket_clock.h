@@ -115,6 +115,9 @@ class TscMap {
 // Takes a pair if none was taken at this tick (tick_ns = FlushContext::now_ns),
 // then converts. A disagreement turns the TSC off in the hooks (logged once).
 uint64_t TicksToNs(uint64_t tsc, uint64_t tick_ns);
+// Both ends of a call that started at start_tsc and took `ticks`, with the
+// checks above made once (one call per socket.op on the flush thread).
+void TickSpanToNs(uint64_t start_tsc, uint64_t ticks, uint64_t tick_ns, uint64_t* start_ns, uint64_t* end_ns);
 // Keeps the map fresh while nothing is converted (flush thread, ~1/s).
 void Refresh(uint64_t now_ns);
 // In a fork child, before its flush thread starts: a new map (the parent's

@@ -215,8 +215,8 @@ void DecodeOp(FlushContext& ctx, const RecordHeader& h, const void* payload) {
   SocketOpRecord r;
   memcpy(&r, payload, sizeof(r));
   if (r.flags & kOpFlagTsc) {  // TSC ticks -> CLOCK_MONOTONIC ns (socket_clock.h)
-    const uint64_t start = sockclock::TicksToNs(r.start_ns, ctx.now_ns);
-    const uint64_t end = sockclock::TicksToNs(r.start_ns + r.duration_ns, ctx.now_ns);
+    uint64_t start, end;
+    sockclock::TickSpanToNs(r.start_ns, r.duration_ns, ctx.now_ns, &start, &end);
     r.start_ns = start;
     r.duration_ns = end > start ? end - start : 0;
     r.flags = static_cast<uint8_t>(r.flags & ~kOpFlagTsc);
