@@ -1,6 +1,7 @@
 // InternTables: per-segment interning of strings, mappings, locations, stacks.
 #include "format/intern_tables.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "format/varint.h"
@@ -21,8 +22,18 @@ MiVector<uint8_t>* InternTables::Table::BeginEntry(uint32_t* id) {
   return &c.bytes;
 }
 
+namespace {
+// Epochs are unique in the process, not per table: a cache of ids kept
+// outside the writer (SocketFlushSide's op names) may outlive the writer it
+// asked, and a new writer counting from 1 again would make its stale ids look
+// current (a privilege drop restarts the flush thread with a new writer).
+std::atomic<uint64_t> g_next_epoch{1};
+}  // namespace
+
+uint64_t InternTables::NewEpoch() { return g_next_epoch.fetch_add(1, std::memory_order_relaxed); }
+
 void InternTables::Reset() {
-  epoch_++;  // every RecentStrings entry refers to ids cleared below
+  epoch_ = NewEpoch();  // every RecentStrings entry refers to ids cleared below
   strings_.Clear();
   mappings_.Clear();
   locations_.Clear();

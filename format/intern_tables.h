@@ -155,7 +155,8 @@ class InternTables {
   uint32_t Mapping(const MappingInfo& m);
 
   PcDescriber* describer_ = nullptr;
-  uint64_t epoch_ = 1;  // bumped by Reset(): string ids of older epochs are gone
+  static uint64_t NewEpoch();  // unique in the process, from 1
+  uint64_t epoch_ = NewEpoch();  // renewed by Reset(): string ids of older epochs are gone
   Table strings_, mappings_, locations_, stacks_;
   MiHashMap<MiString, uint32_t, MiStringHash, MiStringEq> string_ids_;
   MiHashMap<MappingKey, uint32_t, MappingKeyHash> mapping_ids_;

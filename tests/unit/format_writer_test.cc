@@ -192,6 +192,17 @@ TEST_CASE("format AppendColumns writes what Append writes, with ids valid per se
   w.AppendColumns(9, c, 4);
   w.AppendColumns(stack_type, c, 2);
   REQUIRE(w.Seal({}, &err));
+  // A new writer never reuses an epoch: ids cached from another writer (the
+  // flush thread is restarted with a new one around a privilege drop) are
+  // never taken for its own.
+  {
+    SegmentWriter other;
+    other.DefineEventType(spec);
+    REQUIRE(other.Open(dir.File("e"), Header(), &err));
+    CHECK(other.string_epoch() != w.string_epoch());
+    CHECK(other.string_epoch() != epoch);
+    REQUIRE(other.Seal({}, &err));
+  }
   Segment d = ReadSegmentFile(dir.File("d"));
   REQUIRE(d.events.size() == 1);
   CHECK(*d.String(static_cast<uint32_t>(d.events[0].values[2].u)) == "send");
