@@ -23,6 +23,11 @@ struct FlushContext {
   ThreadState* thread;            // ring being drained; nullptr for sources
   uint64_t now_ns;                // CLOCK_MONOTONIC at the start of this tick
   bool final_tick = false;        // the last tick before the segment is sealed at exit/exec/crash
+  // Records and queued samples this tick handled (ring records are counted
+  // by the drain; a source adds what it took from its own queue). Zero means
+  // the process was quiet since the last tick: the flush thread then sleeps
+  // longer (flush_thread.cc, idle backoff).
+  uint64_t work = 0;
 };
 
 using RecordDecodeFn = void (*)(FlushContext& ctx, const RecordHeader& header, const void* payload);

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -70,6 +71,15 @@ constexpr uint64_t kMaxBufferedBytes = 1 << 20;
 // thread's records for proportionally longer, so it is drained (and the
 // flush thread woken) proportionally less often with the same margin.
 constexpr uint64_t kBusyFraction = 16;
+// Idle backoff: each tick that found nothing to do (no ring record, no
+// queued sample) doubles the next sleep, up to this, but never past the
+// tick's next timed duty (UntilNextDuty). An idle process's tick costs tens
+// of microseconds, most of it waking a thread whose caches went cold (71 us
+// on the 2-vCPU VM, sleep(1) under the defaults), and 20 of them a second
+// were half of what flightrec cost a process that does nothing. Records
+// still reach the disk on time: a ring a quarter full wakes the thread at
+// once (flush_wakeup.h), and the next block write is a timed duty.
+constexpr uint64_t kIdleMaxNs = 1000 * kMs;
 uint64_t BusyPeriodNs(uint64_t ring_bytes) {
   const uint64_t ns = 5 * kMs * (ring_bytes / 1024) / 64;
   return ns < kMs ? kMs : ns;
@@ -100,6 +110,7 @@ struct FlushState {
   std::map<std::string, uint64_t> carried_drops;
   uint64_t unattributed_seen = 0;  // UnattributedDrops() already reported
   bool busy = false;  // the last drain took 1/kBusyFraction of some ring or more
+  bool quiet = false;  // the last tick found no record and no queued sample (FlushContext::work)
   std::atomic<int> phase{kIdle};
   std::atomic<pid_t> tid{0};       // the flush thread's, once it runs
   std::atomic<bool> done{false};
@@ -294,6 +305,7 @@ void DrainRings(FlushState& s, FlushContext& ctx) {
     const uint64_t before = ts->ring.consumed();
     ts->ring.Drain([&](const RecordHeader& h, const void* payload) {
       RecordDecodeFn fn = h.kind < kRecordKindCount ? decoders[h.kind] : nullptr;
+      ctx.work++;
       if (!writing) {
         s.discarded[h.kind < kRecordKindCount ? h.kind : 0]++;
       } else if (fn) {
@@ -318,9 +330,11 @@ void Tick(FlushState& s, bool final_tick) {
   if (s.paused && (now >= s.retry_at_ns || s.resume_requested.exchange(false, std::memory_order_acq_rel)))
     OpenSegment(s, now);
   FlushContext ctx{s.writer, nullptr, now, final_tick};
+  s.quiet = false;
   DrainRings(s, ctx);
   if (!s.writer->is_open() || StopRequested(s)) return;
   RunFlushSources(ctx);
+  s.quiet = ctx.work == 0;
   const uint64_t unattributed = UnattributedDrops();
   if (unattributed != s.unattributed_seen) {
     EmitGlobalDrops(ctx, "unregistered_thread", unattributed - s.unattributed_seen);
@@ -369,6 +383,21 @@ void Tick(FlushState& s, bool final_tick) {
   }
 }
 
+// How long until a tick has timed work to do: the next process.rusage, the
+// next block write while events wait in the writer, a time-based segment
+// rotation, a paused recorder's retry. Bounds the idle backoff, so a quiet
+// process's trace still advances on the schedule the knobs promise.
+uint64_t UntilNextDuty(const FlushState& s, uint64_t now) {
+  const Config& cfg = GetConfig();
+  uint64_t due = UINT64_MAX;
+  auto at = [&](uint64_t t) { due = std::min(due, t); };
+  if (cfg.rusage_ms) at(s.last_rusage_ns + cfg.rusage_ms * kMs);
+  if (s.writer->buffered_bytes() > 0) at(s.last_block_ns + kBlockIntervalNs);
+  if (s.writer->is_open()) at(s.opened_ns + cfg.segment_seconds * 1000 * kMs);
+  if (s.paused) at(s.retry_at_ns);
+  return due > now ? due - now : 0;
+}
+
 // The flush thread enters a tick unless a stopper took the writer over.
 bool BeginTick(FlushState& s) {
   int expected = kIdle;
@@ -408,6 +437,7 @@ void* FlushMain(void* arg) {
   const uint64_t busy_period = BusyPeriodNs(GetConfig().ring_bytes);
   uint32_t seen = g_wake_word.load(std::memory_order_seq_cst);
   uint64_t sleep_ns = period;
+  uint64_t idle_ns = period;  // doubles with every quiet tick, up to kIdleMaxNs
   for (;;) {
     SleepUnlessWoken(seen, sleep_ns);
     seen = g_wake_word.load(std::memory_order_seq_cst);
@@ -427,7 +457,15 @@ void* FlushMain(void* arg) {
     Tick(*s, false);
     // Read while the state is still ours: once EndTick hands it back, a
     // stopper may take it over and tick on it (TSan caught this read racing).
-    sleep_ns = s->busy && period > busy_period ? busy_period : period;
+    if (s->busy && period > busy_period) {
+      sleep_ns = busy_period;
+    } else if (!s->quiet || MainThreadLeft()) {
+      idle_ns = period;
+      sleep_ns = period;
+    } else {
+      idle_ns = std::min(idle_ns * 2, std::max(period, kIdleMaxNs));
+      sleep_ns = std::max(period, std::min(idle_ns, UntilNextDuty(*s, MonotonicNs())));
+    }
     if (!EndTick(*s)) break;
     if (ApplicationThreadsGone(MonotonicNs())) EndProcess();
   }

@@ -87,6 +87,8 @@ void LastThreadWatchAtForkChild() {
   g_last_exit_seen_ns = 0;
 }
 
+bool MainThreadLeft() { return g_main_gone.load(std::memory_order_acquire); }
+
 bool ApplicationThreadsGone(uint64_t now_ns) {
   if (!g_main_gone.load(std::memory_order_acquire)) return false;
   const uint64_t exits = g_exits.load(std::memory_order_acquire);

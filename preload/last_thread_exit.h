@@ -26,4 +26,8 @@ void LastThreadWatchAtForkChild();
 // half a second after an exit, and once a second otherwise.
 bool ApplicationThreadsGone(uint64_t now_ns);
 
+// The main thread has left (pthread_exit): the flush thread then ticks at its
+// full rate, so ApplicationThreadsGone keeps the cadence described above.
+bool MainThreadLeft();
+
 }  // namespace flightrec

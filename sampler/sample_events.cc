@@ -49,6 +49,7 @@ struct Queue {
   Batch pending;                      // guarded by mu
   Batch draining;                     // flush thread only
   std::atomic<uint64_t> overflow{0};  // samples refused because the queue was full
+  std::atomic<uint64_t> offered{0};   // every Push, queued or refused (SamplesOffered)
   uint64_t overflow_reported = 0;     // flush thread only
 };
 
@@ -60,6 +61,7 @@ void Push(Kind kind, uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int np
   if (!q) return;
   if (npcs < 0) npcs = 0;
   if (npcs > kMaxFrames) npcs = kMaxFrames;
+  q->offered.fetch_add(1, std::memory_order_relaxed);
   pthread_mutex_lock(&q->mu);
   Batch& b = q->pending;
   if (b.items.size() >= kMaxQueuedItems || b.pcs.size() + static_cast<size_t>(npcs) > kMaxQueuedPcs) {
@@ -79,6 +81,7 @@ void QueueFlushSource(FlushContext& ctx) {
   std::swap(q->pending, q->draining);
   pthread_mutex_unlock(&q->mu);
   Batch& b = q->draining;
+  ctx.work += b.items.size();
   for (const Item& it : b.items) {
     const uint64_t* pcs = b.pcs.data() + it.first_pc;
     switch (it.kind) {
@@ -103,6 +106,11 @@ void QueueFlushSource(FlushContext& ctx) {
 }
 
 }  // namespace
+
+uint64_t SamplesOffered() {
+  const Queue* q = g_queue;
+  return q ? q->offered.load(std::memory_order_relaxed) : 0;
+}
 
 void RegisterSampleEvents() {
   if (g_cpu_sample) return;

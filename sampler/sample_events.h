@@ -43,4 +43,8 @@ void QueueSamplerLost(uint64_t time_ns, uint32_t tid, uint64_t count);
 // does not exist there; start empty.
 void ResetSampleQueueAfterFork();
 
+// Samples (and loss reports) offered to the queue so far, kept or refused:
+// the sampler thread tells a collection that found nothing by it.
+uint64_t SamplesOffered();
+
 }  // namespace flightrec::sampler

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -26,6 +27,7 @@
 #include "preload/recorder_thread.h"
 #include "preload/thread_registry.h"
 #include "sampler/perf_sampler.h"
+#include "sampler/sample_events.h"
 #include "sampler/sigprof_sampler.h"
 
 namespace flightrec::sampler {
@@ -99,6 +101,12 @@ void SignalEventFd() {
 // rather than trust the watermark alone (this thread is niced, and a ring
 // written at megabytes a second needs the margin).
 constexpr int kPressureWaitMs = 5;
+// Idle backoff: a collection that found no sample doubles the next wait, up
+// to this. A thread that starts running again is sampled into its ring
+// meanwhile, and a ring a quarter full wakes this thread at once (SIGPROF
+// rings through NudgeSamplerThread, perf rings through their watermark), so
+// the wait only decides how often an idle process pays for a wake-up.
+constexpr int kIdleMaxWaitMs = 1000;
 
 // Sleeps until a ring wants draining or timeout_ms pass.
 void WaitForWork(int timeout_ms) {
@@ -133,11 +141,16 @@ bool Collect() {
 void* SamplerMain(void*) {
   g_ctl.tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
   bool pressure = false;
+  const int period_ms = static_cast<int>(g_ctl.period_ms);
+  int wait_ms = period_ms;
   for (;;) {
-    WaitForWork(pressure ? kPressureWaitMs : static_cast<int>(g_ctl.period_ms));
+    WaitForWork(pressure ? kPressureWaitMs : wait_ms);
     int expected = kIdle;
     if (!g_ctl.phase.compare_exchange_strong(expected, kCollecting, std::memory_order_acq_rel)) break;
+    const uint64_t offered = SamplesOffered();
     pressure = Collect();
+    const bool quiet = !pressure && SamplesOffered() == offered;
+    wait_ms = quiet ? std::min(2 * wait_ms, std::max(period_ms, kIdleMaxWaitMs)) : period_ms;
     expected = kCollecting;
     if (!g_ctl.phase.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel)) {
       g_ctl.phase.store(kStopped, std::memory_order_release);  // hand the state to the stopper

@@ -131,3 +131,37 @@ def test_libcurl_is_not_loaded_unless_s3_is_configured(fr, trace_dir):
     assert "libflightrec" in maps
     for lib in ("libcurl", "libcrypto", "libgnutls", "libkrb5", "libldap"):
         assert lib not in maps, lib
+
+
+def _recorder_wakeups(pid):
+    """Voluntary context switches of flightrec's threads in process pid."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if not f.read().startswith("flightrec"):
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def test_an_idle_process_wakes_the_recorder_rarely_and_its_trace_still_advances(fr, trace_dir):
+    # A process that does nothing: the recorder's threads back off to about
+    # one wake-up a second each (they woke 40 times a second before the idle
+    # backoff), and the trace still gets its process.rusage every second.
+    proc = subprocess.Popen(["sleep", "4"], env=fr.env(trace_dir))
+    try:
+        time.sleep(1.0)
+        before = _recorder_wakeups(proc.pid)
+        time.sleep(2.5)
+        woke = _recorder_wakeups(proc.pid) - before
+    finally:
+        proc.wait(timeout=30)
+    assert woke < 25, woke  # 100 at 40 a second; about 6 with the backoff
+    doc = info(fr, trace_dir)
+    assert doc["events"].get("process.rusage", 0) >= 4, doc["events"]
