@@ -5,7 +5,7 @@ event type, driven only by the schema's field names (see chrome_trace.py),
 and the requests request_inference.py derives from the socket calls."""
 import os
 
-from . import chrome_trace, cli, profiles, request_inference
+from . import chrome_trace, cli, profiles, request_inference, segment
 from .segment import STACK as KSTACK
 
 
@@ -41,7 +41,10 @@ def run(args):
                 # follows from segment.bad_blocks).
                 cli.err_file(seg.path, "damaged %s block at offset %d skipped" % (batch.type.name, batch.offset))
                 continue
-            stack_fields = [f.name for f in batch.type.fields if f.type == KSTACK]
+            # The row's keys, not the schema's names: a damaged schema can name a
+            # stack field "type" or "pid", which rows() renames.
+            stack_fields = [key for key, f in zip(segment.row_field_names(batch.type), batch.type.fields)
+                            if f.type == KSTACK]
             for e in seg.rows(batch, cols):
                 labels = None
                 for name in stack_fields:

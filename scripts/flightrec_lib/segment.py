@@ -625,13 +625,7 @@ class Segment:
     def rows(self, batch, cols):
         """Lazy event dicts built from a batch's (resolved) columns."""
         name = batch.type.name
-        names = batch.type.field_names
-        if "type" in names:  # writers never use it (SPEC.md 5.3); keep the event's type visible
-            names = [n if n != "type" else "field.type" for n in names]
-        if "pid" in names and batch.type.fields[names.index("pid")].type not in (TIME, UINT, SINT):
-            # Only an integer "pid" field may stand for the process (a damaged
-            # schema could make it a string or a stack); keep any other visible.
-            names = [n if n != "pid" else "field.pid" for n in names]
+        names = row_field_names(batch.type)
         if "pid" in names:
             keys = ["type"] + names
             rows = zip(repeat(name), *cols)
@@ -642,6 +636,21 @@ class Segment:
 
     def _problem(self, offset, message):
         self.problems.append((offset, message))
+
+
+def row_field_names(event_type):
+    """The keys an event dict (Segment.rows) uses for the type's fields, in
+    schema order: the field names, except that a field named "type" becomes
+    "field.type" (writers never use it, SPEC.md 5.3; the event's type stays
+    visible) and a "pid" field that is not an integer becomes "field.pid"
+    (only an integer may stand for the process; a damaged schema could make
+    it a string or a stack)."""
+    names = event_type.field_names
+    if "type" in names:
+        names = [n if n != "type" else "field.type" for n in names]
+    if "pid" in names and event_type.fields[names.index("pid")].type not in (TIME, UINT, SINT):
+        names = [n if n != "pid" else "field.pid" for n in names]
+    return names
 
 
 def sort_columns(cols):

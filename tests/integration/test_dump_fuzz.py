@@ -85,6 +85,12 @@ CRASHERS = [
     ("duplicate-field-name", "sockets",
      [{"op": "schema", "block": _ev("SCHEMA"), "type": "cpu.sample", "field": "period_ns", "what": "rename_field",
        "value": "stack"}], "cpu"),
+    # A stack field renamed "type": rows() showed it as "field.type",
+    # chrome looked for it under the schema's name and labelled the event's
+    # type string as frames (AttributeError).
+    ("stack-field-named-type", "sockets",
+     [{"op": "schema", "block": _ev("SCHEMA"), "type": "cpu.sample", "field": "stack", "what": "rename_field",
+       "value": "type"}], "cpu", [["chrome", "-o", "@OUT@.json"], ["events", "--json"]]),
     # Eight EVENTS blocks, each a small zstd frame declaring 64 MiB (legal):
     # every batch held its 64 MiB payload until decoded (memory).
     ("zstd-64mib-payloads-held", "sockets",
