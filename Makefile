@@ -203,7 +203,7 @@ fuzz: $(BUILD)/fuzz_reader $(BUILD)/libflightrec.so $(PROGRAMS)
 	$(PYTHON) tests/fuzz/dump_corruption.py --build $(BUILD) --seconds $(FUZZ_SECONDS)
 
 bench: all
-	$(MAKE) -C bench BUILD=$(abspath $(BUILD))
+	$(MAKE) -C bench BUILD=$(abspath $(BUILD)) CORE_LIBS="$(LIBS)"
 
 install: $(BUILD)/libflightrec.so
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin

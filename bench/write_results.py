@@ -557,6 +557,13 @@ def main():
     if recs and fcpu is not None:
         add("| flush thread, encode cost per event (thread.name records at 100k/s) | %.2f µs per event "
             "(%.2f%% of one core) | `run_pipeline_bench.py` |" % (1e6 * fcpu / recs, fpct or 0))
+    fsock = re.search(r"flush_socket_bench: median ([\d.]+) ns per socket.op event \(min ([\d.]+), max ([\d.]+); "
+                      r"(\d+) runs of (\d+) events\), ([\d.]+) bytes", texts["runtime"] or "")
+    if fsock:
+        add("| flush thread, socket.op record to disk (in-process: event, connection table, columns, encode, zstd, "
+            "write; no ring, no wake-ups) | %s ns per event (runs %s–%s), %s bytes per event | "
+            "`flush_socket_bench` (%s runs of %s redis-like events) |" % (fsock[1], fsock[2], fsock[3], fsock[6],
+                                                                          fsock[4], fsock[5]))
     if macro:
         for w, (fl, fs, ss) in per_event_costs(macro).items():
             add("| flush thread CPU per recorded event, %s under the defaults (socket ops, samples: decode, "

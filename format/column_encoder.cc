@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <type_traits>
 
 #include "format/varint.h"
 
@@ -12,17 +13,45 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "memcpy of the low bytes assumes little-endian");
 
-// Appends n values at width w. Writes straight into the grown buffer: this is
-// the writer's inner loop (one call per column per batch).
-void PutFixedArray(const uint64_t* v, size_t n, unsigned w, ByteBuf* out) {
+// Appends n values at width w (the low w bytes of value_of(i), little-endian).
+// A constant width per loop: a variable-length memcpy would be a libc call
+// per value, and this is the writer's inner loop (socket.op columns are
+// mostly 1 byte wide).
+template <unsigned W, typename ValueOf>
+void WriteFixedOf(size_t n, uint8_t* p, ValueOf value_of) {
+  for (size_t i = 0; i < n; i++, p += W) {
+    const uint64_t x = value_of(i);
+    if constexpr (W == 1) {
+      *p = static_cast<uint8_t>(x);
+    } else {
+      std::memcpy(p, &x, W);  // little-endian host: the low W bytes come first
+    }
+  }
+}
+
+// Grows out by n * w bytes and calls write(p, integral_constant<W>) on them
+// with w as a compile-time constant (1, 2, 4 or 8; nothing for 0).
+template <typename Write>
+void PutWidth(size_t n, unsigned w, ByteBuf* out, Write write) {
   if (w == 0) return;
-  size_t at = out->size();
+  const size_t at = out->size();
   out->resize(at + n * w);
   uint8_t* p = out->data() + at;
-  for (size_t i = 0; i < n; i++, p += w) {
-    uint64_t x = v[i];
-    std::memcpy(p, &x, w);  // little-endian host: the low w bytes come first
+  switch (w) {
+    case 1: write(p, std::integral_constant<unsigned, 1>{}); break;
+    case 2: write(p, std::integral_constant<unsigned, 2>{}); break;
+    case 4: write(p, std::integral_constant<unsigned, 4>{}); break;
+    default: write(p, std::integral_constant<unsigned, 8>{}); break;
   }
+}
+
+template <typename ValueOf>
+void PutFixedOf(size_t n, unsigned w, ByteBuf* out, ValueOf value_of) {
+  PutWidth(n, w, out, [&](uint8_t* p, auto W) { WriteFixedOf<W>(n, p, value_of); });
+}
+
+void PutFixedArray(const uint64_t* v, size_t n, unsigned w, ByteBuf* out) {
+  PutFixedOf(n, w, out, [v](size_t i) { return v[i]; });
 }
 
 uint64_t MaxOf(const uint64_t* v, size_t n) {
@@ -57,14 +86,7 @@ void EncodeZigZagColumn(const uint64_t* v, size_t n, ByteBuf* out) {
   }
   unsigned w = WidthFor(max);
   out->push_back(ColumnEncoding(ColumnScheme::kZigZag, w));
-  if (w == 0) return;
-  size_t at = out->size();
-  out->resize(at + n * w);
-  uint8_t* p = out->data() + at;
-  for (size_t i = 0; i < n; i++, p += w) {
-    uint64_t z = ZigZag(static_cast<int64_t>(v[i]));
-    std::memcpy(p, &z, w);
-  }
+  PutFixedOf(n, w, out, [v](size_t i) { return ZigZag(static_cast<int64_t>(v[i])); });
 }
 
 void EncodeDeltaColumn(const uint64_t* v, size_t n, ByteBuf* out) {
@@ -78,16 +100,7 @@ void EncodeDeltaColumn(const uint64_t* v, size_t n, ByteBuf* out) {
   unsigned w = WidthFor(max);
   out->push_back(ColumnEncoding(ColumnScheme::kDelta, w));
   PutFixed(out, base, 8);
-  if (w == 0) return;
-  size_t at = out->size();
-  out->resize(at + n * w);
-  uint8_t* p = out->data() + at;
-  prev = base;
-  for (size_t i = 0; i < n; i++, p += w) {
-    uint64_t z = ZigZag(static_cast<int64_t>(v[i] - prev));
-    std::memcpy(p, &z, w);
-    prev = v[i];
-  }
+  PutFixedOf(n, w, out, [v, base](size_t i) { return ZigZag(static_cast<int64_t>(v[i] - (i ? v[i - 1] : base))); });
 }
 
 void EncodeF64Column(const uint64_t* v, size_t n, ByteBuf* out) {
@@ -126,16 +139,7 @@ void WritePlanesOf(size_t n, uint8_t* planes, StoredOf stored_of) {
 // Appends n * w bytes of planes; a constant width per loop, so the byte stores unroll.
 template <typename StoredOf>
 void PutPlanes(size_t n, unsigned w, ByteBuf* out, StoredOf stored_of) {
-  if (w == 0) return;
-  const size_t at = out->size();
-  out->resize(at + n * w);
-  uint8_t* planes = out->data() + at;
-  switch (w) {
-    case 1: WritePlanesOf<1>(n, planes, stored_of); break;
-    case 2: WritePlanesOf<2>(n, planes, stored_of); break;
-    case 4: WritePlanesOf<4>(n, planes, stored_of); break;
-    default: WritePlanesOf<8>(n, planes, stored_of); break;
-  }
+  PutWidth(n, w, out, [&](uint8_t* planes, auto W) { WritePlanesOf<W>(n, planes, stored_of); });
 }
 
 }  // namespace
