@@ -671,7 +671,7 @@ def main():
     # -- raw
     add("## Raw outputs")
     add("")
-    for name, title in (("runtime", "ring_bench + run_pipeline_bench.py"), ("sockets", "sock_bench"),
+    for name, title in (("runtime", "ring_bench + flush_socket_bench + run_pipeline_bench.py"), ("sockets", "sock_bench"),
                         ("alloc", "alloc_bench"), ("cpu", "run_cpu_bench.py"), ("capture", "run_capture_costs.py"),
                         ("idle", "run_idle_cost.py"), ("trace_figures", "run_trace_figures.py"),
                         ("perf_profile", "run_perf_profile.py")):

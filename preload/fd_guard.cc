@@ -1,6 +1,9 @@
 // fd guard: the protected-fd and lost-fd bitmaps (see fd_guard.h).
 #include "preload/fd_guard.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <atomic>
 #include <cstdint>
 
@@ -52,6 +55,23 @@ void MarkProtectedFdLost(int fd) {
 bool FdWasLost(int fd) {
   if (!InRange(fd)) return false;
   return (g_lost[fd >> 6].fetch_and(~Bit(fd), std::memory_order_acq_rel) & Bit(fd)) != 0;
+}
+
+OpenFdSnapshot SnapshotOpenFds() {
+  OpenFdSnapshot s;
+  for (int fd = 0; fd < OpenFdSnapshot::kScanFds; fd++)
+    if (fcntl(fd, F_GETFD) != -1) s.open[fd >> 6] |= Bit(fd);
+  return s;
+}
+
+int ProtectPipesOpenedSince(const OpenFdSnapshot& before) {
+  int n = 0;
+  for (int fd = 0; fd < OpenFdSnapshot::kScanFds; fd++) {
+    if (before.open[fd >> 6] & Bit(fd)) continue;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && ProtectFd(fd)) n++;
+  }
+  return n;
 }
 
 bool AnyProtectedFd() { return g_count.load(std::memory_order_relaxed) > 0; }

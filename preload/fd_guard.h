@@ -28,6 +28,8 @@
 // false). Bits are only ever changed with atomic RMW operations.
 #pragma once
 
+#include <cstdint>
+
 namespace flightrec {
 
 inline constexpr int kMaxProtectedFd = 1 << 20;
@@ -48,5 +50,21 @@ int ProtectedFdHighWater();
 
 // Called by the dup2/dup3 hooks when the app replaces a protected fd.
 void MarkProtectedFdLost(int fd);
+
+// Descriptors a library opens behind our back. libunwind opens a pipe per
+// unwinder flavour when first used and, while unwinding, writes the byte at
+// an address it doubts into the pipe and reads it back (the kernel answers
+// EFAULT instead of faulting). If the application closed that pipe and
+// reused its numbers, libunwind would read from and write into the
+// application's own files and sockets. The initialisation snapshots the open
+// fds, lets the library initialise, then protects every pipe that appeared.
+// Single-threaded contexts only (init); no allocation.
+struct OpenFdSnapshot {
+  static constexpr int kScanFds = 256;  // the library's fds are the lowest free ones
+  uint64_t open[kScanFds / 64] = {};
+};
+OpenFdSnapshot SnapshotOpenFds();
+// Protects the pipes opened since `before` was taken; returns how many.
+int ProtectPipesOpenedSince(const OpenFdSnapshot& before);
 
 }  // namespace flightrec

@@ -18,6 +18,7 @@
 #include "preload/crash_handler.h"
 #include "preload/config.h"
 #include "preload/core_events.h"
+#include "preload/fd_guard.h"
 #include "preload/flush_registry_internal.h"
 #include "preload/flush_thread.h"
 #include "preload/last_thread_exit.h"
@@ -97,8 +98,12 @@ __attribute__((constructor)) void FlightrecInit() {
   LastThreadWatchInit();
   RegisterCoreEvents();
   // Before any recorder thread exists, so no unwinding path ever mallocs.
+  // libunwind opens its address-validation pipes here (fd_guard.h): they
+  // must survive an application that closes every fd it did not open.
+  const OpenFdSnapshot before_unwinders = SnapshotOpenFds();
   sampler::PrepareUnwinders();
   if (AllocProfilerInit) AllocProfilerInit(cfg);
+  ProtectPipesOpenedSince(before_unwinders);
   if (SamplerInit) SamplerInit(cfg);
   if (SocketsInit) SocketsInit(cfg);
   if (CrashHandlerInit) CrashHandlerInit(cfg);

@@ -15,6 +15,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "preload/fd_guard.h"
+
 namespace flightrec::sampler {
 
 __thread bool t_in_unwinder __attribute__((tls_model("initial-exec"))) = false;
@@ -86,6 +88,10 @@ bool PipeRead(uint64_t addr, void* out, size_t len) {
   if (t_pipe_rd < 0) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+    // Kept through an application's close-every-fd (fd_guard.h): the
+    // bytes of arbitrary addresses must never go to the application's fds.
+    ProtectFd(fds[0]);
+    ProtectFd(fds[1]);
     t_pipe_rd = fds[0];
     t_pipe_wr = fds[1];
   }

@@ -16,7 +16,10 @@
 //   sock_misc closeall MODE        TCP exchange, then close every fd
 //                                  (MODE: range = close_range(3, ~0U, 0),
 //                                  loop = close() on 3..1023, from = closefrom(3)),
-//                                  then another TCP exchange
+//                                  then another TCP exchange; prints how many
+//                                  pipes were open before the close (the program
+//                                  opens none; a library loaded into it may) and
+//                                  how many of those were still pipes after it
 // Exit status 0 when the program itself saw what it expected.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -30,6 +33,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -374,11 +378,20 @@ static long exchange(const struct sockaddr_in* addr, int listener, size_t n) {
   return (long)n;
 }
 
+static int is_pipe(int fd) {
+  struct stat st;
+  return fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+}
+
 static int cmd_closeall(const char* mode) {
   struct sockaddr_in a;
   int l = tcp_listener(&a, 0);
   long first = exchange(&a, l, 1000);
   usleep(200 * 1000);  // let the recorder write a block and open its fds (its threads sleep up to 50 ms)
+  enum { kScan = 256 };
+  char was_pipe[kScan];
+  int pipes_before = 0;
+  for (int fd = 3; fd < kScan; ++fd) pipes_before += (was_pipe[fd] = (char)is_pipe(fd));
   // A daemon-style "close everything but stdio".
   if (strcmp(mode, "range") == 0) {
     if (close_range(3, ~0U, 0) != 0) die("close_range");
@@ -387,12 +400,15 @@ static int cmd_closeall(const char* mode) {
   } else {
     for (int fd = 3; fd < 1024; ++fd) close(fd);
   }
+  int pipes_kept = 0;
+  for (int fd = 3; fd < kScan; ++fd) pipes_kept += was_pipe[fd] && is_pipe(fd);
   // Our listener is gone too (that is the point): make a new one and go on.
   l = tcp_listener(&a, 0);
   long second = exchange(&a, l, 2000);
   close(l);
   usleep(50 * 1000);
   printf("closeall mode=%s first=%ld second=%ld port=%d\n", mode, first, second, ntohs(a.sin_port));
+  fprintf(stderr, "pipes before=%d kept=%d\n", pipes_before, pipes_kept);
   return 0;
 }
 

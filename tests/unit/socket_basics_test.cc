@@ -4,9 +4,11 @@
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -151,6 +153,24 @@ TEST_CASE("socket fd guard: protect, unprotect, lost") {
   CHECK_FALSE(ProtectFd(-1));
   CHECK_FALSE(ProtectFd(kMaxProtectedFd));
   CHECK_FALSE(IsProtectedFd(kMaxProtectedFd + 5));
+}
+
+TEST_CASE("socket fd guard: pipes a library opened since a snapshot are protected, nothing else") {
+  int before_pipe[2];
+  REQUIRE(pipe2(before_pipe, O_CLOEXEC) == 0);  // open before the snapshot: not the library's
+  const OpenFdSnapshot snap = SnapshotOpenFds();
+  int lib_pipe[2];
+  REQUIRE(pipe2(lib_pipe, O_CLOEXEC) == 0);  // what libunwind does at its first use
+  const int file = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  REQUIRE(file >= 0);
+  CHECK(ProtectPipesOpenedSince(snap) == 2);
+  CHECK(IsProtectedFd(lib_pipe[0]));
+  CHECK(IsProtectedFd(lib_pipe[1]));
+  CHECK_FALSE(IsProtectedFd(before_pipe[0]));
+  CHECK_FALSE(IsProtectedFd(before_pipe[1]));
+  CHECK_FALSE(IsProtectedFd(file));
+  for (int fd : {lib_pipe[0], lib_pipe[1]}) UnprotectFd(fd);
+  for (int fd : {before_pipe[0], before_pipe[1], lib_pipe[0], lib_pipe[1], file}) close(fd);
 }
 
 TEST_CASE("socket address formatting: ipv4, ipv6, unix path, abstract, unnamed, malformed") {
