@@ -314,6 +314,16 @@ bool SegmentWriter::OpenAt(int dir_fd, const std::string& path, const SegmentHea
     if (error) *error = ErrnoText("open", path, errno);
     return false;
   }
+  if (fd <= 2) {
+    // A process running with stdin, stdout or stderr closed: the segment
+    // must not take the number, or the program's own writes to "stdout"
+    // would land in it (and its fstat(1) would find a file).
+    const int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (moved >= 0) {
+      ::close(fd);
+      fd = moved;
+    }
+  }
   m.fd = fd;
   m.path = path;
 

@@ -3,6 +3,8 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -72,6 +74,38 @@ int ProtectPipesOpenedSince(const OpenFdSnapshot& before) {
     if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && ProtectFd(fd)) n++;
   }
   return n;
+}
+
+int MoveAboveStdio(int fd) {
+  if (fd < 0 || fd > 2) return fd;
+  const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  if (moved < 0) return fd;
+  syscall(SYS_close, fd);  // not through our close hook: it was never the application's
+  return moved;
+}
+
+int TakeOwnFd(int fd) {
+  fd = MoveAboveStdio(fd);
+  ProtectFd(fd);
+  return fd;
+}
+
+StdioPlaceholders::StdioPlaceholders() {
+  for (int fd = 0; fd <= 2; fd++) {
+    if (fcntl(fd, F_GETFD) != -1) continue;
+    // The lowest free number is fd itself: every lower one is open.
+    const int got = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (got == fd) {
+      held_[fd] = true;
+    } else if (got >= 0) {
+      syscall(SYS_close, got);
+    }
+  }
+}
+
+StdioPlaceholders::~StdioPlaceholders() {
+  for (int fd = 0; fd <= 2; fd++)
+    if (held_[fd]) syscall(SYS_close, fd);
 }
 
 bool AnyProtectedFd() { return g_count.load(std::memory_order_relaxed) > 0; }

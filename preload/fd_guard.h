@@ -36,6 +36,31 @@ inline constexpr int kMaxProtectedFd = 1 << 20;
 
 // Returns false if fd is out of range (it then stays unprotected).
 bool ProtectFd(int fd);
+
+// Moves fd out of 0-2 (to the lowest free number from 3) and returns the fd
+// to use from now on (the same one unless moved, or if moving failed). A
+// program started with stdin, stdout or stderr closed (posix_spawn's
+// POSIX_SPAWN_CLOSE, daemons) must find those numbers free, as without us:
+// otherwise its fstat(0) succeeds on our file and its writes to fd 1 land in
+// our segment. Async-signal-safe (fcntl, close).
+int MoveAboveStdio(int fd);
+// MoveAboveStdio, then ProtectFd: for every long-lived fd flightrec opens.
+int TakeOwnFd(int fd);
+
+// While alive, fds 0-2 that were closed hold /dev/null, so that whatever is
+// opened meanwhile (libunwind's pipes, at init) lands above them; they are
+// closed again at the end of the scope. Single-threaded contexts only (the
+// constructor), where no application thread can be using those numbers.
+class StdioPlaceholders {
+ public:
+  StdioPlaceholders();
+  ~StdioPlaceholders();
+  StdioPlaceholders(const StdioPlaceholders&) = delete;
+  StdioPlaceholders& operator=(const StdioPlaceholders&) = delete;
+
+ private:
+  bool held_[3] = {};
+};
 void UnprotectFd(int fd);
 bool IsProtectedFd(int fd);
 

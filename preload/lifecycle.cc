@@ -93,6 +93,10 @@ __attribute__((constructor)) void FlightrecInit() {
   for (const std::string& m : messages)
     if (cfg.log != LogLevel::kQuiet) Log(LogLevel::kWarn, "%s", m.c_str() + 11);  // strip "flightrec: "
   if (!cfg.enable) return;
+  // Started with stdin, stdout or stderr closed: what init opens (libunwind's
+  // pipes above all, whose numbers we cannot change later) must not take
+  // those numbers from the program (fd_guard.h).
+  StdioPlaceholders keep_stdio_free;
   SetConfig(cfg);
   InitThreadRegistry();
   LastThreadWatchInit();

@@ -20,7 +20,8 @@ int g_pinned_fd = -1;
 std::string* g_pinned_path = nullptr;
 
 int OpenDirNoFollow(int at, const std::string& path) {
-  return openat(at, path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  const int fd = openat(at, path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  return fd >= 0 ? MoveAboveStdio(fd) : fd;
 }
 
 }  // namespace

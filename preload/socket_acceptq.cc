@@ -38,7 +38,7 @@ bool ListenQueueProbe::Open(std::string* error) {
   }
   timeval tv{0, 100000};
   setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  ProtectFd(fd_);
+  fd_ = TakeOwnFd(fd_);
   return true;
 }
 

@@ -168,8 +168,7 @@ int PerfEventOpen(perf_event_attr* attr, pid_t tid) {
 // Our perf fds survive the application's close-everything loops (fd_guard).
 int OpenGuarded(perf_event_attr* attr, pid_t tid) {
   const int fd = PerfEventOpen(attr, tid);
-  if (fd >= 0) ProtectFd(fd);
-  return fd;
+  return fd >= 0 ? TakeOwnFd(fd) : fd;
 }
 
 // If the application dup2'd onto one of our fds, the number is its file now:

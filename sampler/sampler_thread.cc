@@ -68,8 +68,8 @@ void CloseWakeFds() {
 }
 
 void OpenWakeFds() {
-  const int ep = epoll_create1(EPOLL_CLOEXEC);
-  const int ev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  int ev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (ep < 0 || ev < 0) {
     if (ep >= 0) close(ep);
     if (ev >= 0) close(ev);
@@ -77,8 +77,8 @@ void OpenWakeFds() {
         strerror(errno));
     return;
   }
-  ProtectFd(ep);
-  ProtectFd(ev);
+  ep = TakeOwnFd(ep);
+  ev = TakeOwnFd(ev);
   epoll_event e{};
   e.events = EPOLLIN | EPOLLET;
   e.data.fd = ev;

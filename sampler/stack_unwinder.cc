@@ -90,10 +90,8 @@ bool PipeRead(uint64_t addr, void* out, size_t len) {
     if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
     // Kept through an application's close-every-fd (fd_guard.h): the
     // bytes of arbitrary addresses must never go to the application's fds.
-    ProtectFd(fds[0]);
-    ProtectFd(fds[1]);
-    t_pipe_rd = fds[0];
-    t_pipe_wr = fds[1];
+    t_pipe_rd = TakeOwnFd(fds[0]);
+    t_pipe_wr = TakeOwnFd(fds[1]);
   }
   // Raw syscalls: the source is arbitrary memory by design, so no write()
   // wrapper may look at it (sanitizer interceptors, our own I/O hooks).

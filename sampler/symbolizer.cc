@@ -19,6 +19,7 @@
 
 #include "format/mi_containers.h"
 #include "preload/clock.h"
+#include "preload/fd_guard.h"
 #include "sampler/proc_maps.h"
 #include "sampler/symbol_index.h"
 
@@ -89,11 +90,21 @@ int FindDebuginfoLocalOnly(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, co
   const int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
   *debuginfo_file_name = strdup(path);
-  return fd;
+  return TakeOwnFd(fd);
+}
+
+// libdw keeps each module's file open until dwfl_end (and closes it then).
+// Owned like our other fds (fd_guard.h): never on 0-2, and kept through an
+// application's close-every-fd, so that libdw never reads or closes a file
+// of the application's that took the number.
+int FindElfOwned(Dwfl_Module* mod, void** userdata, const char* name, Dwarf_Addr base, char** file_name,
+                 Elf** elfp) {
+  const int fd = dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
+  return fd >= 0 ? TakeOwnFd(fd) : fd;
 }
 
 const Dwfl_Callbacks kCallbacks = {
-    dwfl_linux_proc_find_elf,
+    FindElfOwned,
     FindDebuginfoLocalOnly,
     nullptr,
     const_cast<char**>(&kDebuginfoPath),

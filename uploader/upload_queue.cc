@@ -90,8 +90,7 @@ bool UploadQueue::UsePinnedDir(int dir_fd, const std::string& subdir) {
     return false;
   }
   DropPinnedDir();
-  ProtectFd(dir_fd);  // a daemon closing every descriptor must not close this one
-  pinned_fd_ = dir_fd;
+  pinned_fd_ = TakeOwnFd(dir_fd);  // a daemon closing every descriptor must not close this one
   pinned_subdir_ = subdir;
   return true;
 }

@@ -351,9 +351,9 @@ void HandOverPinnedDir(Uploader* u, const std::string& sealed_path) {
   const size_t slash = sealed_path.rfind('/');
   if (slash == std::string::npos || sealed_path.compare(0, slash, u->handed_pin_path) == 0) return;
   std::string path;
-  const int fd = ReopenPinnedOutputDir(&path);
+  int fd = ReopenPinnedOutputDir(&path);
   if (fd < 0) return;
-  ProtectFd(fd);
+  fd = TakeOwnFd(fd);
   u->handed_pin_path = path;
   pthread_mutex_lock(&u->mu);
   u->pending_subdir = path.substr(path.rfind('/') + 1);

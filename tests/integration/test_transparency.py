@@ -60,3 +60,30 @@ def test_python_threads_asyncio_subprocess_signals(fr, trace_dir, tmp_path):
     assert "pong:ping True 7 sub err 499500" in proc.stdout
     doc = check_segments(fr, trace_dir, min_processes=3)
     assert doc["events"].get("thread.start", 0) >= 5
+
+
+STDIO_PROBE = r"""
+import errno, os
+for fd in (0, 2):
+    try:
+        os.fstat(fd)
+        print("fd%d open" % fd)
+    except OSError as e:
+        print("fd%d %s" % (fd, errno.errorcode[e.errno]))
+print("opens", os.open("/dev/null", os.O_RDONLY), os.open("/dev/null", os.O_RDONLY))
+"""
+
+
+def test_a_program_started_with_stdin_and_stderr_closed_finds_them_free(fr, trace_dir, tmp_path):
+    """posix_spawn's POSIX_SPAWN_CLOSE and daemons start programs with standard
+    streams closed. The recorder's descriptors (libunwind's pipes, the segment,
+    the output directory, the sampler's) must not take those numbers: the
+    program's fstat(0) fails as without us and its first opens get 0 and 2."""
+    close_stdin_stderr = lambda: (os.close(0), os.close(2))
+    cmd = ["/usr/bin/python3", "-c", STDIO_PROBE]
+    plain = fr.run(cmd, tmp_path / "plain-out", preload=False, preexec_fn=close_stdin_stderr)
+    traced = fr.run(cmd, trace_dir, env=ALL_ON, preexec_fn=close_stdin_stderr)
+    assert plain.stdout == "fd0 EBADF\nfd2 EBADF\nopens 0 2\n"
+    assert traced.stdout == plain.stdout
+    doc = fr.dump_json("info", "--json", trace_dir)
+    assert [s["state"] for s in doc["segments"]] == ["sealed"]

@@ -158,11 +158,15 @@ TEST_CASE("socket fd guard: protect, unprotect, lost") {
 TEST_CASE("socket fd guard: pipes a library opened since a snapshot are protected, nothing else") {
   int before_pipe[2];
   REQUIRE(pipe2(before_pipe, O_CLOEXEC) == 0);  // open before the snapshot: not the library's
+  // Other tests in this binary protect fds and close them without our close
+  // hook (which would unprotect): start these numbers clean.
+  for (int fd : {before_pipe[0], before_pipe[1]}) UnprotectFd(fd);
   const OpenFdSnapshot snap = SnapshotOpenFds();
   int lib_pipe[2];
   REQUIRE(pipe2(lib_pipe, O_CLOEXEC) == 0);  // what libunwind does at its first use
   const int file = open("/dev/null", O_RDONLY | O_CLOEXEC);
   REQUIRE(file >= 0);
+  for (int fd : {lib_pipe[0], lib_pipe[1], file}) UnprotectFd(fd);
   CHECK(ProtectPipesOpenedSince(snap) == 2);
   CHECK(IsProtectedFd(lib_pipe[0]));
   CHECK(IsProtectedFd(lib_pipe[1]));
