@@ -1,4 +1,5 @@
-// fd guard: the protected-fd and lost-fd bitmaps (see fd_guard.h).
+// fd guard: the protected-fd and lost-fd bitmaps, and keeping our fds off
+// 0-2 and libraries' fds protected (see fd_guard.h).
 #include "preload/fd_guard.h"
 
 #include <fcntl.h>

@@ -3,7 +3,11 @@
 // every fd they did not open (daemons, "close all fds before work" loops,
 // close_range(3, ~0U, 0), closefrom(3)).
 //
-// The owner calls ProtectFd(fd) right after opening one of its fds and
+// It also keeps them off 0-2 (TakeOwnFd, StdioPlaceholders) and protects the
+// fds that libraries we use open for themselves (libunwind's pipes, libdw's
+// files), which would otherwise read, write or close the application's.
+//
+// The owner calls TakeOwnFd(fd) (or ProtectFd) right after opening one of its fds and
 // UnprotectFd(fd) before closing it (a close from one of flightrec's own
 // threads also unprotects and really closes, so forgetting UnprotectFd there
 // is harmless). The close hooks (preload/hook_fd.cc) consult IsProtectedFd:
@@ -36,6 +40,20 @@ inline constexpr int kMaxProtectedFd = 1 << 20;
 
 // Returns false if fd is out of range (it then stays unprotected).
 bool ProtectFd(int fd);
+void UnprotectFd(int fd);
+bool IsProtectedFd(int fd);
+
+// True once after the application dup2'd onto our protected fd (the fd is no
+// longer ours and no longer protected); clears the mark.
+bool FdWasLost(int fd);
+
+// Fast check for the close loops: false means no fd is protected at all.
+bool AnyProtectedFd();
+// Upper bound (exclusive) of protected fds, for range scans.
+int ProtectedFdHighWater();
+
+// Called by the dup2/dup3 hooks when the app replaces a protected fd.
+void MarkProtectedFdLost(int fd);
 
 // Moves fd out of 0-2 (to the lowest free number from 3) and returns the fd
 // to use from now on (the same one unless moved, or if moving failed). A
@@ -61,20 +79,6 @@ class StdioPlaceholders {
  private:
   bool held_[3] = {};
 };
-void UnprotectFd(int fd);
-bool IsProtectedFd(int fd);
-
-// True once after the application dup2'd onto our protected fd (the fd is no
-// longer ours and no longer protected); clears the mark.
-bool FdWasLost(int fd);
-
-// Fast check for the close loops: false means no fd is protected at all.
-bool AnyProtectedFd();
-// Upper bound (exclusive) of protected fds, for range scans.
-int ProtectedFdHighWater();
-
-// Called by the dup2/dup3 hooks when the app replaces a protected fd.
-void MarkProtectedFdLost(int fd);
 
 // Descriptors a library opens behind our back. libunwind opens a pipe per
 // unwinder flavour when first used and, while unwinding, writes the byte at
