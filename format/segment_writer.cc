@@ -19,6 +19,7 @@
 #include "format/framing.h"
 #include "format/intern_tables.h"
 #include "format/mi_containers.h"
+#include "format/stdio_fds.h"
 #include "format/varint.h"
 
 namespace flightrec::format {
@@ -314,17 +315,7 @@ bool SegmentWriter::OpenAt(int dir_fd, const std::string& path, const SegmentHea
     if (error) *error = ErrnoText("open", path, errno);
     return false;
   }
-  if (fd <= 2) {
-    // A process running with stdin, stdout or stderr closed: the segment
-    // must not take the number, or the program's own writes to "stdout"
-    // would land in it (and its fstat(1) would find a file).
-    const int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    if (moved >= 0) {
-      ::close(fd);
-      fd = moved;
-    }
-  }
-  m.fd = fd;
+  m.fd = MoveAboveStdio(fd);  // a process may run with stdout closed: not onto its fd 1
   m.path = path;
 
   std::string_view service = TruncateUtf8(header.service, kMaxHeaderString);

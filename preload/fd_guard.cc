@@ -77,14 +77,6 @@ int ProtectPipesOpenedSince(const OpenFdSnapshot& before) {
   return n;
 }
 
-int MoveAboveStdio(int fd) {
-  if (fd < 0 || fd > 2) return fd;
-  const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-  if (moved < 0) return fd;
-  syscall(SYS_close, fd);  // not through our close hook: it was never the application's
-  return moved;
-}
-
 int TakeOwnFd(int fd) {
   fd = MoveAboveStdio(fd);
   ProtectFd(fd);

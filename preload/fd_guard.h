@@ -34,6 +34,8 @@
 
 #include <cstdint>
 
+#include "format/stdio_fds.h"
+
 namespace flightrec {
 
 inline constexpr int kMaxProtectedFd = 1 << 20;
@@ -55,13 +57,8 @@ int ProtectedFdHighWater();
 // Called by the dup2/dup3 hooks when the app replaces a protected fd.
 void MarkProtectedFdLost(int fd);
 
-// Moves fd out of 0-2 (to the lowest free number from 3) and returns the fd
-// to use from now on (the same one unless moved, or if moving failed). A
-// program started with stdin, stdout or stderr closed (posix_spawn's
-// POSIX_SPAWN_CLOSE, daemons) must find those numbers free, as without us:
-// otherwise its fstat(0) succeeds on our file and its writes to fd 1 land in
-// our segment. Async-signal-safe (fcntl, close).
-int MoveAboveStdio(int fd);
+// Keeps fd off 0-2 (format/stdio_fds.h).
+using format::MoveAboveStdio;
 // MoveAboveStdio, then ProtectFd: for every long-lived fd flightrec opens.
 int TakeOwnFd(int fd);
 
