@@ -101,6 +101,9 @@ struct FlushState {
   uint64_t retry_at_ns = 0;
   bool paused = false;
   bool paused_logged = false;
+  // Paused for a fault the program then survived (a JVM's implicit null
+  // check), not because the output failed: resuming is not news.
+  bool paused_for_crash = false;
   uint64_t discarded[kRecordKindCount] = {};  // records thrown away while paused, per kind
   // Drop totals (footer counters) as of the segment's last successful write:
   // what its readable blocks report already.
@@ -201,8 +204,12 @@ bool OpenSegment(FlushState& s, uint64_t now) {
   // Tells other processes' disk budgets a live process writes this file,
   // whatever pid namespace they see it from (segment_files.h).
   flock(s.writer->fd(), LOCK_SH | LOCK_NB);
-  if (s.paused) Log(LogLevel::kWarn, "output %s usable again; recording resumed", cfg.output.c_str());
+  if (s.paused && s.paused_for_crash)
+    Log(LogLevel::kDebug, "the program recovered from a fault; recording resumed in a new segment");
+  else if (s.paused)
+    Log(LogLevel::kWarn, "output %s usable again; recording resumed", cfg.output.c_str());
   s.paused = false;
+  s.paused_for_crash = false;
   s.paused_logged = false;
   s.active_path = path;
   s.opened_ns = now;
@@ -448,6 +455,7 @@ void* FlushMain(void* arg) {
       Tick(*s, true);
       s->paused = true;
       s->paused_logged = true;
+      s->paused_for_crash = true;
       s->retry_at_ns = MonotonicNs() + kRetryNs;
       s->crash_requested.store(false, std::memory_order_relaxed);
       s->crash_done.store(true, std::memory_order_release);
