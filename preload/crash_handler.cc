@@ -12,7 +12,9 @@
 // installed before or after us, are kept behind ours (our sigaction hook
 // records them instead of replacing ours, and reports them back as the
 // current disposition), and run after the crash is recorded and sealed, with
-// the mask and SA_RESETHAND/SA_NODEFER semantics they asked for. A handler
+// the mask and SA_RESETHAND/SA_NODEFER semantics they asked for, and on the
+// stack the kernel would have given them: the interrupted thread's own, not
+// our small alternate stack (AppHandlerStackTop). A handler
 // that exits (_exit, exit) leaves without the ordinary shutdown
 // (CrashExitFromHandler). A handler that returns with itself still installed
 // recovered the fault (a JVM's implicit null checks): a crash.recovered
@@ -40,6 +42,7 @@
 #include <cstring>
 #include <new>
 
+#include "preload/call_on_stack.h"
 #include "preload/clock.h"
 #include "preload/flush_registry.h"
 #include "preload/flush_thread.h"
@@ -199,6 +202,62 @@ bool IsAppHandler(const struct sigaction& a) {
   return a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN;
 }
 
+struct AppHandlerCall {
+  int sig;
+  siginfo_t* si;
+  void* uc;
+  const struct sigaction* action;
+};
+
+void RunAppHandler(void* p) {
+  const auto* c = static_cast<AppHandlerCall*>(p);
+  if (c->action->sa_flags & SA_SIGINFO) c->action->sa_sigaction(c->sig, c->si, c->uc);
+  else c->action->sa_handler(c->sig);
+}
+
+// On the interrupted thread's stack, off ours: while the application's
+// handler runs there, a nested signal must not be delivered to the top of our
+// alternate stack, where this handler's frames and the kernel's frame of the
+// first signal still live. So ours is switched off meanwhile (allowed now
+// that we no longer run on it) and back on after. A handler that leaves by
+// siglongjmp leaves it off: that thread's later faults run on its own stack,
+// as without us, and a later overflow of it goes unrecorded.
+void RunOnThreadStack(void* p) {
+  stack_t off;
+  memset(&off, 0, sizeof(off));
+  off.ss_flags = SS_DISABLE;
+  stack_t ours;
+  const bool parked = sigaltstack(&off, &ours) == 0;
+  RunAppHandler(p);
+  if (parked) sigaltstack(&ours, nullptr);
+}
+
+// Where the application's handler should run: 0 for "here", or the top of
+// the interrupted thread's stack. The kernel runs a handler on the
+// interrupted stack unless it asked for SA_ONSTACK and an alternate stack is
+// set; ours is set (and our handler asks for it) so that stack overflows can
+// be recorded, which must not change where the application's handler runs.
+// Stay here when: not on our alternate stack (theirs, or none); the
+// interrupted code already ran on it (a handler interrupted); or that
+// stack is what overflowed (the fault is next to its sp) — the kernel could
+// not have run the handler there at all.
+uintptr_t AppHandlerStackTop(int sig, const siginfo_t* si, const void* uc, const struct sigaction& a) {
+  constexpr uintptr_t kOverflowReach = 64 * 1024;
+  stack_t cur;
+  if (!uc || !tls_our_altstack || sigaltstack(nullptr, &cur) != 0 || !(cur.ss_flags & SS_ONSTACK) ||
+      cur.ss_sp != tls_our_altstack)
+    return 0;
+  (void)a;  // SA_ONSTACK or not: with only our alternate stack set, the kernel would use the thread's
+  const auto sp = static_cast<uintptr_t>(static_cast<const ucontext_t*>(uc)->uc_mcontext.gregs[REG_RSP]);
+  const auto alt_lo = reinterpret_cast<uintptr_t>(cur.ss_sp);
+  if (sp >= alt_lo && sp < alt_lo + cur.ss_size) return 0;
+  if ((sig == SIGSEGV || sig == SIGBUS) && si) {
+    const auto addr = reinterpret_cast<uintptr_t>(si->si_addr);
+    if (addr + kOverflowReach >= sp && addr <= sp + kOverflowReach) return 0;
+  }
+  return HandlerStackTopBelow(sp);
+}
+
 // Runs the application's handler as the kernel would have: its sa_mask (and
 // the signal itself unless SA_NODEFER) blocked, SA_RESETHAND applied first.
 void CallAppHandler(int sig, siginfo_t* si, void* uc, const struct sigaction& a, bool recorded) {
@@ -219,8 +278,9 @@ void CallAppHandler(int sig, siginfo_t* si, void* uc, const struct sigaction& a,
   const Chained outer = tls_chain;
   tls_chain = Chained{sig, si ? *si : siginfo_t{}, uc, recorded};
   tls_chain_depth++;
-  if (a.sa_flags & SA_SIGINFO) a.sa_sigaction(sig, si, uc);
-  else a.sa_handler(sig);
+  AppHandlerCall call{sig, si, uc, &a};
+  if (const uintptr_t top = AppHandlerStackTop(sig, si, uc, a)) CallOnStack(RunOnThreadStack, &call, top);
+  else RunAppHandler(&call);
   tls_chain_depth--;
   tls_chain = outer;
   pthread_sigmask(SIG_SETMASK, &saved, nullptr);

@@ -99,6 +99,18 @@ def test_faults_the_application_recovers_from_keep_it_running(fr, trace_dir, tmp
     sealed_info(fr, trace_dir)
 
 
+def test_application_handler_runs_on_the_threads_own_stack(fr, trace_dir, tmp_path):
+    """Our handler runs on a 64 KiB alternate stack (to record stack
+    overflows); a handler the application installed without SA_ONSTACK runs
+    on the thread's own stack, as without us: this one puts 1 MiB there (as
+    redis-server's memory test does), sees no alternate stack, and exits 3."""
+    proc = run_both(fr, trace_dir, tmp_path, "bigstack")
+    assert proc.returncode == 3, (proc.returncode, proc.stderr)
+    assert "handler used 1024 KiB of stack, on an alternate stack: 0" in proc.stdout, proc.stdout
+    crashes = fr.events(trace_dir, "crash")
+    assert len(crashes) == 1 and "crash_here" in frames_of(crashes[0]), crashes
+
+
 def test_faults_whose_handler_returns_are_recovered_not_crashes(fr, trace_dir, tmp_path):
     """1000 faults whose handler fixes the page and returns (a JVM's handler
     returns too): the first is recorded before the handler runs, then marked

@@ -171,7 +171,7 @@ def test_redis_crash_is_captured_behind_its_own_handler(fr, trace_dir, tmp_path)
     prints its report and dies of SIGSEGV, as without us, and the trace holds
     the crash with the command's stack, recorded before redis's handler ran."""
     assert shutil.which("redis-server"), "redis-server is missing: run `make deps`"
-    codes = {}
+    codes, logs = {}, {}
     for side, preload in (("plain", False), ("traced", True)):
         port = free_port()
         out = trace_dir if preload else tmp_path / "plain"
@@ -187,8 +187,15 @@ def test_redis_crash_is_captured_behind_its_own_handler(fr, trace_dir, tmp_path)
             if server.poll() is None:
                 server.kill()
         codes[side] = server.returncode
+        logs[side] = log
         assert "crashed by signal" in log or "Crashed running" in log or "SIGSEGV" in log, log[-2000:]
     assert codes["traced"] == codes["plain"] == -signal.SIGSEGV, codes
+    # The whole report, to its end: its memory test puts a 1 MiB buffer on the
+    # stack, which once overflowed the 64 KiB alternate stack its handler ran
+    # on under us, and redis died half-way through its report.
+    for marker in ("Fast memory test PASSED", "REDIS BUG REPORT END"):
+        if marker in logs["plain"]:
+            assert marker in logs["traced"], logs["traced"][-2000:]
     crashes = fr.events(trace_dir, "crash")
     assert len(crashes) == 1, crashes
     names = [f.get("function", "") for f in crashes[0]["stack"]]

@@ -8,7 +8,10 @@
  * handler it installed; exits 0) | returns (1000 faults on a PROT_NONE page
  * whose handler makes the page writable and returns, so the access is
  * retried and succeeds, as a JVM's handler returns; exits 0) | overflow (unbounded recursion in
- * overflow_stack until the thread's stack runs out) | none (exits 0). */
+ * overflow_stack until the thread's stack runs out) | bigstack (a handler,
+ * installed without SA_ONSTACK, that puts 1 MiB on the stack, as
+ * redis-server's memory test does, says whether it runs on an alternate
+ * stack, and exits 3) | none (exits 0). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <setjmp.h>
@@ -39,6 +42,20 @@ static void on_segv_reraise(int sig, siginfo_t* si, void* uc) {
   ssize_t w = write(1, msg, sizeof(msg) - 1);
   (void)w;
   kill(getpid(), sig);
+}
+
+static void on_segv_big_stack(int sig) {
+  (void)sig;
+  volatile char big[1 << 20];
+  memset((char*)big, 1, sizeof(big));
+  stack_t ss;
+  const int on_alt = sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK) != 0;
+  char msg[64];
+  const int n = snprintf(msg, sizeof(msg), "handler used %d KiB of stack, on an alternate stack: %d\n",
+                         (int)(sizeof(big) / 1024) * big[12345], on_alt);
+  ssize_t w = write(1, msg, (size_t)n);
+  (void)w;
+  _exit(3);
 }
 
 static sigjmp_buf recover_point;
@@ -103,7 +120,8 @@ __attribute__((noinline)) static int overflow_stack(int depth) {
 
 __attribute__((noinline)) static int crash_here(int depth) {
   if (strcmp(mode, "overflow") == 0) return overflow_stack(depth);
-  if (strcmp(mode, "segv") == 0 || strcmp(mode, "handled") == 0 || strcmp(mode, "reraise") == 0)
+  if (strcmp(mode, "segv") == 0 || strcmp(mode, "handled") == 0 || strcmp(mode, "reraise") == 0 ||
+      strcmp(mode, "bigstack") == 0)
     return *null_ptr + depth;
   if (strcmp(mode, "recovers") == 0) return recover_many();
   if (strcmp(mode, "returns") == 0) return fault_and_return_many();
@@ -126,6 +144,7 @@ static void* crash_worker(void* arg) {
 int main(int argc, char** argv) {
   mode = argc > 1 ? argv[1] : "none";
   if (strcmp(mode, "handled") == 0) signal(SIGSEGV, on_segv);
+  if (strcmp(mode, "bigstack") == 0) signal(SIGSEGV, on_segv_big_stack);
   if (strcmp(mode, "reraise") == 0) {
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
