@@ -63,6 +63,42 @@ constexpr int kFallbackUndecided = 0, kFallbackDeciding = 1, kFallbackOk = 2, kF
 // for its answer (thread start, not a hot path), but never longer than this.
 constexpr uint64_t kFallbackWaitNs = 200ull * 1000000ull;
 
+// Threads that stopped waiting leave their tid here; the deciding thread arms
+// them (a remote timer, as for threads that predate init) once the fallback
+// is installed. It can be slow to: dlsym takes the loader lock, which a nice
+// +10 recorder thread may hold while busy host threads keep it off the CPU.
+// Seen in CI as one of 16 threads never sampled.
+constexpr int kFallbackPending = 64;
+std::atomic<pid_t> g_fallback_pending[kFallbackPending];
+
+// The decider, after publishing its answer: arms (or forgets) every waiter
+// that gave up. seq_cst with the waiter's push-then-check: either this sees
+// its tid or the waiter sees the answer and takes its tid back.
+void ArmPendingFallbackThreads(bool ok) {
+  for (auto& slot : g_fallback_pending) {
+    const pid_t tid = slot.exchange(0);
+    if (tid > 0 && ok) sampler::SigprofArmThread(tid);
+  }
+}
+
+// A waiter past its deadline: leaves its tid for the decider. Returns true
+// when the decider will arm it (or the fallback failed); false when the answer
+// came meanwhile and the caller should look at it itself.
+bool LeaveForDecider(pid_t tid) {
+  pid_t empty = 0;
+  for (auto& slot : g_fallback_pending) {
+    if (!slot.compare_exchange_strong(empty, tid)) {
+      empty = 0;
+      continue;
+    }
+    if (g_state.sigprof_fallback.load() == kFallbackDeciding) return true;
+    pid_t mine = tid;
+    // Answered meanwhile: take the tid back unless the decider already has it.
+    return !slot.compare_exchange_strong(mine, 0);
+  }
+  return true;  // no room: left unsampled, as before
+}
+
 bool SigprofFallbackForThread() {
   if (!g_state.thread_fallback) return false;
   const int saved_errno = errno;
@@ -71,6 +107,7 @@ bool SigprofFallbackForThread() {
     const char* why = "";
     const bool ok = sampler::SigprofInstall(g_state.sigprof_opts, &why);
     g_state.sigprof_fallback.store(ok ? kFallbackOk : kFallbackFailed);
+    ArmPendingFallbackThreads(ok);
     Log(LogLevel::kWarn, "perf_event_open failed for thread %d (%s); %s", static_cast<int>(Gettid()),
         strerror(saved_errno), ok ? "such threads are sampled with SIGPROF timers" : why);
   } else {
@@ -79,6 +116,7 @@ bool SigprofFallbackForThread() {
       const timespec pause{0, 100000};  // 100 us
       nanosleep(&pause, nullptr);
     }
+    if (g_state.sigprof_fallback.load() == kFallbackDeciding && LeaveForDecider(Gettid())) return false;
   }
   return g_state.sigprof_fallback.load() == kFallbackOk && sampler::SigprofArmSelf();
 }
