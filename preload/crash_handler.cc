@@ -19,7 +19,10 @@
 // (CrashExitFromHandler). A handler that returns with itself still installed
 // recovered the fault (a JVM's implicit null checks): a crash.recovered
 // event follows the crash, recording resumes, and from then on that
-// signal goes to the application's handler first (g_app_recovers).
+// signal goes to the application's handler first (g_app_recovers). So does
+// one that leaves by siglongjmp; that is only visible later, when the next
+// crash signal or exit on the thread finds its sp outside the handler's
+// stack range (ForgetChainLeftAt).
 //
 // Stack overflow: a thread that overflows its stack has no stack left to run
 // a handler on, so the kernel would kill the process without us seeing it.
@@ -43,6 +46,7 @@
 #include <new>
 
 #include "preload/call_on_stack.h"
+#include "preload/crash_freeze.h"
 #include "preload/clock.h"
 #include "preload/flush_registry.h"
 #include "preload/flush_thread.h"
@@ -93,6 +97,11 @@ struct Chained {
   siginfo_t si;
   void* uc;
   bool recorded;  // the crash was recorded before the handler ran
+  // Where code running inside the handler has its sp: [live_lo, live_hi).
+  // An sp outside means the handler is no longer running: it left by
+  // siglongjmp (ChainLeft).
+  uintptr_t live_lo;
+  uintptr_t live_hi;
 };
 __thread int tls_chain_depth __attribute__((tls_model("initial-exec"))) = 0;
 __thread Chained tls_chain __attribute__((tls_model("initial-exec")));
@@ -276,10 +285,17 @@ void CallAppHandler(int sig, siginfo_t* si, void* uc, const struct sigaction& a,
     pthread_sigmask(SIG_UNBLOCK, &un, nullptr);
   }
   const Chained outer = tls_chain;
-  tls_chain = Chained{sig, si ? *si : siginfo_t{}, uc, recorded};
+  const uintptr_t top = AppHandlerStackTop(sig, si, uc, a);
+  uintptr_t live_lo = 0, live_hi = top;
+  if (!top) {  // runs here: below this frame, and on the alternate stack if that is where we are
+    live_hi = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+    stack_t cur;
+    if (sigaltstack(nullptr, &cur) == 0 && (cur.ss_flags & SS_ONSTACK)) live_lo = reinterpret_cast<uintptr_t>(cur.ss_sp);
+  }
+  tls_chain = Chained{sig, si ? *si : siginfo_t{}, uc, recorded, live_lo, live_hi};
   tls_chain_depth++;
   AppHandlerCall call{sig, si, uc, &a};
-  if (const uintptr_t top = AppHandlerStackTop(sig, si, uc, a)) CallOnStack(RunOnThreadStack, &call, top);
+  if (top) CallOnStack(RunOnThreadStack, &call, top);
   else RunAppHandler(&call);
   tls_chain_depth--;
   tls_chain = outer;
@@ -308,6 +324,30 @@ void PushRecovered(int sig) {
   r->signo = sig;
 }
 
+// The program went on after a crash signal: its handler returned, or left by
+// siglongjmp. Say so, let the next crash be recorded, resume recording.
+void MarkRecovered(int sig) {
+  CrashFreezeEnd();
+  PushRecovered(sig);
+  g_app_recovers[sig].store(true, std::memory_order_relaxed);
+  g_in_crash.store(0, std::memory_order_release);
+  ResumeAfterCrash();
+}
+
+// The application's handler this thread was in is no longer running when sp
+// is outside its stack range: it left by siglongjmp (a program that probes
+// memory, a GC's write barrier, a JVM-like null check) and the program went
+// on. Forget the chain, so a later exit or fault is not taken for one from
+// inside that handler; a crash recorded before it ran was recovered from.
+void ForgetChainLeftAt(uintptr_t sp) {
+  if (tls_chain_depth == 0 || (sp >= tls_chain.live_lo && sp < tls_chain.live_hi)) return;
+  const bool recorded = tls_chain.recorded;
+  const int sig = tls_chain.sig;
+  tls_chain_depth = 0;
+  tls_chain = Chained{};
+  if (recorded && sig != SIGABRT) MarkRecovered(sig);
+}
+
 void RecordAndSeal(int sig, siginfo_t* si, void* uc) {
   RecordCrash(sig, si, uc);
   RequestCrashFlushAndWait(MonotonicNs() + kCrashFlushBudgetNs);
@@ -315,6 +355,7 @@ void RecordAndSeal(int sig, siginfo_t* si, void* uc) {
 
 void CrashSignalHandler(int sig, siginfo_t* si, void* uc) {
   const int saved_errno = errno;
+  if (uc) ForgetChainLeftAt(static_cast<uintptr_t>(static_cast<const ucontext_t*>(uc)->uc_mcontext.gregs[REG_RSP]));
   const struct sigaction app = g_previous[sig];
   const bool app_handler = IsAppHandler(app);
   if (app_handler && g_app_recovers[sig].load(std::memory_order_relaxed)) {
@@ -334,17 +375,14 @@ void CrashSignalHandler(int sig, siginfo_t* si, void* uc) {
   }
   errno = saved_errno;
   if (app_handler) {
+    // Its crash report may test memory in place: our threads keep still.
+    if (record) CrashFreezeBegin();
     CallAppHandler(sig, si, uc, app, record);
     // It returned with its handler still in place: the application handled
     // the signal and goes on. (A handler that put the default back, or
     // SA_RESETHAND, means to die: it re-raises or re-faults; abort() kills
     // regardless.) Say so, let the next crash be recorded, resume.
-    if (record && sig != SIGABRT && IsAppHandler(g_previous[sig])) {
-      PushRecovered(sig);
-      g_app_recovers[sig].store(true, std::memory_order_relaxed);
-      g_in_crash.store(0, std::memory_order_release);
-      ResumeAfterCrash();
-    }
+    if (record && sig != SIGABRT && IsAppHandler(g_previous[sig])) MarkRecovered(sig);
     errno = saved_errno;
     return;
   }
@@ -432,6 +470,7 @@ bool CrashSigaction(int sig, const struct sigaction* act, struct sigaction* old)
 }
 
 bool CrashExitFromHandler() {
+  ForgetChainLeftAt(reinterpret_cast<uintptr_t>(__builtin_frame_address(0)));
   if (tls_chain_depth == 0) return false;
   // Inside the application's handler for a crash signal, leaving: the crash
   // was fatal. Record it unless that was done before the handler ran; only

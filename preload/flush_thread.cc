@@ -18,6 +18,7 @@
 //    the next ring boundary and waits for that alone.
 #include "preload/flush_thread.h"
 
+#include "preload/crash_freeze.h"
 #include "preload/flush_wakeup.h"
 
 #include <linux/futex.h>
@@ -445,8 +446,10 @@ void* FlushMain(void* arg) {
   uint32_t seen = g_wake_word.load(std::memory_order_seq_cst);
   uint64_t sleep_ns = period;
   uint64_t idle_ns = period;  // doubles with every quiet tick, up to kIdleMaxNs
+  CrashFreezeJoin();
   for (;;) {
     SleepUnlessWoken(seen, sleep_ns);
+    CrashFreezePark();  // the program's crash handler is running: touch nothing
     seen = g_wake_word.load(std::memory_order_seq_cst);
     if (!BeginTick(*s)) break;
     if (s->crash_requested.load(std::memory_order_acquire)) {
@@ -481,6 +484,7 @@ void* FlushMain(void* arg) {
   // it runs at the host's priority, so a loaded machine cannot starve the
   // last segment of a nice +10 thread.
   s->done.store(true, std::memory_order_release);
+  CrashFreezeLeave();
   return nullptr;
 }
 

@@ -15,6 +15,7 @@
 
 #include "preload/alloc_sampler.h"
 #include "preload/clock.h"
+#include "preload/crash_freeze.h"
 #include "preload/crash_handler.h"
 #include "preload/config.h"
 #include "preload/core_events.h"
@@ -75,6 +76,7 @@ void AtForkChild() {
   if (!RuntimeRecording()) return;
   g_owner_pid = getpid();
   ResetRegistryAfterFork();
+  CrashFreezeResetInChild();  // before the sampler and flush threads start again
   TakeFooterCounters();  // the parent's drop totals are not the child's
   LastThreadWatchAtForkChild();
   sampler::PrepareUnwinders(/*after_fork=*/true);

@@ -22,6 +22,7 @@
 #include <cstring>
 
 #include "preload/clock.h"
+#include "preload/crash_freeze.h"
 #include "preload/fd_guard.h"
 #include "preload/log.h"
 #include "preload/recorder_thread.h"
@@ -143,8 +144,10 @@ void* SamplerMain(void*) {
   bool pressure = false;
   const int period_ms = static_cast<int>(g_ctl.period_ms);
   int wait_ms = period_ms;
+  CrashFreezeJoin();
   for (;;) {
     WaitForWork(pressure ? kPressureWaitMs : wait_ms);
+    CrashFreezePark();  // the program's crash handler is running: touch nothing
     int expected = kIdle;
     if (!g_ctl.phase.compare_exchange_strong(expected, kCollecting, std::memory_order_acq_rel)) break;
     const uint64_t offered = SamplesOffered();
@@ -157,6 +160,7 @@ void* SamplerMain(void*) {
       break;
     }
   }
+  CrashFreezeLeave();
   return nullptr;
 }
 

@@ -23,6 +23,7 @@
 
 #include "preload/clock.h"
 #include "preload/core_events.h"
+#include "preload/crash_freeze.h"
 #include "preload/log.h"
 #include "preload/ring.h"
 #include "preload/signal_mask.h"
@@ -200,7 +201,7 @@ void Handler(int sig, siginfo_t* si, void* ucv) {
     // A signal queued before its timer was deleted may still arrive: only an
     // armed slot of this very thread is written.
     const pid_t me = t_tid ? t_tid : Gettid();
-    if (slot->state.load(std::memory_order_acquire) == kArmed && slot->tid == me &&
+    if (slot->state.load(std::memory_order_acquire) == kArmed && slot->tid == me && !CrashFrozen() &&
         !g->shutdown.load(std::memory_order_relaxed) && !g->stepped_aside.load(std::memory_order_relaxed))
       TakeSample(slot, si, static_cast<const ucontext_t*>(ucv));
   } else {

@@ -96,7 +96,24 @@ def test_faults_the_application_recovers_from_keep_it_running(fr, trace_dir, tmp
     assert proc.returncode == 0 and "no crash: 1001" in proc.stdout, proc.stdout
     crashes = fr.events(trace_dir, "crash")
     assert len(crashes) == 1 and "recover_many" in frames_of(crashes[0]), crashes
-    sealed_info(fr, trace_dir)
+    # The handler left by siglongjmp and the program went on: recovered, not a
+    # crash (seen when the next fault arrives from outside that handler).
+    assert len(fr.events(trace_dir, "crash.recovered")) == 1
+    doc = sealed_info(fr, trace_dir)
+    assert [c["recovered"] for c in doc["crashes"]] == [True], doc["crashes"]
+
+
+def test_a_crash_after_siglongjmp_recoveries_is_recorded(fr, trace_dir, tmp_path):
+    """After 1000 faults its handler left by siglongjmp, the same thread calls
+    abort(): that crash is recorded too, with its own stack (the first fault
+    is marked recovered; nothing takes the abort for one from inside the
+    long-gone handler)."""
+    proc = run_both(fr, trace_dir, tmp_path, "recovers-then-abort")
+    assert proc.returncode == -signal.SIGABRT and "recovered 1000" in proc.stdout, (proc.returncode, proc.stdout)
+    crashes = fr.events(trace_dir, "crash")
+    assert [c["signal_name"] for c in crashes] == ["SIGSEGV", "SIGABRT"], crashes
+    assert "crash_here" in frames_of(crashes[1]) and "recover_many" not in frames_of(crashes[1]), crashes[1]
+    assert len(fr.events(trace_dir, "crash.recovered")) == 1
 
 
 def test_application_handler_runs_on_the_threads_own_stack(fr, trace_dir, tmp_path):

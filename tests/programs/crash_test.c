@@ -5,7 +5,8 @@
  * redis-server's: SA_RESETHAND|SA_NODEFER, prints, re-raises with kill and
  * dies by the signal) | recovers (1000 faults a handler recovers from with
  * siglongjmp, as a JVM does with null checks; checks sigaction reports the
- * handler it installed; exits 0) | returns (1000 faults on a PROT_NONE page
+ * handler it installed; exits 0) | recovers-then-abort (the same, then
+ * abort() on the same thread) | returns (1000 faults on a PROT_NONE page
  * whose handler makes the page writable and returns, so the access is
  * retried and succeeds, as a JVM's handler returns; exits 0) | overflow (unbounded recursion in
  * overflow_stack until the thread's stack runs out) | bigstack (a handler,
@@ -124,6 +125,11 @@ __attribute__((noinline)) static int crash_here(int depth) {
       strcmp(mode, "bigstack") == 0)
     return *null_ptr + depth;
   if (strcmp(mode, "recovers") == 0) return recover_many();
+  if (strcmp(mode, "recovers-then-abort") == 0) {
+    printf("recovered %d\n", recover_many());
+    fflush(stdout);
+    abort();
+  }
   if (strcmp(mode, "returns") == 0) return fault_and_return_many();
   if (strcmp(mode, "abort") == 0) abort();
   if (strcmp(mode, "fpe") == 0) return depth / zero;
