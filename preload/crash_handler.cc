@@ -46,8 +46,8 @@
 #include <new>
 
 #include "preload/call_on_stack.h"
-#include "preload/crash_freeze.h"
 #include "preload/clock.h"
+#include "preload/crash_freeze.h"
 #include "preload/flush_registry.h"
 #include "preload/flush_thread.h"
 #include "preload/record_kinds.h"
@@ -99,7 +99,7 @@ struct Chained {
   bool recorded;  // the crash was recorded before the handler ran
   // Where code running inside the handler has its sp: [live_lo, live_hi).
   // An sp outside means the handler is no longer running: it left by
-  // siglongjmp (ChainLeft).
+  // siglongjmp (ForgetChainLeftAt).
   uintptr_t live_lo;
   uintptr_t live_hi;
 };
@@ -250,13 +250,14 @@ void RunOnThreadStack(void* p) {
 // interrupted code already ran on it (a handler interrupted); or that
 // stack is what overflowed (the fault is next to its sp) — the kernel could
 // not have run the handler there at all.
-uintptr_t AppHandlerStackTop(int sig, const siginfo_t* si, const void* uc, const struct sigaction& a) {
+// With only our alternate stack set, SA_ONSTACK or not, the kernel would have
+// used the thread's stack: the handler's flags do not matter here.
+uintptr_t AppHandlerStackTop(int sig, const siginfo_t* si, const void* uc) {
   constexpr uintptr_t kOverflowReach = 64 * 1024;
   stack_t cur;
   if (!uc || !tls_our_altstack || sigaltstack(nullptr, &cur) != 0 || !(cur.ss_flags & SS_ONSTACK) ||
       cur.ss_sp != tls_our_altstack)
     return 0;
-  (void)a;  // SA_ONSTACK or not: with only our alternate stack set, the kernel would use the thread's
   const auto sp = static_cast<uintptr_t>(static_cast<const ucontext_t*>(uc)->uc_mcontext.gregs[REG_RSP]);
   const auto alt_lo = reinterpret_cast<uintptr_t>(cur.ss_sp);
   if (sp >= alt_lo && sp < alt_lo + cur.ss_size) return 0;
@@ -285,7 +286,7 @@ void CallAppHandler(int sig, siginfo_t* si, void* uc, const struct sigaction& a,
     pthread_sigmask(SIG_UNBLOCK, &un, nullptr);
   }
   const Chained outer = tls_chain;
-  const uintptr_t top = AppHandlerStackTop(sig, si, uc, a);
+  const uintptr_t top = AppHandlerStackTop(sig, si, uc);
   uintptr_t live_lo = 0, live_hi = top;
   if (!top) {  // runs here: below this frame, and on the alternate stack if that is where we are
     live_hi = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
