@@ -327,12 +327,15 @@ void PushRecovered(int sig) {
 
 // The program went on after a crash signal: its handler returned, or left by
 // siglongjmp. Say so, let the next crash be recorded, resume recording.
+// Order matters: the record is in the ring and the flush thread told to
+// resume before it is let go; a paused flush thread that ran first would
+// drain the record while paused, i.e. discard it (seen under TSan).
 void MarkRecovered(int sig) {
-  CrashFreezeEnd();
   PushRecovered(sig);
   g_app_recovers[sig].store(true, std::memory_order_relaxed);
   g_in_crash.store(0, std::memory_order_release);
   ResumeAfterCrash();
+  CrashFreezeEnd();
 }
 
 // The application's handler this thread was in is no longer running when sp
