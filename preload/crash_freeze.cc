@@ -13,6 +13,7 @@
 #include "preload/clock.h"
 #include "preload/flush_wakeup.h"
 #include "sampler/sampler_thread.h"
+#include "sampler/sigprof_sampler.h"
 
 namespace flightrec {
 namespace {
@@ -36,6 +37,9 @@ void CrashFreezeBegin() {
   const int saved_errno = errno;
   g_began_ns.store(MonotonicNs(), std::memory_order_relaxed);
   g_frozen.store(1, std::memory_order_seq_cst);
+  // A SIGPROF handler reads our globals, which the report may be filling
+  // with test patterns: no timer fires until the end.
+  sampler::SigprofPauseTimers();
   NudgeFlushThread();
   sampler::NudgeSamplerThread();
   const uint64_t deadline = MonotonicNs() + kParkWaitNs;
@@ -50,6 +54,7 @@ void CrashFreezeBegin() {
 void CrashFreezeEnd() {
   if (g_frozen.exchange(0, std::memory_order_seq_cst) == 0) return;
   const int saved_errno = errno;
+  sampler::SigprofResumeTimers();
   syscall(SYS_futex, &g_frozen, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
   errno = saved_errno;
 }

@@ -433,6 +433,28 @@ bool SigprofAdoptThread(pid_t tid) {
   return false;
 }
 
+// Crash freeze (preload/crash_freeze.h): a crash report may be testing
+// memory in place, our globals included, so no SIGPROF handler may run:
+// every armed timer is stopped, then restarted. A slot armed or retired
+// meanwhile is left to its owner.
+static void SetAllTimers(bool running) {
+  if (!g) return;
+  itimerspec its{};
+  if (running) {
+    its.it_interval.tv_sec = static_cast<time_t>(g->period_ns / 1000000000ull);
+    its.it_interval.tv_nsec = static_cast<long>(g->period_ns % 1000000000ull);
+    its.it_value = its.it_interval;
+  }
+  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxTimers);
+  for (int i = 0; i < n; ++i) {
+    TimerSlot& s = g->slots[i];
+    if (s.state.load(std::memory_order_acquire) == kArmed) syscall(SYS_timer_settime, s.timer_id, 0, &its, nullptr);
+  }
+}
+
+void SigprofPauseTimers() { SetAllTimers(false); }
+void SigprofResumeTimers() { SetAllTimers(true); }
+
 void SigprofDisarmSelf() {
   if (!g || !t_timer_slot) return;
   RetireSlot(t_timer_slot - 1, t_tid);

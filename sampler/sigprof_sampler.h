@@ -58,6 +58,10 @@ bool SigprofArmSelf();
 bool SigprofArmThread(pid_t tid);
 bool SigprofSelfArmed();
 bool SigprofAdoptThread(pid_t tid);
+// Crash freeze (preload/crash_freeze.h): stop every armed timer, and start
+// them again. Async-signal-safe (system calls only).
+void SigprofPauseTimers();
+void SigprofResumeTimers();
 void SigprofDisarmSelf();
 
 // Sampler thread: drains every ring into the sample queue; reclaims the
