@@ -11,6 +11,10 @@ inline uint64_t MonotonicNs() {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
+// A duration in ns as the timespec nanosleep, futex and friends take.
+inline timespec NsToTimespec(uint64_t ns) {
+  return timespec{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+}
 inline uint64_t RealtimeNs() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);

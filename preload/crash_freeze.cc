@@ -27,7 +27,7 @@ std::atomic<int> g_members{0};
 std::atomic<int> g_parked{0};
 
 void Sleep(uint64_t ns) {
-  timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+  timespec ts = NsToTimespec(ns);
   nanosleep(&ts, nullptr);
 }
 
@@ -73,7 +73,7 @@ void CrashFreezePark() {
       break;
     }
     const uint64_t left = end - now;
-    timespec ts{static_cast<time_t>(left / 1000000000ull), static_cast<long>(left % 1000000000ull)};
+    timespec ts = NsToTimespec(left);
     syscall(SYS_futex, &g_frozen, FUTEX_WAIT_PRIVATE, 1, &ts, nullptr, 0);
   }
   g_parked.fetch_sub(1, std::memory_order_seq_cst);

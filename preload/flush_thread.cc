@@ -146,7 +146,7 @@ void FutexWakeAll() {
 // Sleeps up to `ns` unless the word moved since `seen` (read before the tick:
 // a nudge or wake during the tick cuts this sleep at once).
 void SleepUnlessWoken(uint32_t seen, uint64_t ns) {
-  timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+  timespec ts = NsToTimespec(ns);
   g_sleepers.fetch_add(1, std::memory_order_seq_cst);
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_wake_word), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
   g_sleepers.fetch_sub(1, std::memory_order_relaxed);

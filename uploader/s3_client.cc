@@ -11,6 +11,7 @@
 #include <mutex>
 #include <unistd.h>
 
+#include "preload/clock.h"
 #include "uploader/s3_xml.h"
 #include "uploader/sha256_hmac.h"
 #include "uploader/upload_libs.h"
@@ -154,7 +155,7 @@ std::string g_global_error;
 }  // namespace
 
 bool S3Control::Sleep(uint64_t ns) {
-  timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+  timespec ts = NsToTimespec(ns);
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
   return !ShouldStop();

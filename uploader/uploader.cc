@@ -40,10 +40,6 @@ constexpr size_t kMaxLoggedCauses = 64;
 // themselves from their first rotation on.
 constexpr uint64_t kChildUploaderAfterNs = 5000 * kMs;
 
-timespec ToTimespec(uint64_t ns) {
-  return timespec{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
-}
-
 // Everything the thread needs. Allocated once and never freed: the exiting
 // process may still have the thread parked on these mutexes.
 struct Uploader final : S3Control {
@@ -105,7 +101,7 @@ struct Uploader final : S3Control {
       const uint64_t stop = stop_at_ns.load(std::memory_order_acquire);
       if (stop != 0 && stop < target) target = stop;
       if (MonotonicNs() >= target) break;
-      const timespec ts = ToTimespec(target);
+      const timespec ts = NsToTimespec(target);
       pthread_cond_timedwait(&cv, &mu, &ts);
     }
     pthread_mutex_unlock(&mu);
@@ -282,7 +278,7 @@ void Run(Uploader* u) {
       if (work && now >= u->queue.next_attempt_ns()) break;
       uint64_t target = next_rescan;
       if (work && u->queue.next_attempt_ns() < target) target = u->queue.next_attempt_ns();
-      const timespec ts = ToTimespec(target);
+      const timespec ts = NsToTimespec(target);
       pthread_cond_timedwait(&u->cv, &u->mu, &ts);
     }
     u->wake = false;
@@ -393,7 +389,7 @@ void ShutdownHook(uint64_t deadline) {
   u->stop_at_ns.store(stop ? stop : 1, std::memory_order_release);
   u->shutdown = true;
   pthread_cond_broadcast(&u->cv);
-  const timespec ts = ToTimespec(deadline);
+  const timespec ts = NsToTimespec(deadline);
   while (!u->drained)
     if (pthread_cond_timedwait(&u->cv, &u->mu, &ts) == ETIMEDOUT) break;
   pthread_mutex_unlock(&u->mu);
