@@ -151,17 +151,22 @@ void InstallAltStack(ThreadState* ts) {
   if (sigaltstack(&ss, nullptr) == 0) tls_our_altstack = mem;
 }
 
+// Switches the calling thread's alternate stack off (not allowed while running
+// on it); `was`, if given, receives the one that was set.
+bool SwitchOffAltStack(stack_t* was) {
+  stack_t off;
+  memset(&off, 0, sizeof(off));
+  off.ss_flags = SS_DISABLE;
+  return sigaltstack(&off, was) == 0;
+}
+
 // Thread observer, on the exiting thread before its slot is retired: the slot
 // (and its stack) may go to another thread while this one finishes exiting.
 void RemoveAltStack(ThreadState*) {
   if (!tls_our_altstack) return;
   stack_t cur;
-  if (sigaltstack(nullptr, &cur) == 0 && cur.ss_sp == tls_our_altstack && !(cur.ss_flags & SS_ONSTACK)) {
-    stack_t off;
-    memset(&off, 0, sizeof(off));
-    off.ss_flags = SS_DISABLE;
-    sigaltstack(&off, nullptr);
-  }
+  if (sigaltstack(nullptr, &cur) == 0 && cur.ss_sp == tls_our_altstack && !(cur.ss_flags & SS_ONSTACK))
+    SwitchOffAltStack(nullptr);
   tls_our_altstack = nullptr;
 }
 
@@ -232,11 +237,8 @@ void RunAppHandler(void* p) {
 // siglongjmp leaves it off: that thread's later faults run on its own stack,
 // as without us, and a later overflow of it goes unrecorded.
 void RunOnThreadStack(void* p) {
-  stack_t off;
-  memset(&off, 0, sizeof(off));
-  off.ss_flags = SS_DISABLE;
   stack_t ours;
-  const bool parked = sigaltstack(&off, &ours) == 0;
+  const bool parked = SwitchOffAltStack(&ours);
   RunAppHandler(p);
   if (parked) sigaltstack(&ours, nullptr);
 }
