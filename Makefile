@@ -32,15 +32,18 @@ LIB_CXXFLAGS  := $(CXXFLAGS_BASE) -fvisibility=hidden
 # them when S3 is configured (uploader/upload_libs.h), so a process started
 # under the preload does not pay for libcurl's ~30 dependencies. The unit
 # tests link them (their S3 stand-in client uses libcurl directly).
+# libiberty (Rust demangling, sampler/demangle.cc) is a static archive: its
+# symbols are kept out of the library's exports so a host that has its own
+# copy (gdb, binutils) keeps calling that one.
 LIBS     := -Wl,--no-as-needed -lgcc_s -Wl,--as-needed -lunwind-x86_64 -lunwind -ldw -lelf \
-            -lzstd -lmimalloc -ldl -lrt -pthread
+            -lzstd -lmimalloc -liberty -Wl,--exclude-libs,libiberty.a -ldl -lrt -pthread
 UNIT_LIBS := $(LIBS) -lcurl -lcrypto
 
 DEBIAN_PACKAGES := g++ make pkg-config libunwind-dev libdw-dev libelf-dev libzstd-dev \
-  libcurl4-openssl-dev libssl-dev libmimalloc-dev doctest-dev python3 python3-zstandard \
+  libcurl4-openssl-dev libssl-dev libmimalloc-dev libiberty-dev doctest-dev python3 python3-zstandard \
   python3-botocore python3-pytest zstd clang libclang-rt-14-dev golang-go procps \
   redis-server redis-tools nginx wrk heaptrack google-perftools libgoogle-perftools4 linux-perf \
-  python3-matplotlib time
+  python3-matplotlib time rustc
 
 LIB_SRCS   := $(wildcard format/*.cc sampler/*.cc uploader/*.cc preload/*.cc)
 HOOK_SRCS  := $(wildcard preload/hook_*.cc) preload/lifecycle.cc

@@ -1,7 +1,6 @@
 // Core events: see core_events.h.
 #include "preload/core_events.h"
 
-#include <cxxabi.h>
 #include <errno.h>
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -18,6 +17,7 @@
 #include "preload/redaction.h"
 #include "preload/thread_records.h"
 #include "preload/thread_registry.h"
+#include "sampler/demangle.h"
 
 namespace flightrec {
 namespace {
@@ -57,11 +57,7 @@ std::string SymbolFor(uint64_t addr) {
     snprintf(hex, sizeof(hex), "0x%llx", static_cast<unsigned long long>(addr));
     return hex;
   }
-  int status = 0;
-  char* dem = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
-  std::string out = (status == 0 && dem) ? dem : info.dli_sname;
-  free(dem);
-  return out;
+  return sampler::Demangle(info.dli_sname);
 }
 
 void EmitThreadStart(FlushContext& ctx, const RecordHeader&, const void* payload) {

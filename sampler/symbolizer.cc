@@ -1,7 +1,6 @@
 // Symbolizer over libdw (see symbolizer.h).
 #include "sampler/symbolizer.h"
 
-#include <cxxabi.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
@@ -20,25 +19,11 @@
 #include "format/mi_containers.h"
 #include "preload/clock.h"
 #include "preload/fd_guard.h"
+#include "sampler/demangle.h"
 #include "sampler/proc_maps.h"
 #include "sampler/symbol_index.h"
 
 namespace flightrec::sampler {
-
-std::string Demangle(const char* name) {
-  if (!name) return std::string();
-  if (name[0] == '_' && name[1] == 'Z') {
-    int status = 0;
-    char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
-    if (status == 0 && out) {
-      std::string s(out);
-      free(out);  // allocated by the demangler with malloc
-      return s;
-    }
-    free(out);
-  }
-  return std::string(name);
-}
 
 namespace {
 

@@ -51,7 +51,4 @@ class Symbolizer final : public format::PcDescriber {
   Impl* impl_;
 };
 
-// Demangles an Itanium C++ name; returns the input unchanged if it is not one.
-std::string Demangle(const char* name);
-
 }  // namespace flightrec::sampler

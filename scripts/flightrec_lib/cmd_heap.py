@@ -2,7 +2,7 @@
 
 A site is the innermost frame of a sampled allocation's stack that is not
 part of an allocator (malloc & co., operator new, std::allocator internals,
-the recorder's own hooks): a call line in the program. For each site:
+Rust's alloc crate, the recorder's own hooks): a call line in the program. For each site:
 estimated bytes and number of allocations, and estimated bytes still live at
 the end of the trace (never freed: leaks, for a process that exited). Also
 the total live estimate, and its peak over time.
@@ -24,6 +24,7 @@ frees, a full sampled-address table) is reported on stderr: estimates are
 then low (drops) or live is high (lost frees)."""
 import json
 import operator
+import re
 import sys
 from collections import Counter
 
@@ -45,6 +46,16 @@ ALLOCATOR_PREFIXES = (
     "std::allocator_traits<", "std::__allocated_ptr", "mi_", "je_", "tc_",
 )
 ALLOCATOR_SUBSTRINGS = ("::_M_allocate(", "::allocate(unsigned long")
+# Rust: the global allocator's shims and the whole `alloc` crate (Box, Vec,
+# String, RawVec and the allocation calls they inline), so a site is the
+# program's line that built the Box or grew the Vec, not the same few
+# alloc.rs lines for every allocation. Trait impls the crate gives other
+# types ("<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem") too.
+RUST_ALLOCATOR_PREFIXES = (
+    "alloc::", "<alloc::", "std::alloc::", "<std::alloc::", "std::sys::alloc::", "<std::sys::alloc::",
+    "__rust_alloc", "__rust_realloc", "__rdl_", "__rg_",
+)
+RUST_FOREIGN_IMPL = re.compile(r"^<[^<>]* as (alloc|std::alloc)::")
 LOST_KINDS = ("alloc.sample", "alloc.free", "alloc.table_full", "alloc.free_unrecorded")
 
 
@@ -65,7 +76,9 @@ def is_allocator_frame(frame):
     fn = frame.get("function") or ""
     if not fn:
         return False
-    if fn in ALLOCATOR_NAMES or fn.startswith(ALLOCATOR_PREFIXES):
+    if fn in ALLOCATOR_NAMES or fn.startswith(ALLOCATOR_PREFIXES) or fn.startswith(RUST_ALLOCATOR_PREFIXES):
+        return True
+    if RUST_FOREIGN_IMPL.match(fn):
         return True
     return any(s in fn for s in ALLOCATOR_SUBSTRINGS)
 
