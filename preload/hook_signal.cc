@@ -5,7 +5,9 @@
 //    remembered and honoured, and an application handler makes the sampler
 //    step aside and hand SIGPROF over. The crash signals while crash capture
 //    owns them (preload/crash_handler.h): the application's disposition is
-//    kept behind our handler, which hands signals on to it.
+//    kept behind our handler, which hands signals on to it. Termination
+//    signals left at SIG_DFL while we hold them (preload/term_signals.h):
+//    SIG_DFL stays ours; a handler or SIG_IGN is installed for real.
 //  * sigprocmask, pthread_sigmask: a no-op for libunwind's lock on our flush
 //    thread while it unwinds (sampler/stack_unwinder.h, t_in_unwinder);
 //    recorder threads keep every signal blocked, so there is nothing to
@@ -25,6 +27,7 @@
 
 #include "preload/crash_handler.h"
 #include "preload/signal_mask.h"
+#include "preload/term_signals.h"
 #include "preload/thread_registry.h"
 #include "sampler/sigprof_sampler.h"
 #include "sampler/stack_unwinder.h"
@@ -99,6 +102,18 @@ bool InterceptCrashSignal(int sig, sighandler_t handler, int flags, sighandler_t
   return true;
 }
 
+// signal()-style install of a termination signal we hold at its default
+// action (see term_signals.h).
+bool InterceptTermSignal(int sig, sighandler_t handler, int flags, sighandler_t* result) {
+  if (!flightrec::IsTermSignal(sig) || handler == SIG_ERR) return false;
+  struct sigaction act = SignalStyleAction(handler, flags), old;
+  std::memset(&old, 0, sizeof(old));
+  int ret = 0;
+  if (!flightrec::TermSigaction(sig, &act, &old, &ret)) return false;
+  *result = ret == 0 ? old.sa_handler : SIG_ERR;
+  return true;
+}
+
 }  // namespace
 
 FR_HOOK int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
@@ -109,6 +124,10 @@ FR_HOOK int sigaction(int sig, const struct sigaction* act, struct sigaction* ol
     if (flightrec::sampler::SigprofInterceptSigaction(act, old, &ret)) return ret;
   }
   if (IsCrashSignal(sig) && flightrec::CrashSigaction(sig, act, old)) return 0;
+  if (flightrec::IsTermSignal(sig)) {
+    int ret = 0;
+    if (flightrec::TermSigaction(sig, act, old, &ret)) return ret;
+  }
   return real(sig, act, old);
 }
 
@@ -116,6 +135,7 @@ FR_HOOK sighandler_t signal(int sig, sighandler_t handler) {
   sighandler_t result;
   if (sig == SIGPROF && InterceptSignal(handler, SA_RESTART, &result)) return result;
   if (InterceptCrashSignal(sig, handler, SA_RESTART, &result)) return result;
+  if (InterceptTermSignal(sig, handler, SA_RESTART, &result)) return result;
   SignalFn real = Resolve(&g_signal, "signal");
   if (!real) return errno = ENOSYS, SIG_ERR;
   return real(sig, handler);
@@ -125,6 +145,7 @@ FR_HOOK sighandler_t bsd_signal(int sig, sighandler_t handler) {
   sighandler_t result;
   if (sig == SIGPROF && InterceptSignal(handler, SA_RESTART, &result)) return result;
   if (InterceptCrashSignal(sig, handler, SA_RESTART, &result)) return result;
+  if (InterceptTermSignal(sig, handler, SA_RESTART, &result)) return result;
   SignalFn real = Resolve(&g_bsd_signal, "bsd_signal");
   if (!real) return errno = ENOSYS, SIG_ERR;
   return real(sig, handler);
@@ -134,6 +155,7 @@ FR_HOOK sighandler_t sysv_signal(int sig, sighandler_t handler) {
   sighandler_t result;
   if (sig == SIGPROF && InterceptSignal(handler, SA_RESETHAND | SA_NODEFER, &result)) return result;
   if (InterceptCrashSignal(sig, handler, SA_RESETHAND | SA_NODEFER, &result)) return result;
+  if (InterceptTermSignal(sig, handler, SA_RESETHAND | SA_NODEFER, &result)) return result;
   SignalFn real = Resolve(&g_sysv_signal, "sysv_signal");
   if (!real) return errno = ENOSYS, SIG_ERR;
   return real(sig, handler);

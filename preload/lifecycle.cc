@@ -40,6 +40,7 @@ void SamplerAtFork() __attribute__((weak));
 void SamplerShutdown() __attribute__((weak));
 void SocketsInit(const Config&) __attribute__((weak));
 void CrashHandlerInit(const Config&) __attribute__((weak));
+void TermSignalsInit(const Config&) __attribute__((weak));
 void UploaderInit(const Config&) __attribute__((weak));
 void UploaderAtFork() __attribute__((weak));
 }  // namespace flightrec
@@ -113,6 +114,7 @@ __attribute__((constructor)) void FlightrecInit() {
   if (SamplerInit) SamplerInit(cfg);
   if (SocketsInit) SocketsInit(cfg);
   if (CrashHandlerInit) CrashHandlerInit(cfg);
+  if (TermSignalsInit) TermSignalsInit(cfg);
   if (UploaderInit) UploaderInit(cfg);
   g_owner_pid = getpid();
   SetRuntimeRecording(true);

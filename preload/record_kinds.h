@@ -25,6 +25,7 @@ enum RecordKind : uint16_t {
   // crash capture
   kRecCrash = 40,
   kRecCrashRecovered = 41,  // the application's handler returned: it went on
+  kRecProcessKilled = 42,   // a termination signal at its default action (term_signals.h)
   kRecordKindCount = 64,
 };
 

@@ -1,5 +1,6 @@
 """info: what a trace holds: segments (state, damage, time range), event
-counts by type, dropped data, threads, and any crash with its stack."""
+counts by type, dropped data, threads, any crash with its stack, and any
+termination signal that ended a process (process.killed: who sent it)."""
 import json
 
 from . import cli
@@ -7,6 +8,7 @@ from . import profiles
 
 CRASH_EVENT = "crash"
 RECOVERED_EVENT = "crash.recovered"
+KILLED_EVENT = "process.killed"
 
 
 def register(subparsers):
@@ -53,6 +55,7 @@ def summarize(trace):
         "dropped": dict(sorted(trace.dropped().items())),
         "threads": trace.threads(),
         "crashes": crashes(trace),
+        "killed": killed(trace),
         "time_range": {"first_ns": first, "last_ns": last,
                        "first_wall_ns": wall[0] if wall else None, "last_wall_ns": wall[1] if wall else None},
         "errors": [{"path": p, "error": m} for p, m in trace.errors],
@@ -81,6 +84,20 @@ def crashes(trace):
             "stack": [{"function": profiles.frame_label(f), "file": f.get("file") or "",
                        "line": f.get("line") or 0} for f in frames],
         })
+    return out
+
+
+def killed(trace):
+    """Processes ended by a termination signal left at its default action
+    (SIGTERM, SIGINT, SIGPIPE, ...): which signal, when, on which thread, and
+    for a signal another process sent, that process's pid and uid."""
+    out = []
+    for e in trace.events([KILLED_EVENT]):
+        sent = (e.get("code") or 0) <= 0 and e.get("sender_pid")
+        out.append({"pid": e.get("pid"), "tid": e.get("tid"), "time_ns": e.get("time"),
+                    "signal": e.get("signal_name") or e.get("signal"), "code": e.get("code"),
+                    "sender_pid": e.get("sender_pid") if sent else None,
+                    "sender_uid": e.get("sender_uid") if sent else None})
     return out
 
 
@@ -140,6 +157,16 @@ def print_text(doc):
         for i, f in enumerate(c["stack"]):
             where = "  %s:%d" % (f["file"], f["line"]) if f["file"] else ""
             print("  #%-2d %s%s" % (i, f["function"], where))
+    for k in doc["killed"]:
+        when = "+" + cli.format_seconds(k["time_ns"] - t0) if t0 is not None and k["time_ns"] is not None else "?"
+        if k["sender_pid"] is None:
+            sender = " raised by the kernel"
+        elif k["sender_pid"] == k["pid"]:  # raise(), or the kernel's SIGPIPE for a write to a closed pipe
+            sender = " raised by the process itself"
+        else:
+            sender = " sent by pid %s (uid %s)" % (k["sender_pid"], k["sender_uid"])
+        print("\nkilled: %s%s, pid %s at %s (received by tid %s \"%s\")" % (
+            k["signal"], sender, k["pid"], when, k["tid"], names.get((k["pid"], k["tid"]), "?")))
     threads = doc["threads"]
     if threads:
         print("\nthreads: %d" % len(threads))

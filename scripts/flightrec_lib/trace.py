@@ -41,6 +41,7 @@ KNOWN_LAYOUTS = {
     "recorder.dropped": dict(tid=_I, kind=_S, count=_I),
     "crash": dict(tid=_I, signal=_I, signal_name=_S, code=_I, fault_addr=_I, stack=_K),
     "crash.recovered": dict(tid=_I, signal=_I, signal_name=_S),
+    "process.killed": dict(tid=_I, signal=_I, signal_name=_S, code=_I, sender_pid=_I, sender_uid=_I),
     "cpu.sample": dict(tid=_I, stack=_K, period_ns=_I),
     "offcpu.sample": dict(tid=_I, stack=_K, duration_ns=_I, reason=_S, weight=_I),
     "sampler.lost": dict(tid=_I, count=_I),

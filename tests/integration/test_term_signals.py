@@ -1,0 +1,109 @@
+"""Termination signals left at their default action (SIGTERM from a service
+manager, SIGINT, SIGPIPE, ...) end the process without exit handlers. Under
+the preload such a death still leaves a sealed trace with its last moments
+and a process.killed event naming the signal and its sender, and the process
+dies exactly as it would without us. Signals the program handles or ignores
+stay the program's (tests/programs/term_test.c).
+"""
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+
+def start(fr, trace_dir, mode, preload=True, env=None, **kw):
+    args = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args.update(kw)
+    proc = subprocess.Popen([fr.program("term_test"), mode], env=fr.env(trace_dir, env, preload), **args)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def raw_status(proc):
+    """The wait status, core-dump bit included (Popen keeps only the signal)."""
+    _, status = os.waitpid(proc.pid, 0)
+    proc.returncode = -1  # reaped here
+    return status
+
+
+def killed_events(fr, trace_dir):
+    return fr.events(trace_dir, "process.killed")
+
+
+def test_sigterm_seals_the_trace_up_to_the_end_and_names_the_sender(fr, trace_dir):
+    proc = start(fr, trace_dir, "burn", env={"FLIGHTREC_CPU_HZ": 499})
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGTERM
+    segs = fr.segments(trace_dir)
+    assert segs and all(s.endswith(".seg") for s in segs), segs  # sealed, not left .active
+    (k,) = killed_events(fr, trace_dir)
+    assert (k["signal_name"], k["code"], k["sender_pid"], k["sender_uid"]) == \
+        ("SIGTERM", 0, os.getpid(), os.getuid())
+    assert k["pid"] == k["tid"] == proc.pid
+    burn = [e for e in fr.events(trace_dir, "cpu.sample")
+            if [f.get("function") for f in e["stack"]][:2] == ["term_burn_inner", "term_burn_outer"]]
+    assert len(burn) >= 100
+    # The last moments are there: without the seal about a second of samples
+    # was still in memory when the process died.
+    assert k["time"] - max(e["time"] for e in burn) < 200e6
+    info = fr.dump_run("info", trace_dir).stdout
+    assert "killed: SIGTERM sent by pid %d" % os.getpid() in info
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGALRM])
+def test_the_process_dies_as_without_the_preload(fr, trace_dir, tmp_path, sig):
+    statuses = []
+    for preload in (False, True):
+        # A core, if the signal makes one, lands in the test's directory.
+        proc = start(fr, trace_dir, "burn", preload=preload, cwd=tmp_path)
+        proc.send_signal(sig)
+        statuses.append(raw_status(proc))
+    assert statuses[0] == statuses[1]
+    assert os.WIFSIGNALED(statuses[1]) and os.WTERMSIG(statuses[1]) == sig
+    assert [k["signal_name"] for k in killed_events(fr, trace_dir)] == [signal.Signals(sig).name]
+
+
+def test_sigpipe_is_recorded_and_still_kills(fr, trace_dir):
+    proc = subprocess.Popen([fr.program("term_test"), "pipe"], env=fr.env(trace_dir), stdout=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away: the next write raises SIGPIPE
+    assert proc.wait(timeout=30) == -signal.SIGPIPE
+    (k,) = killed_events(fr, trace_dir)
+    assert k["signal_name"] == "SIGPIPE"
+    assert all(s.endswith(".seg") for s in fr.segments(trace_dir))
+
+
+def test_handled_and_ignored_signals_stay_the_programs(fr, trace_dir):
+    proc = start(fr, trace_dir, "handler")
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert (proc.returncode, out.strip()) == (7, "handled")
+    proc = start(fr, trace_dir, "ignore")
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert (proc.returncode, out.strip()) == (0, "survived")
+    assert killed_events(fr, trace_dir) == []
+
+
+def test_sigaction_reports_what_the_program_set(fr, trace_dir):
+    plain = fr.run([fr.program("term_test"), "dispositions"], trace_dir, preload=False).stdout
+    traced = fr.run([fr.program("term_test"), "dispositions"], trace_dir).stdout
+    assert traced == plain
+    assert "TERM default" in traced and "signal(SIGUSR1) before=default then=mine" in traced
+
+
+def test_an_inherited_sig_ign_is_kept(fr, trace_dir):
+    # nohup's way: SIGHUP ignored before exec. The program must keep ignoring it.
+    proc = subprocess.Popen([fr.program("term_test"), "burn"], env=fr.env(trace_dir), stdout=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGHUP)
+    time.sleep(0.3)
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == -signal.SIGTERM
+    assert [k["signal_name"] for k in killed_events(fr, trace_dir)] == ["SIGTERM"]
