@@ -3,6 +3,8 @@
 // the default kept; nothing here can stop the host.
 #include "preload/config.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -196,6 +198,17 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
     else if (name == "FLIGHTREC_KEEP_LOCAL") Bool(c, n, v, &cfg.keep_local);
     else if (name == "FLIGHTREC_UPLOAD_SHUTDOWN_MS") U64(c, n, v, &cfg.upload_shutdown_ms, 0, 600000);
     else c.Say("unknown variable " + Shown(name) + " ignored (see the README for the list)");
+  }
+  // A relative directory is the one it names from where the process started
+  // (the shell's working directory), fixed now: a later chdir (a daemon's
+  // chdir("/")) must not move the trace, and forked children keep it too.
+  if (!cfg.output.empty() && cfg.output[0] != '/') {
+    char cwd[4096];
+    if (getcwd(cwd, sizeof(cwd))) {
+      std::string rel = cfg.output;
+      while (rel.rfind("./", 0) == 0) rel.erase(0, 2);
+      cfg.output = std::string(cwd) + (cwd[1] ? "/" : "") + rel;
+    }
   }
   return cfg;
 }

@@ -61,7 +61,9 @@ def run(fr, out, extra, preload):
         env[b"FLIGHTREC_S3_ENDPOINT"] = b"http://127.0.0.1:9"
         env[b"FLIGHTREC_UPLOAD_SHUTDOWN_MS"] = b"200"
         env.update(extra)
-    return subprocess.run([fr.program("fault_worker")], env=env, input=SCRIPT, capture_output=True, timeout=60)
+    # In the test's directory: a relative FLIGHTREC_OUTPUT is created there.
+    return subprocess.run([fr.program("fault_worker")], env=env, input=SCRIPT, capture_output=True, timeout=60,
+                          cwd=os.path.dirname(str(out)))
 
 
 def test_junk_in_every_variable_leaves_the_host_alone(fr, tmp_path):

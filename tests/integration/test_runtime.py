@@ -60,6 +60,21 @@ def test_fork_without_exec_gives_the_child_its_own_segments(fr, trace_dir):
     assert {"tb-worker-0", "tb-worker-1"} <= child_doc_threads
 
 
+def test_relative_output_stays_where_the_process_started(fr, tmp_path):
+    # A daemon's way: chdir("/") and fork. The trace of both processes stays
+    # in the directory FLIGHTREC_OUTPUT named from where the process started.
+    script = ("import os\n"
+              "os.chdir('/')\n"
+              "pid = os.fork()\n"
+              "if pid == 0:\n"
+              "    sum(range(100000)); os._exit(0)\n"
+              "os.waitpid(pid, 0)\n")
+    fr.run(["/usr/bin/python3", "-c", script], "traces", cwd=tmp_path)
+    files = fr.segments(tmp_path / "traces")
+    assert len({os.path.basename(f).split("-")[-2] for f in files}) == 2, files
+    assert not os.path.exists("/traces")
+
+
 def test_thread_churn_is_counted_and_bounded(fr, trace_dir):
     fr.run([fr.program("threads_basic"), "2000"], trace_dir, env={"FLIGHTREC_RING_BYTES": 4096})
     doc = info(fr, trace_dir)

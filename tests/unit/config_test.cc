@@ -1,6 +1,7 @@
 // Config tests: defaults, every kind of bad value (one message naming the
 // variable, the value and the default kept), unknown names, and good values.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -94,4 +95,15 @@ TEST_CASE("config: every bad-value path") {
   // A ring size that is not a power of two is rounded up, not rejected.
   std::vector<std::string> msgs;
   CHECK(Parse({"FLIGHTREC_RING_BYTES=5000"}, &msgs).ring_bytes == 8192);
+}
+
+TEST_CASE("config: a relative FLIGHTREC_OUTPUT is fixed against the starting directory") {
+  char cwd[4096];
+  REQUIRE(getcwd(cwd, sizeof(cwd)) != nullptr);
+  const std::string here(cwd);
+  std::vector<std::string> msgs;
+  CHECK(Parse({"FLIGHTREC_OUTPUT=traces"}, &msgs).output == here + "/traces");
+  CHECK(Parse({"FLIGHTREC_OUTPUT=./traces/run1"}, &msgs).output == here + "/traces/run1");
+  CHECK(Parse({"FLIGHTREC_OUTPUT=/abs/x"}, &msgs).output == "/abs/x");
+  CHECK(msgs.empty());
 }
