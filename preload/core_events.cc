@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <vector>
 
 #include "preload/clock.h"
 #include "preload/config.h"
@@ -20,6 +21,9 @@
 #include "sampler/demangle.h"
 
 namespace flightrec {
+// The sampler's symbolizer, when it is linked in (flush_thread.cc uses it too).
+format::PcDescriber* SamplerPcDescriber() __attribute__((weak));
+
 namespace {
 
 using format::FieldType;
@@ -49,15 +53,23 @@ std::string ReadSmallFile(const char* path, size_t max) {
 
 std::string Bounded(const char* s, size_t n) { return std::string(s, strnlen(s, n)); }
 
+// A thread's start routine by name: the dynamic symbol table, else the full
+// symbolizer (a program's own static functions, such as cgo's threadentry,
+// are only in .symtab or DWARF), else the address.
 std::string SymbolFor(uint64_t addr) {
   if (!addr) return "";
   Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(addr), &info) == 0 || !info.dli_sname) {
-    char hex[32];
-    snprintf(hex, sizeof(hex), "0x%llx", static_cast<unsigned long long>(addr));
-    return hex;
+  if (dladdr(reinterpret_cast<void*>(addr), &info) != 0 && info.dli_sname) return sampler::Demangle(info.dli_sname);
+  if (SamplerPcDescriber) {
+    format::MappingInfo mapping;
+    std::vector<format::FrameLine> lines;
+    if (format::PcDescriber* d = SamplerPcDescriber();
+        d && d->Describe(addr, &mapping, &lines) && !lines.empty() && !lines.back().function.empty())
+      return lines.back().function;  // the outermost frame: the function itself, not one inlined into it
   }
-  return sampler::Demangle(info.dli_sname);
+  char hex[32];
+  snprintf(hex, sizeof(hex), "0x%llx", static_cast<unsigned long long>(addr));
+  return hex;
 }
 
 void EmitThreadStart(FlushContext& ctx, const RecordHeader&, const void* payload) {

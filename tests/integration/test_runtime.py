@@ -22,6 +22,10 @@ def test_threads_show_up_by_name(fr, trace_dir):
     assert doc["events"]["process.start"] >= 1
     assert doc["events"]["thread.start"] >= 7  # main + 6 workers
     assert doc["events"]["thread.end"] >= 6
+    # The start routine by name, though it is a static function (not in the
+    # dynamic symbol table).
+    routines = {e["start_routine"] for e in fr.events(trace_dir, "thread.start") if e["tid"] != e["pid"]}
+    assert routines == {"worker"}, routines
     segs = doc["segments"]
     assert segs and all(s["state"] == "sealed" for s in segs), segs
     # Files are private to the user.
