@@ -33,6 +33,16 @@ bool Better(const Candidate& a, const Candidate& b) {
   return a.ndx < b.ndx;
 }
 
+// The load address where section shndx of elf ends, 0 if it has none (an
+// absolute symbol, or no section headers).
+uint64_t SectionEnd(Elf* elf, GElf_Word shndx, Dwarf_Addr bias) {
+  if (!elf || shndx == SHN_UNDEF || shndx == SHN_ABS || shndx == SHN_COMMON) return 0;
+  Elf_Scn* scn = elf_getscn(elf, shndx);
+  GElf_Shdr shdr;
+  if (!scn || !gelf_getshdr(scn, &shdr) || !(shdr.sh_flags & SHF_ALLOC)) return 0;
+  return shdr.sh_addr + shdr.sh_size + bias;
+}
+
 }  // namespace
 
 void SymbolIndex::Build(Dwfl_Module* mod) {
@@ -45,7 +55,9 @@ void SymbolIndex::Build(Dwfl_Module* mod) {
     GElf_Sym sym;
     GElf_Addr addr = 0;
     GElf_Word shndx = 0;
-    const char* name = dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, nullptr, nullptr);
+    Elf* elf = nullptr;
+    Dwarf_Addr bias = 0;
+    const char* name = dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, &elf, &bias);
     if (!name || !name[0] || sym.st_shndx == SHN_UNDEF) continue;
     const int type = GELF_ST_TYPE(sym.st_info);
     if (type == STT_SECTION || type == STT_FILE || type == STT_TLS) continue;
@@ -53,6 +65,7 @@ void SymbolIndex::Build(Dwfl_Module* mod) {
     c.sym.addr = addr;
     c.sym.size = sym.st_size;
     c.sym.name = name;
+    if (sym.st_size == 0) c.sym.limit = SectionEnd(elf, shndx, bias);
     c.binding = BindingRank(sym.st_info);
     c.ndx = i;
     all.push_back(c);
@@ -86,9 +99,12 @@ const SymbolIndex::Symbol* SymbolIndex::Find(uint64_t pc) const {
     if (s->size != 0 && pc - s->addr < s->size) return s;
   }
   // No sized symbol contains pc: an assembly label (sizeless) right below it
-  // names it, unless a sized symbol ends between the label and pc.
-  // (A sizeless entry's reach is that of the sized symbols below it.)
-  if (last->size == 0 && last->addr >= last->reach) return last;
+  // names it, unless a sized symbol ends between the label and pc, or pc is
+  // past the end of the label's section (libdw's same-section rule: _end
+  // must not name whatever lies beyond the image, such as a JIT's code
+  // mapped at a higher address). (A sizeless entry's reach is that of the
+  // sized symbols below it.)
+  if (last->size == 0 && last->addr >= last->reach && pc < last->limit) return last;
   return nullptr;
 }
 

@@ -16,7 +16,8 @@
 //    address (aliases) are ranked global > weak > local, then the first in
 //    table order;
 //  * failing that, the nearest zero-sized symbol below the pc (assembly
-//    labels), unless a sized symbol ends between it and the pc;
+//    labels), unless a sized symbol ends between it and the pc or the pc is
+//    outside the label's section;
 //  * a pc in a gap after a sized symbol (padding) has no name.
 //
 // Names point into libdw's string tables: an index lives only as long as
@@ -41,6 +42,9 @@ class SymbolIndex {
     // one in the index: a backwards scan for the symbol containing a pc can
     // stop where reach <= pc, since nothing further back gets that far.
     uint64_t reach = 0;
+    // For a sizeless symbol: where its section ends (load address). It
+    // names no pc at or past this (0: none at all).
+    uint64_t limit = 0;
   };
 
   // Reads every symbol of mod (.symtab, else .dynsym, plus the auxiliary

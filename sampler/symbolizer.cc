@@ -20,6 +20,7 @@
 #include "preload/clock.h"
 #include "preload/fd_guard.h"
 #include "sampler/demangle.h"
+#include "sampler/perf_map.h"
 #include "sampler/proc_maps.h"
 #include "sampler/symbol_index.h"
 
@@ -224,6 +225,10 @@ struct Symbolizer::Impl {
   MiHashMap<uint64_t, MiString> build_id_by_module;  // keyed by module low address
   MiHashMap<uint64_t, bool> dwarf_loaded;             // module low address -> DWARF used
   MiHashMap<uint64_t, SymbolIndex> symbol_indexes;    // module low address -> its ELF symbols
+  PerfMap perf_map;  // JIT code names (/tmp/perf-PID.map)
+  uint64_t last_perf_map_ns = 0;
+  // module low address -> where its PT_LOAD segments lie ([lo, hi) pairs)
+  MiHashMap<uint64_t, MiVector<std::pair<uint64_t, uint64_t>>> load_ranges;
   std::atomic<bool> exit_mode{false};
   Stats stats;
 
@@ -240,6 +245,7 @@ struct Symbolizer::Impl {
     build_id_by_module.clear();
     dwarf_loaded.clear();
     symbol_indexes.clear();  // names point into the modules just dropped
+    load_ranges.clear();
     cu_index.clear();  // keyed by module pointers, which a re-report may recycle
     qualified_names.clear();
     stats.reports++;
@@ -284,6 +290,58 @@ struct Symbolizer::Impl {
     mapping_by_start.clear();  // offsets/paths at a start address may differ now
     Report();
     return true;
+  }
+
+  // Whether pc lies in one of mod's own PT_LOAD segments. libdwfl reports a
+  // module from the first to the last mapping of its file, so a file mapped
+  // again far away (node maps /usr/bin/node a second time near its heap)
+  // makes one module span everything in between, a JIT's anonymous code
+  // included; those pcs must not take the nearest symbol of the image (they
+  // came out as "_end"). An image whose ELF cannot be read is trusted.
+  bool InImage(Dwfl_Module* mod, uint64_t pc) {
+    Dwarf_Addr low = 0;
+    dwfl_module_info(mod, nullptr, &low, nullptr, nullptr, nullptr, nullptr, nullptr);
+    auto it = load_ranges.find(low);
+    if (it == load_ranges.end()) {
+      MiVector<std::pair<uint64_t, uint64_t>> ranges;
+      Dwarf_Addr bias = 0;
+      Elf* elf = dwfl_module_getelf(mod, &bias);
+      size_t n = 0;
+      if (elf && elf_getphdrnum(elf, &n) == 0) {
+        for (size_t i = 0; i < n; ++i) {
+          GElf_Phdr ph;
+          if (gelf_getphdr(elf, static_cast<int>(i), &ph) && ph.p_type == PT_LOAD)
+            ranges.emplace_back(ph.p_vaddr + bias, ph.p_vaddr + ph.p_memsz + bias);
+        }
+      }
+      it = load_ranges.emplace(low, std::move(ranges)).first;
+    }
+    if (it->second.empty()) return true;
+    for (const auto& [lo, hi] : it->second)
+      if (pc >= lo && pc < hi) return true;
+    return false;
+  }
+
+  // Code in anonymous memory is a JIT's: named by the runtime's
+  // perf map if it writes one. Re-read (what was appended) on a miss, at most
+  // every kRescanIntervalNs; new names move the generation so pcs written
+  // unnamed are asked about again. While the map exists, a pc it does not
+  // name yet stays retryable (its line may be on its way).
+  void NameJitCode(uint64_t pc, Entry* e) {
+    const char* name = perf_map.Find(pc);
+    const uint64_t now = MonotonicNs();
+    if (!name && (last_perf_map_ns == 0 || now - last_perf_map_ns >= kRescanIntervalNs)) {
+      last_perf_map_ns = now;
+      if (perf_map.Refresh()) maps_generation++;
+      name = perf_map.Find(pc);
+    }
+    if (name) {
+      CachedFrame f;
+      f.function = name;
+      e->frames.push_back(std::move(f));
+    } else if (perf_map.present()) {
+      e->transient = true;
+    }
   }
 
   const MiString& BuildId(Dwfl_Module* mod) {
@@ -583,6 +641,7 @@ struct Symbolizer::Impl {
       m = maps.Find(pc);
       mod = dwfl ? dwfl_addrmodule(dwfl, pc) : nullptr;
     }
+    if (mod && !InImage(mod, pc)) mod = nullptr;
     e->maps_generation = maps_generation;
     e->frames.clear();
     if (!m) {
@@ -601,7 +660,12 @@ struct Symbolizer::Impl {
       }
     }
     e->mapping = MappingFor(*m, mod);
-    if (!mod) return;
+    if (!mod) {
+      // (Not only executable mappings: a JIT that keeps W^X, as V8 does,
+      // may have flipped the code pages to writable by now.)
+      if (m->path.empty() || m->path.rfind("[anon", 0) == 0) NameJitCode(pc, e);
+      return;
+    }
     Dwarf_Addr low = 0;
     dwfl_module_info(mod, nullptr, &low, nullptr, nullptr, nullptr, nullptr, nullptr);
     auto loaded = dwarf_loaded.find(low);

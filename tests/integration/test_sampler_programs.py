@@ -8,7 +8,9 @@ still be profiled.
   * cpu_fork: a forked child is profiled on its own, without the parent's
     perf descriptors,
   * offcpu_mix: blocking in nanosleep, a condition variable and a contended
-    mutex shows up as off-CPU time of the right functions.
+    mutex shows up as off-CPU time of the right functions,
+  * jit_perfmap: code in anonymous memory is named from the JIT's perf map
+    (/tmp/perf-PID.map), and only from one the user owns.
 """
 import collections
 import os
@@ -199,3 +201,42 @@ def test_offcpu_blocking_calls(fr, trace_dir, sampler):
                 assert names(e["stack"])[:2] == [call, function]
     # Polls with a zero timeout never block: nothing is recorded for them.
     assert not blocks_in("quick_polls")
+
+
+def run_jit(fr, trace_dir, sampler, *args):
+    """jit_perfmap under the preload; removes the perf map it leaves in /tmp."""
+    try:
+        return fr.run([fr.program("jit_perfmap"), *args], trace_dir,
+                      env={"FLIGHTREC_SAMPLER": sampler, "FLIGHTREC_CPU_HZ": 499})
+    finally:
+        for e in fr.events(trace_dir, "process.start"):
+            try:
+                os.unlink("/tmp/perf-%d.map" % e["pid"])
+            except FileNotFoundError:
+                pass
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_jit_code_is_named_from_the_perf_map(fr, trace_dir, sampler):
+    proc = run_jit(fr, trace_dir, sampler)
+    truth = dict(line.split() for line in proc.stdout.splitlines())
+    cpu = collections.Counter()
+    for e in fr.events(trace_dir, "cpu.sample"):
+        if e["stack"]:
+            cpu[e["stack"][0].get("function")] += e["period_ns"]
+    assert cpu["jit_alpha"] and cpu["jit_beta"], cpu.most_common(5)
+    measured = int(truth["alpha_cpu_ns"]) / int(truth["beta_cpu_ns"])
+    assert 0.75 * measured <= cpu["jit_alpha"] / cpu["jit_beta"] <= 1.33 * measured, (cpu, truth)
+    # The JIT's names hold (nearly) all the CPU: none of its pcs borrowed a
+    # name from elsewhere (the executable's nearest symbol, as "_end" once).
+    assert cpu["jit_alpha"] + cpu["jit_beta"] >= 0.9 * sum(cpu.values()), cpu.most_common(5)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing the map to another user needs root")
+def test_a_perf_map_owned_by_someone_else_is_not_believed(fr, trace_dir):
+    run_jit(fr, trace_dir, "auto", "nobody")
+    leaves = leaf_counts(fr, trace_dir)
+    assert not {"jit_alpha", "jit_beta"} & set(leaves), leaves
+    # The JIT's pcs stay unnamed, not some neighbour's name.
+    top, _ = leaves.most_common(1)[0]
+    assert top == "", leaves.most_common(5)

@@ -37,7 +37,8 @@ std::vector<uint64_t> ProbePcs(Dwfl_Module* mod) {
     GElf_Sym sym;
     GElf_Addr addr = 0;
     if (!dwfl_module_getsym_info(mod, i, &sym, &addr, nullptr, nullptr, nullptr)) continue;
-    if (sym.st_shndx == SHN_UNDEF || GELF_ST_TYPE(sym.st_info) != STT_FUNC) continue;
+    if (sym.st_shndx == SHN_UNDEF) continue;
+    if (GELF_ST_TYPE(sym.st_info) != STT_FUNC) continue;
     pcs.push_back(addr);
     if (sym.st_size > 1) {
       pcs.push_back(addr + sym.st_size / 2);
@@ -117,4 +118,41 @@ TEST_CASE("sampler_symbol_index: an empty index names nothing") {
   SymbolIndex index;
   CHECK(index.size() == 0);
   CHECK(index.Find(0x1000) == nullptr);
+}
+
+namespace {
+int CheckEnd(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, void* arg) {
+  const char* name = dwfl_module_info(mod, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+  if (!name || !strstr(name, "unit_tests")) return DWARF_CB_OK;
+  auto* found = static_cast<int*>(arg);
+  SymbolIndex index;
+  index.Build(mod);
+  const int n = dwfl_module_getsymtab(mod);
+  for (int i = 1; i < n; ++i) {
+    GElf_Sym sym;
+    GElf_Addr addr = 0;
+    const char* s = dwfl_module_getsym_info(mod, i, &sym, &addr, nullptr, nullptr, nullptr);
+    if (!s || strcmp(s, "_end") != 0) continue;
+    ++*found;
+    // Whatever lies beyond the image (a JIT's code, another mapping) is not
+    // "_end + 1 MiB".
+    const SymbolIndex::Symbol* got = index.Find(addr + (1 << 20));
+    CHECK((got == nullptr || got->addr > addr));
+    got = index.Find(addr + 16);
+    CHECK((got == nullptr || got->addr > addr));
+  }
+  return DWARF_CB_OK;
+}
+}  // namespace
+
+TEST_CASE("sampler_symbol_index: a label names nothing past its section (_end)") {
+  Dwfl* dwfl = dwfl_begin(&kProcCallbacks);
+  REQUIRE(dwfl);
+  dwfl_report_begin(dwfl);
+  REQUIRE(dwfl_linux_proc_report(dwfl, getpid()) == 0);
+  dwfl_report_end(dwfl, nullptr, nullptr);
+  int found = 0;
+  dwfl_getmodules(dwfl, CheckEnd, &found, 0);
+  dwfl_end(dwfl);
+  CHECK(found == 1);
 }
