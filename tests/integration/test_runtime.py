@@ -25,7 +25,12 @@ def test_threads_show_up_by_name(fr, trace_dir):
     # The start routine by name, though it is a static function (not in the
     # dynamic symbol table).
     routines = {e["start_routine"] for e in fr.events(trace_dir, "thread.start") if e["tid"] != e["pid"]}
-    assert routines == {"worker"}, routines
+    if os.environ.get("FLIGHTREC_PRELOAD_FIRST"):
+        # Under a sanitizer's runtime every thread starts in its wrapper
+        # (asan_thread_start): still a name, not an address.
+        assert routines and not any(r.startswith("0x") for r in routines), routines
+    else:
+        assert routines == {"worker"}, routines
     segs = doc["segments"]
     assert segs and all(s["state"] == "sealed" for s in segs), segs
     # Files are private to the user.
