@@ -1,5 +1,6 @@
 // Socket data interposers: send, sendto, sendmsg, sendmmsg, recv, recvfrom,
-// recvmsg, recvmmsg, sendfile, and read, write, readv, writev (plus the
+// recvmsg, recvmmsg, sendfile, splice (a pipe to or from a socket: proxies
+// move bytes without copying them), and read, write, readv, writev (plus the
 // _FORTIFY_SOURCE entry points __read_chk, __recv_chk, __recvfrom_chk) when
 // the fd is a tracked socket.
 //
@@ -172,6 +173,16 @@ FR_HOOK ssize_t sendfile64(int out_fd, int in_fd, off_t* offset, size_t count) {
   const uint64_t e = Recorded(out_fd);
   if (__builtin_expect(!e, 1)) return g_real_sock.sendfile64(out_fd, in_fd, offset, count);
   return TimedCall<SockOp::kSendfile, &RealSocketFns::sendfile64>(e, 0, out_fd, in_fd, offset, count);
+}
+
+FR_HOOK ssize_t splice(int fd_in, loff_t* off_in, int fd_out, loff_t* off_out, size_t len, unsigned flags) {
+  // One end is a pipe: at most one is a socket.
+  if (const uint64_t e = Recorded(fd_out); __builtin_expect(e != 0, 0))
+    return TimedCall<SockOp::kSpliceOut, &RealSocketFns::splice_to>(e, 0, fd_out, fd_in, off_in, off_out, len,
+                                                                     flags);
+  if (const uint64_t e = Recorded(fd_in); __builtin_expect(e != 0, 0))
+    return TimedCall<SockOp::kSpliceIn, &RealSocketFns::splice>(e, 0, fd_in, off_in, fd_out, off_out, len, flags);
+  return g_real_sock.splice(fd_in, off_in, fd_out, off_out, len, flags);
 }
 
 // _FORTIFY_SOURCE builds call these instead of read/recv/recvfrom when the

@@ -127,6 +127,12 @@ ssize_t StubSendfile64(int o, int i, off_t* off, size_t n) {
   FR_STUB_BODY(sendfile64, StubSendfile64, g_real_sock.sendfile64(o, i, off, n),
                syscall(SYS_sendfile, o, i, off, n))
 }
+ssize_t StubSplice(int i, loff_t* oi, int o, loff_t* oo, size_t n, unsigned f) {
+  FR_STUB_BODY(splice, StubSplice, g_real_sock.splice(i, oi, o, oo, n, f), syscall(SYS_splice, i, oi, o, oo, n, f))
+}
+ssize_t SpliceTo(int sock, int fd_in, loff_t* off_in, loff_t* off_out, size_t n, unsigned f) {
+  return g_real_sock.splice(fd_in, off_in, sock, off_out, n, f);
+}
 ssize_t StubReadChk(int fd, void* b, size_t n, size_t buflen) {
   if (ResolveRealSocketFns() && g_real_sock.read_chk != StubReadChk) return g_real_sock.read_chk(fd, b, n, buflen);
   if (n > buflen) __chk_fail();
@@ -172,6 +178,8 @@ FR_SOCK_HOT_DATA RealSocketFns g_real_sock = {
     .recvfrom_chk = StubRecvfromChk,
     .sendfile = StubSendfile,
     .sendfile64 = StubSendfile64,
+    .splice = StubSplice,
+    .splice_to = SpliceTo,
     .close = StubClose,
     .socket = StubSocket,
     .socketpair = StubSocketpair,
@@ -225,6 +233,7 @@ bool ResolveRealSocketFns() {
   Load(&r.writev, "writev");
   Load(&r.sendfile, "sendfile");
   Load(&r.sendfile64, "sendfile64");
+  Load(&r.splice, "splice");
   Load(&r.read_chk, "__read_chk");
   Load(&r.recv_chk, "__recv_chk");
   Load(&r.recvfrom_chk, "__recvfrom_chk");

@@ -9,6 +9,7 @@
 // makes the system call itself, so a hook never calls a null pointer and
 // never recurses.
 #pragma once
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -36,6 +37,10 @@ struct RealSocketFns {
   ssize_t (*recvfrom_chk)(int, void*, size_t, size_t, int, sockaddr*, socklen_t*);
   ssize_t (*sendfile)(int, int, off_t*, size_t);
   ssize_t (*sendfile64)(int, int, off_t*, size_t);
+  ssize_t (*splice)(int, loff_t*, int, loff_t*, size_t, unsigned);
+  // splice with the socket as the destination, passed first (as every data
+  // hook passes its socket): calls splice(fd_in, off_in, sock, off_out, ...).
+  ssize_t (*splice_to)(int sock, int fd_in, loff_t* off_in, loff_t* off_out, size_t, unsigned);
   int (*close)(int);
   int (*socket)(int, int, int);
   int (*socketpair)(int, int, int, int*);

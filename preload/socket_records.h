@@ -14,9 +14,9 @@ enum class SockOp : uint8_t {
   // connection lifecycle
   kSocket, kSocketpair, kConnect, kBind, kListen, kAccept, kClose, kShutdown, kDup,
   // data out
-  kSend, kSendto, kSendmsg, kSendmmsg, kWrite, kWritev, kSendfile,
+  kSend, kSendto, kSendmsg, kSendmmsg, kWrite, kWritev, kSendfile, kSpliceOut,
   // data in
-  kRecv, kRecvfrom, kRecvmsg, kRecvmmsg, kRead, kReadv,
+  kRecv, kRecvfrom, kRecvmsg, kRecvmmsg, kRead, kReadv, kSpliceIn,
   kCount,
 };
 
@@ -25,15 +25,16 @@ enum class SockOp : uint8_t {
 inline constexpr std::string_view kSockOpNames[] = {
     "none",  "socket", "socketpair", "connect",  "bind",  "listen",   "accept",  "close",
     "shutdown", "dup", "send",       "sendto",   "sendmsg", "sendmmsg", "write", "writev",
-    "sendfile", "recv", "recvfrom",  "recvmsg",  "recvmmsg", "read",    "readv",
+    "sendfile", "splice_out", "recv", "recvfrom",  "recvmsg",  "recvmmsg", "read",    "readv",
+    "splice_in",
 };
 static_assert(sizeof(kSockOpNames) / sizeof(kSockOpNames[0]) == size_t(SockOp::kCount));
 
 inline const char* SockOpName(uint8_t op) {
   return op < uint8_t(SockOp::kCount) ? kSockOpNames[op].data() : "unknown";
 }
-inline bool IsSendOp(uint8_t op) { return op >= uint8_t(SockOp::kSend) && op <= uint8_t(SockOp::kSendfile); }
-inline bool IsRecvOp(uint8_t op) { return op >= uint8_t(SockOp::kRecv) && op <= uint8_t(SockOp::kReadv); }
+inline bool IsSendOp(uint8_t op) { return op >= uint8_t(SockOp::kSend) && op <= uint8_t(SockOp::kSpliceOut); }
+inline bool IsRecvOp(uint8_t op) { return op >= uint8_t(SockOp::kRecv) && op <= uint8_t(SockOp::kSpliceIn); }
 inline bool IsDataOp(uint8_t op) { return IsSendOp(op) || IsRecvOp(op); }
 // A failed call that counts as an error of the connection: would-block and
 // in-progress are outcomes of non-blocking I/O, EINTR is the caller's signal.

@@ -19,8 +19,8 @@ from . import cli
 EAGAIN, EINTR, EINPROGRESS = 11, 4, 115
 # Outcomes of non-blocking I/O and of signals, not failures of the connection.
 NOT_ERRORS = {-EAGAIN, -EINTR, -EINPROGRESS}
-DATA_IN = frozenset(["recv", "recvfrom", "recvmsg", "recvmmsg", "read", "readv"])
-DATA_OUT = frozenset(["send", "sendto", "sendmsg", "sendmmsg", "write", "writev", "sendfile"])
+DATA_IN = frozenset(["recv", "recvfrom", "recvmsg", "recvmmsg", "read", "readv", "splice_in"])
+DATA_OUT = frozenset(["send", "sendto", "sendmsg", "sendmmsg", "write", "writev", "sendfile", "splice_out"])
 # Calls that may wait: their durations feed the latency percentiles.
 BLOCKING = DATA_IN | DATA_OUT | {"accept", "connect"}
 ROLES = ("server", "client", "listener", "other")

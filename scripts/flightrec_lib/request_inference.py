@@ -29,8 +29,8 @@ ends its current exchange.
 
 import operator
 
-SEND_OPS = frozenset(("send", "sendto", "sendmsg", "sendmmsg", "write", "writev", "sendfile"))
-RECV_OPS = frozenset(("recv", "recvfrom", "recvmsg", "recvmmsg", "read", "readv"))
+SEND_OPS = frozenset(("send", "sendto", "sendmsg", "sendmmsg", "write", "writev", "sendfile", "splice_out"))
+RECV_OPS = frozenset(("recv", "recvfrom", "recvmsg", "recvmmsg", "read", "readv", "splice_in"))
 ROLES = ("server", "client")
 
 

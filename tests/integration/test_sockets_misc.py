@@ -74,6 +74,17 @@ def test_unix_sockets_and_socketpair(fr, trace_dir):
     assert all(c["close_ns"] is not None for c in doc["connections"])
 
 
+def test_splice_through_a_socket_counts_every_byte(fr, trace_dir):
+    proc, _ = run_misc(fr, trace_dir, "splice")
+    n = numbers(proc.stdout)
+    assert int(n["out"]) == int(n["in"]) == 300000
+    doc = sockets(fr, trace_dir)
+    pair = sorted(((c["bytes_out"], c["bytes_in"]) for c in doc["connections"]), reverse=True)
+    assert pair == [(300000, 0), (0, 300000)]
+    ops = {name: count for c in doc["connections"] for name, count in c["ops_by_name"].items()}
+    assert ops["splice_out"] == int(n["out_calls"]) and ops["splice_in"] == int(n["in_calls"]), ops
+
+
 def test_udp_datagrams_mmsg_and_connected_client(fr, trace_dir):
     proc, _ = run_misc(fr, trace_dir, "udp")
     n = numbers(proc.stdout)

@@ -13,6 +13,10 @@
 //                                  dup2'd over one of them
 //   sock_misc fork                 the parent listens, a forked child accepts and
 //                                  serves one connection (an inherited listener)
+//   sock_misc splice               a socketpair fed and drained through pipes with
+//                                  splice (as a proxy moves bytes): 300000 bytes
+//                                  pipe -> socket -> pipe, the pipes' ends moved
+//                                  with plain read/write
 //   sock_misc closeall MODE        TCP exchange, then close every fd
 //                                  (MODE: range = close_range(3, ~0U, 0),
 //                                  loop = close() on 3..1023, from = closefrom(3)),
@@ -188,6 +192,41 @@ static int cmd_unix(void) {
   close(sv[1]);
   printf("unix path=%s client_out=777 client_in=555 pair_bytes=123\n", a.sun_path);
   return 0;
+}
+
+// ---- splice -----------------------------------------------------------------
+
+static int cmd_splice(void) {
+  int sv[2], in[2], out[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0 || pipe(in) != 0 || pipe(out) != 0) die("splice setup");
+  char buf[10000];
+  memset(buf, 's', sizeof(buf));
+  long total = 300000, moved_out = 0, moved_in = 0, splice_out_calls = 0, splice_in_calls = 0;
+  while (moved_in < total) {
+    if (moved_out < total) {
+      write_all(in[1], buf, sizeof(buf));  // pipe <- program
+      long left = sizeof(buf);
+      while (left > 0) {  // pipe -> socket
+        ssize_t n = splice(in[0], NULL, sv[0], NULL, (size_t)left, 0);
+        if (n <= 0) die("splice to socket");
+        left -= n;
+        moved_out += n;
+        splice_out_calls++;
+      }
+    }
+    while (moved_in < moved_out) {  // socket -> pipe -> program
+      ssize_t n = splice(sv[1], NULL, out[1], NULL, (size_t)(moved_out - moved_in), 0);
+      if (n <= 0) die("splice from socket");
+      read_all(out[0], buf, (size_t)n);
+      moved_in += n;
+      splice_in_calls++;
+    }
+  }
+  close(sv[0]);
+  close(sv[1]);
+  printf("splice out=%ld in=%ld out_calls=%ld in_calls=%ld\n", moved_out, moved_in, splice_out_calls,
+         splice_in_calls);
+  return moved_out == total && moved_in == total ? 0 : 1;
 }
 
 // ---- udp --------------------------------------------------------------------
@@ -414,13 +453,14 @@ static int cmd_closeall(const char* mode) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: sock_misc epoll|unix|udp|connfail|dup|fork|closeall ...\n");
+    fprintf(stderr, "usage: sock_misc epoll|unix|udp|splice|connfail|dup|fork|closeall ...\n");
     return 2;
   }
   const char* cmd = argv[1];
   if (strcmp(cmd, "epoll") == 0) return cmd_epoll(argc > 2 ? atoi(argv[2]) : 4, argc > 3 ? atoi(argv[3]) : 20);
   if (strcmp(cmd, "unix") == 0) return cmd_unix();
   if (strcmp(cmd, "udp") == 0) return cmd_udp();
+  if (strcmp(cmd, "splice") == 0) return cmd_splice();
   if (strcmp(cmd, "connfail") == 0) return cmd_connfail();
   if (strcmp(cmd, "dup") == 0) return cmd_dup();
   if (strcmp(cmd, "fork") == 0) return cmd_fork();
