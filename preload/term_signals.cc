@@ -35,6 +35,9 @@ std::atomic<bool> g_held[NSIG];
 // The disposition the application set (always SIG_DFL while held): what
 // sigaction reports back and what goes back in before the signal is raised.
 struct sigaction g_app_action[NSIG];
+// Our handler's sigaction, once TermSignalsInit has set it up.
+struct sigaction g_ours;
+std::atomic<bool> g_ready{false};
 // One termination at a time: a second signal while the first is being
 // sealed goes straight to its default action.
 std::atomic<int> g_terminating{0};
@@ -153,25 +156,38 @@ void TermSignalsInit(const Config& config) {
                                {"sender_pid", FieldType::kUInt, ""},
                                {"sender_uid", FieldType::kUInt, ""}}});
   RegisterRecordKind(kRecProcessKilled, "process.killed", DecodeKilled);
-  struct sigaction ours;
-  memset(&ours, 0, sizeof(ours));
-  ours.sa_sigaction = TermSignalHandler;
-  ours.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  memset(&g_ours, 0, sizeof(g_ours));
+  g_ours.sa_sigaction = TermSignalHandler;
+  g_ours.sa_flags = SA_SIGINFO | SA_ONSTACK;
   // While one is sealed, the others wait (then find SIG_DFL or ours, which
   // hands them on).
-  sigemptyset(&ours.sa_mask);
-  for (int sig : kSignals) sigaddset(&ours.sa_mask, sig);
+  sigemptyset(&g_ours.sa_mask);
+  for (int sig : kSignals) sigaddset(&g_ours.sa_mask, sig);
+  g_ready.store(true, std::memory_order_release);
   for (int sig : kSignals) {
     struct sigaction cur;
     if (g_real_sigaction(sig, nullptr, &cur) != 0 || !IsDefault(cur)) continue;  // a handler, or ignored
     g_app_action[sig] = cur;
     g_held[sig].store(true, std::memory_order_release);
-    if (g_real_sigaction(sig, &ours, nullptr) != 0) g_held[sig].store(false, std::memory_order_release);
+    if (g_real_sigaction(sig, &g_ours, nullptr) != 0) g_held[sig].store(false, std::memory_order_release);
   }
 }
 
 bool TermSigaction(int sig, const struct sigaction* act, struct sigaction* old, int* ret) {
-  if (sig <= 0 || sig >= NSIG || !g_held[sig].load(std::memory_order_acquire)) return false;
+  if (sig <= 0 || sig >= NSIG || !IsTermSignal(sig)) return false;
+  if (!g_held[sig].load(std::memory_order_acquire)) {
+    // The application puts the default back after a handler of its own (or
+    // a library's, for a while): hold the signal again from here.
+    if (!act || !IsDefault(*act) || !g_ready.load(std::memory_order_acquire)) return false;
+    *ret = g_real_sigaction(sig, &g_ours, old);
+    if (*ret != 0) return true;
+    struct sigaction a = *act;
+    sigdelset(&a.sa_mask, SIGKILL);
+    sigdelset(&a.sa_mask, SIGSTOP);
+    g_app_action[sig] = a;
+    g_held[sig].store(true, std::memory_order_release);
+    return true;
+  }
   if (old) *old = g_app_action[sig];
   *ret = 0;
   if (!act) return true;

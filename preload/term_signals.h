@@ -11,9 +11,10 @@
 // dump.
 //
 // Only SIG_DFL is taken over. When the application installs a handler or
-// SIG_IGN, it gets exactly that, for good (it then handles the signal and
-// leaves through exit() or _exit(), which the recorder sees); while we hold
-// the signal, sigaction reports the disposition the application set.
+// SIG_IGN, it gets exactly that (it then handles the signal and leaves
+// through exit() or _exit(), which the recorder sees); when it puts SIG_DFL
+// back, we hold the signal again. While we hold it, sigaction reports the
+// disposition the application set.
 // Not in a PID namespace's init (pid 1): the kernel drops the default
 // action's signals sent to it, so a handler would change what happens.
 #pragma once
@@ -29,9 +30,10 @@ void TermSignalsInit(const Config& config);
 // Whether sig is one this module may take over.
 bool IsTermSignal(int sig);
 
-// The sigaction hook, for a signal held here: the application's new
+// The sigaction hook, for a termination signal: the application's new
 // disposition (a handler or SIG_IGN is installed for real and we step aside;
-// SIG_DFL stays ours) and the previous one in *old. False: not held, go to libc.
+// SIG_DFL is, or becomes again, ours) and the previous one in *old. False:
+// not ours to answer, go to libc.
 bool TermSigaction(int sig, const struct sigaction* act, struct sigaction* old, int* ret);
 
 }  // namespace flightrec

@@ -89,6 +89,13 @@ def test_handled_and_ignored_signals_stay_the_programs(fr, trace_dir):
     assert killed_events(fr, trace_dir) == []
 
 
+def test_the_default_put_back_after_a_handler_is_held_again(fr, trace_dir):
+    proc = start(fr, trace_dir, "restore")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == -signal.SIGTERM
+    assert [k["signal_name"] for k in killed_events(fr, trace_dir)] == ["SIGTERM"]
+
+
 def test_sigaction_reports_what_the_program_set(fr, trace_dir):
     plain = fr.run([fr.program("term_test"), "dispositions"], trace_dir, preload=False).stdout
     traced = fr.run([fr.program("term_test"), "dispositions"], trace_dir).stdout

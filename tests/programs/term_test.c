@@ -8,6 +8,8 @@
  *   handler       installs a SIGTERM handler that sets a flag; prints "ready"
  *                 and burns until the flag is set, then prints "handled" and
  *                 exits 7
+ *   restore       installs a SIGTERM handler, then puts SIG_DFL back (checking
+ *                 signal() hands back its handler), then as burn
  *   ignore        SIGTERM set to SIG_IGN; prints "ready", burns 1.5 s of CPU,
  *                 prints "survived", exits 0
  *   pipe          writes lines to stdout until the reader goes away (SIGPIPE) */
@@ -68,6 +70,9 @@ int main(int argc, char** argv) {
     memset(&a, 0, sizeof(a));
     a.sa_handler = on_term;
     sigaction(SIGTERM, &a, NULL);
+  } else if (!strcmp(mode, "restore")) {
+    signal(SIGTERM, on_term);
+    if (signal(SIGTERM, SIG_DFL) != on_term) return 4;
   } else if (!strcmp(mode, "ignore")) {
     signal(SIGTERM, SIG_IGN);
   } else if (!strcmp(mode, "pipe")) {
