@@ -77,7 +77,10 @@ std::atomic<pid_t> g_fallback_pending[kFallbackPending];
 void ArmPendingFallbackThreads(bool ok) {
   for (auto& slot : g_fallback_pending) {
     const pid_t tid = slot.exchange(0);
-    if (tid > 0 && ok) sampler::SigprofArmThread(tid);
+    if (tid <= 0) continue;
+    const bool armed = ok && sampler::SigprofArmThread(tid);
+    Log(LogLevel::kDebug, "thread %d: SIGPROF timer %s by the installing thread", static_cast<int>(tid),
+        armed ? "armed" : "NOT armed");
   }
 }
 
@@ -102,6 +105,7 @@ bool LeaveForDecider(pid_t tid) {
 bool SigprofFallbackForThread() {
   if (!g_state.thread_fallback) return false;
   const int saved_errno = errno;
+  const pid_t tid = Gettid();
   int expected = kFallbackUndecided;
   if (g_state.sigprof_fallback.compare_exchange_strong(expected, kFallbackDeciding)) {
     const char* why = "";
@@ -116,9 +120,16 @@ bool SigprofFallbackForThread() {
       const timespec pause{0, 100000};  // 100 us
       nanosleep(&pause, nullptr);
     }
-    if (g_state.sigprof_fallback.load() == kFallbackDeciding && LeaveForDecider(Gettid())) return false;
+    if (g_state.sigprof_fallback.load() == kFallbackDeciding && LeaveForDecider(tid)) {
+      Log(LogLevel::kDebug, "thread %d: perf refused (%s); the fallback is still being installed: left for the "
+          "installing thread to arm", static_cast<int>(tid), strerror(saved_errno));
+      return false;
+    }
   }
-  return g_state.sigprof_fallback.load() == kFallbackOk && sampler::SigprofArmSelf();
+  const bool armed = g_state.sigprof_fallback.load() == kFallbackOk && sampler::SigprofArmSelf();
+  Log(LogLevel::kDebug, "thread %d: perf refused (%s); SIGPROF timer %s", static_cast<int>(tid),
+      strerror(saved_errno), armed ? "armed" : "NOT armed");
+  return armed;
 }
 
 void ArmSelf(pid_t tid) {
@@ -126,6 +137,7 @@ void ArmSelf(pid_t tid) {
   if (g_state.mode == Mode::kPerf) {
     if (sampler::PerfAdoptThread(tid) || sampler::PerfArmThread(tid, true)) {
       perf_switch = sampler::PerfSelfHasSwitch();
+      Log(LogLevel::kDebug, "thread %d: perf armed", static_cast<int>(tid));
     } else if (!sampler::SigprofAdoptThread(tid)) {
       SigprofFallbackForThread();
     }

@@ -347,11 +347,13 @@ def test_low_memlock_falls_back_to_sigprof(fr, trace_dir, tmp_path):
 
 
 def test_low_memlock_every_thread_sampled(fr, trace_dir, tmp_path):
+    # Debug log: each thread's arming outcome, for the report below.
     proc = launch(fr, trace_dir, ["--memlock", 0], "fault_burn", [16, 0.3],
-                  env={"FLIGHTREC_STACK_COPY_BYTES": 65528, "FLIGHTREC_SAMPLER": "perf"})
+                  env={"FLIGHTREC_STACK_COPY_BYTES": 65528, "FLIGHTREC_SAMPLER": "perf", "FLIGHTREC_LOG": "debug"})
     sampled = leaf_tids(fr, trace_dir, "fault_burn_loop")
     if len(sampled) != 16:
-        # Once seen in CI (15 of 16), never locally: say what each thread got.
+        # Seen in CI (15 of 16), never locally: say what each thread got, and
+        # (stderr, debug) how each was armed.
         leaves = {}
         for e in fr.events(trace_dir, "cpu.sample"):
             leaf = e["stack"][0]["function"] if e["stack"] else "(no stack)"
