@@ -239,18 +239,24 @@ bool HasSlotFor(pid_t tid) {
   return false;
 }
 
+// A free slot below the high-water mark, else a new one above it. A new
+// slot is claimed by CAS too: once hwm covers it, another thread's scan can
+// find it free and take it first (then this one tries again). A plain store
+// here once let two threads share a slot, and one of them went unsampled.
 int ClaimSlot() {
-  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
-  for (int i = 0; i < n; ++i) {
+  for (;;) {
+    const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
+    for (int i = 0; i < n; ++i) {
+      int expected = kFree;
+      if (g->slots[i].state.load(std::memory_order_relaxed) == kFree &&
+          g->slots[i].state.compare_exchange_strong(expected, kArming, std::memory_order_acquire))
+        return i;
+    }
+    const int i = g->hwm.fetch_add(1, std::memory_order_acq_rel);
+    if (i >= kMaxSlots) return -1;
     int expected = kFree;
-    if (g->slots[i].state.load(std::memory_order_relaxed) == kFree &&
-        g->slots[i].state.compare_exchange_strong(expected, kArming, std::memory_order_acquire))
-      return i;
+    if (g->slots[i].state.compare_exchange_strong(expected, kArming, std::memory_order_acquire)) return i;
   }
-  const int i = g->hwm.fetch_add(1, std::memory_order_acq_rel);
-  if (i >= kMaxSlots) return -1;
-  g->slots[i].state.store(kArming, std::memory_order_relaxed);
-  return i;
 }
 
 void CloseSlotFds(Slot& s) {
