@@ -98,18 +98,34 @@ void DefaultAction(int sig) {
 
 void TermSignalHandler(int sig, siginfo_t* si, void*) {
   const int saved_errno = errno;
-  if (!g_held[sig].load(std::memory_order_acquire)) {
-    // The application put its own disposition in while this was on its way:
-    // raise again for that one.
+  ThreadState* ts = CurrentThreadState(false);
+  if (ts && ts->tid != static_cast<pid_t>(syscall(SYS_gettid))) {
+    // A vfork child: it shares our memory (so must change none of it) but
+    // has its own dispositions. Default action, in the child only.
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    if (g_real_sigaction) g_real_sigaction(sig, &dfl, nullptr);
     raise(sig);
     errno = saved_errno;
     return;
   }
-  ThreadState* ts = CurrentThreadState(false);
-  // Not ours to record: a vfork child (it shares our memory, not our tid),
-  // a thread the recorder never met, or the recorder stopped.
-  const bool ours = ts && ts->tid == static_cast<pid_t>(syscall(SYS_gettid)) && RuntimeRecording() &&
-                    !(tls_thread_flags & kThreadFlagRecorder);
+  if (!g_held[sig].load(std::memory_order_acquire)) {
+    // The application put its own disposition in while this was on its way:
+    // raise again for that one. Were ours still the kernel's (it should not
+    // be), put the default it stands for back first, or raising would bring
+    // the signal straight back here, for ever.
+    struct sigaction cur;
+    if (g_real_sigaction && g_real_sigaction(sig, nullptr, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+        cur.sa_sigaction == TermSignalHandler)
+      g_real_sigaction(sig, &g_app_action[sig], nullptr);
+    raise(sig);
+    errno = saved_errno;
+    return;
+  }
+  // Not ours to record: a thread the recorder never met, or the recorder
+  // stopped. The signal still takes its course.
+  const bool ours = ts && RuntimeRecording() && !(tls_thread_flags & kThreadFlagRecorder);
   if (ours && g_terminating.exchange(1) == 0) {
     RecordKilled(ts, sig, si);
     RequestCrashFlushAndWait(MonotonicNs() + kSealBudgetNs);

@@ -96,6 +96,18 @@ def test_the_default_put_back_after_a_handler_is_held_again(fr, trace_dir):
     assert [k["signal_name"] for k in killed_events(fr, trace_dir)] == ["SIGTERM"]
 
 
+def test_a_vfork_child_killed_leaves_the_parent_as_it_was(fr, trace_dir):
+    # The child shares the parent's memory until it dies: our handler must
+    # change nothing there, or the parent's next SIGTERM is mishandled.
+    proc = subprocess.Popen([fr.program("term_test"), "vfork"], env=fr.env(trace_dir), stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline().strip() == "child signal 15"
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == -signal.SIGTERM
+    assert [(k["signal_name"], k["pid"]) for k in killed_events(fr, trace_dir)] == [("SIGTERM", proc.pid)]
+
+
 def test_sigaction_reports_what_the_program_set(fr, trace_dir):
     plain = fr.run([fr.program("term_test"), "dispositions"], trace_dir, preload=False).stdout
     traced = fr.run([fr.program("term_test"), "dispositions"], trace_dir).stdout

@@ -10,6 +10,9 @@
  *                 exits 7
  *   restore       installs a SIGTERM handler, then puts SIG_DFL back (checking
  *                 signal() hands back its handler), then as burn
+ *   vfork         a vfork child sends itself SIGTERM and dies of it (sharing
+ *                 the parent's memory meanwhile); the parent prints how the
+ *                 child ended, then as burn
  *   ignore        SIGTERM set to SIG_IGN; prints "ready", burns 1.5 s of CPU,
  *                 prints "survived", exits 0
  *   pipe          writes lines to stdout until the reader goes away (SIGPIPE) */
@@ -19,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const int kSignals[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2,
@@ -73,6 +77,16 @@ int main(int argc, char** argv) {
   } else if (!strcmp(mode, "restore")) {
     signal(SIGTERM, on_term);
     if (signal(SIGTERM, SIG_DFL) != on_term) return 4;
+  } else if (!strcmp(mode, "vfork")) {
+    pid_t child = vfork();
+    if (child == 0) {
+      kill(getpid(), SIGTERM);
+      _exit(9);  // not reached: SIGTERM's default action ends the child
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    printf("child %s %d\n", WIFSIGNALED(status) ? "signal" : "exit",
+           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
   } else if (!strcmp(mode, "ignore")) {
     signal(SIGTERM, SIG_IGN);
   } else if (!strcmp(mode, "pipe")) {
