@@ -105,7 +105,12 @@ def test_a_vfork_child_killed_leaves_the_parent_as_it_was(fr, trace_dir):
     assert proc.stdout.readline().strip() == "ready"
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == -signal.SIGTERM
-    assert [(k["signal_name"], k["pid"]) for k in killed_events(fr, trace_dir)] == [("SIGTERM", proc.pid)]
+    killed = [(k["signal_name"], k["pid"]) for k in killed_events(fr, trace_dir)]
+    assert [k for k in killed if k[1] == proc.pid] == [("SIGTERM", proc.pid)], killed
+    # A sanitizer runtime turns vfork into fork (TSan does): the child, then
+    # a process of its own, may record its own death too.
+    if not os.environ.get("FLIGHTREC_PRELOAD_FIRST"):
+        assert len(killed) == 1, killed
 
 
 def test_sigaction_reports_what_the_program_set(fr, trace_dir):
