@@ -44,6 +44,7 @@
 #include "preload/fd_guard.h"
 #include "sampler/sample_events.h"
 #include "sampler/sampler_thread.h"
+#include "sampler/slot_claim.h"
 #include "sampler/stack_unwinder.h"
 
 namespace flightrec::sampler {
@@ -239,25 +240,8 @@ bool HasSlotFor(pid_t tid) {
   return false;
 }
 
-// A free slot below the high-water mark, else a new one above it. A new
-// slot is claimed by CAS too: once hwm covers it, another thread's scan can
-// find it free and take it first (then this one tries again). A plain store
-// here once let two threads share a slot, and one of them went unsampled.
-int ClaimSlot() {
-  for (;;) {
-    const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
-    for (int i = 0; i < n; ++i) {
-      int expected = kFree;
-      if (g->slots[i].state.load(std::memory_order_relaxed) == kFree &&
-          g->slots[i].state.compare_exchange_strong(expected, kArming, std::memory_order_acquire))
-        return i;
-    }
-    const int i = g->hwm.fetch_add(1, std::memory_order_acq_rel);
-    if (i >= kMaxSlots) return -1;
-    int expected = kFree;
-    if (g->slots[i].state.compare_exchange_strong(expected, kArming, std::memory_order_acquire)) return i;
-  }
-}
+// A free slot, claimed for this thread (slot_claim.h); -1 when all are taken.
+int ClaimSlot() { return ClaimSlotIn(g->slots, g->hwm, kMaxSlots, kFree, kArming); }
 
 void CloseSlotFds(Slot& s) {
   CloseGuarded(s.sw_fd);

@@ -92,17 +92,22 @@ int CheckModule(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, void* arg) {
   return DWARF_CB_OK;
 }
 
-}  // namespace
-
-TEST_CASE("sampler_symbol_index: names every pc as libdw's linear search does") {
+// Reports this process's modules to libdw and calls fn on each.
+void ForEachModule(int (*fn)(Dwfl_Module*, void**, const char*, Dwarf_Addr, void*), void* arg) {
   Dwfl* dwfl = dwfl_begin(&kProcCallbacks);
   REQUIRE(dwfl);
   dwfl_report_begin(dwfl);
   REQUIRE(dwfl_linux_proc_report(dwfl, getpid()) == 0);
   dwfl_report_end(dwfl, nullptr, nullptr);
-  std::vector<ModuleCheck> checks;
-  dwfl_getmodules(dwfl, CheckModule, &checks, 0);
+  dwfl_getmodules(dwfl, fn, arg, 0);
   dwfl_end(dwfl);
+}
+
+}  // namespace
+
+TEST_CASE("sampler_symbol_index: names every pc as libdw's linear search does") {
+  std::vector<ModuleCheck> checks;
+  ForEachModule(CheckModule, &checks);
 
   REQUIRE(checks.size() >= 3);
   for (const ModuleCheck& c : checks) {
@@ -146,13 +151,7 @@ int CheckEnd(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, void* arg) {
 }  // namespace
 
 TEST_CASE("sampler_symbol_index: a label names nothing past its section (_end)") {
-  Dwfl* dwfl = dwfl_begin(&kProcCallbacks);
-  REQUIRE(dwfl);
-  dwfl_report_begin(dwfl);
-  REQUIRE(dwfl_linux_proc_report(dwfl, getpid()) == 0);
-  dwfl_report_end(dwfl, nullptr, nullptr);
   int found = 0;
-  dwfl_getmodules(dwfl, CheckEnd, &found, 0);
-  dwfl_end(dwfl);
+  ForEachModule(CheckEnd, &found);
   CHECK(found == 1);
 }
