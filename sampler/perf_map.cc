@@ -78,7 +78,7 @@ bool PerfMap::Refresh() {
     partial_.clear();
   }
   bool changed = false;
-  char buf[64 * 1024];
+  char buf[16 * 1024];  // on the symbolizer thread's stack: modest, the loop reads on
   for (;;) {
     const ssize_t n = pread(fd, buf, sizeof(buf), offset_);
     if (n <= 0) break;
