@@ -43,7 +43,7 @@ def test_sigkill_leaves_a_readable_trace(fr, trace_dir):
     env = fr.env(trace_dir)
     proc = subprocess.Popen([fr.program("threads_basic"), "3", "0", "5000"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(2.0)  # blocks are written about once a second
+    time.sleep(1.0)  # an active process's blocks are written every 250 ms
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     files = fr.segments(trace_dir)
@@ -53,6 +53,20 @@ def test_sigkill_leaves_a_readable_trace(fr, trace_dir):
     names = {t["name"] for t in doc["threads"]}
     assert {"tb-worker-0", "tb-worker-1", "tb-worker-2"} <= names, names
     assert all(s["state"] in ("active", "truncated") for s in doc["segments"])
+
+
+def test_a_raw_exit_loses_at_most_the_last_quarter_second(fr, trace_dir):
+    # Go's runtime, SIGKILL and the OOM killer end a process without any exit
+    # code: what the flush thread had not written yet is gone. It writes an
+    # active process's blocks every 250 ms, so a 0.8 s run keeps most of its
+    # ~79 samples. (Written once a second, such a run kept none.)
+    proc = fr.run([fr.program("raw_exit"), "0.8"], trace_dir)
+    assert proc.stdout == "burnt\n"
+    files = fr.segments(trace_dir)
+    assert files and all(f.endswith(".active") for f in files), files
+    burn = [e for e in fr.events(trace_dir, "cpu.sample")
+            if e["stack"] and e["stack"][0]["function"] == "raw_exit_burn"]
+    assert len(burn) >= 25, len(burn)
 
 
 def test_fork_without_exec_gives_the_child_its_own_segments(fr, trace_dir):
