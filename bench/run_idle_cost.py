@@ -10,7 +10,9 @@ machine. Interleaved rounds; medians.
 Then what a short-lived process pays to start and exit under the preload:
 `/bin/true` plain and with every default on, interleaved, CPU of the whole
 process (every thread) from wait4's rusage. That is what a build or a test
-suite run under the preload pays per process.
+suite run under the preload pays per process; the same once more into an
+output directory that already holds 20,000 segments, as such a run's does
+after a while (the disk budget must not cost a scan of them per process).
     run_idle_cost.py BUILD [ROUNDS]
 """
 import os
@@ -21,6 +23,7 @@ import tempfile
 import time
 
 WINDOW_S = 5.0
+CROWDED_SEGMENTS = 20000
 SIDES = (("defaults", {}), ("FLIGHTREC_FLUSH_MS=5", {"FLIGHTREC_FLUSH_MS": "5"}))
 
 
@@ -60,10 +63,11 @@ def one(lib, env):
     return cpu, wakes, len(b)
 
 
-def start_cost(lib, env):
-    """CPU seconds (user + system, every thread) of one /bin/true."""
+def start_cost(lib, env, out=None):
+    """CPU seconds (user + system, every thread) of one /bin/true, recording
+    into a new directory or into `out`."""
     with tempfile.TemporaryDirectory(prefix="fr-start-", dir="/var/tmp") as tmp:
-        e = dict(os.environ, FLIGHTREC_OUTPUT=os.path.join(tmp, "out"), **env)
+        e = dict(os.environ, FLIGHTREC_OUTPUT=out or os.path.join(tmp, "out"), **env)
         if lib:
             e["LD_PRELOAD"] = lib
         p = subprocess.Popen(["/bin/true"], env=e)
@@ -88,13 +92,21 @@ def main():
         print("  idle %-22s %.2f ms CPU per second (%.3f%% of a core), %.0f wake-ups per second, %d threads"
               % (name + ":", cpu / 1e6, cpu / 1e7, wakes, threads))
     runs = 20 * rounds
-    plain, traced = [], []
-    for r in range(runs):
-        for side in ((None, plain), (lib, traced)) if r % 2 == 0 else ((lib, traced), (None, plain)):
-            side[1].append(start_cost(side[0], {}))
-    p, t = statistics.median(plain) * 1e3, statistics.median(traced) * 1e3
+    plain, traced, crowded = [], [], []
+    with tempfile.TemporaryDirectory(prefix="fr-crowded-", dir="/var/tmp") as full:
+        # What a test suite run under the preload leaves behind: one small
+        # sealed segment per process it started, all in one directory.
+        for i in range(CROWDED_SEGMENTS):
+            with open(os.path.join(full, "20250101T000000.000Z-old-%d-0000.seg" % (i + 1)), "wb") as f:
+                f.write(b"x" * 100)
+        sides = ((None, plain, None), (lib, traced, None), (lib, crowded, full))
+        for r in range(runs):
+            for side in sides if r % 2 == 0 else sides[::-1]:
+                side[1].append(start_cost(side[0], {}, side[2]))
+    p, t, c = (statistics.median(x) * 1e3 for x in (plain, traced, crowded))
     print("process start and exit (`/bin/true`), CPU of the whole process, median of %d interleaved runs:" % runs)
     print("  start plain %.2f ms, flightrec defaults %.2f ms: +%.2f ms per process" % (p, t, t - p))
+    print("  into a directory already holding %d segments: %.2f ms: +%.2f ms per process" % (CROWDED_SEGMENTS, c, c - p))
 
 
 if __name__ == "__main__":

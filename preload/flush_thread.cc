@@ -39,6 +39,7 @@
 #include <map>
 
 #include "format/segment_writer.h"
+#include "preload/budget_tally.h"
 #include "preload/clock.h"
 #include "preload/config.h"
 #include "preload/fd_guard.h"
@@ -295,7 +296,8 @@ void SealSegment(FlushState& s) {
   }
   s.active_path.clear();
   RunSealHooks(sealed);
-  const uint64_t deleted = EnforceDiskBudgetAt(dir.fd(), GetConfig().max_disk_bytes, "");
+  const uint64_t deleted =
+      AccountSealedSegment(dir.fd(), GetConfig().max_disk_bytes, s.writer->stats().bytes_written, RealtimeNs());
   if (deleted) {
     Log(LogLevel::kInfo, "disk budget: deleted %llu oldest segment(s)", static_cast<unsigned long long>(deleted));
     AddFooterDrop("segments.deleted_for_budget", deleted);

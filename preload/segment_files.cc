@@ -130,7 +130,8 @@ uint64_t EnforceDiskBudget(const std::string& dir, uint64_t max_bytes, const std
   return deleted;
 }
 
-uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& current_name) {
+uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& current_name,
+                             uint64_t* total_after) {
   // A directory stream of its own: closedir() must not close dir_fd.
   const int own = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (own < 0) return 0;
@@ -173,6 +174,7 @@ uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& 
     close(fd);
   }
   closedir(d);
+  if (total_after) *total_after = total;
   return deleted;
 }
 

@@ -28,7 +28,10 @@ std::string SealedSegmentPath(const std::string& active_path);
 // someone holds a flock on (an upload in progress, a live writer). Returns
 // how many files were deleted.
 uint64_t EnforceDiskBudget(const std::string& dir, uint64_t max_bytes, const std::string& current);
-// The same for the directory open as dir_fd; current_name is a file name in it.
-uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& current_name);
+// The same for the directory open as dir_fd; current_name is a file name in
+// it. With total_after, also what the directory's segments total afterwards
+// (left as it was when the directory cannot be read).
+uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& current_name,
+                             uint64_t* total_after = nullptr);
 
 }  // namespace flightrec
