@@ -76,8 +76,11 @@ $(BUILD)/obj/%.o: %.cc
 	@mkdir -p $(dir $@)
 	$(CXX) $(LIB_CXXFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/libflightrec.so: $(LIB_OBJS)
-	$(CXX) -shared -o $@ $(LIB_OBJS) -Wl,-z,nodelete -Wl,-z,now $(LIBS)
+# The preload itself: libstdc++ linked in and hidden, only the C hooks
+# exported (preload/exports.map says why).
+$(BUILD)/libflightrec.so: $(LIB_OBJS) preload/exports.map
+	$(CXX) -shared -o $@ $(LIB_OBJS) -Wl,-z,nodelete -Wl,-z,now -static-libstdc++ $(LIBS) \
+	  -Wl,--exclude-libs,ALL -Wl,--version-script=preload/exports.map
 
 $(BUILD)/libflightrec_core.a: $(CORE_OBJS)
 	@rm -f $@

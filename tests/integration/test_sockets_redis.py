@@ -71,6 +71,8 @@ def socket_event_bytes(trace_dir):
     from flightrec_lib.segment import read_segment
     events = stored = 0
     for name in os.listdir(trace_dir):
+        if not name.endswith((".seg", ".active")):
+            continue  # the disk budget's tally (.flightrec-budget)
         path = os.path.join(trace_dir, name)
         seg = read_segment(path)
         with open(path, "rb") as f:
