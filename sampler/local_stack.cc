@@ -59,4 +59,13 @@ __attribute__((noinline)) int CaptureCurrentStack(uint64_t* pcs, int max, int sk
   return out;
 }
 
+bool LocalFunctionRange(uint64_t pc, uint64_t* start, uint64_t* end) {
+  unw_proc_info_t info;
+  if (unw_get_proc_info_by_ip(unw_local_addr_space, static_cast<unw_word_t>(pc), &info, nullptr) != 0) return false;
+  if (info.start_ip == 0 || pc < info.start_ip || pc >= info.end_ip) return false;
+  *start = info.start_ip;
+  *end = info.end_ip;
+  return true;
+}
+
 }  // namespace flightrec::sampler

@@ -26,6 +26,12 @@ int CaptureCurrentStack(uint64_t* pcs, int max, int skip);
 // never capture a stack from inside a capture (that would self-deadlock).
 extern __thread bool t_in_local_capture __attribute__((tls_model("initial-exec")));
 
+// The [start, end) of the function that holds pc in this process, as its
+// unwind table entry (FDE in .eh_frame) says, which stripped binaries keep.
+// False when no entry covers pc. For naming code that has no symbol
+// (symbolizer.cc); may take the dynamic loader's lock: not for signal handlers.
+bool LocalFunctionRange(uint64_t pc, uint64_t* start, uint64_t* end);
+
 // Sets libunwind's per-thread caching for the local address space and warms
 // it up. Called once at init from a normal (non-hook) context; idempotent.
 void InitLocalStackCapture();

@@ -20,6 +20,7 @@
 #include "preload/clock.h"
 #include "preload/fd_guard.h"
 #include "sampler/demangle.h"
+#include "sampler/local_stack.h"
 #include "sampler/perf_map.h"
 #include "sampler/proc_maps.h"
 #include "sampler/symbol_index.h"
@@ -394,6 +395,29 @@ struct Symbolizer::Impl {
     return StripCloneSuffix(DemangleMi(name));
   }
 
+  // A pc no symbol names, in a module without symbols for it (a stripped
+  // binary's static functions): the function that holds it is still known
+  // from the unwind tables (.eh_frame, which even stripped binaries keep:
+  // one FDE per function). Named "sub_<address> (<module>)", the address
+  // being the function's start as objdump shows it, so a profile counts the
+  // function once instead of once per sampled instruction. Empty when no FDE
+  // covers pc.
+  static MiString CfiFunctionName(Dwfl_Module* mod, uint64_t pc, const format::MiString& path) {
+    uint64_t start = 0, end = 0;
+    Dwarf_Addr bias = 0;
+    if (!LocalFunctionRange(pc, &start, &end) || !dwfl_module_getelf(mod, &bias) || start < bias) return MiString();
+    char name[64];
+    snprintf(name, sizeof(name), "sub_%llx", static_cast<unsigned long long>(start - bias));
+    MiString out(name);
+    const size_t slash = path.rfind('/');
+    if (!path.empty()) {
+      out += " (";
+      out += slash == MiString::npos ? path : path.substr(slash + 1);
+      out += ")";
+    }
+    return out;
+  }
+
   // GCC names the copies it makes of a function "f.constprop.0", "f.isra.0",
   // "f.part.0", "f.cold" (C++: "f(int) [clone .cold]"). They are all the
   // source function f, which is what a profile must call them.
@@ -682,9 +706,16 @@ struct Symbolizer::Impl {
         f.function = std::move(name);
         e->frames.push_back(std::move(f));
       }
-      return;
+    } else {
+      DwarfFrames(mod, pc, &e->frames);
     }
-    DwarfFrames(mod, pc, &e->frames);
+    if (e->frames.empty() || e->frames.back().function.empty()) {
+      MiString name = CfiFunctionName(mod, pc, m->path);
+      if (!name.empty()) {
+        if (e->frames.empty()) e->frames.emplace_back();
+        e->frames.back().function = std::move(name);
+      }
+    }
   }
 };
 

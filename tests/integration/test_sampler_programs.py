@@ -240,3 +240,37 @@ def test_a_perf_map_owned_by_someone_else_is_not_believed(fr, trace_dir):
     # The JIT's pcs stay unnamed, not some neighbour's name.
     top, _ = leaves.most_common(1)[0]
     assert top == "", leaves.most_common(5)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_functions_of_a_stripped_binary_are_counted_as_functions(fr, trace_dir, tmp_path, sampler):
+    # Without symbols each sampled instruction used to be a "function" of its
+    # own ([unknown] prog+0x...). The unwind tables, which strip keeps, still
+    # say where each function starts: the profile names it sub_<address>,
+    # the address nm gives for it in the unstripped binary.
+    built = fr.program("stripped_split")
+    stripped = str(tmp_path / "stripped_split")
+    subprocess.run(["strip", "--strip-all", "-o", stripped, built], check=True)
+    assert subprocess.run(["nm", stripped], capture_output=True, text=True).stdout.strip() == ""
+    addr = {}
+    for line in subprocess.run(["nm", built], capture_output=True, text=True, check=True).stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[2] in ("stripped_alpha", "stripped_beta"):
+            addr[parts[2]] = int(parts[0], 16)
+    alpha, beta = ("sub_%x (stripped_split)" % addr[f] for f in ("stripped_alpha", "stripped_beta"))
+
+    proc = fr.run([stripped], trace_dir, env={"FLIGHTREC_SAMPLER": sampler, "FLIGHTREC_CPU_HZ": 499})
+    truth = dict(line.split() for line in proc.stdout.splitlines())
+    cpu = collections.Counter()
+    for e in fr.events(trace_dir, "cpu.sample"):
+        if e["stack"]:
+            cpu[e["stack"][0].get("function")] += e["period_ns"]
+    total = sum(cpu.values())
+    assert cpu[alpha] and cpu[beta], cpu.most_common(5)
+    assert cpu[alpha] + cpu[beta] >= 0.9 * total, cpu.most_common(5)
+    measured = int(truth["alpha_cpu_ns"]) / int(truth["beta_cpu_ns"])
+    assert 0.75 * measured <= cpu[alpha] / cpu[beta] <= 1.33 * measured, (cpu.most_common(5), truth)
+    # And the caller of each is main's function, named the same way.
+    callers = {names(e["stack"])[1] for e in fr.events(trace_dir, "cpu.sample")
+               if len(e["stack"]) > 1 and names(e["stack"])[0] in (alpha, beta)}
+    assert len(callers) == 1 and next(iter(callers)).startswith("sub_"), callers
