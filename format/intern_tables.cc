@@ -101,7 +101,9 @@ bool InternTables::Describe(uint64_t pc) {
   scratch_lines_.clear();
   scratch_mapping_ = MappingInfo{};
   if (describer_ && describer_->Describe(pc, &scratch_mapping_, &scratch_lines_)) {
-    mapping_id = Mapping(scratch_mapping_);
+    // A describer may name a pc that is in no mapping (a marker): id 0.
+    const MappingInfo& m = scratch_mapping_;
+    if (m.start || m.end || !m.path.empty()) mapping_id = Mapping(m);
     for (const FrameLine& l : scratch_lines_) {
       named |= !l.function.empty();
       scratch_ids_.push_back(String(l.function));

@@ -25,6 +25,7 @@
 #include "preload/runtime_state.h"
 #include "preload/thread_registry.h"
 #include "sampler/local_stack.h"
+#include "sampler/sample_events.h"
 
 namespace flightrec {
 namespace alloc {
@@ -77,7 +78,7 @@ int CaptureStack(uint64_t* pcs, int max) {
   int n = 0;
   if (!g_fork_pending.load(std::memory_order_seq_cst)) {
     tls_in_unwind = 1;
-    n = sampler::CaptureCurrentStack(pcs, max, 0);
+    n = sampler::CaptureCurrentStack(pcs, max, 0, true);
     tls_in_unwind = 0;
   }
   g_unwinders.fetch_sub(1, std::memory_order_seq_cst);
@@ -180,11 +181,14 @@ bool AllocShouldSample(size_t size) {
 
 __attribute__((noinline)) void RecordAllocation(void* ptr, size_t size) {
   InHook guard;
-  uint64_t pcs[kMaxAllocFrames + kTrimSlack];
+  uint64_t pcs[kMaxAllocFrames + kTrimSlack] = {};  // (next to an unwind, zeroing is free)
   const int n = CaptureStack(pcs, kMaxAllocFrames + kTrimSlack);
   const int skip = g_trim.LeadingTrimmed(pcs, n);
   int keep = n - skip;
+  // Cut at the capture's depth or at ours: the outermost slot says so.
+  const bool truncated = (n > 0 && pcs[n - 1] == sampler::kTruncatedStackPc) || keep > kMaxAllocFrames;
   if (keep > kMaxAllocFrames) keep = kMaxAllocFrames;
+  if (truncated && keep > 1) pcs[skip + keep - 1] = sampler::kTruncatedStackPc;
   const uint32_t npcs = static_cast<uint32_t>(keep);
   RecordWriter w(kRecAllocSample, AllocSampleRecordBytes(npcs));
   if (!w.ok()) return;  // counted by the writer; not in the trace, so not tracked

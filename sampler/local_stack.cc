@@ -10,6 +10,8 @@
 
 #include <atomic>
 
+#include "sampler/sample_events.h"
+
 namespace flightrec::sampler {
 
 __thread bool t_in_local_capture __attribute__((tls_model("initial-exec"))) = false;
@@ -35,13 +37,14 @@ void InitLocalStackCapture() {
   unw_backtrace(warm, 4);
 }
 
-__attribute__((noinline)) int CaptureCurrentStack(uint64_t* pcs, int max, int skip) {
+__attribute__((noinline)) int CaptureCurrentStack(uint64_t* pcs, int max, int skip, bool mark_truncated) {
   if (max <= 0) return 0;
   if (!g_initialised.load(std::memory_order_acquire)) InitLocalStackCapture();
   if (skip < 0) skip = 0;
   const int drop = kSelfFrames + skip;
   void* raw[kMaxScratch];
-  int want = drop + max;
+  // One frame more than asked for tells whether the stack goes on.
+  int want = drop + max + (mark_truncated ? 1 : 0);
   if (want > kMaxScratch) want = kMaxScratch;
   // Nested captures (a hook reached from inside libunwind) keep the outer
   // flag: only the outermost capture clears it.
@@ -56,6 +59,7 @@ __attribute__((noinline)) int CaptureCurrentStack(uint64_t* pcs, int max, int sk
     // Return address -> inside the call instruction.
     pcs[out++] = ret - 1;
   }
+  if (mark_truncated && out == max && n > drop + max && max > 1) pcs[max - 1] = kTruncatedStackPc;
   return out;
 }
 

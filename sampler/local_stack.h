@@ -18,7 +18,9 @@ namespace flightrec::sampler {
 // No host malloc, no locks of ours; libunwind's per-thread cache keeps the
 // steady state at a few hundred ns for typical depths. Safe to call before
 // InitLocalStackCapture() (it then initialises lazily).
-int CaptureCurrentStack(uint64_t* pcs, int max, int skip);
+// With mark_truncated, a stack that goes on past `max` frames ends with
+// kTruncatedStackPc (sample_events.h) in its last slot.
+int CaptureCurrentStack(uint64_t* pcs, int max, int skip, bool mark_truncated = false);
 
 // True while the calling thread is inside CaptureCurrentStack. libunwind may
 // take its own pthread mutex there, which reaches our pthread_mutex_lock

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "preload/fd_guard.h"
+#include "sampler/sample_events.h"
 
 namespace flightrec::sampler {
 
@@ -271,6 +272,8 @@ int UnwindCopiedStack(UnwindRole role, const RegisterSet& regs, uint64_t stack_a
     prev_sp = sp;
     pcs[n++] = prev_signal ? ip : ip - 1;
   }
+  // Cut at max while the stack goes on: the outermost slot says so.
+  if (n == max && max > 1 && unw_step(&cursor) > 0) pcs[max - 1] = kTruncatedStackPc;
   return n;
 }
 

@@ -56,7 +56,8 @@ void PrepareUnwinders(bool after_fork = false);
 // callers are return address - 1 (inside the call instruction), except the
 // frame interrupted by a signal, whose pc is exact. Returns the count (>= 1
 // when regs.ip != 0; 0 only for max <= 0 or ip == 0). Never faults on bad
-// input: a garbage copy just ends the walk early.
+// input: a garbage copy just ends the walk early. A stack that goes on past
+// `max` frames has kTruncatedStackPc (sample_events.h) as its last entry.
 // Without PrepareUnwinders, returns the leaf alone.
 int UnwindCopiedStack(UnwindRole role, const RegisterSet& regs, uint64_t stack_addr,
                       const uint8_t* copy, size_t copy_len, uint64_t* pcs, int max);

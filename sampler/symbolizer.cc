@@ -23,6 +23,7 @@
 #include "sampler/local_stack.h"
 #include "sampler/perf_map.h"
 #include "sampler/proc_maps.h"
+#include "sampler/sample_events.h"
 #include "sampler/symbol_index.h"
 
 namespace flightrec::sampler {
@@ -734,6 +735,11 @@ void Symbolizer::SetExitMode(bool on) { impl_->exit_mode.store(on, std::memory_o
 
 bool Symbolizer::Describe(uint64_t pc, format::MappingInfo* mapping, std::vector<format::FrameLine>* lines) {
   Impl& s = *impl_;
+  if (pc == kTruncatedStackPc) {  // not code: the mark of a stack cut at its depth limit
+    *mapping = format::MappingInfo{};
+    lines->assign(1, format::FrameLine{"[truncated]", "", 0});
+    return true;
+  }
   if (!s.initialised) s.Init();
   s.stats.lookups++;
   auto it = s.cache.find(pc);

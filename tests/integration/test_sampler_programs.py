@@ -274,3 +274,32 @@ def test_functions_of_a_stripped_binary_are_counted_as_functions(fr, trace_dir, 
     callers = {names(e["stack"])[1] for e in fr.events(trace_dir, "cpu.sample")
                if len(e["stack"]) > 1 and names(e["stack"])[0] in (alpha, beta)}
     assert len(callers) == 1 and next(iter(callers)).startswith("sub_"), callers
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_a_stack_cut_at_the_depth_limit_says_so(fr, trace_dir, sampler):
+    # 300 frames of recursion: deeper than the 128 frames a CPU sample keeps
+    # and the 64 an allocation keeps. The outermost frame kept must say the
+    # stack was cut ("[truncated]"), not pass a deep_recurse off as the root.
+    def stacks(out, depth):
+        proc = fr.run([fr.program("deep_stack"), str(depth)], out,
+                      env={"FLIGHTREC_SAMPLER": sampler, "FLIGHTREC_ALLOC_SAMPLE_BYTES": 1})
+        assert proc.stdout == "depth=%d\n" % depth
+        cpu = [names(e["stack"]) for e in fr.events(out, "cpu.sample")
+               if e["stack"] and names(e["stack"])[0] == "deep_burn"]
+        alloc = [names(e["stack"]) for e in fr.events(out, "alloc.sample")
+                 if "deep_alloc" in names(e["stack"])]
+        assert cpu and len(alloc) == 64, (len(cpu), len(alloc))
+        return cpu, alloc
+
+    (trace_dir / "deep").mkdir()
+    cpu, alloc = stacks(trace_dir / "deep", 300)
+    assert all(len(s) == 128 and s[-1] == "[truncated]" for s in cpu), {(len(s), s[-1]) for s in cpu}
+    assert all(len(s) == 64 and s[-1] == "[truncated]" for s in alloc), {(len(s), s[-1]) for s in alloc}
+    assert all("[truncated]" not in s[:-1] for s in cpu + alloc)
+    folded = fr.dump_run("folded", trace_dir / "deep").stdout.splitlines()
+    assert folded and all(line.startswith("[truncated];") for line in folded if "deep_burn" in line)
+
+    (trace_dir / "shallow").mkdir()
+    cpu, alloc = stacks(trace_dir / "shallow", 20)
+    assert all("[truncated]" not in s and "main" in s for s in cpu + alloc)

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "sampler/local_stack.h"
+#include "sampler/sample_events.h"
 #include "sampler/stack_unwinder.h"
 
 namespace {
@@ -154,6 +155,16 @@ TEST_CASE("sampler_local_stack: skip drops frames and max bounds the output") {
   CHECK(b[1] == a[2]);
   CHECK(CaptureCurrentStack(few, 3, 0) == 3);
   CHECK(CaptureCurrentStack(few, 0, 0) == 0);
+  // Asked to, a capture cut short says so in its last slot; one that fits
+  // (the whole stack, < 256 frames here) does not.
+  uint64_t cut[3], whole[200];
+  CHECK(CaptureCurrentStack(cut, 3, 0, true) == 3);
+  CHECK(cut[2] == flightrec::sampler::kTruncatedStackPc);
+  CHECK(cut[1] == few[1]);
+  const int n = CaptureCurrentStack(whole, 200, 0, true);
+  REQUIRE(n > 3);
+  REQUIRE(n < 200);
+  for (int i = 0; i < n; ++i) CHECK(whole[i] != flightrec::sampler::kTruncatedStackPc);
 }
 
 TEST_CASE("sampler_unwinder: copied stack unwinds through -fomit-frame-pointer frames") {
