@@ -581,6 +581,11 @@ def main():
             texts["idle"] or "", re.M):
         add("| process start and exit (`/bin/true`), CPU of the whole process: plain / defaults | %s ms / %s ms "
             "(+%s ms per process) | `run_idle_cost.py` |" % (plain_ms, traced_ms, added_ms))
+    for segments, crowded_ms, added_ms in re.findall(
+            r"^\s+into a directory already holding (\d+) segments: ([\d.]+) ms: \+([\d.]+) ms per process",
+            texts["idle"] or "", re.M):
+        add("| the same, into an output directory already holding %s segments (what a test suite run under the "
+            "preload leaves) | %s ms (+%s ms per process) | `run_idle_cost.py` |" % (segments, crowded_ms, added_ms))
     if tf:
         dec = tf["decode"]
         add("| `flightrec-dump` decode rate: library, every column of every block | %.2fM events/s (%d events in "

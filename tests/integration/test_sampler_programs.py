@@ -289,7 +289,8 @@ def test_a_stack_cut_at_the_depth_limit_says_so(fr, trace_dir, sampler):
                if e["stack"] and names(e["stack"])[0] == "deep_burn"]
         alloc = [names(e["stack"]) for e in fr.events(out, "alloc.sample")
                  if "deep_alloc" in names(e["stack"])]
-        assert cpu and len(alloc) == 64, (len(cpu), len(alloc))
+        # (Under a sanitizer preload its malloc comes first: no allocation samples.)
+        assert cpu and len(alloc) == (0 if fr.sanitized else 64), (len(cpu), len(alloc))
         return cpu, alloc
 
     (trace_dir / "deep").mkdir()
