@@ -114,11 +114,36 @@ bool InterceptTermSignal(int sig, sighandler_t handler, int flags, sighandler_t*
   return true;
 }
 
+// A vfork child (Python's subprocess resets SIGPIPE there before exec) runs
+// in the parent's memory: the tables behind the interceptions above (the
+// application's handlers behind ours, held signals, SIGPROF's owner) are the
+// parent's, and a write from the child would change what the parent's
+// crash chain calls or what its sigaction reports. The child sets its own
+// dispositions for real and none of ours; a query of a signal we own still
+// answers what the application set.
+int VforkChildSigaction(SigactionFn real, int sig, const struct sigaction* act, struct sigaction* old) {
+  if (flightrec::IsTermSignal(sig)) {
+    int ret = 0;
+    if (flightrec::TermSigaction(sig, act, old, &ret)) return ret;  // vfork-aware itself
+  }
+  struct sigaction app;
+  bool have_app = false;
+  if (old) {
+    int r = 0;
+    if (sig == SIGPROF) have_app = flightrec::sampler::SigprofInterceptSigaction(nullptr, &app, &r) && r == 0;
+    else if (IsCrashSignal(sig)) have_app = flightrec::CrashSigaction(sig, nullptr, &app);
+  }
+  const int ret = real(sig, act, old);
+  if (ret == 0 && old && have_app) *old = app;
+  return ret;
+}
+
 }  // namespace
 
 FR_HOOK int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
   SigactionFn real = Resolve(&g_sigaction, "sigaction");
   if (!real) return errno = ENOSYS, -1;
+  if (flightrec::InVforkChild()) return VforkChildSigaction(real, sig, act, old);
   if (sig == SIGPROF) {
     int ret = 0;
     if (flightrec::sampler::SigprofInterceptSigaction(act, old, &ret)) return ret;
@@ -133,6 +158,10 @@ FR_HOOK int sigaction(int sig, const struct sigaction* act, struct sigaction* ol
 
 FR_HOOK sighandler_t signal(int sig, sighandler_t handler) {
   sighandler_t result;
+  if (flightrec::InVforkChild()) {  // see VforkChildSigaction
+    SignalFn real = Resolve(&g_signal, "signal");
+    return real ? real(sig, handler) : (errno = ENOSYS, SIG_ERR);
+  }
   if (sig == SIGPROF && InterceptSignal(handler, SA_RESTART, &result)) return result;
   if (InterceptCrashSignal(sig, handler, SA_RESTART, &result)) return result;
   if (InterceptTermSignal(sig, handler, SA_RESTART, &result)) return result;
@@ -143,6 +172,10 @@ FR_HOOK sighandler_t signal(int sig, sighandler_t handler) {
 
 FR_HOOK sighandler_t bsd_signal(int sig, sighandler_t handler) {
   sighandler_t result;
+  if (flightrec::InVforkChild()) {  // see VforkChildSigaction
+    SignalFn real = Resolve(&g_bsd_signal, "bsd_signal");
+    return real ? real(sig, handler) : (errno = ENOSYS, SIG_ERR);
+  }
   if (sig == SIGPROF && InterceptSignal(handler, SA_RESTART, &result)) return result;
   if (InterceptCrashSignal(sig, handler, SA_RESTART, &result)) return result;
   if (InterceptTermSignal(sig, handler, SA_RESTART, &result)) return result;
@@ -153,6 +186,10 @@ FR_HOOK sighandler_t bsd_signal(int sig, sighandler_t handler) {
 
 FR_HOOK sighandler_t sysv_signal(int sig, sighandler_t handler) {
   sighandler_t result;
+  if (flightrec::InVforkChild()) {  // see VforkChildSigaction
+    SignalFn real = Resolve(&g_sysv_signal, "sysv_signal");
+    return real ? real(sig, handler) : (errno = ENOSYS, SIG_ERR);
+  }
   if (sig == SIGPROF && InterceptSignal(handler, SA_RESETHAND | SA_NODEFER, &result)) return result;
   if (InterceptCrashSignal(sig, handler, SA_RESETHAND | SA_NODEFER, &result)) return result;
   if (InterceptTermSignal(sig, handler, SA_RESETHAND | SA_NODEFER, &result)) return result;

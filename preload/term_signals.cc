@@ -98,8 +98,7 @@ void DefaultAction(int sig) {
 
 void TermSignalHandler(int sig, siginfo_t* si, void*) {
   const int saved_errno = errno;
-  ThreadState* ts = CurrentThreadState(false);
-  if (ts && ts->tid != static_cast<pid_t>(syscall(SYS_gettid))) {
+  if (InVforkChild()) {
     // A vfork child: it shares our memory (so must change none of it) but
     // has its own dispositions. Default action, in the child only.
     struct sigaction dfl;
@@ -125,6 +124,7 @@ void TermSignalHandler(int sig, siginfo_t* si, void*) {
   }
   // Not ours to record: a thread the recorder never met, or the recorder
   // stopped. The signal still takes its course.
+  ThreadState* ts = CurrentThreadState(false);
   const bool ours = ts && RuntimeRecording() && !(tls_thread_flags & kThreadFlagRecorder);
   if (ours && g_terminating.exchange(1) == 0) {
     RecordKilled(ts, sig, si);
@@ -191,6 +191,19 @@ void TermSignalsInit(const Config& config) {
 
 bool TermSigaction(int sig, const struct sigaction* act, struct sigaction* old, int* ret) {
   if (sig <= 0 || sig >= NSIG || !IsTermSignal(sig)) return false;
+  if (g_real_sigaction && InVforkChild()) {
+    // The child's own table only: what it sets is set for real (it is about
+    // to exec or exit; nothing to hold), and the parent's record of what
+    // its application set stays as it was. A signal we hold still reads
+    // back as what the application set.
+    struct sigaction prev;
+    *ret = g_real_sigaction(sig, act, &prev);
+    if (*ret == 0 && old) {
+      const bool ours = (prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction == TermSignalHandler;
+      *old = ours ? g_app_action[sig] : prev;
+    }
+    return true;
+  }
   if (!g_held[sig].load(std::memory_order_acquire)) {
     // The application puts the default back after a handler of its own (or
     // a library's, for a while): hold the signal again from here.

@@ -193,4 +193,9 @@ ThreadState* RecordWriter::RegisterForRecord(bool register_if_missing) {
   return ts;
 }
 
+bool InVforkChild() {
+  const ThreadState* ts = tls_state;
+  return ts && ts->tid != GetTid();
+}
+
 }  // namespace flightrec

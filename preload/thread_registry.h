@@ -67,6 +67,13 @@ uint64_t UnattributedDrops();
 // thread is a recorder thread, or the thread is exiting.
 ThreadState* CurrentThreadState(bool register_if_missing = true);
 
+// True in a vfork child: it runs in the parent's memory (every table of
+// ours included) until it execs or exits, with its own pid, fd table and
+// signal dispositions. Its thread state is the parent thread's, whose tid is
+// not the child's (a fork child has re-registered before fork returns).
+// One gettid system call; for rare paths (signal dispositions).
+bool InVforkChild();
+
 // Marks the calling thread as one of flightrec's own: never recorded.
 void MarkRecorderThread();
 bool IsRecorderThread();

@@ -13,6 +13,11 @@
  *   vfork         a vfork child sends itself SIGTERM and dies of it (sharing
  *                 the parent's memory meanwhile); the parent prints how the
  *                 child ended, then as burn
+ *   vfork-reset   as Python's subprocess does: SIGPIPE ignored and a SIGSEGV
+ *                 handler in the parent; a vfork child puts both (and SIGTERM)
+ *                 to SIG_DFL and exits; the parent then prints what sigaction
+ *                 reports for the three, and execs `grep SigIgn
+ *                 /proc/self/status` (what an exec'd program inherits); exits 0
  *   ignore        SIGTERM set to SIG_IGN; prints "ready", burns 1.5 s of CPU,
  *                 prints "survived", exits 0
  *   pipe          writes lines to stdout until the reader goes away (SIGPIPE) */
@@ -32,6 +37,7 @@ static volatile unsigned long sink;
 
 static void on_term(int sig) { (void)sig; got_term = 1; }
 static void on_usr1(int sig) { (void)sig; }
+static void on_segv(int sig) { (void)sig; _exit(70); }
 
 static const char* describe(const struct sigaction* a) {
   if (a->sa_flags & SA_SIGINFO) return "handler";
@@ -68,6 +74,30 @@ int main(int argc, char** argv) {
     printf("signal(SIGUSR1) before=%s then=%s\n", before == SIG_DFL ? "default" : "other",
            mine == on_usr1 ? "mine" : "other");
     return 0;
+  }
+  if (!strcmp(mode, "vfork-reset")) {
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGSEGV, on_segv);
+    pid_t child = vfork();
+    if (child == 0) {
+      struct sigaction dfl;
+      memset(&dfl, 0, sizeof(dfl));
+      dfl.sa_handler = SIG_DFL;
+      sigaction(SIGPIPE, &dfl, NULL);
+      sigaction(SIGSEGV, &dfl, NULL);
+      signal(SIGTERM, SIG_IGN);
+      _exit(0);
+    }
+    waitpid(child, NULL, 0);
+    const int sigs[] = {SIGPIPE, SIGSEGV, SIGTERM};
+    for (int i = 0; i < 3; i++) {
+      struct sigaction a;
+      sigaction(sigs[i], NULL, &a);
+      printf("%s %s\n", sigabbrev_np(sigs[i]), describe(&a));
+    }
+    fflush(stdout);
+    execlp("grep", "grep", "SigIgn", "/proc/self/status", (char*)NULL);
+    return 127;
   }
   if (!strcmp(mode, "handler")) {
     struct sigaction a;
