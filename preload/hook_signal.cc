@@ -156,46 +156,34 @@ FR_HOOK int sigaction(int sig, const struct sigaction* act, struct sigaction* ol
   return real(sig, act, old);
 }
 
-FR_HOOK sighandler_t signal(int sig, sighandler_t handler) {
+namespace {
+
+// The signal() family: the same interceptions as sigaction, with the flags
+// each libc variant installs a handler with; `real` is that variant.
+sighandler_t SignalFamily(int sig, sighandler_t handler, int flags, std::atomic<SignalFn>* slot, const char* name) {
   sighandler_t result;
-  if (flightrec::InVforkChild()) {  // see VforkChildSigaction
-    SignalFn real = Resolve(&g_signal, "signal");
-    return real ? real(sig, handler) : (errno = ENOSYS, SIG_ERR);
+  if (!flightrec::InVforkChild()) {  // a vfork child: see VforkChildSigaction
+    if (sig == SIGPROF && InterceptSignal(handler, flags, &result)) return result;
+    if (InterceptCrashSignal(sig, handler, flags, &result)) return result;
+    if (InterceptTermSignal(sig, handler, flags, &result)) return result;
   }
-  if (sig == SIGPROF && InterceptSignal(handler, SA_RESTART, &result)) return result;
-  if (InterceptCrashSignal(sig, handler, SA_RESTART, &result)) return result;
-  if (InterceptTermSignal(sig, handler, SA_RESTART, &result)) return result;
-  SignalFn real = Resolve(&g_signal, "signal");
+  SignalFn real = Resolve(slot, name);
   if (!real) return errno = ENOSYS, SIG_ERR;
   return real(sig, handler);
+}
+
+}  // namespace
+
+FR_HOOK sighandler_t signal(int sig, sighandler_t handler) {
+  return SignalFamily(sig, handler, SA_RESTART, &g_signal, "signal");
 }
 
 FR_HOOK sighandler_t bsd_signal(int sig, sighandler_t handler) {
-  sighandler_t result;
-  if (flightrec::InVforkChild()) {  // see VforkChildSigaction
-    SignalFn real = Resolve(&g_bsd_signal, "bsd_signal");
-    return real ? real(sig, handler) : (errno = ENOSYS, SIG_ERR);
-  }
-  if (sig == SIGPROF && InterceptSignal(handler, SA_RESTART, &result)) return result;
-  if (InterceptCrashSignal(sig, handler, SA_RESTART, &result)) return result;
-  if (InterceptTermSignal(sig, handler, SA_RESTART, &result)) return result;
-  SignalFn real = Resolve(&g_bsd_signal, "bsd_signal");
-  if (!real) return errno = ENOSYS, SIG_ERR;
-  return real(sig, handler);
+  return SignalFamily(sig, handler, SA_RESTART, &g_bsd_signal, "bsd_signal");
 }
 
 FR_HOOK sighandler_t sysv_signal(int sig, sighandler_t handler) {
-  sighandler_t result;
-  if (flightrec::InVforkChild()) {  // see VforkChildSigaction
-    SignalFn real = Resolve(&g_sysv_signal, "sysv_signal");
-    return real ? real(sig, handler) : (errno = ENOSYS, SIG_ERR);
-  }
-  if (sig == SIGPROF && InterceptSignal(handler, SA_RESETHAND | SA_NODEFER, &result)) return result;
-  if (InterceptCrashSignal(sig, handler, SA_RESETHAND | SA_NODEFER, &result)) return result;
-  if (InterceptTermSignal(sig, handler, SA_RESETHAND | SA_NODEFER, &result)) return result;
-  SignalFn real = Resolve(&g_sysv_signal, "sysv_signal");
-  if (!real) return errno = ENOSYS, SIG_ERR;
-  return real(sig, handler);
+  return SignalFamily(sig, handler, SA_RESETHAND | SA_NODEFER, &g_sysv_signal, "sysv_signal");
 }
 
 FR_HOOK int sigprocmask(int how, const sigset_t* set, sigset_t* old) {
