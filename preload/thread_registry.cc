@@ -193,6 +193,10 @@ ThreadState* RecordWriter::RegisterForRecord(bool register_if_missing) {
   return ts;
 }
 
+void RecordWriter::CountDrop(ThreadState* ts, uint16_t kind) {
+  ts->dropped[kind].fetch_add(1, std::memory_order_relaxed);
+}
+
 bool InVforkChild() {
   const ThreadState* ts = tls_state;
   return ts && ts->tid != GetTid();

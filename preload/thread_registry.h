@@ -111,27 +111,32 @@ class RecordWriter {
       : RecordWriter(tls_state, kind, payload_bytes, register_if_missing) {}
   // With the caller's own read of tls_state (a hook that reaches TLS more
   // cheaply than through the GOT); null means "not registered yet".
-  RecordWriter(ThreadState* ts, uint16_t kind, uint32_t payload_bytes, bool register_if_missing = true) {
+  // always_inline: left to itself GCC outlines this constructor in files
+  // with many pushes (hook_socket_io.cc's), which put a call and three more
+  // instruction cache lines on every recorded socket call. The rare paths
+  // (registration, drops) are calls.
+  __attribute__((always_inline)) RecordWriter(ThreadState* ts, uint16_t kind, uint32_t payload_bytes,
+                                              bool register_if_missing = true) {
     if (__builtin_expect(ts == nullptr, 0)) {
       ts = RegisterForRecord(register_if_missing);
       if (!ts) return;
     }
-    if (ts->ring.producer_busy) {  // a signal handler interrupted a push on this thread
-      ts->dropped[kind].fetch_add(1, std::memory_order_relaxed);
+    if (__builtin_expect(ts->ring.producer_busy != 0, 0)) {  // a signal handler interrupted a push here
+      CountDrop(ts, kind);
       return;
     }
     ts->ring.producer_busy = 1;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     data_ = ts->ring.Reserve(kind, payload_bytes);
     if (__builtin_expect(!data_, 0)) {
-      ts->dropped[kind].fetch_add(1, std::memory_order_relaxed);
+      CountDrop(ts, kind);
       std::atomic_signal_fence(std::memory_order_seq_cst);
       ts->ring.producer_busy = 0;
       return;
     }
     ts_ = ts;
   }
-  ~RecordWriter() {
+  __attribute__((always_inline)) ~RecordWriter() {
     if (!ts_) return;
     ts_->ring.Commit();
     std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -148,6 +153,8 @@ class RecordWriter {
   // Slow path for a thread without a state: registers it (when allowed and
   // recording), else counts the record as an unattributed drop. errno is kept.
   static ThreadState* RegisterForRecord(bool register_if_missing);
+  // A record of `kind` that found no room (or a busy ring): counted, out of line.
+  __attribute__((noinline, cold)) static void CountDrop(ThreadState* ts, uint16_t kind);
 
   ThreadState* ts_ = nullptr;
   void* data_ = nullptr;
