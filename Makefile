@@ -133,7 +133,7 @@ TSAN_LIB_OBJS  := $(LIB_SRCS:%.cc=$(BUILD)/tsan/obj/%.o)
 # forked-child sample count (ASan slows the child's sampler thread until its
 # perf ring overflows under load, so a short child may show only lost samples).
 SAN_TESTS := test_runtime.py test_crash.py test_privacy.py test_sampler_programs.py \
-  test_sockets_echo.py test_sockets_misc.py test_term_signals.py
+  test_sockets_echo.py test_sockets_misc.py test_sockets_direct.py test_term_signals.py
 SAN_INTEGRATION := $(SAN_TESTS) -k "not forked_child_is_profiled"
 # The TSan preload (check-preload-tsan) runs SAN_TESTS minus: every SIGPROF-
 # mode run (the sampler installs its SIGPROF handler with libc's sigaction,

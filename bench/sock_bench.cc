@@ -19,7 +19,8 @@
 //   sock_bench LIB            compare (LIB = path to libflightrec.so)
 //   sock_bench --child        process-level measurement: "socket_ns pipe_ns process_ns"
 //   sock_bench --interleaved  in-process measurement: added ns per call, socket and pipe,
-//                             fastest batches then medians: "sock pipe sock_med pipe_med"
+//                             fastest batches then medians, then a non-blocking socket's
+//                             fastest and median: "sock pipe sock_med pipe_med nb nb_med"
 #include <dlfcn.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -119,8 +120,11 @@ int Child() {
 // Added ns per call: half the median of (hooked pair - direct pair) over
 // alternating batches (which side goes first alternates too).
 int Interleaved() {
-  int sv[2], pp[2];
+  int sv[2], nb[2], pp[2];
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0 || pipe(pp) != 0) return 1;
+  // Non-blocking, as servers' sockets are: the hooks may then skip libc's
+  // wrapper (preload/socket_direct.h).
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, nb) != 0) return 1;
   Io direct;
   if (!DirectIo(&direct)) return 1;
   const Io hooked = HookedIo();
@@ -128,7 +132,7 @@ int Interleaved() {
     SocketBatch(hooked, sv[0], sv[1], kInterleavedPairs);
     SocketBatch(direct, sv[0], sv[1], kInterleavedPairs);
   }
-  std::vector<double> sock_h, sock_d, pipe_h, pipe_d;
+  std::vector<double> sock_h, sock_d, pipe_h, pipe_d, nb_h, nb_d;
   for (int r = 0; r < kInterleavedRounds; ++r) {
     const bool hooked_first = r & 1;
     for (int side = 0; side < 2; ++side) {
@@ -139,6 +143,10 @@ int Interleaved() {
       const bool hooked_now = (side == 0) == hooked_first;
       (hooked_now ? pipe_h : pipe_d).push_back(PipeBatch(hooked_now ? hooked : direct, pp[1], pp[0], kInterleavedPairs));
     }
+    for (int side = 0; side < 2; ++side) {
+      const bool hooked_now = (side == 0) == hooked_first;
+      (hooked_now ? nb_h : nb_d).push_back(SocketBatch(hooked_now ? hooked : direct, nb[0], nb[1], kInterleavedPairs));
+    }
   }
   // Per call (a pair is two calls): the difference of the fastest batches (the
   // least disturbed by neighbours) and the median of the per-round differences.
@@ -148,10 +156,11 @@ int Interleaved() {
     for (size_t i = 0; i < h.size(); ++i) diff.push_back((h[i] - d[i]) / 2);
     *median = Median(diff);
   };
-  double sf, sm, pf, pm;
+  double sf, sm, pf, pm, nf, nm;
   added(sock_h, sock_d, &sf, &sm);
   added(pipe_h, pipe_d, &pf, &pm);
-  printf("%.1f %.1f %.1f %.1f\n", sf, pf, sm, pm);
+  added(nb_h, nb_d, &nf, &nm);
+  printf("%.1f %.1f %.1f %.1f %.1f %.1f\n", sf, pf, sm, pm, nf, nm);
   return 0;
 }
 
@@ -182,26 +191,29 @@ int main(int argc, char** argv) {
   // 1. In-process, hooked vs direct; the two configurations alternate.
   constexpr int kProcesses = 5;
   std::vector<double> v;
-  // [config][metric]: metrics are socket fastest, pipe fastest, socket median, pipe median.
-  std::vector<std::vector<double>> added[2] = {std::vector<std::vector<double>>(4), std::vector<std::vector<double>>(4)};
+  // [config][metric]: metrics are socket fastest, pipe fastest, socket median, pipe median,
+  // non-blocking socket fastest, non-blocking socket median.
+  std::vector<std::vector<double>> added[2] = {std::vector<std::vector<double>>(6), std::vector<std::vector<double>>(6)};
   for (int round = 0; round < kProcesses; ++round) {
     for (int c = 0; c < 2; ++c) {
       const int config = c == 0 ? 2 : 1;
-      if (!bench::RunSelf("sock_bench", "--interleaved", configs[config], 4, &v)) {
+      if (!bench::RunSelf("sock_bench", "--interleaved", configs[config], 6, &v)) {
         fprintf(stderr, "sock_bench: in-process run failed (%s)\n", names[config]);
         return 1;
       }
-      for (int m = 0; m < 4; ++m) added[c][m].push_back(v[m]);
+      for (int m = 0; m < 6; ++m) added[c][m].push_back(v[m]);
     }
   }
   printf("socket hooks, added ns per call on the calling thread (in-process: hooked vs libc direct,\n"
          "%d alternating batches of %d pairs; median of %d processes; CPU and allocation sampling off).\n"
-         "fastest: difference of the least disturbed batches; median: median of per-round differences\n",
+         "fastest: difference of the least disturbed batches; median: median of per-round differences;\n"
+         "send/recv: a blocking socketpair; nonblock: a SOCK_NONBLOCK one (servers' sockets)\n",
          kInterleavedRounds, kInterleavedPairs, kProcesses);
-  printf("  %-32s %14s %14s %14s %14s\n", "", "send/recv fast", "pipe w/r fast", "send/recv med", "pipe w/r med");
+  printf("  %-32s %14s %14s %14s %14s %14s %14s\n", "", "send/recv fast", "pipe w/r fast", "send/recv med",
+         "pipe w/r med", "nonblock fast", "nonblock med");
   for (int c = 0; c < 2; ++c)
-    printf("  %-32s %14.1f %14.1f %14.1f %14.1f\n", names[c == 0 ? 2 : 1], Median(added[c][0]),
-           Median(added[c][1]), Median(added[c][2]), Median(added[c][3]));
+    printf("  %-32s %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f\n", names[c == 0 ? 2 : 1], Median(added[c][0]),
+           Median(added[c][1]), Median(added[c][2]), Median(added[c][3]), Median(added[c][4]), Median(added[c][5]));
 
   // 2. Process-level, alternating processes.
   std::vector<std::vector<double>> sock(3), pipes(3), process(3);

@@ -182,6 +182,7 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
     else if (name == "FLIGHTREC_SOCKETS") Bool(c, n, v, &cfg.sockets);
     else if (name == "FLIGHTREC_ACCEPTQ_MS") U64(c, n, v, &cfg.acceptq_ms, 0, 3600000);
     else if (name == "FLIGHTREC_SOCKET_TSC") Bool(c, n, v, &cfg.socket_tsc);
+    else if (name == "FLIGHTREC_SOCKET_DIRECT") Bool(c, n, v, &cfg.socket_direct);
     else if (name == "FLIGHTREC_S3_BUCKET") Str(c, n, v, &cfg.s3_bucket, true);
     else if (name == "FLIGHTREC_S3_PREFIX") Str(c, n, v, &cfg.s3_prefix, true);
     else if (name == "FLIGHTREC_S3_REGION") Str(c, n, v, &cfg.s3_region, true);

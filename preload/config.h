@@ -50,6 +50,7 @@ struct Config {
   bool sockets = true;                         // FLIGHTREC_SOCKETS
   uint64_t acceptq_ms = 1000;                  // FLIGHTREC_ACCEPTQ_MS (0 = off)
   bool socket_tsc = true;                      // FLIGHTREC_SOCKET_TSC (0 = clock_gettime)
+  bool socket_direct = true;                   // FLIGHTREC_SOCKET_DIRECT (0 = always through libc)
 
   // S3 upload
   std::string s3_bucket;                       // FLIGHTREC_S3_BUCKET (empty = no upload)

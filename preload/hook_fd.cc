@@ -1,8 +1,11 @@
-// fd interposers: close, close_range, closefrom, dup, dup2, dup3 and
-// fcntl/fcntl64 (F_DUPFD, F_DUPFD_CLOEXEC). Two jobs:
+// fd interposers: close, close_range, closefrom, dup, dup2, dup3,
+// fcntl/fcntl64 (F_DUPFD, F_DUPFD_CLOEXEC, F_SETFL) and ioctl (FIONBIO). Two
+// jobs:
 //  * keep the socket fd table right (a closed socket's entry is cleared
 //    before the number is released; a dup'd socket fd names the same
-//    connection) and record the closes and dups of tracked sockets;
+//    connection; O_NONBLOCK decides whether data calls may skip libc's
+//    wrapper, socket_direct.h) and record the closes and dups of tracked
+//    sockets;
 //  * the fd guard (fd_guard.h): the application's close/close_range/closefrom
 //    skip flightrec's protected fds, and dup2/dup3 onto one of them lets the
 //    application win and marks ours lost.
@@ -11,6 +14,7 @@
 // their close really closes and unprotects.
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -18,6 +22,7 @@
 
 #include "preload/clock.h"
 #include "preload/fd_guard.h"
+#include "preload/socket_direct.h"
 #include "preload/socket_hot_path.h"
 #include "preload/socket_real.h"
 
@@ -99,7 +104,10 @@ void NoteDup(int oldfd, int newfd, uint64_t old_entry, uint64_t replaced_entry, 
   if (replaced_entry && sockhot::Recording())  // dup2/dup3 closed the socket that was at newfd
     sockhot::PushOp(SockOp::kClose, newfd, sockfd::EntryConn(replaced_entry), t0, t1, 0);
   if (old_entry) {
-    sockfd::Set(newfd, old_entry);
+    // Two fds now reach one file: a flag change through either is not seen
+    // through the other, so neither may skip libc's wrapper again.
+    sockfd::UpdateFlags(oldfd, sockfd::EntryConn(old_entry), sockfd::kEntryShared, sockfd::kEntryDirect);
+    sockfd::Set(newfd, (old_entry | sockfd::kEntryShared) & ~sockfd::kEntryDirect);
     if (sockhot::Recording())
       sockhot::PushOp(SockOp::kDup, newfd, sockfd::EntryConn(old_entry), t0, t1, newfd, 0,
                       static_cast<uint16_t>(oldfd & 0xffff));
@@ -128,7 +136,18 @@ int Dup2Impl(int oldfd, int newfd, int flags, bool is_dup3) {
   return rc;
 }
 
+// F_SETFL on a tracked socket: whether its data calls may skip libc's
+// wrapper follows O_NONBLOCK (socket_direct.h).
+int SetFlags(int (*real)(int, int, ...), int fd, void* arg) {
+  const uint64_t e = sockfd::Lookup(fd);
+  const int rc = real(fd, F_SETFL, arg);
+  if (rc == 0 && e != 0 && sockhot::Tracking())
+    flightrec::sockdirect::SetDirect(fd, sockfd::EntryConn(e), (reinterpret_cast<intptr_t>(arg) & O_NONBLOCK) != 0);
+  return rc;
+}
+
 int FcntlImpl(int (*real)(int, int, ...), int fd, int cmd, void* arg) {
+  if (cmd == F_SETFL) return SetFlags(real, fd, arg);
   if (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC) return real(fd, cmd, arg);
   const uint64_t e = sockfd::Lookup(fd);
   if (e == 0 || !sockhot::Tracking() || OwnThread()) return real(fd, cmd, arg);
@@ -218,4 +237,18 @@ FR_HOOK int fcntl64(int fd, int cmd, ...) {
   void* arg = va_arg(ap, void*);
   va_end(ap);
   return FcntlImpl(g_real_sock.fcntl64, fd, cmd, arg);
+}
+
+// ioctl's third argument is an int or a pointer; it travels as one word.
+FR_HOOK int ioctl(int fd, unsigned long request, ...) noexcept {
+  va_list ap;
+  va_start(ap, request);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  if (request != FIONBIO) return g_real_sock.ioctl(fd, request, arg);
+  const uint64_t e = sockfd::Lookup(fd);
+  const int rc = g_real_sock.ioctl(fd, request, arg);
+  if (rc == 0 && e != 0 && arg && sockhot::Tracking())
+    flightrec::sockdirect::SetDirect(fd, sockfd::EntryConn(e), *static_cast<const int*>(arg) != 0);
+  return rc;
 }

@@ -1,6 +1,8 @@
 // pthread hooks: pthread_create wraps the start routine so the new thread is
-// registered (name, parent, start routine) before it runs any user code, and
-// pthread_setname_np records renames of the calling thread.
+// registered (name, parent, start routine) before it runs any user code,
+// pthread_setname_np records renames of the calling thread, and
+// pthread_cancel turns the socket hooks' direct calls off before it cancels
+// anything (socket_direct.h: only libc's wrappers are cancellation points).
 //
 // The trampoline argument is allocated with mimalloc, never the host's malloc.
 #include <dlfcn.h>
@@ -15,6 +17,7 @@
 #include "preload/clock.h"
 #include "preload/recorder_thread.h"
 #include "preload/runtime_state.h"
+#include "preload/socket_direct.h"
 #include "preload/thread_records.h"
 #include "preload/thread_registry.h"
 
@@ -120,4 +123,12 @@ extern "C" __attribute__((visibility("default"))) int pthread_setname_np(pthread
     }
   }
   return rc;
+}
+
+extern "C" __attribute__((visibility("default"))) int pthread_cancel(pthread_t thread) {
+  using CancelFn = int (*)(pthread_t);
+  static CancelFn real = reinterpret_cast<CancelFn>(dlsym(RTLD_NEXT, "pthread_cancel"));
+  flightrec::sockdirect::DisableForCancel();
+  if (!real) return ESRCH;
+  return real(thread);
 }

@@ -13,6 +13,7 @@
 
 #include "preload/clock.h"
 #include "preload/socket_clock.h"
+#include "preload/socket_direct.h"
 #include "preload/socket_hot_path.h"
 #include "preload/socket_real.h"
 #include "sampler/offcpu_blocking.h"
@@ -63,6 +64,12 @@ inline void NoteIfBlocked(uint64_t t0, uint64_t t1, const char* reason, int extr
     flightrec::sampler::OffCpuNoteBlock(t0, t1, reason, extra_skip);
 }
 
+// kEntryDirect for a socket created non-blocking, when direct calls are on
+// (socket_direct.h). Stored with the entry, then confirmed (StoredDirect).
+inline uint64_t DirectBit(bool nonblocking) {
+  return nonblocking && flightrec::sockdirect::Allowed() ? sockfd::kEntryDirect : 0;
+}
+
 // Out of line so the accept hooks tail-call it: a blocked accept's stack then
 // starts at the application's caller whichever hook it came through.
 __attribute__((noinline)) int AcceptImpl(int fd, sockaddr* addr, socklen_t* addrlen, int accept4_flags) {
@@ -83,8 +90,10 @@ __attribute__((noinline)) int AcceptImpl(int fd, sockaddr* addr, socklen_t* addr
   if (nfd >= 0) {
     const uint64_t conn = sockfd::NewConnId();
     const uint64_t entry = sockfd::MakeEntry(conn, sockfd::SockRole::kServer, sockfd::EntryFamily(listener),
-                                             sockfd::EntryType(listener));
+                                             sockfd::EntryType(listener)) |
+                           DirectBit(accept4_flags > 0 && (accept4_flags & SOCK_NONBLOCK));
     sockfd::Set(nfd, entry);
+    flightrec::sockdirect::StoredDirect(nfd, entry);
     if (sockhot::Recording()) {
       if (!ours) {
         peer_len = sizeof(peer);
@@ -115,7 +124,12 @@ FR_HOOK int socket(int domain, int type, int protocol) {
   uint64_t conn = 0;
   if (fd >= 0) {
     conn = sockfd::NewConnId();
-    if (!sockfd::Set(fd, sockfd::MakeEntry(conn, sockfd::SockRole::kOther, family, st))) conn = 0;
+    const uint64_t entry = sockfd::MakeEntry(conn, sockfd::SockRole::kOther, family, st) | DirectBit(type & SOCK_NONBLOCK);
+    if (sockfd::Set(fd, entry)) {
+      flightrec::sockdirect::StoredDirect(fd, entry);
+    } else {
+      conn = 0;
+    }
   }
   if (sockhot::Recording() && (conn || fd < 0))
     sockhot::PushOp(SockOp::kSocket, fd, conn, t0, t1, Result(fd, saved), 0,
@@ -136,8 +150,10 @@ FR_HOOK int socketpair(int domain, int type, int protocol, int sv[2]) {
   if (rc == 0) {
     for (int i = 0; i < 2; ++i) {
       const uint64_t conn = sockfd::NewConnId();
-      const uint64_t entry = sockfd::MakeEntry(conn, sockfd::SockRole::kOther, family, sockhot::TypeOf(type));
+      const uint64_t entry =
+          sockfd::MakeEntry(conn, sockfd::SockRole::kOther, family, sockhot::TypeOf(type)) | DirectBit(type & SOCK_NONBLOCK);
       if (!sockfd::Set(sv[i], entry)) continue;
+      flightrec::sockdirect::StoredDirect(sv[i], entry);
       if (i == 0) conn0 = conn;
       if (sockhot::Recording())
         sockhot::PushAddr(t1, conn, 0, sv[i], entry, AddrWhich::kNone, nullptr, 0, true);

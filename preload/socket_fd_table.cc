@@ -51,8 +51,10 @@ bool Set(int fd, uint64_t entry) {
     return false;
   }
   g_table[fd].store(entry, std::memory_order_relaxed);
-  int hw = g_high_water.load(std::memory_order_relaxed);
-  while (fd + 1 > hw && !g_high_water.compare_exchange_weak(hw, fd + 1, std::memory_order_relaxed)) {
+  // seq_cst: socket_direct.cc's sweep reads the mark after its switch goes
+  // off and must not miss an fd whose bit was set before.
+  int hw = g_high_water.load(std::memory_order_seq_cst);
+  while (fd + 1 > hw && !g_high_water.compare_exchange_weak(hw, fd + 1, std::memory_order_seq_cst)) {
   }
   return true;
 }
@@ -79,7 +81,19 @@ uint64_t SetRole(int fd, uint64_t conn, SockRole role) {
   return 0;
 }
 
-int HighWater() { return g_high_water.load(std::memory_order_relaxed); }
+uint64_t UpdateFlags(int fd, uint64_t conn, uint64_t set, uint64_t clear) {
+  if (static_cast<size_t>(fd) >= g_table_size) return 0;
+  uint64_t e = g_table[fd].load(std::memory_order_relaxed);
+  while (e != 0 && EntryConn(e) == conn) {
+    uint64_t next = (e & ~clear) | set;
+    if (next & kEntryShared) next &= ~kEntryDirect;
+    // seq_cst: socket_direct.cc's switch relies on it.
+    if (g_table[fd].compare_exchange_weak(e, next, std::memory_order_seq_cst)) return next;
+  }
+  return 0;
+}
+
+int HighWater() { return g_high_water.load(std::memory_order_seq_cst); }
 uint64_t BeyondTableCount() { return g_beyond.load(std::memory_order_relaxed); }
 uint64_t NewConnId() { return g_next_conn.fetch_add(1, std::memory_order_relaxed) & kConnMask; }
 

@@ -10,6 +10,12 @@
 //   bits 48..51  role    (SockRole)
 //   bits 52..55  family  (SockFamily)
 //   bits 56..59  type    (SockType)
+//   bit  60      direct: data calls on this fd may skip libc's wrapper (the
+//                socket is non-blocking, reached through this fd only, and
+//                direct calls are on: socket_direct.h)
+//   bit  61      shared: the file is reachable through another fd too (dup'd);
+//                a flag change through that fd would go unseen, so bit 60 is
+//                never set again
 //
 // Invariants:
 //  * Hooks on any thread read and write entries with single atomic
@@ -43,6 +49,9 @@ inline uint64_t EntryConn(uint64_t e) { return e & kConnMask; }
 inline SockRole EntryRole(uint64_t e) { return SockRole((e >> 48) & 0xf); }
 inline SockFamily EntryFamily(uint64_t e) { return SockFamily((e >> 52) & 0xf); }
 inline SockType EntryType(uint64_t e) { return SockType((e >> 56) & 0xf); }
+inline constexpr uint64_t kEntryDirect = uint64_t{1} << 60;
+inline constexpr uint64_t kEntryShared = uint64_t{1} << 61;
+inline bool EntryDirect(uint64_t e) { return (e & kEntryDirect) != 0; }
 inline uint64_t WithRole(uint64_t e, SockRole role) {
   return (e & ~(uint64_t{0xf} << 48)) | (uint64_t(role) << 48);
 }
@@ -73,6 +82,11 @@ uint64_t Clear(int fd);
 bool ClearIf(int fd, uint64_t expected);
 // Changes the role of fd's entry if it still names `conn`. Returns the new entry or 0.
 uint64_t SetRole(int fd, uint64_t conn, SockRole role);
+
+// Sets or clears flag bits in fd's entry if it still names `conn` (the flag
+// hooks after a successful call). A shared entry never takes kEntryDirect.
+// Returns the new entry or 0.
+uint64_t UpdateFlags(int fd, uint64_t conn, uint64_t set, uint64_t clear);
 
 // Highest fd ever stored + 1 (bounds close_range scans).
 int HighWater();

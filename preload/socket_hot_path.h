@@ -3,7 +3,9 @@
 // lock-free, allocation-free and async-signal-safe.
 //
 // Cost of a recorded call: the table lookup, two clock reads and one ring
-// push (PushOp). Connection setup calls (connect, accept, listen) also ask
+// push (PushOp); on a non-blocking socket the hook also makes the system call
+// itself (socket_direct.h), which takes one mispredicted return after the
+// kernel off what libc's wrapper would add. Connection setup calls (connect, accept, listen) also ask
 // the kernel for the local/peer address with getsockname/getpeername once.
 //
 // Besides the two clock reads, what a data hook costs is mostly how many

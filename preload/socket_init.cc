@@ -17,6 +17,7 @@
 #include "preload/config.h"
 #include "preload/log.h"
 #include "preload/socket_clock.h"
+#include "preload/socket_direct.h"
 #include "preload/socket_fd_table.h"
 #include "preload/socket_flush.h"
 #include "preload/socket_hot_path.h"
@@ -91,6 +92,8 @@ void SocketsInit(const Config& cfg) {
   sockclock::SetBlockMinNs(cfg.offcpu_min_us * 1000);
   const bool tsc = sockclock::Init(cfg.socket_tsc);
   Log(LogLevel::kInfo, "socket calls timed with %s", tsc ? "the TSC" : "clock_gettime");
+  const bool direct = sockdirect::Init(cfg.socket_direct);
+  Log(LogLevel::kInfo, "data calls on non-blocking sockets %s", direct ? "skip libc's wrapper" : "go through libc");
   RegisterSocketFlushSide(cfg);
   AdoptExistingSockets();
   AdoptLiveSockets();

@@ -83,6 +83,13 @@ int StubFcntl64(int fd, int cmd, ...) {
   va_end(ap);
   FR_STUB_BODY(fcntl64, StubFcntl64, g_real_sock.fcntl64(fd, cmd, arg), syscall(SYS_fcntl, fd, cmd, arg))
 }
+int StubIoctl(int fd, unsigned long request, ...) {
+  va_list ap;
+  va_start(ap, request);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  FR_STUB_BODY(ioctl, StubIoctl, g_real_sock.ioctl(fd, request, arg), syscall(SYS_ioctl, fd, request, arg))
+}
 ssize_t StubSend(int fd, const void* b, size_t n, int f) {
   FR_STUB_BODY(send, StubSend, g_real_sock.send(fd, b, n, f), syscall(SYS_sendto, fd, b, n, f, nullptr, 0))
 }
@@ -196,6 +203,7 @@ FR_SOCK_HOT_DATA RealSocketFns g_real_sock = {
     .dup3 = StubDup3,
     .fcntl = StubFcntl,
     .fcntl64 = StubFcntl64,
+    .ioctl = StubIoctl,
 };
 
 bool ResolveRealSocketFns() {
@@ -219,6 +227,7 @@ bool ResolveRealSocketFns() {
   Load(&r.dup3, "dup3");
   Load(&r.fcntl, "fcntl");
   Load(&r.fcntl64, "fcntl64");
+  Load(&r.ioctl, "ioctl");
   Load(&r.send, "send");
   Load(&r.sendto, "sendto");
   Load(&r.sendmsg, "sendmsg");

@@ -57,6 +57,7 @@ struct RealSocketFns {
   int (*dup3)(int, int, int);
   int (*fcntl)(int, int, ...);
   int (*fcntl64)(int, int, ...);
+  int (*ioctl)(int, unsigned long, ...);
 };
 
 // Never null members; see the file comment.

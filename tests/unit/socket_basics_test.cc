@@ -19,6 +19,7 @@
 
 #include "preload/fd_guard.h"
 #include "preload/socket_addr_format.h"
+#include "preload/socket_direct.h"
 #include "preload/socket_fd_table.h"
 
 using namespace flightrec;
@@ -71,6 +72,52 @@ TEST_CASE("socket fd table: set, look up, change role, clear") {
   CHECK(sockfd::Lookup(-1) == 0);
   CHECK(sockfd::Lookup(1 << 30) == 0);
   CHECK(sockfd::Clear(-5) == 0);
+}
+
+TEST_CASE("socket direct calls: the entry bit follows the flags, a dup and the first cancel") {
+  EnsureTable();
+  REQUIRE(flightrec::ResolveRealSocketFns());
+  CHECK_FALSE(flightrec::sockdirect::Init(false));
+  // The real functions are libc's own in the plain build: direct calls on.
+  // Under ASan they are the sanitizer's interceptors, and must stay off.
+  const bool on = flightrec::sockdirect::Init(true);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  CHECK_FALSE(on);
+  return;
+#endif
+  REQUIRE(on);
+  const uint64_t conn = sockfd::NewConnId();
+  REQUIRE(sockfd::Set(200, sockfd::MakeEntry(conn, SockRole::kOther, SockFamily::kUnix, SockType::kStream)));
+  flightrec::sockdirect::SetDirect(200, conn, true);
+  CHECK(sockfd::EntryDirect(sockfd::Lookup(200)));
+  flightrec::sockdirect::SetDirect(200, conn, false);
+  CHECK_FALSE(sockfd::EntryDirect(sockfd::Lookup(200)));
+  // Another connection on the number now: left alone.
+  flightrec::sockdirect::SetDirect(200, conn + 1, true);
+  CHECK_FALSE(sockfd::EntryDirect(sockfd::Lookup(200)));
+
+  // Shared (dup'd): never direct again.
+  flightrec::sockdirect::SetDirect(200, conn, true);
+  CHECK(sockfd::UpdateFlags(200, conn, sockfd::kEntryShared, 0) != 0);
+  CHECK_FALSE(sockfd::EntryDirect(sockfd::Lookup(200)));
+  flightrec::sockdirect::SetDirect(200, conn, true);
+  CHECK_FALSE(sockfd::EntryDirect(sockfd::Lookup(200)));
+
+  // The first pthread_cancel: every bit cleared, none set again.
+  const uint64_t conn2 = sockfd::NewConnId();
+  REQUIRE(sockfd::Set(201, sockfd::MakeEntry(conn2, SockRole::kOther, SockFamily::kUnix, SockType::kStream)));
+  flightrec::sockdirect::SetDirect(201, conn2, true);
+  REQUIRE(sockfd::EntryDirect(sockfd::Lookup(201)));
+  flightrec::sockdirect::DisableForCancel();
+  CHECK_FALSE(flightrec::sockdirect::Allowed());
+  CHECK_FALSE(sockfd::EntryDirect(sockfd::Lookup(201)));
+  CHECK(sockfd::EntryConn(sockfd::Lookup(201)) == conn2);
+  flightrec::sockdirect::SetDirect(201, conn2, true);
+  CHECK_FALSE(sockfd::EntryDirect(sockfd::Lookup(201)));
+  flightrec::sockdirect::StoredDirect(201, sockfd::Lookup(201) | sockfd::kEntryDirect);
+  CHECK_FALSE(sockfd::EntryDirect(sockfd::Lookup(201)));
+  sockfd::Clear(200);
+  sockfd::Clear(201);
 }
 
 TEST_CASE("socket fd table: fds beyond the table are counted, not stored") {
