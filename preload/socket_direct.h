@@ -29,6 +29,12 @@
 // Only read, write, readv, writev, send, sendto, sendmsg, recv, recvfrom and
 // recvmsg have a direct form; errno is set as libc's wrapper sets it.
 //
+// Not seen: another process that shares the socket's file (a fork parent or
+// child) changing its O_NONBLOCK. A bit gone stale that way costs nothing
+// unless a thread is blocked in such a call at the moment of the process's
+// first pthread_cancel: that cancel then takes effect when the call returns
+// rather than during it.
+//
 // Threads: Allowed() and the Call functions are for any thread
 // (async-signal-safe); Init is for socket init, DisableForCancel for the
 // pthread_cancel hook.
