@@ -52,22 +52,29 @@ void DisableForCancel() {
   }
 }
 
+namespace {
+
+// Sets fd's bit (if it still names conn), then re-reads the switch. Pairs
+// with DisableForCancel (switch off, then read the bits): the bit is set by a
+// seq_cst read-modify-write before the switch is read, so either its sweep
+// sees the bit or we see the switch off and clear it again.
+void SetConfirmed(int fd, uint64_t conn) {
+  if (!sockfd::UpdateFlags(fd, conn, sockfd::kEntryDirect, 0)) return;
+  if (!Allowed()) sockfd::UpdateFlags(fd, conn, 0, sockfd::kEntryDirect);
+}
+
+}  // namespace
+
 void StoredDirect(int fd, uint64_t entry) {
-  if (!sockfd::EntryDirect(entry)) return;
-  // Pairs with DisableForCancel (switch off, then read the bits): our bit is
-  // set by a seq_cst read-modify-write before we read the switch, so either
-  // its sweep sees the bit or we see the switch off.
-  if (!sockfd::UpdateFlags(fd, sockfd::EntryConn(entry), sockfd::kEntryDirect, 0)) return;
-  if (!Allowed()) sockfd::UpdateFlags(fd, sockfd::EntryConn(entry), 0, sockfd::kEntryDirect);
+  if (sockfd::EntryDirect(entry)) SetConfirmed(fd, sockfd::EntryConn(entry));
 }
 
 void SetDirect(int fd, uint64_t conn, bool nonblocking) {
-  if (!nonblocking || !Allowed()) {
+  if (nonblocking && Allowed()) {
+    SetConfirmed(fd, conn);
+  } else {
     sockfd::UpdateFlags(fd, conn, 0, sockfd::kEntryDirect);
-    return;
   }
-  const uint64_t e = sockfd::Lookup(fd);
-  if (e != 0 && sockfd::EntryConn(e) == conn) StoredDirect(fd, e | sockfd::kEntryDirect);
 }
 
 }  // namespace flightrec::sockdirect

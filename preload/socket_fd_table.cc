@@ -72,13 +72,7 @@ bool ClearIf(int fd, uint64_t expected) {
 }
 
 uint64_t SetRole(int fd, uint64_t conn, SockRole role) {
-  if (static_cast<size_t>(fd) >= g_table_size) return 0;
-  uint64_t e = g_table[fd].load(std::memory_order_relaxed);
-  while (e != 0 && EntryConn(e) == conn) {
-    const uint64_t next = WithRole(e, role);
-    if (g_table[fd].compare_exchange_weak(e, next, std::memory_order_relaxed)) return next;
-  }
-  return 0;
+  return UpdateFlags(fd, conn, uint64_t(role) << 48, uint64_t{0xf} << 48);
 }
 
 uint64_t UpdateFlags(int fd, uint64_t conn, uint64_t set, uint64_t clear) {

@@ -83,7 +83,7 @@ bool ClearIf(int fd, uint64_t expected);
 // Changes the role of fd's entry if it still names `conn`. Returns the new entry or 0.
 uint64_t SetRole(int fd, uint64_t conn, SockRole role);
 
-// Sets or clears flag bits in fd's entry if it still names `conn` (the flag
+// Sets or clears bits in fd's entry if it still names `conn` (the flag
 // hooks after a successful call). A shared entry never takes kEntryDirect.
 // Returns the new entry or 0.
 uint64_t UpdateFlags(int fd, uint64_t conn, uint64_t set, uint64_t clear);
