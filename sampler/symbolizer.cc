@@ -3,9 +3,11 @@
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -81,14 +83,31 @@ int FindDebuginfoLocalOnly(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, co
   return TakeOwnFd(fd);
 }
 
-// libdw keeps each module's file open until dwfl_end (and closes it then).
-// Owned like our other fds (fd_guard.h): never on 0-2, and kept through an
-// application's close-every-fd, so that libdw never reads or closes a file
-// of the application's that took the number.
+// libdw would keep each module's file open until dwfl_end, one descriptor
+// in the host's table per module symbolized: a service with hundreds of
+// libraries would lose hundreds of fds to us, and its own files would get
+// other numbers than without us. So the file is mapped whole here
+// (dwelf_elf_begin, ELF_C_READ_MMAP), libelf is told it is done with the
+// descriptor (ELF_C_FDREAD reads in whatever is not mapped) and the
+// descriptor is closed at once; libdw gets the Elf and fd -1 (dwfl then
+// neither reads nor closes any fd for the module). Only if that fails is
+// the fd handed to libdw, owned like our other fds (fd_guard.h): never on
+// 0-2, and kept through an application's close-every-fd, so that libdw never
+// reads or closes a file of the application's that took the number.
+// (Separate debuginfo files, FindDebuginfoLocalOnly, have no such hook in
+// libdw's callbacks and stay open.)
 int FindElfOwned(Dwfl_Module* mod, void** userdata, const char* name, Dwarf_Addr base, char** file_name,
                  Elf** elfp) {
   const int fd = dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
-  return fd >= 0 ? TakeOwnFd(fd) : fd;
+  if (fd < 0 || *elfp) return fd >= 0 ? TakeOwnFd(fd) : fd;
+  Elf* elf = dwelf_elf_begin(fd);
+  if (elf && elf_kind(elf) == ELF_K_ELF && elf_cntl(elf, ELF_C_FDREAD) == 0) {
+    syscall(SYS_close, fd);  // never the application's: not through the close hook
+    *elfp = elf;
+    return -1;
+  }
+  if (elf) elf_end(elf);
+  return TakeOwnFd(fd);
 }
 
 const Dwfl_Callbacks kCallbacks = {

@@ -304,3 +304,19 @@ def test_a_stack_cut_at_the_depth_limit_says_so(fr, trace_dir, sampler):
     (trace_dir / "shallow").mkdir()
     cpu, alloc = stacks(trace_dir / "shallow", 20)
     assert all("[truncated]" not in s and "main" in s for s in cpu + alloc)
+
+
+def test_symbolizing_keeps_no_program_file_open(fr, trace_dir):
+    # libdw would hold each symbolized module's file open for good: one fd of
+    # the host's per library, and the host's own files numbered differently
+    # than without us. cpu_fd_footprint burns CPU, waits through several
+    # flush ticks (the flush thread symbolizes the samples as they come), then
+    # lists its open descriptors: none may be a file the trace's stacks name.
+    proc = fr.run([fr.program("cpu_fd_footprint"), "0.6"], trace_dir, env={"FLIGHTREC_FLUSH_MS": 20})
+    held = [line.split(" ", 2)[2] for line in proc.stdout.splitlines() if line.startswith("fd ")]
+    samples = [e for e in fr.events(trace_dir, "cpu.sample") if e["stack"]]
+    assert "burn_here" in {names(e["stack"])[0] for e in samples}
+    paths = {(f.get("mapping") or {}).get("path") or "" for e in samples for f in e["stack"]}
+    mapped = {os.path.realpath(p) for p in paths if p.startswith("/")}
+    assert os.path.realpath(fr.program("cpu_fd_footprint")) in mapped, mapped
+    assert not mapped & {os.path.realpath(t) for t in held}, held
