@@ -573,6 +573,12 @@ def main():
             "write; no ring, no wake-ups) | %s ns per event (runs %s–%s), %s bytes per event | "
             "`flush_socket_bench` (%s runs of %s redis-like events) |" % (fsock[1], fsock[2], fsock[3], fsock[6],
                                                                           fsock[4], fsock[5]))
+    flive = re.search(r"flush thread CPU per socket.op event, live \((\d+) send\+recv pairs, (\d+) alternating "
+                      r"rounds, medians\):\n\s+\S+\s+([\d.]+) ns/event", texts["runtime"] or "")
+    if flive:
+        add("| flush thread, socket.op record to disk, live (a preloaded process's send+recv pairs: the above plus "
+            "cross-core ring reads and wake-ups) | %s ns per event (median of %s runs) | `flush_live_bench` (%s "
+            "pairs per run) |" % (flive[3], flive[2], flive[1]))
     if macro:
         for w, (fl, fs, ss) in per_event_costs(macro).items():
             add("| flush thread CPU per recorded event, %s under the defaults (socket ops, samples: decode, "
@@ -685,7 +691,7 @@ def main():
     # -- raw
     add("## Raw outputs")
     add("")
-    for name, title in (("runtime", "ring_bench + flush_socket_bench + run_pipeline_bench.py"), ("sockets", "sock_bench"),
+    for name, title in (("runtime", "ring_bench + flush_socket_bench + flush_live_bench + run_pipeline_bench.py"), ("sockets", "sock_bench"),
                         ("alloc", "alloc_bench"), ("cpu", "run_cpu_bench.py"), ("capture", "run_capture_costs.py"),
                         ("idle", "run_idle_cost.py"), ("trace_figures", "run_trace_figures.py"),
                         ("perf_profile", "run_perf_profile.py")):

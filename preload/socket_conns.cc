@@ -1,6 +1,8 @@
 // Connection table (see socket_conns.h).
 #include "preload/socket_conns.h"
 
+#include <algorithm>
+
 #include <cerrno>
 #include <sys/socket.h>
 
@@ -46,8 +48,12 @@ const char* SockTypeName(uint8_t type) {
 }
 
 ConnTable::Conn* ConnTable::Find(uint64_t conn) {
+  Recent& r = recent_[conn % kRecent];
+  if (r.id == conn && r.conn) return r.conn;
   auto it = conns_.find(conn);
-  return it == conns_.end() ? nullptr : &it->second;
+  if (it == conns_.end()) return nullptr;
+  r = Recent{conn, &it->second};
+  return r.conn;
 }
 
 void ConnTable::SetRole(Conn& c, uint8_t role) {
@@ -103,6 +109,7 @@ void ConnTable::Close(format::SegmentWriter* w, uint64_t id, Conn& c, const Sock
                Value::U(id),         Value::U(c.bytes_in),  Value::U(c.bytes_out),
                Value::U(c.ops),      Value::U(c.errors)};
   w->Append(g_socket_types.close, v, 8);
+  Forget(id);
   conns_.erase(id);  // c is dangling from here on
 }
 
@@ -144,6 +151,19 @@ void ConnTable::OnGap(format::SegmentWriter* w, const SocketGapRecord& g, uint32
   c->ops += g.ops;
   c->errors += g.errors;
   if (g.time_ns > c->last_ns) c->last_ns = g.time_ns;
+}
+
+bool ConnTable::CountDataOpNow(const SocketOpRecord& r) {
+  if (r.conn == 0 || !IsDataOp(r.op)) return false;
+  Conn* c = Find(r.conn);
+  if (!c || !c->open_emitted) return false;
+  c->ops++;
+  // Counted on arrival, so possibly after a later call of another thread.
+  c->last_ns = std::max(c->last_ns, r.start_ns + r.duration_ns);
+  if (IsError(r.result)) c->errors++;
+  if (r.result > 0 && !(r.flags & kOpFlagPeek))
+    (IsSendOp(r.op) ? c->bytes_out : c->bytes_in) += static_cast<uint64_t>(r.result);
+  return true;
 }
 
 void ConnTable::OnOp(format::SegmentWriter* w, const SocketOpRecord& r, uint32_t tid) {
@@ -202,6 +222,7 @@ size_t ConnTable::EvictStale(uint64_t idle_before_ns) {
   size_t n = 0;
   for (auto it = conns_.begin(); it != conns_.end();) {
     if (it->second.last_ns < idle_before_ns && !probe_.alive(it->second.fd, it->first)) {
+      Forget(it->first);
       it = conns_.erase(it);
       n++;
     } else {

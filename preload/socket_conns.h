@@ -49,6 +49,12 @@ class ConnTable {
   explicit ConnTable(const ConnProbe& probe) : probe_(probe) {}
 
   void OnOp(format::SegmentWriter* w, const SocketOpRecord& r, uint32_t tid);
+  // A data call (send/recv/read/write families) on a connection whose
+  // socket.open is already in this segment only adds to its totals, and
+  // additions commute: it can be counted on arrival instead of waiting its
+  // turn in SocketFlushSide's completion-ordered queue. Returns false (and
+  // does nothing) for any other record, which must go through OnOp in order.
+  bool CountDataOpNow(const SocketOpRecord& r);
   // Takes in a connection found in the fd table that no record will announce
   // (open before init, or inherited from the parent in a fork child): its
   // state now, while the fd is surely open; its socket.open at the next
@@ -96,6 +102,21 @@ class ConnTable {
 
   ConnProbe probe_;
   format::MiHashMap<uint64_t, Conn> conns_;
+  // Find's recent answers, direct-mapped by the id's low bits (ids are
+  // handed out in sequence, so live connections rarely share a slot): a
+  // server's calls cycle over its busy connections, and the hash lookup was
+  // a noticeable part of the flush thread's time per event. A slot is
+  // cleared wherever its entry is erased (Forget).
+  struct Recent {
+    uint64_t id = 0;
+    Conn* conn = nullptr;
+  };
+  static constexpr size_t kRecent = 64;
+  Recent recent_[kRecent];
+  void Forget(uint64_t id) {
+    Recent& r = recent_[id % kRecent];
+    if (r.id == id) r = Recent{};
+  }
 };
 
 const char* SockRoleName(uint8_t role);

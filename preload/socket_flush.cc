@@ -79,6 +79,7 @@ void SocketFlushSide::OnOp(format::SegmentWriter* w, const SocketOpRecord& raw, 
                               OpNameId(w, r), static_cast<uint64_t>(r.result), r.duration_ns};
   w->AppendColumns(g_socket_types.op, columns, 7);
   if (r.conn == 0) return;  // failed socket(): nothing to track
+  if (conns_.CountDataOpNow(r)) return;  // most calls: totals only, no queueing
   pending_.push_back(Pending{end, seq_++, tid, kNoAddr, r});
 }
 

@@ -12,6 +12,9 @@
 //    before its ring was drained (the push follows the clock read), except
 //    when its thread was preempted in between for longer than a tick; such a
 //    late record is still processed, just out of order.
+//    Most records skip the queue: a data call on a connection whose
+//    socket.open is already written only adds to its totals, which commute,
+//    so it is counted on arrival (ConnTable::CountDataOpNow).
 //  * Socket times (op start and end, hence durations and the request windows
 //    flightrec-dump derives from them)
 //    are rounded down to a 128 ns grid. The digits below that say little

@@ -211,6 +211,50 @@ TEST_CASE("socket flush: records drained thread by thread are processed in compl
   CHECK(side.conns().size() == 0);
 }
 
+TEST_CASE("socket flush: data calls on a described connection skip the queue; totals stay exact") {
+  Harness h;
+  SocketFlushSide side(NoProbe());
+  // Two connections whose ids share a slot of the connection table's cache
+  // of recent lookups (64 slots): b is looked up after a is gone.
+  const uint64_t a = 5, b = 5 + 64;
+  side.OnAddr(Addr(10, a, 1, 7, SockRole::kServer, AddrWhich::kLocal, "127.0.0.1", 80, true), 1);
+  side.OnOp(&h.w, Op(SockOp::kRecv, 7, a, 100, 10, 4), 1);
+  CHECK(side.queued() == 2);  // a's socket.open is not written yet: in order
+  side.Process(&h.w, 1000 * G, false);
+  CHECK(side.queued() == 0);
+  side.OnOp(&h.w, Op(SockOp::kSend, 7, a, 1100, 10, 40), 1);
+  side.OnOp(&h.w, Op(SockOp::kRecv, 7, a, 1200, 10, -ECONNRESET), 1);
+  CHECK(side.queued() == 0);  // counted on arrival
+  side.OnOp(&h.w, Op(SockOp::kClose, 7, a, 1300, 1, 0), 1);
+  CHECK(side.queued() == 1);  // a close waits its turn
+  side.Process(&h.w, 2000 * G, false);
+  // A late call of a's (another thread's ring, drained after a's close) finds
+  // no connection: it is queued, not counted into a's erased entry.
+  side.OnOp(&h.w, Op(SockOp::kRecv, 7, a, 1250, 10, 100), 2);
+  CHECK(side.queued() == 1);
+  // b takes a's fd and cache slot; another late call of a's must not count for b.
+  side.OnAddr(Addr(2100, b, 1, 7, SockRole::kServer, AddrWhich::kLocal, "127.0.0.1", 80, true), 1);
+  side.OnOp(&h.w, Op(SockOp::kRecv, 7, b, 2200, 10, 6), 1);
+  side.Process(&h.w, 3000 * G, false);
+  side.OnOp(&h.w, Op(SockOp::kRecv, 7, a, 1250, 10, 100), 2);
+  side.OnOp(&h.w, Op(SockOp::kWrite, 7, b, 3100, 10, 9), 1);
+  side.OnOp(&h.w, Op(SockOp::kClose, 7, b, 3200, 1, 0), 1);
+  side.Process(&h.w, 4000 * G, true);
+  Segment s = h.Read();
+  auto closes = All(s, "socket.close");
+  REQUIRE(closes.size() == 2);
+  CHECK(closes[0].U("conn") == a);
+  CHECK(closes[0].U("bytes_in") == 4);
+  CHECK(closes[0].U("bytes_out") == 40);
+  CHECK(closes[0].U("ops") == 4);
+  CHECK(closes[0].U("errors") == 1);
+  CHECK(closes[1].U("conn") == b);
+  CHECK(closes[1].U("bytes_in") == 6);
+  CHECK(closes[1].U("bytes_out") == 9);
+  CHECK(closes[1].U("ops") == 3);
+  CHECK(side.conns().size() == 0);
+}
+
 TEST_CASE("socket flush: client view, dup'd fds, failed connect, new segment") {
   Harness h;
   SocketFlushSide side(NoProbe());
