@@ -153,22 +153,25 @@ void ConnTable::OnGap(format::SegmentWriter* w, const SocketGapRecord& g, uint32
   if (g.time_ns > c->last_ns) c->last_ns = g.time_ns;
 }
 
+void ConnTable::Count(Conn& c, const SocketOpRecord& r) {
+  c.ops++;
+  // A max: records of different threads can arrive out of time order.
+  c.last_ns = std::max(c.last_ns, r.start_ns + r.duration_ns);
+  if (IsError(r.result)) c.errors++;
+  if (IsDataOp(r.op) && r.result > 0 && !(r.flags & kOpFlagPeek))
+    (IsSendOp(r.op) ? c.bytes_out : c.bytes_in) += static_cast<uint64_t>(r.result);
+}
+
 bool ConnTable::CountDataOpNow(const SocketOpRecord& r) {
   if (r.conn == 0 || !IsDataOp(r.op)) return false;
   Conn* c = Find(r.conn);
   if (!c || !c->open_emitted) return false;
-  c->ops++;
-  // Counted on arrival, so possibly after a later call of another thread.
-  c->last_ns = std::max(c->last_ns, r.start_ns + r.duration_ns);
-  if (IsError(r.result)) c->errors++;
-  if (r.result > 0 && !(r.flags & kOpFlagPeek))
-    (IsSendOp(r.op) ? c->bytes_out : c->bytes_in) += static_cast<uint64_t>(r.result);
+  Count(*c, r);
   return true;
 }
 
 void ConnTable::OnOp(format::SegmentWriter* w, const SocketOpRecord& r, uint32_t tid) {
   if (r.conn == 0) return;
-  const uint64_t end = r.start_ns + r.duration_ns;
   Conn* c = Find(r.conn);
   if (r.op == uint8_t(SockOp::kSocket)) {
     if (!c) {
@@ -184,17 +187,13 @@ void ConnTable::OnOp(format::SegmentWriter* w, const SocketOpRecord& r, uint32_t
     c = Adopt(r.conn, r.fd, r.start_ns, tid);
     if (!c) return;
   }
-  c->ops++;
-  c->last_ns = end;
-  if (IsError(r.result)) c->errors++;
+  Count(*c, r);
 
   const uint8_t op = r.op;
   if (IsDataOp(op)) {
     // The reader infers requests from a connection's socket.op events and
     // needs its role from socket.open.
     if (!c->open_emitted) EmitOpen(w, r.conn, *c);
-    if (r.result > 0 && !(r.flags & kOpFlagPeek))
-      (IsSendOp(op) ? c->bytes_out : c->bytes_in) += static_cast<uint64_t>(r.result);
     return;
   }
   switch (SockOp(op)) {

@@ -95,6 +95,8 @@ class ConnTable {
   };
 
   Conn* Find(uint64_t conn);
+  // A call's share of the connection's totals (ops, errors, bytes, last_ns).
+  static void Count(Conn& c, const SocketOpRecord& r);
   Conn* Adopt(uint64_t conn, int fd, uint64_t time_ns, uint32_t tid);
   void SetRole(Conn& c, uint8_t role);
   void EmitOpen(format::SegmentWriter* w, uint64_t id, Conn& c);
