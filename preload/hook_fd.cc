@@ -22,6 +22,7 @@
 
 #include "preload/clock.h"
 #include "preload/fd_guard.h"
+#include "preload/released_fds.h"
 #include "preload/socket_direct.h"
 #include "preload/socket_hot_path.h"
 #include "preload/socket_real.h"
@@ -163,6 +164,9 @@ int FcntlImpl(int (*real)(int, int, ...), int fd, int cmd, void* arg) {
 }  // namespace
 
 FR_HOOK int close(int fd) {
+  // libdw closing a number the symbolizer already released for it: no longer
+  // its file, possibly the application's (preload/released_fds.h).
+  if (__builtin_expect(flightrec::tls_in_released_fd_scope, 0) && flightrec::SwallowReleasedClose(fd)) return 0;
   if (OwnThread()) {
     flightrec::UnprotectFd(fd);
     return g_real_sock.close(fd);

@@ -7,6 +7,7 @@
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include "format/mi_containers.h"
 #include "preload/clock.h"
 #include "preload/fd_guard.h"
+#include "preload/released_fds.h"
 #include "sampler/demangle.h"
 #include "sampler/local_stack.h"
 #include "sampler/perf_map.h"
@@ -56,6 +58,23 @@ struct Entry {
 
 char* const kDebuginfoPath = nullptr;
 
+// A separate debug-info file's descriptor handed to libdw, until
+// Symbolizer::Impl::ReleaseDebugFds closes it (see there). The file's
+// identity tells whether the number still holds it: libdw closes the fd
+// itself when the file turns out unusable.
+struct DebugFd {
+  Dwfl_Module* mod;
+  int fd;
+  dev_t dev;
+  ino_t ino;
+};
+// The symbolizing thread's only. Plain data, no destructor: the exiting
+// thread runs static destructors while the flush thread may still symbolize.
+// A module opens one or two; past the room, an fd simply stays libdw's.
+constexpr int kDebugFdRoom = 64;
+DebugFd g_debug_fds_to_release[kDebugFdRoom];
+int g_debug_fds_pending = 0;
+
 // Local-only separate-debuginfo lookup (/usr/lib/debug/.build-id/xx/rest.debug).
 // libdw's dwfl_standard_find_debuginfo also consults debuginfod, which runs
 // curl_global_init (and OpenSSL's init) inside the host — seen crashing a
@@ -79,7 +98,12 @@ int FindDebuginfoLocalOnly(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, co
   const int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
   *debuginfo_file_name = strdup(path);
-  return TakeOwnFd(fd);
+  const int owned = AvoidReleasedNumber(TakeOwnFd(fd));
+  // Symbolizer::Impl::ReleaseDebugFds closes it once libdw has mapped the file.
+  struct stat st;
+  if (g_debug_fds_pending < kDebugFdRoom && CloseHookComesFirst() && fstat(owned, &st) == 0)
+    g_debug_fds_to_release[g_debug_fds_pending++] = DebugFd{mod, owned, st.st_dev, st.st_ino};
+  return owned;
 }
 
 // libdw would keep each module's file open until dwfl_end, one descriptor
@@ -93,12 +117,12 @@ int FindDebuginfoLocalOnly(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, co
 // the fd handed to libdw, owned like our other fds (fd_guard.h): never on
 // 0-2, and kept through an application's close-every-fd, so that libdw never
 // reads or closes a file of the application's that took the number.
-// (Separate debuginfo files, FindDebuginfoLocalOnly, have no such hook in
-// libdw's callbacks and stay open.)
+// (Separate debug-info files cannot be handed over as an Elf: see
+// Symbolizer::Impl::ReleaseDebugFds.)
 int FindElfOwned(Dwfl_Module* mod, void** userdata, const char* name, Dwarf_Addr base, char** file_name,
                  Elf** elfp) {
   const int fd = dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
-  if (fd < 0 || *elfp) return fd >= 0 ? TakeOwnFd(fd) : fd;
+  if (fd < 0 || *elfp) return fd >= 0 ? AvoidReleasedNumber(TakeOwnFd(fd)) : fd;
   Elf* elf = dwelf_elf_begin(fd);
   if (elf && elf_kind(elf) == ELF_K_ELF && elf_cntl(elf, ELF_C_FDREAD) == 0) {
     // libc's close, not the raw syscall: a sanitizer must see the number
@@ -110,7 +134,7 @@ int FindElfOwned(Dwfl_Module* mod, void** userdata, const char* name, Dwarf_Addr
     return -1;
   }
   if (elf) elf_end(elf);
-  return TakeOwnFd(fd);
+  return AvoidReleasedNumber(TakeOwnFd(fd));
 }
 
 const Dwfl_Callbacks kCallbacks = {
@@ -257,7 +281,13 @@ struct Symbolizer::Impl {
   Stats stats;
 
   ~Impl() {
-    if (dwfl) dwfl_end(dwfl);
+    if (!dwfl) return;
+    {
+      ReleasedFdScope scope;  // libdw closes the debug fds released below
+      dwfl_end(dwfl);
+    }
+    ForgetReleasedFds();
+    g_debug_fds_pending = 0;
   }
 
   void Report() {
@@ -265,7 +295,11 @@ struct Symbolizer::Impl {
     if (!dwfl) return;
     dwfl_report_begin(dwfl);
     dwfl_linux_proc_report(dwfl, getpid());
-    dwfl_report_end(dwfl, nullptr, nullptr);
+    {
+      ReleasedFdScope scope;  // modules dropped here close their released debug fds
+      dwfl_report_end(dwfl, nullptr, nullptr);
+    }
+    g_debug_fds_pending = 0;  // their modules may be gone: those fds stay libdw's
     build_id_by_module.clear();
     dwarf_loaded.clear();
     symbol_indexes.clear();  // names point into the modules just dropped
@@ -681,6 +715,60 @@ struct Symbolizer::Impl {
     }
   }
 
+  // A separate debug-info file libdw opened (FindDebuginfoLocalOnly) would
+  // hold a descriptor of the host's until the module is dropped, and
+  // libdw's callback cannot take an Elf instead. So once libdw has mapped
+  // the file, libelf is told it is done with the descriptor (ELF_C_FDREAD)
+  // through every Elf libdw made of it (the symbol table's file, the DWARF's
+  // and its alternate's, whichever are not the module's own file), the
+  // descriptor is closed, and its number is listed as released
+  // (preload/released_fds.h): libdw's own close of it later is swallowed.
+  // DWARF is only asked for where it is in use: asking would load DWARF
+  // judged too costly.
+  void ReleaseDebugFds() {
+    DebugFd todo[kDebugFdRoom];
+    const int n = g_debug_fds_pending;
+    std::copy(g_debug_fds_to_release, g_debug_fds_to_release + n, todo);
+    g_debug_fds_pending = 0;  // asking libdw below may add entries
+    for (int k = 0; k < n; k++) {
+      const DebugFd& d = todo[k];
+      Dwarf_Addr low = 0, bias = 0;
+      dwfl_module_info(d.mod, nullptr, &low, nullptr, nullptr, nullptr, nullptr, nullptr);
+      Elf* main = dwfl_module_getelf(d.mod, &bias);
+      Elf* from[3] = {};
+      if (dwfl_module_getsymtab(d.mod) > 1) {
+        GElf_Sym sym;
+        GElf_Addr addr = 0;
+        GElf_Word shndx = 0;
+        dwfl_module_getsym_info(d.mod, 1, &sym, &addr, &shndx, &from[0], &bias);
+      }
+      auto used = dwarf_loaded.find(low);
+      if (used != dwarf_loaded.end() && used->second) {
+        if (Dwarf* dw = dwfl_module_getdwarf(d.mod, &bias)) {
+          from[1] = dwarf_getelf(dw);
+          Dwarf* alt = dwarf_getalt(dw);
+          from[2] = alt ? dwarf_getelf(alt) : nullptr;
+        }
+      }
+      bool any = false, done = true;
+      for (int i = 0; i < 3; i++) {
+        Elf* e = from[i];
+        // (Usually one Elf serves symbols and DWARF; a second FDREAD of it
+        // would fail: libelf no longer has a descriptor for it.)
+        if (!e || e == main || (i > 0 && e == from[0]) || (i > 1 && e == from[1])) continue;
+        any = true;
+        done = done && elf_cntl(e, ELF_C_FDREAD) == 0;
+      }
+      if (!any || !done) continue;
+      struct stat st;
+      if (fstat(d.fd, &st) != 0 || st.st_dev != d.dev || st.st_ino != d.ino) continue;
+      if (!ListReleasedFd(d.fd)) continue;
+      UnprotectFd(d.fd);
+      close(d.fd);  // ours, unprotected, outside a scope: really closed
+      stats.debug_fds_released++;
+    }
+  }
+
   void Resolve(uint64_t pc, Entry* e) {
     const MapEntry* m = maps.Find(pc);
     Dwfl_Module* mod = dwfl ? dwfl_addrmodule(dwfl, pc) : nullptr;
@@ -776,6 +864,7 @@ bool Symbolizer::Describe(uint64_t pc, format::MappingInfo* mapping, std::vector
     if (s.cache.size() >= kMaxCachedPcs) s.cache.clear();
     it = s.cache.try_emplace(pc).first;
     s.Resolve(pc, &it->second);
+    if (g_debug_fds_pending) s.ReleaseDebugFds();
   }
   const Entry& e = it->second;
   lines->clear();
