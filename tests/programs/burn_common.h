@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,6 +62,24 @@ static inline int count_perf_fds(void) {
   }
   closedir(d);
   return n;
+}
+
+/* Prints every open descriptor as "fd N TARGET" (readlink of
+ * /proc/self/fd/N), leaving out the directory stream's own. */
+static inline void print_open_fds(void) {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.' || atoi(e->d_name) == dirfd(d)) continue;
+    char link[300], target[4096];
+    snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
+    const ssize_t n = readlink(link, target, sizeof(target) - 1);
+    if (n < 0) continue;
+    target[n] = 0;
+    printf("fd %s %s\n", e->d_name, target);
+  }
+  closedir(d);
 }
 
 #endif

@@ -20,19 +20,6 @@ int main(int argc, char** argv) {
   const double wait_s = argc > 1 ? atof(argv[1]) : 0.6;
   burn_here();
   usleep((useconds_t)(wait_s * 1e6));
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return 1;
-  const int own = dirfd(d);
-  struct dirent* e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.' || atoi(e->d_name) == own) continue;
-    char link[300], target[PATH_MAX];
-    snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
-    const ssize_t n = readlink(link, target, sizeof(target) - 1);
-    if (n < 0) continue;
-    target[n] = 0;
-    printf("fd %s %s\n", e->d_name, target);
-  }
-  closedir(d);
+  print_open_fds();
   return 0;
 }

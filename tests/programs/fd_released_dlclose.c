@@ -28,22 +28,6 @@
 typedef int (*ntol_fn)(const unsigned char*, unsigned char*, size_t);
 typedef void (*burn_fn)(double);
 
-static void list_fds(void) {
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return;
-  struct dirent* e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.' || atoi(e->d_name) == dirfd(d)) continue;
-    char link[300], target[PATH_MAX];
-    snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
-    const ssize_t n = readlink(link, target, sizeof(target) - 1);
-    if (n < 0) continue;
-    target[n] = 0;
-    printf("fd %s %s\n", e->d_name, target);
-  }
-  closedir(d);
-}
-
 __attribute__((noinline)) static void burn_in_resolv(ntol_fn ntol, double seconds) {
   static const unsigned char name[] = "\x03WWW\x07" "EXAMPLE\x03" "COM";
   unsigned char out[64];
@@ -60,7 +44,7 @@ int main(int argc, char** argv) {
   if (!ntol) return 4;
   burn_in_resolv(ntol, 0.4);
   usleep(500000);
-  list_fds();
+  print_open_fds();
   fflush(stdout);
 
   int fds[32];
