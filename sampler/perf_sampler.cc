@@ -136,7 +136,7 @@ struct Counters {
 
 struct PerfState {
   PerfOptions opts;
-  bool hardware = false, switch_ok = false, kernel = false;
+  bool switch_ok = false, kernel = false;
   size_t page = 4096;
   size_t min_pages = 8;
   std::atomic<size_t> data_pages{32};  // halves when the kernel refuses locked memory
@@ -186,7 +186,7 @@ void CloseGuarded(int fd) {
 // charged to the user stack that entered it, as SIGPROF timers and rusage
 // count it. Without it (perf_event_paranoid >= 2 for an unprivileged
 // process) a syscall-heavy thread would look idle.
-perf_event_attr Attr(const PerfOptions& o, bool hardware, bool switch_event, bool kernel) {
+perf_event_attr Attr(const PerfOptions& o, bool switch_event, bool kernel) {
   perf_event_attr a;
   std::memset(&a, 0, sizeof(a));
   a.size = sizeof(a);
@@ -196,12 +196,6 @@ perf_event_attr Attr(const PerfOptions& o, bool hardware, bool switch_event, boo
     a.sample_period = 1;
     a.exclude_kernel = 0;  // switch samples are only produced with kernel included
     a.context_switch = 1;  // PERF_RECORD_SWITCH in/out records
-  } else if (hardware) {
-    a.type = PERF_TYPE_HARDWARE;
-    a.config = PERF_COUNT_HW_CPU_CYCLES;
-    a.freq = 1;
-    a.sample_freq = o.hz;
-    a.exclude_kernel = !kernel;
   } else {
     a.type = PERF_TYPE_SOFTWARE;
     a.config = PERF_COUNT_SW_CPU_CLOCK;  // counts ns: the period is a duration
@@ -364,7 +358,7 @@ int UnwindSample(const Sample& s, bool at_switch, uint64_t* pcs) {
 }
 
 uint64_t PeriodNs(const Sample& s) {
-  if (!g->hardware && s.period) return s.period;  // cpu-clock counts nanoseconds
+  if (s.period) return s.period;  // cpu-clock counts nanoseconds
   return 1000000000ull / (g->opts.hz ? g->opts.hz : 1);
 }
 
@@ -681,25 +675,21 @@ bool TaskGone(const Slot& s) {
 
 PerfProbeResult PerfProbe(const PerfOptions& opts) {
   PerfProbeResult r;
-  // Cycles before cpu-clock; with kernel time before without.
+  // With kernel time before without.
   int fd = -1;
-  for (const bool hardware : {true, false}) {
-    for (const bool kernel : {true, false}) {
-      perf_event_attr a = Attr(opts, hardware, false, kernel);
-      fd = PerfEventOpen(&a, 0);
-      if (fd >= 0) {
-        r.cpu_ok = true;
-        r.hardware = hardware;
-        r.kernel = kernel;
-        break;
-      }
-      r.cpu_errno = errno;
+  for (const bool kernel : {true, false}) {
+    perf_event_attr a = Attr(opts, false, kernel);
+    fd = PerfEventOpen(&a, 0);
+    if (fd >= 0) {
+      r.cpu_ok = true;
+      r.kernel = kernel;
+      break;
     }
-    if (fd >= 0) break;
+    r.cpu_errno = errno;
   }
   if (fd >= 0) close(fd);
   if (r.cpu_ok && opts.offcpu) {
-    perf_event_attr s = Attr(opts, false, true, true);
+    perf_event_attr s = Attr(opts, true, true);
     const int sfd = PerfEventOpen(&s, 0);
     if (sfd >= 0) {
       r.switch_ok = true;
@@ -711,7 +701,7 @@ PerfProbeResult PerfProbe(const PerfOptions& opts) {
   return r;
 }
 
-bool PerfConfigure(const PerfOptions& opts_in, bool hardware, bool kernel, bool switch_ok) {
+bool PerfConfigure(const PerfOptions& opts_in, bool kernel, bool switch_ok) {
   if (g) return true;
   void* mem = mmap(nullptr, sizeof(PerfState) + sizeof(Slot) * kMaxSlots, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -721,7 +711,6 @@ bool PerfConfigure(const PerfOptions& opts_in, bool hardware, bool kernel, bool 
   for (int i = 0; i < kMaxSlots; ++i) new (&st->slots[i]) Slot();
   st->opts = opts_in;
   st->opts.stack_bytes = std::min<uint32_t>(opts_in.stack_bytes, kMaxStackBytes) & ~7u;
-  st->hardware = hardware;
   st->kernel = kernel;
   st->switch_ok = switch_ok && opts_in.offcpu;
   st->page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -764,7 +753,7 @@ bool PerfArmThread(pid_t tid, bool self) {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   ResetSwitchThinning(s, static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec));
-  perf_event_attr a = Attr(g->opts, g->hardware, false, g->kernel);
+  perf_event_attr a = Attr(g->opts, false, g->kernel);
   // The kernel wakes the sampler thread (its epoll set) when a quarter of the
   // ring is written: it runs at nice +10 and may be slow to come, so it needs
   // the other three quarters of margin (a thread switching 16,000 times a
@@ -808,7 +797,7 @@ bool PerfArmThread(pid_t tid, bool self) {
   s.cpu_id = s.sw_id = 0;
   ioctl(s.cpu_fd, PERF_EVENT_IOC_ID, &s.cpu_id);
   if (g->switch_ok) {
-    perf_event_attr sa = Attr(g->opts, false, true, true);
+    perf_event_attr sa = Attr(g->opts, true, true);
     s.sw_fd = OpenGuarded(&sa, tid);
     if (s.sw_fd >= 0 && (ioctl(s.sw_fd, PERF_EVENT_IOC_SET_OUTPUT, s.cpu_fd) != 0 ||
                          ioctl(s.sw_fd, PERF_EVENT_IOC_ID, &s.sw_id) != 0)) {

@@ -1,6 +1,10 @@
-// perf_event sampler: per-thread CPU sampling (hardware cycles where a PMU
-// exists, else the cpu-clock software event) with registers and a copy of the
-// user stack, plus per-thread context-switch sampling for off-CPU stacks.
+// perf_event sampler: per-thread CPU sampling (the cpu-clock software event,
+// whose sample period is nanoseconds on the CPU) with registers and a copy of
+// the user stack, plus per-thread context-switch sampling for off-CPU stacks.
+// Not hardware cycles: in frequency mode the kernel sizes the cycle period
+// from wall time between overflows, so a thread that is often off the CPU is
+// sampled up to wall/CPU times too often, and a sample's true weight in time
+// is unknown. cpu-clock's period is exact.
 //
 // Each armed thread owns a slot: two perf fds (cpu, switch) writing into one
 // mmap ring (PERF_EVENT_IOC_SET_OUTPUT). App threads only open/close events
@@ -33,7 +37,6 @@ struct PerfOptions {
 
 struct PerfProbeResult {
   bool cpu_ok = false;        // a CPU sampling event opened on this thread
-  bool hardware = false;      // ... and it is hardware cycles
   bool kernel = false;        // ... and counts time in the kernel too
   bool switch_ok = false;     // context-switch sampling allowed
   int cpu_errno = 0, switch_errno = 0;
@@ -43,7 +46,7 @@ struct PerfProbeResult {
 PerfProbeResult PerfProbe(const PerfOptions& opts);
 
 // Fixes the options and allocates the slot table. Once, at init.
-bool PerfConfigure(const PerfOptions& opts, bool hardware, bool kernel, bool switch_ok);
+bool PerfConfigure(const PerfOptions& opts, bool kernel, bool switch_ok);
 
 // Opens events for `tid` (the calling thread when self). Returns false if the
 // kernel refused (the thread stays unsampled by perf). Safe on any app thread

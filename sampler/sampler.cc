@@ -201,7 +201,7 @@ bool StartPerf(bool log_refusal) {
   po.offcpu = g_state.offcpu;
   po.offcpu_min_ns = sampler::g_offcpu_min_ns;
   const sampler::PerfProbeResult probe = sampler::PerfProbe(po);
-  if (!probe.cpu_ok || !sampler::PerfConfigure(po, probe.hardware, probe.kernel, probe.switch_ok)) {
+  if (!probe.cpu_ok || !sampler::PerfConfigure(po, probe.kernel, probe.switch_ok)) {
     if (log_refusal)
       Log(LogLevel::kWarn, "perf_event_open refused (%s); CPU sampling off", strerror(probe.cpu_errno));
     return false;
@@ -217,8 +217,8 @@ bool StartPerf(bool log_refusal) {
   }
   g_state.perf_switch_ok = probe.switch_ok;
   g_state.mode.store(Mode::kPerf, std::memory_order_release);
-  Log(LogLevel::kInfo, "sampler: perf (%s of %s time, %llu Hz, %u-byte stacks, off-CPU: %s)",
-      probe.hardware ? "cycles" : "cpu-clock", probe.kernel ? "user+kernel" : "user",
+  Log(LogLevel::kInfo, "sampler: perf (cpu-clock of %s time, %llu Hz, %u-byte stacks, off-CPU: %s)",
+      probe.kernel ? "user+kernel" : "user",
       static_cast<unsigned long long>(po.hz), po.stack_bytes, offcpu_source);
   return true;
 }

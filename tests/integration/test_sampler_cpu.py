@@ -156,8 +156,12 @@ def test_switch_storm_keeps_cpu_samples_and_weighs_offcpu(fr, trace_dir):
     profile still accounts for the ping-pong threads' CPU time, and the
     sleeper's thinned off-CPU samples, weighted, add up to its measured
     sleep time."""
-    proc = fr.run([fr.program("offcpu_switch_storm"), "2"], trace_dir, env={"FLIGHTREC_SAMPLER": "perf"})
+    proc = fr.run([fr.program("offcpu_switch_storm"), "2"], trace_dir,
+                  env={"FLIGHTREC_SAMPLER": "perf", "FLIGHTREC_LOG": "info"})
     got = dict(kv.split("=") for kv in proc.stdout.split())
+    # Which event sampled: a failure must say (a freq-mode hardware event
+    # once oversampled these bursty threads 1.6x on a machine with a PMU).
+    print(next((l for l in proc.stderr.splitlines() if "sampler:" in l), "no sampler line"))
     pingpong_cpu, sleep_total = float(got["pingpong_cpu"]), float(got["sleep_total"])
     cpu_ns = sum(e["period_ns"] for e in fr.events(trace_dir, "cpu.sample")
                  if "pingpong_main" in names(e["stack"]))

@@ -124,7 +124,7 @@ TEST_CASE("sampler_perf: samples of a known chain come back unwound and symboliz
   flightrec::sampler::PerfOptions o;
   o.hz = 1000;
   o.offcpu = false;
-  REQUIRE(flightrec::sampler::PerfConfigure(o, false, false, false));
+  REQUIRE(flightrec::sampler::PerfConfigure(o, false, false));
   REQUIRE(flightrec::sampler::PerfArmThread(Gettid(), true));
   // 200 ms of CPU, collected every 5 ms like the sampler thread does.
   for (int i = 0; i < 40; ++i) {
