@@ -42,10 +42,21 @@ void InternTables::Reset() {
   // and the point of Reset is to give the memory back.
   decltype(string_ids_)().swap(string_ids_);
   decltype(mapping_ids_)().swap(mapping_ids_);
+  ForgetPcs();
+}
+
+void InternTables::ForgetPcs() {
   decltype(location_ids_)().swap(location_ids_);
   decltype(provisional_locations_)().swap(provisional_locations_);
   decltype(stack_ids_)().swap(stack_ids_);
   decltype(provisional_stacks_)().swap(provisional_stacks_);
+  decltype(before_location_ids_)().swap(before_location_ids_);
+  decltype(before_stack_ids_)().swap(before_stack_ids_);
+}
+
+void InternTables::NewWorld(uint64_t start) {
+  world_start_ = start;
+  ForgetPcs();  // (ids handed out stay valid: their table entries are written)
 }
 
 size_t InternTables::pending_bytes() const {
@@ -94,13 +105,14 @@ uint32_t InternTables::Mapping(const MappingInfo& m) {
   return id;
 }
 
-bool InternTables::Describe(uint64_t pc) {
+bool InternTables::Describe(uint64_t pc, uint64_t era) {
   uint32_t mapping_id = 0;
   bool named = false;
   scratch_ids_.clear();  // (function, file, line) per inline frame
   scratch_lines_.clear();
   scratch_mapping_ = MappingInfo{};
-  if (describer_ && describer_->Describe(pc, &scratch_mapping_, &scratch_lines_)) {
+  if (describer_ && (era != kNowEra ? describer_->DescribeBefore(pc, era, &scratch_mapping_, &scratch_lines_)
+                                    : describer_->Describe(pc, &scratch_mapping_, &scratch_lines_))) {
     // A describer may name a pc that is in no mapping (a marker): id 0.
     const MappingInfo& m = scratch_mapping_;
     if (m.start || m.end || !m.path.empty()) mapping_id = Mapping(m);
@@ -174,9 +186,14 @@ uint32_t InternTables::NewStack(const MiVector<uint32_t>& loc_ids) {
   return id;
 }
 
-uint32_t InternTables::Stack(const uint64_t* pcs, uint32_t npcs) {
+uint32_t InternTables::Stack(const uint64_t* pcs, uint32_t npcs, uint64_t time_ns) {
   if (npcs == 0 || pcs == nullptr) return 0;
   size_t n = npcs > kMaxStackFrames ? kMaxStackFrames : npcs;
+  if (describer_) {
+    const uint64_t start = describer_->WorldStart();
+    if (start != world_start_) NewWorld(start);
+    if (time_ns && time_ns < start) return StackBefore(pcs, n, describer_->EraBefore(time_ns));
+  }
   PcSpan key{pcs, n};
   auto it = stack_ids_.find(key);
   if (it != stack_ids_.end()) return it->second.provisional ? Recheck(&it->second, it->first) : it->second.id;
@@ -192,6 +209,30 @@ uint32_t InternTables::Stack(const uint64_t* pcs, uint32_t npcs) {
   const uint32_t id = NewStack(loc_ids);
   stack_ids_.emplace(MiVector<uint64_t>(pcs, pcs + n), StackRef{id, provisional});
   if (provisional) provisional_stacks_.emplace(id, ProvisionalStack{generation, std::move(loc_ids)});
+  return id;
+}
+
+// Described once, final: what was there then will not be known better later.
+uint32_t InternTables::StackBefore(const uint64_t* pcs, size_t n, uint64_t era) {
+  before_key_.assign(1, era);
+  before_key_.insert(before_key_.end(), pcs, pcs + n);
+  auto it = before_stack_ids_.find(PcSpan{before_key_.data(), before_key_.size()});
+  if (it != before_stack_ids_.end()) return it->second;
+  MiVector<uint32_t> loc_ids;
+  loc_ids.reserve(n);
+  for (size_t i = 0; i < n; i++) {
+    auto l = before_location_ids_.find(PcEra{pcs[i], era});
+    if (l == before_location_ids_.end()) {
+      Describe(pcs[i], era);
+      uint32_t id;
+      MiVector<uint8_t>* e = locations_.BeginEntry(&id);
+      e->insert(e->end(), scratch_entry_.begin(), scratch_entry_.end());
+      l = before_location_ids_.emplace(PcEra{pcs[i], era}, id).first;
+    }
+    loc_ids.push_back(l->second);
+  }
+  const uint32_t id = NewStack(loc_ids);
+  before_stack_ids_.emplace(before_key_, id);
   return id;
 }
 

@@ -17,6 +17,12 @@
 // never described twice; a stack with only named locations costs one hash
 // lookup as before.
 //
+// Worlds: when the describer's WorldStart() moves (the host unloaded a
+// library, so an address may now hold other code), every pc and stack is
+// described afresh under new ids; ids handed out before stay valid. A stack
+// of an event older than WorldStart() is described by DescribeBefore and
+// cached apart from the current world's.
+//
 // Memory: everything here comes from mimalloc and lives for one segment;
 // Reset() (at every Open/Seal) drops it all, so a long-running process keeps
 // at most one segment's worth of intern state.
@@ -77,7 +83,8 @@ class InternTables {
   // 0 for an empty stack. Interns each new pc as a LOCATION (asking the
   // PcDescriber once per pc per segment, again for an unnamed pc after the
   // describer's Generation() changed) and its MAPPING.
-  uint32_t Stack(const uint64_t* pcs, uint32_t npcs);
+  // time_ns: when the event happened (0: unknown, taken as now).
+  uint32_t Stack(const uint64_t* pcs, uint32_t npcs, uint64_t time_ns = 0);
 
   // Calls emit(kind, payload, len) for every pending table chunk, strings
   // first, then mappings, locations, stacks. Returns false if any emit did.
@@ -149,7 +156,15 @@ class InternTables {
   // Location id of pc; *provisional says whether it may still improve.
   uint32_t Location(uint64_t pc, uint64_t generation, bool* provisional);
   // Describes pc into scratch_entry_; returns whether a function was named.
-  bool Describe(uint64_t pc);
+  // (era: for an event older than world_start_; kNowEra otherwise)
+  static constexpr uint64_t kNowEra = ~uint64_t{0};
+  bool Describe(uint64_t pc, uint64_t era = kNowEra);
+  // Forgets every pc's and stack's id.
+  void ForgetPcs();
+  // The describer's world changed: ForgetPcs.
+  void NewWorld(uint64_t start);
+  // Stack id for an event older than world_start_, of the describer's `era`.
+  uint32_t StackBefore(const uint64_t* pcs, size_t n, uint64_t era);
   uint32_t NewStack(const MiVector<uint32_t>& loc_ids);
   uint32_t Recheck(StackRef* ref, const MiVector<uint64_t>& pcs);
   uint32_t Mapping(const MappingInfo& m);
@@ -164,6 +179,18 @@ class InternTables {
   MiHashMap<uint64_t, ProvisionalLocation> provisional_locations_;  // by pc
   MiHashMap<MiVector<uint64_t>, StackRef, StackHash, StackEq> stack_ids_;
   MiHashMap<uint32_t, ProvisionalStack> provisional_stacks_;  // by stack id
+  uint64_t world_start_ = 0;  // the describer's WorldStart() these ids hold for
+  // For events older than it: keyed by era and pc(s) (the era leads the key).
+  struct PcEra {
+    uint64_t pc, era;
+    bool operator==(const PcEra&) const = default;
+  };
+  struct PcEraHash {
+    size_t operator()(const PcEra& k) const { return static_cast<size_t>((k.pc ^ (k.era * 0x9E3779B97F4A7C15ull)) * 0xff51afd7ed558ccdull); }
+  };
+  MiHashMap<PcEra, uint32_t, PcEraHash> before_location_ids_;
+  MiHashMap<MiVector<uint64_t>, uint32_t, StackHash, StackEq> before_stack_ids_;
+  MiVector<uint64_t> before_key_;  // era, then the pcs: the lookup key, reused
   // Reused across Describe calls. These are std:: types because PcDescriber's
   // contract uses them; reusing them keeps their allocations rare.
   MappingInfo scratch_mapping_;

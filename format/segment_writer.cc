@@ -408,7 +408,10 @@ void SegmentWriter::Append(uint32_t type_id, const Value* values, size_t nvalues
       case FieldType::kSInt: x = static_cast<uint64_t>(v.s); break;
       case FieldType::kF64: x = std::bit_cast<uint64_t>(v.f); break;
       case FieldType::kString: x = m.tables.String(v.bytes, &t.recent[t.fields[f].recent]); break;
-      case FieldType::kStack: x = m.tables.Stack(v.pcs, v.npcs); break;
+      case FieldType::kStack:
+        // The event's own time, when it leads (every event type with a stack).
+        x = m.tables.Stack(v.pcs, v.npcs, t.fields[0].type == FieldType::kTime ? values[0].u : 0);
+        break;
       case FieldType::kBytes: {
         size_t n = v.bytes.size() < kMaxValueBytes ? v.bytes.size() : kMaxValueBytes;
         PutBytes(&t.bytes[f], v.bytes.data(), n);

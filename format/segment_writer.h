@@ -95,6 +95,19 @@ class PcDescriber {
   // can open files again while it could not); a describer whose answers
   // never improve keeps the default.
   virtual uint64_t Generation() { return 0; }
+  // The time (the events' clock, ns) from which Describe's answers hold:
+  // code unloaded then may have left its addresses to other code. Events
+  // older than it have their pcs described by DescribeBefore instead, and a
+  // new value means every pc must be described afresh. 0: always held.
+  // Called on the same thread as Describe, once per stack.
+  virtual uint64_t WorldStart() { return 0; }
+  // For an event older than WorldStart(): which era of the describer's it
+  // falls in. Events of one era have their pcs described alike.
+  virtual uint64_t EraBefore(uint64_t /*time_ns*/) { return 0; }
+  // Describes pc as it was in that era.
+  virtual bool DescribeBefore(uint64_t pc, uint64_t /*era*/, MappingInfo* mapping, std::vector<FrameLine>* lines) {
+    return Describe(pc, mapping, lines);
+  }
 };
 
 struct WriterStats {

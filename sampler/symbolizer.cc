@@ -22,12 +22,16 @@
 #include "preload/clock.h"
 #include "preload/fd_guard.h"
 #include "preload/released_fds.h"
+#include "sampler/code_runs.h"
+#include "sampler/code_unloads.h"
 #include "sampler/demangle.h"
 #include "sampler/local_stack.h"
+#include "sampler/module_elf.h"
 #include "sampler/perf_map.h"
 #include "sampler/proc_maps.h"
 #include "sampler/sample_events.h"
 #include "sampler/symbol_index.h"
+#include "sampler/unloaded_code.h"
 
 namespace flightrec::sampler {
 
@@ -104,37 +108,6 @@ int FindDebuginfoLocalOnly(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, co
   if (g_debug_fds_pending < kDebugFdRoom && CloseHookComesFirst() && fstat(owned, &st) == 0)
     g_debug_fds_to_release[g_debug_fds_pending++] = DebugFd{mod, owned, st.st_dev, st.st_ino};
   return owned;
-}
-
-// libdw would keep each module's file open until dwfl_end, one descriptor
-// in the host's table per module symbolized: a service with hundreds of
-// libraries would lose hundreds of fds to us, and its own files would get
-// other numbers than without us. So the file is mapped whole here
-// (dwelf_elf_begin, ELF_C_READ_MMAP), libelf is told it is done with the
-// descriptor (ELF_C_FDREAD reads in whatever is not mapped) and the
-// descriptor is closed at once; libdw gets the Elf and fd -1 (dwfl then
-// neither reads nor closes any fd for the module). Only if that fails is
-// the fd handed to libdw, owned like our other fds (fd_guard.h): never on
-// 0-2, and kept through an application's close-every-fd, so that libdw never
-// reads or closes a file of the application's that took the number.
-// (Separate debug-info files cannot be handed over as an Elf: see
-// Symbolizer::Impl::ReleaseDebugFds.)
-int FindElfOwned(Dwfl_Module* mod, void** userdata, const char* name, Dwarf_Addr base, char** file_name,
-                 Elf** elfp) {
-  const int fd = dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
-  if (fd < 0 || *elfp) return fd >= 0 ? AvoidReleasedNumber(TakeOwnFd(fd)) : fd;
-  Elf* elf = dwelf_elf_begin(fd);
-  if (elf && elf_kind(elf) == ELF_K_ELF && elf_cntl(elf, ELF_C_FDREAD) == 0) {
-    // libc's close, not the raw syscall: a sanitizer must see the number
-    // released (TSan took a later perf fd on it for this file's). On our
-    // threads the close hook really closes; on an exiting host thread the
-    // fd is not protected and not a socket, so the hook passes it through.
-    close(fd);
-    *elfp = elf;
-    return -1;
-  }
-  if (elf) elf_end(elf);
-  return AvoidReleasedNumber(TakeOwnFd(fd));
 }
 
 const Dwfl_Callbacks kCallbacks = {
@@ -267,6 +240,12 @@ struct Symbolizer::Impl {
   // The maps or a module's ELF could not be read for want of a descriptor
   // (EMFILE/ENFILE): the next rescan re-reads and re-reports regardless.
   bool fd_starved = false;
+  // A pc in a file's mapping had no libdw module (see Resolve): the next
+  // rescan re-reports even if the maps look unchanged. Once per mapping
+  // start (reported_again), so code libdw cannot place never costs a
+  // report per rescan interval.
+  bool report_again = false;
+  MiHashMap<uint64_t, bool> reported_again;
   MiHashMap<uint64_t, Entry> cache;
   MiVector<CachedMapping> mappings;
   MiHashMap<uint64_t, int32_t> mapping_by_start;
@@ -279,6 +258,11 @@ struct Symbolizer::Impl {
   MiHashMap<uint64_t, MiVector<std::pair<uint64_t, uint64_t>>> load_ranges;
   std::atomic<bool> exit_mode{false};
   Stats stats;
+  // Unloads (see symbolizer.h): the libraries unloaded so far, when the
+  // latest unload returned, and the maps as they were before it was seen.
+  UnloadedCode unloaded;
+  uint64_t world_start_ns = 0;
+  ProcMaps maps_before;
 
   ~Impl() {
     if (!dwfl) return;
@@ -294,7 +278,18 @@ struct Symbolizer::Impl {
     if (!dwfl) dwfl = dwfl_begin(&kCallbacks);
     if (!dwfl) return;
     dwfl_report_begin(dwfl);
-    dwfl_linux_proc_report(dwfl, getpid());
+    // From our own snapshot, the one mappings are described from (code_runs.h
+    // says why not dwfl_linux_proc_report).
+    const int pid = static_cast<int>(getpid());
+    ForEachCodeRun(maps, [&](const char* name, uint64_t lo, uint64_t hi) {
+      if (strcmp(name, "[vdso]") != 0) {
+        dwfl_report_module(dwfl, name, lo, hi);
+        return;
+      }
+      char vdso[32];  // the name libdw's find_elf reads the image from memory for
+      snprintf(vdso, sizeof(vdso), "[vdso: %d]", pid);
+      dwfl_report_module(dwfl, vdso, lo, hi);
+    });
     {
       ReleasedFdScope scope;  // modules dropped here close their released debug fds
       dwfl_report_end(dwfl, nullptr, nullptr);
@@ -342,12 +337,75 @@ struct Symbolizer::Impl {
       if (FdStarved(errno)) fd_starved = true;
       return false;
     }
-    if (maps.code_fingerprint() == before && !fd_starved) return false;
+    if (maps.code_fingerprint() == before && !fd_starved && !report_again) return false;
     fd_starved = false;
+    report_again = false;
     maps_generation++;
     mapping_by_start.clear();  // offsets/paths at a start address may differ now
     Report();
     return true;
+  }
+
+  // After a dlclose: the maps now, fresh modules, and no cached answer (the
+  // unloaded library's addresses may hold other code by now). Runs before
+  // any pc is described, so the generation moves and unnamed pcs are retried.
+  void SyncWithUnloads() {
+    if (unloaded.Sync(&world_start_ns) == 0 || !initialised) return;  // (Init reads the maps as they are now)
+    stats.unload_syncs++;
+    maps_before = maps;
+    errno = 0;
+    if (!maps.Load() && FdStarved(errno)) fd_starved = true;
+    last_rescan_ns = MonotonicNs();
+    maps_generation++;
+    cache.clear();
+    mapping_by_start.clear();
+    reported_again.clear();
+    Report();
+  }
+
+  // pc as the code of a library unloaded since: its symbol and line, from
+  // the library's own file.
+  bool DescribeUnloaded(const UnloadedObject& u, Dwfl_Module* mod, uint64_t pc, format::MappingInfo* mapping,
+                        std::vector<format::FrameLine>* lines) {
+    *mapping = format::MappingInfo{};
+    mapping->start = u.lo;
+    mapping->end = u.hi;
+    mapping->file_offset = 0;  // lo is the first PT_LOAD's page, which linkers put at file offset 0
+    mapping->path = u.path;
+    lines->clear();
+    if (!mod) return true;
+    const unsigned char* bits = nullptr;
+    GElf_Addr vaddr = 0;
+    const int len = dwfl_module_build_id(mod, &bits, &vaddr);
+    if (len > 0) mapping->build_id.assign(Hex(bits, len).c_str());
+    format::FrameLine fl;
+    GElf_Off offset = 0;
+    GElf_Sym sym;
+    if (const char* name = dwfl_module_addrinfo(mod, pc, &offset, &sym, nullptr, nullptr, nullptr)) {
+      const char* at = strchr(name, '@');
+      const MiString fn = at ? DemangleMi(std::string(name, static_cast<size_t>(at - name)).c_str()) : DemangleMi(name);
+      fl.function.assign(fn.data(), fn.size());
+    }
+    if (Dwfl_Line* line = dwfl_module_getsrc(mod, pc)) {
+      int lineno = 0;
+      if (const char* file = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)) {
+        fl.file = file;
+        fl.line = static_cast<uint32_t>(lineno > 0 ? lineno : 0);
+      }
+    }
+    if (!fl.function.empty() || !fl.file.empty()) lines->push_back(std::move(fl));
+    return true;
+  }
+
+  static bool SameMapping(const MapEntry& a, const MapEntry& b) {
+    return a.start == b.start && a.end == b.end && a.offset == b.offset && a.inode == b.inode && a.path == b.path;
+  }
+  static bool IsFileBacked(const MapEntry& m) { return !m.path.empty() && m.path[0] == '/'; }
+
+  // libdw's module for pc, if pc is in its image.
+  Dwfl_Module* ModuleAt(uint64_t pc) {
+    Dwfl_Module* mod = dwfl ? dwfl_addrmodule(dwfl, pc) : nullptr;
+    return mod && InImage(mod, pc) ? mod : nullptr;
   }
 
   // Whether pc lies in one of mod's own PT_LOAD segments. libdwfl reports a
@@ -771,12 +829,11 @@ struct Symbolizer::Impl {
 
   void Resolve(uint64_t pc, Entry* e) {
     const MapEntry* m = maps.Find(pc);
-    Dwfl_Module* mod = dwfl ? dwfl_addrmodule(dwfl, pc) : nullptr;
-    if ((!m || (!mod && m->executable && !m->path.empty() && m->path[0] == '/') || fd_starved) && MaybeRescan()) {
+    Dwfl_Module* mod = ModuleAt(pc);
+    if ((!m || (!mod && IsFileBacked(*m)) || fd_starved) && MaybeRescan()) {
       m = maps.Find(pc);
-      mod = dwfl ? dwfl_addrmodule(dwfl, pc) : nullptr;
+      mod = ModuleAt(pc);
     }
-    if (mod && !InImage(mod, pc)) mod = nullptr;
     e->maps_generation = maps_generation;
     e->frames.clear();
     if (!m) {
@@ -784,6 +841,15 @@ struct Symbolizer::Impl {
       return;
     }
     e->transient = false;
+    // No module for a pc in a file's mapping: the snapshot was taken while
+    // a library was being mapped (/proc/PID/maps is not read atomically; a
+    // library half-mapped has no executable mapping yet) or libdw could not
+    // take it then. Read and report again once for that mapping, rather
+    // than cache the pc unnamed for good.
+    if (!mod && IsFileBacked(*m) && reported_again.emplace(m->start, true).second) {
+      report_again = true;
+      e->transient = true;
+    }
     if (mod) {
       // libdw opens the module's file on first use; without a descriptor it
       // remembers the failure, so the modules must be reported afresh later.
@@ -837,8 +903,39 @@ Symbolizer::Stats Symbolizer::stats() const { return impl_->stats; }
 
 uint64_t Symbolizer::Generation() {
   Impl& s = *impl_;
-  if (s.initialised && s.fd_starved) s.MaybeRescan();
+  s.SyncWithUnloads();
+  if (s.initialised && (s.fd_starved || s.report_again)) s.MaybeRescan();
   return s.maps_generation;
+}
+
+uint64_t Symbolizer::WorldStart() {
+  Impl& s = *impl_;
+  s.SyncWithUnloads();
+  return s.world_start_ns;
+}
+
+uint64_t Symbolizer::EraBefore(uint64_t time_ns) { return impl_->unloaded.EraOf(time_ns); }
+
+bool Symbolizer::DescribeBefore(uint64_t pc, uint64_t era, format::MappingInfo* mapping,
+                                std::vector<format::FrameLine>* lines) {
+  Impl& s = *impl_;
+  s.stats.described_before++;
+  Dwfl_Module* mod = nullptr;
+  if (const UnloadedObject* u = s.unloaded.Holder(era, pc, &mod)) {
+    s.stats.unloaded_named++;
+    return s.DescribeUnloaded(*u, mod, pc, mapping, lines);
+  }
+  // No library unloaded since the event covered pc: what holds it now held
+  // it then, if the unloads since are all known and nothing else left (a
+  // library unloaded along with the one closed has no record: then the maps
+  // before and after the unload differ at pc).
+  const MapEntry* then = s.maps_before.Find(pc);
+  const MapEntry* now = s.maps.Find(pc);
+  if (now && s.unloaded.Complete(era) && (!then || Impl::SameMapping(*then, *now))) return Describe(pc, mapping, lines);
+  s.stats.unknown_before++;
+  *mapping = format::MappingInfo{};
+  lines->clear();
+  return false;
 }
 
 void Symbolizer::SetExitMode(bool on) { impl_->exit_mode.store(on, std::memory_order_relaxed); }
@@ -851,6 +948,8 @@ bool Symbolizer::Describe(uint64_t pc, format::MappingInfo* mapping, std::vector
     return true;
   }
   if (!s.initialised) s.Init();
+  // (Unloads are noticed in WorldStart() and Generation(), which the intern
+  // tables call before a stack's pcs: never between two pcs of one stack.)
   s.stats.lookups++;
   auto it = s.cache.find(pc);
   // An unknown pc stays cached until the maps change or a rescan is due.

@@ -9,6 +9,12 @@
 // dropped wholesale). A pc in no known module is retried after the process's
 // code mappings change (dlopen/dlclose), which is checked at most every
 // kRescanIntervalNs when unknown pcs keep arriving.
+//
+// Unloads (code_unloads.h, unloaded_code.h): after the host dlclosed a
+// library, the next WorldStart() or Generation() call re-reads the maps and
+// re-reports the modules at once and drops every cached answer (an address
+// may now hold other code). Events from before the unload are described as
+// of their own time (DescribeBefore).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -29,6 +35,15 @@ class Symbolizer final : public format::PcDescriber {
   // descriptors came back after fd exhaustion (probed here while starved:
   // one failed open() per call), so pcs described unnamed are asked again.
   uint64_t Generation() override;
+  // When the latest unload seen returned (0: none yet).
+  uint64_t WorldStart() override;
+  // For an event older than WorldStart(): the era it falls in
+  // (unloaded_code.h), and pc as it was then. A pc that a library unloaded
+  // since covered is named from that library's file; otherwise it is
+  // described as now if that is certain, else left unknown.
+  uint64_t EraBefore(uint64_t time_ns) override;
+  bool DescribeBefore(uint64_t pc, uint64_t era, format::MappingInfo* mapping,
+                      std::vector<format::FrameLine>* lines) override;
 
   // Exit mode: from now on, modules whose DWARF is not loaded yet are
   // described from their symbol tables only (no file:line), unless their
@@ -41,6 +56,9 @@ class Symbolizer final : public format::PcDescriber {
     uint64_t lookups = 0, cache_hits = 0, unknown = 0, rescans = 0, reports = 0, dwarf_skipped = 0;
     uint64_t symbol_tables = 0;  // SymbolIndex builds (one per module per report)
     uint64_t debug_fds_released = 0;  // separate debug files whose descriptor was closed early
+    uint64_t unload_syncs = 0;        // re-reads after a dlclose
+    // pcs of events older than an unload; named from an unloaded library; left unknown
+    uint64_t described_before = 0, unloaded_named = 0, unknown_before = 0;
   };
   Stats stats() const;
 

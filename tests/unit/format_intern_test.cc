@@ -271,3 +271,75 @@ TEST_CASE("format intern: string fields read back right in every segment of one 
     }
   }
 }
+
+namespace {
+// Worlds: Describe names pc after the current world ("now_<world>"); an
+// event older than world_start is described for its era ("era_<era>"):
+// era 0 before time 500, era 1 from 500 on.
+class WorldDescriber : public PcDescriber {
+ public:
+  uint64_t world = 0, world_start = 0;
+  int now_calls = 0, before_calls = 0;
+  bool Describe(uint64_t, MappingInfo* m, std::vector<FrameLine>* lines) override {
+    now_calls++;
+    m->start = 0x400000;
+    m->end = 0x500000;
+    m->path = "/usr/lib/now.so";
+    lines->push_back({"now_" + std::to_string(world), "", 0});
+    return true;
+  }
+  uint64_t WorldStart() override { return world_start; }
+  uint64_t EraBefore(uint64_t time_ns) override { return time_ns < 500 ? 0 : 1; }
+  bool DescribeBefore(uint64_t, uint64_t era, MappingInfo* m, std::vector<FrameLine>* lines) override {
+    before_calls++;
+    m->start = 0x400000;
+    m->end = 0x500000;
+    m->path = "/usr/lib/gone.so";
+    lines->push_back({"era_" + std::to_string(era), "", 0});
+    return true;
+  }
+};
+}  // namespace
+
+TEST_CASE("format intern: after an unload, pcs are described afresh and older events as of their era") {
+  TempDir dir;
+  WorldDescriber d;
+  SegmentWriter w;
+  w.SetPcDescriber(&d);
+  const uint32_t type = w.DefineEventType({"s", {{"time", FieldType::kTime, "ns"}, {"stack", FieldType::kStack, ""}}});
+  std::string err;
+  REQUIRE_MESSAGE(w.Open(dir.File("a.active"), Header(), &err), err);
+  const uint64_t pcs[] = {0x400010, 0x400020};
+  auto sample = [&](uint64_t time) {
+    Value v[] = {Value::U(time), Value::Stack(pcs, 2)};
+    w.Append(type, v, 2);
+  };
+  sample(100);  // 0: the first world
+  sample(200);  // 1: cached
+  CHECK(d.now_calls == 2);
+  d.world = 1;
+  d.world_start = 1000;  // a library was unloaded at 1000
+  sample(2000);  // 2: described afresh, not the first world's cached answer
+  CHECK(d.now_calls == 4);
+  sample(100);   // 3: older than the unload: era 0
+  sample(600);   // 4: era 1
+  sample(150);   // 5: era 0 again: cached
+  CHECK(d.before_calls == 4);
+  sample(3000);  // 6: the current world's cached answer
+  CHECK(d.now_calls == 4);
+  REQUIRE_MESSAGE(w.Seal({}, &err), err);
+  auto data = ReadAll(dir.File("a.active"));
+  Segment seg = ReadSegment(data.data(), data.size());
+  REQUIRE(seg.problems.empty());
+  REQUIRE(seg.events.size() == 7);
+  auto leaf = [&](size_t e) { return FunctionOf(seg, Frame(seg, e, 0)); };
+  CHECK(leaf(0) == "now_0");
+  CHECK(StackOf(seg, 1) == StackOf(seg, 0));
+  CHECK(leaf(2) == "now_1");
+  CHECK(leaf(3) == "era_0");
+  CHECK(leaf(4) == "era_1");
+  CHECK(StackOf(seg, 5) == StackOf(seg, 3));
+  CHECK(StackOf(seg, 4) != StackOf(seg, 3));
+  CHECK(StackOf(seg, 6) == StackOf(seg, 2));
+  CHECK(*seg.String(seg.MappingById(Frame(seg, 3, 0).mapping)->path) == "/usr/lib/gone.so");
+}

@@ -1,0 +1,68 @@
+// Unit tests for the unload record ring (sampler/code_unloads.h) and the
+// symbolizer's history of it (sampler/unloaded_code.h): eras, the holder of
+// a pc in an era, and what a ring overrun does to completeness.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "sampler/code_unloads.h"
+#include "sampler/unloaded_code.h"
+
+using namespace flightrec::sampler;
+
+namespace {
+UnloadedObject Object(uint64_t time, uint64_t lo, uint64_t hi, const char* path) {
+  UnloadedObject o;
+  o.time_ns = time;
+  o.bias = lo;
+  o.lo = lo;
+  o.hi = hi;
+  std::strncpy(o.path, path, sizeof(o.path) - 1);
+  return o;
+}
+}  // namespace
+
+TEST_CASE("code unloads: the holder of a pc in an era is the first library unloaded after it that covered it") {
+  // (The ring is process-wide: start from whatever earlier cases left.)
+  UnloadedCode code;
+  uint64_t latest = 0;
+  code.Sync(&latest);
+  const uint64_t base = CodeUnloadCount();
+  NoteCodeUnloaded(Object(1000, 0x10000, 0x20000, "/nonexistent/liba.so"));
+  NoteCodeUnloaded(Object(2000, 0x10000, 0x20000, "/nonexistent/libb.so"));  // loaded where a was
+  NoteCodeUnloaded(Object(3000, 0x30000, 0x40000, "/nonexistent/libc.so"));
+  CHECK(code.Sync(&latest) == 3);
+  CHECK(latest == 3000);
+  CHECK(code.EraOf(500) == base);
+  CHECK(code.EraOf(1500) == base + 1);
+  CHECK(code.EraOf(2500) == base + 2);
+  CHECK(code.EraOf(3500) == base + 3);
+  Dwfl_Module* mod = nullptr;
+  const UnloadedObject* h = code.Holder(code.EraOf(500), 0x10100, &mod);
+  REQUIRE(h);
+  CHECK(std::strcmp(h->path, "/nonexistent/liba.so") == 0);
+  CHECK(mod == nullptr);  // its file is gone: placed, not named
+  h = code.Holder(code.EraOf(1500), 0x10100, &mod);
+  REQUIRE(h);
+  CHECK(std::strcmp(h->path, "/nonexistent/libb.so") == 0);
+  CHECK(code.Holder(code.EraOf(2500), 0x10100, &mod) == nullptr);  // nothing unloaded there after 2000
+  h = code.Holder(code.EraOf(2500), 0x30000, &mod);
+  REQUIRE(h);
+  CHECK(std::strcmp(h->path, "/nonexistent/libc.so") == 0);
+  CHECK(code.Holder(code.EraOf(500), 0x40000, &mod) == nullptr);  // hi is past the end
+  CHECK(code.Complete(code.EraOf(500)));
+}
+
+TEST_CASE("code unloads: records overwritten before they were read make the eras before them incomplete") {
+  UnloadedCode code;
+  uint64_t latest = 0;
+  code.Sync(&latest);
+  const uint64_t base = CodeUnloadCount();
+  for (size_t i = 0; i < kUnloadRingSize + 10; i++)
+    NoteCodeUnloaded(Object(10000 + i, 0x10000, 0x20000, "/nonexistent/lib.so"));
+  code.Sync(&latest);
+  CHECK(latest == 10000 + kUnloadRingSize + 9);
+  CHECK_FALSE(code.Complete(base));       // its records were overwritten
+  CHECK(code.Complete(CodeUnloadCount() - 1));
+  CHECK(code.Complete(CodeUnloadCount()));  // after every unload: nothing to miss
+}
