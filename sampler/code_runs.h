@@ -10,10 +10,14 @@
 //
 // Here an image is a run of mappings of one file (same path and inode),
 // contiguous in the address space (anonymous mappings between, such as
-// .bss, do not break it), whose file offsets increase, and that holds an
-// executable mapping. A whole-file read-only mapping (ours, or a data file)
-// holds no code and is not an image; a second load of the same file starts
-// again at offset 0 and so is another image. The vDSO is an image of its own.
+// .bss, do not break it), whose file offsets increase from 0 (where the ELF
+// header is: libdw takes a module's low address for its first page), and
+// that holds an executable mapping. A whole-file read-only mapping (ours, or
+// a data file) holds no code and is not an image; a second load of the same
+// file starts again at offset 0 and so is another image; a piece of a file
+// mapped alone elsewhere (node maps part of its binary again near its heap)
+// does not start at 0 and is not an image (its pcs stay unnamed rather than
+// named with a wrong bias). The vDSO is an image of its own.
 #pragma once
 #include <cstdint>
 
@@ -59,7 +63,7 @@ void ForEachCodeRun(const ProcMaps& maps, Report&& report) {
       hi = last_end = m.end;
       last_offset = m.offset;
     }
-    if (code) report(first.path.c_str(), first.start, hi);
+    if (code && first.offset == 0) report(first.path.c_str(), first.start, hi);
     // Resume at the first line not taken into the run (an anonymous line
     // that was only passed over is skipped again there, harmlessly).
     i = j > i + 1 ? j : i + 1;

@@ -25,6 +25,10 @@
 // A sampled block stands for `period` blocks (the period is in the sample):
 // offcpu.sample's weight field, which profiles multiply into the duration.
 // Threads that block rarely keep period 1: every block is seen.
+//
+// CPU samples weigh their period (cpu-clock nanoseconds), scaled down per
+// drained batch where the thread's own CPU time says it had less (steal on a
+// VM: cpu_credit.h).
 #include "sampler/perf_sampler.h"
 
 #include <linux/perf_event.h>
@@ -42,6 +46,7 @@
 #include <ctime>
 
 #include "preload/fd_guard.h"
+#include "sampler/cpu_credit.h"
 #include "sampler/sample_events.h"
 #include "sampler/sampler_thread.h"
 #include "sampler/slot_claim.h"
@@ -108,6 +113,8 @@ struct Slot {
   // Sampler-thread private: lost-record counts of one batch, reported once.
   uint64_t batch_lost = 0;
   uint64_t batch_lost_time = 0;
+  // Sampler-thread private: the thread's CPU time against its samples'.
+  CpuCredit cpu_credit;
 };
 
 // What an exiting thread's ring still held, saved by the thread itself so
@@ -253,6 +260,7 @@ void ResetSwitchThinning(Slot& s, uint64_t start_ns) {
   s.lost_since_switch_sample = false;
   s.windows_since_change = 0;
   s.batch_lost = 0;
+  s.cpu_credit = CpuCredit{};
 }
 
 // By the slot's current owner (kDraining or kClosing): the thread is gone
@@ -395,7 +403,7 @@ void EndBlock(Slot& slot, const Batch* b, uint64_t end_time) {
 }
 
 void HandleRecord(Slot& slot, const Batch& b, uint64_t pos, const perf_event_header& h, const uint8_t* rec,
-                  uint64_t now_ns) {
+                  uint64_t now_ns, double cpu_factor) {
   Counters& c = g->counters;
   switch (h.type) {
     case PERF_RECORD_SAMPLE: {
@@ -428,7 +436,9 @@ void HandleRecord(Slot& slot, const Batch& b, uint64_t pos, const perf_event_hea
       // the leaf is the instruction after the syscall (like at a switch).
       const bool in_kernel = (h.misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL;
       const int n = UnwindSample(s, in_kernel, pcs);
-      if (n > 0) QueueCpuSample(s.time, s.tid ? s.tid : static_cast<uint32_t>(slot.tid), pcs, n, PeriodNs(s));
+      const uint64_t period = cpu_factor < 1.0 ? static_cast<uint64_t>(static_cast<double>(PeriodNs(s)) * cpu_factor)
+                                               : PeriodNs(s);
+      if (n > 0) QueueCpuSample(s.time, s.tid ? s.tid : static_cast<uint32_t>(slot.tid), pcs, n, period);
       c.samples++;
       return;
     }
@@ -515,12 +525,42 @@ size_t TakeRecords(Slot& slot, uint8_t* dst, size_t cap) {
   return whole;
 }
 
-void ProcessBatch(uint64_t now_ns, Slot& slot, const Batch& b) {
+// The thread's CPU time (ns), or 0 if it cannot be read (the thread is gone).
+uint64_t ThreadCpuNs(pid_t tid) {
+  // The clock id glibc's pthread_getcpuclockid makes of a tid: per-thread,
+  // CPUCLOCK_SCHED (the kernel's sum_exec_runtime).
+  const clockid_t clock = static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6);
+  timespec ts;
+  if (clock_gettime(clock, &ts) != 0) return 0;
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// The factor for the CPU samples of a live thread's batch (cpu_credit.h).
+double CpuFactor(Slot& slot, const Batch& b) {
+  uint64_t periods = 0;
   for (size_t pos = 0; pos + sizeof(perf_event_header) <= b.len;) {
     perf_event_header h;
     std::memcpy(&h, b.data + pos, sizeof(h));
     if (h.size < sizeof(h) || pos + h.size > b.len) break;
-    HandleRecord(slot, b, pos, h, b.data + pos, now_ns);
+    Sample s;
+    if (h.type == PERF_RECORD_SAMPLE && ParseSample(b.data + pos, h.size, &s) && !(slot.sw_id && s.id == slot.sw_id))
+      periods += PeriodNs(s);
+    pos += h.size;
+  }
+  if (!periods) return 1.0;
+  const uint64_t cpu = ThreadCpuNs(slot.tid);
+  if (!cpu) return 1.0;
+  return slot.cpu_credit.Take(cpu, periods, 1000000000ull / (g->opts.hz ? g->opts.hz : 1));
+}
+
+// live: the slot's thread is alive (not an orphan's saved records).
+void ProcessBatch(uint64_t now_ns, Slot& slot, const Batch& b, bool live) {
+  const double cpu_factor = live ? CpuFactor(slot, b) : 1.0;
+  for (size_t pos = 0; pos + sizeof(perf_event_header) <= b.len;) {
+    perf_event_header h;
+    std::memcpy(&h, b.data + pos, sizeof(h));
+    if (h.size < sizeof(h) || pos + h.size > b.len) break;
+    HandleRecord(slot, b, pos, h, b.data + pos, now_ns, cpu_factor);
     pos += h.size;
   }
   if (slot.batch_lost) {
@@ -604,7 +644,7 @@ void DrainSlot(uint64_t now_ns, Slot& slot) {
   }
   const size_t got = TakeRecords(slot, g->batch, g->batch_cap);
   const uint64_t lost_then = g->counters.lost;
-  ProcessBatch(now_ns, slot, Batch{g->batch, got});
+  ProcessBatch(now_ns, slot, Batch{g->batch, got}, true);
   const bool overflowed = g->counters.lost != lost_then;
   if (overflowed) g->pressure = true;
   TuneSwitchPeriod(slot, now_ns, overflowed);
@@ -660,7 +700,7 @@ void ProcessOrphans(uint64_t now_ns) {
     ctx.lost_since_switch_sample = false;
     ctx.pending_n = o->pending_n;
     std::memcpy(ctx.pending_pcs, o->pending_pcs, static_cast<size_t>(o->pending_n) * sizeof(uint64_t));
-    ProcessBatch(now_ns, ctx, Batch{o->data, o->len});
+    ProcessBatch(now_ns, ctx, Batch{o->data, o->len}, false);
     mi_free(o);
     o = next;
   }

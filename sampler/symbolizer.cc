@@ -408,12 +408,11 @@ struct Symbolizer::Impl {
     return mod && InImage(mod, pc) ? mod : nullptr;
   }
 
-  // Whether pc lies in one of mod's own PT_LOAD segments. libdwfl reports a
-  // module from the first to the last mapping of its file, so a file mapped
-  // again far away (node maps /usr/bin/node a second time near its heap)
-  // makes one module span everything in between, a JIT's anonymous code
-  // included; those pcs must not take the nearest symbol of the image (they
-  // came out as "_end"). An image whose ELF cannot be read is trusted.
+  // Whether pc lies in one of mod's own PT_LOAD segments. A module spans
+  // its image's mappings and the anonymous memory between them
+  // (code_runs.h), where a JIT's code may lie; those pcs must not take the
+  // nearest symbol of the image (they came out as "_end"). An image whose
+  // ELF cannot be read is trusted.
   bool InImage(Dwfl_Module* mod, uint64_t pc) {
     Dwarf_Addr low = 0;
     dwfl_module_info(mod, nullptr, &low, nullptr, nullptr, nullptr, nullptr, nullptr);
