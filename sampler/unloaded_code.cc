@@ -35,9 +35,13 @@ size_t UnloadedCode::Sync(uint64_t* latest_ns) {
     bool lost = false;
     if (!ReadCodeUnload(next_, &r.obj, &lost)) {
       if (!lost) break;  // still being written: next time
-      // Overwritten before we read it: eras up to it lack a record.
+      // Overwritten before we read it: the eras up to it lack a record. The
+      // history starts again after it (records_[i] is unload first_ + i).
+      for (Record& o : records_) Close(&o);
+      records_.clear();
+      open_ = 0;
       next_++;
-      complete_from_ = next_;
+      first_ = complete_from_ = next_;
       continue;
     }
     if (records_.size() == kHistory) {

@@ -66,3 +66,23 @@ TEST_CASE("code unloads: records overwritten before they were read make the eras
   CHECK(code.Complete(CodeUnloadCount() - 1));
   CHECK(code.Complete(CodeUnloadCount()));  // after every unload: nothing to miss
 }
+
+TEST_CASE("code unloads: after a ring overrun, eras still count from the right unload") {
+  UnloadedCode code;
+  uint64_t latest = 0;
+  code.Sync(&latest);
+  const uint64_t base = CodeUnloadCount();
+  NoteCodeUnloaded(Object(50000, 0x50000, 0x60000, "/nonexistent/before.so"));
+  code.Sync(&latest);  // read: in the history
+  for (size_t i = 0; i < kUnloadRingSize + 3; i++)
+    NoteCodeUnloaded(Object(60000 + i, 0x70000, 0x80000, "/nonexistent/storm.so"));
+  NoteCodeUnloaded(Object(90000, 0x90000, 0xa0000, "/nonexistent/last.so"));
+  code.Sync(&latest);
+  const uint64_t last = base + 1 + kUnloadRingSize + 3;  // the index of last.so's unload
+  CHECK(code.EraOf(89999) == last);
+  Dwfl_Module* mod = nullptr;
+  const UnloadedObject* h = code.Holder(code.EraOf(89999), 0x90100, &mod);
+  REQUIRE(h);
+  CHECK(std::strcmp(h->path, "/nonexistent/last.so") == 0);
+  CHECK_FALSE(code.Complete(base));  // before.so's era lost the storm's first records
+}
