@@ -162,6 +162,13 @@ MiString DemangleMi(const char* name) {
   return s;
 }
 
+// An ELF symbol's function name. Versioned symbols come as
+// "name@@GLIBC_2.34": the version is not part of the function's name.
+MiString FunctionNameOfSymbol(const char* symbol) {
+  const char* at = strchr(symbol, '@');
+  return at ? DemangleMi(std::string(symbol, static_cast<size_t>(at - symbol)).c_str()) : DemangleMi(symbol);
+}
+
 // The declaration a concrete or inlined DIE stands for: follows
 // DW_AT_abstract_origin and DW_AT_specification (bounded, in case of cycles).
 Dwarf_Die OriginDie(Dwarf_Die* die) {
@@ -382,8 +389,7 @@ struct Symbolizer::Impl {
     GElf_Off offset = 0;
     GElf_Sym sym;
     if (const char* name = dwfl_module_addrinfo(mod, pc, &offset, &sym, nullptr, nullptr, nullptr)) {
-      const char* at = strchr(name, '@');
-      const MiString fn = at ? DemangleMi(std::string(name, static_cast<size_t>(at - name)).c_str()) : DemangleMi(name);
+      const MiString fn = FunctionNameOfSymbol(name);
       fl.function.assign(fn.data(), fn.size());
     }
     if (Dwfl_Line* line = dwfl_module_getsrc(mod, pc)) {
@@ -501,12 +507,7 @@ struct Symbolizer::Impl {
     }
     const SymbolIndex::Symbol* sym = it->second.Find(pc);
     if (!sym) return MiString();
-    const char* name = sym->name;
-    // Versioned symbols come as "name@@GLIBC_2.34": the version is not part
-    // of the function's name.
-    const char* at = strchr(name, '@');
-    if (at) return StripCloneSuffix(DemangleMi(std::string(name, static_cast<size_t>(at - name)).c_str()));
-    return StripCloneSuffix(DemangleMi(name));
+    return FunctionNameOfSymbol(sym->name);
   }
 
   // A pc no symbol names, in a module without symbols for it (a stripped
@@ -530,21 +531,6 @@ struct Symbolizer::Impl {
       out += ")";
     }
     return out;
-  }
-
-  // GCC names the copies it makes of a function "f.constprop.0", "f.isra.0",
-  // "f.part.0", "f.cold" (C++: "f(int) [clone .cold]"). They are all the
-  // source function f, which is what a profile must call them.
-  static MiString StripCloneSuffix(MiString name) {
-    const size_t clone = name.find(" [clone .");
-    if (clone != MiString::npos) name.resize(clone);
-    static const char* const kSuffixes[] = {".constprop.", ".isra.", ".part.", ".cold", ".lto_priv.",
-                                            ".localalias"};
-    for (const char* suffix : kSuffixes) {
-      const size_t at = name.find(suffix);
-      if (at != MiString::npos && at > 0) name.resize(at);
-    }
-    return name;
   }
 
   // Whether to read a module's DWARF at all. libdw 0.188 inflates every

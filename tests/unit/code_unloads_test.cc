@@ -20,14 +20,25 @@ UnloadedObject Object(uint64_t time, uint64_t lo, uint64_t hi, const char* path)
   std::strncpy(o.path, path, sizeof(o.path) - 1);
   return o;
 }
+
+// A history that has taken in every unload so far (the ring is
+// process-wide: earlier cases leave theirs), and the index of the next.
+struct Fresh {
+  UnloadedCode code;
+  uint64_t latest = 0;
+  uint64_t base = 0;
+  Fresh() {
+    code.Sync(&latest);
+    base = CodeUnloadCount();
+  }
+};
 }  // namespace
 
 TEST_CASE("code unloads: the holder of a pc in an era is the first library unloaded after it that covered it") {
-  // (The ring is process-wide: start from whatever earlier cases left.)
-  UnloadedCode code;
-  uint64_t latest = 0;
-  code.Sync(&latest);
-  const uint64_t base = CodeUnloadCount();
+  Fresh f;
+  UnloadedCode& code = f.code;
+  uint64_t& latest = f.latest;
+  const uint64_t base = f.base;
   NoteCodeUnloaded(Object(1000, 0x10000, 0x20000, "/nonexistent/liba.so"));
   NoteCodeUnloaded(Object(2000, 0x10000, 0x20000, "/nonexistent/libb.so"));  // loaded where a was
   NoteCodeUnloaded(Object(3000, 0x30000, 0x40000, "/nonexistent/libc.so"));
@@ -54,10 +65,10 @@ TEST_CASE("code unloads: the holder of a pc in an era is the first library unloa
 }
 
 TEST_CASE("code unloads: records overwritten before they were read make the eras before them incomplete") {
-  UnloadedCode code;
-  uint64_t latest = 0;
-  code.Sync(&latest);
-  const uint64_t base = CodeUnloadCount();
+  Fresh f;
+  UnloadedCode& code = f.code;
+  uint64_t& latest = f.latest;
+  const uint64_t base = f.base;
   for (size_t i = 0; i < kUnloadRingSize + 10; i++)
     NoteCodeUnloaded(Object(10000 + i, 0x10000, 0x20000, "/nonexistent/lib.so"));
   code.Sync(&latest);
@@ -68,10 +79,10 @@ TEST_CASE("code unloads: records overwritten before they were read make the eras
 }
 
 TEST_CASE("code unloads: after a ring overrun, eras still count from the right unload") {
-  UnloadedCode code;
-  uint64_t latest = 0;
-  code.Sync(&latest);
-  const uint64_t base = CodeUnloadCount();
+  Fresh f;
+  UnloadedCode& code = f.code;
+  uint64_t& latest = f.latest;
+  const uint64_t base = f.base;
   NoteCodeUnloaded(Object(50000, 0x50000, 0x60000, "/nonexistent/before.so"));
   code.Sync(&latest);  // read: in the history
   for (size_t i = 0; i < kUnloadRingSize + 3; i++)
