@@ -12,6 +12,7 @@ __attribute__((noinline)) void SummarizeDroppedDataOp(SockGapTable& t, uint64_t 
                                                       uint64_t bytes_out, bool error, uint64_t end_ns) {
   if (t.owner_busy) {  // a signal handler interrupted the owner in here
     Add(t.unsummarized, 1);
+    Add(t.changes, 1);
     return;
   }
   t.owner_busy = 1;
@@ -48,6 +49,7 @@ __attribute__((noinline)) void SummarizeDroppedDataOp(SockGapTable& t, uint64_t 
     slot->last_ns.store(end_ns, std::memory_order_release);
     slot->seq.store(s + 2, std::memory_order_release);
   }
+  Add(t.changes, 1);  // after the entry: a reader that sees it sees the entry's values
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t.owner_busy = 0;
 }
