@@ -5,7 +5,10 @@ spend while it does nothing: CPU (schedstat, ns on CPU) and wake-ups
 (voluntary context switches) per second, measured over a window that starts
 after start-up. The same with FLIGHTREC_FLUSH_MS=5 (the drain period before
 the threads were woken by need) shows what periodic wake-ups cost on this
-machine. Interleaved rounds; medians.
+machine. Interleaved rounds; medians. The same again for a process of 500
+threads that all sleep (bench/idle_threads), as a thread pool between
+requests: what visiting each thread's slot on every tick costs
+(preload/slot_scan.h).
 
 Then what a short-lived process pays to start and exit under the preload:
 `/bin/true` plain and with every default on, interleaved, CPU of the whole
@@ -25,6 +28,7 @@ import time
 WINDOW_S = 5.0
 CROWDED_SEGMENTS = 20000
 SIDES = (("defaults", {}), ("FLIGHTREC_FLUSH_MS=5", {"FLIGHTREC_FLUSH_MS": "5"}))
+POOL_THREADS = 500
 
 
 def recorder_threads(pid):
@@ -44,10 +48,14 @@ def recorder_threads(pid):
     return out
 
 
-def one(lib, env):
+def one(lib, env, pool=None, busy=False):
+    """pool: the idle_threads program, run with POOL_THREADS threads instead
+    of `sleep`; busy: its main thread making a send+recv pair every ms."""
     with tempfile.TemporaryDirectory(prefix="fr-idle-", dir="/var/tmp") as tmp:
         e = dict(os.environ, LD_PRELOAD=lib, FLIGHTREC_OUTPUT=os.path.join(tmp, "out"), **env)
-        p = subprocess.Popen(["sleep", str(WINDOW_S + 3)], env=e)
+        secs = str(int(WINDOW_S + 3))
+        cmd = [pool, str(POOL_THREADS), secs, "1" if busy else "0"] if pool else ["sleep", secs]
+        p = subprocess.Popen(cmd, env=e)
         try:
             time.sleep(1.0)  # past start-up
             a = recorder_threads(p.pid)
@@ -78,14 +86,21 @@ def start_cost(lib, env, out=None):
 
 
 def main():
-    lib = os.path.join(os.path.abspath(sys.argv[1]), "libflightrec.so")
+    build = os.path.abspath(sys.argv[1])
+    lib = os.path.join(build, "libflightrec.so")
+    pool = os.path.join(build, "bench", "idle_threads")
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    res = {name: [] for name, _ in SIDES}
+    sides = [(name, env, None, False) for name, env in SIDES]
+    sides += [("%d threads, %s" % (POOL_THREADS, name), env, pool, False) for name, env in SIDES]
+    sides += [("%d threads, main busy, %s" % (POOL_THREADS, name), env, pool, True) for name, env in SIDES]
+    res = {name: [] for name, _, _, _ in sides}
     for r in range(rounds):
-        for name, env in (SIDES if r % 2 == 0 else SIDES[::-1]):
-            res[name].append(one(lib, env))
-    print("idle process (`sleep`), flightrec's threads over %.0f s windows, median of %d rounds:" % (WINDOW_S, rounds))
-    for name, _ in SIDES:
+        for name, env, prog, busy in (sides if r % 2 == 0 else sides[::-1]):
+            res[name].append(one(lib, env, prog, busy))
+    print("idle process (`sleep`; `idle_threads %d`: that many sleeping threads; main busy: its main thread "
+          "making a send+recv pair every ms), flightrec's threads over %.0f s windows, median of %d rounds:"
+          % (POOL_THREADS, WINDOW_S, rounds))
+    for name, _, _, _ in sides:
         cpu = statistics.median(x[0] for x in res[name])
         wakes = statistics.median(x[1] for x in res[name])
         threads = max(x[2] for x in res[name])

@@ -222,22 +222,17 @@ void EmitGlobalDrops(FlushContext& ctx, const char* kind, uint64_t count) {
   AddFooterDrop(kind, count);
 }
 
-void RefreshThreadNames(FlushContext& ctx) {
-  // Read the clock now, not the tick's start: a thread that registered during
-  // this tick must not get a rename stamped before its own start.
-  const uint64_t now = MonotonicNs();
-  for (ThreadState* ts = RegistryHead(); ts; ts = ts->next) {
-    if (ts->state.load(std::memory_order_acquire) != static_cast<int>(ThreadSlotState::kActive)) continue;
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/self/task/%d/comm", ts->tid);
-    std::string comm = ReadSmallFile(path, 16);
-    while (!comm.empty() && comm.back() == '\n') comm.pop_back();
-    if (comm.empty() || comm == Bounded(ts->name, sizeof(ts->name))) continue;
-    memset(ts->name, 0, sizeof(ts->name));
-    memcpy(ts->name, comm.data(), comm.size() < 15 ? comm.size() : 15);
-    Value v[] = {Value::U(now), Value::U(static_cast<uint64_t>(ts->tid)), Value::Str(comm)};
-    ctx.writer->Append(t_thread_name, v, 3);
-  }
+void RefreshThreadName(FlushContext& ctx, ThreadState* ts, uint64_t now) {
+  if (ts->state.load(std::memory_order_acquire) != static_cast<int>(ThreadSlotState::kActive)) return;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/comm", ts->tid);
+  std::string comm = ReadSmallFile(path, 16);
+  while (!comm.empty() && comm.back() == '\n') comm.pop_back();
+  if (comm.empty() || comm == Bounded(ts->name, sizeof(ts->name))) return;
+  memset(ts->name, 0, sizeof(ts->name));
+  memcpy(ts->name, comm.data(), comm.size() < 15 ? comm.size() : 15);
+  Value v[] = {Value::U(now), Value::U(static_cast<uint64_t>(ts->tid)), Value::Str(comm)};
+  ctx.writer->Append(t_thread_name, v, 3);
 }
 
 void AddFooterDrop(const char* kind, uint64_t count) { FooterDrops()[std::string("dropped.") + kind] += count; }

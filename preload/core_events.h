@@ -37,8 +37,11 @@ void EmitThreadEndIfDropped(FlushContext& ctx, ThreadState* ts);
 void EmitDropDeltas(FlushContext& ctx, ThreadState* ts);
 // Reports drops that could not be charged to a thread, and extra named ones.
 void EmitGlobalDrops(FlushContext& ctx, const char* kind, uint64_t count);
-// Re-reads /proc/self/task/<tid>/comm of live threads; emits thread.name on change.
-void RefreshThreadNames(FlushContext& ctx);
+// Re-reads /proc/self/task/<tid>/comm of a live thread; emits thread.name on
+// change, stamped `now`. The caller reads the clock after the tick's drain: a
+// thread that registered during the tick must not get a rename stamped
+// before its own start.
+void RefreshThreadName(FlushContext& ctx, ThreadState* ts, uint64_t now);
 
 // Totals for the footer of the segment being written ("dropped.<kind>").
 void AddFooterDrop(const char* kind, uint64_t count);

@@ -20,6 +20,7 @@
 
 #include "preload/crash_freeze.h"
 #include "preload/flush_wakeup.h"
+#include "preload/slot_scan.h"
 
 #include <linux/futex.h>
 #include <pthread.h>
@@ -123,6 +124,8 @@ struct FlushState {
   // again in the next segment.
   std::map<std::string, uint64_t> carried_drops;
   uint64_t unattributed_seen = 0;  // UnattributedDrops() already reported
+  SlotScan<ThreadState> slots;  // which slots a tick visits (slot_scan.h)
+  uint64_t last_full_scan_ns = 0;
   bool busy = false;  // the last drain took 1/kBusyFraction of some ring or more
   bool quiet = false;  // the last tick found no record and no queued sample (FlushContext::work)
   std::atomic<int> phase{kIdle};
@@ -308,18 +311,19 @@ void SealSegment(FlushState& s) {
 // stopper's final tick does what is left).
 bool StopRequested(const FlushState& s) { return s.phase.load(std::memory_order_acquire) == kStopRequested; }
 
-void DrainRings(FlushState& s, FlushContext& ctx) {
+// full: visit every slot, quiet ones too (slot_scan.h says when).
+void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
   const bool writing = s.writer->is_open();
   s.busy = false;
   // Kinds are registered at init: look each decoder up once per drain, not
   // once per record.
   RecordDecodeFn decoders[kRecordKindCount];
   for (uint16_t k = 0; k < kRecordKindCount; k++) decoders[k] = DecoderFor(k);
-  for (ThreadState* ts = RegistryHead(); ts; ts = ts->next) {
-    if (StopRequested(s)) break;
+  s.slots.AddNew(RegistryHead());
+  auto visit = [&](ThreadState* ts) {
     const int st = ts->state.load(std::memory_order_acquire);
     if (st != static_cast<int>(ThreadSlotState::kActive) && st != static_cast<int>(ThreadSlotState::kRetired))
-      continue;
+      return false;
     ctx.thread = ts;
     const uint64_t before = ts->ring.consumed();
     ts->ring.Drain([&](const RecordHeader& h, const void* payload) {
@@ -331,26 +335,33 @@ void DrainRings(FlushState& s, FlushContext& ctx) {
         fn(ctx, h, payload);
       }
     });
-    if ((ts->ring.consumed() - before) * kBusyFraction >= ts->ring.capacity()) s.busy = true;
+    const uint64_t drained = ts->ring.consumed() - before;
+    if (drained * kBusyFraction >= ts->ring.capacity()) s.busy = true;
     if (writing && st == static_cast<int>(ThreadSlotState::kRetired)) EmitThreadEndIfDropped(ctx, ts);
     if (writing) RunThreadDrainedHooks(ctx);
     if (writing) EmitDropDeltas(ctx, ts);
     if (st == static_cast<int>(ThreadSlotState::kRetired)) {
       // The owner is gone; whatever it pushed before retiring was drained above.
       ts->state.store(static_cast<int>(ThreadSlotState::kFree), std::memory_order_release);
+      return true;
     }
-  }
+    return drained != 0;
+  };
+  s.slots.ForEach(full, visit, [&] { return StopRequested(s); });
   ctx.thread = nullptr;
 }
 
-void Tick(FlushState& s, bool final_tick) {
+// nudged: a producer's nudge (or a stop or crash request) started this tick.
+void Tick(FlushState& s, bool final_tick, bool nudged) {
   const Config& cfg = GetConfig();
   const uint64_t now = MonotonicNs();
   if (s.paused && (now >= s.retry_at_ns || s.resume_requested.exchange(false, std::memory_order_acq_rel)))
     OpenSegment(s, now);
   FlushContext ctx{s.writer, nullptr, now, final_tick};
   s.quiet = false;
-  DrainRings(s, ctx);
+  const bool full_scan = final_tick || nudged || now - s.last_full_scan_ns >= kFullScanNs;
+  if (full_scan) s.last_full_scan_ns = now;
+  DrainRings(s, ctx, full_scan);
   if (!s.writer->is_open() || StopRequested(s)) return;
   RunFlushSources(ctx);
   s.quiet = ctx.work == 0;
@@ -363,7 +374,8 @@ void Tick(FlushState& s, bool final_tick) {
   if (cfg.rusage_ms && (now - s.last_rusage_ns >= cfg.rusage_ms * kMs || final_tick)) {
     s.last_rusage_ns = now;
     EmitRusage(ctx);
-    RefreshThreadNames(ctx);
+    const uint64_t names_ns = MonotonicNs();  // not `now`: see RefreshThreadName
+    s.slots.ForEachDue(final_tick, [&](ThreadState* ts) { RefreshThreadName(ctx, ts, names_ns); });
     // The directory may have been removed under us: writes to an unlinked file
     // succeed silently, so check the file still has a name. On the open file,
     // not the path: a process that dropped root cannot stat the path at all.
@@ -461,12 +473,14 @@ void* FlushMain(void* arg) {
   for (;;) {
     SleepUnlessWoken(seen, sleep_ns);
     CrashFreezePark();  // the program's crash handler is running: touch nothing
-    seen = g_wake_word.load(std::memory_order_seq_cst);
+    const uint32_t now_seen = g_wake_word.load(std::memory_order_seq_cst);
+    const bool nudged = now_seen != seen;  // not just the timer: scan every slot
+    seen = now_seen;
     if (!BeginTick(*s)) break;
     if (s->crash_requested.load(std::memory_order_acquire)) {
       // Seal now; do not open a new segment (the process is about to die).
       // If it survives, the pause ends after kRetryNs and recording resumes.
-      Tick(*s, true);
+      Tick(*s, true, true);
       s->paused = true;
       s->paused_logged = true;
       s->paused_for_crash = true;
@@ -476,7 +490,7 @@ void* FlushMain(void* arg) {
       if (!EndTick(*s)) break;
       continue;
     }
-    Tick(*s, false);
+    Tick(*s, false, nudged);
     // Read while the state is still ours: once EndTick hands it back, a
     // stopper may take it over and tick on it (TSan caught this read racing).
     if (s->busy && period > busy_period) {
@@ -536,7 +550,7 @@ bool StopFlushThread(uint64_t deadline_ns) {
     // exit() from EndProcess: we are the flush thread, between ticks.
     s->phase.store(kStopped, std::memory_order_release);
     g_state = nullptr;
-    Tick(*s, true);
+    Tick(*s, true, true);
     return true;
   }
   // Idle: take the writer over at once. Mid-tick: ask for it and wait.
@@ -567,7 +581,7 @@ bool StopFlushThread(uint64_t deadline_ns) {
   // meanwhile so its own allocations are not recorded.
   const uint32_t saved_flags = tls_thread_flags;
   tls_thread_flags |= kThreadFlagRecorder;
-  Tick(*s, true);
+  Tick(*s, true, true);
   tls_thread_flags = saved_flags;
   return true;
 }

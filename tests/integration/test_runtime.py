@@ -39,6 +39,25 @@ def test_threads_show_up_by_name(fr, trace_dir):
     assert os.stat(trace_dir).st_mode & 0o777 == 0o700
 
 
+@pytest.mark.parametrize("kill", [0, 1])
+def test_threads_renamed_without_pthread_setname_np_show_their_new_names(fr, trace_dir, kill):
+    """prctl(PR_SET_NAME) and a write to another thread's comm file leave no
+    record: the flush thread looks at live threads' names once a second, at
+    threads that record every time and at sleeping ones in turn, and at all
+    of them on the final tick. kill=1: the process ends by SIGKILL, so the
+    busy thread's new name must have been found while it ran. Off-CPU
+    sampling is off: its samples at exit would make every sleeping thread
+    one that records, and the final look at all of them would go untested."""
+    proc = fr.run([fr.program("thread_renames"), "30", str(kill)], trace_dir, check=False,
+                  env={"FLIGHTREC_OFFCPU": "0"})
+    assert proc.stdout == "done\n", proc.stderr
+    names = {e["name"] for e in fr.events(trace_dir, "thread.name")}
+    assert "prctl-busy" in names, names
+    if not kill:
+        assert "prctl-sleeper" in names, names
+        assert {f"renamed-{i}" for i in range(30)} <= names, names
+
+
 def test_sigkill_leaves_a_readable_trace(fr, trace_dir):
     env = fr.env(trace_dir)
     proc = subprocess.Popen([fr.program("threads_basic"), "3", "0", "5000"], env=env,
