@@ -28,6 +28,13 @@ struct FlushContext {
   // the process was quiet since the last tick: the flush thread then sleeps
   // longer (flush_thread.cc, idle backoff).
   uint64_t work = 0;
+  // Every ring was drained at or after this time: the tick's start, or the
+  // last full scan when this tick passed over quiet slots (slot_scan.h); 0
+  // (contexts made outside a tick): the tick's start. Records completed
+  // earlier have all been decoded, whatever their thread: ordering across
+  // threads (the socket connection table) waits for it.
+  uint64_t all_drained_ns = 0;
+  uint64_t AllDrainedNs() const { return all_drained_ns ? all_drained_ns : now_ns; }
 };
 
 using RecordDecodeFn = void (*)(FlushContext& ctx, const RecordHeader& header, const void* payload);

@@ -347,7 +347,10 @@ void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
     }
     return drained != 0;
   };
-  s.slots.ForEach(full, visit, [&] { return StopRequested(s); });
+  const bool skipped = s.slots.ForEach(full, visit, [&] { return StopRequested(s); });
+  // Records a passed-over slot may hold are all from after the last full
+  // scan; without one passed over, everything before this tick is in.
+  ctx.all_drained_ns = skipped ? s.last_full_scan_ns : ctx.now_ns;
   ctx.thread = nullptr;
 }
 

@@ -54,11 +54,16 @@ class SlotScan {
   // (its ring had records, or it changed state): an idle visit counts
   // towards quiet, a busy one clears it. stop() true ends the scan early (a
   // stop request).
+  // Returns whether it passed over a quiet slot.
   template <typename Visit, typename Stop>
-  void ForEach(bool full, Visit visit, Stop stop) {
+  bool ForEach(bool full, Visit visit, Stop stop) {
+    bool skipped = false;
     for (Entry& e : entries_) {
-      if (stop()) return;
-      if (!full && e.idle_visits >= kQuietVisits) continue;
+      if (stop()) return skipped;
+      if (!full && e.idle_visits >= kQuietVisits) {
+        skipped = true;
+        continue;
+      }
       if (visit(e.slot)) {
         e.idle_visits = 0;
         e.busy_since_due = true;
@@ -66,6 +71,7 @@ class SlotScan {
         e.idle_visits++;
       }
     }
+    return skipped;
   }
 
   // Calls fn(slot) for the slots due a fresh look at what only the kernel

@@ -295,7 +295,11 @@ void FlushSource(FlushContext& ctx) {
   // holds everything the exited threads pushed. (A tick that was already
   // draining when exit() began may have missed records of another ring.)
   const uint64_t exiting_since = g_finalize_ns.load(std::memory_order_acquire);
-  g->side->Process(ctx.writer, ctx.now_ns - kSocketTimeGrainNs, exiting_since != 0 && ctx.now_ns > exiting_since);
+  // Up to when every ring was last drained, not this tick's start: a thread
+  // the tick passed over as quiet (slot_scan.h) may still hold an earlier
+  // call on a connection another thread has since closed.
+  g->side->Process(ctx.writer, ctx.AllDrainedNs() - kSocketTimeGrainNs,
+                   exiting_since != 0 && ctx.now_ns > exiting_since);
 
   if (g->acceptq_ns && ctx.now_ns >= g->next_acceptq_ns) {
     g->next_acceptq_ns = ctx.now_ns + g->acceptq_ns;

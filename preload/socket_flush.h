@@ -8,6 +8,10 @@
 //    completion time and fed to the connection table (socket_conns.h) up to
 //    the tick's start time: a connection used by several threads is then seen
 //    in the order things happened, whatever order the rings were drained in.
+//    When the tick passed over quiet threads' slots (preload/slot_scan.h),
+//    only up to the last full scan: a quiet thread may still hold a read on
+//    a connection another thread has since closed (seen: the close's totals
+//    missed the read).
 //    A record whose completion time is before the tick started was committed
 //    before its ring was drained (the push follows the clock read), except
 //    when its thread was preempted in between for longer than a tick; such a

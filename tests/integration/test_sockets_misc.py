@@ -74,6 +74,31 @@ def test_unix_sockets_and_socketpair(fr, trace_dir):
     assert all(c["close_ns"] is not None for c in doc["connections"])
 
 
+def test_a_connection_handed_from_a_quiet_thread_to_a_busy_one_keeps_exact_totals(fr, trace_dir):
+    """The reader slept first, so the flush thread passes over its slot until
+    its next full scan, while the thread that answers and closes is drained
+    every tick: the close must still be processed after the read that came
+    before it, and every server connection count its 100 bytes in and 200
+    out, with one socket.open each."""
+    rounds = 6
+    proc, plain = run_misc(fr, trace_dir, "handoff", rounds)
+    assert proc.stdout == plain.stdout == "handoff rounds=6 in=100 out=200\n"
+    doc = sockets(fr, trace_dir)
+    servers = [c for c in doc["connections"] if c["role"] == "server" and c["family"] == "ipv4"]
+    assert len(servers) == rounds, doc["connections"]
+    for c in servers:
+        assert (c["bytes_in"], c["bytes_out"]) == (100, 200), c
+        assert c["close_ns"] is not None, c
+    opens = Counter(e["conn"] for e in fr.events(trace_dir, "socket.open"))
+    assert all(opens[c["id"]] == 1 for c in servers), opens
+    # The connection table's own totals, written at the close: the read must
+    # be in them (processed before the close that followed it).
+    closes = {e["conn"]: e for e in fr.events(trace_dir, "socket.close")}
+    for c in servers:
+        close = closes[c["id"]]
+        assert (close["bytes_in"], close["bytes_out"], close["ops"]) == (100, 200, 3), close
+
+
 def test_splice_through_a_socket_counts_every_byte(fr, trace_dir):
     proc, _ = run_misc(fr, trace_dir, "splice")
     n = numbers(proc.stdout)

@@ -17,6 +17,11 @@
 //                                  splice (as a proxy moves bytes): 300000 bytes
 //                                  pipe -> socket -> pipe, the pipes' ends moved
 //                                  with plain read/write
+//   sock_misc handoff ROUNDS       a connection read by a thread that had slept
+//                                  (300 ms: the recorder passes over its quiet
+//                                  slot) and then answered and closed at once by
+//                                  a thread that never stops making socket calls;
+//                                  ROUNDS connections, 100 bytes in, 200 out each
 //   sock_misc closeall MODE        TCP exchange, then close every fd
 //                                  (MODE: range = close_range(3, ~0U, 0),
 //                                  loop = close() on 3..1023, from = closefrom(3)),
@@ -400,6 +405,63 @@ static int cmd_fork(void) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
+// ---- handoff ----------------------------------------------------------------
+
+enum { kAsk = 100, kAnswer = 200 };
+static volatile int g_handoff_fd = -1;  // set by the reader, closed by the closer
+static volatile int g_handoff_done;
+
+// Never quiet: a send+recv pair on its own socketpair every 0.5 ms; answers
+// and closes each connection the reader hands over.
+static void* handoff_closer(void* arg) {
+  (void)arg;
+  int sv[2];
+  char b[kAnswer];
+  memset(b, 'a', sizeof b);
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) die("socketpair");
+  while (!__atomic_load_n(&g_handoff_done, __ATOMIC_ACQUIRE)) {
+    write_all(sv[0], "tick", 4);
+    read_all(sv[1], b, 4);
+    const int fd = __atomic_load_n(&g_handoff_fd, __ATOMIC_ACQUIRE);
+    if (fd >= 0) {
+      memset(b, 'a', sizeof b);
+      write_all(fd, b, kAnswer);
+      close(fd);
+      __atomic_store_n(&g_handoff_fd, -1, __ATOMIC_RELEASE);
+    }
+    usleep(500);
+  }
+  close(sv[0]);
+  close(sv[1]);
+  return NULL;
+}
+
+static int cmd_handoff(int rounds) {
+  struct sockaddr_in addr;
+  const int l = tcp_listener(&addr, 0);
+  pthread_t closer;
+  if (pthread_create(&closer, NULL, handoff_closer, NULL) != 0) die("pthread_create");
+  char b[kAnswer];
+  memset(b, 'q', sizeof b);
+  for (int i = 0; i < rounds; i++) {
+    const int c = tcp_connect(&addr);
+    const int s = accept(l, NULL, NULL);
+    if (s < 0) die("accept");
+    write_all(c, b, kAsk);
+    usleep(300000);  // quiet: two drains find this thread's ring empty
+    read_all(s, b, kAsk);
+    __atomic_store_n(&g_handoff_fd, s, __ATOMIC_RELEASE);
+    read_all(c, b, kAnswer);
+    while (__atomic_load_n(&g_handoff_fd, __ATOMIC_ACQUIRE) >= 0) usleep(100);
+    close(c);
+  }
+  __atomic_store_n(&g_handoff_done, 1, __ATOMIC_RELEASE);
+  pthread_join(closer, NULL);
+  close(l);
+  printf("handoff rounds=%d in=%d out=%d\n", rounds, kAsk, kAnswer);
+  return 0;
+}
+
 // ---- closeall ---------------------------------------------------------------
 
 static long exchange(const struct sockaddr_in* addr, int listener, size_t n) {
@@ -453,7 +515,7 @@ static int cmd_closeall(const char* mode) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: sock_misc epoll|unix|udp|splice|connfail|dup|fork|closeall ...\n");
+    fprintf(stderr, "usage: sock_misc epoll|unix|udp|splice|connfail|dup|fork|handoff|closeall ...\n");
     return 2;
   }
   const char* cmd = argv[1];
@@ -464,6 +526,7 @@ int main(int argc, char** argv) {
   if (strcmp(cmd, "connfail") == 0) return cmd_connfail();
   if (strcmp(cmd, "dup") == 0) return cmd_dup();
   if (strcmp(cmd, "fork") == 0) return cmd_fork();
+  if (strcmp(cmd, "handoff") == 0) return cmd_handoff(argc > 2 ? atoi(argv[2]) : 4);
   if (strcmp(cmd, "closeall") == 0) return cmd_closeall(argc > 2 ? argv[2] : "range");
   fprintf(stderr, "unknown command %s\n", cmd);
   return 2;
