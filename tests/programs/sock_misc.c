@@ -408,8 +408,27 @@ static int cmd_fork(void) {
 // ---- handoff ----------------------------------------------------------------
 
 enum { kAsk = 100, kAnswer = 200 };
-static volatile int g_handoff_fd = -1;  // set by the reader, closed by the closer
-static volatile int g_handoff_done;
+// Handed over under a mutex, not a bare atomic: under the sanitizer preload
+// runs, ThreadSanitizer sees only intercepted calls in this (uninstrumented)
+// program, and would take the fd's use by two threads for a race.
+static pthread_mutex_t g_handoff_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_handoff_fd = -1;  // set by the reader, closed by the closer
+static int g_handoff_done;
+
+static int handoff_get(int* fd) {
+  pthread_mutex_lock(&g_handoff_mu);
+  const int done = g_handoff_done;
+  *fd = g_handoff_fd;
+  pthread_mutex_unlock(&g_handoff_mu);
+  return done;
+}
+
+static void handoff_set(int fd, int done) {
+  pthread_mutex_lock(&g_handoff_mu);
+  g_handoff_fd = fd;
+  g_handoff_done = done;
+  pthread_mutex_unlock(&g_handoff_mu);
+}
 
 // Never quiet: a send+recv pair on its own socketpair every 0.5 ms; answers
 // and closes each connection the reader hands over.
@@ -419,15 +438,16 @@ static void* handoff_closer(void* arg) {
   char b[kAnswer];
   memset(b, 'a', sizeof b);
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) die("socketpair");
-  while (!__atomic_load_n(&g_handoff_done, __ATOMIC_ACQUIRE)) {
+  for (;;) {
+    int fd;
+    if (handoff_get(&fd)) break;
     write_all(sv[0], "tick", 4);
     read_all(sv[1], b, 4);
-    const int fd = __atomic_load_n(&g_handoff_fd, __ATOMIC_ACQUIRE);
     if (fd >= 0) {
       memset(b, 'a', sizeof b);
       write_all(fd, b, kAnswer);
       close(fd);
-      __atomic_store_n(&g_handoff_fd, -1, __ATOMIC_RELEASE);
+      handoff_set(-1, 0);
     }
     usleep(500);
   }
@@ -450,12 +470,12 @@ static int cmd_handoff(int rounds) {
     write_all(c, b, kAsk);
     usleep(300000);  // quiet: two drains find this thread's ring empty
     read_all(s, b, kAsk);
-    __atomic_store_n(&g_handoff_fd, s, __ATOMIC_RELEASE);
+    handoff_set(s, 0);
     read_all(c, b, kAnswer);
-    while (__atomic_load_n(&g_handoff_fd, __ATOMIC_ACQUIRE) >= 0) usleep(100);
+    for (int fd = s; fd >= 0; handoff_get(&fd)) usleep(100);
     close(c);
   }
-  __atomic_store_n(&g_handoff_done, 1, __ATOMIC_RELEASE);
+  handoff_set(-1, 1);
   pthread_join(closer, NULL);
   close(l);
   printf("handoff rounds=%d in=%d out=%d\n", rounds, kAsk, kAnswer);
