@@ -34,11 +34,7 @@ struct Fresh {
 };
 }  // namespace
 
-TEST_CASE("code unloads: the holder of a pc in an era is the first library unloaded after it that covered it") {
-  Fresh f;
-  UnloadedCode& code = f.code;
-  uint64_t& latest = f.latest;
-  const uint64_t base = f.base;
+TEST_CASE_FIXTURE(Fresh, "code unloads: the holder of a pc in an era is the first library unloaded after it that covered it") {
   NoteCodeUnloaded(Object(1000, 0x10000, 0x20000, "/nonexistent/liba.so"));
   NoteCodeUnloaded(Object(2000, 0x10000, 0x20000, "/nonexistent/libb.so"));  // loaded where a was
   NoteCodeUnloaded(Object(3000, 0x30000, 0x40000, "/nonexistent/libc.so"));
@@ -64,11 +60,7 @@ TEST_CASE("code unloads: the holder of a pc in an era is the first library unloa
   CHECK(code.Complete(code.EraOf(500)));
 }
 
-TEST_CASE("code unloads: records overwritten before they were read make the eras before them incomplete") {
-  Fresh f;
-  UnloadedCode& code = f.code;
-  uint64_t& latest = f.latest;
-  const uint64_t base = f.base;
+TEST_CASE_FIXTURE(Fresh, "code unloads: records overwritten before they were read make the eras before them incomplete") {
   for (size_t i = 0; i < kUnloadRingSize + 10; i++)
     NoteCodeUnloaded(Object(10000 + i, 0x10000, 0x20000, "/nonexistent/lib.so"));
   code.Sync(&latest);
@@ -78,11 +70,7 @@ TEST_CASE("code unloads: records overwritten before they were read make the eras
   CHECK(code.Complete(CodeUnloadCount()));  // after every unload: nothing to miss
 }
 
-TEST_CASE("code unloads: after a ring overrun, eras still count from the right unload") {
-  Fresh f;
-  UnloadedCode& code = f.code;
-  uint64_t& latest = f.latest;
-  const uint64_t base = f.base;
+TEST_CASE_FIXTURE(Fresh, "code unloads: after a ring overrun, eras still count from the right unload") {
   NoteCodeUnloaded(Object(50000, 0x50000, 0x60000, "/nonexistent/before.so"));
   code.Sync(&latest);  // read: in the history
   for (size_t i = 0; i < kUnloadRingSize + 3; i++)

@@ -282,20 +282,22 @@ class WorldDescriber : public PcDescriber {
   int now_calls = 0, before_calls = 0;
   bool Describe(uint64_t, MappingInfo* m, std::vector<FrameLine>* lines) override {
     now_calls++;
-    m->start = 0x400000;
-    m->end = 0x500000;
-    m->path = "/usr/lib/now.so";
-    lines->push_back({"now_" + std::to_string(world), "", 0});
-    return true;
+    return Fill("/usr/lib/now.so", "now_" + std::to_string(world), m, lines);
   }
   uint64_t WorldStart() override { return world_start; }
   uint64_t EraBefore(uint64_t time_ns) override { return time_ns < 500 ? 0 : 1; }
   bool DescribeBefore(uint64_t, uint64_t era, MappingInfo* m, std::vector<FrameLine>* lines) override {
     before_calls++;
+    return Fill("/usr/lib/gone.so", "era_" + std::to_string(era), m, lines);
+  }
+
+ private:
+  // Every pc: one mapping at 0x400000 of `path`, one frame named `function`.
+  static bool Fill(const char* path, const std::string& function, MappingInfo* m, std::vector<FrameLine>* lines) {
     m->start = 0x400000;
     m->end = 0x500000;
-    m->path = "/usr/lib/gone.so";
-    lines->push_back({"era_" + std::to_string(era), "", 0});
+    m->path = path;
+    lines->push_back({function, "", 0});
     return true;
   }
 };
