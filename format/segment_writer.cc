@@ -19,7 +19,7 @@
 #include "format/framing.h"
 #include "format/intern_tables.h"
 #include "format/mi_containers.h"
-#include "format/stdio_fds.h"
+#include "format/own_fds.h"
 #include "format/varint.h"
 
 namespace flightrec::format {
@@ -315,7 +315,7 @@ bool SegmentWriter::OpenAt(int dir_fd, const std::string& path, const SegmentHea
     if (error) *error = ErrnoText("open", path, errno);
     return false;
   }
-  m.fd = MoveAboveStdio(fd);  // a process may run with stdout closed: not onto its fd 1
+  m.fd = MoveToOwnFdRange(fd);  // not onto a closed stdout, nor a low number the program picks
   m.path = path;
 
   std::string_view service = TruncateUtf8(header.service, kMaxHeaderString);

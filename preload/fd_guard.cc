@@ -3,6 +3,7 @@
 #include "preload/fd_guard.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -78,10 +79,22 @@ int ProtectPipesOpenedSince(const OpenFdSnapshot& before) {
 }
 
 int TakeOwnFd(int fd) {
-  fd = MoveAboveStdio(fd);
+  fd = MoveToOwnFdRange(fd);
   ProtectFd(fd);
   return fd;
 }
+
+void SetOwnFdFloorFromLimit() {
+  rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  const rlim_t limit = rl.rlim_cur < 1024 ? rl.rlim_cur : 1024;
+  if (limit < 128) return;
+  format::SetOwnFdFloor(static_cast<int>(limit) - 64);
+}
+
+__thread bool tls_own_pipes __attribute__((tls_model("initial-exec"))) = false;
+OwnPipesScope::OwnPipesScope() { tls_own_pipes = true; }
+OwnPipesScope::~OwnPipesScope() { tls_own_pipes = false; }
 
 StdioPlaceholders::StdioPlaceholders() {
   for (int fd = 0; fd <= 2; fd++) {

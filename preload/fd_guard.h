@@ -34,7 +34,7 @@
 
 #include <cstdint>
 
-#include "format/stdio_fds.h"
+#include "format/own_fds.h"
 
 namespace flightrec {
 
@@ -57,10 +57,37 @@ int ProtectedFdHighWater();
 // Called by the dup2/dup3 hooks when the app replaces a protected fd.
 void MarkProtectedFdLost(int fd);
 
-// Keeps fd off 0-2 (format/stdio_fds.h).
-using format::MoveAboveStdio;
-// MoveAboveStdio, then ProtectFd: for every long-lived fd flightrec opens.
+// Moves fd into flightrec's range: off 0-2, and high (format/own_fds.h).
+using format::MoveToOwnFdRange;
+// MoveToOwnFdRange, then ProtectFd: for every long-lived fd flightrec opens.
 int TakeOwnFd(int fd);
+// Both ends of a pipe or socket pair.
+inline void TakeOwnFds(int fds[2]) {
+  fds[0] = TakeOwnFd(fds[0]);
+  fds[1] = TakeOwnFd(fds[1]);
+}
+
+// Sets the floor of flightrec's range from the soft RLIMIT_NOFILE: 64 under
+// it, the limit taken as 1024 at most (a number near a limit of a million
+// would make the kernel grow the process's fd table to that size, and keep
+// our descriptors out of select()'s reach for nothing). With a soft limit
+// under 128, the floor stays 3. Once, at init, before flightrec opens any.
+void SetOwnFdFloorFromLimit();
+
+// Pipes that libraries open for flightrec (libunwind's address-check pipes,
+// at init). While an OwnPipesScope is alive on a thread, and always on
+// flightrec's own threads, the pipe/pipe2 hooks (preload/hook_fd.cc) pass
+// every pipe the thread creates through TakeOwnFd: libunwind keeps the numbers it is handed, so they must already
+// be high and protected. Anywhere else the hooks change nothing.
+class OwnPipesScope {
+ public:
+  OwnPipesScope();
+  ~OwnPipesScope();
+  OwnPipesScope(const OwnPipesScope&) = delete;
+  OwnPipesScope& operator=(const OwnPipesScope&) = delete;
+};
+extern __thread bool tls_own_pipes __attribute__((tls_model("initial-exec")));
+inline bool InOwnPipesScope() { return tls_own_pipes; }
 
 // While alive, fds 0-2 that were closed hold /dev/null, so that whatever is
 // opened meanwhile (libunwind's pipes, at init) lands above them; they are
@@ -82,8 +109,11 @@ class StdioPlaceholders {
 // an address it doubts into the pipe and reads it back (the kernel answers
 // EFAULT instead of faulting). If the application closed that pipe and
 // reused its numbers, libunwind would read from and write into the
-// application's own files and sockets. The initialisation snapshots the open
-// fds, lets the library initialise, then protects every pipe that appeared.
+// application's own files and sockets. The pipe hooks adopt those pipes
+// (OwnPipesScope); this snapshot is the fallback for when they are not
+// reached (an interposer ahead of us that makes the system call itself, such
+// as a sanitizer runtime): the initialisation snapshots the open fds, lets
+// the library initialise, then protects every pipe that appeared.
 // Single-threaded contexts only (init); no allocation.
 struct OpenFdSnapshot {
   static constexpr int kScanFds = 256;  // the library's fds are the lowest free ones

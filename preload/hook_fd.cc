@@ -1,6 +1,6 @@
 // fd interposers: close, close_range, closefrom, dup, dup2, dup3,
-// fcntl/fcntl64 (F_DUPFD, F_DUPFD_CLOEXEC, F_SETFL) and ioctl (FIONBIO). Two
-// jobs:
+// fcntl/fcntl64 (F_DUPFD, F_DUPFD_CLOEXEC, F_SETFL), ioctl (FIONBIO), pipe
+// and pipe2. Three jobs:
 //  * keep the socket fd table right (a closed socket's entry is cleared
 //    before the number is released; a dup'd socket fd names the same
 //    connection; O_NONBLOCK decides whether data calls may skip libc's
@@ -8,7 +8,11 @@
 //    sockets;
 //  * the fd guard (fd_guard.h): the application's close/close_range/closefrom
 //    skip flightrec's protected fds, and dup2/dup3 onto one of them lets the
-//    application win and marks ours lost.
+//    application win and marks ours lost;
+//  * pipes a library opens for flightrec (libunwind's at init, or any on
+//    one of flightrec's threads) are moved into flightrec's fd range and
+//    protected (fd_guard.h, OwnPipesScope); the application's pipes are
+//    made exactly as libc makes them.
 // Both work before init and with FLIGHTREC_SOCKETS=0 (the guard always; the
 // table only when it is mapped). flightrec's own threads bypass all of it:
 // their close really closes and unprotects.
@@ -16,6 +20,7 @@
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdarg>
@@ -44,7 +49,7 @@ namespace sockhot = flightrec::sockhot;
 
 namespace {
 
-inline bool OwnThread() { return (flightrec::tls_thread_flags & flightrec::kThreadFlagRecorder) != 0; }
+using flightrec::IsRecorderThread;
 
 // Clears the table entries of tracked sockets in [first, last] and records
 // their closes. Called before the real call releases the numbers. Protected
@@ -117,7 +122,7 @@ void NoteDup(int oldfd, int newfd, uint64_t old_entry, uint64_t replaced_entry, 
 
 int Dup2Impl(int oldfd, int newfd, int flags, bool is_dup3) {
   auto call = [&] { return is_dup3 ? g_real_sock.dup3(oldfd, newfd, flags) : g_real_sock.dup2(oldfd, newfd); };
-  if (OwnThread() || oldfd == newfd) return call();
+  if (IsRecorderThread() || oldfd == newfd) return call();
   // The application wins over our protected fd; the owner learns it was lost.
   if (flightrec::IsProtectedFd(newfd)) flightrec::MarkProtectedFdLost(newfd);
   const uint64_t old_entry = sockfd::Lookup(oldfd);
@@ -151,7 +156,7 @@ int FcntlImpl(int (*real)(int, int, ...), int fd, int cmd, void* arg) {
   if (cmd == F_SETFL) return SetFlags(real, fd, arg);
   if (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC) return real(fd, cmd, arg);
   const uint64_t e = sockfd::Lookup(fd);
-  if (e == 0 || !sockhot::Tracking() || OwnThread()) return real(fd, cmd, arg);
+  if (e == 0 || !sockhot::Tracking() || IsRecorderThread()) return real(fd, cmd, arg);
   const uint64_t t0 = MonotonicNs();
   const int rc = real(fd, cmd, arg);
   const int saved = errno;
@@ -167,7 +172,7 @@ FR_HOOK int close(int fd) {
   // libdw closing a number the symbolizer already released for it: no longer
   // its file, possibly the application's (preload/released_fds.h).
   if (__builtin_expect(flightrec::tls_in_released_fd_scope, 0) && flightrec::SwallowReleasedClose(fd)) return 0;
-  if (OwnThread()) {
+  if (IsRecorderThread()) {
     flightrec::UnprotectFd(fd);
     return g_real_sock.close(fd);
   }
@@ -187,7 +192,7 @@ FR_HOOK int close(int fd) {
 }
 
 FR_HOOK int close_range(unsigned first, unsigned last, int flags) {
-  if (OwnThread() || first > last || (flags & ~int(CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)) ||
+  if (IsRecorderThread() || first > last || (flags & ~int(CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)) ||
       (flags & CLOSE_RANGE_CLOEXEC))  // CLOEXEC closes nothing now; at exec our fds go anyway
     return g_real_sock.close_range(first, last, flags);
   if (sockhot::Tracking()) ForgetSocketsInRange(first, last, MonotonicNs());
@@ -196,7 +201,7 @@ FR_HOOK int close_range(unsigned first, unsigned last, int flags) {
 }
 
 FR_HOOK void closefrom(int lowfd) {
-  if (OwnThread() || lowfd < 0) return g_real_sock.closefrom(lowfd);
+  if (IsRecorderThread() || lowfd < 0) return g_real_sock.closefrom(lowfd);
   const unsigned first = static_cast<unsigned>(lowfd);
   if (sockhot::Tracking()) ForgetSocketsInRange(first, ~0U, MonotonicNs());
   if (!AnyProtectedIn(first, ~0U)) return g_real_sock.closefrom(lowfd);
@@ -211,6 +216,16 @@ FR_HOOK void closefrom(int lowfd) {
   }
   errno = saved;  // closefrom reports nothing
 }
+
+// The system call itself, as libc's wrappers make it (pipe is pipe2 with no
+// flags on every architecture glibc's pipe2 exists for).
+FR_HOOK int pipe2(int fds[2], int flags) {
+  const int rc = static_cast<int>(syscall(SYS_pipe2, fds, flags));
+  if (rc == 0 && (__builtin_expect(flightrec::InOwnPipesScope(), 0) || IsRecorderThread())) flightrec::TakeOwnFds(fds);
+  return rc;
+}
+
+FR_HOOK int pipe(int fds[2]) { return pipe2(fds, 0); }
 
 FR_HOOK int dup(int oldfd) {
   const uint64_t e = sockfd::Lookup(oldfd);

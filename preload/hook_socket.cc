@@ -3,7 +3,9 @@
 // fd table (socket_fd_table.h), record its role and addresses
 // (SocketAddrRecord) and the call itself (SocketOpRecord).
 //
-// Only AF_INET, AF_INET6 and AF_UNIX sockets are tracked. Every hook returns
+// Only AF_INET, AF_INET6 and AF_UNIX sockets are tracked. Sockets flightrec's
+// own threads make (libcurl's S3 connections and its wakeup pair) are never
+// tracked: they go to flightrec's fd range, protected (fd_guard.h). Every hook returns
 // exactly what the real call returned, with errno exactly as it left it.
 // Address bytes are read only from buffers the kernel has just accepted or
 // filled (never from an argument the call rejected), and accept() without an
@@ -12,6 +14,7 @@
 #include <sys/socket.h>
 
 #include "preload/clock.h"
+#include "preload/fd_guard.h"
 #include "preload/socket_clock.h"
 #include "preload/socket_direct.h"
 #include "preload/socket_hot_path.h"
@@ -113,6 +116,7 @@ __attribute__((noinline)) int AcceptImpl(int fd, sockaddr* addr, socklen_t* addr
 }  // namespace
 
 FR_HOOK int socket(int domain, int type, int protocol) {
+  if (__builtin_expect(flightrec::IsRecorderThread(), 0)) return flightrec::TakeOwnFd(g_real_sock.socket(domain, type, protocol));
   if (!sockhot::Tracking()) return g_real_sock.socket(domain, type, protocol);
   const sockfd::SockFamily family = sockhot::FamilyOf(domain);
   if (family == sockfd::SockFamily::kOther) return g_real_sock.socket(domain, type, protocol);
@@ -139,6 +143,11 @@ FR_HOOK int socket(int domain, int type, int protocol) {
 }
 
 FR_HOOK int socketpair(int domain, int type, int protocol, int sv[2]) {
+  if (__builtin_expect(flightrec::IsRecorderThread(), 0)) {
+    const int rc = g_real_sock.socketpair(domain, type, protocol, sv);
+    if (rc == 0) flightrec::TakeOwnFds(sv);
+    return rc;
+  }
   if (!sockhot::Tracking()) return g_real_sock.socketpair(domain, type, protocol, sv);
   const sockfd::SockFamily family = sockhot::FamilyOf(domain);
   if (family == sockfd::SockFamily::kOther) return g_real_sock.socketpair(domain, type, protocol, sv);

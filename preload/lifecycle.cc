@@ -96,6 +96,8 @@ __attribute__((constructor)) void FlightrecInit() {
   for (const std::string& m : messages)
     if (cfg.log != LogLevel::kQuiet) Log(LogLevel::kWarn, "%s", m.c_str() + 11);  // strip "flightrec: "
   if (!cfg.enable) return;
+  // Our descriptors go high, out of the numbers programs pick (fd_guard.h).
+  SetOwnFdFloorFromLimit();
   // Started with stdin, stdout or stderr closed: what init opens (libunwind's
   // pipes above all, whose numbers we cannot change later) must not take
   // those numbers from the program (fd_guard.h).
@@ -106,10 +108,15 @@ __attribute__((constructor)) void FlightrecInit() {
   RegisterCoreEvents();
   // Before any recorder thread exists, so no unwinding path ever mallocs.
   // libunwind opens its address-validation pipes here (fd_guard.h): they
-  // must survive an application that closes every fd it did not open.
+  // must sit in our range, and survive an application that closes every fd
+  // it did not open. The pipe hooks see to both; the snapshot protects them
+  // where the hooks are not reached.
   const OpenFdSnapshot before_unwinders = SnapshotOpenFds();
-  sampler::PrepareUnwinders();
-  if (AllocProfilerInit) AllocProfilerInit(cfg);
+  {
+    OwnPipesScope own_pipes;
+    sampler::PrepareUnwinders();
+    if (AllocProfilerInit) AllocProfilerInit(cfg);
+  }
   ProtectPipesOpenedSince(before_unwinders);
   if (SamplerInit) SamplerInit(cfg);
   if (SocketsInit) SocketsInit(cfg);

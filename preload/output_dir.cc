@@ -21,7 +21,7 @@ std::string* g_pinned_path = nullptr;
 
 int OpenDirNoFollow(int at, const std::string& path) {
   const int fd = openat(at, path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  return fd >= 0 ? MoveAboveStdio(fd) : fd;
+  return fd >= 0 ? MoveToOwnFdRange(fd) : fd;
 }
 
 }  // namespace

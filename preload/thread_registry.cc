@@ -157,7 +157,6 @@ ThreadState* CurrentThreadState(bool register_if_missing) {
 }
 
 void MarkRecorderThread() { tls_thread_flags |= kThreadFlagRecorder; }
-bool IsRecorderThread() { return (tls_thread_flags & kThreadFlagRecorder) != 0; }
 
 void RegisterThreadFromHook(pid_t parent_tid, uint64_t start_routine) {
   if (tls_state || tls_thread_flags != 0 || !RuntimeRecording()) return;

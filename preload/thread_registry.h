@@ -76,7 +76,7 @@ bool InVforkChild();
 
 // Marks the calling thread as one of flightrec's own: never recorded.
 void MarkRecorderThread();
-bool IsRecorderThread();
+inline bool IsRecorderThread() { return (tls_thread_flags & kThreadFlagRecorder) != 0; }
 
 // Called by the pthread_create hook on the new thread before the start routine.
 void RegisterThreadFromHook(pid_t parent_tid, uint64_t start_routine);

@@ -87,3 +87,26 @@ def test_a_program_started_with_stdin_and_stderr_closed_finds_them_free(fr, trac
     assert traced.stdout == plain.stdout
     doc = fr.dump_json("info", "--json", trace_dir)
     assert [s["state"] for s in doc["segments"]] == ["sealed"]
+
+
+def test_low_numbers_stay_the_programs_own(fr, trace_dir, tmp_path):
+    """A program's first file gets 3, and files it puts on low numbers with
+    dup2 (a shell's `exec 3<in 4>out ...`) are left alone while every
+    allocation is unwound in place. The recorder's descriptors sit high
+    (format/own_fds.h): before, libunwind's address-check pipe held 5 and 6,
+    and once the program had put its own files there, libunwind wrote a byte
+    into out.6 and read one out of in.5; the segment's number was taken over
+    too, which paused recording."""
+    cmd = lambda d: [fr.program("fd_numbers"), str(d)]
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "traced").mkdir()
+    plain = fr.run(cmd(tmp_path / "plain"), tmp_path / "plain-out", preload=False)
+    traced = fr.run(cmd(tmp_path / "traced"), trace_dir, check=False,
+                    env={"FLIGHTREC_ALLOC_SAMPLE_BYTES": 1, "FLIGHTREC_LOG": "warn"})
+    assert plain.stdout.startswith("first 3\n") and "in 5: line 5\n" in plain.stdout
+    assert traced.returncode == 0, traced.stderr
+    assert traced.stdout == plain.stdout
+    assert traced.stderr == "", traced.stderr
+    doc = fr.dump_json("info", "--json", trace_dir)
+    assert [s["state"] for s in doc["segments"]] == ["sealed"]
+    assert doc["events"].get("alloc.sample", 0) > 1000

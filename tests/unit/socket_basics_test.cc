@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -253,4 +254,27 @@ TEST_CASE("socket address formatting: ipv4, ipv6, unix path, abstract, unnamed, 
   sockaddr other{};
   other.sa_family = AF_APPLETALK;
   CHECK(Fmt(&other, sizeof(other)) == "family=5");
+}
+
+TEST_CASE("own fd range: a descriptor under the floor moves to it, one above stays, 0-2 always leave") {
+  const int saved_floor = format::g_own_fd_floor.load();
+  format::SetOwnFdFloor(300);
+  const int low = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  REQUIRE(low >= 0);
+  REQUIRE(low < 300);
+  const int moved = format::MoveToOwnFdRange(low);
+  CHECK(moved >= 300);
+  CHECK(fcntl(low, F_GETFD) == -1);  // the low number is free again
+  CHECK((fcntl(moved, F_GETFD) & FD_CLOEXEC) != 0);
+  CHECK(format::MoveToOwnFdRange(moved) == moved);
+  // A floor at or above the soft limit: F_DUPFD fails, the fd stays put.
+  rlimit rl;
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+  format::SetOwnFdFloor(static_cast<int>(rl.rlim_cur < 100000 ? rl.rlim_cur : 100000));
+  const int stays = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  REQUIRE(stays >= 0);
+  if (rl.rlim_cur < 100000) CHECK(format::MoveToOwnFdRange(stays) == stays);
+  close(stays);
+  close(moved);
+  format::SetOwnFdFloor(saved_floor);
 }
