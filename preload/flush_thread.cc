@@ -50,6 +50,7 @@
 #include "preload/output_dir.h"
 #include "preload/record_kinds.h"
 #include "preload/recorder_thread.h"
+#include "preload/ring_growth.h"
 #include "preload/segment_files.h"
 #include "preload/thread_registry.h"
 
@@ -79,9 +80,10 @@ constexpr uint64_t kMaxBufferedBytes = 1 << 20;
 // full). Nudges alone let a niced flush thread fall behind a server on a
 // saturated machine (nginx under wrk lost 4.5% of its records with 64 KiB
 // rings); a quiet process still sleeps the whole FLIGHTREC_FLUSH_MS.
-// The period is 5 ms per 64 KiB of ring: a bigger ring holds a busy
-// thread's records for proportionally longer, so it is drained (and the
-// flush thread woken) proportionally less often with the same margin.
+// The period is 5 ms per 64 KiB of the smallest busy ring: a bigger ring
+// holds a busy thread's records for proportionally longer, so it is drained
+// (and the flush thread woken) proportionally less often with the same
+// margin. Rings differ in size once busy threads' have grown (ring_growth.h).
 constexpr uint64_t kBusyFraction = 16;
 // Idle backoff: each tick that found nothing to do (no ring record, no
 // queued sample) doubles the next sleep, up to this, but never past the
@@ -127,6 +129,7 @@ struct FlushState {
   SlotScan<ThreadState> slots;  // which slots a tick visits (slot_scan.h)
   uint64_t last_full_scan_ns = 0;
   bool busy = false;  // the last drain took 1/kBusyFraction of some ring or more
+  size_t busy_ring_bytes = SIZE_MAX;  // the smallest such ring (ring_growth.h: they differ)
   bool quiet = false;  // the last tick found no record and no queued sample (FlushContext::work)
   std::atomic<int> phase{kIdle};
   std::atomic<pid_t> tid{0};       // the flush thread's, once it runs
@@ -315,6 +318,7 @@ bool StopRequested(const FlushState& s) { return s.phase.load(std::memory_order_
 void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
   const bool writing = s.writer->is_open();
   s.busy = false;
+  s.busy_ring_bytes = SIZE_MAX;
   // Kinds are registered at init: look each decoder up once per drain, not
   // once per record.
   RecordDecodeFn decoders[kRecordKindCount];
@@ -336,15 +340,21 @@ void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
       }
     });
     const uint64_t drained = ts->ring.consumed() - before;
-    if (drained * kBusyFraction >= ts->ring.capacity()) s.busy = true;
+    const size_t ring_bytes = ts->ring.consumer_capacity();
+    if (drained * kBusyFraction >= ring_bytes) {
+      s.busy = true;
+      s.busy_ring_bytes = std::min(s.busy_ring_bytes, ring_bytes);
+    }
     if (writing && st == static_cast<int>(ThreadSlotState::kRetired)) EmitThreadEndIfDropped(ctx, ts);
     if (writing) RunThreadDrainedHooks(ctx);
     if (writing) EmitDropDeltas(ctx, ts);
     if (st == static_cast<int>(ThreadSlotState::kRetired)) {
       // The owner is gone; whatever it pushed before retiring was drained above.
+      ReleaseRingGrowth(ts);
       ts->state.store(static_cast<int>(ThreadSlotState::kFree), std::memory_order_release);
       return true;
     }
+    NoteRingDrained(ts, drained, ctx.now_ns);
     return drained != 0;
   };
   const bool skipped = s.slots.ForEach(full, visit, [&] { return StopRequested(s); });
@@ -468,7 +478,6 @@ void* FlushMain(void* arg) {
   auto* s = static_cast<FlushState*>(arg);
   s->tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
   const uint64_t period = GetConfig().flush_ms * kMs;
-  const uint64_t busy_period = BusyPeriodNs(GetConfig().ring_bytes);
   uint32_t seen = g_wake_word.load(std::memory_order_seq_cst);
   uint64_t sleep_ns = period;
   uint64_t idle_ns = period;  // doubles with every quiet tick, up to kIdleMaxNs
@@ -496,8 +505,8 @@ void* FlushMain(void* arg) {
     Tick(*s, false, nudged);
     // Read while the state is still ours: once EndTick hands it back, a
     // stopper may take it over and tick on it (TSan caught this read racing).
-    if (s->busy && period > busy_period) {
-      sleep_ns = busy_period;
+    if (s->busy && period > BusyPeriodNs(s->busy_ring_bytes)) {
+      sleep_ns = BusyPeriodNs(s->busy_ring_bytes);
     } else if (!s->quiet || MainThreadLeft()) {
       idle_ns = period;
       sleep_ns = period;

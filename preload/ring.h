@@ -17,6 +17,14 @@
 //    (flush_wakeup.h), and a consumer slow to be scheduled still has three
 //    quarters of the ring of margin.
 //  * Memory is supplied by the caller (mmap'd per thread); no allocation here.
+//  * Growth, once per Init: the consumer may offer a bigger buffer
+//    (OfferGrowth). The producer takes it at a wrap that lands on a
+//    multiple of the new capacity, so positions keep mapping to offsets by
+//    a mask and the push's fast path is unchanged. From that position
+//    (switch_pos_, published before the Commit that covers it) records are
+//    in the new buffer; the consumer finishes the old buffer's records
+//    first, then follows. The old buffer is never written again; both stay
+//    mapped until the consumer's owner resets the ring (Reset).
 #pragma once
 #include <atomic>
 #include <csignal>
@@ -36,18 +44,47 @@ static_assert(sizeof(RecordHeader) == 8);
 class Ring {
  public:
   // capacity must be a power of two >= 64; buffer must be 8-byte aligned.
+  // The buffer given here is the ring's base: Reset returns to it.
   void Init(uint8_t* buffer, size_t capacity) {
-    buf_ = buffer;
-    capacity_ = capacity;
+    base_buf_ = buffer;
+    base_cap_ = capacity;
+    Reset();
+  }
+  // Empty, on the base buffer, with no growth offered. No producer or
+  // consumer may be using the ring.
+  void Reset() {
+    buf_ = base_buf_;
+    capacity_ = base_cap_;
+    c_buf_ = base_buf_;
+    c_cap_ = base_cap_;
     head_.store(0, std::memory_order_relaxed);
     tail_.store(0, std::memory_order_relaxed);
     cached_tail_ = 0;
     pending_head_ = 0;
     nudged_ = false;
     nudge_pending_ = false;
+    offer_cap_ = 0;
+    offer_buf_.store(nullptr, std::memory_order_relaxed);
+    switch_pos_.store(kNoSwitch, std::memory_order_relaxed);
   }
-  size_t capacity() const { return capacity_; }
-  uint8_t* buffer() const { return buf_; }
+  // The capacity given to Init (the largest record is half of it).
+  size_t capacity() const { return base_cap_; }
+  // Consumer: the capacity of the buffer it reads now.
+  size_t consumer_capacity() const { return c_cap_; }
+
+  // Consumer: offers `buffer` (new_capacity bytes, a power of two larger
+  // than the current one, 8-byte aligned, writable) to the producer, which
+  // moves to it at a suitable wrap. At most one offer per Init/Reset; false
+  // (nothing changes) if one was made already.
+  bool OfferGrowth(uint8_t* buffer, size_t new_capacity) {
+    if (offer_buf_.load(std::memory_order_relaxed) != nullptr || new_capacity <= base_cap_) return false;
+    offer_cap_ = new_capacity;
+    offer_buf_.store(buffer, std::memory_order_release);
+    return true;
+  }
+  // The offered buffer (nullptr if none), for its owner to release after Reset.
+  uint8_t* offered_buffer() const { return offer_buf_.load(std::memory_order_relaxed); }
+  size_t offered_capacity() const { return offer_cap_; }
 
   // Producer: returns space for a record of `payload` bytes after the header,
   // or nullptr if the ring is full. Must be followed by Commit().
@@ -84,6 +121,7 @@ class Ring {
       pad->flags = 0;
       pad->size = static_cast<uint32_t>(to_end);
       pos += to_end;
+      TakeGrowthAt(pos);
     }
     auto* h = reinterpret_cast<RecordHeader*>(buf_ + (pos & (capacity_ - 1)));
     h->kind = kind;
@@ -105,12 +143,19 @@ class Ring {
   template <typename Fn>
   size_t Drain(Fn&& fn) {
     const uint64_t head = head_.load(std::memory_order_acquire);
+    // Read after head_: a switch inside [tail, head) was published before
+    // the Commit that made head_ cover it.
+    const uint64_t switch_pos = switch_pos_.load(std::memory_order_relaxed);
     uint64_t tail = tail_.load(std::memory_order_relaxed);
     size_t n = 0;
     while (tail < head) {
-      const auto* h = reinterpret_cast<const RecordHeader*>(buf_ + (tail & (capacity_ - 1)));
+      if (__builtin_expect(tail == switch_pos, 0)) {
+        c_buf_ = offer_buf_.load(std::memory_order_relaxed);
+        c_cap_ = offer_cap_;
+      }
+      const auto* h = reinterpret_cast<const RecordHeader*>(c_buf_ + (tail & (c_cap_ - 1)));
       const uint32_t size = h->size;
-      if (size < sizeof(RecordHeader) || size > capacity_) break;  // cannot happen; stay safe
+      if (size < sizeof(RecordHeader) || size > c_cap_) break;  // cannot happen; stay safe
       if (h->kind != 0) {
         fn(*h, static_cast<const void*>(h + 1));
         ++n;
@@ -127,6 +172,19 @@ class Ring {
   }
 
  private:
+  static constexpr uint64_t kNoSwitch = UINT64_MAX;
+
+  // Producer, at a wrap to `pos`: moves to an offered buffer when pos is a
+  // multiple of its capacity (every fourth wrap for a 4x offer). Out of line
+  // of the push: it runs once per trip round the ring.
+  __attribute__((noinline)) void TakeGrowthAt(uint64_t pos) {
+    uint8_t* offered = offer_buf_.load(std::memory_order_acquire);
+    if (offered == nullptr || offered == buf_ || (pos & (offer_cap_ - 1)) != 0) return;
+    buf_ = offered;
+    capacity_ = offer_cap_;
+    switch_pos_.store(pos, std::memory_order_relaxed);  // Commit's release publishes it
+  }
+
   // Everything a push touches shares one cache line (a hook around a system
   // call finds its lines evicted and pays for each one); the consumer reads
   // head_ here once per drain. tail_, which the consumer writes, has its own.
@@ -148,6 +206,19 @@ class Ring {
 
  private:
   alignas(64) std::atomic<uint64_t> tail_{0};
+  // Consumer-private: the buffer it reads now (buf_/capacity_ are the
+  // producer's, which move ahead of it at a switch).
+  uint8_t* c_buf_ = nullptr;
+  size_t c_cap_ = 0;
+  // Set by Init; read by both sides, written by neither after.
+  uint8_t* base_buf_ = nullptr;
+  size_t base_cap_ = 0;
+
+  // Growth: written by the consumer once per Init (offer), by the producer
+  // once (switch); off the push's line, read by the producer only at wraps.
+  alignas(64) std::atomic<uint8_t*> offer_buf_{nullptr};
+  size_t offer_cap_ = 0;
+  std::atomic<uint64_t> switch_pos_{kNoSwitch};
 };
 
 }  // namespace flightrec

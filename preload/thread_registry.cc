@@ -15,6 +15,7 @@
 
 #include "preload/clock.h"
 #include "preload/config.h"
+#include "preload/ring_growth.h"
 #include "preload/runtime_state.h"
 #include "preload/thread_records.h"
 
@@ -101,7 +102,7 @@ ThreadState* RegisterCurrentThread(pid_t parent_tid, uint64_t start_routine) {
     tls_thread_flags &= ~kThreadFlagRegistering;
     return nullptr;
   }
-  ts->ring.Init(ts->ring.buffer(), ts->ring.capacity());
+  ts->ring.Reset();  // a grown ring was released when the slot was freed (ring_growth.h)
   for (int i = 0; i < kRecordKindCount; ++i) {
     ts->dropped[i].store(0, std::memory_order_relaxed);
     ts->dropped_reported[i] = 0;
@@ -167,7 +168,7 @@ ThreadState* RegistryHead() { return g_head.load(std::memory_order_acquire); }
 
 void ResetRegistryAfterFork() {
   for (ThreadState* ts = g_head.load(std::memory_order_relaxed); ts; ts = ts->next) {
-    ts->ring.Init(ts->ring.buffer(), ts->ring.capacity());
+    ReleaseRingGrowth(ts);  // the child's copy of a grown ring: unmapped, back to the base
     ts->ring.producer_busy = 0;
     ts->state.store(static_cast<int>(ThreadSlotState::kFree), std::memory_order_relaxed);
   }

@@ -48,6 +48,9 @@ struct ThreadState {
   void* crash_altstack = nullptr;
   // socket_gaps.h: totals of socket data calls whose records were dropped.
   SockGapTable sock_gaps;
+  // ring_growth.h, flush-thread private: bytes drained since the window began.
+  uint64_t ring_window_start_ns = 0;
+  uint64_t ring_window_bytes = 0;
 };
 
 // Per-thread flags in initial-exec TLS, readable from hot paths without a call.

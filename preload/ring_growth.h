@@ -1,0 +1,39 @@
+// Ring growth: which threads get a bigger ring, and the memory for it.
+//
+// A thread that fills its ring fast wakes the flush thread often (once per
+// quarter ring, flush_wakeup.h), and a wake-up costs the flush thread tens of
+// microseconds of CPU on a VM (bench/bare_wake: 45-65 us here). Once a
+// thread's records pass twice its ring's size within a second, the flush
+// thread offers it a ring kGrowthFactor times as big (Ring::OfferGrowth),
+// for at most kMaxGrownRings threads at a time: a loaded server's event loop
+// then wakes the flush thread about a quarter as often, and costs up to
+// (kGrowthFactor - 1) x FLIGHTREC_RING_BYTES more resident memory, touched
+// as the grown ring is used. A thread keeps its grown ring until it exits.
+//
+// Threads: the flush thread only (or the thread that took its state over
+// for the final drain), except ReleaseRingGrowth in a fork child (then
+// single-threaded).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace flightrec {
+
+struct ThreadState;
+
+inline constexpr size_t kGrowthFactor = 4;
+inline constexpr int kMaxGrownRings = 8;
+
+// After a drain of ts that consumed `drained` bytes at now_ns: counts them
+// and offers growth when due.
+void NoteRingDrained(ThreadState* ts, uint64_t drained, uint64_t now_ns);
+
+// Unmaps the ring offered to ts, if any, and resets ts's ring to its base
+// buffer. For a retired slot before it is freed (no producer is left), and
+// for every slot in a fork child.
+void ReleaseRingGrowth(ThreadState* ts);
+
+// Threads holding a grown (or offered) ring now.
+int GrownRings();
+
+}  // namespace flightrec
