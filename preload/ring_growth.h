@@ -9,6 +9,9 @@
 // then wakes the flush thread about a quarter as often, and costs up to
 // (kGrowthFactor - 1) x FLIGHTREC_RING_BYTES more resident memory, touched
 // as the grown ring is used. A thread keeps its grown ring until it exits.
+// The producer moves at a wrap with padding (ring.h): a thread whose records
+// tile its ring exactly (all one power-of-two size) never wraps that way and
+// keeps its base ring, its offer counted among the kMaxGrownRings.
 //
 // Threads: the flush thread only (or the thread that took its state over
 // for the final drain), except ReleaseRingGrowth in a fork child (then
