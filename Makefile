@@ -140,13 +140,19 @@ SAN_INTEGRATION := $(SAN_TESTS) -k "not forked_child_is_profiled"
 # behind TSan's interceptor, so TSan does not know when it runs: it can
 # interrupt TSan's own bookkeeping, seen as a SIGSEGV in offcpu_mix and a
 # false ring race); the fork tests (a forked child of a multithreaded process
-# starts our threads again and TSan aborts on "dup thread with used id");
+# starts our threads again and TSan aborts on "dup thread with used id", or
+# hangs: relative_output's Python fork once ran past 120 s);
+# raw_exit, a timing promise (blocks written every 250 ms) that a TSan-slowed
+# flush thread at nice +10 does not keep on a loaded machine (0 samples in 4
+# of 5 runs beside two busy loops, with this stop's library and the last
+# one's alike; the plain integration run keeps checking it);
 # 500 threads x 50 starts (over the 120 s timeout under TSan); the crash
 # test whose own SIGSEGV handler calls _exit (our _exit hook's final drain
 # then allocates inside a signal handler, which TSan reports: a real hazard,
 # left to its own issue).
 TSAN_INTEGRATION := $(SAN_TESTS) -k "not (sigprof and not perf) and not forked_child \
-  and not fork_without_exec and not forked_worker and not 500_threads and not application_handler"
+  and not fork_without_exec and not forked_worker and not 500_threads and not application_handler \
+  and not raw_exit and not relative_output"
 # Exit status 86 and a report on stderr for any ASan/UBSan finding; crash
 # signals are left to the program (and to flightrec's crash capture).
 SAN_ASAN_OPTIONS := detect_leaks=0:handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:handle_abort=0:allow_user_segv_handler=1:exitcode=86:verify_asan_link_order=0
