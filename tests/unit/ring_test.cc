@@ -141,100 +141,95 @@ TEST_CASE("ring: an offered bigger buffer is taken at a wrap on its own size, an
   CHECK(r.offered_buffer() == nullptr);
 }
 
+namespace {
+uint8_t* Aligned64(std::vector<uint8_t>& v) {
+  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t{63});
+}
+
+struct StreamResult {
+  uint64_t attempts = 0, accepted = 0, dropped = 0, received = 0;
+  bool in_order = true;
+};
+
+// One producer thread pushes `total` numbered records of varying size (so the
+// ring wraps with padding) while this thread drains and checks their order.
+// At total/2 the producer calls at_halfway() (which may wait), and then keeps
+// going until `after_halfway` more records were accepted. The consumer calls
+// between_drains() after every drain.
+template <typename AtHalfway, typename BetweenDrains>
+StreamResult StreamThroughRing(Ring& r, uint64_t total, uint64_t after_halfway, AtHalfway at_halfway,
+                               BetweenDrains between_drains) {
+  StreamResult res;
+  std::atomic<bool> done{false};
+  std::thread producer([&] {
+    uint64_t accepted_at_halfway = 0;
+    for (uint64_t i = 0; i < total || res.accepted < accepted_at_halfway + after_halfway; ++i, ++res.attempts) {
+      if (i == total / 2) {
+        accepted_at_halfway = res.accepted;
+        at_halfway();
+      }
+      const uint32_t extra = static_cast<uint32_t>(i % 5) * 8;
+      void* p = r.Reserve(3, sizeof(Rec) + extra);
+      if (!p) {
+        ++res.dropped;
+        continue;
+      }
+      Rec rec{res.accepted, res.accepted ^ 0x5a5a5a5aull};
+      memcpy(p, &rec, sizeof(rec));
+      r.Commit();
+      ++res.accepted;
+    }
+    done.store(true, std::memory_order_release);
+  });
+  auto consume = [&](const RecordHeader& h, const void* payload) {
+    Rec rec;
+    memcpy(&rec, payload, sizeof(rec));
+    if (h.kind != 3 || rec.seq != res.received || rec.check != (res.received ^ 0x5a5a5a5aull)) res.in_order = false;
+    ++res.received;
+  };
+  while (!done.load(std::memory_order_acquire)) {
+    r.Drain(consume);
+    between_drains();
+  }
+  producer.join();
+  r.Drain(consume);
+  return res;
+}
+}  // namespace
+
 TEST_SUITE("concurrency") {
   TEST_CASE("ring: growth offered while a producer pushes loses and reorders nothing") {
     std::vector<uint8_t> storage(4096 + 64), bigger(16384 + 64);
-    auto align = [](std::vector<uint8_t>& v) {
-      return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t{63});
-    };
     Ring r;
-    r.Init(align(storage), 4096);
-    constexpr uint64_t kTotal = 200000;
-    std::atomic<bool> done{false}, halfway{false}, offered{false};
-    uint64_t accepted = 0, dropped = 0, attempts = 0, accepted_at_offer = 0;
-    std::thread producer([&] {
-      // Past kTotal, on until 2000 records went in after the offer: the
-      // switch needs a wrap onto a multiple of 16 KiB, a few trips away.
-      for (uint64_t i = 0; i < kTotal || accepted < accepted_at_offer + 2000; ++i, ++attempts) {
-        // Halfway, wait for the offer: it then comes while records are in flight.
-        if (i == kTotal / 2) {
-          accepted_at_offer = accepted;
+    r.Init(Aligned64(storage), 4096);
+    std::atomic<bool> halfway{false}, offered{false};
+    // The producer waits at halfway for the offer, so it comes while records
+    // are in flight; 2000 records after it make sure a wrap onto a multiple of
+    // 16 KiB (where the switch happens) is reached.
+    const StreamResult res = StreamThroughRing(
+        r, 200000, 2000,
+        [&] {
           halfway.store(true, std::memory_order_release);
           while (!offered.load(std::memory_order_acquire)) std::this_thread::yield();
-        }
-        const uint32_t extra = static_cast<uint32_t>(i % 5) * 8;
-        void* p = r.Reserve(3, sizeof(Rec) + extra);
-        if (!p) {
-          ++dropped;
-          continue;
-        }
-        Rec rec{accepted, accepted ^ 0x5a5a5a5aull};
-        memcpy(p, &rec, sizeof(rec));
-        r.Commit();
-        ++accepted;
-      }
-      done.store(true, std::memory_order_release);
-    });
-    uint64_t received = 0;
-    bool in_order = true;
-    auto consume = [&](const RecordHeader& h, const void* payload) {
-      Rec rec;
-      memcpy(&rec, payload, sizeof(rec));
-      if (h.kind != 3 || rec.seq != received || rec.check != (received ^ 0x5a5a5a5aull)) in_order = false;
-      ++received;
-    };
-    while (!done.load(std::memory_order_acquire)) {
-      r.Drain(consume);
-      if (!offered.load(std::memory_order_relaxed) && halfway.load(std::memory_order_acquire))
-        offered.store(r.OfferGrowth(align(bigger), 16384), std::memory_order_release);
-    }
-    producer.join();
-    r.Drain(consume);
+        },
+        [&] {
+          if (!offered.load(std::memory_order_relaxed) && halfway.load(std::memory_order_acquire))
+            offered.store(r.OfferGrowth(Aligned64(bigger), 16384), std::memory_order_release);
+        });
     CHECK(offered.load());
     CHECK(r.consumer_capacity() == 16384);
-    CHECK(in_order);
-    CHECK(received == accepted);
-    CHECK(accepted + dropped == attempts);
+    CHECK(res.in_order);
+    CHECK(res.received == res.accepted);
+    CHECK(res.accepted + res.dropped == res.attempts);
   }
-
 
   TEST_CASE("ring: concurrent producer and consumer lose nothing they accepted") {
     std::vector<uint8_t> storage(4096 + 64);
-    auto* aligned = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t{63});
     Ring r;
-    r.Init(aligned, 4096);
-    constexpr uint64_t kTotal = 200000;
-    std::atomic<bool> done{false};
-    uint64_t accepted = 0, dropped = 0;
-    std::thread producer([&] {
-      for (uint64_t i = 0; i < kTotal; ++i) {
-        // Variable sizes exercise padding at the end of the ring.
-        const uint32_t extra = static_cast<uint32_t>(i % 5) * 8;
-        void* p = r.Reserve(3, sizeof(Rec) + extra);
-        if (!p) {
-          ++dropped;
-          continue;
-        }
-        Rec rec{accepted, accepted ^ 0x5a5a5a5aull};
-        memcpy(p, &rec, sizeof(rec));
-        r.Commit();
-        ++accepted;
-      }
-      done.store(true, std::memory_order_release);
-    });
-    uint64_t received = 0;
-    bool in_order = true;
-    auto consume = [&](const RecordHeader& h, const void* payload) {
-      Rec rec;
-      memcpy(&rec, payload, sizeof(rec));
-      if (h.kind != 3 || rec.seq != received || rec.check != (received ^ 0x5a5a5a5aull)) in_order = false;
-      ++received;
-    };
-    while (!done.load(std::memory_order_acquire)) r.Drain(consume);
-    producer.join();
-    r.Drain(consume);
-    CHECK(in_order);
-    CHECK(received == accepted);
-    CHECK(accepted + dropped == kTotal);
+    r.Init(Aligned64(storage), 4096);
+    const StreamResult res = StreamThroughRing(r, 200000, 0, [] {}, [] {});
+    CHECK(res.in_order);
+    CHECK(res.received == res.accepted);
+    CHECK(res.accepted + res.dropped == 200000);
   }
 }
