@@ -12,8 +12,6 @@ namespace flightrec {
 namespace {
 
 constexpr uint64_t kWindowNs = 1000 * 1000 * 1000;
-// The ring's largest capacity (FLIGHTREC_RING_BYTES' own bound).
-constexpr size_t kMaxRingBytes = size_t{64} << 20;
 
 std::atomic<int> g_grown{0};
 
@@ -33,8 +31,8 @@ void NoteRingDrained(ThreadState* ts, uint64_t drained, uint64_t now_ns) {
   ts->ring_window_start_ns = now_ns;
   ts->ring_window_bytes = 0;
   const size_t base = ts->ring.capacity();
-  const size_t grown = base * kGrowthFactor;
-  if (bytes < 2 * base || ts->ring.offered_buffer() != nullptr || grown > kMaxRingBytes) return;
+  const size_t grown = base * kGrowthFactor < kGrownRingMaxBytes ? base * kGrowthFactor : kGrownRingMaxBytes;
+  if (bytes < 2 * base || grown <= base || ts->ring.offered_buffer() != nullptr) return;
   if (g_grown.load(std::memory_order_relaxed) >= kMaxGrownRings) return;
   void* mem = mmap(nullptr, grown, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (mem == MAP_FAILED) return;  // no memory to spare: the thread keeps its ring

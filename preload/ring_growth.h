@@ -5,10 +5,19 @@
 // microseconds of CPU on a VM (bench/bare_wake: 45-65 us here). Once a
 // thread's records pass twice its ring's size within a second, the flush
 // thread offers it a ring kGrowthFactor times as big (Ring::OfferGrowth),
-// for at most kMaxGrownRings threads at a time: a loaded server's event loop
-// then wakes the flush thread about a quarter as often, and costs up to
-// (kGrowthFactor - 1) x FLIGHTREC_RING_BYTES more resident memory, touched
-// as the grown ring is used. A thread keeps its grown ring until it exits.
+// but no bigger than kGrownRingMaxBytes, for at most kMaxGrownRings threads
+// at a time: a loaded server's event loop then wakes the flush thread about
+// a quarter as often, and costs up to (kGrowthFactor - 1) x
+// FLIGHTREC_RING_BYTES more resident memory, touched as the grown ring is
+// used. A thread keeps its grown ring until it exits.
+//
+// Why the cap: the producer writes each record into the line after the last
+// one, and the ring's lines stay in the core's cache only while the ring
+// fits in it (a core's L2 is 0.5-2 MiB on current x86). A 4 MiB ring cost
+// the calling thread about 20 ns more per recorded socket call than a 1 MiB
+// one (bench/sock_bench --interleaved, same library, alternating processes),
+// more than the fewer wake-ups save. So the default 256 KiB ring grows to
+// 1 MiB, and a ring already that big does not grow.
 // The producer moves at a wrap with padding (ring.h): a thread whose records
 // tile its ring exactly (all one power-of-two size) never wraps that way and
 // keeps its base ring, its offer counted among the kMaxGrownRings.
@@ -25,6 +34,7 @@ namespace flightrec {
 struct ThreadState;
 
 inline constexpr size_t kGrowthFactor = 4;
+inline constexpr size_t kGrownRingMaxBytes = size_t{1} << 20;
 inline constexpr int kMaxGrownRings = 8;
 
 // After a drain of ts that consumed `drained` bytes at now_ns: counts them

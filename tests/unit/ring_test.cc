@@ -4,10 +4,13 @@
 
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include "preload/ring.h"
+#include "preload/ring_growth.h"
+#include "preload/thread_registry.h"
 
 using flightrec::RecordHeader;
 using flightrec::Ring;
@@ -139,6 +142,35 @@ TEST_CASE("ring: an offered bigger buffer is taken at a wrap on its own size, an
   r.Reset();
   CHECK(r.consumer_capacity() == sizeof(base));
   CHECK(r.offered_buffer() == nullptr);
+}
+
+TEST_CASE("ring growth: a busy thread's ring is offered 4x, up to 1 MiB; a 1 MiB ring is not") {
+  struct Case {
+    size_t base, offered;
+  } cases[] = {{size_t{64} << 10, size_t{256} << 10},
+               {size_t{256} << 10, size_t{1} << 20},
+               {size_t{512} << 10, size_t{1} << 20},
+               {size_t{1} << 20, 0},
+               {size_t{4} << 20, 0}};
+  for (const Case& c : cases) {
+    CAPTURE(c.base);
+    std::vector<uint8_t> storage(c.base + 64);
+    auto ts = std::make_unique<flightrec::ThreadState>();
+    ts->ring.Init(reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t{63}),
+                  c.base);
+    const uint64_t t0 = 5'000'000'000ull;
+    flightrec::NoteRingDrained(ts.get(), 0, t0);  // opens a window
+    // Below twice the ring in a second: nothing.
+    flightrec::NoteRingDrained(ts.get(), c.base, t0 + 1'100'000'000ull);
+    CHECK(ts->ring.offered_buffer() == nullptr);
+    flightrec::NoteRingDrained(ts.get(), 2 * c.base, t0 + 1'600'000'000ull);
+    flightrec::NoteRingDrained(ts.get(), 0, t0 + 2'200'000'000ull);
+    CHECK(ts->ring.offered_capacity() == c.offered);
+    CHECK((ts->ring.offered_buffer() != nullptr) == (c.offered != 0));
+    flightrec::ReleaseRingGrowth(ts.get());
+    CHECK(ts->ring.offered_buffer() == nullptr);
+  }
+  CHECK(flightrec::GrownRings() == 0);
 }
 
 namespace {
