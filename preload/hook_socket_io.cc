@@ -58,7 +58,7 @@ __attribute__((always_inline)) inline void Note(uint64_t entry, uint8_t flags, i
   if (__builtin_expect(t1 - t0 >= sockclock::BlockThreshold(tsc), 0) && flightrec::sampler::OffCpuHooksOn()) {
     const int saved_errno = errno;
     const uint64_t end = flightrec::MonotonicNs();
-    const uint64_t took = tsc ? sockclock::ApproxTicksToNs(t1 - t0) : t1 - t0;
+    const uint64_t took = tsc ? sockclock::BlockedTicksToNs(t1 - t0, t1, end) : t1 - t0;
     // extra_skip 1: TimedCall's frame. The hook tail-called it, so the
     // stack starts at the application's caller; the reason names the call.
     flightrec::sampler::OffCpuNoteBlock(end - took, end, flightrec::SockOpName(static_cast<uint8_t>(kOp)), 1);

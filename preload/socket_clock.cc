@@ -30,6 +30,10 @@ std::atomic<uint64_t> g_ns_per_tick_q32{0};
 namespace {
 constexpr uint64_t kRefreshNs = 1000ull * 1000 * 1000;
 
+// Init's pair, for BlockedTicksToNs before the first calibration.
+std::atomic<uint64_t> g_init_tsc{0};
+std::atomic<uint64_t> g_init_ns{0};
+
 TscMap g_map;
 uint64_t g_pair_tick_ns = 0;  // FlushContext::now_ns of the tick that took the last pair
 uint64_t g_last_refresh_ns = 0;
@@ -61,6 +65,15 @@ void AddPairChecked() {
 }
 }  // namespace
 
+uint64_t BlockedTicksToNs(uint64_t ticks, uint64_t now_tsc, uint64_t now_ns) {
+  if (g_ns_per_tick_q32.load(std::memory_order_relaxed) != 0) return ApproxTicksToNs(ticks);
+  const uint64_t init_tsc = g_init_tsc.load(std::memory_order_acquire);
+  const uint64_t init_ns = g_init_ns.load(std::memory_order_relaxed);
+  if (init_tsc == 0 || now_tsc <= init_tsc || now_ns <= init_ns) return 0;
+  const double ns_per_tick = static_cast<double>(now_ns - init_ns) / static_cast<double>(now_tsc - init_tsc);
+  return static_cast<uint64_t>(static_cast<double>(ticks) * ns_per_tick);
+}
+
 void SetBlockMinNs(uint64_t min_ns) {
   g_block_min_ns.store(min_ns ? min_ns : 1, std::memory_order_relaxed);
 }
@@ -76,7 +89,10 @@ bool Init(bool allowed) {
   const bool tsc = allowed && CpuHasInvariantTsc();
   if (tsc) {
     g_map = TscMap();
-    g_map.AddPair(ReadPair());
+    const Pair p = ReadPair();
+    g_map.AddPair(p);
+    g_init_ns.store(p.ns, std::memory_order_relaxed);
+    g_init_tsc.store(p.tsc, std::memory_order_release);
   }
   // Threshold unknown until the flush thread's second pair gives a slope.
   g_tsc_block_ticks.store(tsc ? UINT64_MAX : 0, std::memory_order_relaxed);

@@ -59,9 +59,20 @@ extern std::atomic<uint64_t> g_ns_per_tick_q32;
 // before the flush thread calibrated the TSC (UINT64_MAX then). A TSC
 // switched off meanwhile (word 0) leaves ticks with no threshold: none is
 // offered.
+//
+// Before the first calibration (word UINT64_MAX) a call is offered once it
+// took the threshold's ns in ticks at kMaxTscTicksPerNs, which no TSC
+// outruns: a block that ends before the flush thread's first tick (a
+// thread that blocks in recv right after start) is not lost, though one
+// shorter than kMaxTscTicksPerNs times the threshold in ns may be.
+inline constexpr uint64_t kMaxTscTicksPerNs = 16;
 inline uint64_t BlockThreshold(bool tsc) {
   if (!tsc) return g_block_min_ns.load(std::memory_order_relaxed);
   const uint64_t word = TscWord();
+  if (__builtin_expect(word == UINT64_MAX, 0)) {
+    const uint64_t min_ns = g_block_min_ns.load(std::memory_order_relaxed);
+    return min_ns < UINT64_MAX / kMaxTscTicksPerNs ? min_ns * kMaxTscTicksPerNs : UINT64_MAX;
+  }
   return word ? word : UINT64_MAX;
 }
 inline uint64_t ApproxTicksToNs(uint64_t ticks) {
@@ -69,6 +80,12 @@ inline uint64_t ApproxTicksToNs(uint64_t ticks) {
                                 g_ns_per_tick_q32.load(std::memory_order_relaxed)) >> 32);
 }
 void SetBlockMinNs(uint64_t min_ns);
+
+// A blocked call's duration in ns on the calling thread: ApproxTicksToNs
+// once the flush thread has calibrated; before that, the rate since Init's
+// pair, read from (now_tsc, now_ns) taken just after the call. 0 if the TSC
+// was never on.
+uint64_t BlockedTicksToNs(uint64_t ticks, uint64_t now_tsc, uint64_t now_ns);
 
 // True when CPUID reports an invariant TSC.
 bool CpuHasInvariantTsc();
