@@ -3,6 +3,8 @@
 // fed with synthetic pairs, and the real pair reader on this machine.
 #include <doctest/doctest.h>
 
+#include <time.h>
+
 #include <cstdint>
 
 #include "preload/clock.h"
@@ -112,4 +114,30 @@ TEST_CASE("socket clock: pairs read on this machine map the TSC onto CLOCK_MONOT
   const uint64_t after = flightrec::MonotonicNs();
   CHECK(converted + 50000 >= before);
   CHECK(converted <= after + 50000);
+}
+
+TEST_CASE("socket clock: before the first calibration a long call is still offered as a block, with its length") {
+  namespace sc = flightrec::sockclock;
+  if (!sc::CpuHasInvariantTsc()) return;  // the hooks read clock_gettime then: nothing to calibrate
+  const uint64_t saved_word = sc::g_tsc_block_ticks.load();
+  const uint64_t saved_q32 = sc::g_ns_per_tick_q32.load();
+  const uint64_t saved_min = sc::g_block_min_ns.load();
+  sc::g_ns_per_tick_q32.store(0);
+  sc::SetBlockMinNs(1000000);  // 1 ms
+  REQUIRE(sc::Init(true));
+  // Not calibrated yet: the threshold is the 1 ms at 16 ticks per ns.
+  CHECK(sc::TscWord() == UINT64_MAX);
+  CHECK(sc::BlockThreshold(true) == 16 * 1000000ull);
+  // A 40 ms "call", measured in ticks, converted with the rate since Init.
+  const uint64_t t0 = __rdtsc();
+  const timespec pause{0, 40 * 1000 * 1000};
+  nanosleep(&pause, nullptr);
+  const uint64_t t1 = __rdtsc();
+  const uint64_t took = sc::BlockedTicksToNs(t1 - t0, t1, flightrec::MonotonicNs());
+  CHECK(took >= 40 * 1000 * 1000ull);
+  CHECK(took < 400 * 1000 * 1000ull);
+  CHECK(t1 - t0 >= sc::BlockThreshold(true));
+  sc::g_tsc_block_ticks.store(saved_word);
+  sc::g_ns_per_tick_q32.store(saved_q32);
+  sc::g_block_min_ns.store(saved_min);
 }
