@@ -144,35 +144,6 @@ TEST_CASE("ring: an offered bigger buffer is taken at a wrap on its own size, an
   CHECK(r.offered_buffer() == nullptr);
 }
 
-TEST_CASE("ring growth: a busy thread's ring is offered 4x, up to 1 MiB; a 1 MiB ring is not") {
-  struct Case {
-    size_t base, offered;
-  } cases[] = {{size_t{64} << 10, size_t{256} << 10},
-               {size_t{256} << 10, size_t{1} << 20},
-               {size_t{512} << 10, size_t{1} << 20},
-               {size_t{1} << 20, 0},
-               {size_t{4} << 20, 0}};
-  for (const Case& c : cases) {
-    CAPTURE(c.base);
-    std::vector<uint8_t> storage(c.base + 64);
-    auto ts = std::make_unique<flightrec::ThreadState>();
-    ts->ring.Init(reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t{63}),
-                  c.base);
-    const uint64_t t0 = 5'000'000'000ull;
-    flightrec::NoteRingDrained(ts.get(), 0, t0);  // opens a window
-    // Below twice the ring in a second: nothing.
-    flightrec::NoteRingDrained(ts.get(), c.base, t0 + 1'100'000'000ull);
-    CHECK(ts->ring.offered_buffer() == nullptr);
-    flightrec::NoteRingDrained(ts.get(), 2 * c.base, t0 + 1'600'000'000ull);
-    flightrec::NoteRingDrained(ts.get(), 0, t0 + 2'200'000'000ull);
-    CHECK(ts->ring.offered_capacity() == c.offered);
-    CHECK((ts->ring.offered_buffer() != nullptr) == (c.offered != 0));
-    flightrec::ReleaseRingGrowth(ts.get());
-    CHECK(ts->ring.offered_buffer() == nullptr);
-  }
-  CHECK(flightrec::GrownRings() == 0);
-}
-
 namespace {
 uint8_t* Aligned64(std::vector<uint8_t>& v) {
   return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t{63});
@@ -228,6 +199,34 @@ StreamResult StreamThroughRing(Ring& r, uint64_t total, uint64_t after_halfway, 
   return res;
 }
 }  // namespace
+
+TEST_CASE("ring growth: a busy thread's ring is offered 4x, up to 1 MiB; a 1 MiB ring is not") {
+  struct Case {
+    size_t base, offered;
+  } cases[] = {{size_t{64} << 10, size_t{256} << 10},
+               {size_t{256} << 10, size_t{1} << 20},
+               {size_t{512} << 10, size_t{1} << 20},
+               {size_t{1} << 20, 0},
+               {size_t{4} << 20, 0}};
+  for (const Case& c : cases) {
+    CAPTURE(c.base);
+    std::vector<uint8_t> storage(c.base + 64);
+    auto ts = std::make_unique<flightrec::ThreadState>();
+    ts->ring.Init(Aligned64(storage), c.base);
+    const uint64_t t0 = 5'000'000'000ull;
+    flightrec::NoteRingDrained(ts.get(), 0, t0);  // opens a window
+    // Below twice the ring in a second: nothing.
+    flightrec::NoteRingDrained(ts.get(), c.base, t0 + 1'100'000'000ull);
+    CHECK(ts->ring.offered_buffer() == nullptr);
+    flightrec::NoteRingDrained(ts.get(), 2 * c.base, t0 + 1'600'000'000ull);
+    flightrec::NoteRingDrained(ts.get(), 0, t0 + 2'200'000'000ull);
+    CHECK(ts->ring.offered_capacity() == c.offered);
+    CHECK((ts->ring.offered_buffer() != nullptr) == (c.offered != 0));
+    flightrec::ReleaseRingGrowth(ts.get());
+    CHECK(ts->ring.offered_buffer() == nullptr);
+  }
+  CHECK(flightrec::GrownRings() == 0);
+}
 
 TEST_SUITE("concurrency") {
   TEST_CASE("ring: growth offered while a producer pushes loses and reorders nothing") {
