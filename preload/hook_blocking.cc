@@ -31,6 +31,7 @@ namespace {
 
 using flightrec::MonotonicNs;
 using flightrec::sockclock::ApproxTicksToNs;
+using flightrec::sockclock::HooksReadTsc;
 using flightrec::sockclock::TscWord;
 using flightrec::sampler::OffCpuHooksOn;
 using flightrec::sampler::OffCpuNoteBlock;
@@ -58,7 +59,7 @@ Fn Resolve(std::atomic<Fn>* slot, const char* name, const char* version = nullpt
 #define FR_TIMED(reason, call_expr)                                                  \
   do {                                                                               \
     const uint64_t fr_word = TscWord();                                              \
-    if (fr_word != 0 && fr_word != UINT64_MAX) {                                     \
+    if (HooksReadTsc(fr_word)) {                                                     \
       const uint64_t fr_t0 = __rdtsc();                                              \
       auto fr_result = call_expr;                                                    \
       const uint64_t fr_ticks = __rdtsc() - fr_t0;                                   \

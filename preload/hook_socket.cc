@@ -63,7 +63,7 @@ bool ConnectReadAddress(int rc, int err) {
 // extra_skip: frames between the application's call and this one that are
 // ours (AcceptImpl's own, under accept/accept4 that tail-call it).
 inline void NoteIfBlocked(uint64_t t0, uint64_t t1, const char* reason, int extra_skip) {
-  if (__builtin_expect(t1 - t0 >= sockclock::BlockThreshold(false), 0) && flightrec::sampler::OffCpuHooksOn())
+  if (__builtin_expect(t1 - t0 >= sockclock::BlockMinNs(), 0) && flightrec::sampler::OffCpuHooksOn())
     flightrec::sampler::OffCpuNoteBlock(t0, t1, reason, extra_skip);
 }
 

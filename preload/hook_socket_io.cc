@@ -49,16 +49,18 @@ inline int64_t MmsgBytes(const mmsghdr* v, int n) {
 
 // After a recorded call: one push, and a call that blocked is offered as
 // off-CPU time where the blocking-call hooks give it (the SIGPROF sampler):
-// one compare here, the rest only when it did. errno is unchanged.
+// one compare here, the rest only when it did. errno is unchanged. `word` is
+// the TSC word TimedCall read before the call (socket_clock.h): it chose the
+// clock, and in ticks it is the block threshold.
 template <SockOp kOp>
-__attribute__((always_inline)) inline void Note(uint64_t entry, uint8_t flags, int fd, bool tsc, uint64_t t0,
-                                                uint64_t t1, int64_t result) {
+__attribute__((always_inline)) inline void Note(uint64_t entry, uint8_t flags, int fd, uint64_t word, bool tsc,
+                                                uint64_t t0, uint64_t t1, int64_t result) {
   sockhot::PushOp(kOp, fd, sockfd::EntryConn(entry), t0, t1, result,
                   tsc ? static_cast<uint8_t>(flags | kOpFlagTsc) : flags);
-  if (__builtin_expect(t1 - t0 >= sockclock::BlockThreshold(tsc), 0) && flightrec::sampler::OffCpuHooksOn()) {
+  if (__builtin_expect(t1 - t0 >= sockclock::BlockThreshold(word), 0) && flightrec::sampler::OffCpuHooksOn()) {
     const int saved_errno = errno;
     const uint64_t end = flightrec::MonotonicNs();
-    const uint64_t took = tsc ? sockclock::BlockedTicksToNs(t1 - t0, t1, end) : t1 - t0;
+    const uint64_t took = tsc ? sockclock::ApproxTicksToNs(t1 - t0) : t1 - t0;
     // extra_skip 1: TimedCall's frame. The hook tail-called it, so the
     // stack starts at the application's caller; the reason names the call.
     flightrec::sampler::OffCpuNoteBlock(end - took, end, flightrec::SockOpName(static_cast<uint8_t>(kOp)), 1);
@@ -79,7 +81,8 @@ __attribute__((always_inline)) inline void Note(uint64_t entry, uint8_t flags, i
 template <SockOp kOp, auto RealSocketFns::*kFn, typename... A>
 __attribute__((noinline)) auto TimedCall(uint64_t entry, uint8_t flags, int fd, A... args) {
   using Result = decltype((g_real_sock.*kFn)(fd, args...));
-  const bool tsc = sockclock::UseTsc();
+  const uint64_t word = sockclock::TscWord();
+  const bool tsc = sockclock::HooksReadTsc(word);
   if constexpr (sockdirect::kSyscallOf<kFn> >= 0) {
     // Its own copy of the push: one straight run of code from the system
     // call to the return measured ~9 ns faster than sharing the libc path's.
@@ -87,7 +90,7 @@ __attribute__((noinline)) auto TimedCall(uint64_t entry, uint8_t flags, int fd, 
       const uint64_t t0 = sockclock::Read(tsc);
       const long r = sockdirect::Call<kFn>(fd, args...);
       const uint64_t t1 = sockclock::Read(tsc);
-      Note<kOp>(entry, flags, fd, tsc, t0, t1, r);
+      Note<kOp>(entry, flags, fd, word, tsc, t0, t1, r);
       if (__builtin_expect(r < 0, 0)) {
         errno = static_cast<int>(-r);  // as libc's wrapper sets it
         return Result{-1};
@@ -106,7 +109,7 @@ __attribute__((noinline)) auto TimedCall(uint64_t entry, uint8_t flags, int fd, 
   } else {
     result = static_cast<int64_t>(rc);
   }
-  Note<kOp>(entry, flags, fd, tsc, t0, t1, result);
+  Note<kOp>(entry, flags, fd, word, tsc, t0, t1, result);
   return rc;
 }
 

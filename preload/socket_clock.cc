@@ -30,10 +30,6 @@ std::atomic<uint64_t> g_ns_per_tick_q32{0};
 namespace {
 constexpr uint64_t kRefreshNs = 1000ull * 1000 * 1000;
 
-// Init's pair, for BlockedTicksToNs before the first calibration.
-std::atomic<uint64_t> g_init_tsc{0};
-std::atomic<uint64_t> g_init_ns{0};
-
 TscMap g_map;
 uint64_t g_pair_tick_ns = 0;  // FlushContext::now_ns of the tick that took the last pair
 uint64_t g_last_refresh_ns = 0;
@@ -43,13 +39,18 @@ bool g_disagreement_logged = false;
 void PublishBlockTicks() {
   const double slope = g_map.slope();
   const uint64_t min_ns = g_block_min_ns.load(std::memory_order_relaxed);
-  if (slope <= 0 || min_ns == UINT64_MAX) return;
+  if (slope <= 0) return;
   g_ns_per_tick_q32.store(static_cast<uint64_t>(slope * 4294967296.0), std::memory_order_relaxed);
-  uint64_t ticks = static_cast<uint64_t>(static_cast<double>(min_ns) / slope);
-  if (ticks == 0) ticks = 1;  // 0 would mean "TSC off"
+  // Neither 0 ("TSC off") nor UINT64_MAX ("not calibrated"): a threshold too
+  // big to reach stays one below it.
+  const double want = min_ns == UINT64_MAX ? 1.8e19 : static_cast<double>(min_ns) / slope;
+  uint64_t ticks = want >= 1.8e19 ? UINT64_MAX - 1 : static_cast<uint64_t>(want);
+  if (ticks == 0) ticks = 1;
   // Only while the TSC is on: never turns it back on after a disagreement.
   uint64_t word = g_tsc_block_ticks.load(std::memory_order_relaxed);
-  while (word != 0 && !g_tsc_block_ticks.compare_exchange_weak(word, ticks, std::memory_order_relaxed)) {
+  // Release: a hook that reads these ticks also reads the ns-per-tick above.
+  while (word != 0 && !g_tsc_block_ticks.compare_exchange_weak(word, ticks, std::memory_order_release,
+                                                               std::memory_order_relaxed)) {
   }
 }
 
@@ -64,15 +65,6 @@ void AddPairChecked() {
           "the TSC disagrees with CLOCK_MONOTONIC; socket hooks use clock_gettime from now on");
 }
 }  // namespace
-
-uint64_t BlockedTicksToNs(uint64_t ticks, uint64_t now_tsc, uint64_t now_ns) {
-  if (g_ns_per_tick_q32.load(std::memory_order_relaxed) != 0) return ApproxTicksToNs(ticks);
-  const uint64_t init_tsc = g_init_tsc.load(std::memory_order_acquire);
-  const uint64_t init_ns = g_init_ns.load(std::memory_order_relaxed);
-  if (init_tsc == 0 || now_tsc <= init_tsc || now_ns <= init_ns) return 0;
-  const double ns_per_tick = static_cast<double>(now_ns - init_ns) / static_cast<double>(now_tsc - init_tsc);
-  return static_cast<uint64_t>(static_cast<double>(ticks) * ns_per_tick);
-}
 
 void SetBlockMinNs(uint64_t min_ns) {
   g_block_min_ns.store(min_ns ? min_ns : 1, std::memory_order_relaxed);
@@ -89,12 +81,10 @@ bool Init(bool allowed) {
   const bool tsc = allowed && CpuHasInvariantTsc();
   if (tsc) {
     g_map = TscMap();
-    const Pair p = ReadPair();
-    g_map.AddPair(p);
-    g_init_ns.store(p.ns, std::memory_order_relaxed);
-    g_init_tsc.store(p.tsc, std::memory_order_release);
+    g_map.AddPair(ReadPair());
   }
-  // Threshold unknown until the flush thread's second pair gives a slope.
+  // Threshold unknown until the flush thread's second pair gives a slope;
+  // the hooks read CLOCK_MONOTONIC until then (HooksReadTsc).
   g_tsc_block_ticks.store(tsc ? UINT64_MAX : 0, std::memory_order_relaxed);
   return tsc;
 }
@@ -136,11 +126,20 @@ bool TscMap::AddPair(const Pair& p) {
     base_ = mid_;
     mid_ = p;
   }
-  if (last_.tsc > base_.tsc && last_.ns > base_.ns) {
+  if (last_.tsc > base_.tsc && last_.ns >= base_.ns + kMinSlopeSpanNs) {
     slope_ = static_cast<double>(last_.ns - base_.ns) / static_cast<double>(last_.tsc - base_.tsc);
     mult_ = static_cast<uint64_t>(slope_ * kOne + 0.5);
   }
   return true;
+}
+
+void TscMap::StartWithSlope(const Pair& p, double slope) {
+  *this = TscMap();
+  AddPair(p);
+  if (slope > 0) {
+    slope_ = slope;
+    mult_ = static_cast<uint64_t>(slope_ * kOne + 0.5);
+  }
 }
 
 uint64_t TscMap::ToNs(uint64_t tsc) const {
@@ -174,14 +173,21 @@ void TickSpanToNs(uint64_t start_tsc, uint64_t ticks, uint64_t tick_ns, uint64_t
 }
 
 void Refresh(uint64_t now_ns) {
-  if (!UseTsc() || now_ns - g_last_refresh_ns < kRefreshNs) return;
+  // Every tick until the map has a slope: the hooks read clock_gettime until
+  // then, so there are no ticks to convert that would take pairs.
+  if (!UseTsc() || (g_map.slope() > 0 && now_ns - g_last_refresh_ns < kRefreshNs)) return;
   g_last_refresh_ns = now_ns;
   AddPairChecked();
 }
 
 void ResetAfterFork() {
   g_map = TscMap();
-  if (UseTsc()) g_map.AddPair(ReadPair());
+  // With the parent's rate (an atomic; its map is not: the parent's flush
+  // thread may have been updating it at the fork), so the ticks the child's
+  // hooks record from its first call convert before its own pairs are 2 ms
+  // apart.
+  const double slope = static_cast<double>(g_ns_per_tick_q32.load(std::memory_order_relaxed)) / 4294967296.0;
+  if (UseTsc()) g_map.StartWithSlope(ReadPair(), slope);
   g_pair_tick_ns = g_last_refresh_ns = 0;
 }
 

@@ -230,11 +230,11 @@ void DecodeOp(FlushContext& ctx, const RecordHeader& h, const void* payload) {
 void HarvestGaps(FlushContext& ctx) {
   if (!g_flush || !g_flush->side || !ctx.thread) return;
   const uint32_t tid = TidOf(ctx);
-  const bool tsc = sockclock::UseTsc();
   const uint64_t unsummarized = HarvestSocketGaps(
       ctx.thread->sock_gaps,
       [&](uint64_t conn, uint64_t in, uint64_t out, uint64_t ops, uint64_t errors, uint64_t last) {
-        const uint64_t t = tsc ? sockclock::TicksToNs(last, ctx.now_ns) : last;
+        const uint64_t t =
+            (last & kGapTimeIsTsc) ? sockclock::TicksToNs(last & ~kGapTimeIsTsc, ctx.now_ns) : last;
         g_flush->side->OnGap(SocketGapRecord{t, conn, in, out, ops, errors}, tid);
       });
   if (unsummarized) EmitGlobalDrops(ctx, "socket.gap", unsummarized);

@@ -50,6 +50,10 @@ struct SockGapTable {
   uint64_t changes_harvested = 0;  // `changes` as of the last harvest that read every entry
 };
 
+// last_ns holds the dropped call's end in the unit its hook read: CLOCK_MONOTONIC
+// ns, or TSC ticks with this bit set (socket_clock.h; neither reaches 2^63).
+inline constexpr uint64_t kGapTimeIsTsc = 1ull << 63;
+
 // Owner thread, when a data op's record was dropped. Lock-free, no calls.
 // in/out: bytes moved in each direction (0 for an error or a peek).
 void SummarizeDroppedDataOp(SockGapTable& t, uint64_t conn, uint64_t bytes_in, uint64_t bytes_out, bool error,

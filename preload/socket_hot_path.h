@@ -78,7 +78,7 @@ __attribute__((always_inline)) inline void PushOp(SockOp op, int fd, uint64_t co
       const uint64_t moved = result > 0 && !(flags & kOpFlagPeek) ? static_cast<uint64_t>(result) : 0;
       const bool send = IsSendOp(static_cast<uint8_t>(op));
       SummarizeDroppedDataOp(ts->sock_gaps, conn, send ? 0 : moved, send ? moved : 0,
-                             IsSocketError(result), end);
+                             IsSocketError(result), (flags & kOpFlagTsc) ? end | kGapTimeIsTsc : end);
     }
     return;
   }

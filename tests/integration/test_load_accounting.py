@@ -2,13 +2,16 @@
 a tiny ring so the recorder must drop. Every operation the program did is
 either in the trace or counted as dropped — never silently lost."""
 import re
+import time
 
 
 def test_every_operation_is_recorded_or_counted(fr, trace_dir):
     threads, iterations = 32, 4000
+    began = time.monotonic_ns()
     proc = fr.run([fr.program("load_mixed"), str(threads), str(iterations)], trace_dir,
                   env={"FLIGHTREC_RING_BYTES": 4096, "FLIGHTREC_ALLOC_SAMPLE_BYTES": 1,
                        "FLIGHTREC_SAMPLER": "off"}, timeout=300)
+    ended_at = time.monotonic_ns()
     produced = threads * iterations
     assert f"mallocs {produced}" in proc.stdout
     doc = fr.dump_json("info", "--json", trace_dir)
@@ -35,6 +38,11 @@ def test_every_operation_is_recorded_or_counted(fr, trace_dir):
     totals = fr.dump_json("sockets", "--json", trace_dir)["totals"]
     assert totals["bytes_out"] == 64 * produced and totals["bytes_in"] == 64 * produced, totals
     assert events.get("socket.gap", 0) > 0
+    # A gap's time is its last dropped call's end, read from the TSC or from
+    # clock_gettime (before the TSC's calibration): either way CLOCK_MONOTONIC
+    # ns inside the run.
+    gap_times = [e["time"] for e in fr.events(trace_dir, "socket.gap")]
+    assert gap_times and all(began <= t <= ended_at for t in gap_times), (began, ended_at, gap_times[:5])
 
 
 def test_a_thread_that_fills_its_ring_fast_gets_a_bigger_one(fr, trace_dir):

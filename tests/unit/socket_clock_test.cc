@@ -41,6 +41,31 @@ TEST_CASE("socket clock: two pairs give the rate; ticks between and after them c
   CHECK(m.ToNs(At(3000000).tsc + 2500) - m.ToNs(At(3000000).tsc) == 1000);
 }
 
+TEST_CASE("socket clock: no rate from pairs under 2 ms apart, whose read jitter would make it wrong") {
+  TscMap m;
+  REQUIRE(m.AddPair(At(0)));
+  Pair close = At(5000);  // 5 us later, 40 ns of jitter: a rate 0.8% off
+  close.ns += 40;
+  REQUIRE(m.AddPair(close));
+  CHECK(m.slope() == 0);
+  // The next pair far enough from the first gives the rate.
+  REQUIRE(m.AddPair(At(3000000)));
+  CHECK(m.slope() == doctest::Approx(0.4).epsilon(1e-4));
+  // And a second later the map still agrees with the clock.
+  CHECK(m.AddPair(At(1003000000)));
+}
+
+TEST_CASE("socket clock: a map started with a known rate (a fork child's) converts from its first pair") {
+  TscMap m;
+  m.StartWithSlope(At(0), 0.4);
+  CHECK(m.ToNs(At(1234567).tsc) == kNs0 + 1234567);
+  // Its own pairs take over once they are far enough apart.
+  REQUIRE(m.AddPair(At(1000)));
+  CHECK(m.slope() == doctest::Approx(0.4));
+  REQUIRE(m.AddPair(At(10000000)));
+  CHECK(m.ToNs(At(12000000).tsc) == kNs0 + 12000000);
+}
+
 TEST_CASE("socket clock: a pair that contradicts the map is refused and the map kept") {
   TscMap m;
   REQUIRE(m.AddPair(At(0)));
@@ -116,28 +141,41 @@ TEST_CASE("socket clock: pairs read on this machine map the TSC onto CLOCK_MONOT
   CHECK(converted <= after + 50000);
 }
 
-TEST_CASE("socket clock: before the first calibration a long call is still offered as a block, with its length") {
+TEST_CASE("socket clock: the hooks read ticks only once the TSC is calibrated; before, CLOCK_MONOTONIC") {
   namespace sc = flightrec::sockclock;
+  // The word's three states: off, on but uncalibrated, a threshold in ticks.
+  CHECK_FALSE(sc::HooksReadTsc(0));
+  CHECK_FALSE(sc::HooksReadTsc(UINT64_MAX));
+  CHECK(sc::HooksReadTsc(1));
+  CHECK(sc::HooksReadTsc(UINT64_MAX - 1));
   if (!sc::CpuHasInvariantTsc()) return;  // the hooks read clock_gettime then: nothing to calibrate
   const uint64_t saved_word = sc::g_tsc_block_ticks.load();
   const uint64_t saved_q32 = sc::g_ns_per_tick_q32.load();
   const uint64_t saved_min = sc::g_block_min_ns.load();
-  sc::g_ns_per_tick_q32.store(0);
   sc::SetBlockMinNs(1000000);  // 1 ms
   REQUIRE(sc::Init(true));
-  // Not calibrated yet: the threshold is the 1 ms at 16 ticks per ns.
+  // Before the flush thread's second pair: a hook reads CLOCK_MONOTONIC, so
+  // a thread that blocks right after start is timed, and judged, in ns.
   CHECK(sc::TscWord() == UINT64_MAX);
-  CHECK(sc::BlockThreshold(true) == 16 * 1000000ull);
-  // A 40 ms "call", measured in ticks, converted with the rate since Init.
-  const uint64_t t0 = __rdtsc();
-  const timespec pause{0, 40 * 1000 * 1000};
+  CHECK_FALSE(sc::HooksReadTsc(sc::TscWord()));
+  CHECK(sc::BlockThreshold(sc::TscWord()) == 1000000u);
+  // The flush thread's ticks, 20 ms apart, give the slope: the word becomes
+  // 1 ms in ticks and the hooks switch to the TSC.
+  const uint64_t first_tick = flightrec::MonotonicNs();
+  sc::TicksToNs(__rdtsc(), first_tick);
+  const timespec pause{0, 20 * 1000 * 1000};
   nanosleep(&pause, nullptr);
-  const uint64_t t1 = __rdtsc();
-  const uint64_t took = sc::BlockedTicksToNs(t1 - t0, t1, flightrec::MonotonicNs());
-  CHECK(took >= 40 * 1000 * 1000ull);
-  CHECK(took < 400 * 1000 * 1000ull);
-  CHECK(t1 - t0 >= sc::BlockThreshold(true));
+  sc::TicksToNs(__rdtsc(), first_tick + 1);
+  const uint64_t word = sc::TscWord();
+  CHECK(sc::HooksReadTsc(word));
+  CHECK(sc::BlockThreshold(word) == word);
+  CHECK(word > 200000u);    // 1 ms at more than 200 MHz
+  CHECK(word < 20000000u);  // and less than 20 GHz
+  const uint64_t one_ms = sc::ApproxTicksToNs(word);
+  CHECK(one_ms > 990000u);
+  CHECK(one_ms < 1010000u);
   sc::g_tsc_block_ticks.store(saved_word);
   sc::g_ns_per_tick_q32.store(saved_q32);
   sc::g_block_min_ns.store(saved_min);
+  sc::ResetAfterFork();
 }
