@@ -1,5 +1,17 @@
-// Local stack capture: a backtrace of the calling thread, taken in place with
-// libunwind (DWARF CFI, so -fomit-frame-pointer code unwinds fully).
+// Local stack capture: a backtrace of the calling thread, taken in place from
+// its DWARF CFI (so -fomit-frame-pointer code unwinds fully).
+//
+// Two unwinders, because the fast one costs memory per thread
+// (bench/unwind_paths_bench.cc, make -C bench unwind-memory):
+//  * libunwind's unw_backtrace: ~0.2 us for 20 frames, through a 256 KiB
+//    frame cache per thread, written in full on the thread's first unwind
+//    and kept until it exits;
+//  * libgcc's _Unwind_Backtrace: ~3 us for 20 frames, nothing per thread
+//    (each frame's FDE is found through _dl_find_object, lock-free).
+// A thread starts on libgcc's and moves to libunwind's for good once it
+// captures more than 32 stacks within a second: a pool of threads that
+// allocate now and then costs no memory, and a hot thread gets the fast path
+// after its first second. (The main thread has libunwind's from init.)
 //
 // Used by the allocation hooks on application threads. Not for signal
 // handlers: unwinding may take the dynamic loader's lock (dl_iterate_phdr) the
@@ -15,9 +27,8 @@ namespace flightrec::sampler {
 // function that called us). Every pc is a return address minus 1, i.e. it
 // points inside the call instruction, so symbolization yields the call line.
 //
-// No host malloc, no locks of ours; libunwind's per-thread cache keeps the
-// steady state at a few hundred ns for typical depths. Safe to call before
-// InitLocalStackCapture() (it then initialises lazily).
+// No host malloc, no locks of ours. Safe to call before
+// InitLocalStackCapture() (it then initialises libunwind lazily).
 // With mark_truncated, a stack that goes on past `max` frames ends with
 // kTruncatedStackPc (sample_events.h) in its last slot.
 int CaptureCurrentStack(uint64_t* pcs, int max, int skip, bool mark_truncated = false);
@@ -34,8 +45,15 @@ extern __thread bool t_in_local_capture __attribute__((tls_model("initial-exec")
 // (symbolizer.cc); may take the dynamic loader's lock: not for signal handlers.
 bool LocalFunctionRange(uint64_t pc, uint64_t* start, uint64_t* end);
 
-// Sets libunwind's per-thread caching for the local address space and warms
-// it up. Called once at init from a normal (non-hook) context; idempotent.
+// Finds libgcc's unwinder, sets libunwind's per-thread caching for the local
+// address space and warms both up. Called at init from a normal (non-hook)
+// context; idempotent. Without it (a capture first), only libunwind is used.
 void InitLocalStackCapture();
+
+// For tests: the unwinder CaptureCurrentStack uses on this thread.
+enum class LocalUnwinder { kByRate, kLibunwind, kLibgcc };
+void SetLocalUnwinderForThisThread(LocalUnwinder u);
+bool LibgccUnwinderAvailable();
+bool LibunwindChosenForThisThread();
 
 }  // namespace flightrec::sampler

@@ -168,6 +168,27 @@ def test_thousand_live_threads_memory_bound(fr, trace_dir):
     assert "tb-worker-999" in names
 
 
+def test_a_pool_of_threads_that_allocate_does_not_pay_the_fast_unwinders_cache(fr, trace_dir):
+    """400 threads each malloc and free 4 MiB (about 8 allocation samples
+    each, at the default rate), then stay alive. libunwind's fast path keeps
+    a 256 KiB frame cache per thread that unwinds: a thread that samples this
+    rarely uses libgcc's unwinder instead (sampler/local_stack.h), so the
+    pool costs the recorder its usual per-thread state, not 100 MiB."""
+    if fr.sanitized:
+        pytest.skip("memory bound is for the production build (ASan's shadow memory dominates)")
+    args = [fr.program("threads_basic"), "400", "0", "0", "1", "4096"]
+    plain = fr.run(args, trace_dir, preload=False)
+    traced = fr.run(args, trace_dir)
+    rss = lambda p: int(p.stdout.split("rss_kb ")[1].split()[0])
+    grown_kb = rss(traced) - rss(plain)
+    print(f"400 allocating threads: plain {rss(plain)} KiB, preloaded {rss(traced)} KiB, +{grown_kb} KiB")
+    samples = [e for e in fr.events(trace_dir, "alloc.sample") if e.get("size") == 1024]
+    assert len(samples) >= 400, len(samples)  # the threads did take samples
+    # Their stacks are whole: the worker's frame is under each malloc.
+    assert all(any("worker" in f["function"] for f in s["stack"]) for s in samples[:50]), samples[0]
+    assert grown_kb < 400 * 128, grown_kb  # 256 KiB each would be 100 MiB
+
+
 def test_service_is_the_name_the_program_was_started_by(fr, trace_dir, tmp_path):
     # Debian's /usr/bin/redis-server is a symlink to redis-check-rdb: the
     # service must be what the user ran, not what the link resolves to.

@@ -1,10 +1,12 @@
 /* threads_basic: starts named threads that each do a little work and exit,
  * optionally forks a child that does the same, then exits. Used by the
  * runtime's integration tests:
- *   threads_basic [nthreads] [fork] [sleep_ms] [hold]
+ *   threads_basic [nthreads] [fork] [sleep_ms] [hold] [alloc_kib]
  * Thread i is named "tb-worker-<i>" (set from inside the thread). With hold=1
  * all threads stay alive until every one has started; main then prints its
- * VmRSS ("rss_kb N") so tests can bound the recorder's memory per thread. */
+ * VmRSS ("rss_kb N") so tests can bound the recorder's memory per thread.
+ * alloc_kib: each thread first mallocs and frees that many KiB, 1 KiB at a
+ * time (a pool of threads that allocate, and so take allocation samples). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
@@ -17,6 +19,7 @@
 static volatile uint64_t sink;
 static pthread_barrier_t hold_barrier;
 static int hold;
+static int alloc_kib;
 
 static long rss_kb(void) {
   FILE* f = fopen("/proc/self/status", "r");
@@ -35,6 +38,11 @@ static void* worker(void* arg) {
   uint64_t h = (uint64_t)(intptr_t)arg;
   for (int i = 0; i < 100000; ++i) h = h * 6364136223846793005ull + 1442695040888963407ull;
   sink += h;
+  for (int i = 0; i < alloc_kib; ++i) {
+    char* volatile block = malloc(1024); /* volatile: the pair is not optimised away */
+    block[0] = (char)i;
+    free(block);
+  }
   if (hold) {
     pthread_barrier_wait(&hold_barrier); /* all started */
     pthread_barrier_wait(&hold_barrier); /* main measured */
@@ -69,6 +77,7 @@ int main(int argc, char** argv) {
   int do_fork = argc > 2 ? atoi(argv[2]) : 0;
   int sleep_ms = argc > 3 ? atoi(argv[3]) : 0;
   hold = argc > 4 ? atoi(argv[4]) : 0;
+  alloc_kib = argc > 5 ? atoi(argv[5]) : 0;
   run_threads(n);
   hold = 0;
   if (do_fork) {

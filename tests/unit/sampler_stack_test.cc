@@ -13,9 +13,12 @@
 #include <unistd.h>
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "sampler/local_stack.h"
@@ -165,6 +168,53 @@ TEST_CASE("sampler_local_stack: skip drops frames and max bounds the output") {
   REQUIRE(n > 3);
   REQUIRE(n < 200);
   for (int i = 0; i < n; ++i) CHECK(whole[i] != flightrec::sampler::kTruncatedStackPc);
+}
+
+TEST_CASE("sampler_local_stack: libgcc's unwinder gives the frames libunwind's does") {
+  namespace sm = flightrec::sampler;
+  sm::InitLocalStackCapture();
+  REQUIRE(sm::LibgccUnwinderAvailable());
+  ChainTrace fast{}, lean{};
+  sm::SetLocalUnwinderForThisThread(sm::LocalUnwinder::kLibunwind);
+  chain_1(&fast, Mode::kLocal);
+  sm::SetLocalUnwinderForThisThread(sm::LocalUnwinder::kLibgcc);
+  chain_1(&lean, Mode::kLocal);
+  sm::SetLocalUnwinderForThisThread(sm::LocalUnwinder::kByRate);
+  REQUIRE(lean.n >= 6);
+  ExpectChain(lean.pcs, lean.n, lean, 1);
+  // The same call sites, frame for frame, down to libc's start (where the
+  // two may disagree on the outermost frame); frame 4 is this body's own
+  // two calls of chain_1.
+  REQUIRE(fast.n >= 6);
+  CHECK(std::abs(fast.n - lean.n) <= 1);
+  const int common = std::min(fast.n, lean.n) - 1;
+  for (int i = 0; i < common; ++i) {
+    INFO("frame " << i);
+    if (i != 4) CHECK(fast.pcs[i] == lean.pcs[i]);
+  }
+  CHECK(fast.pcs[4] == fast.ret_into[3] - 1);
+  CHECK(lean.pcs[4] == lean.ret_into[3] - 1);
+}
+
+TEST_CASE("sampler_local_stack: a thread moves to libunwind's unwinder after 32 captures in a second") {
+  namespace sm = flightrec::sampler;
+  sm::InitLocalStackCapture();
+  REQUIRE(sm::LibgccUnwinderAvailable());
+  struct Result {
+    bool before = true, at_32 = true, after = false;
+  } r;
+  // A new thread: the test's own thread has libunwind's cache from init.
+  std::thread([&r] {
+    uint64_t pcs[16];
+    r.before = sm::LibunwindChosenForThisThread();
+    for (int i = 0; i < 32; ++i) CaptureCurrentStack(pcs, 16, 0);
+    r.at_32 = sm::LibunwindChosenForThisThread();
+    CaptureCurrentStack(pcs, 16, 0);
+    r.after = sm::LibunwindChosenForThisThread();
+  }).join();
+  CHECK_FALSE(r.before);
+  CHECK_FALSE(r.at_32);
+  CHECK(r.after);
 }
 
 TEST_CASE("sampler_unwinder: copied stack unwinds through -fomit-frame-pointer frames") {
