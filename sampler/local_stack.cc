@@ -33,11 +33,14 @@ constexpr int kMaxScratch = 256;
 // libgcc's unwinder, looked up by its version in libgcc_s itself: the plain
 // name may be libunwind's compatibility copy (an unw_step loop, ~50 us) or a
 // host's own, and _Unwind_GetIP must come from the library that made the
-// context. Null (libunwind always) when libgcc_s cannot be found.
+// context. Null (libunwind always) when libgcc_s cannot be found. Set once
+// at init, get_ip first: a thread that reads backtrace (acquire) sees both.
 using GccBacktraceFn = _Unwind_Reason_Code (*)(_Unwind_Trace_Fn, void*);
 using GccGetIpFn = _Unwind_Ptr (*)(_Unwind_Context*);
-GccBacktraceFn g_gcc_backtrace = nullptr;
-GccGetIpFn g_gcc_get_ip = nullptr;
+std::atomic<GccBacktraceFn> g_gcc_backtrace{nullptr};
+std::atomic<GccGetIpFn> g_gcc_get_ip{nullptr};
+
+GccBacktraceFn GccBacktrace() { return g_gcc_backtrace.load(std::memory_order_acquire); }
 
 // Which unwinder a thread uses (the choice is explained in local_stack.h).
 // A thread moves to libunwind for good once it captures more than
@@ -51,7 +54,7 @@ FR_LOCAL_TLS uint32_t t_window_captures = 0;
 FR_LOCAL_TLS LocalUnwinder t_unwinder_override = LocalUnwinder::kByRate;
 
 bool UseLibunwind() {
-  if (!g_gcc_backtrace) return true;
+  if (!GccBacktrace()) return true;
   if (t_unwinder_override != LocalUnwinder::kByRate) return t_unwinder_override == LocalUnwinder::kLibunwind;
   if (t_fast_unwinder) return true;
   const uint64_t now = MonotonicNs();
@@ -72,7 +75,7 @@ struct GccTrace {
 _Unwind_Reason_Code GccFrame(_Unwind_Context* ctx, void* arg) {
   auto* t = static_cast<GccTrace*>(arg);
   if (t->n >= t->max) return _URC_END_OF_STACK;
-  const _Unwind_Ptr ip = g_gcc_get_ip(ctx);
+  const _Unwind_Ptr ip = g_gcc_get_ip.load(std::memory_order_relaxed)(ctx);
   if (ip == 0) return _URC_END_OF_STACK;
   t->out[t->n++] = reinterpret_cast<void*>(ip);
   return _URC_NO_REASON;
@@ -85,8 +88,8 @@ void ResolveLibgccUnwinder() {
   if (!bt || !ip || !dladdr(reinterpret_cast<void*>(bt), &a) || !dladdr(reinterpret_cast<void*>(ip), &b) ||
       !a.dli_fname || !b.dli_fname || !strstr(a.dli_fname, "libgcc_s") || a.dli_fbase != b.dli_fbase)
     return;
-  g_gcc_get_ip = ip;
-  g_gcc_backtrace = bt;
+  g_gcc_get_ip.store(ip, std::memory_order_relaxed);
+  g_gcc_backtrace.store(bt, std::memory_order_release);
 }
 
 // libunwind's process-wide set-up, and this thread's frame cache.
@@ -105,17 +108,17 @@ void InitLibunwind() {
 }  // namespace
 
 void SetLocalUnwinderForThisThread(LocalUnwinder u) { t_unwinder_override = u; }
-bool LibgccUnwinderAvailable() { return g_gcc_backtrace != nullptr; }
-bool LibunwindChosenForThisThread() { return t_fast_unwinder || !g_gcc_backtrace; }
+bool LibgccUnwinderAvailable() { return GccBacktrace() != nullptr; }
+bool LibunwindChosenForThisThread() { return t_fast_unwinder || !GccBacktrace(); }
 
 void InitLocalStackCapture() {
   static std::atomic<bool> resolved{false};
   if (!resolved.exchange(true, std::memory_order_acq_rel)) {
     ResolveLibgccUnwinder();
-    if (g_gcc_backtrace) {  // its one-time set-up too (lazy binding, its mutex's once)
+    if (GccBacktraceFn bt = GccBacktrace()) {  // its one-time set-up too (lazy binding, its mutex's once)
       void* warm[4];
       GccTrace t{warm, 0, 4};
-      g_gcc_backtrace(GccFrame, &t);
+      bt(GccFrame, &t);
     }
   }
   InitLibunwind();
@@ -140,7 +143,7 @@ __attribute__((noinline)) int CaptureCurrentStack(uint64_t* pcs, int max, int sk
     n = unw_backtrace(raw, want);
   } else {
     GccTrace t{raw, 0, want};
-    g_gcc_backtrace(GccFrame, &t);
+    GccBacktrace()(GccFrame, &t);
     n = t.n;
   }
   if (outer) t_in_local_capture = false;
