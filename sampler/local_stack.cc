@@ -92,17 +92,28 @@ void ResolveLibgccUnwinder() {
   g_gcc_backtrace.store(bt, std::memory_order_release);
 }
 
-// libunwind's process-wide set-up, and this thread's frame cache.
-void InitLibunwind() {
+// libunwind's process-wide set-up (tdep_init: a mutex taken with signals
+// blocked) happens here, not in a hook. With warm_this_thread, this thread's
+// frame cache too (256 KiB): wanted only where every thread will use
+// libunwind's unwinder (libgcc's not found, or a capture before init);
+// otherwise a thread's first libunwind unwind makes its cache, as it always
+// did on every thread but this one.
+void InitLibunwind(bool warm_this_thread) {
   if (g_initialised.exchange(true, std::memory_order_acq_rel)) return;
   // Per-thread caching: no lock on the lookup path (UNW_CACHE_GLOBAL takes a
   // mutex with signals blocked). The fast path (tdep_trace) keeps its frame
   // cache in libunwind's own TLS, allocated with mmap, never malloc.
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
-  // Its one-time set-up (a mutex, a pthread key) happens here, not in a hook.
-  void* warm[4];
-  unw_backtrace(warm, 4);
-  t_fast_unwinder = true;  // this thread has paid for its cache already
+  if (warm_this_thread) {
+    void* warm[4];
+    unw_backtrace(warm, 4);
+    t_fast_unwinder = true;  // this thread has paid for its cache already
+  } else {
+    unw_context_t context;
+    unw_cursor_t cursor;
+    unw_getcontext(&context);
+    unw_init_local(&cursor, &context);  // runs tdep_init, makes no cache
+  }
 }
 
 }  // namespace
@@ -121,13 +132,13 @@ void InitLocalStackCapture() {
       bt(GccFrame, &t);
     }
   }
-  InitLibunwind();
+  InitLibunwind(GccBacktrace() == nullptr);
 }
 
 __attribute__((noinline)) int CaptureCurrentStack(uint64_t* pcs, int max, int skip, bool mark_truncated) {
   if (max <= 0) return 0;
   // Lazily (a hook before init): libunwind only; no dlvsym from a hook.
-  if (!g_initialised.load(std::memory_order_acquire)) InitLibunwind();
+  if (!g_initialised.load(std::memory_order_acquire)) InitLibunwind(true);
   if (skip < 0) skip = 0;
   const int drop = kSelfFrames + skip;
   void* raw[kMaxScratch];

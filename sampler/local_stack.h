@@ -11,7 +11,7 @@
 // A thread starts on libgcc's and moves to libunwind's for good once it
 // captures more than 32 stacks within a second: a pool of threads that
 // allocate now and then costs no memory, and a hot thread gets the fast path
-// after its first second. (The main thread has libunwind's from init.)
+// after its first second. The main thread is no exception.
 //
 // Used by the allocation hooks on application threads. Not for signal
 // handlers: unwinding may take the dynamic loader's lock (dl_iterate_phdr) the

@@ -203,7 +203,7 @@ TEST_CASE("sampler_local_stack: a thread moves to libunwind's unwinder after 32 
   struct Result {
     bool before = true, at_32 = true, after = false;
   } r;
-  // A new thread: the test's own thread has libunwind's cache from init.
+  // A new thread: this one may have switched already (earlier cases capture often).
   std::thread([&r] {
     uint64_t pcs[16];
     r.before = sm::LibunwindChosenForThisThread();
