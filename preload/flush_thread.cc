@@ -138,6 +138,7 @@ struct FlushState {
   std::atomic<bool> crash_done{false};
   std::atomic<bool> resume_requested{false};  // ResumeAfterCrash
   pthread_t thread{};
+  bool thread_detached = false;  // by a stopper that gave up waiting (StopFlushThread)
 };
 
 FlushState* g_state = nullptr;
@@ -577,6 +578,10 @@ bool StopFlushThread(uint64_t deadline_ns) {
     while (s->phase.load(std::memory_order_acquire) != kStopped) {
       if (MonotonicNs() >= deadline_ns) {
         Log(LogLevel::kWarn, "flush thread did not finish before the exit deadline; the last segment stays .active");
+        // Left running, never joined: detached (once: a second exit path may
+        // wait again), so it is not a leaked thread.
+        if (!s->thread_detached) pthread_detach(s->thread);
+        s->thread_detached = true;
         return false;
       }
       timespec ts{0, 1000000};
@@ -587,7 +592,7 @@ bool StopFlushThread(uint64_t deadline_ns) {
   // It wakes, sees kStopped and leaves on its own; never wait for a thread
   // the scheduler may not run for a while.
   NudgeFlushThread();
-  pthread_detach(s->thread);
+  if (!s->thread_detached) pthread_detach(s->thread);
   g_state = nullptr;
   // Final drain and seal on this thread, which counts as a recorder thread
   // meanwhile so its own allocations are not recorded.
