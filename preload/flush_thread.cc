@@ -138,7 +138,9 @@ struct FlushState {
   std::atomic<bool> crash_done{false};
   std::atomic<bool> resume_requested{false};  // ResumeAfterCrash
   pthread_t thread{};
-  bool thread_detached = false;  // by a stopper that gave up waiting (StopFlushThread)
+  // By the one stopper that gets there first (two exit paths on two threads
+  // may both give up waiting): a thread is detached once.
+  std::atomic<bool> thread_detached{false};
 };
 
 FlushState* g_state = nullptr;
@@ -578,10 +580,8 @@ bool StopFlushThread(uint64_t deadline_ns) {
     while (s->phase.load(std::memory_order_acquire) != kStopped) {
       if (MonotonicNs() >= deadline_ns) {
         Log(LogLevel::kWarn, "flush thread did not finish before the exit deadline; the last segment stays .active");
-        // Left running, never joined: detached (once: a second exit path may
-        // wait again), so it is not a leaked thread.
-        if (!s->thread_detached) pthread_detach(s->thread);
-        s->thread_detached = true;
+        // Left running, never joined: detached, so it is not a leaked thread.
+        if (!s->thread_detached.exchange(true, std::memory_order_acq_rel)) pthread_detach(s->thread);
         return false;
       }
       timespec ts{0, 1000000};
@@ -592,7 +592,7 @@ bool StopFlushThread(uint64_t deadline_ns) {
   // It wakes, sees kStopped and leaves on its own; never wait for a thread
   // the scheduler may not run for a while.
   NudgeFlushThread();
-  if (!s->thread_detached) pthread_detach(s->thread);
+  if (!s->thread_detached.exchange(true, std::memory_order_acq_rel)) pthread_detach(s->thread);
   g_state = nullptr;
   // Final drain and seal on this thread, which counts as a recorder thread
   // meanwhile so its own allocations are not recorded.
