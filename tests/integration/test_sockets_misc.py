@@ -184,7 +184,7 @@ def test_forked_worker_on_an_inherited_listener(fr, trace_dir):
 def test_closing_every_fd_leaves_the_program_unharmed(fr, trace_dir, mode):
     proc, plain = run_misc(fr, trace_dir, "closeall", mode)
     strip = lambda s: re.sub(r"port=\d+", "", s)
-    assert strip(proc.stdout) == strip(plain.stdout)
+    assert strip(proc.stdout) == strip(plain.stdout), proc.stderr
     assert "first=1000 second=2000" in proc.stdout
     # The pipes open before the close are libunwind's (fd_guard.h): they
     # survive it, so libunwind never reads or writes the program's own

@@ -13,8 +13,15 @@ import time
 import pytest
 
 
+def default_signals():
+    # A test runner started in the background by a non-interactive shell
+    # inherits SIGINT and SIGQUIT ignored; these tests need the default death.
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def start(fr, trace_dir, mode, preload=True, env=None, **kw):
-    args = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     args.update(kw)
     proc = subprocess.Popen([fr.program("term_test"), mode], env=fr.env(trace_dir, env, preload), **args)
     assert proc.stdout.readline().strip() == "ready"
