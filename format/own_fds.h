@@ -18,10 +18,12 @@
 #pragma once
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 
 namespace flightrec::format {
 
@@ -44,6 +46,78 @@ inline int MoveToOwnFdRange(int fd) {
   if (moved < 0) return fd;
   syscall(SYS_close, fd);
   return moved;
+}
+
+// A program's bulk close (close_range, closefrom: a daemon's start, a
+// helper before exec) and the recorder's changes to its own descriptors
+// exclude each other. A new descriptor takes the lowest free number and only
+// becomes ours to keep (protected, preload/fd_guard.h) a few instructions
+// after the open; a descriptor we close is unprotected a few instructions
+// before the close. A bulk close in either gap would close it and hand its
+// number to the program's next file, which the recorder would then read,
+// write into or close.
+//
+// OwnFdChange brackets such a change of ours: open up to protection, or
+// unprotection up to close. It waits while a bulk close runs, then counts
+// itself in. BulkCloseScope brackets the program's call (the close hooks):
+// it announces itself, then waits for the changes in flight, a bounded while
+// (the host comes first). Each side announces with a seq_cst
+// read-modify-write and then reads the other's counter, so they cannot both
+// pass. A change made on a thread that is itself inside a bulk close (a
+// signal handler's) does not wait for it. A fork child starts with both
+// counters at zero (ResetFdOpeningAfterFork).
+inline std::atomic<uint32_t> g_bulk_closes{0};
+inline std::atomic<uint32_t> g_own_opens{0};
+// Scopes nest (a socket() made inside one goes through the hook's): only the
+// outermost counts.
+inline __thread int t_own_fd_change_depth __attribute__((tls_model("initial-exec"))) = 0;
+inline __thread bool t_in_bulk_close __attribute__((tls_model("initial-exec"))) = false;
+
+class OwnFdChange {
+ public:
+  OwnFdChange() {
+    if (t_own_fd_change_depth++ > 0) return;
+    for (int spins = 0;; spins++) {
+      while (!t_in_bulk_close && g_bulk_closes.load(std::memory_order_seq_cst) != 0 && spins++ < kMaxSpins)
+        sched_yield();
+      g_own_opens.fetch_add(1, std::memory_order_seq_cst);
+      if (t_in_bulk_close || g_bulk_closes.load(std::memory_order_seq_cst) == 0 || spins >= kMaxSpins) return;
+      g_own_opens.fetch_sub(1, std::memory_order_seq_cst);  // the program goes first
+    }
+  }
+  ~OwnFdChange() {
+    if (--t_own_fd_change_depth == 0) g_own_opens.fetch_sub(1, std::memory_order_release);
+  }
+  OwnFdChange(const OwnFdChange&) = delete;
+  OwnFdChange& operator=(const OwnFdChange&) = delete;
+
+ private:
+  // Bulk closes are single system calls; this bound is only for a counter
+  // left raised by a thread that died inside one.
+  static constexpr int kMaxSpins = 100000;
+};
+
+class BulkCloseScope {
+ public:
+  BulkCloseScope() {
+    t_in_bulk_close = true;
+    g_bulk_closes.fetch_add(1, std::memory_order_seq_cst);
+    // Our changes in flight are a system call or three each.
+    for (int i = 0; i < 20000 && g_own_opens.load(std::memory_order_seq_cst) != 0; i++) sched_yield();
+  }
+  ~BulkCloseScope() {
+    g_bulk_closes.fetch_sub(1, std::memory_order_release);
+    t_in_bulk_close = false;
+  }
+  BulkCloseScope(const BulkCloseScope&) = delete;
+  BulkCloseScope& operator=(const BulkCloseScope&) = delete;
+};
+
+inline void ResetFdOpeningAfterFork() {
+  g_bulk_closes.store(0, std::memory_order_relaxed);
+  g_own_opens.store(0, std::memory_order_relaxed);
+  t_own_fd_change_depth = 0;
+  t_in_bulk_close = false;
 }
 
 }  // namespace flightrec::format

@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "preload/fd_guard.h"
 #include "preload/segment_files.h"
 
 namespace flightrec {
@@ -36,10 +37,10 @@ bool LockBriefly(int fd) {
 }  // namespace
 
 uint64_t AccountSealedSegment(int dir_fd, uint64_t max_bytes, uint64_t sealed_bytes, uint64_t realtime_ns) {
-  const int fd = openat(dir_fd, kBudgetTallyName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  const int fd = OpenTransientFdAt(dir_fd, kBudgetTallyName, O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
   if (fd < 0) return EnforceDiskBudgetAt(dir_fd, max_bytes, "");  // no tally here: scan, as before
   if (!LockBriefly(fd)) {
-    close(fd);
+    CloseTransientFd(fd);
     return 0;
   }
   Tally t;
@@ -61,7 +62,7 @@ uint64_t AccountSealedSegment(int dir_fd, uint64_t max_bytes, uint64_t sealed_by
   }
   // A short or failed write leaves an unknown tally: the next seal scans.
   (void)!pwrite(fd, &t, sizeof(t), 0);
-  close(fd);  // releases the flock
+  CloseTransientFd(fd);  // releases the flock
   return deleted;
 }
 

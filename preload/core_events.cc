@@ -14,6 +14,7 @@
 
 #include "preload/clock.h"
 #include "preload/config.h"
+#include "preload/fd_guard.h"
 #include "preload/record_kinds.h"
 #include "preload/redaction.h"
 #include "preload/thread_records.h"
@@ -38,7 +39,7 @@ std::map<std::string, uint64_t>& FooterDrops() {
 
 std::string ReadSmallFile(const char* path, size_t max) {
   std::string out;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = OpenTransientFd(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return out;
   char buf[4096];
   while (out.size() < max) {
@@ -46,7 +47,7 @@ std::string ReadSmallFile(const char* path, size_t max) {
     if (n <= 0) break;
     out.append(buf, static_cast<size_t>(n));
   }
-  close(fd);
+  CloseTransientFd(fd);
   if (out.size() > max) out.resize(max);
   return out;
 }

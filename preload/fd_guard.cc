@@ -61,6 +61,26 @@ bool FdWasLost(int fd) {
   return (g_lost[fd >> 6].fetch_and(~Bit(fd), std::memory_order_acq_rel) & Bit(fd)) != 0;
 }
 
+int OpenTransientFdAt(int dir_fd, const char* path, int flags, mode_t mode) {
+  OwnFdChange opening;  // no bulk close between the open and the protection
+  const int fd = openat(dir_fd, path, flags | O_CLOEXEC, mode);
+  if (fd >= 0) ProtectFd(fd);
+  return fd;
+}
+
+void CloseOwnFd(int fd) {
+  if (fd < 0) return;
+  OwnFdChange change;
+  // Unprotected first: on an application thread the close hook swallows a
+  // protected number's close.
+  UnprotectFd(fd);
+  close(fd);
+}
+
+void CloseTransientFd(int fd) {
+  if (fd >= 0 && !FdWasLost(fd)) CloseOwnFd(fd);
+}
+
 OpenFdSnapshot SnapshotOpenFds() {
   OpenFdSnapshot s;
   for (int fd = 0; fd < OpenFdSnapshot::kScanFds; fd++)

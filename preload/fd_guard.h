@@ -32,6 +32,10 @@
 // false). Bits are only ever changed with atomic RMW operations.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/types.h>
+
+#include <atomic>
 #include <cstdint>
 
 #include "format/own_fds.h"
@@ -103,6 +107,28 @@ class StdioPlaceholders {
  private:
   bool held_[3] = {};
 };
+
+// Files the recorder opens only to read and close again (/proc files, ELF
+// headers, perf maps): such a file takes the lowest free number, and is
+// protected while it is open. Otherwise a program's close-every-fd
+// (close_range, closefrom, a close loop) running during the read would close
+// it, hand its number to the program's next socket, and the read and the
+// close that follow would hit the program's socket. The window left is the
+// few instructions between open's return and the protection, which a
+// close_range/closefrom waits out (format/own_fds.h); a single close() of a
+// number the program never opened does not.
+// OpenTransientFd keeps open's errno on failure. CloseTransientFd closes,
+// unless the program dup2'd over the number meanwhile: the number is then its
+// file, and stays open. Any thread; no allocation.
+int OpenTransientFdAt(int dir_fd, const char* path, int flags, mode_t mode = 0);
+// Unprotects and closes one of our descriptors, with no bulk close between
+// the two (format/own_fds.h). The caller has checked FdWasLost if it must.
+void CloseOwnFd(int fd);
+inline int OpenTransientFd(const char* path, int flags) { return OpenTransientFdAt(AT_FDCWD, path, flags); }
+void CloseTransientFd(int fd);
+
+using format::BulkCloseScope;
+using format::OwnFdChange;
 
 // Descriptors a library opens behind our back. libunwind opens a pipe per
 // unwinder flavour when first used and, while unwinding, writes the byte at

@@ -175,6 +175,7 @@ void SleepUnlessWoken(uint32_t seen, uint64_t ns) {
 template <typename CloseFn>
 bool CloseWriter(FlushState& s, CloseFn close_fn) {
   const int fd = s.writer->fd();
+  OwnFdChange change;  // no bulk close between the close and the unprotection
   const bool ok = close_fn();
   if (fd >= 0) UnprotectFd(fd);
   return ok;
@@ -215,12 +216,15 @@ bool OpenSegment(FlushState& s, uint64_t now) {
   // Relative to the directory's descriptor: after a privilege drop the path
   // is no longer reachable.
   const std::string path = ActiveSegmentPath(dir.path(), s.info.service, s.info.pid, s.seq, RealtimeNs());
-  if (!s.writer->OpenAt(dir.fd(), BaseName(path), h, &error)) {
-    Pause(s, "cannot create segment " + path + ": " + error);
-    return false;
+  {
+    OwnFdChange opening;  // no bulk close between the open and the protection
+    if (!s.writer->OpenAt(dir.fd(), BaseName(path), h, &error)) {
+      Pause(s, "cannot create segment " + path + ": " + error);
+      return false;
+    }
+    // Daemons that close every fd must not close (or reuse) ours.
+    ProtectFd(s.writer->fd());
   }
-  // Daemons that close every fd must not close (or reuse) ours.
-  ProtectFd(s.writer->fd());
   // Tells other processes' disk budgets a live process writes this file,
   // whatever pid namespace they see it from (segment_files.h).
   flock(s.writer->fd(), LOCK_SH | LOCK_NB);
@@ -631,11 +635,7 @@ void RestartFlushThreadInChild(const ProcessInfo& info) {
   // the inherited descriptor is released, so the child does not hold the
   // parent's segment open.
   if (g_state) {
-    const int fd = g_state->writer->fd();
-    if (fd >= 0) {
-      UnprotectFd(fd);
-      close(fd);
-    }
+    CloseOwnFd(g_state->writer->fd());
   }
   g_state = nullptr;
   g_next_seq = 0;  // a new process: its own numbering

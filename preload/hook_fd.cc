@@ -173,6 +173,7 @@ FR_HOOK int close(int fd) {
   // its file, possibly the application's (preload/released_fds.h).
   if (__builtin_expect(flightrec::tls_in_released_fd_scope, 0) && flightrec::SwallowReleasedClose(fd)) return 0;
   if (IsRecorderThread()) {
+    flightrec::OwnFdChange change;  // no bulk close between the two
     flightrec::UnprotectFd(fd);
     return g_real_sock.close(fd);
   }
@@ -195,6 +196,7 @@ FR_HOOK int close_range(unsigned first, unsigned last, int flags) {
   if (IsRecorderThread() || first > last || (flags & ~int(CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)) ||
       (flags & CLOSE_RANGE_CLOEXEC))  // CLOEXEC closes nothing now; at exec our fds go anyway
     return g_real_sock.close_range(first, last, flags);
+  flightrec::BulkCloseScope closing;  // not between an open of ours and its protection
   if (sockhot::Tracking()) ForgetSocketsInRange(first, last, MonotonicNs());
   if (!AnyProtectedIn(first, last)) return g_real_sock.close_range(first, last, flags);
   return CloseRangeSkippingProtected(first, last, flags);
@@ -203,6 +205,7 @@ FR_HOOK int close_range(unsigned first, unsigned last, int flags) {
 FR_HOOK void closefrom(int lowfd) {
   if (IsRecorderThread() || lowfd < 0) return g_real_sock.closefrom(lowfd);
   const unsigned first = static_cast<unsigned>(lowfd);
+  flightrec::BulkCloseScope closing;
   if (sockhot::Tracking()) ForgetSocketsInRange(first, ~0U, MonotonicNs());
   if (!AnyProtectedIn(first, ~0U)) return g_real_sock.closefrom(lowfd);
   const int saved = errno;
@@ -220,9 +223,13 @@ FR_HOOK void closefrom(int lowfd) {
 // The system call itself, as libc's wrappers make it (pipe is pipe2 with no
 // flags on every architecture glibc's pipe2 exists for).
 FR_HOOK int pipe2(int fds[2], int flags) {
-  const int rc = static_cast<int>(syscall(SYS_pipe2, fds, flags));
-  if (rc == 0 && (__builtin_expect(flightrec::InOwnPipesScope(), 0) || IsRecorderThread())) flightrec::TakeOwnFds(fds);
-  return rc;
+  if (__builtin_expect(flightrec::InOwnPipesScope(), 0) || IsRecorderThread()) {
+    flightrec::OwnFdChange opening;
+    const int rc = static_cast<int>(syscall(SYS_pipe2, fds, flags));
+    if (rc == 0) flightrec::TakeOwnFds(fds);
+    return rc;
+  }
+  return static_cast<int>(syscall(SYS_pipe2, fds, flags));
 }
 
 FR_HOOK int pipe(int fds[2]) { return pipe2(fds, 0); }

@@ -116,7 +116,10 @@ __attribute__((noinline)) int AcceptImpl(int fd, sockaddr* addr, socklen_t* addr
 }  // namespace
 
 FR_HOOK int socket(int domain, int type, int protocol) {
-  if (__builtin_expect(flightrec::IsRecorderThread(), 0)) return flightrec::TakeOwnFd(g_real_sock.socket(domain, type, protocol));
+  if (__builtin_expect(flightrec::IsRecorderThread(), 0)) {
+    flightrec::OwnFdChange opening;
+    return flightrec::TakeOwnFd(g_real_sock.socket(domain, type, protocol));
+  }
   if (!sockhot::Tracking()) return g_real_sock.socket(domain, type, protocol);
   const sockfd::SockFamily family = sockhot::FamilyOf(domain);
   if (family == sockfd::SockFamily::kOther) return g_real_sock.socket(domain, type, protocol);
@@ -144,6 +147,7 @@ FR_HOOK int socket(int domain, int type, int protocol) {
 
 FR_HOOK int socketpair(int domain, int type, int protocol, int sv[2]) {
   if (__builtin_expect(flightrec::IsRecorderThread(), 0)) {
+    flightrec::OwnFdChange opening;
     const int rc = g_real_sock.socketpair(domain, type, protocol, sv);
     if (rc == 0) flightrec::TakeOwnFds(sv);
     return rc;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "preload/fd_guard.h"
 #include "preload/thread_registry.h"
 
 namespace flightrec {
@@ -41,11 +42,11 @@ bool LiveApplicationThread(const char* tid) {
   char path[64];
   if (strlen(tid) > 20) return false;  // not a tid
   snprintf(path, sizeof(path), "/proc/self/task/%.20s/stat", tid);
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  const int fd = OpenTransientFd(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;  // gone already
   char buf[512];
   const ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
+  CloseTransientFd(fd);
   if (n <= 0) return false;
   buf[n] = 0;
   // "tid (comm) S ...": comm may hold spaces and parentheses.
@@ -58,7 +59,7 @@ bool LiveApplicationThread(const char* tid) {
 }
 
 bool AnyLiveApplicationThread() {
-  const int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int fd = OpenTransientFd("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return true;  // cannot tell: keep the process
   bool live = false;
   alignas(8) char buf[4096];
@@ -72,7 +73,7 @@ bool AnyLiveApplicationThread() {
     }
     if (live) break;
   }
-  close(fd);
+  CloseTransientFd(fd);
   return live;
 }
 

@@ -74,6 +74,8 @@ void Shutdown() {
 }
 
 void AtForkChild() {
+  // A parent thread mid-open or mid-close-all is not in the child.
+  format::ResetFdOpeningAfterFork();
   if (!RuntimeRecording()) return;
   g_owner_pid = getpid();
   ResetRegistryAfterFork();

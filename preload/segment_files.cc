@@ -14,6 +14,8 @@
 #include <ctime>
 #include <vector>
 
+#include "preload/fd_guard.h"
+
 namespace flightrec {
 namespace {
 
@@ -121,23 +123,23 @@ std::string SealedSegmentPath(const std::string& active_path) {
 }
 
 uint64_t EnforceDiskBudget(const std::string& dir, uint64_t max_bytes, const std::string& current) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int fd = OpenTransientFd(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0) return 0;
   const size_t slash = current.rfind('/');
   const bool inside = slash != std::string::npos && current.compare(0, slash, dir) == 0;
   const uint64_t deleted = EnforceDiskBudgetAt(fd, max_bytes, inside ? current.substr(slash + 1) : "");
-  close(fd);
+  CloseTransientFd(fd);
   return deleted;
 }
 
 uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& current_name,
                              uint64_t* total_after) {
   // A directory stream of its own: closedir() must not close dir_fd.
-  const int own = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int own = OpenTransientFdAt(dir_fd, ".", O_RDONLY | O_DIRECTORY);
   if (own < 0) return 0;
   DIR* d = fdopendir(own);
   if (!d) {
-    close(own);
+    CloseTransientFd(own);
     return 0;
   }
   struct Entry {
@@ -163,7 +165,7 @@ uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& 
     if (total <= max_bytes) break;
     if (e.name == current_name || (!e.sealed && !Abandoned(e.name))) continue;
     // The uploader holds an flock on a segment it is shipping; skip those.
-    int fd = openat(dirfd(d), e.name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    const int fd = OpenTransientFdAt(dirfd(d), e.name.c_str(), O_RDONLY | O_NOFOLLOW);
     if (fd < 0) continue;
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
       if (unlinkat(dirfd(d), e.name.c_str(), 0) == 0) {
@@ -171,9 +173,13 @@ uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& 
         ++deleted;
       }
     }
-    close(fd);
+    CloseTransientFd(fd);
   }
-  closedir(d);
+  {
+    OwnFdChange change;
+    UnprotectFd(own);  // closedir closes it without the close hook
+    closedir(d);
+  }
   if (total_after) *total_after = total;
   return deleted;
 }

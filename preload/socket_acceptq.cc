@@ -22,10 +22,7 @@ constexpr int kTcpListen = 10;  // TCP_LISTEN in the kernel's state numbering
 }
 
 ListenQueueProbe::~ListenQueueProbe() {
-  if (fd_ >= 0) {
-    UnprotectFd(fd_);
-    close(fd_);
-  }
+  CloseOwnFd(fd_);
 }
 
 bool ListenQueueProbe::Open(std::string* error) {
@@ -121,8 +118,7 @@ bool ListenQueueProbe::Dump(format::MiVector<ListenQueue>* out, std::string* err
   for (int family : {AF_INET, AF_INET6, AF_UNIX}) {
     if (!DumpFamily(family, out, error)) {
       // A broken exchange leaves unread answers behind: start afresh next time.
-      UnprotectFd(fd_);
-      close(fd_);
+      CloseOwnFd(fd_);
       fd_ = -1;
       return false;
     }

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "preload/config.h"
+#include "preload/fd_guard.h"
 #include "preload/log.h"
 #include "preload/socket_clock.h"
 #include "preload/socket_direct.h"
@@ -56,7 +57,7 @@ void AdoptFd(int fd) {
 
 // Walks /proc/self/fd with getdents64 into a stack buffer (no opendir: no host malloc).
 void AdoptExistingSockets() {
-  const int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int dir = OpenTransientFd("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return;
   alignas(8) char buf[4096];
   for (;;) {
@@ -70,7 +71,7 @@ void AdoptExistingSockets() {
       if (fd != dir) AdoptFd(fd);
     }
   }
-  close(dir);
+  CloseTransientFd(dir);
 }
 
 void AtForkChild() {

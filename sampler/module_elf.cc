@@ -24,6 +24,7 @@ namespace flightrec::sampler {
 // Symbolizer::Impl::ReleaseDebugFds.)
 int FindElfOwned(Dwfl_Module* mod, void** userdata, const char* name, Dwarf_Addr base, char** file_name,
                  Elf** elfp) {
+  OwnFdChange opening;  // libdw's open, then ours to keep
   const int fd = dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
   if (fd < 0 || *elfp) return fd >= 0 ? AvoidReleasedNumber(TakeOwnFd(fd)) : fd;
   Elf* elf = dwelf_elf_begin(fd);

@@ -7,6 +7,9 @@
 
 #include <cstdio>
 #include <cstring>
+
+#include "preload/fd_guard.h"
+
 namespace flightrec::sampler {
 namespace {
 
@@ -65,11 +68,11 @@ bool PerfMap::Refresh() {
   }
   char path[64];
   snprintf(path, sizeof(path), "/tmp/perf-%d.map", static_cast<int>(pid));
-  const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  const int fd = OpenTransientFd(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return false;
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_uid != geteuid() && st.st_uid != 0)) {
-    close(fd);
+    CloseTransientFd(fd);
     return false;
   }
   present_ = true;
@@ -102,7 +105,7 @@ bool PerfMap::Refresh() {
       p = nl + 1;
     }
   }
-  close(fd);
+  CloseTransientFd(fd);
   return changed;
 }
 

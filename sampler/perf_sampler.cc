@@ -175,6 +175,7 @@ int PerfEventOpen(perf_event_attr* attr, pid_t tid) {
 
 // Our perf fds survive the application's close-everything loops (fd_guard).
 int OpenGuarded(perf_event_attr* attr, pid_t tid) {
+  OwnFdChange opening;
   const int fd = PerfEventOpen(attr, tid);
   return fd >= 0 ? TakeOwnFd(fd) : fd;
 }
@@ -185,8 +186,7 @@ int OpenGuarded(perf_event_attr* attr, pid_t tid) {
 void CloseGuarded(int fd) {
   if (fd < 0) return;
   if (FdWasLost(fd) || !IsProtectedFd(fd)) return;
-  UnprotectFd(fd);
-  close(fd);
+  CloseOwnFd(fd);
 }
 
 // kernel: CPU samples include time in the kernel (syscalls, page faults),

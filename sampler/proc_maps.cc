@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "preload/fd_guard.h"
+
 namespace flightrec::sampler {
 namespace {
 
@@ -100,7 +102,7 @@ bool ProcMaps::Load(pid_t pid) {
   char path[64];
   if (pid == 0) snprintf(path, sizeof(path), "/proc/self/maps");
   else snprintf(path, sizeof(path), "/proc/%d/maps", static_cast<int>(pid));
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  const int fd = OpenTransientFd(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   format::MiString text;
   char buf[16384];
@@ -110,14 +112,14 @@ bool ProcMaps::Load(pid_t pid) {
     if (n <= 0) break;
     text.append(buf, static_cast<size_t>(n));
   }
-  close(fd);
+  CloseTransientFd(fd);
   if (text.empty()) return false;
   LoadFromText(text);
   return true;
 }
 
 bool FindSelfMappingNoAlloc(uint64_t addr, uint64_t* lo, uint64_t* hi) {
-  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  const int fd = OpenTransientFd("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   // Only the "start-end" prefix of each line matters; the rest is skipped.
   char buf[4096];
@@ -145,7 +147,7 @@ bool FindSelfMappingNoAlloc(uint64_t addr, uint64_t* lo, uint64_t* hi) {
     }
     if (found) break;
   }
-  close(fd);
+  CloseTransientFd(fd);
   return found;
 }
 

@@ -15,6 +15,7 @@
 #include <new>
 
 #include "preload/clock.h"
+#include "preload/fd_guard.h"
 #include "preload/log.h"
 #include "preload/thread_registry.h"
 #include "sampler/local_stack.h"
@@ -162,17 +163,17 @@ void OnThreadExit(ThreadState*) {
 bool IsRecorderTid(pid_t tid) {
   char path[64], comm[32] = {};
   snprintf(path, sizeof(path), "/proc/self/task/%d/comm", static_cast<int>(tid));
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  const int fd = OpenTransientFd(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   const ssize_t n = read(fd, comm, sizeof(comm) - 1);
-  close(fd);
+  CloseTransientFd(fd);
   return n > 0 && strncmp(comm, "flightrec-", 10) == 0;
 }
 
 // Threads that exist before init (started by other libraries' constructors)
 // are armed from here; they adopt their slot if they later register.
 void ArmOtherThreads() {
-  const int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int fd = OpenTransientFd("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;
   const pid_t self = Gettid();
   alignas(8) char buf[4096];
@@ -189,7 +190,7 @@ void ArmOtherThreads() {
       else if (g_state.mode == Mode::kSigprof) sampler::SigprofArmThread(tid);
     }
   }
-  close(fd);
+  CloseTransientFd(fd);
 }
 
 // Configures perf for the process and makes it the mode. Threads are armed

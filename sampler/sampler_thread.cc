@@ -60,15 +60,12 @@ std::atomic<int> g_event_fd{-1};
 
 void CloseWakeFds() {
   for (auto* a : {&g_epoll_fd, &g_event_fd}) {
-    const int fd = a->exchange(-1);
-    if (fd >= 0) {
-      UnprotectFd(fd);
-      close(fd);
-    }
+    CloseOwnFd(a->exchange(-1));
   }
 }
 
 void OpenWakeFds() {
+  OwnFdChange opening;
   int ep = epoll_create1(EPOLL_CLOEXEC);
   int ev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (ep < 0 || ev < 0) {

@@ -87,6 +87,7 @@ __attribute__((tls_model("initial-exec"))) __thread int t_pipe_wr = -1;
 bool PipeRead(uint64_t addr, void* out, size_t len) {
   if (len > 4096) return false;  // one atomic pipe write (PIPE_BUF)
   if (t_pipe_rd < 0) {
+    OwnFdChange opening;
     int fds[2];
     if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
     // Kept through an application's close-every-fd (fd_guard.h): the

@@ -99,6 +99,7 @@ int FindDebuginfoLocalOnly(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, co
     path[n++] = kDigits[bits[i] & 15];
   }
   snprintf(path + n, sizeof(path) - n, ".debug");
+  OwnFdChange opening;  // no bulk close between the open and the protection
   const int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
   *debuginfo_file_name = strdup(path);
@@ -313,9 +314,9 @@ struct Symbolizer::Impl {
 
   static bool FdStarved(int err) { return err == EMFILE || err == ENFILE; }
   static bool CanOpenFile() {
-    const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    const int fd = OpenTransientFd("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return !FdStarved(errno);
-    close(fd);
+    CloseTransientFd(fd);
     return true;
   }
 
@@ -593,14 +594,14 @@ struct Symbolizer::Impl {
     path += "/";
     path.append(hex, 2, MiString::npos);
     path += ".debug";
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = OpenTransientFd(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return true;
     DebugSize separate;
     if (Elf* debug = elf_begin(fd, ELF_C_READ_MMAP, nullptr)) {
       AddDebugSize(debug, &separate);
       elf_end(debug);
     }
-    close(fd);
+    CloseTransientFd(fd);
     return Affordable(separate, exit_mode);
   }
 
@@ -806,8 +807,7 @@ struct Symbolizer::Impl {
       struct stat st;
       if (fstat(d.fd, &st) != 0 || st.st_dev != d.dev || st.st_ino != d.ino) continue;
       if (!ListReleasedFd(d.fd)) continue;
-      UnprotectFd(d.fd);
-      close(d.fd);  // ours, unprotected, outside a scope: really closed
+      CloseOwnFd(d.fd);  // outside a ReleasedFdScope: really closed
       stats.debug_fds_released++;
     }
   }

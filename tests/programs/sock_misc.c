@@ -23,6 +23,8 @@
 //                                  a thread that never stops making socket calls;
 //                                  ROUNDS connections, 100 bytes in, 200 out each
 //   sock_misc closeall MODE        TCP exchange, then close every fd
+//   sock_misc closestorm MS         daemon-style close_range/closefrom storm, MS long,
+//                                   next to 100 idle threads, checking its own pipes
 //                                  (MODE: range = close_range(3, ~0U, 0),
 //                                  loop = close() on 3..1023, from = closefrom(3)),
 //                                  then another TCP exchange; prints how many
@@ -37,14 +39,17 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static void die(const char* what) {
@@ -533,9 +538,71 @@ static int cmd_closeall(const char* mode) {
   return 0;
 }
 
+// ---- closestorm --------------------------------------------------------------
+// A program that closes every descriptor it did not open, over and over (a
+// daemon's start, a fork-exec helper), while the recorder reads small files
+// (/proc/self/task/N/comm for each of 100 threads, every flush tick). Each
+// round closes everything from 3, opens a socket pair, which takes the
+// lowest numbers, and sends 16 bytes through it. A recorder file closed
+// under its read hands its number to the pair, and the recorder's read and
+// close then hit the program's socket: lost bytes, EBADF.
+
+static volatile int g_storm_stop;
+
+// Renamed once the storm is on, with prctl (no library call the recorder
+// sees): the trace learns the name only by reading the thread's comm file.
+static void* storm_idle(void* arg) {
+  usleep(100000);
+  char name[16];
+  snprintf(name, sizeof(name), "storm-%d", (int)(intptr_t)arg);
+  prctl(PR_SET_NAME, name, 0, 0, 0);
+  while (!g_storm_stop) usleep(20000);
+  return NULL;
+}
+
+static int cmd_closestorm(int ms) {
+  enum { kThreads = 100 };
+  pthread_t th[kThreads];
+  for (int i = 0; i < kThreads; ++i) pthread_create(&th[i], NULL, storm_idle, (void*)(intptr_t)i);
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  long rounds = 0, errors = 0;
+  const char* first_error = "none";
+  int first_errno = 0;
+  static const char kMsg[16] = "0123456789abcdef";
+  for (;;) {
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 >= ms) break;
+    if (rounds & 1) closefrom(3);
+    else if (close_range(3, ~0U, 0) != 0) die("close_range");
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) die("socketpair");
+    char got[16];
+    const char* err = NULL;
+    struct pollfd p = {.fd = sv[1], .events = POLLIN};
+    if (write(sv[0], kMsg, sizeof(kMsg)) != (ssize_t)sizeof(kMsg)) err = "write";
+    else if (poll(&p, 1, 2000) != 1) err = "lost";
+    else if (read(sv[1], got, sizeof(got)) != (ssize_t)sizeof(got) || memcmp(got, kMsg, sizeof(got)) != 0) err = "read";
+    else if (close(sv[0]) != 0 || close(sv[1]) != 0) err = "close";
+    if (err) {
+      if (!errors) {
+        first_error = err;
+        first_errno = errno;
+      }
+      errors++;
+    }
+    rounds++;
+  }
+  g_storm_stop = 1;
+  for (int i = 0; i < kThreads; ++i) pthread_join(th[i], NULL);
+  printf("closestorm rounds=%ld errors=%ld first_error=%s errno=%s\n", rounds, errors, first_error,
+         first_errno ? strerror(first_errno) : "none");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: sock_misc epoll|unix|udp|splice|connfail|dup|fork|handoff|closeall ...\n");
+    fprintf(stderr, "usage: sock_misc epoll|unix|udp|splice|connfail|dup|fork|handoff|closeall|closestorm ...\n");
     return 2;
   }
   const char* cmd = argv[1];
@@ -548,6 +615,7 @@ int main(int argc, char** argv) {
   if (strcmp(cmd, "fork") == 0) return cmd_fork();
   if (strcmp(cmd, "handoff") == 0) return cmd_handoff(argc > 2 ? atoi(argv[2]) : 4);
   if (strcmp(cmd, "closeall") == 0) return cmd_closeall(argc > 2 ? argv[2] : "range");
+  if (strcmp(cmd, "closestorm") == 0) return cmd_closestorm(argc > 2 ? atoi(argv[2]) : 2000);
   fprintf(stderr, "unknown command %s\n", cmd);
   return 2;
 }

@@ -1,0 +1,53 @@
+// The fd guard's transient files (preload/fd_guard.h): protected while the
+// recorder reads them, and never closed once the program took the number
+// over. The close hooks that honour the protection are covered end to end
+// by tests/integration/test_sockets_misc.py (closeall).
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "preload/fd_guard.h"
+
+using namespace flightrec;
+
+namespace {
+bool IsOpen(int fd) { return fcntl(fd, F_GETFD) != -1; }
+}  // namespace
+
+TEST_CASE("fd guard: a transient file is protected while open, and really closed after") {
+  const int fd = OpenTransientFd("/proc/self/maps", O_RDONLY);
+  REQUIRE(fd >= 0);
+  CHECK(IsProtectedFd(fd));
+  CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);  // close-on-exec even when not asked
+  char c;
+  CHECK(read(fd, &c, 1) == 1);
+  CloseTransientFd(fd);
+  CHECK_FALSE(IsProtectedFd(fd));
+  CHECK_FALSE(IsOpen(fd));
+}
+
+TEST_CASE("fd guard: a failed transient open keeps open's errno and protects nothing") {
+  errno = 0;
+  CHECK(OpenTransientFd("/nonexistent/flightrec-test", O_RDONLY) == -1);
+  CHECK(errno == ENOENT);
+  CloseTransientFd(-1);  // harmless
+}
+
+TEST_CASE("fd guard: a transient number the program dup2'd over stays the program's") {
+  const int fd = OpenTransientFd("/dev/null", O_RDONLY);
+  REQUIRE(fd >= 0);
+  int p[2];
+  REQUIRE(pipe(p) == 0);
+  // What the dup2 hook does before letting the program's dup2(p[0], fd) through.
+  MarkProtectedFdLost(fd);
+  REQUIRE(dup2(p[0], fd) == fd);
+  CloseTransientFd(fd);
+  CHECK(IsOpen(fd));  // the program's pipe end, still open
+  CHECK_FALSE(IsProtectedFd(fd));
+  close(fd);
+  close(p[0]);
+  close(p[1]);
+}
