@@ -29,6 +29,7 @@ std::atomic<uint64_t> g_ns_per_tick_q32{0};
 
 namespace {
 constexpr uint64_t kRefreshNs = 1000ull * 1000 * 1000;
+constexpr double kQ32One = 4294967296.0;  // 1.0 in g_ns_per_tick_q32's 32.32 fixed point
 
 TscMap g_map;
 uint64_t g_pair_tick_ns = 0;  // FlushContext::now_ns of the tick that took the last pair
@@ -40,7 +41,7 @@ void PublishBlockTicks() {
   const double slope = g_map.slope();
   const uint64_t min_ns = g_block_min_ns.load(std::memory_order_relaxed);
   if (slope <= 0) return;
-  g_ns_per_tick_q32.store(static_cast<uint64_t>(slope * 4294967296.0), std::memory_order_relaxed);
+  g_ns_per_tick_q32.store(static_cast<uint64_t>(slope * kQ32One), std::memory_order_relaxed);
   // Neither 0 ("TSC off") nor UINT64_MAX ("not calibrated"): a threshold too
   // big to reach stays one below it.
   const double want = min_ns == UINT64_MAX ? 1.8e19 : static_cast<double>(min_ns) / slope;
@@ -186,7 +187,7 @@ void ResetAfterFork() {
   // thread may have been updating it at the fork), so the ticks the child's
   // hooks record from its first call convert before its own pairs are 2 ms
   // apart.
-  const double slope = static_cast<double>(g_ns_per_tick_q32.load(std::memory_order_relaxed)) / 4294967296.0;
+  const double slope = static_cast<double>(g_ns_per_tick_q32.load(std::memory_order_relaxed)) / kQ32One;
   if (UseTsc()) g_map.StartWithSlope(ReadPair(), slope);
   g_pair_tick_ns = g_last_refresh_ns = 0;
 }

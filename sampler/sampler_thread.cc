@@ -43,7 +43,10 @@ struct ThreadCtl {
   uint64_t period_ms = 100;
   std::atomic<int> phase{kIdle};
   std::atomic<pid_t> tid{0};
-  bool started = false;
+  // Claimed with an exchange by the one stopper that takes the thread over:
+  // two exit paths on two threads (exit() and _exit()) must not both detach
+  // it and both run the last collection.
+  std::atomic<bool> started{false};
   pthread_t thread{};
 };
 
@@ -165,9 +168,9 @@ bool Launch() {
   g_ctl.phase.store(kIdle);
   g_ctl.tid.store(0);
   const int rc = CreateRecorderThread(&g_ctl.thread, "flightrec-sampl", SamplerMain, nullptr);
-  g_ctl.started = rc == 0;
-  if (!g_ctl.started) Log(LogLevel::kWarn, "cannot start the sampler thread (error %d); CPU samples are lost", rc);
-  return g_ctl.started;
+  g_ctl.started.store(rc == 0, std::memory_order_release);
+  if (rc != 0) Log(LogLevel::kWarn, "cannot start the sampler thread (error %d); CPU samples are lost", rc);
+  return rc == 0;
 }
 
 }  // namespace
@@ -193,13 +196,13 @@ void RunOnSamplerThread(void (*task)()) {
 }
 
 bool StartSamplerThread(uint64_t period_ms) {
-  if (g_ctl.started) return true;
+  if (g_ctl.started.load(std::memory_order_acquire)) return true;
   g_ctl.period_ms = period_ms ? period_ms : 100;
   return Launch();
 }
 
 StopOutcome StopSamplerThread(uint64_t deadline_ns) {
-  if (!g_ctl.started) return StopOutcome::kNotRunning;
+  if (!g_ctl.started.exchange(false, std::memory_order_acq_rel)) return StopOutcome::kNotRunning;
   StopOutcome outcome = StopOutcome::kTookOverIdle;
   for (;;) {
     int expected = kIdle;
@@ -215,7 +218,6 @@ StopOutcome StopSamplerThread(uint64_t deadline_ns) {
         // It keeps the collection state; the process ends without it.
         // Detached, as it will never be joined (TSan reported it leaked).
         pthread_detach(g_ctl.thread);
-        g_ctl.started = false;
         return StopOutcome::kTimedOut;
       }
       const timespec ts{0, 1000000};
@@ -227,7 +229,6 @@ StopOutcome StopSamplerThread(uint64_t deadline_ns) {
   // scheduler may not run for a while.
   SignalEventFd();
   pthread_detach(g_ctl.thread);
-  g_ctl.started = false;
   // The last collection (what the threads recorded before sampling stopped)
   // on this thread, at the host's priority; marked as a recorder thread
   // meanwhile so its own allocations are not recorded.
@@ -243,8 +244,8 @@ void RestartSamplerThreadInChild() {
   // set): the child's rings go into a set of its own.
   CloseWakeFds();
   OpenWakeFds();
-  if (!g_ctl.started) return;
-  g_ctl.started = false;  // the parent's thread is not ours to join
+  // The parent's thread is not ours to join.
+  if (!g_ctl.started.exchange(false, std::memory_order_relaxed)) return;
   Launch();
 }
 
