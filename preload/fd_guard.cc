@@ -81,6 +81,15 @@ void CloseTransientFd(int fd) {
   if (fd >= 0 && !FdWasLost(fd)) CloseOwnFd(fd);
 }
 
+void CloseTransientDir(DIR* dir) {
+  if (!dir) return;
+  const int fd = dirfd(dir);
+  if (FdWasLost(fd)) return;  // a few KiB leaked, once, beats closing the program's file
+  OwnFdChange change;
+  UnprotectFd(fd);
+  closedir(dir);
+}
+
 OpenFdSnapshot SnapshotOpenFds() {
   OpenFdSnapshot s;
   for (int fd = 0; fd < OpenFdSnapshot::kScanFds; fd++)

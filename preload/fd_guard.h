@@ -32,6 +32,7 @@
 // false). Bits are only ever changed with atomic RMW operations.
 #pragma once
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/types.h>
 
@@ -126,6 +127,11 @@ int OpenTransientFdAt(int dir_fd, const char* path, int flags, mode_t mode = 0);
 void CloseOwnFd(int fd);
 inline int OpenTransientFd(const char* path, int flags) { return OpenTransientFdAt(AT_FDCWD, path, flags); }
 void CloseTransientFd(int fd);
+// closedir for a stream made with fdopendir on an OpenTransientFdAt
+// descriptor (closedir closes inside libc, past the close hook). If the
+// program dup2'd over the number meanwhile, the stream is left unfreed
+// rather than close the program's file.
+void CloseTransientDir(DIR* dir);
 
 using format::BulkCloseScope;
 using format::OwnFdChange;

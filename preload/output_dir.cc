@@ -19,15 +19,19 @@ namespace {
 int g_pinned_fd = -1;
 std::string* g_pinned_path = nullptr;
 
+// One of our descriptors (fd_guard.h): high and protected from the program's
+// close-every-descriptor, which would otherwise hand its number to a file of
+// the program's, into which we would then create segments.
 int OpenDirNoFollow(int at, const std::string& path) {
+  OwnFdChange opening;  // no bulk close between the open and the protection
   const int fd = openat(at, path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  return fd >= 0 ? MoveToOwnFdRange(fd) : fd;
+  return fd >= 0 ? TakeOwnFd(fd) : fd;
 }
 
 }  // namespace
 
 OutputDir::~OutputDir() {
-  if (owned_ && fd_ >= 0) close(fd_);
+  if (owned_) CloseTransientFd(fd_);
 }
 
 std::string UidDirName(uid_t uid) { return "uid-" + std::to_string(uid); }
@@ -62,7 +66,7 @@ bool OpenOutputDir(const std::string& configured, bool allow_foreign, bool prepa
   // name may have been swapped meanwhile).
   struct stat st;
   if (fstat(fd, &st) != 0 || (st.st_uid != geteuid() && !allow_foreign)) {
-    close(fd);
+    CloseTransientFd(fd);
     *error = "output directory " + configured + " changed owner while it was opened";
     errno = EPERM;
     return false;
@@ -91,23 +95,22 @@ bool PinOutputDirForUid(const std::string& configured, bool allow_foreign, uid_t
   struct stat st;
   if (fstat(fd, &st) != 0) {
     *error = "cannot stat " + path + ": " + strerror(errno);
-    close(fd);
+    CloseTransientFd(fd);
     return false;
   }
   if (st.st_uid != 0 && st.st_uid != uid) {
     *error = path + " is owned by uid " + std::to_string(st.st_uid) + ", neither root nor " +
              std::to_string(uid) + "; refusing it";
-    close(fd);
+    CloseTransientFd(fd);
     return false;
   }
   // Owned by the uid that will write there; 0700 whatever it was before.
   if (fchown(fd, uid, static_cast<gid_t>(-1)) != 0 || fchmod(fd, 0700) != 0) {
     *error = "cannot hand " + path + " to uid " + std::to_string(uid) + ": " + strerror(errno);
-    close(fd);
+    CloseTransientFd(fd);
     return false;
   }
   UnpinOutputDir();
-  ProtectFd(fd);  // daemons that close every fd must not close this one
   g_pinned_fd = fd;
   g_pinned_path = new std::string(path);
   return true;
@@ -115,10 +118,7 @@ bool PinOutputDirForUid(const std::string& configured, bool allow_foreign, uid_t
 
 void UnpinOutputDir() {
   if (!g_pinned_path) return;
-  if (g_pinned_fd >= 0 && !FdWasLost(g_pinned_fd)) {
-    UnprotectFd(g_pinned_fd);
-    close(g_pinned_fd);
-  }
+  CloseTransientFd(g_pinned_fd);
   g_pinned_fd = -1;
   delete g_pinned_path;
   g_pinned_path = nullptr;

@@ -60,8 +60,9 @@ bool OutputDirPinned();
 
 // A descriptor of its own on the pinned directory, for the uploader (which
 // runs on its own thread and must outlive a later re-pin), with the
-// directory's path; -1 if nothing is pinned or it cannot be reopened. The
-// caller owns (and protects) it.
+// directory's path; -1 if nothing is pinned or it cannot be reopened. It
+// comes high and protected (preload/fd_guard.h); the caller owns it and
+// closes it with CloseTransientFd.
 int ReopenPinnedOutputDir(std::string* path);
 
 }  // namespace flightrec

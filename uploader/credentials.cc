@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "preload/fd_guard.h"
+
 namespace flightrec::uploader {
 namespace {
 
@@ -34,7 +36,7 @@ void Wipe(std::string* s) {
 
 // Reads a whole small file; false with *error on failure (errno text).
 bool ReadSmallFile(const std::string& path, std::string* text, std::string* error) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = OpenTransientFd(path.c_str(), O_RDONLY);  // protected while read (preload/fd_guard.h)
   if (fd < 0) {
     *error = path + ": " + strerror(errno);
     return false;
@@ -42,7 +44,7 @@ bool ReadSmallFile(const std::string& path, std::string* text, std::string* erro
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) > kMaxCredentialsFile) {
     *error = path + ": not a regular file of at most 1 MiB";
-    close(fd);
+    CloseTransientFd(fd);
     return false;
   }
   text->assign(static_cast<size_t>(st.st_size), '\0');
@@ -54,7 +56,7 @@ bool ReadSmallFile(const std::string& path, std::string* text, std::string* erro
     done += static_cast<size_t>(n);
   }
   text->resize(done);
-  close(fd);
+  CloseTransientFd(fd);
   return true;
 }
 

@@ -7,14 +7,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "preload/fd_guard.h"
+
 namespace flightrec::uploader {
 
+// The lock's descriptor is also what an upload reads the segment through, for
+// as long as the upload takes. So it is one of ours (preload/fd_guard.h):
+// high, where programs do not dup2, and protected, so that a program closing
+// every descriptor meanwhile (close_range, closefrom) cannot close it and
+// hand its number to a file of its own, which the upload would then read and
+// send, and the unlock close.
 int TryLockSegmentAt(int dir_fd, const char* name) {
-  int fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return -1;
+  int fd;
+  {
+    OwnFdChange opening;  // no bulk close between the open and the protection
+    fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return -1;
+    fd = TakeOwnFd(fd);
+  }
   struct stat locked;
   if (fstat(fd, &locked) != 0 || !S_ISREG(locked.st_mode)) {
-    close(fd);
+    CloseTransientFd(fd);
     errno = EINVAL;
     return -1;
   }
@@ -22,7 +35,7 @@ int TryLockSegmentAt(int dir_fd, const char* name) {
   do rc = flock(fd, LOCK_EX | LOCK_NB); while (rc != 0 && errno == EINTR);
   if (rc != 0) {
     int saved = errno;
-    close(fd);
+    CloseTransientFd(fd);
     errno = saved;
     return -1;
   }
@@ -31,7 +44,7 @@ int TryLockSegmentAt(int dir_fd, const char* name) {
   struct stat now;
   if (fstat(fd, &locked) != 0 || locked.st_nlink == 0 || fstatat(dir_fd, name, &now, AT_SYMLINK_NOFOLLOW) != 0 ||
       now.st_dev != locked.st_dev || now.st_ino != locked.st_ino) {
-    close(fd);
+    CloseTransientFd(fd);
     errno = ENOENT;
     return -1;
   }
@@ -39,7 +52,7 @@ int TryLockSegmentAt(int dir_fd, const char* name) {
 }
 
 void UnlockSegment(int fd) {
-  if (fd >= 0) close(fd);  // closing the last descriptor releases the flock
+  CloseTransientFd(fd);  // closing the last descriptor releases the flock
 }
 
 bool TryDeleteSegmentAt(int dir_fd, const char* name) {

@@ -85,8 +85,7 @@ void UploadQueue::FoldIncoming() {
 bool UploadQueue::UsePinnedDir(int dir_fd, const std::string& subdir) {
   uid_t uid;
   if (!ParseUidDirName(subdir, &uid)) {
-    UnprotectFd(dir_fd);
-    close(dir_fd);
+    CloseTransientFd(dir_fd);
     return false;
   }
   DropPinnedDir();
@@ -97,10 +96,7 @@ bool UploadQueue::UsePinnedDir(int dir_fd, const std::string& subdir) {
 
 void UploadQueue::DropPinnedDir() {
   if (pinned_fd_ < 0) return;
-  if (!FdWasLost(pinned_fd_)) {
-    UnprotectFd(pinned_fd_);
-    close(pinned_fd_);
-  }
+  CloseTransientFd(pinned_fd_);
   pinned_fd_ = -1;
 }
 
@@ -121,7 +117,10 @@ bool UploadQueue::OpenSegmentDir(const std::string& subdir, int* fd, bool* owned
     *owned = false;
     return true;
   }
-  const int top = open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  // Every descriptor here is protected while open (preload/fd_guard.h): a
+  // program closing all of its descriptors must not close ours and hand the
+  // number to a file of its own, which we would then list, stat and close.
+  const int top = OpenTransientFd(dir_.c_str(), O_RDONLY | O_DIRECTORY);
   if (top < 0) return false;
   *owned = true;
   if (subdir.empty()) {
@@ -132,17 +131,17 @@ bool UploadQueue::OpenSegmentDir(const std::string& subdir, int* fd, bool* owned
   // of the uid in the name (what PinOutputDirForUid makes).
   uid_t uid = 0;
   const int sub = ParseUidDirName(subdir, &uid)
-                      ? openat(top, subdir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                      ? OpenTransientFdAt(top, subdir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
                       : -1;
   const int saved = errno;
-  close(top);
+  CloseTransientFd(top);
   if (sub < 0) {
     errno = saved;
     return false;
   }
   struct stat st;
   if (fstat(sub, &st) != 0 || (st.st_uid != 0 && st.st_uid != uid && !allow_foreign_)) {
-    close(sub);
+    CloseTransientFd(sub);
     errno = EPERM;
     return false;
   }
@@ -153,10 +152,10 @@ bool UploadQueue::OpenSegmentDir(const std::string& subdir, int* fd, bool* owned
 
 size_t UploadQueue::ScanDir(int dir_fd, const std::string& subdir) {
   // A descriptor of its own for the DIR stream: dir_fd stays the caller's.
-  const int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int fd = OpenTransientFdAt(dir_fd, ".", O_RDONLY | O_DIRECTORY);
   DIR* d = fd >= 0 ? fdopendir(fd) : nullptr;
   if (!d) {
-    if (fd >= 0) close(fd);
+    CloseTransientFd(fd);
     return 0;
   }
   size_t added = 0;
@@ -170,7 +169,7 @@ size_t UploadQueue::ScanDir(int dir_fd, const std::string& subdir) {
       added++;
     }
   }
-  closedir(d);
+  CloseTransientDir(d);
   return added;
 }
 
@@ -188,25 +187,25 @@ size_t UploadQueue::Rescan(std::string* error) {
   if (pinned_subdir_.empty() && geteuid() == 0) {
     // Root: also what processes that dropped to uid N left in uid-N.
     std::vector<std::string> subdirs;
-    const int list_fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const int list_fd = OpenTransientFdAt(fd, ".", O_RDONLY | O_DIRECTORY);
     if (DIR* d = list_fd >= 0 ? fdopendir(list_fd) : nullptr) {
       uid_t uid;
       while (dirent* e = readdir(d))
         if ((e->d_type == DT_DIR || e->d_type == DT_UNKNOWN) && ParseUidDirName(e->d_name, &uid))
           subdirs.emplace_back(e->d_name);
-      closedir(d);
-    } else if (list_fd >= 0) {
-      close(list_fd);
+      CloseTransientDir(d);
+    } else {
+      CloseTransientFd(list_fd);
     }
     for (const std::string& subdir : subdirs) {
       int sub = -1;
       bool sub_owned = false;
       if (!OpenSegmentDir(subdir, &sub, &sub_owned, &owner)) continue;  // a symlink, not ours, gone
       added += ScanDir(sub, subdir);
-      if (sub_owned) close(sub);
+      if (sub_owned) CloseTransientFd(sub);
     }
   }
-  if (owned) close(fd);
+  if (owned) CloseTransientFd(fd);
   return added;
 }
 
@@ -235,7 +234,7 @@ ClaimStatus UploadQueue::Claim(const PendingSegment& segment, ClaimedSegment* ou
   if (!OpenSegmentDir(segment.subdir, &dir_fd, &own_dir, &owner)) return ClaimStatus::kGone;  // out of reach
   auto fail = [&](int fd, ClaimStatus status) {
     UnlockSegment(fd);
-    if (own_dir) close(dir_fd);
+    if (own_dir) CloseTransientFd(dir_fd);
     return status;
   };
   const int fd = TryLockSegmentAt(dir_fd, segment.name.c_str());
@@ -273,7 +272,7 @@ bool UploadQueue::Finish(ClaimedSegment* claimed, bool keep_local, std::string* 
 void UploadQueue::Release(ClaimedSegment* claimed) {
   UnlockSegment(claimed->fd);
   claimed->fd = -1;
-  if (claimed->own_dir_fd && claimed->dir_fd >= 0) close(claimed->dir_fd);
+  if (claimed->own_dir_fd) CloseTransientFd(claimed->dir_fd);
   claimed->dir_fd = -1;
   claimed->own_dir_fd = false;
 }

@@ -130,11 +130,7 @@ std::atomic<uint64_t> g_forked_at_ns{0};  // CLOCK_MONOTONIC of the fork, in a c
 std::atomic<int> g_pin_pending{-1};
 std::atomic<int> g_pin_adopted{-1};
 
-void ClosePinFd(int fd) {
-  if (fd < 0) return;
-  UnprotectFd(fd);
-  close(fd);
-}
+void ClosePinFd(int fd) { CloseTransientFd(fd); }
 
 // Logs each distinct cause once per process: an outage or a bad key gives
 // one line, not one per segment or per retry.
@@ -198,6 +194,12 @@ void RunRound(Uploader* u, S3Client* client, bool shutting) {
       when = static_cast<time_t>(claimed.mtime_seconds);
     }
     const std::string key = SegmentKey(u->prefix, service, when, u->host, claimed.name);
+    if (!IsProtectedFd(claimed.fd)) {
+      // The program dup2'd over the segment's descriptor since the claim:
+      // the number is its file now, never to be read or sent (fd_guard.h).
+      u->queue.Release(&claimed);
+      continue;
+    }
     S3Result r = client->UploadFile(key, claimed.fd, claimed.size);
     if (r.ok()) {
       std::string error;
@@ -347,9 +349,8 @@ void HandOverPinnedDir(Uploader* u, const std::string& sealed_path) {
   const size_t slash = sealed_path.rfind('/');
   if (slash == std::string::npos || sealed_path.compare(0, slash, u->handed_pin_path) == 0) return;
   std::string path;
-  int fd = ReopenPinnedOutputDir(&path);
+  const int fd = ReopenPinnedOutputDir(&path);  // one of ours: high and protected
   if (fd < 0) return;
-  fd = TakeOwnFd(fd);
   u->handed_pin_path = path;
   pthread_mutex_lock(&u->mu);
   u->pending_subdir = path.substr(path.rfind('/') + 1);

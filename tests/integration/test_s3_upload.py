@@ -222,3 +222,28 @@ def test_forked_childrens_segments_are_shipped_too(fr, trace_dir, s3):
     assert sealed(trace_dir) == []
     puts = [r for r in s3.requests() if r["op"] == "PutObject"]
     assert len(puts) == len(names), puts  # each exactly once
+
+
+def test_a_program_closing_every_descriptor_never_loses_an_upload_or_its_own_files(fr, trace_dir, s3):
+    # sock_misc closestorm: close_range(3, ~0U)/closefrom(3) about every
+    # millisecond, then a socket pair on the lowest numbers carrying 16 bytes.
+    # Each upload is held open 40 ms by the stand-in, so the storm runs
+    # through every one of them. Before the uploader's descriptors were
+    # protected (segment lock, directory scans, credentials), the storm
+    # closed the segment under its upload, the number went to the program's
+    # socket pair, and the uploader's read and close then hit the program's
+    # socket: failed rounds in the program, failed or foreign uploads.
+    leftovers = make_leftovers(fr, trace_dir, 4)
+    s3.set_faults(slow_ms=40)
+    proc = fr.run([fr.program("sock_misc"), "closestorm", "3000"], trace_dir,
+                  env=s3_env(s3.endpoint, FLIGHTREC_KEEP_LOCAL=1))
+    fields = dict(kv.split("=", 1) for kv in proc.stdout.split() if "=" in kv)
+    assert int(fields["rounds"]) >= 500, proc.stdout
+    assert (fields["errors"], fields["first_error"]) == ("0", "none"), proc.stdout + proc.stderr
+    remote = {k.rsplit("/", 1)[1]: v for k, v in s3.objects().items()}
+    local = sealed(trace_dir)
+    assert set(leftovers) < set(local) and sorted(remote) == local, (sorted(remote), local)
+    for name in local:  # byte for byte: never a program's file sent in a segment's place
+        with open(trace_dir / name, "rb") as f:
+            assert sha(remote[name]) == sha(f.read()), name
+    assert "S3" not in proc.stderr and "upload" not in proc.stderr, proc.stderr

@@ -36,6 +36,35 @@ TEST_CASE("fd guard: a failed transient open keeps open's errno and protects not
   CloseTransientFd(-1);  // harmless
 }
 
+TEST_CASE("fd guard: a directory stream on a transient descriptor is closed whole") {
+  const int fd = OpenTransientFdAt(AT_FDCWD, "/", O_RDONLY | O_DIRECTORY);
+  REQUIRE(fd >= 0);
+  DIR* d = fdopendir(fd);
+  REQUIRE(d != nullptr);
+  CHECK(IsProtectedFd(fd));  // still ours while listed
+  CHECK(readdir(d) != nullptr);
+  CloseTransientDir(d);
+  CHECK_FALSE(IsProtectedFd(fd));
+  CHECK_FALSE(IsOpen(fd));
+  CloseTransientDir(nullptr);  // harmless
+}
+
+TEST_CASE("fd guard: a directory stream whose number the program dup2'd over leaves it open") {
+  const int fd = OpenTransientFdAt(AT_FDCWD, "/", O_RDONLY | O_DIRECTORY);
+  REQUIRE(fd >= 0);
+  DIR* d = fdopendir(fd);
+  REQUIRE(d != nullptr);
+  int p[2];
+  REQUIRE(pipe(p) == 0);
+  MarkProtectedFdLost(fd);
+  REQUIRE(dup2(p[0], fd) == fd);
+  CloseTransientDir(d);  // the stream is abandoned, the program's pipe end kept
+  CHECK(IsOpen(fd));
+  closedir(d);  // the test's own clean-up (closes the pipe end at fd)
+  close(p[0]);
+  close(p[1]);
+}
+
 TEST_CASE("fd guard: a transient number the program dup2'd over stays the program's") {
   const int fd = OpenTransientFd("/dev/null", O_RDONLY);
   REQUIRE(fd >= 0);
