@@ -131,10 +131,14 @@ TSAN_LIB_OBJS  := $(LIB_SRCS:%.cc=$(BUILD)/tsan/obj/%.o)
 # test_s3_upload.py (under ASan alone, exit hangs in p11-kit's destructor on
 # glibc's setlocale lock once libcurl has run; not seen without ASan); the
 # forked-child sample count (ASan slows the child's sampler thread until its
-# perf ring overflows under load, so a short child may show only lost samples).
+# perf ring overflows under load, so a short child may show only lost samples);
+# raw_exit, the timing promise the TSan run leaves out too (below): an
+# ASan-slowed flush thread at nice +10 on a loaded machine wrote no block in
+# the 0.8 s run once (clean-clone CI beside a perf-profiled redis); the plain
+# integration run keeps checking it.
 SAN_TESTS := test_runtime.py test_crash.py test_privacy.py test_sampler_programs.py \
   test_sockets_echo.py test_sockets_misc.py test_sockets_direct.py test_term_signals.py
-SAN_INTEGRATION := $(SAN_TESTS) -k "not forked_child_is_profiled"
+SAN_INTEGRATION := $(SAN_TESTS) -k "not forked_child_is_profiled and not raw_exit"
 # The TSan preload (check-preload-tsan) runs SAN_TESTS minus: every SIGPROF-
 # mode run (the sampler installs its SIGPROF handler with libc's sigaction,
 # behind TSan's interceptor, so TSan does not know when it runs: it can
