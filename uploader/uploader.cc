@@ -130,8 +130,6 @@ std::atomic<uint64_t> g_forked_at_ns{0};  // CLOCK_MONOTONIC of the fork, in a c
 std::atomic<int> g_pin_pending{-1};
 std::atomic<int> g_pin_adopted{-1};
 
-void ClosePinFd(int fd) { CloseTransientFd(fd); }
-
 // Logs each distinct cause once per process: an outage or a bad key gives
 // one line, not one per segment or per retry.
 void LogOnceForCause(Uploader* u, const std::string& cause, LogLevel level, const char* fmt, ...)
@@ -356,7 +354,7 @@ void HandOverPinnedDir(Uploader* u, const std::string& sealed_path) {
   u->pending_subdir = path.substr(path.rfind('/') + 1);
   const int stale = g_pin_pending.exchange(fd, std::memory_order_acq_rel);
   pthread_mutex_unlock(&u->mu);
-  ClosePinFd(stale);  // never adopted: still ours
+  CloseTransientFd(stale);  // never adopted: still ours
 }
 
 // Flush thread, once per sealed segment. Enqueue and signal; never blocks.
@@ -495,8 +493,8 @@ void UploaderAtFork() {
     g_restart_from.store(parent, std::memory_order_release);
   }
   // The parent's descriptors on its uid-N: this child's uploader makes its own.
-  ClosePinFd(g_pin_pending.exchange(-1, std::memory_order_acq_rel));
-  ClosePinFd(g_pin_adopted.exchange(-1, std::memory_order_acq_rel));
+  CloseTransientFd(g_pin_pending.exchange(-1, std::memory_order_acq_rel));
+  CloseTransientFd(g_pin_adopted.exchange(-1, std::memory_order_acq_rel));
 }
 
 }  // namespace flightrec
