@@ -550,7 +550,9 @@ def main():
         if o:
             add("| off-CPU recording (perf context-switch samples), per voluntary context switch, pipe ping-pong "
                 "20 frames deep | %+.2f µs process CPU (rounds %.2f–%.2f), %+.2f µs wall (rounds %.2f–%.2f); "
-                "%d switches gave %d `offcpu.sample` events, %d records dropped (%s) | `run_capture_costs.py` |" % (
+                "%d switches gave %d `offcpu.sample` events (a ping-pong block lasts microseconds: only blocks of "
+                "`FLIGHTREC_OFFCPU_MIN_US`, 1 ms by default, or more become events; every switch is still read "
+                "and timed), %d records dropped (%s) | `run_capture_costs.py` |" % (
                     o["cpu_us_per_switch"], o["cpu_lo"], o["cpu_hi"], o["wall_us_per_switch"], o["wall_lo"],
                     o["wall_hi"], o["switches_median"], o["offcpu_samples_median"], o["dropped_median"],
                     ", ".join(o["dropped_kinds"]) or "none"))
