@@ -68,6 +68,12 @@ int OpenTransientFdAt(int dir_fd, const char* path, int flags, mode_t mode) {
   return fd;
 }
 
+int OpenOwnFdAt(int dir_fd, const char* path, int flags, mode_t mode) {
+  OwnFdChange opening;  // no bulk close between the open and the protection
+  const int fd = openat(dir_fd, path, flags | O_CLOEXEC, mode);
+  return fd >= 0 ? TakeOwnFd(fd) : fd;
+}
+
 void CloseOwnFd(int fd) {
   if (fd < 0) return;
   OwnFdChange change;

@@ -126,6 +126,11 @@ int OpenTransientFdAt(int dir_fd, const char* path, int flags, mode_t mode = 0);
 // the two (format/own_fds.h). The caller has checked FdWasLost if it must.
 void CloseOwnFd(int fd);
 inline int OpenTransientFd(const char* path, int flags) { return OpenTransientFdAt(AT_FDCWD, path, flags); }
+// A file the recorder keeps open a while (a segment lock held through its
+// upload, the output directory): opened like OpenTransientFdAt, then moved
+// high (TakeOwnFd), out of the numbers programs dup2 onto. Closed with
+// CloseTransientFd.
+int OpenOwnFdAt(int dir_fd, const char* path, int flags, mode_t mode = 0);
 void CloseTransientFd(int fd);
 // closedir for a stream made with fdopendir on an OpenTransientFdAt
 // descriptor (closedir closes inside libc, past the close hook). If the

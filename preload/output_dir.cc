@@ -23,9 +23,7 @@ std::string* g_pinned_path = nullptr;
 // close-every-descriptor, which would otherwise hand its number to a file of
 // the program's, into which we would then create segments.
 int OpenDirNoFollow(int at, const std::string& path) {
-  OwnFdChange opening;  // no bulk close between the open and the protection
-  const int fd = openat(at, path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  return fd >= 0 ? TakeOwnFd(fd) : fd;
+  return OpenOwnFdAt(at, path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
 }
 
 }  // namespace

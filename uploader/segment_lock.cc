@@ -12,19 +12,14 @@
 namespace flightrec::uploader {
 
 // The lock's descriptor is also what an upload reads the segment through, for
-// as long as the upload takes. So it is one of ours (preload/fd_guard.h):
+// as long as the upload takes. So it is one of ours (OpenOwnFdAt):
 // high, where programs do not dup2, and protected, so that a program closing
 // every descriptor meanwhile (close_range, closefrom) cannot close it and
 // hand its number to a file of its own, which the upload would then read and
 // send, and the unlock close.
 int TryLockSegmentAt(int dir_fd, const char* name) {
-  int fd;
-  {
-    OwnFdChange opening;  // no bulk close between the open and the protection
-    fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return -1;
-    fd = TakeOwnFd(fd);
-  }
+  const int fd = OpenOwnFdAt(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return -1;
   struct stat locked;
   if (fstat(fd, &locked) != 0 || !S_ISREG(locked.st_mode)) {
     CloseTransientFd(fd);

@@ -36,6 +36,19 @@ TEST_CASE("fd guard: a failed transient open keeps open's errno and protects not
   CloseTransientFd(-1);  // harmless
 }
 
+TEST_CASE("fd guard: a file kept open is protected, close-on-exec, and really closed after") {
+  const int fd = OpenOwnFdAt(AT_FDCWD, "/dev/null", O_RDONLY);
+  REQUIRE(fd > 2);
+  CHECK(IsProtectedFd(fd));
+  CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+  CloseTransientFd(fd);
+  CHECK_FALSE(IsProtectedFd(fd));
+  CHECK_FALSE(IsOpen(fd));
+  errno = 0;
+  CHECK(OpenOwnFdAt(AT_FDCWD, "/nonexistent/flightrec-test", O_RDONLY) == -1);
+  CHECK(errno == ENOENT);
+}
+
 TEST_CASE("fd guard: a directory stream on a transient descriptor is closed whole") {
   const int fd = OpenTransientFdAt(AT_FDCWD, "/", O_RDONLY | O_DIRECTORY);
   REQUIRE(fd >= 0);
