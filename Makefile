@@ -8,8 +8,8 @@
 #   make install    PREFIX=/usr/local, honours DESTDIR
 #
 # Sources are found by directory so a new file needs no Makefile edit:
-#   format/*.cc sampler/*.cc uploader/*.cc preload/*.cc  -> libflightrec.so
-#   the same minus the interposers (preload/hook_*.cc, preload/lifecycle.cc)
+#   every *.cc under format/ sampler/ uploader/ preload/ -> libflightrec.so
+#   the same minus the interposers (any hook_*.cc, preload/runtime/lifecycle.cc)
 #                                                         -> build/libflightrec_core.a (unit tests)
 #   tests/unit/*.cc                                       -> build/unit_tests (doctest)
 #   tests/programs/*.c|*.cc                               -> build/programs/NAME
@@ -32,7 +32,7 @@ LIB_CXXFLAGS  := $(CXXFLAGS_BASE) -fvisibility=hidden
 # them when S3 is configured (uploader/upload_libs.h), so a process started
 # under the preload does not pay for libcurl's ~30 dependencies. The unit
 # tests link them (their S3 stand-in client uses libcurl directly).
-# libiberty (Rust demangling, sampler/demangle.cc) is a static archive: its
+# libiberty (Rust demangling, preload/stacks/demangle.cc) is a static archive: its
 # symbols are kept out of the library's exports so a host that has its own
 # copy (gdb, binutils) keeps calling that one.
 LIBS     := -Wl,--no-as-needed -lgcc_s -Wl,--as-needed -lunwind-x86_64 -lunwind -ldw -lelf \
@@ -45,8 +45,9 @@ DEBIAN_PACKAGES := g++ make pkg-config libunwind-dev libdw-dev libelf-dev libzst
   redis-server redis-tools nginx wrk heaptrack google-perftools libgoogle-perftools4 linux-perf \
   python3-matplotlib time rustc
 
-LIB_SRCS   := $(wildcard format/*.cc sampler/*.cc uploader/*.cc preload/*.cc)
-HOOK_SRCS  := $(wildcard preload/hook_*.cc) preload/lifecycle.cc
+LIB_SRCS   := $(sort $(shell find format sampler uploader preload -name '*.cc'))
+HOOK_SRCS  := $(filter $(foreach d,$(sort $(dir $(LIB_SRCS))),$(d)hook_%.cc),$(LIB_SRCS)) \
+              preload/runtime/lifecycle.cc
 CORE_SRCS  := $(filter-out $(HOOK_SRCS),$(LIB_SRCS))
 LIB_OBJS   := $(LIB_SRCS:%.cc=$(BUILD)/obj/%.o)
 CORE_OBJS  := $(CORE_SRCS:%.cc=$(BUILD)/obj/%.o)

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "format/segment_writer.h"
-#include "preload/socket_events.h"
-#include "preload/socket_flush.h"
+#include "preload/sockets/decode/socket_events.h"
+#include "preload/sockets/decode/socket_flush.h"
 
 using namespace flightrec;
 

@@ -2,7 +2,7 @@
 // between requests: N threads each make one socket call (so each has a slot
 // with a ring, and a socket) and then sleep; main sleeps too. What the
 // recorder's threads spend on such a process is the cost of visiting every
-// thread's slot on each flush tick (preload/slot_scan.h).
+// thread's slot on each flush tick (preload/flush/slot_scan.h).
 //   idle_threads N SECONDS [BUSY]
 // BUSY=1: main makes a send+recv pair every millisecond meanwhile (one
 // thread of the pool at work), so the flush thread ticks every

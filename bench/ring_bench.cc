@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "preload/ring.h"
+#include "preload/threads/ring.h"
 
 int main() {
   constexpr size_t kCap = 64 * 1024;

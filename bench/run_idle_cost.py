@@ -8,7 +8,7 @@ the threads were woken by need) shows what periodic wake-ups cost on this
 machine. Interleaved rounds; medians. The same again for a process of 500
 threads that all sleep (bench/idle_threads), as a thread pool between
 requests: what visiting each thread's slot on every tick costs
-(preload/slot_scan.h).
+(preload/flush/slot_scan.h).
 
 Then what a short-lived process pays to start and exit under the preload:
 `/bin/true` plain and with every default on, interleaved, CPU of the whole

@@ -123,7 +123,7 @@ int Interleaved() {
   int sv[2], nb[2], pp[2];
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0 || pipe(pp) != 0) return 1;
   // Non-blocking, as servers' sockets are: the hooks may then skip libc's
-  // wrapper (preload/socket_direct.h).
+  // wrapper (preload/sockets/socket_direct.h).
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, nb) != 0) return 1;
   Io direct;
   if (!DirectIo(&direct)) return 1;

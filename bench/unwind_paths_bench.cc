@@ -80,7 +80,7 @@ __attribute__((noinline)) int Descend(int depth) {
 
 int main(int argc, char** argv) {
   const int iterations = argc > 1 ? atoi(argv[1]) : 5000;
-  // As flightrec sets it (sampler/local_stack.cc).
+  // As flightrec sets it (preload/stacks/local_stack.cc).
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   const char* names[] = {"libunwind unw_backtrace (per-thread frame cache)", "libunwind unw_step loop",
                          "libgcc _Unwind_Backtrace"};

@@ -406,7 +406,7 @@ def main():
     sock, sock_how = socket_hook_ns(texts["sockets"])
     nb, nb_how = socket_hook_ns(texts["sockets"], "nonblock")
     add("| socket hook ≤ 30 ns added | non-blocking socket (servers' sockets: the hook makes the system call, "
-        "`preload/socket_direct.h`): %s ns (%s); blocking socket (through libc's wrapper): %s ns (%s); per "
+        "`preload/sockets/socket_direct.h`): %s ns (%s); blocking socket (through libc's wrapper): %s ns (%s); per "
         "recorded call on the calling thread, `sock_bench` | non-blocking %s, blocking %s |" % (
             num(nb, "%+.1f"), nb_how, num(sock, "%+.1f"), sock_how,
             yes_no(None if nb is None else nb <= 30), yes_no(None if sock is None else sock <= 30)))

@@ -8,7 +8,7 @@
 //    (SetOwnFdFloor, at init), not the lowest free numbers. Programs and
 //    scripts pick low numbers themselves (`exec 3>file`, `dup2(sock, 4)`)
 //    and expect the first file they open to be 3. A number of ours they
-//    dup2 over is lost to us (preload/fd_guard.h), and libunwind, which
+//    dup2 over is lost to us (preload/fds/fd_guard.h), and libunwind, which
 //    keeps its pipe's numbers for good, would then write into and read from
 //    the program's file.
 //
@@ -51,7 +51,7 @@ inline int MoveToOwnFdRange(int fd) {
 // A program's bulk close (close_range, closefrom: a daemon's start, a
 // helper before exec) and the recorder's changes to its own descriptors
 // exclude each other. A new descriptor takes the lowest free number and only
-// becomes ours to keep (protected, preload/fd_guard.h) a few instructions
+// becomes ours to keep (protected, preload/fds/fd_guard.h) a few instructions
 // after the open; a descriptor we close is unprotected a few instructions
 // before the close. A bulk close in either gap would close it and hand its
 // number to the program's next file, which the recorder would then read,

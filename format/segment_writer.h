@@ -131,7 +131,7 @@ class SegmentWriter {
   bool Open(const std::string& path, const SegmentHeaderInfo& header, std::string* error);
   // The same, with `path` relative to the directory descriptor dir_fd: a
   // process that dropped privileges writes where it can no longer reach by
-  // path (preload/output_dir.h).
+  // path (preload/flush/output_dir.h).
   bool OpenAt(int dir_fd, const std::string& path, const SegmentHeaderInfo& header, std::string* error);
   bool is_open() const;
   // The open segment's descriptor (-1 when closed), so the owner can protect

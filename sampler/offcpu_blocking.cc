@@ -7,9 +7,9 @@
 
 #include <cstring>
 
-#include "preload/record_kinds.h"
-#include "preload/thread_registry.h"
-#include "sampler/local_stack.h"
+#include "preload/threads/record_kinds.h"
+#include "preload/threads/thread_registry.h"
+#include "preload/stacks/local_stack.h"
 #include "sampler/sample_events.h"
 
 namespace flightrec::sampler {

@@ -1,5 +1,5 @@
 // Off-CPU from interposed blocking calls: the fallback when context-switch
-// sampling is refused (or with the SIGPROF sampler). preload/hook_blocking.cc
+// sampling is refused (or with the SIGPROF sampler). sampler/hook_blocking.cc
 // times poll/select/epoll/sleeps/condvar/mutex waits on threads where this is
 // on; a call that blocked at least FLIGHTREC_OFFCPU_MIN_US records its stack
 // (captured in place after the call returns) into the thread's ring.
@@ -7,7 +7,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "sampler/local_stack.h"
+#include "preload/stacks/local_stack.h"
 
 namespace flightrec::sampler {
 

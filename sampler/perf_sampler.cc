@@ -45,12 +45,12 @@
 #include <cstring>
 #include <ctime>
 
-#include "preload/fd_guard.h"
+#include "preload/fds/fd_guard.h"
 #include "sampler/cpu_credit.h"
 #include "sampler/sample_events.h"
 #include "sampler/sampler_thread.h"
 #include "sampler/slot_claim.h"
-#include "sampler/stack_unwinder.h"
+#include "preload/stacks/stack_unwinder.h"
 
 namespace flightrec::sampler {
 namespace {

@@ -10,7 +10,7 @@
 #pragma once
 #include <cstdint>
 
-#include "preload/flush_registry.h"
+#include "preload/flush/flush_registry.h"
 
 namespace flightrec::sampler {
 

@@ -14,17 +14,17 @@
 #include <cstring>
 #include <new>
 
-#include "preload/clock.h"
-#include "preload/fd_guard.h"
-#include "preload/log.h"
-#include "preload/thread_registry.h"
-#include "sampler/local_stack.h"
+#include "preload/runtime/clock.h"
+#include "preload/fds/fd_guard.h"
+#include "preload/runtime/log.h"
+#include "preload/threads/thread_registry.h"
+#include "preload/stacks/local_stack.h"
 #include "sampler/offcpu_blocking.h"
 #include "sampler/perf_sampler.h"
 #include "sampler/sample_events.h"
 #include "sampler/sampler_thread.h"
 #include "sampler/sigprof_sampler.h"
-#include "sampler/symbolizer.h"
+#include "sampler/symbols/symbolizer.h"
 
 namespace flightrec {
 namespace {

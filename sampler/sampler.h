@@ -6,13 +6,13 @@
 //   perf context-switch sampling where allowed, else from timing the
 //   blocking calls we interpose (FLIGHTREC_OFFCPU_MIN_US).
 //
-// The runtime (preload/lifecycle.cc, preload/flush_thread.cc) calls these
+// The runtime (preload/runtime/lifecycle.cc, preload/flush/flush_thread.cc) calls these
 // through weak references; they live in namespace flightrec for that reason.
 // Every thread is armed on itself when it starts (thread observer), threads
 // alive at init are armed from the init thread, and each is disarmed on exit.
 #pragma once
 #include "format/segment_writer.h"
-#include "preload/config.h"
+#include "preload/runtime/config.h"
 
 namespace flightrec {
 
@@ -31,7 +31,7 @@ void SamplerShutdown();
 format::PcDescriber* SamplerPcDescriber();
 
 namespace sampler {
-// preload/hook_exec.cc: around every exec-family call.
+// preload/runtime/hook_exec.cc: around every exec-family call.
 void SamplerBeforeExec();
 void SamplerAfterExecFailed();
 }  // namespace sampler

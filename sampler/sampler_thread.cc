@@ -21,12 +21,12 @@
 #include <cerrno>
 #include <cstring>
 
-#include "preload/clock.h"
-#include "preload/crash_freeze.h"
-#include "preload/fd_guard.h"
-#include "preload/log.h"
-#include "preload/recorder_thread.h"
-#include "preload/thread_registry.h"
+#include "preload/runtime/clock.h"
+#include "preload/crash/crash_freeze.h"
+#include "preload/fds/fd_guard.h"
+#include "preload/runtime/log.h"
+#include "preload/runtime/recorder_thread.h"
+#include "preload/threads/thread_registry.h"
 #include "sampler/perf_sampler.h"
 #include "sampler/sample_events.h"
 #include "sampler/sigprof_sampler.h"

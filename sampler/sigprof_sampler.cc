@@ -21,13 +21,13 @@
 #include <cstring>
 #include <new>
 
-#include "preload/clock.h"
-#include "preload/core_events.h"
-#include "preload/crash_freeze.h"
-#include "preload/log.h"
-#include "preload/ring.h"
-#include "preload/signal_mask.h"
-#include "sampler/proc_maps.h"
+#include "preload/runtime/clock.h"
+#include "preload/runtime/core_events.h"
+#include "preload/crash/crash_freeze.h"
+#include "preload/runtime/log.h"
+#include "preload/threads/ring.h"
+#include "preload/crash/signal_mask.h"
+#include "sampler/symbols/proc_maps.h"
 #include "sampler/sample_events.h"
 #include "sampler/sampler_thread.h"
 #include "sampler/slot_claim.h"
@@ -423,7 +423,7 @@ bool SigprofAdoptThread(pid_t tid) {
   return false;
 }
 
-// Crash freeze (preload/crash_freeze.h): a crash report may be testing
+// Crash freeze (preload/crash/crash_freeze.h): a crash report may be testing
 // memory in place, our globals included, so no SIGPROF handler may run:
 // every armed timer is stopped, then restarted. A slot armed or retired
 // meanwhile is left to its owner.

@@ -26,8 +26,8 @@
 
 #include <cstdint>
 
-#include "preload/flush_registry.h"
-#include "sampler/stack_unwinder.h"
+#include "preload/flush/flush_registry.h"
+#include "preload/stacks/stack_unwinder.h"
 
 namespace flightrec::sampler {
 
@@ -58,7 +58,7 @@ bool SigprofArmSelf();
 bool SigprofArmThread(pid_t tid);
 bool SigprofSelfArmed();
 bool SigprofAdoptThread(pid_t tid);
-// Crash freeze (preload/crash_freeze.h): stop every armed timer, and start
+// Crash freeze (preload/crash/crash_freeze.h): stop every armed timer, and start
 // them again. Async-signal-safe (system calls only).
 void SigprofPauseTimers();
 void SigprofResumeTimers();

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "preload/fd_guard.h"
+#include "preload/fds/fd_guard.h"
 
 namespace flightrec::uploader {
 namespace {
@@ -36,7 +36,7 @@ void Wipe(std::string* s) {
 
 // Reads a whole small file; false with *error on failure (errno text).
 bool ReadSmallFile(const std::string& path, std::string* text, std::string* error) {
-  int fd = OpenTransientFd(path.c_str(), O_RDONLY);  // protected while read (preload/fd_guard.h)
+  int fd = OpenTransientFd(path.c_str(), O_RDONLY);  // protected while read (preload/fds/fd_guard.h)
   if (fd < 0) {
     *error = path + ": " + strerror(errno);
     return false;

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <unistd.h>
 
-#include "preload/clock.h"
+#include "preload/runtime/clock.h"
 #include "uploader/s3_xml.h"
 #include "uploader/sha256_hmac.h"
 #include "uploader/upload_libs.h"

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "preload/fd_guard.h"
+#include "preload/fds/fd_guard.h"
 
 namespace flightrec::uploader {
 

@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "preload/fd_guard.h"
+#include "preload/fds/fd_guard.h"
 #include "uploader/segment_lock.h"
 
 namespace flightrec::uploader {
@@ -117,7 +117,7 @@ bool UploadQueue::OpenSegmentDir(const std::string& subdir, int* fd, bool* owned
     *owned = false;
     return true;
   }
-  // Every descriptor here is protected while open (preload/fd_guard.h): a
+  // Every descriptor here is protected while open (preload/fds/fd_guard.h): a
   // program closing all of its descriptors must not close ours and hand the
   // number to a file of its own, which we would then list, stat and close.
   const int top = OpenTransientFd(dir_.c_str(), O_RDONLY | O_DIRECTORY);

@@ -20,7 +20,7 @@
 // segments stay on disk meanwhile (the runtime's disk budget deletes the
 // oldest if the outage outlasts the budget; Claim then reports them gone).
 //
-// Privilege drops (preload/output_dir.h): a process that dropped root writes
+// Privilege drops (preload/flush/output_dir.h): a process that dropped root writes
 // to OUTPUT/uid-N, which it reaches only through a descriptor, and cannot
 // enter OUTPUT any more. Its uploader is handed a descriptor of its own on
 // uid-N (UsePinnedDir) and from then on scans, claims and deletes there,
@@ -127,7 +127,7 @@ class UploadQueue {
 
   // True for "*.seg" names that are not hidden; never "*.active".
   static bool IsSealedSegmentName(std::string_view name);
-  // True for "uid-N" exactly as preload/output_dir.h names it (N decimal, no
+  // True for "uid-N" exactly as preload/flush/output_dir.h names it (N decimal, no
   // leading zeros), with N in *uid.
   static bool ParseUidDirName(std::string_view name, uid_t* uid);
 

@@ -12,12 +12,12 @@
 #include <cstring>
 #include <set>
 
-#include "preload/clock.h"
-#include "preload/flush_registry.h"
-#include "preload/fd_guard.h"
-#include "preload/log.h"
-#include "preload/output_dir.h"
-#include "preload/recorder_thread.h"
+#include "preload/runtime/clock.h"
+#include "preload/flush/flush_registry.h"
+#include "preload/fds/fd_guard.h"
+#include "preload/runtime/log.h"
+#include "preload/flush/output_dir.h"
+#include "preload/runtime/recorder_thread.h"
 #include "uploader/credentials.h"
 #include "uploader/s3_client.h"
 #include "uploader/s3_endpoint.h"

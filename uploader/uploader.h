@@ -1,7 +1,7 @@
 // Uploader: the "flightrec-upload" recorder thread that ships sealed
 // segments to S3 (issue 6).
 //
-// Wiring (preload/lifecycle.cc): UploaderInit(config) at init, after the
+// Wiring (preload/runtime/lifecycle.cc): UploaderInit(config) at init, after the
 // flush registry exists; UploaderAtFork() in a forked child. With an empty
 // FLIGHTREC_S3_BUCKET nothing happens. Otherwise UploaderInit resolves the
 // endpoint, snapshots the AWS_* environment, registers a seal hook (enqueue
@@ -25,7 +25,7 @@
 #include <string>
 #include <string_view>
 
-#include "preload/config.h"
+#include "preload/runtime/config.h"
 
 namespace flightrec {
 
@@ -40,7 +40,7 @@ void UploaderAtFork();
 namespace uploader {
 
 // Splits a sealed segment name "<yyyymmddThhmmss.mmmZ>-<service>-<pid>-<seq>.seg"
-// (preload/segment_files.h) into its service and its UTC time (seconds).
+// (preload/flush/segment_files.h) into its service and its UTC time (seconds).
 // False for names of any other shape.
 bool ParseSegmentName(std::string_view name, std::string* service, time_t* utc_seconds);
 

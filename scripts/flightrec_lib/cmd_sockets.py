@@ -1,7 +1,7 @@
 """sockets: what every connection did — role, local and peer address, open
 and close time, bytes in and out, operation counts, errors, and latency
 percentiles of its blocking calls — built from the socket.* events the
-preload's socket hooks record (preload/socket_events.h describes them).
+preload's socket hooks record (preload/sockets/decode/socket_events.h describes them).
 
 Byte counts are exact: the sum of what every send/recv-family call returned
 (MSG_PEEK receives, recorded as "<op>.peek", moved nothing and are not

@@ -1,4 +1,4 @@
-"""Every FLIGHTREC_* variable (the list is read from preload/config.cc, so a
+"""Every FLIGHTREC_* variable (the list is read from preload/runtime/config.cc, so a
 new knob is fuzzed without editing this file) set to junk: empty, negative,
 huge, non-numeric, very long, non-UTF-8, control characters, format
 directives, and for paths symlinks, loops, files and relative paths. The host

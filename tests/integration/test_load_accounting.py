@@ -48,7 +48,7 @@ def test_every_operation_is_recorded_or_counted(fr, trace_dir):
 def test_a_thread_that_fills_its_ring_fast_gets_a_bigger_one(fr, trace_dir):
     """One thread making send+recv pairs as fast as it can writes far more
     than twice its 256 KiB ring a second: the flush thread offers it a ring
-    four times as big (preload/ring_growth.h), and the producer moves to it
+    four times as big (preload/threads/ring_growth.h), and the producer moves to it
     at a wrap. Nothing recorded is lost or misplaced on the way: the socket
     totals stay exact and every operation is an event or a counted drop."""
     # 3 s at least, whatever the machine's speed: growth is judged over

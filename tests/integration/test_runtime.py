@@ -172,7 +172,7 @@ def test_a_pool_of_threads_that_allocate_does_not_pay_the_fast_unwinders_cache(f
     """400 threads each malloc and free 4 MiB (about 8 allocation samples
     each, at the default rate), then stay alive. libunwind's fast path keeps
     a 256 KiB frame cache per thread that unwinds: a thread that samples this
-    rarely uses libgcc's unwinder instead (sampler/local_stack.h), so the
+    rarely uses libgcc's unwinder instead (preload/stacks/local_stack.h), so the
     pool costs the recorder its usual per-thread state, not 100 MiB."""
     if fr.sanitized:
         pytest.skip("memory bound is for the production build (ASan's shadow memory dominates)")

@@ -323,7 +323,7 @@ def test_symbolizing_keeps_no_program_file_open(fr, trace_dir):
     assert os.path.realpath(fr.program("cpu_fd_footprint")) in mapped, mapped
     assert not mapped & {os.path.realpath(t) for t in held}, held
     # Nor a separate debug-info file (where the machine has them: here
-    # libc's), closed once libdw mapped it (preload/released_fds.h), unless
+    # libc's), closed once libdw mapped it (preload/fds/released_fds.h), unless
     # another close() comes before our hook (TSan's, preloaded first).
     if "tsan" not in fr.preload:
         assert not [t for t in held if t.startswith("/usr/lib/debug/")], held
@@ -364,7 +364,7 @@ def test_a_released_debug_fd_number_is_never_closed_again(fr, trace_dir, tmp_pat
     plugin = [e for e in samples if (e["stack"][0].get("mapping") or {}).get("path", "").endswith("libburnplugin.so")]
     assert plugin, "no sample in the plugin"
     # The plugin may be loaded where libresolv was: each is still named as
-    # itself (the dlclose hook told the symbolizer; sampler/code_unloads.h).
+    # itself (the dlclose hook told the symbolizer; sampler/symbols/code_unloads.h).
     resolv_named = [e for e in in_resolv if e["stack"][0].get("function")]
     plugin_names = collections.Counter(e["stack"][0].get("function") for e in plugin)
     assert len(resolv_named) >= 0.5 * len(in_resolv), (len(resolv_named), len(in_resolv))

@@ -1,4 +1,4 @@
-"""Direct system calls on non-blocking sockets (preload/socket_direct.h): the
+"""Direct system calls on non-blocking sockets (preload/sockets/socket_direct.h): the
 data hooks skip libc's wrapper only where that changes nothing the program
 can see. tests/programs/sock_direct.c checks every answer itself (bytes,
 errno untouched on success, EAGAIN, EPIPE); here the trace must agree, and a

@@ -1,6 +1,6 @@
 /* fd_released_dlclose: the symbolizer closes a separate debug-info file's
  * descriptor early and later swallows libdw's own close of that number
- * (preload/released_fds.h). This program makes the number matter:
+ * (preload/fds/released_fds.h). This program makes the number matter:
  *   1. dlopens libresolv.so.2 (glibc's debug package gives it a separate
  *      debug file) and burns CPU in it, then waits while the samples are
  *      symbolized; lists its fds ("fd N TARGET" lines)

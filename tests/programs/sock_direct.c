@@ -1,4 +1,4 @@
-// sock_direct: what the socket hooks' direct system calls (preload/socket_direct.h)
+// sock_direct: what the socket hooks' direct system calls (preload/sockets/socket_direct.h)
 // must keep exactly as libc's wrappers do.
 //
 //   sock_direct calls

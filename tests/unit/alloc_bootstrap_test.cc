@@ -1,11 +1,11 @@
-// Unit tests for the bootstrap arena (preload/alloc_bootstrap.h). In the unit
+// Unit tests for the bootstrap arena (preload/alloc/alloc_bootstrap.h). In the unit
 // test binary no hook uses the arena, so exhausting it here is harmless.
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <cstring>
 
-#include "preload/alloc_bootstrap.h"
+#include "preload/alloc/alloc_bootstrap.h"
 
 using namespace flightrec::alloc;
 

@@ -1,4 +1,4 @@
-// Unit tests for the allocation events' flush side (preload/alloc_events.h):
+// Unit tests for the allocation events' flush side (preload/alloc/alloc_events.h):
 // ring records in, alloc.sample / alloc.free events out through a real
 // SegmentWriter, read back with the C++ reader; malformed records are
 // clamped, never read past their end.
@@ -9,10 +9,10 @@
 
 #include "format/segment_reader.h"
 #include "format/segment_writer.h"
-#include "preload/alloc_events.h"
-#include "preload/flush_registry_internal.h"
-#include "preload/record_kinds.h"
-#include "preload/thread_registry.h"
+#include "preload/alloc/alloc_events.h"
+#include "preload/flush/flush_registry_internal.h"
+#include "preload/threads/record_kinds.h"
+#include "preload/threads/thread_registry.h"
 #include "tests/unit/format_test_util.h"
 
 using namespace flightrec;

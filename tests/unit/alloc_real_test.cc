@@ -1,4 +1,4 @@
-// Unit tests for real-allocator resolution (preload/alloc_real.h): every
+// Unit tests for real-allocator resolution (preload/alloc/alloc_real.h): every
 // pointer ends up callable, consistent with one allocator, and correct.
 #include <doctest/doctest.h>
 
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "preload/alloc_real.h"
+#include "preload/alloc/alloc_real.h"
 
 using namespace flightrec::alloc;
 

@@ -1,4 +1,4 @@
-// Unit tests for the Poisson allocation sampler (preload/alloc_sampler.h):
+// Unit tests for the Poisson allocation sampler (preload/alloc/alloc_sampler.h):
 // the gap distribution, and that the countdown as the hooks run it, weighted
 // as the reports weigh it, estimates allocated bytes and counts without bias.
 #include <doctest/doctest.h>
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "preload/alloc_sampler.h"
+#include "preload/alloc/alloc_sampler.h"
 
 using namespace flightrec::alloc;
 

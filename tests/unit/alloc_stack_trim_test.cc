@@ -1,10 +1,10 @@
-// Unit tests for allocation stack trimming (preload/alloc_stack_trim.h).
+// Unit tests for allocation stack trimming (preload/alloc/alloc_stack_trim.h).
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <new>
 
-#include "preload/alloc_stack_trim.h"
+#include "preload/alloc/alloc_stack_trim.h"
 
 using namespace flightrec::alloc;
 

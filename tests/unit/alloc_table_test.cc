@@ -1,4 +1,4 @@
-// Unit tests for the sampled-address set (preload/alloc_table.h).
+// Unit tests for the sampled-address set (preload/alloc/alloc_table.h).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "preload/alloc_table.h"
+#include "preload/alloc/alloc_table.h"
 
 using flightrec::alloc::SampledAddressSet;
 

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "preload/budget_tally.h"
+#include "preload/flush/budget_tally.h"
 
 using namespace flightrec;
 

@@ -1,4 +1,4 @@
-// Unit tests for ForEachCodeRun (sampler/code_runs.h): which stretches of a
+// Unit tests for ForEachCodeRun (sampler/symbols/code_runs.h): which stretches of a
 // maps snapshot are reported to libdw as code images.
 #include <doctest/doctest.h>
 
@@ -6,7 +6,7 @@
 #include <tuple>
 #include <vector>
 
-#include "sampler/code_runs.h"
+#include "sampler/symbols/code_runs.h"
 
 using namespace flightrec::sampler;
 

@@ -1,12 +1,12 @@
-// Unit tests for the unload record ring (sampler/code_unloads.h) and the
-// symbolizer's history of it (sampler/unloaded_code.h): eras, the holder of
+// Unit tests for the unload record ring (sampler/symbols/code_unloads.h) and the
+// symbolizer's history of it (sampler/symbols/unloaded_code.h): eras, the holder of
 // a pc in an era, and what a ring overrun does to completeness.
 #include <doctest/doctest.h>
 
 #include <cstring>
 
-#include "sampler/code_unloads.h"
-#include "sampler/unloaded_code.h"
+#include "sampler/symbols/code_unloads.h"
+#include "sampler/symbols/unloaded_code.h"
 
 using namespace flightrec::sampler;
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "preload/config.h"
+#include "preload/runtime/config.h"
 
 using flightrec::Config;
 using flightrec::ParseConfig;

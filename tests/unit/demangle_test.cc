@@ -1,9 +1,9 @@
-// Unit tests for sampler/demangle: real symbols as rustc 1.95 and g++ 12
+// Unit tests for preload/stacks/demangle: real symbols as rustc 1.95 and g++ 12
 // emit them (copied from `nm` of built programs), both Rust schemes, C++,
 // and names that must come back as they went in.
 #include <doctest/doctest.h>
 
-#include "sampler/demangle.h"
+#include "preload/stacks/demangle.h"
 
 using flightrec::sampler::Demangle;
 

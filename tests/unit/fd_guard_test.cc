@@ -1,4 +1,4 @@
-// The fd guard's transient files (preload/fd_guard.h): protected while the
+// The fd guard's transient files (preload/fds/fd_guard.h): protected while the
 // recorder reads them, and never closed once the program took the number
 // over. The close hooks that honour the protection are covered end to end
 // by tests/integration/test_sockets_misc.py (closeall).
@@ -9,7 +9,7 @@
 
 #include <cerrno>
 
-#include "preload/fd_guard.h"
+#include "preload/fds/fd_guard.h"
 
 using namespace flightrec;
 

@@ -12,8 +12,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "preload/output_dir.h"
-#include "preload/segment_files.h"
+#include "preload/flush/output_dir.h"
+#include "preload/flush/segment_files.h"
 
 using namespace flightrec;
 

@@ -1,4 +1,4 @@
-// Unit tests for sampler/perf_map: the line format, incremental reading of a
+// Unit tests for sampler/symbols/perf_map: the line format, incremental reading of a
 // map that grows (a line may arrive in two writes), a later line for the same
 // start winning, and the ownership rule.
 #include <doctest/doctest.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "sampler/perf_map.h"
+#include "sampler/symbols/perf_map.h"
 
 using flightrec::sampler::PerfMap;
 

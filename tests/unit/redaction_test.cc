@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "preload/redaction.h"
+#include "preload/runtime/redaction.h"
 
 using namespace std::string_literals;
 using flightrec::CmdlineForTrace;

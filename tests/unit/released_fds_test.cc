@@ -1,4 +1,4 @@
-// Released descriptors (preload/released_fds.h): the list the symbolizer
+// Released descriptors (preload/fds/released_fds.h): the list the symbolizer
 // keeps of numbers libdw still believes it owns. The close hook itself is
 // covered end to end by tests/integration/test_sampler_programs.py
 // (fd_released_dlclose); here, the list's own rules.
@@ -7,8 +7,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "preload/fd_guard.h"
-#include "preload/released_fds.h"
+#include "preload/fds/fd_guard.h"
+#include "preload/fds/released_fds.h"
 
 using namespace flightrec;
 

@@ -8,9 +8,9 @@
 #include <thread>
 #include <vector>
 
-#include "preload/ring.h"
-#include "preload/ring_growth.h"
-#include "preload/thread_registry.h"
+#include "preload/threads/ring.h"
+#include "preload/threads/ring_growth.h"
+#include "preload/threads/thread_registry.h"
 
 using flightrec::RecordHeader;
 using flightrec::Ring;

@@ -19,14 +19,14 @@
 
 #include "format/segment_reader.h"
 #include "format/segment_writer.h"
-#include "preload/clock.h"
-#include "preload/flush_registry.h"
-#include "preload/flush_registry_internal.h"
+#include "preload/runtime/clock.h"
+#include "preload/flush/flush_registry.h"
+#include "preload/flush/flush_registry_internal.h"
 #include "sampler/perf_sampler.h"
 #include "sampler/sample_events.h"
 #include "sampler/sigprof_sampler.h"
-#include "sampler/stack_unwinder.h"
-#include "sampler/symbolizer.h"
+#include "preload/stacks/stack_unwinder.h"
+#include "sampler/symbols/symbolizer.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Unit tests for sampler/local_stack and sampler/stack_unwinder: a chain of
+// Unit tests for preload/stacks/local_stack and preload/stacks/stack_unwinder: a chain of
 // noinline functions (this file is built -O2, which omits frame pointers on
 // x86_64) must come out whole, both unwound in place and from a stack copy.
 #include <doctest/doctest.h>
@@ -21,9 +21,9 @@
 #include <thread>
 #include <vector>
 
-#include "sampler/local_stack.h"
+#include "preload/stacks/local_stack.h"
 #include "sampler/sample_events.h"
-#include "sampler/stack_unwinder.h"
+#include "preload/stacks/stack_unwinder.h"
 
 namespace {
 

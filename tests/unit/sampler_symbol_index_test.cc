@@ -1,4 +1,4 @@
-// Unit tests for sampler/symbol_index: the sorted index must name every pc
+// Unit tests for sampler/symbols/symbol_index: the sorted index must name every pc
 // exactly as libdw's own linear search (dwfl_module_addrinfo) does, checked
 // on the real modules of this process (libc, libstdc++, the test binary):
 // at the start, the middle and the last byte of their functions, and just
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "sampler/symbol_index.h"
+#include "sampler/symbols/symbol_index.h"
 
 namespace {
 

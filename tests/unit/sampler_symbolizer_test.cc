@@ -1,4 +1,4 @@
-// Unit tests for sampler/proc_maps and sampler/symbolizer: known functions of
+// Unit tests for sampler/symbols/proc_maps and sampler/symbols/symbolizer: known functions of
 // this test binary (names, file:line, inline chains, build-id), libc without
 // DWARF, unknown pcs, and a library dlopen'ed after the first lookup.
 #include <doctest/doctest.h>
@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "sampler/proc_maps.h"
-#include "sampler/symbolizer.h"
+#include "sampler/symbols/proc_maps.h"
+#include "sampler/symbols/symbolizer.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "preload/segment_files.h"
+#include "preload/flush/segment_files.h"
 
 using namespace flightrec;
 

@@ -1,11 +1,11 @@
-// Unit tests for SlotScan (preload/slot_scan.h): which thread slots a flush
+// Unit tests for SlotScan (preload/flush/slot_scan.h): which thread slots a flush
 // tick visits.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "preload/slot_scan.h"
+#include "preload/flush/slot_scan.h"
 
 using flightrec::kQuietVisits;
 using flightrec::SlotScan;

@@ -18,10 +18,10 @@
 #include <thread>
 #include <vector>
 
-#include "preload/fd_guard.h"
-#include "preload/socket_addr_format.h"
-#include "preload/socket_direct.h"
-#include "preload/socket_fd_table.h"
+#include "preload/fds/fd_guard.h"
+#include "preload/sockets/decode/socket_addr_format.h"
+#include "preload/sockets/socket_direct.h"
+#include "preload/sockets/socket_fd_table.h"
 
 using namespace flightrec;
 using sockfd::SockFamily;

@@ -1,5 +1,5 @@
 // Socket clock unit tests (prefix "socket clock"): the TSC -> CLOCK_MONOTONIC
-// map the flush thread converts socket records with (preload/socket_clock.h),
+// map the flush thread converts socket records with (preload/sockets/socket_clock.h),
 // fed with synthetic pairs, and the real pair reader on this machine.
 #include <doctest/doctest.h>
 
@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
-#include "preload/clock.h"
-#include "preload/socket_clock.h"
+#include "preload/runtime/clock.h"
+#include "preload/sockets/socket_clock.h"
 
 using flightrec::sockclock::Pair;
 using flightrec::sockclock::TscMap;

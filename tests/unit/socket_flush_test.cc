@@ -20,10 +20,10 @@
 
 #include "format/segment_reader.h"
 #include "format/segment_writer.h"
-#include "preload/socket_acceptq.h"
-#include "preload/socket_events.h"
-#include "preload/socket_fd_table.h"
-#include "preload/socket_flush.h"
+#include "preload/sockets/decode/socket_acceptq.h"
+#include "preload/sockets/decode/socket_events.h"
+#include "preload/sockets/socket_fd_table.h"
+#include "preload/sockets/decode/socket_flush.h"
 #include "tests/unit/format_test_util.h"
 
 using namespace flightrec;

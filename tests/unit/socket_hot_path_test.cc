@@ -1,14 +1,14 @@
 // Socket hot path unit tests (prefix "socket hot path"): the push reads the
 // calling thread's state through a TLS offset kept with the hot globals
-// (preload/socket_hot_path.h); it must be the same state tls_state holds, on
+// (preload/sockets/socket_hot_path.h); it must be the same state tls_state holds, on
 // every thread, and the ordinary read before the offset is known.
 #include <doctest/doctest.h>
 
 #include <thread>
 #include <vector>
 
-#include "preload/socket_hot_path.h"
-#include "preload/thread_registry.h"
+#include "preload/sockets/socket_hot_path.h"
+#include "preload/threads/thread_registry.h"
 
 using flightrec::ThreadState;
 using flightrec::tls_state;

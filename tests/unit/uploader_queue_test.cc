@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "preload/segment_files.h"
+#include "preload/flush/segment_files.h"
 #include "uploader/segment_lock.h"
 #include "uploader/upload_queue.h"
 

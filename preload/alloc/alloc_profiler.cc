@@ -1,0 +1,273 @@
+// Allocation profiler (see alloc_profiler.h): init, the countdown-expired
+// decision, the sampled path and the free side. Runs on application threads
+// from inside the malloc hooks: no locks, no host malloc of its own, no I/O.
+#include "preload/alloc/alloc_profiler.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <new>
+
+#include "preload/alloc/alloc_events.h"
+#include "preload/alloc/alloc_real.h"
+#include "preload/alloc/alloc_sampler.h"
+#include "preload/alloc/alloc_stack_trim.h"
+#include "preload/runtime/clock.h"
+#include "preload/runtime/core_events.h"
+#include "preload/flush/flush_registry.h"
+#include "preload/runtime/log.h"
+#include "preload/threads/record_kinds.h"
+#include "preload/runtime/runtime_state.h"
+#include "preload/threads/thread_registry.h"
+#include "preload/stacks/local_stack.h"
+#include "sampler/sample_events.h"
+
+namespace flightrec {
+namespace alloc {
+
+SampledAddressSet g_sampled;
+
+namespace {
+
+enum Mode : int { kPreInit = 0, kOff = 1, kOn = 2 };
+
+// g_mean and g_trim are written by AllocProfilerInit before the release
+// store of g_mode = kOn, and only read after an acquire load that saw kOn.
+std::atomic<int> g_mode{kPreInit};
+uint64_t g_mean = 0;
+TrimRanges g_trim;
+
+// Frees we could not report (the freeing thread cannot record: a recorder
+// thread or one already exiting); the block then looks live. Counted.
+std::atomic<uint64_t> g_free_unrecorded{0};
+
+// Before init, threads recheck the mode every this many bytes: cheap, and a
+// process where init never happens (FLIGHTREC_ENABLE=0) pays almost nothing.
+constexpr int64_t kPreInitRecheckBytes = 64 * 1024;
+
+// Frames captured beyond the kept ones, to make room for the trimmed hook
+// and operator new frames.
+constexpr int kTrimSlack = 8;
+
+// ---- fork safety of stack capture ----------------------------------------
+// libunwind takes process-wide mutexes (its memory pool) and the loader's
+// lock while it unwinds. A fork while another thread holds one would leave it
+// locked forever in the child, and the child's first sampled allocation would
+// hang. So fork waits (prepare handler, bounded) until no other thread is
+// inside CaptureCurrentStack, and threads arriving meanwhile skip the capture
+// (the sample is kept, with an empty stack).
+//
+// Invariant (Dekker-style, hence seq_cst on both sides): a capture runs only
+// if its thread incremented g_unwinders and then saw no fork pending; the
+// prepare handler sets g_fork_pending and then waits for g_unwinders to drop.
+std::atomic<int> g_unwinders{0};
+std::atomic<bool> g_fork_pending{false};
+bool g_fork_quiesce_failed = false;  // forking thread only, prepare -> child/parent
+bool g_capture_unsafe = false;       // set in a child forked mid-capture: never unwind
+__thread int tls_in_unwind __attribute__((tls_model("initial-exec"))) = 0;
+constexpr uint64_t kForkQuiesceBudgetNs = 100ull * 1000000ull;  // captures take microseconds
+
+int CaptureStack(uint64_t* pcs, int max) {
+  if (g_capture_unsafe) return 0;
+  g_unwinders.fetch_add(1, std::memory_order_seq_cst);
+  int n = 0;
+  if (!g_fork_pending.load(std::memory_order_seq_cst)) {
+    tls_in_unwind = 1;
+    n = sampler::CaptureCurrentStack(pcs, max, 0, true);
+    tls_in_unwind = 0;
+  }
+  g_unwinders.fetch_sub(1, std::memory_order_seq_cst);
+  return n;
+}
+
+void AtForkPrepare() {
+  g_fork_pending.store(true, std::memory_order_seq_cst);
+  // A fork from a signal handler that interrupted this thread's own capture
+  // must not wait for itself.
+  const int self = tls_in_unwind;
+  const uint64_t deadline = MonotonicNs() + kForkQuiesceBudgetNs;
+  g_fork_quiesce_failed = false;
+  while (g_unwinders.load(std::memory_order_seq_cst) > self) {
+    if (MonotonicNs() > deadline) {
+      g_fork_quiesce_failed = true;  // a thread is stuck mid-capture: the child must not unwind
+      break;
+    }
+    sched_yield();
+  }
+}
+
+void AtForkParent() { g_fork_pending.store(false, std::memory_order_seq_cst); }
+
+void AtForkChild() {
+  // Only the forking thread exists here; its own count (if it forked from a
+  // handler mid-capture) is dropped when that capture returns.
+  g_unwinders.store(tls_in_unwind, std::memory_order_seq_cst);
+  if (g_fork_quiesce_failed) {
+    g_capture_unsafe = true;
+    Log(LogLevel::kWarn, "forked while a thread was capturing an allocation stack; "
+                         "allocation samples in this child carry no stacks");
+  }
+  g_fork_pending.store(false, std::memory_order_seq_cst);
+}
+
+// Scope guard for our own sampled/free paths on the app thread: allocations
+// made inside (libunwind, thread registration) never sample and never count
+// towards the thread's countdown.
+class InHook {
+ public:
+  InHook() : t_(tls_alloc), saved_countdown_(t_.countdown), saved_in_hook_(t_.in_hook) { t_.in_hook = 1; }
+  ~InHook() {
+    t_.countdown = saved_countdown_;
+    t_.in_hook = saved_in_hook_;
+  }
+
+ private:
+  AllocThreadState& t_;
+  int64_t saved_countdown_;
+  uint32_t saved_in_hook_;
+};
+
+// Flush source: counters that are not ring drops but still lose data.
+void ReportAllocCounters(FlushContext& ctx) {
+  static uint64_t full_reported = 0, unrecorded_reported = 0;  // flush thread only
+  const uint64_t full = g_sampled.full_count();
+  if (full != full_reported) {
+    EmitGlobalDrops(ctx, "alloc.table_full", full - full_reported);
+    full_reported = full;
+  }
+  const uint64_t unrec = g_free_unrecorded.load(std::memory_order_relaxed);
+  if (unrec != unrecorded_reported) {
+    EmitGlobalDrops(ctx, "alloc.free_unrecorded", unrec - unrecorded_reported);
+    unrecorded_reported = unrec;
+  }
+}
+
+}  // namespace
+
+uint64_t AllocSampleBytes() { return g_mode.load(std::memory_order_acquire) == kOn ? g_mean : 0; }
+
+bool AllocShouldSample(size_t size) {
+  AllocThreadState& t = tls_alloc;
+  // Our own allocations: InHook restores the countdown afterwards.
+  if (t.in_hook) return false;
+  const int mode = g_mode.load(std::memory_order_acquire);
+  if (mode != kOn) {
+    t.countdown = mode == kOff ? kNeverSample : kPreInitRecheckBytes;
+    return false;
+  }
+  if (tls_thread_flags & (kThreadFlagRecorder | kThreadFlagDead)) {
+    t.countdown = kNeverSample;  // recorder threads never sample; dead ones cannot record
+    return false;
+  }
+  if (t.epoch == 0) {
+    // First expiry under this configuration: start this thread's Poisson
+    // process here, with this allocation as its first byte.
+    t.rng = SeedRandom(static_cast<uint64_t>(syscall(SYS_gettid)),
+                       MonotonicNs() ^ reinterpret_cast<uintptr_t>(&t));
+    t.epoch = 1;
+    t.countdown = DrawGap(&t.rng, g_mean);
+    if (!AllocCountdownExpired(&t.countdown, size)) return false;
+  }
+  t.countdown = DrawGap(&t.rng, g_mean);
+  // Nothing can be recorded before the runtime runs or after it stopped;
+  // skip the stack capture (the draw above keeps the process unbiased).
+  return RuntimeRecording();
+}
+
+__attribute__((noinline)) void RecordAllocation(void* ptr, size_t size) {
+  InHook guard;
+  uint64_t pcs[kMaxAllocFrames + kTrimSlack] = {};  // (next to an unwind, zeroing is free)
+  const int n = CaptureStack(pcs, kMaxAllocFrames + kTrimSlack);
+  const int skip = g_trim.LeadingTrimmed(pcs, n);
+  int keep = n - skip;
+  // Cut at the capture's depth or at ours: the outermost slot says so.
+  const bool truncated = (n > 0 && pcs[n - 1] == sampler::kTruncatedStackPc) || keep > kMaxAllocFrames;
+  if (keep > kMaxAllocFrames) keep = kMaxAllocFrames;
+  if (truncated && keep > 1) pcs[skip + keep - 1] = sampler::kTruncatedStackPc;
+  const uint32_t npcs = static_cast<uint32_t>(keep);
+  RecordWriter w(kRecAllocSample, AllocSampleRecordBytes(npcs));
+  if (!w.ok()) return;  // counted by the writer; not in the trace, so not tracked
+  auto* r = static_cast<AllocSampleRecord*>(w.data());
+  r->time_ns = MonotonicNs();
+  r->address = reinterpret_cast<uint64_t>(ptr);
+  r->size = size;
+  r->sample_bytes = g_mean;
+  r->npcs = npcs;
+  r->reserved = 0;
+  memcpy(r->pcs, pcs + skip, npcs * sizeof(uint64_t));
+  // A refused insert is counted (alloc.table_full): that block's free will
+  // not be seen and it will look live.
+  g_sampled.Insert(reinterpret_cast<uintptr_t>(ptr));
+}
+
+bool TakeSampled(void* ptr) { return g_sampled.Remove(reinterpret_cast<uintptr_t>(ptr)); }
+
+void ReinsertSampled(void* ptr) { g_sampled.Insert(reinterpret_cast<uintptr_t>(ptr)); }
+
+void PushFree(void* ptr, uint64_t time_ns) {
+  InHook guard;  // RecordWriter may register this thread (mmap, observers)
+  RecordWriter w(kRecAllocFree, sizeof(AllocFreeRecord));
+  if (!w.ok()) {
+    if (tls_thread_flags & (kThreadFlagRecorder | kThreadFlagDead))
+      g_free_unrecorded.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  auto* r = static_cast<AllocFreeRecord*>(w.data());
+  r->time_ns = time_ns;
+  r->address = reinterpret_cast<uint64_t>(ptr);
+}
+
+void RecordFreeIfSampled(void* ptr) {
+  if (!g_sampled.Remove(reinterpret_cast<uintptr_t>(ptr))) return;
+  PushFree(ptr, MonotonicNs());
+}
+
+}  // namespace alloc
+
+void AllocProfilerInit(const Config& config) {
+  using namespace alloc;
+  static bool done = false;
+  if (done) return;
+  done = true;
+  RegisterAllocEvents();
+  RegisterFlushSource(ReportAllocCounters);
+  ResolveRealAllocator();
+  if (RealAllocatorEmulated()[0])
+    Log(LogLevel::kInfo, "allocations go to %s (emulated there: %s)", RealAllocatorObject(), RealAllocatorEmulated());
+  else
+    Log(LogLevel::kInfo, "allocations go to %s", RealAllocatorObject());
+  if (config.alloc_sample_bytes == 0) {
+    g_mode.store(kOff, std::memory_order_release);
+    Log(LogLevel::kInfo, "allocation profiling off (FLIGHTREC_ALLOC_SAMPLE_BYTES=0)");
+    return;
+  }
+  if (!g_sampled.Init(config.alloc_table_entries))
+    Log(LogLevel::kWarn, "cannot map the sampled-allocation table (%llu entries); frees are not tracked",
+        static_cast<unsigned long long>(config.alloc_table_entries));
+  // Trim our own frames only where our hooks are the malloc everyone calls
+  // (in unit tests this code is linked into the test binary itself).
+  Dl_info self, interposer;
+  void* global_malloc = dlsym(RTLD_DEFAULT, "malloc");
+  if (global_malloc && dladdr(reinterpret_cast<void*>(&AllocProfilerInit), &self) &&
+      dladdr(global_malloc, &interposer) && self.dli_fbase == interposer.dli_fbase)
+    AddObjectTextRanges(reinterpret_cast<void*>(&AllocProfilerInit), &g_trim);
+  AddOperatorNewRanges(&g_trim);
+  sampler::InitLocalStackCapture();
+  if (pthread_atfork(AtForkPrepare, AtForkParent, AtForkChild) != 0)
+    Log(LogLevel::kWarn, "pthread_atfork failed: allocation stacks are not fork-safe");
+  g_mean = config.alloc_sample_bytes;
+  g_mode.store(kOn, std::memory_order_release);
+  // This thread's countdown still holds a pre-init recheck interval: expire
+  // it so sampling starts with the very next allocation (threads that ran
+  // before init catch up within kPreInitRecheckBytes).
+  tls_alloc.countdown = 0;
+  Log(LogLevel::kInfo, "allocation profiling: mean %llu bytes between samples, %llu live samples tracked",
+      static_cast<unsigned long long>(g_mean), static_cast<unsigned long long>(g_sampled.capacity()));
+}
+
+}  // namespace flightrec

@@ -1,0 +1,155 @@
+// fd guard: the protected-fd and lost-fd bitmaps, and keeping our fds off
+// 0-2 and libraries' fds protected (see fd_guard.h).
+#include "preload/fds/fd_guard.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace flightrec {
+namespace {
+
+constexpr int kWords = kMaxProtectedFd / 64;
+// Zero-initialised bss: untouched pages cost nothing.
+std::atomic<uint64_t> g_protected[kWords];
+std::atomic<uint64_t> g_lost[kWords];
+std::atomic<int> g_count{0};       // protected fds right now
+std::atomic<int> g_high_water{0};  // highest protected fd ever + 1
+
+bool InRange(int fd) { return fd >= 0 && fd < kMaxProtectedFd; }
+uint64_t Bit(int fd) { return uint64_t{1} << (fd & 63); }
+
+}  // namespace
+
+bool ProtectFd(int fd) {
+  if (!InRange(fd)) return false;
+  g_lost[fd >> 6].fetch_and(~Bit(fd), std::memory_order_relaxed);
+  const uint64_t old = g_protected[fd >> 6].fetch_or(Bit(fd), std::memory_order_release);
+  if (!(old & Bit(fd))) g_count.fetch_add(1, std::memory_order_relaxed);
+  int hw = g_high_water.load(std::memory_order_relaxed);
+  while (fd + 1 > hw && !g_high_water.compare_exchange_weak(hw, fd + 1, std::memory_order_relaxed)) {
+  }
+  return true;
+}
+
+void UnprotectFd(int fd) {
+  if (!InRange(fd)) return;
+  const uint64_t old = g_protected[fd >> 6].fetch_and(~Bit(fd), std::memory_order_release);
+  if (old & Bit(fd)) g_count.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool IsProtectedFd(int fd) {
+  if (!InRange(fd)) return false;
+  return (g_protected[fd >> 6].load(std::memory_order_acquire) & Bit(fd)) != 0;
+}
+
+void MarkProtectedFdLost(int fd) {
+  if (!InRange(fd)) return;
+  // Lost first, then unprotected: an owner that sees "not protected" also
+  // sees why.
+  g_lost[fd >> 6].fetch_or(Bit(fd), std::memory_order_release);
+  UnprotectFd(fd);
+}
+
+bool FdWasLost(int fd) {
+  if (!InRange(fd)) return false;
+  return (g_lost[fd >> 6].fetch_and(~Bit(fd), std::memory_order_acq_rel) & Bit(fd)) != 0;
+}
+
+int OpenTransientFdAt(int dir_fd, const char* path, int flags, mode_t mode) {
+  OwnFdChange opening;  // no bulk close between the open and the protection
+  const int fd = openat(dir_fd, path, flags | O_CLOEXEC, mode);
+  if (fd >= 0) ProtectFd(fd);
+  return fd;
+}
+
+int OpenOwnFdAt(int dir_fd, const char* path, int flags, mode_t mode) {
+  OwnFdChange opening;  // no bulk close between the open and the protection
+  const int fd = openat(dir_fd, path, flags | O_CLOEXEC, mode);
+  return fd >= 0 ? TakeOwnFd(fd) : fd;
+}
+
+void CloseOwnFd(int fd) {
+  if (fd < 0) return;
+  OwnFdChange change;
+  // Unprotected first: on an application thread the close hook swallows a
+  // protected number's close.
+  UnprotectFd(fd);
+  close(fd);
+}
+
+void CloseTransientFd(int fd) {
+  if (fd >= 0 && !FdWasLost(fd)) CloseOwnFd(fd);
+}
+
+void CloseTransientDir(DIR* dir) {
+  if (!dir) return;
+  const int fd = dirfd(dir);
+  if (FdWasLost(fd)) return;  // a few KiB leaked, once, beats closing the program's file
+  OwnFdChange change;
+  UnprotectFd(fd);
+  closedir(dir);
+}
+
+OpenFdSnapshot SnapshotOpenFds() {
+  OpenFdSnapshot s;
+  for (int fd = 0; fd < OpenFdSnapshot::kScanFds; fd++)
+    if (fcntl(fd, F_GETFD) != -1) s.open[fd >> 6] |= Bit(fd);
+  return s;
+}
+
+int ProtectPipesOpenedSince(const OpenFdSnapshot& before) {
+  int n = 0;
+  for (int fd = 0; fd < OpenFdSnapshot::kScanFds; fd++) {
+    if (before.open[fd >> 6] & Bit(fd)) continue;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && ProtectFd(fd)) n++;
+  }
+  return n;
+}
+
+int TakeOwnFd(int fd) {
+  fd = MoveToOwnFdRange(fd);
+  ProtectFd(fd);
+  return fd;
+}
+
+void SetOwnFdFloorFromLimit() {
+  rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  const rlim_t limit = rl.rlim_cur < 1024 ? rl.rlim_cur : 1024;
+  if (limit < 128) return;
+  format::SetOwnFdFloor(static_cast<int>(limit) - 64);
+}
+
+__thread bool tls_own_pipes __attribute__((tls_model("initial-exec"))) = false;
+OwnPipesScope::OwnPipesScope() { tls_own_pipes = true; }
+OwnPipesScope::~OwnPipesScope() { tls_own_pipes = false; }
+
+StdioPlaceholders::StdioPlaceholders() {
+  for (int fd = 0; fd <= 2; fd++) {
+    if (fcntl(fd, F_GETFD) != -1) continue;
+    // The lowest free number is fd itself: every lower one is open.
+    const int got = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (got == fd) {
+      held_[fd] = true;
+    } else if (got >= 0) {
+      syscall(SYS_close, got);
+    }
+  }
+}
+
+StdioPlaceholders::~StdioPlaceholders() {
+  for (int fd = 0; fd <= 2; fd++)
+    if (held_[fd]) syscall(SYS_close, fd);
+}
+
+bool AnyProtectedFd() { return g_count.load(std::memory_order_relaxed) > 0; }
+int ProtectedFdHighWater() { return g_high_water.load(std::memory_order_relaxed); }
+
+}  // namespace flightrec

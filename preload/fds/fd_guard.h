@@ -1,0 +1,163 @@
+// fd guard: keeps flightrec's own file descriptors (segment files, perf event
+// fds, lock files, the sock_diag netlink socket) alive in services that close
+// every fd they did not open (daemons, "close all fds before work" loops,
+// close_range(3, ~0U, 0), closefrom(3)).
+//
+// It also keeps them off 0-2 (TakeOwnFd, StdioPlaceholders) and protects the
+// fds that libraries we use open for themselves (libunwind's pipes, libdw's
+// files), which would otherwise read, write or close the application's.
+//
+// The owner calls TakeOwnFd(fd) (or ProtectFd) right after opening one of its fds and
+// UnprotectFd(fd) before closing it (a close from one of flightrec's own
+// threads also unprotects and really closes, so forgetting UnprotectFd there
+// is harmless). The close hooks (preload/fds/hook_fd.cc) consult IsProtectedFd:
+//
+//  * close(fd) of a protected fd by the application returns 0 without closing
+//    it. Returning 0 is the least surprising answer: the application asked
+//    for the fd to be gone from *its* point of view, and it never uses it
+//    again; EBADF would make it believe its own bookkeeping is wrong.
+//  * close_range()/closefrom() close everything else in the range (the range
+//    is split around protected fds).
+//  * dup2/dup3(x, fd) onto a protected fd: the application wins. Its call
+//    goes through unchanged (its behaviour must not change), and our fd is
+//    marked lost *before* the call, so the owner sees FdWasLost(fd) and
+//    reopens instead of writing into what is now the application's file. The
+//    owner must check IsProtectedFd(fd) (or FdWasLost) before each use; the
+//    window between that check and its write is the one unavoidable race, so
+//    owners should keep their fds out of the low range the application
+//    typically dup2s onto (0-2).
+//
+// Invariants: a lock-free bitmap of atomic words (async-signal-safe, no
+// allocation); fds >= kMaxProtectedFd cannot be protected (ProtectFd returns
+// false). Bits are only ever changed with atomic RMW operations.
+#pragma once
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "format/own_fds.h"
+
+namespace flightrec {
+
+inline constexpr int kMaxProtectedFd = 1 << 20;
+
+// Returns false if fd is out of range (it then stays unprotected).
+bool ProtectFd(int fd);
+void UnprotectFd(int fd);
+bool IsProtectedFd(int fd);
+
+// True once after the application dup2'd onto our protected fd (the fd is no
+// longer ours and no longer protected); clears the mark.
+bool FdWasLost(int fd);
+
+// Fast check for the close loops: false means no fd is protected at all.
+bool AnyProtectedFd();
+// Upper bound (exclusive) of protected fds, for range scans.
+int ProtectedFdHighWater();
+
+// Called by the dup2/dup3 hooks when the app replaces a protected fd.
+void MarkProtectedFdLost(int fd);
+
+// Moves fd into flightrec's range: off 0-2, and high (format/own_fds.h).
+using format::MoveToOwnFdRange;
+// MoveToOwnFdRange, then ProtectFd: for every long-lived fd flightrec opens.
+int TakeOwnFd(int fd);
+// Both ends of a pipe or socket pair.
+inline void TakeOwnFds(int fds[2]) {
+  fds[0] = TakeOwnFd(fds[0]);
+  fds[1] = TakeOwnFd(fds[1]);
+}
+
+// Sets the floor of flightrec's range from the soft RLIMIT_NOFILE: 64 under
+// it, the limit taken as 1024 at most (a number near a limit of a million
+// would make the kernel grow the process's fd table to that size, and keep
+// our descriptors out of select()'s reach for nothing). With a soft limit
+// under 128, the floor stays 3. Once, at init, before flightrec opens any.
+void SetOwnFdFloorFromLimit();
+
+// Pipes that libraries open for flightrec (libunwind's address-check pipes,
+// at init). While an OwnPipesScope is alive on a thread, and always on
+// flightrec's own threads, the pipe/pipe2 hooks (preload/fds/hook_fd.cc) pass
+// every pipe the thread creates through TakeOwnFd: libunwind keeps the numbers it is handed, so they must already
+// be high and protected. Anywhere else the hooks change nothing.
+class OwnPipesScope {
+ public:
+  OwnPipesScope();
+  ~OwnPipesScope();
+  OwnPipesScope(const OwnPipesScope&) = delete;
+  OwnPipesScope& operator=(const OwnPipesScope&) = delete;
+};
+extern __thread bool tls_own_pipes __attribute__((tls_model("initial-exec")));
+inline bool InOwnPipesScope() { return tls_own_pipes; }
+
+// While alive, fds 0-2 that were closed hold /dev/null, so that whatever is
+// opened meanwhile (libunwind's pipes, at init) lands above them; they are
+// closed again at the end of the scope. Single-threaded contexts only (the
+// constructor), where no application thread can be using those numbers.
+class StdioPlaceholders {
+ public:
+  StdioPlaceholders();
+  ~StdioPlaceholders();
+  StdioPlaceholders(const StdioPlaceholders&) = delete;
+  StdioPlaceholders& operator=(const StdioPlaceholders&) = delete;
+
+ private:
+  bool held_[3] = {};
+};
+
+// Files the recorder opens only to read and close again (/proc files, ELF
+// headers, perf maps): such a file takes the lowest free number, and is
+// protected while it is open. Otherwise a program's close-every-fd
+// (close_range, closefrom, a close loop) running during the read would close
+// it, hand its number to the program's next socket, and the read and the
+// close that follow would hit the program's socket. The window left is the
+// few instructions between open's return and the protection, which a
+// close_range/closefrom waits out (format/own_fds.h); a single close() of a
+// number the program never opened does not.
+// OpenTransientFd keeps open's errno on failure. CloseTransientFd closes,
+// unless the program dup2'd over the number meanwhile: the number is then its
+// file, and stays open. Any thread; no allocation.
+int OpenTransientFdAt(int dir_fd, const char* path, int flags, mode_t mode = 0);
+// Unprotects and closes one of our descriptors, with no bulk close between
+// the two (format/own_fds.h). The caller has checked FdWasLost if it must.
+void CloseOwnFd(int fd);
+inline int OpenTransientFd(const char* path, int flags) { return OpenTransientFdAt(AT_FDCWD, path, flags); }
+// A file the recorder keeps open a while (a segment lock held through its
+// upload, the output directory): opened like OpenTransientFdAt, then moved
+// high (TakeOwnFd), out of the numbers programs dup2 onto. Closed with
+// CloseTransientFd.
+int OpenOwnFdAt(int dir_fd, const char* path, int flags, mode_t mode = 0);
+void CloseTransientFd(int fd);
+// closedir for a stream made with fdopendir on an OpenTransientFdAt
+// descriptor (closedir closes inside libc, past the close hook). If the
+// program dup2'd over the number meanwhile, the stream is left unfreed
+// rather than close the program's file.
+void CloseTransientDir(DIR* dir);
+
+using format::BulkCloseScope;
+using format::OwnFdChange;
+
+// Descriptors a library opens behind our back. libunwind opens a pipe per
+// unwinder flavour when first used and, while unwinding, writes the byte at
+// an address it doubts into the pipe and reads it back (the kernel answers
+// EFAULT instead of faulting). If the application closed that pipe and
+// reused its numbers, libunwind would read from and write into the
+// application's own files and sockets. The pipe hooks adopt those pipes
+// (OwnPipesScope); this snapshot is the fallback for when they are not
+// reached (an interposer ahead of us that makes the system call itself, such
+// as a sanitizer runtime): the initialisation snapshots the open fds, lets
+// the library initialise, then protects every pipe that appeared.
+// Single-threaded contexts only (init); no allocation.
+struct OpenFdSnapshot {
+  static constexpr int kScanFds = 256;  // the library's fds are the lowest free ones
+  uint64_t open[kScanFds / 64] = {};
+};
+OpenFdSnapshot SnapshotOpenFds();
+// Protects the pipes opened since `before` was taken; returns how many.
+int ProtectPipesOpenedSince(const OpenFdSnapshot& before);
+
+}  // namespace flightrec

@@ -1,0 +1,81 @@
+// Flush registry: the tables features fill at init (event types, record
+// decoders, periodic sources, seal and shutdown hooks) and the flush thread
+// reads. Written only during init (single-threaded, before the flush thread
+// starts), read only by the flush thread afterwards: no locks needed.
+#include "preload/flush/flush_registry.h"
+
+#include <vector>
+
+#include "preload/flush/flush_registry_internal.h"
+#include "preload/threads/record_kinds.h"
+
+namespace flightrec {
+namespace {
+
+struct KindEntry {
+  const char* name = nullptr;
+  RecordDecodeFn decode = nullptr;
+};
+
+struct Registry {
+  std::vector<format::EventTypeSpec> event_types;  // index = id - 1
+  KindEntry kinds[kRecordKindCount];
+  std::vector<FlushSourceFn> sources;
+  std::vector<SealHookFn> seal_hooks;
+  std::vector<ShutdownHookFn> shutdown_hooks;
+  std::vector<ThreadDrainedFn> drained_hooks;
+};
+
+Registry& R() {
+  static Registry* r = new Registry();  // never destroyed: used during exit
+  return *r;
+}
+
+}  // namespace
+
+uint32_t DefineEventType(const format::EventTypeSpec& spec) {
+  R().event_types.push_back(spec);
+  return static_cast<uint32_t>(R().event_types.size());
+}
+
+void RegisterRecordKind(uint16_t kind, const char* name, RecordDecodeFn decode) {
+  if (kind >= kRecordKindCount) return;
+  R().kinds[kind].name = name;
+  R().kinds[kind].decode = decode;
+}
+
+const char* RecordKindName(uint16_t kind) {
+  if (kind < kRecordKindCount && R().kinds[kind].name) return R().kinds[kind].name;
+  return "unknown";
+}
+
+void RegisterFlushSource(FlushSourceFn fn) { R().sources.push_back(fn); }
+void RegisterSealHook(SealHookFn fn) { R().seal_hooks.push_back(fn); }
+void RegisterShutdownHook(ShutdownHookFn fn) { R().shutdown_hooks.push_back(fn); }
+void RegisterThreadDrainedHook(ThreadDrainedFn fn) { R().drained_hooks.push_back(fn); }
+
+void DefineAllEventTypes(format::SegmentWriter* writer) {
+  for (const auto& spec : R().event_types) writer->DefineEventType(spec);
+}
+
+RecordDecodeFn DecoderFor(uint16_t kind) {
+  return kind < kRecordKindCount ? R().kinds[kind].decode : nullptr;
+}
+
+void RunFlushSources(FlushContext& ctx) {
+  for (FlushSourceFn fn : R().sources) fn(ctx);
+}
+
+void RunSealHooks(const std::string& path) {
+  for (SealHookFn fn : R().seal_hooks) fn(path);
+}
+
+void RunThreadDrainedHooks(FlushContext& ctx) {
+  for (ThreadDrainedFn fn : R().drained_hooks) fn(ctx);
+}
+
+void RunShutdownHooks(uint64_t deadline_ns) {
+  for (ShutdownHookFn fn : R().shutdown_hooks) fn(deadline_ns);
+}
+
+}  // namespace flightrec

@@ -1,0 +1,56 @@
+// Flush registry: how producers plug into the flush thread.
+//
+// At init (before any thread records), each feature registers:
+//  * its event types (DefineEventType; ids are stable for the process),
+//  * a decoder per record kind it pushes into rings,
+//  * optionally a periodic source (perf mmap rings, rusage, accept queues),
+//  * optionally a seal hook (e.g. the uploader wants sealed paths).
+// Everything registered here runs only on the flush thread, never on hot paths,
+// so it may allocate (the recorder's threads allocate from mimalloc) and block.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "format/segment_writer.h"
+#include "preload/threads/ring.h"
+
+namespace flightrec {
+
+struct ThreadState;
+
+struct FlushContext {
+  format::SegmentWriter* writer;  // the active segment
+  ThreadState* thread;            // ring being drained; nullptr for sources
+  uint64_t now_ns;                // CLOCK_MONOTONIC at the start of this tick
+  bool final_tick = false;        // the last tick before the segment is sealed at exit/exec/crash
+  // Records and queued samples this tick handled (ring records are counted
+  // by the drain; a source adds what it took from its own queue). Zero means
+  // the process was quiet since the last tick: the flush thread then sleeps
+  // longer (flush_thread.cc, idle backoff).
+  uint64_t work = 0;
+  // Every ring was drained at or after this time: the tick's start, or the
+  // last full scan when this tick passed over quiet slots (slot_scan.h); 0
+  // (contexts made outside a tick): the tick's start. Records completed
+  // earlier have all been decoded, whatever their thread: ordering across
+  // threads (the socket connection table) waits for it.
+  uint64_t all_drained_ns = 0;
+  uint64_t AllDrainedNs() const { return all_drained_ns ? all_drained_ns : now_ns; }
+};
+
+using RecordDecodeFn = void (*)(FlushContext& ctx, const RecordHeader& header, const void* payload);
+using FlushSourceFn = void (*)(FlushContext& ctx);
+using SealHookFn = void (*)(const std::string& sealed_path);
+using ShutdownHookFn = void (*)(uint64_t deadline_monotonic_ns);
+// After a thread's ring was drained (ctx.thread set), before its slot may be
+// freed: for state the thread keeps beside its ring (socket_gaps.h).
+using ThreadDrainedFn = void (*)(FlushContext& ctx);
+
+uint32_t DefineEventType(const format::EventTypeSpec& spec);
+void RegisterRecordKind(uint16_t kind, const char* name, RecordDecodeFn decode);
+const char* RecordKindName(uint16_t kind);
+void RegisterFlushSource(FlushSourceFn fn);
+void RegisterSealHook(SealHookFn fn);
+void RegisterShutdownHook(ShutdownHookFn fn);  // run at exit after the final seal
+void RegisterThreadDrainedHook(ThreadDrainedFn fn);
+
+}  // namespace flightrec

@@ -1,0 +1,18 @@
+// The flush thread's side of the flush registry (see flush_registry.h).
+#pragma once
+#include <string>
+
+#include "preload/flush/flush_registry.h"
+
+namespace flightrec {
+
+// Defines every registered event type on a fresh writer, in registration
+// order, so ids match those DefineEventType returned.
+void DefineAllEventTypes(format::SegmentWriter* writer);
+RecordDecodeFn DecoderFor(uint16_t kind);
+void RunFlushSources(FlushContext& ctx);
+void RunSealHooks(const std::string& path);
+void RunShutdownHooks(uint64_t deadline_ns);
+void RunThreadDrainedHooks(FlushContext& ctx);
+
+}  // namespace flightrec

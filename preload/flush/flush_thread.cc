@@ -1,0 +1,645 @@
+// Flush thread: see flush_thread.h.
+//
+// Invariants:
+//  * Only this thread touches the writer and the segment files (the exit path
+//    waits for it rather than sharing them).
+//  * A slot becomes kFree only after its ring was drained *after* the owner
+//    marked it kRetired, so nothing a thread recorded before exiting is lost.
+//  * When the output is unusable, rings are still drained (so producers never
+//    stall) and every discarded record is counted as dropped, under its kind.
+//  * Nothing is lost uncounted when a write fails or the file vanishes: the
+//    writer counts the events that never reached the file (by event type),
+//    and drop reports that were only in such blocks are reported again in
+//    the next segment, so produced = recorded + dropped holds per kind.
+//  * Stopping (exit, exec) never waits for this thread to be scheduled: it
+//    runs at nice +10 and busy host threads can starve it for seconds. The
+//    phase word decides who owns the writer: a stopper that finds the thread
+//    idle takes over at once; one that finds it mid-tick asks it to stop at
+//    the next ring boundary and waits for that alone.
+#include "preload/flush/flush_thread.h"
+
+#include "preload/crash/crash_freeze.h"
+#include "preload/flush/flush_wakeup.h"
+#include "preload/flush/slot_scan.h"
+
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "format/segment_writer.h"
+#include "preload/flush/budget_tally.h"
+#include "preload/runtime/clock.h"
+#include "preload/runtime/config.h"
+#include "preload/fds/fd_guard.h"
+#include "preload/flush/flush_registry_internal.h"
+#include "preload/runtime/last_thread_exit.h"
+#include "preload/runtime/log.h"
+#include "preload/flush/output_dir.h"
+#include "preload/threads/record_kinds.h"
+#include "preload/runtime/recorder_thread.h"
+#include "preload/threads/ring_growth.h"
+#include "preload/flush/segment_files.h"
+#include "preload/threads/thread_registry.h"
+
+// The sampler supplies symbolization when it is linked in.
+namespace flightrec {
+format::PcDescriber* SamplerPcDescriber() __attribute__((weak));
+}
+
+namespace flightrec {
+namespace {
+
+constexpr uint64_t kMs = 1000000ull;
+// What waits in the writer reaches the file at least this often while the
+// process is active (its ticks come every FLIGHTREC_FLUSH_MS): a process
+// that dies without running exit code (SIGKILL, the OOM killer, Go's raw
+// exit_group) loses at most about this much. A smaller block compresses a
+// little worse (redis under load: +1-3% bytes at 250 ms against 1 s).
+constexpr uint64_t kBlockIntervalNs = 250 * kMs;
+// A quiet process is not woken just to write: its drains back off, and only
+// this schedules a wake for what waits (its once-a-second process.rusage
+// then shares the wake that writes it).
+constexpr uint64_t kBlockMaxDelayNs = 1000 * kMs;
+constexpr uint64_t kRetryNs = 5000 * kMs;          // retry an unusable output this often
+constexpr uint64_t kMaxBufferedBytes = 1 << 20;
+// A thread that wrote 1/16 of its ring since the last drain is busy: drain
+// again after the busy period rather than wait for its nudge (a quarter
+// full). Nudges alone let a niced flush thread fall behind a server on a
+// saturated machine (nginx under wrk lost 4.5% of its records with 64 KiB
+// rings); a quiet process still sleeps the whole FLIGHTREC_FLUSH_MS.
+// The period is 5 ms per 64 KiB of the smallest busy ring: a bigger ring
+// holds a busy thread's records for proportionally longer, so it is drained
+// (and the flush thread woken) proportionally less often with the same
+// margin. Rings differ in size once busy threads' have grown (ring_growth.h).
+constexpr uint64_t kBusyFraction = 16;
+// Idle backoff: each tick that found nothing to do (no ring record, no
+// queued sample) doubles the next sleep, up to this, but never past the
+// tick's next timed duty (UntilNextDuty). An idle process's tick costs tens
+// of microseconds, most of it waking a thread whose caches went cold (71 us
+// on the 2-vCPU VM, sleep(1) under the defaults), and 20 of them a second
+// were half of what flightrec cost a process that does nothing. Records
+// still reach the disk on time: a ring a quarter full wakes the thread at
+// once (flush_wakeup.h), and the next block write is a timed duty.
+constexpr uint64_t kIdleMaxNs = 1000 * kMs;
+uint64_t BusyPeriodNs(uint64_t ring_bytes) {
+  const uint64_t ns = 5 * kMs * (ring_bytes / 1024) / 64;
+  return ns < kMs ? kMs : ns;
+}
+
+// Who owns the writer. kIdle/kTicking: the flush thread (between ticks / in
+// one). kStopRequested: a stopper waits for the tick to reach a safe point.
+// kStopped: the stopper owns it; the flush thread only leaves.
+enum Phase : int { kIdle, kTicking, kStopRequested, kStopped };
+
+struct FlushState {
+  format::SegmentWriter* writer = nullptr;
+  ProcessInfo info;
+  uint64_t seq = 0;
+  std::string active_path;
+  uint64_t opened_ns = 0;
+  uint64_t last_block_ns = 0;
+  uint64_t last_rusage_ns = 0;
+  uint64_t retry_at_ns = 0;
+  bool paused = false;
+  bool paused_logged = false;
+  // Paused for a fault the program then survived (a JVM's implicit null
+  // check), not because the output failed: resuming is not news.
+  bool paused_for_crash = false;
+  uint64_t discarded[kRecordKindCount] = {};  // records thrown away while paused, per kind
+  // Drop totals (footer counters) as of the segment's last successful write:
+  // what its readable blocks report already.
+  std::map<std::string, uint64_t> durable_drops;
+  // Drops reported only in blocks that never reached the disk: reported
+  // again in the next segment.
+  std::map<std::string, uint64_t> carried_drops;
+  uint64_t unattributed_seen = 0;  // UnattributedDrops() already reported
+  SlotScan<ThreadState> slots;  // which slots a tick visits (slot_scan.h)
+  uint64_t last_full_scan_ns = 0;
+  bool busy = false;  // the last drain took 1/kBusyFraction of some ring or more
+  size_t busy_ring_bytes = SIZE_MAX;  // the smallest such ring (ring_growth.h: they differ)
+  bool quiet = false;  // the last tick found no record and no queued sample (FlushContext::work)
+  std::atomic<int> phase{kIdle};
+  std::atomic<pid_t> tid{0};       // the flush thread's, once it runs
+  std::atomic<bool> done{false};
+  std::atomic<bool> crash_requested{false};
+  std::atomic<bool> crash_done{false};
+  std::atomic<bool> resume_requested{false};  // ResumeAfterCrash
+  pthread_t thread{};
+  // By the one stopper that gets there first (two exit paths on two threads
+  // may both give up waiting): a thread is detached once.
+  std::atomic<bool> thread_detached{false};
+};
+
+FlushState* g_state = nullptr;
+uint64_t g_next_seq = 0;  // segment numbers continue across restarts (failed exec)
+
+// The flush thread's futex word (flush_wakeup.h), bumped by every wake-up:
+// producers' nudges, stop, crash and resume requests. Global rather than in
+// FlushState so producers reach it without g_state (which a fork child
+// replaces), and so shared by every flush thread of the process: a stopped
+// one (exec failure, privilege drop) may still be asleep on it while its
+// successor runs, hence wakes wake all and sleepers are counted, not flagged.
+std::atomic<uint32_t> g_wake_word{0};
+std::atomic<int> g_sleepers{0};  // flush threads in (or entering) their futex wait
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex word");
+
+void FutexWakeAll() {
+  const int saved = errno;
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_wake_word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+  errno = saved;
+}
+
+// Sleeps up to `ns` unless the word moved since `seen` (read before the tick:
+// a nudge or wake during the tick cuts this sleep at once).
+void SleepUnlessWoken(uint32_t seen, uint64_t ns) {
+  timespec ts = NsToTimespec(ns);
+  g_sleepers.fetch_add(1, std::memory_order_seq_cst);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_wake_word), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+  g_sleepers.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// Closes the writer's file (Seal or Abandon) and releases its fd protection.
+template <typename CloseFn>
+bool CloseWriter(FlushState& s, CloseFn close_fn) {
+  const int fd = s.writer->fd();
+  OwnFdChange change;  // no bulk close between the close and the unprotection
+  const bool ok = close_fn();
+  if (fd >= 0) UnprotectFd(fd);
+  return ok;
+}
+
+void Pause(FlushState& s, const std::string& why, bool fd_lost = false) {
+  if (fd_lost) {
+    s.writer->ForgetFd();
+  } else if (s.writer->is_open()) {
+    CloseWriter(s, [&] { s.writer->Abandon(); return true; });
+  }
+  s.active_path.clear();
+  s.paused = true;
+  s.retry_at_ns = MonotonicNs() + kRetryNs;
+  if (!s.paused_logged) {
+    Log(LogLevel::kWarn, "%s; recording paused, the service is unaffected (retrying every 5 s)", why.c_str());
+    s.paused_logged = true;
+  }
+}
+
+std::string BaseName(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+bool OpenSegment(FlushState& s, uint64_t now) {
+  const Config& cfg = GetConfig();
+  std::string error;
+  OutputDir dir;
+  if (!OpenOutputDir(cfg.output, cfg.allow_foreign_dir, true, &dir, &error)) {
+    Pause(s, error);
+    return false;
+  }
+  format::SegmentHeaderInfo h;
+  h.pid = s.info.pid;
+  h.sequence = s.seq;
+  h.anchor_monotonic_ns = s.info.monotonic_ns;
+  h.anchor_realtime_ns = s.info.realtime_ns;
+  h.service = s.info.service;
+  h.host = s.info.hostname;
+  // Relative to the directory's descriptor: after a privilege drop the path
+  // is no longer reachable.
+  const std::string path = ActiveSegmentPath(dir.path(), s.info.service, s.info.pid, s.seq, RealtimeNs());
+  {
+    OwnFdChange opening;  // no bulk close between the open and the protection
+    if (!s.writer->OpenAt(dir.fd(), BaseName(path), h, &error)) {
+      Pause(s, "cannot create segment " + path + ": " + error);
+      return false;
+    }
+    // Daemons that close every fd must not close (or reuse) ours.
+    ProtectFd(s.writer->fd());
+  }
+  // Tells other processes' disk budgets a live process writes this file,
+  // whatever pid namespace they see it from (segment_files.h).
+  flock(s.writer->fd(), LOCK_SH | LOCK_NB);
+  if (s.paused && s.paused_for_crash)
+    Log(LogLevel::kDebug, "the program recovered from a fault; recording resumed in a new segment");
+  else if (s.paused)
+    Log(LogLevel::kWarn, "output %s usable again; recording resumed", cfg.output.c_str());
+  s.paused = false;
+  s.paused_for_crash = false;
+  s.paused_logged = false;
+  s.active_path = path;
+  s.opened_ns = now;
+  s.seq++;
+  g_next_seq = s.seq;
+  EmitProcessStart(s.writer, s.info, now);
+  return true;
+}
+
+// The segment's drop totals `totals` did not all reach the disk: what its
+// readable blocks do not report (nothing, if the file is gone) is carried to
+// the next segment, and a vanished file's events count as lost.
+void CarryDrops(FlushState& s, const std::vector<std::pair<std::string, uint64_t>>& totals, bool file_gone) {
+  constexpr size_t kPrefix = sizeof("dropped.") - 1;
+  for (const auto& [key, total] : totals) {
+    const uint64_t durable = file_gone ? 0 : s.durable_drops[key];
+    if (total > durable && key.size() > kPrefix) s.carried_drops[key.substr(kPrefix)] += total - durable;
+  }
+  s.durable_drops.clear();
+  if (file_gone) s.writer->LoseWrittenEvents();
+}
+
+// A write failed or the file vanished: the segment is given up unsealed.
+void CarryUnwrittenDrops(FlushState& s, bool file_gone) { CarryDrops(s, TakeFooterCounters(), file_gone); }
+
+void NoteDurable(FlushState& s) {
+  s.durable_drops.clear();
+  for (const auto& [key, total] : PeekFooterCounters()) s.durable_drops[key] = total;
+}
+
+// Everything the output lost, under the kind it would have been recorded as:
+// ring records discarded while paused, events the writer could not write,
+// drop reports that never reached the disk.
+void ReportOutputLosses(FlushState& s, FlushContext& ctx) {
+  for (int k = 0; k < kRecordKindCount; ++k) {
+    if (!s.discarded[k]) continue;
+    EmitGlobalDrops(ctx, RecordKindName(static_cast<uint16_t>(k)), s.discarded[k]);
+    s.discarded[k] = 0;
+  }
+  for (const auto& [type, n] : s.writer->TakeLostEvents())
+    if (type != "recorder.dropped") EmitGlobalDrops(ctx, type.c_str(), n);  // their counts are carried
+  for (const auto& [kind, n] : s.carried_drops) EmitGlobalDrops(ctx, kind.c_str(), n);
+  s.carried_drops.clear();
+}
+
+// Seals the active segment: footer, rename to .seg, seal hooks, disk budget.
+void SealSegment(FlushState& s) {
+  if (!s.writer->is_open()) return;
+  std::string error;
+  if (FdWasLost(s.writer->fd())) {
+    CarryUnwrittenDrops(s, false);
+    Pause(s, "the application took over the segment's descriptor (dup2)", true);
+    return;
+  }
+  const std::vector<std::pair<std::string, uint64_t>> totals = PeekFooterCounters();
+  if (!CloseWriter(s, [&] { return s.writer->Seal(totals, &error); })) {
+    CarryUnwrittenDrops(s, false);
+    Pause(s, "cannot seal segment " + s.active_path + ": " + error);
+    return;
+  }
+  TakeFooterCounters();  // in the footer now
+  s.durable_drops.clear();
+  const std::string sealed = SealedSegmentPath(s.active_path);
+  OutputDir dir;
+  std::string dir_error;
+  if (!OpenOutputDir(GetConfig().output, GetConfig().allow_foreign_dir, false, &dir, &dir_error) ||
+      renameat(dir.fd(), BaseName(s.active_path).c_str(), dir.fd(), BaseName(sealed).c_str()) != 0) {
+    const int err = errno;
+    Log(LogLevel::kWarn, "cannot rename %s: %s", s.active_path.c_str(), strerror(err));
+    if (err == ENOENT) CarryDrops(s, totals, true);  // removed under us, with everything in it
+    s.active_path.clear();
+    return;
+  }
+  s.active_path.clear();
+  RunSealHooks(sealed);
+  const uint64_t deleted =
+      AccountSealedSegment(dir.fd(), GetConfig().max_disk_bytes, s.writer->stats().bytes_written, RealtimeNs());
+  if (deleted) {
+    Log(LogLevel::kInfo, "disk budget: deleted %llu oldest segment(s)", static_cast<unsigned long long>(deleted));
+    AddFooterDrop("segments.deleted_for_budget", deleted);
+  }
+}
+
+// A stopper is waiting for this tick: end it at the next safe point (the
+// stopper's final tick does what is left).
+bool StopRequested(const FlushState& s) { return s.phase.load(std::memory_order_acquire) == kStopRequested; }
+
+// full: visit every slot, quiet ones too (slot_scan.h says when).
+void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
+  const bool writing = s.writer->is_open();
+  s.busy = false;
+  s.busy_ring_bytes = SIZE_MAX;
+  // Kinds are registered at init: look each decoder up once per drain, not
+  // once per record.
+  RecordDecodeFn decoders[kRecordKindCount];
+  for (uint16_t k = 0; k < kRecordKindCount; k++) decoders[k] = DecoderFor(k);
+  s.slots.AddNew(RegistryHead());
+  auto visit = [&](ThreadState* ts) {
+    const int st = ts->state.load(std::memory_order_acquire);
+    if (st != static_cast<int>(ThreadSlotState::kActive) && st != static_cast<int>(ThreadSlotState::kRetired))
+      return false;
+    ctx.thread = ts;
+    const uint64_t before = ts->ring.consumed();
+    ts->ring.Drain([&](const RecordHeader& h, const void* payload) {
+      RecordDecodeFn fn = h.kind < kRecordKindCount ? decoders[h.kind] : nullptr;
+      ctx.work++;
+      if (!writing) {
+        s.discarded[h.kind < kRecordKindCount ? h.kind : 0]++;
+      } else if (fn) {
+        fn(ctx, h, payload);
+      }
+    });
+    const uint64_t drained = ts->ring.consumed() - before;
+    const size_t ring_bytes = ts->ring.consumer_capacity();
+    if (drained * kBusyFraction >= ring_bytes) {
+      s.busy = true;
+      s.busy_ring_bytes = std::min(s.busy_ring_bytes, ring_bytes);
+    }
+    if (writing && st == static_cast<int>(ThreadSlotState::kRetired)) EmitThreadEndIfDropped(ctx, ts);
+    if (writing) RunThreadDrainedHooks(ctx);
+    if (writing) EmitDropDeltas(ctx, ts);
+    if (st == static_cast<int>(ThreadSlotState::kRetired)) {
+      // The owner is gone; whatever it pushed before retiring was drained above.
+      ReleaseRingGrowth(ts);
+      ts->state.store(static_cast<int>(ThreadSlotState::kFree), std::memory_order_release);
+      return true;
+    }
+    NoteRingDrained(ts, drained, ctx.now_ns);
+    return drained != 0;
+  };
+  const bool skipped = s.slots.ForEach(full, visit, [&] { return StopRequested(s); });
+  // Records a passed-over slot may hold are all from after the last full
+  // scan; without one passed over, everything before this tick is in.
+  ctx.all_drained_ns = skipped ? s.last_full_scan_ns : ctx.now_ns;
+  ctx.thread = nullptr;
+}
+
+// nudged: a producer's nudge (or a stop or crash request) started this tick.
+void Tick(FlushState& s, bool final_tick, bool nudged) {
+  const Config& cfg = GetConfig();
+  const uint64_t now = MonotonicNs();
+  if (s.paused && (now >= s.retry_at_ns || s.resume_requested.exchange(false, std::memory_order_acq_rel)))
+    OpenSegment(s, now);
+  FlushContext ctx{s.writer, nullptr, now, final_tick};
+  s.quiet = false;
+  const bool full_scan = final_tick || nudged || now - s.last_full_scan_ns >= kFullScanNs;
+  if (full_scan) s.last_full_scan_ns = now;
+  DrainRings(s, ctx, full_scan);
+  if (!s.writer->is_open() || StopRequested(s)) return;
+  RunFlushSources(ctx);
+  s.quiet = ctx.work == 0;
+  const uint64_t unattributed = UnattributedDrops();
+  if (unattributed != s.unattributed_seen) {
+    EmitGlobalDrops(ctx, "unregistered_thread", unattributed - s.unattributed_seen);
+    s.unattributed_seen = unattributed;
+  }
+  ReportOutputLosses(s, ctx);
+  if (cfg.rusage_ms && (now - s.last_rusage_ns >= cfg.rusage_ms * kMs || final_tick)) {
+    s.last_rusage_ns = now;
+    EmitRusage(ctx);
+    const uint64_t names_ns = MonotonicNs();  // not `now`: see RefreshThreadName
+    s.slots.ForEachDue(final_tick, [&](ThreadState* ts) { RefreshThreadName(ctx, ts, names_ns); });
+    // The directory may have been removed under us: writes to an unlinked file
+    // succeed silently, so check the file still has a name. On the open file,
+    // not the path: a process that dropped root cannot stat the path at all.
+    struct stat st;
+    if (!s.active_path.empty() && fstat(s.writer->fd(), &st) == 0 && st.st_nlink == 0) {
+      CarryUnwrittenDrops(s, true);
+      Pause(s, "segment " + s.active_path + " disappeared (removed under us)");
+      return;
+    }
+  }
+  if (final_tick) {
+    SealSegment(s);
+    return;
+  }
+  if (StopRequested(s)) return;
+  if (now - s.last_block_ns >= kBlockIntervalNs || s.writer->buffered_bytes() > kMaxBufferedBytes) {
+    s.last_block_ns = now;
+    if (FdWasLost(s.writer->fd())) {
+      // Our descriptor number now belongs to the application: never write to it.
+      CarryUnwrittenDrops(s, false);
+      Pause(s, "the application took over the segment's descriptor (dup2)", true);
+      return;
+    }
+    std::string error;
+    if (!s.writer->Flush(&error)) {
+      CarryUnwrittenDrops(s, false);
+      Pause(s, "cannot write segment " + s.active_path + ": " + error);
+      return;
+    }
+    NoteDurable(s);
+  }
+  if (s.writer->stats().bytes_written + s.writer->buffered_bytes() >= cfg.segment_bytes ||
+      now - s.opened_ns >= cfg.segment_seconds * 1000 * kMs) {
+    SealSegment(s);
+    if (!s.paused) OpenSegment(s, MonotonicNs());
+  }
+}
+
+// How long until a tick has timed work to do: the next process.rusage, the
+// next block write while events wait in the writer, a time-based segment
+// rotation, a paused recorder's retry. Bounds the idle backoff, so a quiet
+// process's trace still advances on the schedule the knobs promise.
+uint64_t UntilNextDuty(const FlushState& s, uint64_t now) {
+  const Config& cfg = GetConfig();
+  uint64_t due = UINT64_MAX;
+  auto at = [&](uint64_t t) { due = std::min(due, t); };
+  if (cfg.rusage_ms) at(s.last_rusage_ns + cfg.rusage_ms * kMs);
+  if (s.writer->buffered_bytes() > 0) at(s.last_block_ns + kBlockMaxDelayNs);
+  if (s.writer->is_open()) at(s.opened_ns + cfg.segment_seconds * 1000 * kMs);
+  if (s.paused) at(s.retry_at_ns);
+  return due > now ? due - now : 0;
+}
+
+// The flush thread enters a tick unless a stopper took the writer over.
+bool BeginTick(FlushState& s) {
+  int expected = kIdle;
+  return s.phase.compare_exchange_strong(expected, kTicking, std::memory_order_acq_rel);
+}
+
+// False if a stopper asked for the writer during the tick: it is handed over.
+bool EndTick(FlushState& s) {
+  int expected = kTicking;
+  if (s.phase.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel)) return true;
+  s.phase.store(kStopped, std::memory_order_release);
+  return false;
+}
+
+// Set while exit() runs on the flush thread (EndProcess): the atexit
+// shutdown then finds itself on this thread and must not wait for it.
+bool g_exit_on_flush_thread = false;
+
+// The application's last thread is gone and only ours keep the process
+// alive: end it the way glibc would have on that last thread.
+[[noreturn]] void EndProcess() {
+  Log(LogLevel::kInfo, "the application's last thread has exited; ending the process (exit status 0)");
+  g_exit_on_flush_thread = true;
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 0);  // atexit handlers are the host's
+  exit(0);
+}
+
+// A stopper waits for the flush thread: let it run at the stopper's priority
+// (and in its real-time class, if any), so busy host threads cannot starve
+// the last tick of a nice +10 thread.
+void BoostFlushThread(const FlushState& s) { LiftRecorderThread(s.tid.load(std::memory_order_acquire)); }
+
+void* FlushMain(void* arg) {
+  auto* s = static_cast<FlushState*>(arg);
+  s->tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
+  const uint64_t period = GetConfig().flush_ms * kMs;
+  uint32_t seen = g_wake_word.load(std::memory_order_seq_cst);
+  uint64_t sleep_ns = period;
+  uint64_t idle_ns = period;  // doubles with every quiet tick, up to kIdleMaxNs
+  CrashFreezeJoin();
+  for (;;) {
+    SleepUnlessWoken(seen, sleep_ns);
+    CrashFreezePark();  // the program's crash handler is running: touch nothing
+    const uint32_t now_seen = g_wake_word.load(std::memory_order_seq_cst);
+    const bool nudged = now_seen != seen;  // not just the timer: scan every slot
+    seen = now_seen;
+    if (!BeginTick(*s)) break;
+    if (s->crash_requested.load(std::memory_order_acquire)) {
+      // Seal now; do not open a new segment (the process is about to die).
+      // If it survives, the pause ends after kRetryNs and recording resumes.
+      Tick(*s, true, true);
+      s->paused = true;
+      s->paused_logged = true;
+      s->paused_for_crash = true;
+      s->retry_at_ns = MonotonicNs() + kRetryNs;
+      s->crash_requested.store(false, std::memory_order_relaxed);
+      s->crash_done.store(true, std::memory_order_release);
+      if (!EndTick(*s)) break;
+      continue;
+    }
+    Tick(*s, false, nudged);
+    // Read while the state is still ours: once EndTick hands it back, a
+    // stopper may take it over and tick on it (TSan caught this read racing).
+    if (s->busy && period > BusyPeriodNs(s->busy_ring_bytes)) {
+      sleep_ns = BusyPeriodNs(s->busy_ring_bytes);
+    } else if (!s->quiet || MainThreadLeft()) {
+      idle_ns = period;
+      sleep_ns = period;
+    } else {
+      idle_ns = std::min(idle_ns * 2, std::max(period, kIdleMaxNs));
+      sleep_ns = std::max(period, std::min(idle_ns, UntilNextDuty(*s, MonotonicNs())));
+    }
+    if (!EndTick(*s)) break;
+    if (ApplicationThreadsGone(MonotonicNs())) EndProcess();
+  }
+  // The final drain and seal run on the thread that stops us (StopFlushThread):
+  // it runs at the host's priority, so a loaded machine cannot starve the
+  // last segment of a nice +10 thread.
+  s->done.store(true, std::memory_order_release);
+  CrashFreezeLeave();
+  return nullptr;
+}
+
+bool Launch(const ProcessInfo& info) {
+  auto* s = new FlushState();
+  s->writer = new format::SegmentWriter();
+  if (SamplerPcDescriber) s->writer->SetPcDescriber(SamplerPcDescriber());
+  DefineAllEventTypes(s->writer);
+  s->info = info;
+  s->seq = g_next_seq;
+  const uint64_t now = MonotonicNs();
+  s->last_block_ns = now;
+  s->last_rusage_ns = 0;
+  OpenSegment(*s, now);
+  const int rc = CreateRecorderThread(&s->thread, "flightrec-flush", FlushMain, s);
+  if (rc != 0) {
+    Log(LogLevel::kWarn, "cannot start the flush thread: %s; recording disabled", strerror(rc));
+    if (s->writer->is_open()) s->writer->Abandon();
+    return false;
+  }
+  g_state = s;
+  return true;
+}
+
+}  // namespace
+
+void NudgeFlushThread() {
+  g_wake_word.fetch_add(1, std::memory_order_seq_cst);
+  if (g_sleepers.load(std::memory_order_seq_cst) > 0) FutexWakeAll();
+}
+
+bool StartFlushThread(const ProcessInfo& info) { return Launch(info); }
+
+bool StopFlushThread(uint64_t deadline_ns) {
+  FlushState* s = g_state;
+  if (!s) return true;
+  if (g_exit_on_flush_thread && pthread_equal(pthread_self(), s->thread)) {
+    // exit() from EndProcess: we are the flush thread, between ticks.
+    s->phase.store(kStopped, std::memory_order_release);
+    g_state = nullptr;
+    Tick(*s, true, true);
+    return true;
+  }
+  // Idle: take the writer over at once. Mid-tick: ask for it and wait.
+  for (;;) {
+    int expected = kIdle;
+    if (s->phase.compare_exchange_strong(expected, kStopped, std::memory_order_acq_rel)) break;
+    if (expected == kStopped) return true;  // another exiting thread took it over
+    if (expected == kTicking &&
+        !s->phase.compare_exchange_strong(expected, kStopRequested, std::memory_order_acq_rel))
+      continue;  // it went idle meanwhile
+    BoostFlushThread(*s);
+    while (s->phase.load(std::memory_order_acquire) != kStopped) {
+      if (MonotonicNs() >= deadline_ns) {
+        Log(LogLevel::kWarn, "flush thread did not finish before the exit deadline; the last segment stays .active");
+        // Left running, never joined: detached, so it is not a leaked thread.
+        if (!s->thread_detached.exchange(true, std::memory_order_acq_rel)) pthread_detach(s->thread);
+        return false;
+      }
+      timespec ts{0, 1000000};
+      nanosleep(&ts, nullptr);
+    }
+    break;
+  }
+  // It wakes, sees kStopped and leaves on its own; never wait for a thread
+  // the scheduler may not run for a while.
+  NudgeFlushThread();
+  if (!s->thread_detached.exchange(true, std::memory_order_acq_rel)) pthread_detach(s->thread);
+  g_state = nullptr;
+  // Final drain and seal on this thread, which counts as a recorder thread
+  // meanwhile so its own allocations are not recorded.
+  const uint32_t saved_flags = tls_thread_flags;
+  tls_thread_flags |= kThreadFlagRecorder;
+  Tick(*s, true, true);
+  tls_thread_flags = saved_flags;
+  return true;
+}
+
+bool RequestCrashFlushAndWait(uint64_t deadline_ns) {
+  FlushState* s = g_state;
+  if (!s || s->done.load(std::memory_order_acquire) || s->phase.load(std::memory_order_acquire) == kStopped)
+    return false;
+  s->crash_done.store(false, std::memory_order_relaxed);
+  s->crash_requested.store(true, std::memory_order_release);
+  NudgeFlushThread();
+  while (!s->crash_done.load(std::memory_order_acquire)) {
+    if (MonotonicNs() >= deadline_ns) return false;
+    timespec ts{0, 1000000};
+    nanosleep(&ts, nullptr);  // async-signal-safe
+  }
+  return true;
+}
+
+void ResumeAfterCrash() {
+  FlushState* s = g_state;
+  if (!s) return;
+  s->resume_requested.store(true, std::memory_order_release);
+  NudgeFlushThread();
+}
+
+void RestartFlushThreadInChild(const ProcessInfo& info) {
+  // The parent's FlushState and writer are abandoned (leaked): their memory
+  // may be mid-update from a thread that does not exist in the child. Only
+  // the inherited descriptor is released, so the child does not hold the
+  // parent's segment open.
+  if (g_state) {
+    CloseOwnFd(g_state->writer->fd());
+  }
+  g_state = nullptr;
+  g_next_seq = 0;  // a new process: its own numbering
+  Launch(info);
+}
+
+}  // namespace flightrec

@@ -1,0 +1,187 @@
+// Segment files: see segment_files.h.
+#include "preload/flush/segment_files.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <vector>
+
+#include "preload/fds/fd_guard.h"
+
+namespace flightrec {
+namespace {
+
+bool MakeDirs(const std::string& dir, std::string* error) {
+  // Create each missing component; only the components we create get 0700.
+  for (size_t pos = 1; pos <= dir.size(); ++pos) {
+    if (pos != dir.size() && dir[pos] != '/') continue;
+    const std::string part = dir.substr(0, pos);
+    if (mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) {
+      *error = "cannot create " + part + ": " + strerror(errno);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool HasSuffix(const std::string& s, const char* suffix) {
+  const size_t n = strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// The pid in "<stamp>-<service>-<pid>-<seq>.active" (the service never
+// holds '-'); 0 if the name does not parse.
+pid_t ActiveSegmentPid(const std::string& name) {
+  const size_t seq_dash = name.rfind('-');
+  if (seq_dash == std::string::npos || seq_dash == 0) return 0;
+  const size_t pid_dash = name.rfind('-', seq_dash - 1);
+  if (pid_dash == std::string::npos || seq_dash - pid_dash < 2 || seq_dash - pid_dash > 11) return 0;
+  uint64_t pid = 0;
+  for (size_t i = pid_dash + 1; i < seq_dash; ++i) {
+    if (name[i] < '0' || name[i] > '9') return 0;
+    pid = pid * 10 + static_cast<uint64_t>(name[i] - '0');
+  }
+  return pid > 0 && pid <= 0x7fffffff ? static_cast<pid_t>(pid) : 0;
+}
+
+// A .active segment whose process is gone (killed before it could seal):
+// nothing will ever seal it, so it must not hold the budget forever. A pid
+// reused since stays protected (kill succeeds); a live writer in another
+// pid namespace is protected by the shared flock it holds on its file
+// (flush_thread.cc), which the deletion below cannot take over.
+bool Abandoned(const std::string& name) {
+  const pid_t pid = ActiveSegmentPid(name);
+  return pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+}  // namespace
+
+bool PrepareOutputDirectory(const std::string& dir, bool allow_foreign, std::string* error) {
+  if (dir.empty() || dir[0] != '/') {
+    *error = "output directory '" + dir + "' is not an absolute path";
+    return false;
+  }
+  if (!MakeDirs(dir, error)) return false;
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0) {
+    *error = "cannot stat " + dir + ": " + strerror(errno);
+    return false;
+  }
+  if (S_ISLNK(st.st_mode)) {
+    *error = "output directory " + dir + " is a symlink; refusing to follow it";
+    return false;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    *error = "output path " + dir + " is not a directory";
+    return false;
+  }
+  if (st.st_uid != geteuid() && !allow_foreign) {
+    *error = "output directory " + dir + " is owned by uid " + std::to_string(st.st_uid) +
+             ", not us; set FLIGHTREC_ALLOW_FOREIGN_DIR=1 to use it";
+    return false;
+  }
+  if (access(dir.c_str(), W_OK | X_OK) != 0) {
+    *error = "output directory " + dir + " is not writable: " + strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+std::string ActiveSegmentPath(const std::string& dir, const std::string& service, uint32_t pid,
+                              uint64_t seq, uint64_t realtime_ns) {
+  std::string safe;
+  for (char c : service) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_';
+    safe.push_back(ok ? c : '_');  // '-' separates fields, so it is replaced too
+    if (safe.size() >= 64) break;
+  }
+  if (safe.empty()) safe = "unknown";
+  const time_t secs = static_cast<time_t>(realtime_ns / 1000000000ull);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  char stamp[64];
+  snprintf(stamp, sizeof(stamp), "%04d%02d%02dT%02d%02d%02d.%03lluZ", tm.tm_year + 1900, tm.tm_mon + 1,
+           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+           static_cast<unsigned long long>((realtime_ns / 1000000ull) % 1000));
+  char tail[64];
+  snprintf(tail, sizeof(tail), "-%u-%04llu.active", pid, static_cast<unsigned long long>(seq));
+  return dir + "/" + stamp + "-" + safe + tail;
+}
+
+std::string SealedSegmentPath(const std::string& active_path) {
+  if (HasSuffix(active_path, ".active")) return active_path.substr(0, active_path.size() - 7) + ".seg";
+  return active_path + ".seg";
+}
+
+uint64_t EnforceDiskBudget(const std::string& dir, uint64_t max_bytes, const std::string& current) {
+  const int fd = OpenTransientFd(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return 0;
+  const size_t slash = current.rfind('/');
+  const bool inside = slash != std::string::npos && current.compare(0, slash, dir) == 0;
+  const uint64_t deleted = EnforceDiskBudgetAt(fd, max_bytes, inside ? current.substr(slash + 1) : "");
+  CloseTransientFd(fd);
+  return deleted;
+}
+
+uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& current_name,
+                             uint64_t* total_after) {
+  // A directory stream of its own: closedir() must not close dir_fd.
+  const int own = OpenTransientFdAt(dir_fd, ".", O_RDONLY | O_DIRECTORY);
+  if (own < 0) return 0;
+  DIR* d = fdopendir(own);
+  if (!d) {
+    CloseTransientFd(own);
+    return 0;
+  }
+  struct Entry {
+    std::string name;
+    uint64_t size;
+    bool sealed;
+  };
+  std::vector<Entry> entries;
+  uint64_t total = 0;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    const bool sealed = HasSuffix(name, ".seg");
+    if (!sealed && !HasSuffix(name, ".active")) continue;
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    total += static_cast<uint64_t>(st.st_size);
+    entries.push_back({name, static_cast<uint64_t>(st.st_size), sealed});
+  }
+  // Names start with a UTC timestamp, so name order is age order.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
+  uint64_t deleted = 0;
+  for (const Entry& e : entries) {
+    if (total <= max_bytes) break;
+    if (e.name == current_name || (!e.sealed && !Abandoned(e.name))) continue;
+    // The uploader holds an flock on a segment it is shipping; skip those.
+    const int fd = OpenTransientFdAt(dirfd(d), e.name.c_str(), O_RDONLY | O_NOFOLLOW);
+    if (fd < 0) continue;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      if (unlinkat(dirfd(d), e.name.c_str(), 0) == 0) {
+        total -= e.size;
+        ++deleted;
+      }
+    }
+    CloseTransientFd(fd);
+  }
+  {
+    OwnFdChange change;
+    UnprotectFd(own);  // closedir closes it without the close hook
+    closedir(d);
+  }
+  if (total_after) *total_after = total;
+  return deleted;
+}
+
+}  // namespace flightrec

@@ -1,0 +1,220 @@
+// Config parsing: turns FLIGHTREC_* environment variables into a Config.
+// Every problem becomes one message naming the variable, the bad value and
+// the default kept; nothing here can stop the host.
+#include "preload/runtime/config.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace flightrec {
+namespace {
+
+// Never destroyed: Shutdown reads it at exit, and the order of exit handlers
+// against static destructors is not ours to choose (under TSan's atexit
+// interceptor ~Config ran first and Shutdown read the freed output path).
+union ImmortalConfig {
+  Config value;
+  ImmortalConfig() : value() {}
+  ~ImmortalConfig() {}
+};
+ImmortalConfig g_config;
+
+// A value as it appears in a message: one line, printable, bounded. Control
+// bytes and non-ASCII bytes become \xNN, so a value holding a newline or
+// binary junk still yields exactly one readable line; long values are cut.
+std::string Shown(const std::string& text) {
+  constexpr size_t kMaxShown = 64;
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (out.size() >= kMaxShown) {
+      out += "...(" + std::to_string(text.size()) + " bytes)";
+      break;
+    }
+    const unsigned char ch = static_cast<unsigned char>(text[i]);
+    if (ch < 0x20 || ch >= 0x7f || ch == '\\' || ch == '\'') {
+      out += "\\x";
+      out.push_back(kHex[ch >> 4]);
+      out.push_back(kHex[ch & 15]);
+    } else {
+      out.push_back(static_cast<char>(ch));
+    }
+  }
+  return out;
+}
+
+struct Ctx {
+  std::vector<std::string>* messages;
+  void Say(std::string msg) {
+    if (messages) messages->push_back("flightrec: " + std::move(msg));
+  }
+};
+
+bool ParseU64Text(const std::string& text, uint64_t* out) {
+  if (text.empty()) return false;
+  // Accept a plain decimal with an optional binary suffix (k, m, g) for byte sizes.
+  uint64_t value = 0;
+  size_t i = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    const uint64_t digit = static_cast<uint64_t>(text[i] - '0');
+    if (value > (UINT64_MAX - digit) / 10) return false;
+    value = value * 10 + digit;
+  }
+  if (i == 0) return false;
+  if (i < text.size()) {
+    uint64_t mul = 0;
+    switch (text[i]) {
+      case 'k': case 'K': mul = 1ull << 10; break;
+      case 'm': case 'M': mul = 1ull << 20; break;
+      case 'g': case 'G': mul = 1ull << 30; break;
+      default: return false;
+    }
+    ++i;
+    if (i < text.size() && (text[i] == 'i' || text[i] == 'I')) ++i;
+    if (i < text.size() && (text[i] == 'b' || text[i] == 'B')) ++i;
+    if (i != text.size()) return false;
+    if (value > UINT64_MAX / mul) return false;
+    value *= mul;
+  }
+  *out = value;
+  return true;
+}
+
+void U64(Ctx& c, const char* name, const std::string& text, uint64_t* field, uint64_t lo, uint64_t hi) {
+  uint64_t v = 0;
+  if (!ParseU64Text(text, &v)) {
+    c.Say(std::string(name) + "='" + Shown(text) + "' is not a number; using " + std::to_string(*field));
+    return;
+  }
+  if (v < lo || v > hi) {
+    c.Say(std::string(name) + "='" + Shown(text) + "' is out of range [" + std::to_string(lo) + ", " +
+          std::to_string(hi) + "]; using " + std::to_string(*field));
+    return;
+  }
+  *field = v;
+}
+
+void Bool(Ctx& c, const char* name, const std::string& text, bool* field) {
+  std::string t;
+  for (char ch : text) t.push_back(static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch));
+  if (t == "1" || t == "true" || t == "yes" || t == "on") { *field = true; return; }
+  if (t == "0" || t == "false" || t == "no" || t == "off") { *field = false; return; }
+  c.Say(std::string(name) + "='" + Shown(text) + "' is not a boolean (0/1); using " + (*field ? "1" : "0"));
+}
+
+void Str(Ctx& c, const char* name, const std::string& text, std::string* field, bool allow_empty) {
+  if (text.empty() && !allow_empty) {
+    c.Say(std::string(name) + "='' is empty; using '" + *field + "'");
+    return;
+  }
+  if (text.size() > 4096) {
+    c.Say(std::string(name) + " is longer than 4096 bytes; using '" + *field + "'");
+    return;
+  }
+  *field = text;
+}
+
+bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+}  // namespace
+
+Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) {
+  Config cfg;
+  Ctx c{messages};
+  if (!envp) return cfg;
+  for (const char* const* e = envp; *e; ++e) {
+    const char* entry = *e;
+    if (strncmp(entry, "FLIGHTREC_", 10) != 0) continue;
+    const char* eq = strchr(entry, '=');
+    if (!eq) continue;
+    const std::string name(entry, static_cast<size_t>(eq - entry));
+    const std::string v(eq + 1);
+    const char* n = name.c_str();
+    if (name == "FLIGHTREC_ENABLE") Bool(c, n, v, &cfg.enable);
+    else if (name == "FLIGHTREC_LOG") {
+      if (v == "quiet") cfg.log = LogLevel::kQuiet;
+      else if (v == "warn") cfg.log = LogLevel::kWarn;
+      else if (v == "info") cfg.log = LogLevel::kInfo;
+      else if (v == "debug") cfg.log = LogLevel::kDebug;
+      else c.Say(name + "='" + Shown(v) + "' is not one of quiet|warn|info|debug; using warn");
+    }
+    else if (name == "FLIGHTREC_OUTPUT") Str(c, n, v, &cfg.output, false);
+    else if (name == "FLIGHTREC_SERVICE") Str(c, n, v, &cfg.service, true);
+    else if (name == "FLIGHTREC_RING_BYTES") {
+      uint64_t rb = cfg.ring_bytes;
+      U64(c, n, v, &rb, 4096, 64ull << 20);
+      if (!IsPowerOfTwo(rb)) {
+        uint64_t p = 4096;
+        while (p < rb) p <<= 1;
+        c.Say(name + "='" + Shown(v) + "' is not a power of two; using " + std::to_string(p));
+        rb = p;
+      }
+      cfg.ring_bytes = rb;
+    }
+    else if (name == "FLIGHTREC_FLUSH_MS") U64(c, n, v, &cfg.flush_ms, 1, 10000);
+    else if (name == "FLIGHTREC_RUSAGE_MS") U64(c, n, v, &cfg.rusage_ms, 0, 3600000);
+    else if (name == "FLIGHTREC_SEGMENT_BYTES") U64(c, n, v, &cfg.segment_bytes, 64 << 10, 1ull << 40);
+    else if (name == "FLIGHTREC_SEGMENT_SECONDS") U64(c, n, v, &cfg.segment_seconds, 1, 86400 * 7);
+    else if (name == "FLIGHTREC_MAX_DISK_BYTES") U64(c, n, v, &cfg.max_disk_bytes, 1 << 20, 1ull << 50);
+    else if (name == "FLIGHTREC_RECORD_CMDLINE") Bool(c, n, v, &cfg.record_cmdline);
+    else if (name == "FLIGHTREC_RECORD_ENV") Bool(c, n, v, &cfg.record_env);
+    else if (name == "FLIGHTREC_CRASH") Bool(c, n, v, &cfg.crash);
+    else if (name == "FLIGHTREC_ALLOW_FOREIGN_DIR") Bool(c, n, v, &cfg.allow_foreign_dir);
+    else if (name == "FLIGHTREC_ALLOC_SAMPLE_BYTES") U64(c, n, v, &cfg.alloc_sample_bytes, 0, 1ull << 40);
+    else if (name == "FLIGHTREC_ALLOC_TABLE_ENTRIES") U64(c, n, v, &cfg.alloc_table_entries, 1024, 1ull << 26);
+    else if (name == "FLIGHTREC_SAMPLER") {
+      if (v == "auto") cfg.sampler = SamplerMode::kAuto;
+      else if (v == "perf") cfg.sampler = SamplerMode::kPerf;
+      else if (v == "sigprof") cfg.sampler = SamplerMode::kSigprof;
+      else if (v == "off") cfg.sampler = SamplerMode::kOff;
+      else c.Say(name + "='" + Shown(v) + "' is not one of auto|perf|sigprof|off; using auto");
+    }
+    else if (name == "FLIGHTREC_CPU_HZ") U64(c, n, v, &cfg.cpu_hz, 1, 10000);
+    else if (name == "FLIGHTREC_STACK_COPY_BYTES") {
+      U64(c, n, v, &cfg.stack_copy_bytes, 1024, 65528);
+      cfg.stack_copy_bytes &= ~uint64_t{7};  // perf requires a multiple of 8
+    }
+    else if (name == "FLIGHTREC_OFFCPU") Bool(c, n, v, &cfg.offcpu);
+    else if (name == "FLIGHTREC_OFFCPU_MIN_US") U64(c, n, v, &cfg.offcpu_min_us, 0, 60000000);
+    else if (name == "FLIGHTREC_SOCKETS") Bool(c, n, v, &cfg.sockets);
+    else if (name == "FLIGHTREC_ACCEPTQ_MS") U64(c, n, v, &cfg.acceptq_ms, 0, 3600000);
+    else if (name == "FLIGHTREC_SOCKET_TSC") Bool(c, n, v, &cfg.socket_tsc);
+    else if (name == "FLIGHTREC_SOCKET_DIRECT") Bool(c, n, v, &cfg.socket_direct);
+    else if (name == "FLIGHTREC_S3_BUCKET") Str(c, n, v, &cfg.s3_bucket, true);
+    else if (name == "FLIGHTREC_S3_PREFIX") Str(c, n, v, &cfg.s3_prefix, true);
+    else if (name == "FLIGHTREC_S3_REGION") Str(c, n, v, &cfg.s3_region, true);
+    else if (name == "FLIGHTREC_S3_ENDPOINT") Str(c, n, v, &cfg.s3_endpoint, true);
+    else if (name == "FLIGHTREC_S3_PATH_STYLE") {
+      bool b = false;
+      std::vector<std::string> tmp;
+      Ctx quiet{&tmp};
+      Bool(quiet, n, v, &b);
+      if (tmp.empty()) cfg.s3_path_style = b ? 1 : 0;
+      else c.Say(name + "='" + Shown(v) + "' is not a boolean (0/1); using automatic addressing");
+    }
+    else if (name == "FLIGHTREC_S3_MULTIPART_BYTES") U64(c, n, v, &cfg.s3_multipart_bytes, 5ull << 20, 5ull << 30);
+    else if (name == "FLIGHTREC_KEEP_LOCAL") Bool(c, n, v, &cfg.keep_local);
+    else if (name == "FLIGHTREC_UPLOAD_SHUTDOWN_MS") U64(c, n, v, &cfg.upload_shutdown_ms, 0, 600000);
+    else c.Say("unknown variable " + Shown(name) + " ignored (see the README for the list)");
+  }
+  // A relative directory is the one it names from where the process started
+  // (the shell's working directory), fixed now: a later chdir (a daemon's
+  // chdir("/")) must not move the trace, and forked children keep it too.
+  if (!cfg.output.empty() && cfg.output[0] != '/') {
+    char cwd[4096];
+    if (getcwd(cwd, sizeof(cwd))) {
+      std::string rel = cfg.output;
+      while (rel.rfind("./", 0) == 0) rel.erase(0, 2);
+      cfg.output = std::string(cwd) + (cwd[1] ? "/" : "") + rel;
+    }
+  }
+  return cfg;
+}
+
+const Config& GetConfig() { return g_config.value; }
+void SetConfig(const Config& config) { g_config.value = config; }
+
+}  // namespace flightrec

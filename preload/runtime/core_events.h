@@ -1,0 +1,52 @@
+// Core events: the runtime's own event types (process.start, process.env, process.rusage,
+// thread.start/name/end, recorder.dropped) and their emitters. Everything
+// here runs on the flush thread except RegisterCoreEvents (init).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "preload/flush/flush_registry.h"
+
+namespace flightrec {
+
+struct ThreadState;
+
+struct ProcessInfo {
+  uint32_t pid = 0, ppid = 0;
+  std::string exe, cmdline, hostname, service, sampler;
+  // FLIGHTREC_RECORD_ENV=1 only; credentials already redacted (redaction.h).
+  std::vector<std::pair<std::string, std::string>> env;
+  uint64_t realtime_ns = 0, monotonic_ns = 0;  // taken together
+};
+
+// Collects pid, exe, cmdline (unless disabled; credentials redacted), the
+// environment (only if enabled; redacted), hostname and service name.
+ProcessInfo CollectProcessInfo();
+
+void RegisterCoreEvents();
+void EmitProcessStart(format::SegmentWriter* writer, const ProcessInfo& info, uint64_t now_ns);
+void EmitRusage(FlushContext& ctx);
+// For a retired thread whose own thread.end record was dropped (full ring):
+// writes thread.end from what the slot knows (tid, last name), stamped with
+// the drain time, so the thread's end is still in the trace. The drop itself
+// stays counted.
+void EmitThreadEndIfDropped(FlushContext& ctx, ThreadState* ts);
+// Reports the per-kind drop deltas of one thread since the last call.
+void EmitDropDeltas(FlushContext& ctx, ThreadState* ts);
+// Reports drops that could not be charged to a thread, and extra named ones.
+void EmitGlobalDrops(FlushContext& ctx, const char* kind, uint64_t count);
+// Re-reads /proc/self/task/<tid>/comm of a live thread; emits thread.name on
+// change, stamped `now`. The caller reads the clock after the tick's drain: a
+// thread that registered during the tick must not get a rename stamped
+// before its own start.
+void RefreshThreadName(FlushContext& ctx, ThreadState* ts, uint64_t now);
+
+// Totals for the footer of the segment being written ("dropped.<kind>").
+void AddFooterDrop(const char* kind, uint64_t count);
+std::vector<std::pair<std::string, uint64_t>> TakeFooterCounters();
+// The same totals, left in place (until the segment is known to be sealed).
+std::vector<std::pair<std::string, uint64_t>> PeekFooterCounters();
+
+}  // namespace flightrec

@@ -1,0 +1,217 @@
+// Lifecycle: the preload's constructor (config, registry, features, flush
+// thread), its exit path (final drain and seal within a bounded time, then
+// the upload shutdown hooks) and the fork child handler (a fresh recorder for
+// the child; the parent is untouched).
+//
+// Features are linked in as weak symbols so each lives in its own files and
+// the runtime still builds while one is missing.
+#include <pthread.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "preload/alloc/alloc_sampler.h"
+#include "preload/runtime/clock.h"
+#include "preload/crash/crash_freeze.h"
+#include "preload/crash/crash_handler.h"
+#include "preload/runtime/config.h"
+#include "preload/runtime/core_events.h"
+#include "preload/fds/fd_guard.h"
+#include "preload/flush/flush_registry_internal.h"
+#include "preload/flush/flush_thread.h"
+#include "preload/runtime/last_thread_exit.h"
+#include "preload/runtime/log.h"
+#include "preload/flush/output_dir.h"
+#include "preload/runtime/runtime_state.h"
+#include "preload/threads/thread_registry.h"
+#include "preload/stacks/stack_unwinder.h"
+
+extern char** environ;
+
+namespace flightrec {
+// Feature entry points (weak: absent features are skipped).
+void AllocProfilerInit(const Config&) __attribute__((weak));
+void SamplerInit(const Config&) __attribute__((weak));
+const char* SamplerModeName() __attribute__((weak));
+void SamplerAtFork() __attribute__((weak));
+void SamplerShutdown() __attribute__((weak));
+void SocketsInit(const Config&) __attribute__((weak));
+void CrashHandlerInit(const Config&) __attribute__((weak));
+void TermSignalsInit(const Config&) __attribute__((weak));
+void UploaderInit(const Config&) __attribute__((weak));
+void UploaderAtFork() __attribute__((weak));
+}  // namespace flightrec
+
+namespace flightrec {
+namespace {
+
+constexpr uint64_t kFlushExitBudgetNs = 2000ull * 1000000ull;
+
+// The pid the recorder belongs to. A vfork child shares our memory but has
+// its own pid: it must never touch the parent's recorder.
+pid_t g_owner_pid = 0;
+
+ProcessInfo CurrentProcessInfo() {
+  ProcessInfo info = CollectProcessInfo();
+  info.sampler = SamplerModeName ? SamplerModeName() : "off";
+  return info;
+}
+
+void Shutdown() {
+  if (!RuntimeRecording() || getpid() != g_owner_pid) return;
+  // Leaving from inside the application's handler for a crash signal: the
+  // crash path seals (async-signal-safe); the ordinary shutdown could
+  // deadlock on a lock the crashed code held.
+  if (CrashExitFromHandler()) return;
+  if (SamplerShutdown) SamplerShutdown();
+  const uint64_t start = MonotonicNs();
+  StopFlushThread(start + kFlushExitBudgetNs);
+  SetRuntimeRecording(false);
+  RunShutdownHooks(MonotonicNs() + GetConfig().upload_shutdown_ms * 1000000ull);
+}
+
+void AtForkChild() {
+  // A parent thread mid-open or mid-close-all is not in the child.
+  format::ResetFdOpeningAfterFork();
+  if (!RuntimeRecording()) return;
+  g_owner_pid = getpid();
+  ResetRegistryAfterFork();
+  CrashFreezeResetInChild();  // before the sampler and flush threads start again
+  TakeFooterCounters();  // the parent's drop totals are not the child's
+  LastThreadWatchAtForkChild();
+  sampler::PrepareUnwinders(/*after_fork=*/true);
+  if (SamplerAtFork) SamplerAtFork();
+  if (UploaderAtFork) UploaderAtFork();
+  CurrentThreadState(true);
+  RestartFlushThreadInChild(CurrentProcessInfo());
+}
+
+__attribute__((constructor)) void FlightrecInit() {
+  // Never in setuid/setgid (secure-execution) processes.
+  if (getauxval(AT_SECURE)) return;
+  std::vector<std::string> messages;
+  Config cfg = ParseConfig(environ, &messages);
+  SetLogLevel(cfg.log);
+  for (const std::string& m : messages)
+    if (cfg.log != LogLevel::kQuiet) Log(LogLevel::kWarn, "%s", m.c_str() + 11);  // strip "flightrec: "
+  if (!cfg.enable) return;
+  // Our descriptors go high, out of the numbers programs pick (fd_guard.h).
+  SetOwnFdFloorFromLimit();
+  // Started with stdin, stdout or stderr closed: what init opens (libunwind's
+  // pipes above all, whose numbers we cannot change later) must not take
+  // those numbers from the program (fd_guard.h).
+  StdioPlaceholders keep_stdio_free;
+  SetConfig(cfg);
+  InitThreadRegistry();
+  LastThreadWatchInit();
+  RegisterCoreEvents();
+  // Before any recorder thread exists, so no unwinding path ever mallocs.
+  // libunwind opens its address-validation pipes here (fd_guard.h): they
+  // must sit in our range, and survive an application that closes every fd
+  // it did not open. The pipe hooks see to both; the snapshot protects them
+  // where the hooks are not reached.
+  const OpenFdSnapshot before_unwinders = SnapshotOpenFds();
+  {
+    OwnPipesScope own_pipes;
+    sampler::PrepareUnwinders();
+    if (AllocProfilerInit) AllocProfilerInit(cfg);
+  }
+  ProtectPipesOpenedSince(before_unwinders);
+  if (SamplerInit) SamplerInit(cfg);
+  if (SocketsInit) SocketsInit(cfg);
+  if (CrashHandlerInit) CrashHandlerInit(cfg);
+  if (TermSignalsInit) TermSignalsInit(cfg);
+  if (UploaderInit) UploaderInit(cfg);
+  g_owner_pid = getpid();
+  SetRuntimeRecording(true);
+  CurrentThreadState(true);  // the main thread
+  if (!StartFlushThread(CurrentProcessInfo())) {
+    SetRuntimeRecording(false);
+    return;
+  }
+  atexit(Shutdown);
+  pthread_atfork(nullptr, nullptr, AtForkChild);
+  Log(LogLevel::kInfo, "recording to %s", cfg.output.c_str());
+}
+
+}  // namespace
+
+// Called by the _exit/_Exit hooks: the process skips atexit, so drain and
+// seal here, within the same bounded time.
+void ShutdownBeforeExit() { Shutdown(); }
+
+// exec replaces the image without running atexit: seal first. If the exec
+// fails the process goes on, so recording restarts with the next segment.
+namespace {
+bool g_exec_pending = false;
+}
+void RecorderBeforeExec() {
+  if (!RuntimeRecording() || getpid() != g_owner_pid) return;  // vfork child: hands off
+  StopFlushThread(MonotonicNs() + kFlushExitBudgetNs);
+  SetRuntimeRecording(false);
+  g_exec_pending = true;
+}
+void RecorderAfterExecFailed() {
+  if (!g_exec_pending || getpid() != g_owner_pid) return;
+  g_exec_pending = false;
+  SetRuntimeRecording(true);
+  if (!StartFlushThread(CurrentProcessInfo())) SetRuntimeRecording(false);
+}
+
+// Our own work on an application thread (a privilege drop): not recorded as
+// the application's, and the thread's allocation sampling resumes exactly
+// where it was (a recorder-flagged allocation would turn it off for good).
+class OwnWorkOnAppThread {
+ public:
+  OwnWorkOnAppThread()
+      : flags_(tls_thread_flags), countdown_(alloc::tls_alloc.countdown), in_hook_(alloc::tls_alloc.in_hook) {
+    alloc::tls_alloc.in_hook = 1;
+    tls_thread_flags |= kThreadFlagRecorder;
+  }
+  ~OwnWorkOnAppThread() {
+    tls_thread_flags = flags_;
+    alloc::tls_alloc.countdown = countdown_;
+    alloc::tls_alloc.in_hook = in_hook_;
+  }
+
+ private:
+  uint32_t flags_;
+  int64_t countdown_;
+  uint32_t in_hook_;
+};
+
+// A process started as root drops to uid N (hook_setuid.cc): seal while
+// still root, pin OUTPUT/uid-N (output_dir.h), and after the call record on
+// in a new segment there (or in the old directory if the call failed). The
+// hooks stay on: the rings keep what the application does meanwhile.
+bool RecorderBeforeUidDrop(uid_t uid) {
+  if (!RuntimeRecording() || getpid() != g_owner_pid) return false;
+  OwnWorkOnAppThread own;
+  if (!StopFlushThread(MonotonicNs() + kFlushExitBudgetNs)) {
+    // The flush thread still holds the writer and leaves on its own.
+    Log(LogLevel::kWarn, "could not seal the segment before the switch to uid %u; recording stopped", uid);
+    SetRuntimeRecording(false);
+    return false;
+  }
+  std::string error;
+  if (PinOutputDirForUid(GetConfig().output, GetConfig().allow_foreign_dir, uid, &error)) return true;
+  Log(LogLevel::kWarn, "%s; staying in %s, which uid %u may not be able to use", error.c_str(),
+      GetConfig().output.c_str(), uid);
+  if (!StartFlushThread(CurrentProcessInfo())) SetRuntimeRecording(false);
+  return false;
+}
+void RecorderAfterUidDrop(bool dropped) {
+  OwnWorkOnAppThread own;
+  if (!dropped) UnpinOutputDir();
+  if (!StartFlushThread(CurrentProcessInfo())) {
+    SetRuntimeRecording(false);
+    return;
+  }
+  if (dropped) Log(LogLevel::kInfo, "uid %u: recording to %s/%s", geteuid(), GetConfig().output.c_str(),
+                   UidDirName(geteuid()).c_str());
+}
+
+}  // namespace flightrec

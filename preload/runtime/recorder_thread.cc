@@ -1,0 +1,95 @@
+// Recorder threads: see recorder_thread.h.
+#include "preload/runtime/recorder_thread.h"
+
+#include <dlfcn.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "preload/crash/signal_mask.h"
+#include "preload/threads/thread_registry.h"
+
+namespace flightrec {
+namespace {
+
+struct Start {
+  void* (*fn)(void*);
+  void* arg;
+  char name[16];
+};
+
+void* Trampoline(void* p) {
+  Start s = *static_cast<Start*>(p);
+  delete static_cast<Start*>(p);
+  MarkRecorderThread();
+  pthread_setname_np(pthread_self(), s.name);
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
+  return s.fn(s.arg);
+}
+
+}  // namespace
+
+void LiftRecorderThread(pid_t tid) {
+  if (tid <= 0) return;
+  const int saved_errno = errno;
+  const int policy = sched_getscheduler(0);
+  sched_param param{};
+  if ((policy == SCHED_FIFO || policy == SCHED_RR) && sched_getparam(0, &param) == 0) {
+    sched_setscheduler(tid, policy, &param);
+  } else {
+    errno = 0;
+    const int mine = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+    if (errno == 0) setpriority(PRIO_PROCESS, static_cast<id_t>(tid), mine);
+  }
+  errno = saved_errno;
+}
+
+PthreadCreateFn RealPthreadCreate() {
+  static PthreadCreateFn real = [] {
+    auto fn = reinterpret_cast<PthreadCreateFn>(dlsym(RTLD_NEXT, "pthread_create"));
+    if (!fn) fn = reinterpret_cast<PthreadCreateFn>(dlsym(RTLD_DEFAULT, "pthread_create"));
+    return fn;
+  }();
+  return real;
+}
+
+__thread bool tls_creating_recorder_thread __attribute__((tls_model("initial-exec"))) = false;
+
+namespace {
+// Sanitizer builds (make check-preload-asan) go through the process-wide
+// pthread_create, i.e. the sanitizer's interceptor ahead of our hook, so the
+// sanitizer knows our threads (their stacks are otherwise reused with stale
+// poison). Production builds call libc directly, as they always have.
+PthreadCreateFn RecorderPthreadCreate() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  static PthreadCreateFn global = reinterpret_cast<PthreadCreateFn>(dlsym(RTLD_DEFAULT, "pthread_create"));
+  if (global) return global;
+#endif
+  return RealPthreadCreate();
+}
+}  // namespace
+
+int CreateRecorderThread(pthread_t* thread, const char* name, void* (*fn)(void*), void* arg) {
+  PthreadCreateFn create = RecorderPthreadCreate();
+  if (!create) return ENOSYS;
+  auto* s = new Start{fn, arg, {}};
+  strncpy(s->name, name, sizeof(s->name) - 1);
+  // Block everything while creating so the new thread starts with all signals
+  // blocked; the creating thread's mask is restored right after.
+  sigset_t all, old;
+  sigfillset(&all);
+  RealPthreadSigmask(SIG_SETMASK, &all, &old);
+  tls_creating_recorder_thread = true;  // our pthread_create hook, if reached, must not register it
+  const int rc = create(thread, nullptr, Trampoline, s);
+  tls_creating_recorder_thread = false;
+  RealPthreadSigmask(SIG_SETMASK, &old, nullptr);
+  if (rc != 0) delete s;
+  return rc;
+}
+
+}  // namespace flightrec

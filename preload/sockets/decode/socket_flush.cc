@@ -1,0 +1,380 @@
+// Socket flush side (see socket_flush.h).
+#include "preload/sockets/decode/socket_flush.h"
+
+#include <mimalloc.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <string_view>
+
+#include "preload/runtime/clock.h"
+#include "preload/runtime/config.h"
+#include "preload/runtime/core_events.h"
+#include "preload/flush/flush_registry.h"
+#include "preload/runtime/log.h"
+#include "preload/threads/record_kinds.h"
+#include "preload/sockets/decode/socket_acceptq.h"
+#include "preload/sockets/decode/socket_addr_format.h"
+#include "preload/sockets/socket_clock.h"
+#include "preload/sockets/decode/socket_events.h"
+#include "preload/sockets/socket_fd_table.h"
+#include "preload/threads/thread_registry.h"
+
+namespace flightrec {
+
+using format::Value;
+
+namespace {
+// MSG_PEEK receives get their own op names: their bytes were not consumed.
+// string_views (lengths known at compile time, socket_records.h): this runs
+// once per recorded call, and a strlen per event showed in the flush
+// thread's profile.
+std::string_view OpName(const SocketOpRecord& r) {
+  using namespace std::string_view_literals;
+  if (r.flags & kOpFlagPeek) {
+    switch (SockOp(r.op)) {
+      case SockOp::kRecv: return "recv.peek"sv;
+      case SockOp::kRecvfrom: return "recvfrom.peek"sv;
+      case SockOp::kRecvmsg: return "recvmsg.peek"sv;
+      case SockOp::kRecvmmsg: return "recvmmsg.peek"sv;
+      default: break;
+    }
+  }
+  return r.op < uint8_t(SockOp::kCount) ? kSockOpNames[r.op] : "unknown"sv;
+}
+
+// One slot per name OpName can return (a peek flag on an op with no peek
+// name gets a slot of its own holding the plain name's id).
+size_t OpNameSlot(const SocketOpRecord& r) {
+  constexpr size_t kCount = size_t(SockOp::kCount);
+  if (r.op >= kCount) return 2 * kCount;
+  return (r.flags & kOpFlagPeek) ? kCount + r.op : r.op;
+}
+}  // namespace
+
+uint32_t SocketFlushSide::OpNameId(format::SegmentWriter* w, const SocketOpRecord& r) {
+  if (op_ids_epoch_ != w->string_epoch()) {
+    op_ids_epoch_ = w->string_epoch();
+    std::fill(std::begin(op_ids_), std::end(op_ids_), 0u);
+  }
+  uint32_t& id = op_ids_[OpNameSlot(r)];
+  if (id == 0) id = w->StringId(OpName(r));  // names are never empty: 0 is "not asked yet"
+  return id;
+}
+
+void SocketFlushSide::OnOp(format::SegmentWriter* w, const SocketOpRecord& raw, uint32_t tid) {
+  // Start and end on the kSocketTimeGrainNs grid (see socket_flush.h).
+  SocketOpRecord r = raw;
+  const uint64_t end = QuantizeSocketTime(raw.start_ns + raw.duration_ns);
+  r.start_ns = QuantizeSocketTime(raw.start_ns);
+  r.duration_ns = end - r.start_ns;
+  // socket.op's fields (socket_events.cc) as column values.
+  const uint64_t columns[] = {r.start_ns, tid, static_cast<uint64_t>(r.fd < 0 ? 0 : r.fd), r.conn,
+                              OpNameId(w, r), static_cast<uint64_t>(r.result), r.duration_ns};
+  w->AppendColumns(g_socket_types.op, columns, 7);
+  if (r.conn == 0) return;  // failed socket(): nothing to track
+  if (conns_.CountDataOpNow(r)) return;  // most calls: totals only, no queueing
+  pending_.push_back(Pending{end, seq_++, tid, kNoAddr, r});
+}
+
+void SocketFlushSide::OnAddr(const SocketAddrRecord& raw, uint32_t tid) {
+  SocketAddrRecord r = raw;
+  r.time_ns = QuantizeSocketTime(raw.time_ns);
+  Pending p{r.time_ns, seq_++, tid, static_cast<uint32_t>(addrs_.size()), SocketOpRecord{}};
+  addrs_.push_back(r);
+  pending_.push_back(p);
+}
+
+void SocketFlushSide::OnGap(const SocketGapRecord& g, uint32_t tid) {
+  SocketGapRecord q = g;
+  q.time_ns = QuantizeSocketTime(g.time_ns);
+  pending_.push_back(Pending{q.time_ns, seq_++, tid, kGapBit | static_cast<uint32_t>(gaps_.size()), SocketOpRecord{}});
+  gaps_.push_back(q);
+}
+
+void SocketFlushSide::Process(format::SegmentWriter* w, uint64_t watermark_ns, bool final) {
+  if (!pending_.empty()) {
+    auto before = [](const Pending& a, const Pending& b) { return a.key != b.key ? a.key < b.key : a.seq < b.seq; };
+    // Usually in order already (one thread's ring, drained in push order):
+    // checking is one pass, sorting several.
+    if (!std::is_sorted(pending_.begin(), pending_.end(), before)) std::sort(pending_.begin(), pending_.end(), before);
+    size_t done = 0;
+    for (; done < pending_.size(); ++done) {
+      const Pending& p = pending_[done];
+      if (!final && p.key > watermark_ns) break;
+      if (p.addr == kNoAddr) {
+        conns_.OnOp(w, p.op, p.tid);
+      } else if (p.addr & kGapBit) {
+        conns_.OnGap(w, gaps_[p.addr & ~kGapBit], p.tid);
+      } else {
+        conns_.OnAddr(w, addrs_[p.addr], p.tid);
+      }
+    }
+    if (done == pending_.size()) {
+      pending_.clear();
+      addrs_.clear();
+      gaps_.clear();
+    } else if (done > 0) {
+      // Keep the rest; compact the address and gap records they still refer to.
+      format::MiVector<SocketAddrRecord> kept;
+      format::MiVector<SocketGapRecord> kept_gaps;
+      for (size_t i = done; i < pending_.size(); ++i) {
+        Pending& p = pending_[i];
+        if (p.addr == kNoAddr) continue;
+        if (p.addr & kGapBit) {
+          kept_gaps.push_back(gaps_[p.addr & ~kGapBit]);
+          p.addr = kGapBit | static_cast<uint32_t>(kept_gaps.size() - 1);
+        } else {
+          kept.push_back(addrs_[p.addr]);
+          p.addr = static_cast<uint32_t>(kept.size() - 1);
+        }
+      }
+      pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(done));
+      addrs_.swap(kept);
+      gaps_.swap(kept_gaps);
+    }
+  }
+}
+
+// ---- the live process ------------------------------------------------------
+
+namespace {
+
+bool Names(int fd, uint64_t conn) { return conn && sockfd::EntryConn(sockfd::Lookup(fd)) == conn; }
+
+bool LiveAdopt(int fd, uint64_t conn, uint8_t* role, uint8_t* family, uint8_t* type, char* local, char* peer,
+               size_t cap) {
+  const uint64_t e = sockfd::Lookup(fd);
+  if (!conn || sockfd::EntryConn(e) != conn) return false;
+  sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) FormatSockaddr(&ss, len, local, cap);
+  len = sizeof(ss);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) FormatSockaddr(&ss, len, peer, cap);
+  // Still the same socket after our calls? (Closed and reused meanwhile: a new id.)
+  if (sockfd::EntryConn(sockfd::Lookup(fd)) != conn) return false;
+  *role = static_cast<uint8_t>(sockfd::EntryRole(e));
+  *family = static_cast<uint8_t>(sockfd::EntryFamily(e));
+  *type = static_cast<uint8_t>(sockfd::EntryType(e));
+  return true;
+}
+
+uint64_t LiveInode(int fd, uint64_t conn) {
+  if (!Names(fd, conn)) return 0;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return 0;
+  return Names(fd, conn) ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+constexpr uint64_t kMs = 1000000ull;
+constexpr uint64_t kEvictEveryNs = 10000 * kMs;
+constexpr uint64_t kEvictIdleNs = 30000 * kMs;
+
+struct FlushGlobals {
+  SocketFlushSide* side = nullptr;
+  ListenQueueProbe* acceptq = nullptr;
+  uint64_t acceptq_ns = 0;
+  uint64_t next_acceptq_ns = 0;
+  uint64_t next_evict_ns = 0;
+  uint64_t beyond_reported = 0;
+  bool acceptq_failed_logged = false;
+  bool atexit_registered = false;
+  bool stale_logged = false;
+  format::MiVector<ListenQueue> queues;
+};
+
+FlushGlobals* g_flush = nullptr;
+std::atomic<bool> g_new_segment{false};
+std::atomic<uint64_t> g_finalize_ns{0};  // when exit() began (0: not exiting)
+std::atomic<bool> g_adopted_pending{false};
+
+template <typename T, typename... Args>
+T* MiNew(Args&&... args) {
+  void* p = mi_malloc(sizeof(T));
+  return p ? new (p) T(std::forward<Args>(args)...) : nullptr;
+}
+
+void MakeGlobals(uint64_t acceptq_ms) {
+  // The previous globals (a fork child's copy of the parent's) are leaked on purpose.
+  g_flush = MiNew<FlushGlobals>();
+  if (!g_flush) return;
+  g_flush->side = MiNew<SocketFlushSide>(LiveConnProbe());
+  g_flush->acceptq = MiNew<ListenQueueProbe>();
+  g_flush->acceptq_ns = acceptq_ms * kMs;
+}
+
+uint32_t TidOf(const FlushContext& ctx) { return ctx.thread ? static_cast<uint32_t>(ctx.thread->tid) : 0; }
+
+void DecodeOp(FlushContext& ctx, const RecordHeader& h, const void* payload) {
+  if (!g_flush || !g_flush->side || h.size < sizeof(RecordHeader) + sizeof(SocketOpRecord)) return;
+  SocketOpRecord r;
+  memcpy(&r, payload, sizeof(r));
+  if (r.flags & kOpFlagTsc) {  // TSC ticks -> CLOCK_MONOTONIC ns (socket_clock.h)
+    uint64_t start, end;
+    sockclock::TickSpanToNs(r.start_ns, r.duration_ns, ctx.now_ns, &start, &end);
+    r.start_ns = start;
+    r.duration_ns = end > start ? end - start : 0;
+    r.flags = static_cast<uint8_t>(r.flags & ~kOpFlagTsc);
+  }
+  g_flush->side->OnOp(ctx.writer, r, TidOf(ctx));
+}
+
+// After a thread's ring is drained: what its dropped data calls added to
+// their connections (socket_gaps.h), queued behind the records drained.
+void HarvestGaps(FlushContext& ctx) {
+  if (!g_flush || !g_flush->side || !ctx.thread) return;
+  const uint32_t tid = TidOf(ctx);
+  const uint64_t unsummarized = HarvestSocketGaps(
+      ctx.thread->sock_gaps,
+      [&](uint64_t conn, uint64_t in, uint64_t out, uint64_t ops, uint64_t errors, uint64_t last) {
+        const uint64_t t =
+            (last & kGapTimeIsTsc) ? sockclock::TicksToNs(last & ~kGapTimeIsTsc, ctx.now_ns) : last;
+        g_flush->side->OnGap(SocketGapRecord{t, conn, in, out, ops, errors}, tid);
+      });
+  if (unsummarized) EmitGlobalDrops(ctx, "socket.gap", unsummarized);
+}
+
+void DecodeAddr(FlushContext& ctx, const RecordHeader& h, const void* payload) {
+  if (!g_flush || !g_flush->side || h.size < sizeof(RecordHeader) + sizeof(SocketAddrRecord)) return;
+  SocketAddrRecord r;
+  memcpy(&r, payload, sizeof(r));
+  g_flush->side->OnAddr(r, TidOf(ctx));
+}
+
+void OnSeal(const std::string&) { g_new_segment.store(true, std::memory_order_release); }
+
+// A hint that the process is exiting: exit() usually runs this before the
+// runtime's own handler (registered earlier) makes the final drain, so that
+// drain hands every queued record to the connection table (the closes of
+// the last moments get their socket.close). (glibc may also defer a
+// library's handler to _dl_fini, after the final drain; records of the last
+// 128 ns are then left queued. A final-tick flag in FlushContext would make
+// this exact.)
+void MarkFinalizing() { g_finalize_ns.store(MonotonicNs(), std::memory_order_release); }
+
+void SampleAcceptQueues(FlushContext& ctx, FlushGlobals& g) {
+  bool any = false;
+  g.side->conns().ForEachListener([&](const ListenerInfo& l) { any = any || l.inode != 0; });
+  if (!any) return;
+  g.queues.clear();
+  std::string error;
+  if (!g.acceptq->Dump(&g.queues, &error)) {
+    LogOnce(&g.acceptq_failed_logged, LogLevel::kWarn, "accept queue sampling unavailable (%s); will retry",
+            error.c_str());
+    return;
+  }
+  g.side->conns().ForEachListener([&](const ListenerInfo& l) {
+    if (!l.inode) return;
+    for (const ListenQueue& q : g.queues) {
+      if (q.inode != l.inode) continue;
+      Value v[] = {Value::U(ctx.now_ns), Value::U(l.conn), Value::U(static_cast<uint64_t>(l.fd)),
+                   Value::Str(l.local), Value::U(q.queued), Value::U(q.backlog)};
+      ctx.writer->Append(g_socket_types.acceptq, v, 6);
+      break;
+    }
+  });
+}
+
+void FlushSource(FlushContext& ctx) {
+  FlushGlobals* g = g_flush;
+  if (!g || !g->side) return;
+  if (!g->atexit_registered) {
+    g->atexit_registered = true;
+    atexit(MarkFinalizing);
+  }
+  if (g_adopted_pending.exchange(false, std::memory_order_acq_rel)) g->side->conns().AnnounceAdopted(ctx.writer);
+  if (g_new_segment.exchange(false, std::memory_order_acq_rel)) g->side->conns().NewSegment(ctx.writer);
+  sockclock::Refresh(ctx.now_ns);
+  // Final only in a tick that began after exit() started: its drain then
+  // holds everything the exited threads pushed. (A tick that was already
+  // draining when exit() began may have missed records of another ring.)
+  const uint64_t exiting_since = g_finalize_ns.load(std::memory_order_acquire);
+  // Up to when every ring was last drained, not this tick's start: a thread
+  // the tick passed over as quiet (slot_scan.h) may still hold an earlier
+  // call on a connection another thread has since closed.
+  g->side->Process(ctx.writer, ctx.AllDrainedNs() - kSocketTimeGrainNs,
+                   exiting_since != 0 && ctx.now_ns > exiting_since);
+
+  if (g->acceptq_ns && ctx.now_ns >= g->next_acceptq_ns) {
+    g->next_acceptq_ns = ctx.now_ns + g->acceptq_ns;
+    SampleAcceptQueues(ctx, *g);
+  }
+  const uint64_t beyond = sockfd::BeyondTableCount();
+  if (beyond != g->beyond_reported) {
+    EmitGlobalDrops(ctx, "socket.fd_beyond_table", beyond - g->beyond_reported);
+    g->beyond_reported = beyond;
+  }
+  if (ctx.now_ns >= g->next_evict_ns) {
+    if (g->next_evict_ns) {
+      const size_t healed = HealStaleSocketEntries();
+      if (healed)
+        LogOnce(&g->stale_logged, LogLevel::kInfo,
+                "socket table: %zu stale entries repaired (sockets closed outside libc's close())", healed);
+      if (ctx.now_ns > kEvictIdleNs) g->side->conns().EvictStale(ctx.now_ns - kEvictIdleNs);
+    }
+    g->next_evict_ns = ctx.now_ns + kEvictEveryNs;
+  }
+}
+
+}  // namespace
+
+size_t HealStaleSocketEntries() {
+  size_t healed = 0;
+  const int hw = sockfd::HighWater();
+  for (int fd = 0; fd < hw; ++fd) {
+    const uint64_t e = sockfd::Lookup(fd);
+    if (!e) continue;
+    struct stat st;
+    const bool socket = fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+    if (!socket && sockfd::ClearIf(fd, e)) healed++;
+  }
+  return healed;
+}
+
+ConnProbe LiveConnProbe() {
+  ConnProbe p;
+  p.adopt = LiveAdopt;
+  p.inode = LiveInode;
+  p.alive = Names;
+  return p;
+}
+
+void RegisterSocketFlushSide(const Config& cfg) {
+  DefineSocketEventTypes();
+  MakeGlobals(cfg.acceptq_ms);
+  RegisterRecordKind(kRecSocketOp, "socket.op", DecodeOp);
+  RegisterThreadDrainedHook(HarvestGaps);
+  RegisterRecordKind(kRecSocketAddr, "socket.addr", DecodeAddr);
+  RegisterFlushSource(FlushSource);
+  RegisterSealHook(OnSeal);
+}
+
+void AdoptLiveSockets() {
+  if (!g_flush || !g_flush->side) return;
+  const uint64_t now = MonotonicNs();
+  const int hw = sockfd::HighWater();
+  for (int fd = 0; fd < hw; ++fd) {
+    const uint64_t e = sockfd::Lookup(fd);
+    if (e) g_flush->side->conns().AdoptLive(sockfd::EntryConn(e), fd, now);
+  }
+  g_adopted_pending.store(true, std::memory_order_release);
+}
+
+void ResetSocketFlushSideAfterFork() {
+  if (!g_flush) return;
+  const uint64_t acceptq_ms = g_flush->acceptq_ns / kMs;
+  MakeGlobals(acceptq_ms);
+  sockclock::ResetAfterFork();
+  g_new_segment.store(false, std::memory_order_relaxed);
+  g_finalize_ns.store(0, std::memory_order_relaxed);
+  // The inherited sockets, described before the child can close them.
+  AdoptLiveSockets();
+}
+
+}  // namespace flightrec

@@ -1,0 +1,122 @@
+// Socket flush side: the record decoders and the periodic flush source of
+// the sockets feature. Runs on the flush thread only.
+//
+//  * kRecSocketOp records become socket.op events at once, in drain order
+//    (per thread batches: small time deltas and runs of equal tids compress
+//    best in the columnar format).
+//  * Both record kinds are also queued and, once per tick, sorted by
+//    completion time and fed to the connection table (socket_conns.h) up to
+//    the tick's start time: a connection used by several threads is then seen
+//    in the order things happened, whatever order the rings were drained in.
+//    When the tick passed over quiet threads' slots (preload/flush/slot_scan.h),
+//    only up to the last full scan: a quiet thread may still hold a read on
+//    a connection another thread has since closed (seen: the close's totals
+//    missed the read).
+//    A record whose completion time is before the tick started was committed
+//    before its ring was drained (the push follows the clock read), except
+//    when its thread was preempted in between for longer than a tick; such a
+//    late record is still processed, just out of order.
+//    Most records skip the queue: a data call on a connection whose
+//    socket.open is already written only adds to its totals, which commute,
+//    so it is counted on arrival (ConnTable::CountDataOpNow).
+//  * Socket times (op start and end, hence durations and the request windows
+//    flightrec-dump derives from them)
+//    are rounded down to a 128 ns grid. The digits below that say little
+//    about the call itself: the recorded interval brackets the real call with
+//    the hook's own work (two clock reads, the push: 30-70 ns measured here),
+//    and they were the largest part of a socket.op event on disk: on
+//    redis-benchmark traffic, 4.3 -> 3.0 bytes per event at a 64 ns grain,
+//    then 3.0 -> ~2.75 at 128 ns (with packed columns). socket.op's columns
+//    are packed (SPEC.md 5.4), so the grid's zero bits are not stored.
+//  * Data ops timed with the TSC (kOpFlagTsc) are converted to CLOCK_MONOTONIC
+//    ns here, before anything else sees them (socket_clock.h).
+//  * Every FLIGHTREC_ACCEPTQ_MS the source samples the accept queues of our
+//    listeners (socket_acceptq.h) into socket.acceptq events.
+//  * No request events: flightrec-dump derives requests from socket.op and
+//    socket.open (scripts/flightrec_lib/request_inference.py), which keeps
+//    that work and a third event per request off the service's CPU. The
+//    reader needs each connection's role: socket.open is written when the
+//    connection's first data call is processed, and again at the start of
+//    every segment while the connection lives, so the process's segments
+//    together name the role of every connection their socket.op events use.
+#pragma once
+#include <cstdint>
+
+#include "format/mi_containers.h"
+#include "format/segment_writer.h"
+#include "preload/sockets/decode/socket_conns.h"
+#include "preload/sockets/socket_records.h"
+
+namespace flightrec {
+
+struct Config;
+
+inline constexpr uint64_t kSocketTimeGrainNs = 128;
+inline uint64_t QuantizeSocketTime(uint64_t ns) { return ns & ~(kSocketTimeGrainNs - 1); }
+
+class SocketFlushSide {
+ public:
+  explicit SocketFlushSide(const ConnProbe& probe) : conns_(probe) {}
+
+  // Decoder bodies. OnOp writes the socket.op event immediately.
+  void OnOp(format::SegmentWriter* w, const SocketOpRecord& r, uint32_t tid);
+  void OnAddr(const SocketAddrRecord& r, uint32_t tid);
+  void OnGap(const SocketGapRecord& g, uint32_t tid);
+
+  // Feeds queued records completed at or before watermark_ns (all of them
+  // when final) to the connection table, in completion order.
+  void Process(format::SegmentWriter* w, uint64_t watermark_ns, bool final);
+
+  ConnTable& conns() { return conns_; }
+  size_t queued() const { return pending_.size(); }
+
+ private:
+  struct Pending {
+    uint64_t key;   // completion time
+    uint64_t seq;   // arrival order: ties keep ring order (addr records before their op)
+    uint32_t tid;
+    uint32_t addr;  // index into addrs_ (or gaps_ with kGapBit), or kNoAddr for an op record
+    SocketOpRecord op;
+  };
+  static constexpr uint32_t kNoAddr = ~0u;
+  static constexpr uint32_t kGapBit = 1u << 31;
+
+  // The writer's string id of each op name (OpNameSlot in the .cc), 0 until
+  // asked for: interning the same two dozen names for every event showed in
+  // the flush thread's profile. Valid while op_ids_epoch_ is the writer's
+  // string_epoch().
+  static constexpr size_t kOpNameSlots = 2 * size_t(SockOp::kCount) + 1;
+  uint32_t OpNameId(format::SegmentWriter* w, const SocketOpRecord& r);
+  uint32_t op_ids_[kOpNameSlots] = {};
+  uint64_t op_ids_epoch_ = 0;
+
+  ConnTable conns_;
+  format::MiVector<Pending> pending_;
+  format::MiVector<SocketAddrRecord> addrs_;
+  format::MiVector<SocketGapRecord> gaps_;
+  uint64_t seq_ = 0;
+};
+
+// Registers event types, decoders, the flush source and the seal hook.
+void RegisterSocketFlushSide(const Config& cfg);
+// Describes every socket in the fd table that no record announced (adopted at
+// init, or inherited); their socket.open events follow at the next tick.
+// Single-threaded contexts only: init, and a fork child's handler.
+void AdoptLiveSockets();
+// In a fork child, before its flush thread starts: forget the parent's state
+// (its containers may have been mid-update by the parent's flush thread) and
+// adopt the inherited sockets.
+void ResetSocketFlushSideAfterFork();
+
+// A socket closed where our hooks cannot see it (a raw close syscall,
+// fclose() of an fdopen()ed socket: glibc closes internally) leaves a stale
+// fd-table entry, and reads and writes on whatever file later gets the number
+// would be taken for socket calls. Clears the entries whose fd is no longer a
+// socket (only if unchanged meanwhile); returns how many. Flush thread, every
+// 10 s.
+size_t HealStaleSocketEntries();
+
+// The ConnProbe backed by the live fd table, getsockname/getpeername, fstat.
+ConnProbe LiveConnProbe();
+
+}  // namespace flightrec

@@ -1,0 +1,281 @@
+// Remote-style libunwind over a copied stack, inside our own process (see
+// stack_unwinder.h). Generic libunwind API (_Ux86_64_*, libunwind-x86_64):
+// the local-only API cannot take custom accessors.
+#include "preload/stacks/stack_unwinder.h"
+
+#include <asm/perf_regs.h>
+#include <libunwind.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <fcntl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "preload/fds/fd_guard.h"
+#include "sampler/sample_events.h"
+
+namespace flightrec::sampler {
+
+__thread bool t_in_unwinder __attribute__((tls_model("initial-exec"))) = false;
+
+namespace {
+
+// perf register number for each RegisterSet slot (libunwind order).
+constexpr int kPerfRegOf[RegisterSet::kCount] = {
+    PERF_REG_X86_AX, PERF_REG_X86_DX, PERF_REG_X86_CX, PERF_REG_X86_BX,
+    PERF_REG_X86_SI, PERF_REG_X86_DI, PERF_REG_X86_BP, PERF_REG_X86_SP,
+    PERF_REG_X86_R8, PERF_REG_X86_R9, PERF_REG_X86_R10, PERF_REG_X86_R11,
+    PERF_REG_X86_R12, PERF_REG_X86_R13, PERF_REG_X86_R14, PERF_REG_X86_R15,
+    PERF_REG_X86_IP,
+};
+
+// A few cached lines of our own memory, valid for one UnwindCopiedStack call:
+// libunwind reads .eh_frame_hdr/.eh_frame word by word, and one
+// process_vm_readv per word would dominate the unwind of a new pc.
+constexpr size_t kLineBytes = 256;
+constexpr int kLines = 16;
+
+struct Line {
+  uint64_t base = ~0ull;  // kLineBytes-aligned; ~0 = empty
+  uint8_t bytes[kLineBytes];
+};
+
+struct UnwindArg {
+  const RegisterSet* regs;
+  uint64_t stack_lo, stack_hi;
+  const uint8_t* copy;
+  Line lines[kLines];
+  int next_victim;
+};
+
+bool ReadWord(UnwindArg* a, uint64_t addr, uint64_t* out) {
+  if (addr >= a->stack_lo && addr + 8 <= a->stack_hi && addr + 8 > addr) {
+    std::memcpy(out, a->copy + (addr - a->stack_lo), 8);
+    return true;
+  }
+  const uint64_t base = addr & ~(kLineBytes - 1);
+  if (addr + 8 <= base + kLineBytes) {  // the word does not straddle two lines
+    for (Line& l : a->lines) {
+      if (l.base == base) {
+        std::memcpy(out, l.bytes + (addr - base), 8);
+        return true;
+      }
+    }
+    Line& l = a->lines[a->next_victim];
+    if (SafeReadSelf(base, l.bytes, kLineBytes)) {
+      a->next_victim = (a->next_victim + 1) % kLines;
+      l.base = base;
+      std::memcpy(out, l.bytes + (addr - base), 8);
+      return true;
+    }
+    l.base = ~0ull;  // line partly unmapped: fall through to an exact read
+  }
+  return SafeReadSelf(addr, out, 8);
+}
+
+// process_vm_readv on ourselves, until a sandbox refuses it once.
+std::atomic<bool> g_vm_readv_ok{true};
+// Fallback: write(2) the bytes into a pipe (the kernel reports EFAULT for an
+// unreadable source instead of faulting) and read them back. Per thread.
+__attribute__((tls_model("initial-exec"))) __thread int t_pipe_rd = -1;
+__attribute__((tls_model("initial-exec"))) __thread int t_pipe_wr = -1;
+
+bool PipeRead(uint64_t addr, void* out, size_t len) {
+  if (len > 4096) return false;  // one atomic pipe write (PIPE_BUF)
+  if (t_pipe_rd < 0) {
+    OwnFdChange opening;
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+    // Kept through an application's close-every-fd (fd_guard.h): the
+    // bytes of arbitrary addresses must never go to the application's fds.
+    t_pipe_rd = TakeOwnFd(fds[0]);
+    t_pipe_wr = TakeOwnFd(fds[1]);
+  }
+  // Raw syscalls: the source is arbitrary memory by design, so no write()
+  // wrapper may look at it (sanitizer interceptors, our own I/O hooks).
+  const ssize_t w = syscall(SYS_write, t_pipe_wr, reinterpret_cast<const void*>(addr), len);
+  if (w <= 0) return false;
+  const ssize_t r = syscall(SYS_read, t_pipe_rd, out, static_cast<size_t>(w));
+  return w == static_cast<ssize_t>(len) && r == w;
+}
+
+int AccessMem(unw_addr_space_t, unw_word_t addr, unw_word_t* val, int write, void* arg) {
+  if (write) return -UNW_EINVAL;  // we never write to the target
+  uint64_t v;
+  if (!ReadWord(static_cast<UnwindArg*>(arg), addr, &v)) return -UNW_EINVAL;
+  *val = v;
+  return 0;
+}
+
+int AccessReg(unw_addr_space_t, unw_regnum_t reg, unw_word_t* val, int write, void* arg) {
+  if (write) return -UNW_EREADONLYREG;
+  if (reg < 0 || reg >= RegisterSet::kCount) return -UNW_EBADREG;
+  *val = static_cast<UnwindArg*>(arg)->regs->r[reg];
+  return 0;
+}
+
+int AccessFpreg(unw_addr_space_t, unw_regnum_t, unw_fpreg_t*, int, void*) { return -UNW_EBADREG; }
+int Resume(unw_addr_space_t, unw_cursor_t*, void*) { return -UNW_EINVAL; }
+int GetProcName(unw_addr_space_t, unw_word_t, char*, size_t, unw_word_t*, void*) {
+  return -UNW_ENOINFO;
+}
+
+// One address space per role, made ahead of use (PrepareUnwinders), never
+// on the unwinding path. Why ahead: creation mallocs (26 KB through the host's
+// calloc), and a recorder thread inside the host's malloc when the
+// application forks can leave an allocator lock held in the child; an
+// allocator without fork handlers (GCC 12's ASan) then hung the child's exit
+// (test_fork_without_exec, 1 run in ~70 under load). Why one per role, not
+// one shared: Debian builds libunwind without per-thread caches, so each
+// address space's unwind cache sits behind its own lock, and the sampler and
+// the flush thread must not contend for it. Within a role, unwinding is
+// exclusive: the role's thread and whoever stops it hand their state over
+// (sampler_thread.cc, flush_thread.cc), so one address space is enough.
+std::atomic<unw_addr_space_t> g_as[kUnwindRoleCount];
+
+unw_addr_space_t CreateAddressSpace() {
+  // libunwind sets its local address space up on first use and later callers
+  // test a plain flag outside its lock, so TSan found the flush thread's read
+  // of the accessors unordered against the sampler thread's setup. Make that
+  // first use once, under pthread_once: every thread then sees it finished.
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, [] { unw_get_accessors(unw_local_addr_space); });
+  // find_proc_info and friends stay the local ones: they locate unwind tables
+  // through dl_iterate_phdr of our own process, which is the process the
+  // copied stack came from. Only memory and register access are redirected.
+  unw_accessors_t acc = *unw_get_accessors(unw_local_addr_space);
+  acc.access_mem = AccessMem;
+  acc.access_reg = AccessReg;
+  acc.access_fpreg = AccessFpreg;
+  acc.resume = Resume;
+  acc.get_proc_name = GetProcName;
+  unw_addr_space_t as = unw_create_addr_space(&acc, 0);
+  if (!as) return nullptr;
+  // Per-thread caching where libunwind has it (no lock); Debian's falls back
+  // to the address space's own cache and lock. UNW_CACHE_GLOBAL takes a mutex
+  // with every signal blocked on each lookup, two rt_sigprocmask syscalls per
+  // frame, which measured ~5 us per frame here against well under 1 us without.
+  unw_set_caching_policy(as, UNW_CACHE_PER_THREAD);
+  unw_set_cache_size(as, 4096, 0);
+  return as;
+}
+
+}  // namespace
+
+uint64_t PerfRegsUserMask() {
+  uint64_t mask = 0;
+  for (int reg : kPerfRegOf) mask |= 1ull << reg;
+  return mask;
+}
+
+bool RegisterSetFromPerf(uint64_t mask, const uint64_t* values, size_t count, RegisterSet* out) {
+  std::memset(out, 0, sizeof(*out));
+  // values[k] belongs to the k-th set bit of mask.
+  uint64_t by_perf[64] = {};
+  size_t k = 0;
+  for (int bit = 0; bit < 64; ++bit) {
+    if (!(mask & (1ull << bit))) continue;
+    if (k >= count) return false;
+    by_perf[bit] = values[k++];
+  }
+  for (int i = 0; i < RegisterSet::kCount; ++i) out->r[i] = by_perf[kPerfRegOf[i]];
+  return true;
+}
+
+void RegisterSetFromUcontext(const ucontext_t* uc, RegisterSet* out) {
+  const greg_t* g = uc->uc_mcontext.gregs;
+  out->r[RegisterSet::kRax] = static_cast<uint64_t>(g[REG_RAX]);
+  out->r[RegisterSet::kRdx] = static_cast<uint64_t>(g[REG_RDX]);
+  out->r[RegisterSet::kRcx] = static_cast<uint64_t>(g[REG_RCX]);
+  out->r[RegisterSet::kRbx] = static_cast<uint64_t>(g[REG_RBX]);
+  out->r[RegisterSet::kRsi] = static_cast<uint64_t>(g[REG_RSI]);
+  out->r[RegisterSet::kRdi] = static_cast<uint64_t>(g[REG_RDI]);
+  out->r[RegisterSet::kRbp] = static_cast<uint64_t>(g[REG_RBP]);
+  out->r[RegisterSet::kRsp] = static_cast<uint64_t>(g[REG_RSP]);
+  out->r[RegisterSet::kR8] = static_cast<uint64_t>(g[REG_R8]);
+  out->r[RegisterSet::kR9] = static_cast<uint64_t>(g[REG_R9]);
+  out->r[RegisterSet::kR10] = static_cast<uint64_t>(g[REG_R10]);
+  out->r[RegisterSet::kR11] = static_cast<uint64_t>(g[REG_R11]);
+  out->r[RegisterSet::kR12] = static_cast<uint64_t>(g[REG_R12]);
+  out->r[RegisterSet::kR13] = static_cast<uint64_t>(g[REG_R13]);
+  out->r[RegisterSet::kR14] = static_cast<uint64_t>(g[REG_R14]);
+  out->r[RegisterSet::kR15] = static_cast<uint64_t>(g[REG_R15]);
+  out->r[RegisterSet::kRip] = static_cast<uint64_t>(g[REG_RIP]);
+}
+
+bool SafeReadSelf(uint64_t addr, void* out, size_t len) {
+  if (len == 0) return true;
+  if (addr + len < addr) return false;
+  if (g_vm_readv_ok.load(std::memory_order_relaxed)) {
+    iovec local{out, len};
+    iovec remote{reinterpret_cast<void*>(addr), len};
+    const long n = syscall(SYS_process_vm_readv, static_cast<long>(syscall(SYS_getpid)), &local, 1ul,
+                           &remote, 1ul, 0ul);
+    if (n == static_cast<long>(len)) return true;
+    if (n >= 0 || errno == EFAULT || errno == ESRCH) return false;
+    // Refused (seccomp, EPERM/ENOSYS): use the pipe from now on.
+    g_vm_readv_ok.store(false, std::memory_order_relaxed);
+  }
+  return PipeRead(addr, out, len);
+}
+
+void PrepareUnwinders(bool after_fork) {
+  for (auto& slot : g_as) {
+    // In a fork child the parent's address spaces are leaked, not destroyed:
+    // a parent thread may have been inside one (holding its cache lock) at
+    // the fork. Their memory is small and was the parent's anyway.
+    if (!after_fork && slot.load(std::memory_order_acquire)) continue;
+    slot.store(CreateAddressSpace(), std::memory_order_release);
+  }
+}
+
+int UnwindCopiedStack(UnwindRole role, const RegisterSet& regs, uint64_t stack_addr,
+                      const uint8_t* copy, size_t copy_len, uint64_t* pcs, int max) {
+  if (max <= 0 || regs.ip() == 0) return 0;
+  pcs[0] = regs.ip();
+  int n = 1;
+  unw_addr_space_t as = g_as[static_cast<int>(role)].load(std::memory_order_acquire);
+  if (!as) return n;  // not prepared (or creation failed): the leaf frame alone
+
+  // Large (16 x 256 B lines) but recorder threads have ordinary 8 MiB stacks.
+  UnwindArg arg;
+  arg.regs = &regs;
+  arg.copy = copy;
+  arg.stack_lo = stack_addr;
+  arg.stack_hi = (copy && stack_addr + copy_len >= stack_addr) ? stack_addr + copy_len : stack_addr;
+  arg.next_victim = 0;
+  for (Line& l : arg.lines) l.base = ~0ull;
+
+  // Set for the whole walk, cleared on every exit path (see the header).
+  struct UnwinderScope {
+    UnwinderScope() { t_in_unwinder = true; }
+    ~UnwinderScope() { t_in_unwinder = false; }
+  } scope;
+  unw_cursor_t cursor;
+  if (unw_init_remote(&cursor, as, &arg) < 0) return n;
+  uint64_t prev_sp = regs.sp();
+  bool prev_signal = false;
+  while (n < max) {
+    // A signal frame's caller was interrupted, not calling: its pc is exact.
+    prev_signal = unw_is_signal_frame(&cursor) > 0;
+    if (unw_step(&cursor) <= 0) break;
+    unw_word_t ip = 0, sp = 0;
+    if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+    if (unw_get_reg(&cursor, UNW_REG_SP, &sp) < 0) break;
+    // The stack grows down, so callers sit at higher addresses. A walk that
+    // does not climb is looping over garbage (signal frames on an alternate
+    // stack are the one legitimate exception).
+    if (sp <= prev_sp && !prev_signal) break;
+    prev_sp = sp;
+    pcs[n++] = prev_signal ? ip : ip - 1;
+  }
+  // Cut at max while the stack goes on: the outermost slot says so.
+  if (n == max && max > 1 && unw_step(&cursor) > 0) pcs[max - 1] = kTruncatedStackPc;
+  return n;
+}
+
+}  // namespace flightrec::sampler
