@@ -48,7 +48,7 @@ __attribute__((noinline)) void OffCpuNoteBlock(uint64_t start_ns, uint64_t end_n
   if (!ts) return;
   uint64_t pcs[kMaxFrames];
   // skip=1: drop this function; frame 0 is the hook (named like the call).
-  const int n = CaptureCurrentStack(pcs, kMaxFrames, 1 + extra_skip, true);
+  const int n = stacks::CaptureCurrentStack(pcs, kMaxFrames, 1 + extra_skip, true);
   RecordWriter w(kRecOffCpuBlock, static_cast<uint32_t>(sizeof(OffCpuBlockRecord) + n * sizeof(uint64_t)), false);
   if (!w.ok()) return;
   auto* r = static_cast<OffCpuBlockRecord*>(w.data());

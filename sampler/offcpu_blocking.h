@@ -23,7 +23,7 @@ extern uint64_t g_offcpu_min_ns;
 // threads were started with the hooks on (SIGPROF handed to the application).
 extern std::atomic<bool> g_offcpu_hooks_retired;
 inline bool OffCpuHooksOn() {
-  return t_offcpu_hooks && !t_in_local_capture && !g_offcpu_hooks_retired.load(std::memory_order_relaxed);
+  return t_offcpu_hooks && !stacks::t_in_local_capture && !g_offcpu_hooks_retired.load(std::memory_order_relaxed);
 }
 
 // Records one block if it lasted at least g_offcpu_min_ns. `reason` must be

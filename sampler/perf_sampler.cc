@@ -217,7 +217,7 @@ perf_event_attr Attr(const PerfOptions& o, bool switch_event, bool kernel) {
   // kernel's perf_swevent_event), which would defeat the thinning. It samples
   // READ, its count of switches, in the same place of the record instead.
   a.sample_type |= switch_event ? PERF_SAMPLE_READ : PERF_SAMPLE_PERIOD;
-  a.sample_regs_user = PerfRegsUserMask();
+  a.sample_regs_user = stacks::PerfRegsUserMask();
   a.sample_stack_user = o.stack_bytes;
   a.use_clockid = 1;
   a.clockid = CLOCK_MONOTONIC;
@@ -322,7 +322,7 @@ bool ParseSample(const uint8_t* rec, size_t len, Sample* s) {
   s->pid = static_cast<uint32_t>(pidtid);
   s->tid = static_cast<uint32_t>(pidtid >> 32);
   if (s->abi != PERF_SAMPLE_REGS_ABI_NONE) {
-    s->nregs = static_cast<size_t>(__builtin_popcountll(PerfRegsUserMask()));
+    s->nregs = static_cast<size_t>(__builtin_popcountll(stacks::PerfRegsUserMask()));
     if (off + s->nregs * 8 > len) return false;
     s->regs = reinterpret_cast<const uint64_t*>(rec + off);  // perf records are 8-aligned
     off += s->nregs * 8;
@@ -356,9 +356,9 @@ int UnwindSample(const Sample& s, bool at_switch, uint64_t* pcs) {
     pcs[0] = s.ip;
     return s.ip ? 1 : 0;
   }
-  RegisterSet rs;
-  if (!RegisterSetFromPerf(PerfRegsUserMask(), s.regs, s.nregs, &rs)) return 0;
-  const int n = UnwindCopiedStack(UnwindRole::kSampler, rs, rs.sp(), s.stack, s.stack_len, pcs, kMaxFrames);
+  stacks::RegisterSet rs;
+  if (!stacks::RegisterSetFromPerf(stacks::PerfRegsUserMask(), s.regs, s.nregs, &rs)) return 0;
+  const int n = stacks::UnwindCopiedStack(stacks::UnwindRole::kSampler, rs, rs.sp(), s.stack, s.stack_len, pcs, kMaxFrames);
   // At a switch the user ip is the instruction after the syscall: like a
   // return address, step back into it so it symbolizes to the call.
   if (at_switch && n > 0 && pcs[0]) pcs[0] -= 1;

@@ -11,16 +11,12 @@
 #include <cstdint>
 
 #include "preload/flush/flush_registry.h"
+#include "preload/stacks/stack_limits.h"
 
 namespace flightrec::sampler {
 
-// Deepest stack any sampler records (frames beyond are cut, leaf kept).
-inline constexpr int kMaxFrames = 128;
-// The outermost "pc" of a stack that was cut at its depth limit while it
-// went on: the symbolizer names it "[truncated]", so a report's root says
-// the stack is incomplete instead of showing some deep frame as the root
-// (deep recursion). Not a user-space address: never a real pc.
-inline constexpr uint64_t kTruncatedStackPc = 0xfffffffffffff001ull;
+using stacks::kMaxFrames;
+using stacks::kTruncatedStackPc;
 
 // Defines the three event types and registers the queue's flush source.
 // Once, at init, before the flush thread starts.

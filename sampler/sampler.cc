@@ -258,7 +258,7 @@ void SamplerInit(const Config& cfg) {
   sampler::g_offcpu_min_ns = cfg.offcpu_min_us * 1000;
   s.sigprof_opts.hz = cfg.cpu_hz ? cfg.cpu_hz : 99;
   s.sigprof_opts.stack_bytes = static_cast<uint32_t>(cfg.stack_copy_bytes & ~uint64_t{7});
-  sampler::InitLocalStackCapture();
+  stacks::InitLocalStackCapture();
   sampler::RegisterSampleEvents();
   sampler::PrepareSamplerWakeups();  // before the first thread is armed
 

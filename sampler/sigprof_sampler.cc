@@ -147,8 +147,8 @@ size_t SafeCopyPrefix(uint64_t addr, uint8_t* out, size_t len) {
 
 void TakeSample(TimerSlot* slot, const siginfo_t* si, const ucontext_t* uc) {
   const uint64_t now = MonotonicNs();
-  RegisterSet regs;
-  RegisterSetFromUcontext(uc, &regs);
+  stacks::RegisterSet regs;
+  stacks::RegisterSetFromUcontext(uc, &regs);
   const uint64_t sp = regs.sp();
   size_t want = g->opts.stack_bytes;
   // A record may take at most half the ring (Ring::Reserve).
@@ -293,7 +293,7 @@ void DrainSlot(TimerSlot& s) {
     const size_t len = std::min<size_t>(r->stack_len, body - sizeof(CpuSampleRecord));
     uint64_t pcs[kMaxFrames];
     // Unwinding failures are not losses: the sample keeps its leaf frame.
-    const int n = UnwindCopiedStack(UnwindRole::kSampler, r->regs, r->stack_addr, r->stack, len, pcs,
+    const int n = stacks::UnwindCopiedStack(stacks::UnwindRole::kSampler, r->regs, r->stack_addr, r->stack, len, pcs,
                                     kMaxFrames);
     if (n > 0) QueueCpuSample(r->time_ns, static_cast<uint32_t>(r->tid), pcs, n, r->period_ns);
   });

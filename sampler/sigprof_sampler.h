@@ -36,7 +36,7 @@ struct CpuSampleRecord {
   uint64_t time_ns;
   uint64_t period_ns;  // CPU time this sample stands for (timer overruns included)
   uint64_t stack_addr;  // sp at the interrupt; stack[0] is the byte at this address
-  RegisterSet regs;
+  stacks::RegisterSet regs;
   int32_t tid;
   uint32_t stack_len;
   uint8_t stack[];

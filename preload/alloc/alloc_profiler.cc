@@ -78,7 +78,7 @@ int CaptureStack(uint64_t* pcs, int max) {
   int n = 0;
   if (!g_fork_pending.load(std::memory_order_seq_cst)) {
     tls_in_unwind = 1;
-    n = sampler::CaptureCurrentStack(pcs, max, 0, true);
+    n = stacks::CaptureCurrentStack(pcs, max, 0, true);
     tls_in_unwind = 0;
   }
   g_unwinders.fetch_sub(1, std::memory_order_seq_cst);
@@ -186,9 +186,9 @@ __attribute__((noinline)) void RecordAllocation(void* ptr, size_t size) {
   const int skip = g_trim.LeadingTrimmed(pcs, n);
   int keep = n - skip;
   // Cut at the capture's depth or at ours: the outermost slot says so.
-  const bool truncated = (n > 0 && pcs[n - 1] == sampler::kTruncatedStackPc) || keep > kMaxAllocFrames;
+  const bool truncated = (n > 0 && pcs[n - 1] == stacks::kTruncatedStackPc) || keep > kMaxAllocFrames;
   if (keep > kMaxAllocFrames) keep = kMaxAllocFrames;
-  if (truncated && keep > 1) pcs[skip + keep - 1] = sampler::kTruncatedStackPc;
+  if (truncated && keep > 1) pcs[skip + keep - 1] = stacks::kTruncatedStackPc;
   const uint32_t npcs = static_cast<uint32_t>(keep);
   RecordWriter w(kRecAllocSample, AllocSampleRecordBytes(npcs));
   if (!w.ok()) return;  // counted by the writer; not in the trace, so not tracked
@@ -257,7 +257,7 @@ void AllocProfilerInit(const Config& config) {
       dladdr(global_malloc, &interposer) && self.dli_fbase == interposer.dli_fbase)
     AddObjectTextRanges(reinterpret_cast<void*>(&AllocProfilerInit), &g_trim);
   AddOperatorNewRanges(&g_trim);
-  sampler::InitLocalStackCapture();
+  stacks::InitLocalStackCapture();
   if (pthread_atfork(AtForkPrepare, AtForkParent, AtForkChild) != 0)
     Log(LogLevel::kWarn, "pthread_atfork failed: allocation stacks are not fork-safe");
   g_mean = config.alloc_sample_bytes;

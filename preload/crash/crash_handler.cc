@@ -72,7 +72,7 @@ struct CrashRecord {
   int32_t code;
   uint32_t stack_len;   // bytes of stack copied after this struct
   uint64_t stack_addr;  // address the copy starts at (the interrupted sp)
-  sampler::RegisterSet regs;
+  stacks::RegisterSet regs;
   // followed by stack_len bytes
 };
 
@@ -205,7 +205,7 @@ void RecordCrash(int sig, siginfo_t* si, void* uc_void) {
   r->signo = sig;
   r->code = si ? si->si_code : 0;
   if (uc_void) {
-    sampler::RegisterSetFromUcontext(static_cast<const ucontext_t*>(uc_void), &r->regs);
+    stacks::RegisterSetFromUcontext(static_cast<const ucontext_t*>(uc_void), &r->regs);
     r->stack_addr = r->regs.sp();
     r->stack_len = CopyStack(r->stack_addr, reinterpret_cast<uint8_t*>(r + 1), max);
   }
@@ -412,7 +412,7 @@ void DecodeCrash(FlushContext& ctx, const RecordHeader& h, const void* payload) 
   uint64_t pcs[128];
   int n = 0;
   if (r->regs.ip() != 0)
-    n = sampler::UnwindCopiedStack(sampler::UnwindRole::kFlush, r->regs, r->stack_addr,
+    n = stacks::UnwindCopiedStack(stacks::UnwindRole::kFlush, r->regs, r->stack_addr,
                                    reinterpret_cast<const uint8_t*>(r + 1), len, pcs, 128);
   using format::Value;
   Value v[] = {Value::U(r->time_ns),

@@ -187,7 +187,7 @@ FR_HOOK sighandler_t sysv_signal(int sig, sighandler_t handler) {
 }
 
 FR_HOOK int sigprocmask(int how, const sigset_t* set, sigset_t* old) {
-  if (flightrec::sampler::t_in_unwinder && flightrec::IsRecorderThread()) {
+  if (flightrec::stacks::t_in_unwinder && flightrec::IsRecorderThread()) {
     // The mask is and stays "everything blocked"; report it as such.
     if (old) sigfillset(old);
     return 0;
@@ -199,7 +199,7 @@ FR_HOOK int sigprocmask(int how, const sigset_t* set, sigset_t* old) {
 }
 
 FR_HOOK int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) {
-  if (flightrec::sampler::t_in_unwinder && flightrec::IsRecorderThread()) {
+  if (flightrec::stacks::t_in_unwinder && flightrec::IsRecorderThread()) {
     if (old) sigfillset(old);
     return 0;
   }

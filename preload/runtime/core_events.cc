@@ -60,7 +60,7 @@ std::string Bounded(const char* s, size_t n) { return std::string(s, strnlen(s, 
 std::string SymbolFor(uint64_t addr) {
   if (!addr) return "";
   Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(addr), &info) != 0 && info.dli_sname) return sampler::Demangle(info.dli_sname);
+  if (dladdr(reinterpret_cast<void*>(addr), &info) != 0 && info.dli_sname) return stacks::Demangle(info.dli_sname);
   if (SamplerPcDescriber) {
     format::MappingInfo mapping;
     std::vector<format::FrameLine> lines;

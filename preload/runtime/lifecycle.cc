@@ -82,7 +82,7 @@ void AtForkChild() {
   CrashFreezeResetInChild();  // before the sampler and flush threads start again
   TakeFooterCounters();  // the parent's drop totals are not the child's
   LastThreadWatchAtForkChild();
-  sampler::PrepareUnwinders(/*after_fork=*/true);
+  stacks::PrepareUnwinders(/*after_fork=*/true);
   if (SamplerAtFork) SamplerAtFork();
   if (UploaderAtFork) UploaderAtFork();
   CurrentThreadState(true);
@@ -116,7 +116,7 @@ __attribute__((constructor)) void FlightrecInit() {
   const OpenFdSnapshot before_unwinders = SnapshotOpenFds();
   {
     OwnPipesScope own_pipes;
-    sampler::PrepareUnwinders();
+    stacks::PrepareUnwinders();
     if (AllocProfilerInit) AllocProfilerInit(cfg);
   }
   ProtectPipesOpenedSince(before_unwinders);

@@ -14,7 +14,7 @@
 #define HAVE_DECL_BASENAME 1
 #include <libiberty/demangle.h>
 
-namespace flightrec::sampler {
+namespace flightrec::stacks {
 namespace {
 
 // Rust first: a legacy Rust symbol is also a valid Itanium name, which
@@ -52,4 +52,4 @@ std::string Demangle(const char* name) {
   return std::string(name);
 }
 
-}  // namespace flightrec::sampler
+}  // namespace flightrec::stacks

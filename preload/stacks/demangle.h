@@ -6,10 +6,10 @@
 #pragma once
 #include <string>
 
-namespace flightrec::sampler {
+namespace flightrec::stacks {
 
 // Not async-signal-safe: the C++ demangler allocates. Called from the
 // recorder's own threads (symbolization, thread start events) only.
 std::string Demangle(const char* name);
 
-}  // namespace flightrec::sampler
+}  // namespace flightrec::stacks

@@ -15,9 +15,9 @@
 #include <cstring>
 
 #include "preload/runtime/clock.h"
-#include "sampler/sample_events.h"
+#include "preload/stacks/stack_limits.h"
 
-namespace flightrec::sampler {
+namespace flightrec::stacks {
 
 __thread bool t_in_local_capture __attribute__((tls_model("initial-exec"))) = false;
 
@@ -178,4 +178,4 @@ bool LocalFunctionRange(uint64_t pc, uint64_t* start, uint64_t* end) {
   return true;
 }
 
-}  // namespace flightrec::sampler
+}  // namespace flightrec::stacks

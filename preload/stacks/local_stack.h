@@ -20,7 +20,7 @@
 #pragma once
 #include <cstdint>
 
-namespace flightrec::sampler {
+namespace flightrec::stacks {
 
 // Fills pcs[0..n) leaf first and returns n (0..max). Frame 0 is the caller of
 // CaptureCurrentStack after `skip` more frames are dropped (skip=0: the
@@ -30,7 +30,7 @@ namespace flightrec::sampler {
 // No host malloc, no locks of ours. Safe to call before
 // InitLocalStackCapture() (it then initialises libunwind lazily).
 // With mark_truncated, a stack that goes on past `max` frames ends with
-// kTruncatedStackPc (sample_events.h) in its last slot.
+// kTruncatedStackPc (stack_limits.h) in its last slot.
 int CaptureCurrentStack(uint64_t* pcs, int max, int skip, bool mark_truncated = false);
 
 // True while the calling thread is inside CaptureCurrentStack. libunwind may
@@ -56,4 +56,4 @@ void SetLocalUnwinderForThisThread(LocalUnwinder u);
 bool LibgccUnwinderAvailable();
 bool LibunwindChosenForThisThread();
 
-}  // namespace flightrec::sampler
+}  // namespace flightrec::stacks

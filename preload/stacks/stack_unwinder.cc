@@ -16,9 +16,9 @@
 #include <cstring>
 
 #include "preload/fds/fd_guard.h"
-#include "sampler/sample_events.h"
+#include "preload/stacks/stack_limits.h"
 
-namespace flightrec::sampler {
+namespace flightrec::stacks {
 
 __thread bool t_in_unwinder __attribute__((tls_model("initial-exec"))) = false;
 
@@ -278,4 +278,4 @@ int UnwindCopiedStack(UnwindRole role, const RegisterSet& regs, uint64_t stack_a
   return n;
 }
 
-}  // namespace flightrec::sampler
+}  // namespace flightrec::stacks

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <ucontext.h>
 
-namespace flightrec::sampler {
+namespace flightrec::stacks {
 
 // Indexed by libunwind's x86_64 numbering: UNW_X86_64_RAX (0), RDX, RCX, RBX,
 // RSI, RDI, RBP, RSP (7), R8..R15 (8..15), RIP (16).
@@ -57,7 +57,7 @@ void PrepareUnwinders(bool after_fork = false);
 // frame interrupted by a signal, whose pc is exact. Returns the count (>= 1
 // when regs.ip != 0; 0 only for max <= 0 or ip == 0). Never faults on bad
 // input: a garbage copy just ends the walk early. A stack that goes on past
-// `max` frames has kTruncatedStackPc (sample_events.h) as its last entry.
+// `max` frames has kTruncatedStackPc (stack_limits.h) as its last entry.
 // Without PrepareUnwinders, returns the leaf alone.
 int UnwindCopiedStack(UnwindRole role, const RegisterSet& regs, uint64_t stack_addr,
                       const uint8_t* copy, size_t copy_len, uint64_t* pcs, int max);
@@ -75,4 +75,4 @@ extern __thread bool t_in_unwinder __attribute__((tls_model("initial-exec")));
 // (write(2) fails with EFAULT instead of faulting). Recorder threads only.
 bool SafeReadSelf(uint64_t addr, void* out, size_t len);
 
-}  // namespace flightrec::sampler
+}  // namespace flightrec::stacks

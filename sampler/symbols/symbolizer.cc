@@ -158,7 +158,7 @@ void StripCloneSuffix(MiString* name) {
 }
 
 MiString DemangleMi(const char* name) {
-  MiString s = ToMi(Demangle(name));
+  MiString s = ToMi(stacks::Demangle(name));
   StripCloneSuffix(&s);
   return s;
 }
@@ -521,7 +521,7 @@ struct Symbolizer::Impl {
   static MiString CfiFunctionName(Dwfl_Module* mod, uint64_t pc, const format::MiString& path) {
     uint64_t start = 0, end = 0;
     Dwarf_Addr bias = 0;
-    if (!LocalFunctionRange(pc, &start, &end) || !dwfl_module_getelf(mod, &bias) || start < bias) return MiString();
+    if (!stacks::LocalFunctionRange(pc, &start, &end) || !dwfl_module_getelf(mod, &bias) || start < bias) return MiString();
     char name[64];
     snprintf(name, sizeof(name), "sub_%llx", static_cast<unsigned long long>(start - bias));
     MiString out(name);

@@ -120,7 +120,7 @@ pid_t Gettid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 TEST_CASE("sampler_perf: samples of a known chain come back unwound and symbolized" *
           doctest::skip(!PerfUsable())) {
   flightrec::sampler::RegisterSampleEvents();
-  flightrec::sampler::PrepareUnwinders();  // what the constructor does in the preload
+  flightrec::stacks::PrepareUnwinders();  // what the constructor does in the preload
   flightrec::sampler::PerfOptions o;
   o.hz = 1000;
   o.offcpu = false;
@@ -150,7 +150,7 @@ TEST_CASE("sampler_perf: samples of a known chain come back unwound and symboliz
 
 TEST_CASE("sampler_sigprof: samples, the application's dispositions, stepping aside") {
   flightrec::sampler::RegisterSampleEvents();
-  flightrec::sampler::PrepareUnwinders();  // what the constructor does in the preload
+  flightrec::stacks::PrepareUnwinders();  // what the constructor does in the preload
   struct sigaction saved;
   REQUIRE(sigaction(SIGPROF, nullptr, &saved) == 0);
 
@@ -232,7 +232,7 @@ TEST_CASE("sampler_sigprof: samples, the application's dispositions, stepping as
 TEST_SUITE("concurrency") {
 TEST_CASE("sampler_queue: producers and the flush source lose nothing, no data race") {
   flightrec::sampler::RegisterSampleEvents();
-  flightrec::sampler::PrepareUnwinders();  // what the constructor does in the preload
+  flightrec::stacks::PrepareUnwinders();  // what the constructor does in the preload
   char dir[] = "/tmp/flightrec-sampler-queue-XXXXXX";
   REQUIRE(mkdtemp(dir) != nullptr);
   const std::string path = std::string(dir) + "/q.seg";

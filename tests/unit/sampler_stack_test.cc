@@ -22,19 +22,20 @@
 #include <vector>
 
 #include "preload/stacks/local_stack.h"
+namespace stacks = flightrec::stacks;
 #include "sampler/sample_events.h"
 #include "preload/stacks/stack_unwinder.h"
 
 namespace {
 
-using flightrec::sampler::CaptureCurrentStack;
-using flightrec::sampler::RegisterSet;
+using flightrec::stacks::CaptureCurrentStack;
+using flightrec::stacks::RegisterSet;
 
 // The recorder prepares its address spaces in its constructor; tests do it here.
-static int Unwind(const RegisterSet& regs, uint64_t stack_addr, const uint8_t* copy, size_t len,
+static int Unwind(const stacks::RegisterSet& regs, uint64_t stack_addr, const uint8_t* copy, size_t len,
                   uint64_t* pcs, int max) {
-  flightrec::sampler::PrepareUnwinders();
-  return flightrec::sampler::UnwindCopiedStack(flightrec::sampler::UnwindRole::kSampler, regs, stack_addr,
+  flightrec::stacks::PrepareUnwinders();
+  return flightrec::stacks::UnwindCopiedStack(flightrec::stacks::UnwindRole::kSampler, regs, stack_addr,
                                                copy, len, pcs, max);
 }
 
@@ -45,7 +46,7 @@ struct ChainTrace {
   uint64_t pcs[64];
   int n;
   // Stack-copy capture (second test).
-  RegisterSet regs;
+  stacks::RegisterSet regs;
   uint64_t stack_addr;
   std::vector<uint8_t> copy;
 };
@@ -79,13 +80,13 @@ bool StackBounds(uint64_t* lo, uint64_t* hi) {
 __attribute__((noinline)) void chain_leaf(ChainTrace* t, Mode mode) {
   t->ret_into[0] = reinterpret_cast<uint64_t>(__builtin_return_address(0));
   if (mode == Mode::kLocal) {
-    t->n = CaptureCurrentStack(t->pcs, 64, 0);
+    t->n = stacks::CaptureCurrentStack(t->pcs, 64, 0);
   } else {
     // Registers as of the instruction after getcontext's call, then a copy of
     // the live stack from that sp up to 16 KiB, bounded by the stack's end.
     ucontext_t uc;
     getcontext(&uc);
-    flightrec::sampler::RegisterSetFromUcontext(&uc, &t->regs);
+    flightrec::stacks::RegisterSetFromUcontext(&uc, &t->regs);
     uint64_t lo = 0, hi = 0;
     REQUIRE(StackBounds(&lo, &hi));
     const uint64_t sp = t->regs.sp();
@@ -150,28 +151,28 @@ TEST_CASE("sampler_local_stack: skip drops frames and max bounds the output") {
   // Called from here, skip=0 gives this function's frame first; compare with
   // a capture of depth limited to 3 from the same place, then skip 1.
   uint64_t a[8], b[8];
-  const int na = CaptureCurrentStack(a, 8, 0);
-  const int nb = CaptureCurrentStack(b, 8, 1);
+  const int na = stacks::CaptureCurrentStack(a, 8, 0);
+  const int nb = stacks::CaptureCurrentStack(b, 8, 1);
   REQUIRE(na >= 3);
   REQUIRE(nb == na - 1 + (na == 8 ? 1 : 0));
   CHECK(b[0] == a[1]);
   CHECK(b[1] == a[2]);
-  CHECK(CaptureCurrentStack(few, 3, 0) == 3);
-  CHECK(CaptureCurrentStack(few, 0, 0) == 0);
+  CHECK(stacks::CaptureCurrentStack(few, 3, 0) == 3);
+  CHECK(stacks::CaptureCurrentStack(few, 0, 0) == 0);
   // Asked to, a capture cut short says so in its last slot; one that fits
   // (the whole stack, < 256 frames here) does not.
   uint64_t cut[3], whole[200];
-  CHECK(CaptureCurrentStack(cut, 3, 0, true) == 3);
-  CHECK(cut[2] == flightrec::sampler::kTruncatedStackPc);
+  CHECK(stacks::CaptureCurrentStack(cut, 3, 0, true) == 3);
+  CHECK(cut[2] == flightrec::stacks::kTruncatedStackPc);
   CHECK(cut[1] == few[1]);
-  const int n = CaptureCurrentStack(whole, 200, 0, true);
+  const int n = stacks::CaptureCurrentStack(whole, 200, 0, true);
   REQUIRE(n > 3);
   REQUIRE(n < 200);
-  for (int i = 0; i < n; ++i) CHECK(whole[i] != flightrec::sampler::kTruncatedStackPc);
+  for (int i = 0; i < n; ++i) CHECK(whole[i] != flightrec::stacks::kTruncatedStackPc);
 }
 
 TEST_CASE("sampler_local_stack: libgcc's unwinder gives the frames libunwind's does") {
-  namespace sm = flightrec::sampler;
+  namespace sm = flightrec::stacks;
   sm::InitLocalStackCapture();
   REQUIRE(sm::LibgccUnwinderAvailable());
   ChainTrace fast{}, lean{};
@@ -197,7 +198,7 @@ TEST_CASE("sampler_local_stack: libgcc's unwinder gives the frames libunwind's d
 }
 
 TEST_CASE("sampler_local_stack: a thread moves to libunwind's unwinder after 32 captures in a second") {
-  namespace sm = flightrec::sampler;
+  namespace sm = flightrec::stacks;
   sm::InitLocalStackCapture();
   REQUIRE(sm::LibgccUnwinderAvailable());
   struct Result {
@@ -207,9 +208,9 @@ TEST_CASE("sampler_local_stack: a thread moves to libunwind's unwinder after 32 
   std::thread([&r] {
     uint64_t pcs[16];
     r.before = sm::LibunwindChosenForThisThread();
-    for (int i = 0; i < 32; ++i) CaptureCurrentStack(pcs, 16, 0);
+    for (int i = 0; i < 32; ++i) stacks::CaptureCurrentStack(pcs, 16, 0);
     r.at_32 = sm::LibunwindChosenForThisThread();
-    CaptureCurrentStack(pcs, 16, 0);
+    stacks::CaptureCurrentStack(pcs, 16, 0);
     r.after = sm::LibunwindChosenForThisThread();
   }).join();
   CHECK_FALSE(r.before);
@@ -251,50 +252,50 @@ TEST_CASE("sampler_unwinder: copied stack unwinds through -fomit-frame-pointer f
 TEST_CASE("sampler_unwinder: garbage registers and copies end the walk without faulting") {
   std::vector<uint8_t> junk(4096);
   for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<uint8_t>(i * 131 + 7);
-  RegisterSet regs{};
+  stacks::RegisterSet regs{};
   uint64_t pcs[32];
   // ip in no mapping, sp pointing at the junk copy.
-  regs.r[RegisterSet::kRip] = 0x10;
-  regs.r[RegisterSet::kRsp] = 0x7000'0000'0000;
+  regs.r[stacks::RegisterSet::kRip] = 0x10;
+  regs.r[stacks::RegisterSet::kRsp] = 0x7000'0000'0000;
   int n = Unwind(regs, regs.sp(), junk.data(), junk.size(), pcs, 32);
   CHECK(n >= 1);
   CHECK(pcs[0] == 0x10);
   // ip inside our code, sp unmapped and no copy: still terminates.
-  regs.r[RegisterSet::kRip] = reinterpret_cast<uint64_t>(&chain_leaf) + 1;
-  regs.r[RegisterSet::kRsp] = 0x8;
+  regs.r[stacks::RegisterSet::kRip] = reinterpret_cast<uint64_t>(&chain_leaf) + 1;
+  regs.r[stacks::RegisterSet::kRsp] = 0x8;
   n = Unwind(regs, 0, nullptr, 0, pcs, 32);
   CHECK(n >= 1);
   CHECK(n <= 32);
-  regs.r[RegisterSet::kRip] = 0;
+  regs.r[stacks::RegisterSet::kRip] = 0;
   CHECK(Unwind(regs, 0, nullptr, 0, pcs, 32) == 0);
 }
 
 TEST_CASE("sampler_unwinder: perf register layout maps onto libunwind numbering") {
-  const uint64_t mask = flightrec::sampler::PerfRegsUserMask();
+  const uint64_t mask = flightrec::stacks::PerfRegsUserMask();
   // AX..IP (bits 0..8) and R8..R15 (bits 16..23): 17 registers.
   CHECK(__builtin_popcountll(mask) == 17);
   CHECK(mask == (((1ull << 9) - 1) | (0xffull << 16)));
   uint64_t values[17];
   for (int i = 0; i < 17; ++i) values[i] = 100 + i;  // ascending perf bit order
-  RegisterSet rs;
-  REQUIRE(flightrec::sampler::RegisterSetFromPerf(mask, values, 17, &rs));
-  CHECK(rs.r[RegisterSet::kRax] == 100);  // PERF_REG_X86_AX = bit 0
-  CHECK(rs.r[RegisterSet::kRbx] == 101);  // BX = bit 1
-  CHECK(rs.r[RegisterSet::kRcx] == 102);
-  CHECK(rs.r[RegisterSet::kRdx] == 103);
-  CHECK(rs.r[RegisterSet::kRsp] == 107);  // SP = bit 7
-  CHECK(rs.r[RegisterSet::kRip] == 108);  // IP = bit 8
-  CHECK(rs.r[RegisterSet::kR8] == 109);   // R8 = bit 16, the 10th value
-  CHECK(rs.r[RegisterSet::kR15] == 116);
-  CHECK_FALSE(flightrec::sampler::RegisterSetFromPerf(mask, values, 16, &rs));
+  stacks::RegisterSet rs;
+  REQUIRE(flightrec::stacks::RegisterSetFromPerf(mask, values, 17, &rs));
+  CHECK(rs.r[stacks::RegisterSet::kRax] == 100);  // PERF_REG_X86_AX = bit 0
+  CHECK(rs.r[stacks::RegisterSet::kRbx] == 101);  // BX = bit 1
+  CHECK(rs.r[stacks::RegisterSet::kRcx] == 102);
+  CHECK(rs.r[stacks::RegisterSet::kRdx] == 103);
+  CHECK(rs.r[stacks::RegisterSet::kRsp] == 107);  // SP = bit 7
+  CHECK(rs.r[stacks::RegisterSet::kRip] == 108);  // IP = bit 8
+  CHECK(rs.r[stacks::RegisterSet::kR8] == 109);   // R8 = bit 16, the 10th value
+  CHECK(rs.r[stacks::RegisterSet::kR15] == 116);
+  CHECK_FALSE(flightrec::stacks::RegisterSetFromPerf(mask, values, 16, &rs));
 }
 
-TEST_CASE("sampler_unwinder: SafeReadSelf reads mapped memory and refuses unmapped") {
+TEST_CASE("sampler_unwinder: stacks::SafeReadSelf reads mapped memory and refuses unmapped") {
   const uint64_t v = 0x1122334455667788ull;
   uint64_t out = 0;
-  CHECK(flightrec::sampler::SafeReadSelf(reinterpret_cast<uint64_t>(&v), &out, 8));
+  CHECK(flightrec::stacks::SafeReadSelf(reinterpret_cast<uint64_t>(&v), &out, 8));
   CHECK(out == v);
-  CHECK_FALSE(flightrec::sampler::SafeReadSelf(0x8, &out, 8));
+  CHECK_FALSE(flightrec::stacks::SafeReadSelf(0x8, &out, 8));
 }
 
 TEST_CASE("sampler_unwinder: works where a sandbox refuses process_vm_readv") {
@@ -317,8 +318,8 @@ TEST_CASE("sampler_unwinder: works where a sandbox refuses process_vm_readv") {
     if (syscall(SYS_process_vm_readv, getpid(), &l, 1, &r, 1, 0) != -1 || errno != EPERM) _exit(11);
     const uint64_t v = 0x5566778899aabbccull;
     uint64_t out = 0;
-    if (!flightrec::sampler::SafeReadSelf(reinterpret_cast<uint64_t>(&v), &out, 8) || out != v) _exit(12);
-    if (flightrec::sampler::SafeReadSelf(0x8, &out, 8)) _exit(13);
+    if (!flightrec::stacks::SafeReadSelf(reinterpret_cast<uint64_t>(&v), &out, 8) || out != v) _exit(12);
+    if (flightrec::stacks::SafeReadSelf(0x8, &out, 8)) _exit(13);
     ChainTrace t{};
     chain_1(&t, Mode::kCopy);
     uint64_t pcs[64];
