@@ -14,9 +14,7 @@
 
 namespace flightrec::sampler {
 
-__thread bool t_offcpu_hooks __attribute__((tls_model("initial-exec"))) = false;
 uint64_t g_offcpu_min_ns = 1000000;
-std::atomic<bool> g_offcpu_hooks_retired{false};
 
 namespace {
 
@@ -60,8 +58,11 @@ __attribute__((noinline)) void OffCpuNoteBlock(uint64_t start_ns, uint64_t end_n
   std::memcpy(r->pcs, pcs, static_cast<size_t>(n) * sizeof(uint64_t));
 }
 
-void SetThreadOffCpuHooks(bool on) { t_offcpu_hooks = on; }
+void SetThreadOffCpuHooks(bool on) { t_block_notes = on; }
 
-void RegisterOffCpuDecoding() { RegisterRecordKind(kRecOffCpuBlock, "offcpu.sample", DecodeOffCpuBlock); }
+void RegisterOffCpuDecoding() {
+  RegisterRecordKind(kRecOffCpuBlock, "offcpu.sample", DecodeOffCpuBlock);
+  RegisterBlockNote(OffCpuNoteBlock);
+}
 
 }  // namespace flightrec::sampler

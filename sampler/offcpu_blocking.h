@@ -7,24 +7,13 @@
 #include <atomic>
 #include <cstdint>
 
-#include "preload/stacks/local_stack.h"
+#include "preload/threads/block_notes.h"
 
 namespace flightrec::sampler {
 
-// Per thread: true when this thread's off-CPU time comes from the hooks.
-// Initial-exec TLS so the hooks' fast path is one load.
-extern __thread bool t_offcpu_hooks __attribute__((tls_model("initial-exec")));
-// Minimum duration recorded (ns); set once at init.
-extern uint64_t g_offcpu_min_ns;
-
-// Off inside a stack capture: libunwind's own lock must not be timed (the
-// capture it would trigger re-enters libunwind while that lock is held).
-// Process-wide: set when off-CPU moved to perf's context switches after
-// threads were started with the hooks on (SIGPROF handed to the application).
-extern std::atomic<bool> g_offcpu_hooks_retired;
-inline bool OffCpuHooksOn() {
-  return t_offcpu_hooks && !stacks::t_in_local_capture && !g_offcpu_hooks_retired.load(std::memory_order_relaxed);
-}
+// The per-thread switch and the gate live in the runtime
+// (preload/threads/block_notes.h), which the socket hooks read too.
+inline bool OffCpuHooksOn() { return BlockNotesOn(); }
 
 // Records one block if it lasted at least g_offcpu_min_ns. `reason` must be
 // a string with static storage (e.g. "poll"). Called directly by a hook: the
@@ -35,6 +24,11 @@ inline bool OffCpuHooksOn() {
 void OffCpuNoteBlock(uint64_t start_ns, uint64_t end_ns, const char* reason, int extra_skip = 0);
 
 void SetThreadOffCpuHooks(bool on);
+// Registers the ring record's decoder and OffCpuNoteBlock as the runtime's
+// block note.
 void RegisterOffCpuDecoding();
+
+// Minimum duration recorded (ns); set once at init.
+extern uint64_t g_offcpu_min_ns;
 
 }  // namespace flightrec::sampler

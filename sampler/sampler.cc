@@ -16,6 +16,7 @@
 
 #include "preload/runtime/clock.h"
 #include "preload/fds/fd_guard.h"
+#include "preload/crash/sigprof_owner.h"
 #include "preload/runtime/log.h"
 #include "preload/threads/thread_registry.h"
 #include "preload/stacks/local_stack.h"
@@ -240,7 +241,7 @@ void TakeOverWithPerf() {
     return;
   }
   if (g_state.offcpu && g_state.perf_switch_ok)
-    sampler::g_offcpu_hooks_retired.store(true, std::memory_order_relaxed);
+    g_block_notes_retired.store(true, std::memory_order_relaxed);
   ArmOtherThreads();
   Log(LogLevel::kInfo, "the application took SIGPROF; CPU sampling continues with perf");
 }
@@ -261,6 +262,11 @@ void SamplerInit(const Config& cfg) {
   stacks::InitLocalStackCapture();
   sampler::RegisterSampleEvents();
   sampler::PrepareSamplerWakeups();  // before the first thread is armed
+  // The runtime reaches SIGPROF and the sampler thread only through these.
+  static const SigprofOwner kSigprofOwner{sampler::SigprofInstalled, sampler::SigprofInterceptSigaction,
+                                          sampler::SigprofPauseTimers, sampler::SigprofResumeTimers};
+  RegisterSigprofOwner(&kSigprofOwner);
+  AddCrashFreezeWaker(sampler::NudgeSamplerThread);
 
   // auto: SIGPROF timers first. perf's per-thread events cost the thread
   // microseconds of kernel work at every context switch (its cpu-clock timer

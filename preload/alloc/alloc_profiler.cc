@@ -25,7 +25,7 @@
 #include "preload/runtime/runtime_state.h"
 #include "preload/threads/thread_registry.h"
 #include "preload/stacks/local_stack.h"
-#include "sampler/sample_events.h"
+#include "preload/stacks/stack_limits.h"
 
 namespace flightrec {
 namespace alloc {

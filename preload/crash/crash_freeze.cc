@@ -12,8 +12,7 @@
 
 #include "preload/runtime/clock.h"
 #include "preload/flush/flush_wakeup.h"
-#include "sampler/sampler_thread.h"
-#include "sampler/sigprof_sampler.h"
+#include "preload/crash/sigprof_owner.h"
 
 namespace flightrec {
 namespace {
@@ -39,9 +38,9 @@ void CrashFreezeBegin() {
   g_frozen.store(1, std::memory_order_seq_cst);
   // A SIGPROF handler reads our globals, which the report may be filling
   // with test patterns: no timer fires until the end.
-  sampler::SigprofPauseTimers();
+  SigprofOwnerPauseTimers();
   NudgeFlushThread();
-  sampler::NudgeSamplerThread();
+  WakeCrashFreezeWakers();
   const uint64_t deadline = MonotonicNs() + kParkWaitNs;
   while (g_parked.load(std::memory_order_seq_cst) < g_members.load(std::memory_order_seq_cst) &&
          MonotonicNs() < deadline)
@@ -54,7 +53,7 @@ void CrashFreezeBegin() {
 void CrashFreezeEnd() {
   if (g_frozen.exchange(0, std::memory_order_seq_cst) == 0) return;
   const int saved_errno = errno;
-  sampler::SigprofResumeTimers();
+  SigprofOwnerResumeTimers();
   syscall(SYS_futex, &g_frozen, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
   errno = saved_errno;
 }

@@ -1,7 +1,8 @@
 // Signal interposers: sigaction, signal, bsd_signal, sysv_signal and
 // sigprocmask.
 //  * Dispositions: SIGPROF while the SIGPROF sampler owns it
-//    (sampler/sigprof_sampler.h): the application's SIG_IGN/SIG_DFL are
+//    (sampler/sigprof_sampler.h, registered through
+//    preload/crash/sigprof_owner.h): the application's SIG_IGN/SIG_DFL are
 //    remembered and honoured, and an application handler makes the sampler
 //    step aside and hand SIGPROF over. The crash signals while crash capture
 //    owns them (preload/crash/crash_handler.h): the application's disposition is
@@ -26,10 +27,10 @@
 #include <cstring>
 
 #include "preload/crash/crash_handler.h"
+#include "preload/crash/sigprof_owner.h"
 #include "preload/crash/signal_mask.h"
 #include "preload/crash/term_signals.h"
 #include "preload/threads/thread_registry.h"
-#include "sampler/sigprof_sampler.h"
 #include "preload/stacks/stack_unwinder.h"
 
 #define FR_HOOK extern "C" __attribute__((visibility("default")))
@@ -58,7 +59,7 @@ std::atomic<SigprocmaskFn> g_sigprocmask;
 // nothing needs removing, else `scratch`.
 const sigset_t* WithoutOwnedSigprof(int how, const sigset_t* set, sigset_t* scratch) {
   if (!set || how == SIG_UNBLOCK || !sigismember(set, SIGPROF)) return set;
-  if (!flightrec::sampler::SigprofInstalled() || flightrec::IsRecorderThread()) return set;
+  if (!flightrec::SigprofOwned() || flightrec::IsRecorderThread()) return set;
   *scratch = *set;
   sigdelset(scratch, SIGPROF);
   return scratch;
@@ -78,11 +79,11 @@ struct sigaction SignalStyleAction(sighandler_t handler, int flags) {
 // signal()-style install of SIGPROF through the sampler. Returns true if the
 // sampler handled it.
 bool InterceptSignal(sighandler_t handler, int flags, sighandler_t* result) {
-  if (!flightrec::sampler::SigprofInstalled()) return false;
+  if (!flightrec::SigprofOwned()) return false;
   struct sigaction act = SignalStyleAction(handler, flags), old;
   std::memset(&old, 0, sizeof(old));
   int ret = 0;
-  if (!flightrec::sampler::SigprofInterceptSigaction(&act, &old, &ret)) return false;
+  if (!flightrec::SigprofOwnerIntercept(&act, &old, &ret)) return false;
   *result = ret == 0 ? old.sa_handler : SIG_ERR;
   return true;
 }
@@ -130,7 +131,7 @@ int VforkChildSigaction(SigactionFn real, int sig, const struct sigaction* act, 
   bool have_app = false;
   if (old) {
     int r = 0;
-    if (sig == SIGPROF) have_app = flightrec::sampler::SigprofInterceptSigaction(nullptr, &app, &r) && r == 0;
+    if (sig == SIGPROF) have_app = flightrec::SigprofOwnerIntercept(nullptr, &app, &r) && r == 0;
     else if (IsCrashSignal(sig)) have_app = flightrec::CrashSigaction(sig, nullptr, &app);
   }
   const int ret = real(sig, act, old);
@@ -146,7 +147,7 @@ FR_HOOK int sigaction(int sig, const struct sigaction* act, struct sigaction* ol
   if (flightrec::InVforkChild()) return VforkChildSigaction(real, sig, act, old);
   if (sig == SIGPROF) {
     int ret = 0;
-    if (flightrec::sampler::SigprofInterceptSigaction(act, old, &ret)) return ret;
+    if (flightrec::SigprofOwnerIntercept(act, old, &ret)) return ret;
   }
   if (IsCrashSignal(sig) && flightrec::CrashSigaction(sig, act, old)) return 0;
   if (flightrec::IsTermSignal(sig)) {

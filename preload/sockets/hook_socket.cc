@@ -19,7 +19,7 @@
 #include "preload/sockets/socket_direct.h"
 #include "preload/sockets/socket_hot_path.h"
 #include "preload/sockets/socket_real.h"
-#include "sampler/offcpu_blocking.h"
+#include "preload/threads/block_notes.h"
 
 #define FR_HOOK extern "C" __attribute__((visibility("default")))
 
@@ -63,8 +63,8 @@ bool ConnectReadAddress(int rc, int err) {
 // extra_skip: frames between the application's call and this one that are
 // ours (AcceptImpl's own, under accept/accept4 that tail-call it).
 inline void NoteIfBlocked(uint64_t t0, uint64_t t1, const char* reason, int extra_skip) {
-  if (__builtin_expect(t1 - t0 >= sockclock::BlockMinNs(), 0) && flightrec::sampler::OffCpuHooksOn())
-    flightrec::sampler::OffCpuNoteBlock(t0, t1, reason, extra_skip);
+  if (__builtin_expect(t1 - t0 >= sockclock::BlockMinNs(), 0) && flightrec::BlockNotesOn())
+    flightrec::NoteBlock(t0, t1, reason, extra_skip);
 }
 
 // kEntryDirect for a socket created non-blocking, when direct calls are on

@@ -23,7 +23,7 @@
 #include "preload/sockets/socket_hot_path.h"
 #include "preload/sockets/socket_real.h"
 #include "preload/sockets/socket_records.h"
-#include "sampler/offcpu_blocking.h"
+#include "preload/threads/block_notes.h"
 
 #define FR_HOOK extern "C" __attribute__((visibility("default")))
 
@@ -57,13 +57,13 @@ __attribute__((always_inline)) inline void Note(uint64_t entry, uint8_t flags, i
                                                 uint64_t t0, uint64_t t1, int64_t result) {
   sockhot::PushOp(kOp, fd, sockfd::EntryConn(entry), t0, t1, result,
                   tsc ? static_cast<uint8_t>(flags | kOpFlagTsc) : flags);
-  if (__builtin_expect(t1 - t0 >= sockclock::BlockThreshold(word), 0) && flightrec::sampler::OffCpuHooksOn()) {
+  if (__builtin_expect(t1 - t0 >= sockclock::BlockThreshold(word), 0) && flightrec::BlockNotesOn()) {
     const int saved_errno = errno;
     const uint64_t end = flightrec::MonotonicNs();
     const uint64_t took = tsc ? sockclock::ApproxTicksToNs(t1 - t0) : t1 - t0;
     // extra_skip 1: TimedCall's frame. The hook tail-called it, so the
     // stack starts at the application's caller; the reason names the call.
-    flightrec::sampler::OffCpuNoteBlock(end - took, end, flightrec::SockOpName(static_cast<uint8_t>(kOp)), 1);
+    flightrec::NoteBlock(end - took, end, flightrec::SockOpName(static_cast<uint8_t>(kOp)), 1);
     errno = saved_errno;
   }
 }
