@@ -4,7 +4,7 @@
 // 256 KiB per thread, written in full on a thread's first unwind), libunwind's
 // step-by-step unw_step loop (no such cache), and libgcc's
 // _Unwind_Backtrace. Why allocation samples use the first despite its memory
-// (README, "Memory per thread that takes allocation samples").
+// (docs/LIMITS.md, "Memory per thread that takes allocation samples").
 //   unwind_paths_bench [ITERATIONS]
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>

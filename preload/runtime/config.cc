@@ -198,7 +198,7 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
     else if (name == "FLIGHTREC_S3_MULTIPART_BYTES") U64(c, n, v, &cfg.s3_multipart_bytes, 5ull << 20, 5ull << 30);
     else if (name == "FLIGHTREC_KEEP_LOCAL") Bool(c, n, v, &cfg.keep_local);
     else if (name == "FLIGHTREC_UPLOAD_SHUTDOWN_MS") U64(c, n, v, &cfg.upload_shutdown_ms, 0, 600000);
-    else c.Say("unknown variable " + Shown(name) + " ignored (see the README for the list)");
+    else c.Say("unknown variable " + Shown(name) + " ignored (docs/CONFIG.md lists them)");
   }
   // A relative directory is the one it names from where the process started
   // (the shell's working directory), fixed now: a later chdir (a daemon's

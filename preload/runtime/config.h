@@ -2,7 +2,7 @@
 //
 // A bad value never stops the host: Parse() logs one line naming the
 // variable, the bad value and the default used, and keeps the default.
-// Unknown FLIGHTREC_* names are reported once each. The README's table lists
+// Unknown FLIGHTREC_* names are reported once each. docs/CONFIG.md lists
 // every field here with its default; keep the two in step.
 #pragma once
 #include <cstdint>
