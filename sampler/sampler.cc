@@ -119,8 +119,7 @@ bool SigprofFallbackForThread() {
   } else {
     const uint64_t deadline = MonotonicNs() + kFallbackWaitNs;
     while (g_state.sigprof_fallback.load() == kFallbackDeciding && MonotonicNs() < deadline) {
-      const timespec pause{0, 100000};  // 100 us
-      nanosleep(&pause, nullptr);
+      SleepNs(100000);
     }
     if (g_state.sigprof_fallback.load() == kFallbackDeciding && LeaveForDecider(tid)) {
       Log(LogLevel::kDebug, "thread %d: perf refused (%s); the fallback is still being installed: left for the "

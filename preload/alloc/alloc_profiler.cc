@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <new>
 
@@ -117,19 +118,27 @@ void AtForkChild() {
 
 // Scope guard for our own sampled/free paths on the app thread: allocations
 // made inside (libunwind, thread registration) never sample and never count
-// towards the thread's countdown.
+// towards the thread's countdown. It also keeps errno: a malloc that
+// succeeded must leave errno as it found it, and what we do inside (the
+// unwinder's address checks read a pipe and leave EAGAIN, mmap for a new
+// ring can fail) sets it.
 class InHook {
  public:
-  InHook() : t_(tls_alloc), saved_countdown_(t_.countdown), saved_in_hook_(t_.in_hook) { t_.in_hook = 1; }
+  InHook()
+      : t_(tls_alloc), saved_countdown_(t_.countdown), saved_in_hook_(t_.in_hook), saved_errno_(errno) {
+    t_.in_hook = 1;
+  }
   ~InHook() {
     t_.countdown = saved_countdown_;
     t_.in_hook = saved_in_hook_;
+    errno = saved_errno_;
   }
 
  private:
   AllocThreadState& t_;
   int64_t saved_countdown_;
   uint32_t saved_in_hook_;
+  int saved_errno_;
 };
 
 // Flush source: counters that are not ring drops but still lose data.

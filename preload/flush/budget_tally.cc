@@ -10,6 +10,7 @@
 
 #include "preload/fds/fd_guard.h"
 #include "preload/flush/segment_files.h"
+#include "preload/runtime/clock.h"
 
 namespace flightrec {
 namespace {
@@ -28,8 +29,7 @@ constexpr char kMagic[8] = {'F', 'R', 'B', 'U', 'D', 'G', '1', '\0'};
 bool LockBriefly(int fd) {
   for (int attempt = 0; attempt < 5; ++attempt) {
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
-    const timespec pause{0, 200 * 1000};
-    nanosleep(&pause, nullptr);
+    SleepNs(200 * 1000);
   }
   return false;
 }

@@ -588,8 +588,7 @@ bool StopFlushThread(uint64_t deadline_ns) {
         if (!s->thread_detached.exchange(true, std::memory_order_acq_rel)) pthread_detach(s->thread);
         return false;
       }
-      timespec ts{0, 1000000};
-      nanosleep(&ts, nullptr);
+      SleepNs(1000000);
     }
     break;
   }
@@ -616,8 +615,7 @@ bool RequestCrashFlushAndWait(uint64_t deadline_ns) {
   NudgeFlushThread();
   while (!s->crash_done.load(std::memory_order_acquire)) {
     if (MonotonicNs() >= deadline_ns) return false;
-    timespec ts{0, 1000000};
-    nanosleep(&ts, nullptr);  // async-signal-safe
+    SleepNs(1000000);  // raw: async-signal-safe, and not our nanosleep hook
   }
   return true;
 }

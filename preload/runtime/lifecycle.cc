@@ -92,6 +92,7 @@ void AtForkChild() {
 __attribute__((constructor)) void FlightrecInit() {
   // Never in setuid/setgid (secure-execution) processes.
   if (getauxval(AT_SECURE)) return;
+  InitLogTarget();
   std::vector<std::string> messages;
   Config cfg = ParseConfig(environ, &messages);
   SetLogLevel(cfg.log);

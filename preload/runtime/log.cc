@@ -1,15 +1,44 @@
 // Log: formats into a stack buffer and write(2)s one line to stderr.
 #include "preload/runtime/log.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
-#include <unistd.h>
 
 namespace flightrec {
 namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::kWarn)};
+
+// Which file descriptor 2 was when the process started (InitLogTarget). A
+// program started with stderr closed gets its next open() as fd 2, and one
+// that closes stderr later may reuse the number for a data file or a socket:
+// a line of ours written there would corrupt the program's data. So a line
+// is written while fd 2 is still the file it was at start (one fstat per
+// line; lines are rare), never if it was closed then, and after a change
+// only where a log line belongs: a terminal, a pipe, or a file opened for
+// appending (a daemon that sends stderr to its log), never a socket or a
+// file the program writes in place.
+std::atomic<bool> g_target_known{false};
+std::atomic<bool> g_target_ok{true};  // before InitLogTarget: as it always was
+dev_t g_target_dev;
+ino_t g_target_ino;
+
+bool StderrIsOurs() {
+  if (!g_target_known.load(std::memory_order_acquire)) return g_target_ok.load(std::memory_order_relaxed);
+  struct stat st;
+  if (syscall(SYS_fstat, STDERR_FILENO, &st) != 0) return false;
+  if (st.st_dev == g_target_dev && st.st_ino == g_target_ino) return true;
+  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return true;
+  if (!S_ISREG(st.st_mode)) return false;
+  const long flags = syscall(SYS_fcntl, STDERR_FILENO, F_GETFL);
+  return flags >= 0 && (flags & O_APPEND);
+}
 
 void VLog(LogLevel level, const char* fmt, va_list ap) {
   if (static_cast<int>(level) > g_level.load(std::memory_order_relaxed)) return;
@@ -25,11 +54,23 @@ void VLog(LogLevel level, const char* fmt, va_list ap) {
   for (size_t i = 0; i < len; ++i)
     if (static_cast<unsigned char>(buf[i]) < 0x20 || buf[i] == 0x7f) buf[i] = '?';
   buf[len++] = '\n';
-  ssize_t w = write(STDERR_FILENO, buf, len);
-  (void)w;
+  // The raw call: never our own write hook (a stderr pipe that blocks would
+  // otherwise be timed as the program's off-CPU time).
+  if (StderrIsOurs()) syscall(SYS_write, STDERR_FILENO, buf, len);
   errno = saved_errno;
 }
 }  // namespace
+
+void InitLogTarget() {
+  struct stat st;
+  if (syscall(SYS_fstat, STDERR_FILENO, &st) == 0) {
+    g_target_dev = st.st_dev;
+    g_target_ino = st.st_ino;
+    g_target_known.store(true, std::memory_order_release);
+  } else {
+    g_target_ok.store(false, std::memory_order_relaxed);  // closed at start: stay silent
+  }
+}
 
 void SetLogLevel(LogLevel level) { g_level.store(static_cast<int>(level), std::memory_order_relaxed); }
 

@@ -7,6 +7,9 @@
 
 namespace flightrec {
 
+// At start, before anything is logged: remember which file stderr is. A line
+// is written only while fd 2 is still that file (see log.cc).
+void InitLogTarget();
 void SetLogLevel(LogLevel level);
 void Log(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 // Logs only the first time `once_flag` is seen false; sets it.

@@ -53,8 +53,11 @@ FR_LOCAL_TLS uint64_t t_window_start_ns = 0;
 FR_LOCAL_TLS uint32_t t_window_captures = 0;
 FR_LOCAL_TLS LocalUnwinder t_unwinder_override = LocalUnwinder::kByRate;
 
+// Set by the first __register_frame* call (see local_stack.h).
+std::atomic<bool> g_libgcc_frames_registered{false};
+
 bool UseLibunwind() {
-  if (!GccBacktrace()) return true;
+  if (!GccBacktrace() || g_libgcc_frames_registered.load(std::memory_order_relaxed)) return true;
   if (t_unwinder_override != LocalUnwinder::kByRate) return t_unwinder_override == LocalUnwinder::kLibunwind;
   if (t_fast_unwinder) return true;
   const uint64_t now = MonotonicNs();
@@ -117,6 +120,9 @@ void InitLibunwind(bool warm_this_thread) {
 }
 
 }  // namespace
+
+void NoteLibgccFramesRegistered() { g_libgcc_frames_registered.store(true, std::memory_order_seq_cst); }
+bool LibgccFramesRegistered() { return g_libgcc_frames_registered.load(std::memory_order_relaxed); }
 
 void SetLocalUnwinderForThisThread(LocalUnwinder u) { t_unwinder_override = u; }
 bool LibgccUnwinderAvailable() { return GccBacktrace() != nullptr; }

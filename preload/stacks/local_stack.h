@@ -50,6 +50,13 @@ bool LocalFunctionRange(uint64_t pc, uint64_t* start, uint64_t* end);
 // context; idempotent. Without it (a capture first), only libunwind is used.
 void InitLocalStackCapture();
 
+// A JIT registered unwind tables with libgcc (hook_register_frame.cc): from
+// now on libgcc's unwinder takes a global lock that the code we interrupt
+// may hold (libgcc mallocs under it), so every capture uses libunwind's,
+// which never touches it. Once set, for the life of the process.
+void NoteLibgccFramesRegistered();
+bool LibgccFramesRegistered();
+
 // For tests: the unwinder CaptureCurrentStack uses on this thread.
 enum class LocalUnwinder { kByRate, kLibunwind, kLibgcc };
 void SetLocalUnwinderForThisThread(LocalUnwinder u);

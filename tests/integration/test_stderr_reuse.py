@@ -1,0 +1,44 @@
+"""A program started with stderr closed gets fd 2 for its next open; our
+log lines must never land in that file (issue #29, item 10).
+
+The S3 endpoint is a closed loopback port, so the uploader logs "S3
+unavailable" mid-run, after the program has opened its data file as fd 2.
+Before the fix those lines were written into the program's file."""
+import os
+
+PROG = r"""
+import os, time
+fd = os.open(os.environ["DATA"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+end = time.time() + 3.0
+n = 0
+while time.time() < end:
+    os.write(fd, b"row %d\n" % n)
+    n += 1
+    time.sleep(0.05)
+os.close(fd)
+print("fd", fd, "rows", n > 10)
+print(open(os.environ["DATA"]).read().count("flightrec"), "foreign lines")
+"""
+
+
+def test_log_lines_never_reach_a_reused_fd2(fr, trace_dir, tmp_path):
+    env = {
+        "FLIGHTREC_S3_BUCKET": "fr-test",
+        "FLIGHTREC_S3_ENDPOINT": "http://127.0.0.1:9",
+        "FLIGHTREC_S3_REGION": "us-east-1",
+        "FLIGHTREC_SEGMENT_SECONDS": "1",
+        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "secret",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "DATA": str(tmp_path / "data.txt"),
+    }
+    close_stderr = lambda: os.close(2)
+    proc = fr.run(["/usr/bin/python3", "-c", PROG], trace_dir, env=env, preexec_fn=close_stderr, timeout=60)
+    assert proc.stdout == "fd 2 rows True\n0 foreign lines\n", proc.stdout
+    # The same run with stderr open does log the failure (the test would
+    # otherwise pass for want of any log line).
+    env["DATA"] = str(tmp_path / "data2.txt")
+    (tmp_path / "out2").mkdir(mode=0o700)
+    proc = fr.run(["/usr/bin/python3", "-c", PROG], tmp_path / "out2", env=env, timeout=60)
+    assert "flightrec" in proc.stderr, proc.stderr
+    assert proc.stdout == "fd 3 rows True\n0 foreign lines\n", proc.stdout
