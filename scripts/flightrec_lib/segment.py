@@ -11,6 +11,16 @@ Speed: EVENTS blocks are decoded lazily, a whole column at a time, with
 array/int.from_bytes/itertools (no per-byte Python loops), so decoding runs
 at millions of values per second.
 
+Hostile input (docs/LIMITS.md, "Reading traces"): only regular files are
+opened, never FIFOs or devices, and no symbolic link found inside a
+directory; a file is read in bounded pieces and up to MAX_SEGMENT_FILE. What a
+block may declare is bounded relative to its bytes and per segment (table
+entries, stack depth, event values), so a few KiB cannot demand gigabytes; a
+block past a bound is refused as bad and the rest of the segment still reads.
+Resynchronisation after a bad block checks candidate CRCs through a CrcIndex,
+in time linear in the file. A batch keeps its stored (compressed) payload and
+decodes on use; decoded columns are cached for a bounded number of values.
+
     seg = read_segment(path)
     seg.state                  # "sealed" | "active" | "truncated"
     for batch in seg.batches:  # one per EVENTS block, file order
@@ -19,14 +29,16 @@ at millions of values per second.
 """
 import operator
 import os
+import stat
 import struct
 import sys
 from array import array
+from collections import OrderedDict
 from itertools import accumulate, islice, repeat
 
 import zstandard
 
-from .crc32c import crc32c
+from .crc32c import CrcIndex, crc32c
 
 MAGIC = b"FLTRECSG"
 FRAMING_VERSION = 1
@@ -47,6 +59,31 @@ MAX_EVENTS_PER_BLOCK = 1 << 20
 INFLATE_BASE = 64 << 20
 INFLATE_RATIO = 256
 MAX_FIELDS = 255
+
+# Bounds on what a segment may make the reader hold (docs/LIMITS.md). Each is
+# far above anything the recorder writes (it writes <= 65536 events per
+# block, stacks of <= 129 frames, tables of tens of thousands of entries).
+# Files larger than this are refused (the recorder's default segment is 16 MiB);
+# FLIGHTREC_DUMP_MAX_SEGMENT_MB raises it.
+MAX_SEGMENT_FILE = 256 << 20
+READ_PIECE = 1 << 20
+# Frames kept of one stack; deeper stacks are cut (and said so).
+MAX_STACK_DEPTH = 4096
+# Table entries (strings, mappings, locations, stacks; stack frames and inline
+# lines count too) one segment may define: TABLE_BASE + TABLE_PER_BYTE x file size.
+TABLE_BASE = 1 << 21
+TABLE_PER_BYTE = 1
+# Event values (count x fields) of one EVENTS block: at most BLOCK_CELLS, and
+# at most CELL_SLACK + CELLS_PER_BYTE x its decompressed payload (a zero-width
+# column stores a million values in one byte). Per segment, all blocks together:
+# SEGMENT_CELLS + CELLS_PER_FILE_BYTE x file size.
+BLOCK_CELLS = 1 << 22
+CELL_SLACK = 1 << 16
+CELLS_PER_BYTE = 64
+SEGMENT_CELLS = 1 << 23
+CELLS_PER_FILE_BYTE = 64
+# Decoded batches kept for reuse, in event values (least recently used go first).
+DECODED_CACHE_CELLS = 1 << 22
 
 KIND_SCHEMA, KIND_STRINGS, KIND_MAPPINGS, KIND_LOCATIONS, KIND_STACKS, KIND_EVENTS, KIND_FOOTER = range(1, 8)
 KIND_NAMES = {1: "SCHEMA", 2: "STRINGS", 3: "MAPPINGS", 4: "LOCATIONS", 5: "STACKS", 6: "EVENTS",
@@ -328,14 +365,19 @@ def decode_column(b, p, n, field_type, earlier=None):
     return values, p
 
 
-def column_end(b, p, n, field_type, index=None):
+def column_end(b, p, n, field_type, index=None, fields=None):
     """Where a column of n values at b[p] ends, checking everything
-    decode_column checks (encoding, width, extent) without decoding the
+    decode_column checks (encoding, width, extent, what a PACKED_REL column
+    refers to: `fields` are the block's schema fields) without decoding the
     values; raises _Corrupt. EVENTS blocks are checked with it when read, so
-    their damage is known (and reported) before any report decodes them."""
+    their damage is known (and reported, the same way for every command)
+    before any report decodes them."""
     scheme, w, p = _column_encoding(b, p, field_type)
     if scheme >= PACKED_PLAIN:
+        ref = b[p] if scheme == PACKED_REL and p < len(b) else None
         _, _, p = _packed_header(b, p, scheme, index)
+        if ref is not None and fields is not None and signed_type(fields[ref].type) is None:
+            raise _Corrupt("relative column refers to column %d, not an earlier integer one" % ref)
     if scheme == SCHEME_F64 and w != 8:
         raise _Corrupt("F64 column with width %d" % w)
     if scheme == DELTA:
@@ -397,37 +439,59 @@ class EventType:
         return {"id": self.id, "name": self.name, "fields": [f.to_json() for f in self.fields]}
 
 
-class Batch:
-    """One EVENTS block: `count` events of `type`, decoded on first use."""
-    __slots__ = ("segment", "type", "count", "offset", "_payload", "_pos", "_columns")
+# Decoded columns of recently used batches: {batch: columns}, oldest first.
+_decoded = OrderedDict()
+_decoded_cells = [0]
 
-    def __init__(self, segment, event_type, count, offset, payload, pos):
+
+class Batch:
+    """One EVENTS block: `count` events of `type`, decoded on use. It keeps
+    the block's payload as stored (zstd-compressed when it was), so a trace
+    held in memory costs about its size on disk; decoded columns live in a
+    small shared cache (DECODED_CACHE_CELLS values)."""
+    __slots__ = ("segment", "type", "count", "offset", "_payload", "_raw_len", "_pos")
+
+    def __init__(self, segment, event_type, count, offset, payload, pos, raw_len=None):
         self.segment = segment
         self.type = event_type
         self.count = count
         self.offset = offset
-        self._payload = payload
+        self._payload = payload  # raw payload, or the zstd frame if raw_len is set
+        self._raw_len = raw_len
         self._pos = pos
-        self._columns = None
 
     def columns(self):
         """One sequence (list or array) per schema field, raw values: string
-        and stack fields hold table ids. None if the block turns out not to parse (reported once
-        in segment.problems)."""
-        if self._columns is None and self._payload is not None:
-            b, p, n = self._payload, self._pos, self.count
-            cols = []
-            try:
-                for f in self.type.fields:
-                    col, p = decode_column(b, p, n, f.type, [c if signed_type(g.type) is not None else None
-                                                              for c, g in zip(cols, self.type.fields)])
-                    cols.append(col)
-                self._columns = cols
-            except _Corrupt as e:
-                self.segment._problem(self.offset, "bad EVENTS block at offset %d: %s" % (self.offset, e))
-                self.segment.bad_blocks += 1
-            self._payload = None  # decoded (or failed) once; the bytes are no longer needed
-        return self._columns
+        and stack fields hold table ids. None if the block turns out not to
+        parse (reported once in segment.problems; blocks are validated when
+        read, so this does not happen for a block that was kept)."""
+        cols = _decoded.get(self)
+        if cols is not None:
+            _decoded.move_to_end(self)
+            return cols
+        if self._payload is None:
+            return None
+        b, p, n = self._payload, self._pos, self.count
+        cols = []
+        try:
+            if self._raw_len is not None:
+                b = _inflate(zstandard.ZstdDecompressor(), b, self._raw_len)
+            for f in self.type.fields:
+                col, p = decode_column(b, p, n, f.type, [c if signed_type(g.type) is not None else None
+                                                          for c, g in zip(cols, self.type.fields)])
+                cols.append(col)
+        except _Corrupt as e:
+            self.segment._problem(self.offset, "bad EVENTS block at offset %d: %s" % (self.offset, e))
+            self.segment.bad_blocks += 1
+            self._payload = None
+            return None
+        cells = n * len(cols)
+        _decoded[self] = cols
+        _decoded_cells[0] += cells
+        while _decoded_cells[0] > DECODED_CACHE_CELLS and len(_decoded) > 1:
+            old, old_cols = _decoded.popitem(last=False)
+            _decoded_cells[0] -= old.count * len(old_cols)
+        return cols
 
     def column(self, name):
         cols = self.columns()
@@ -665,23 +729,70 @@ def sort_columns(cols):
 
 # ------------------------------------------------------------------ reading
 
-def read_segment(path):
-    """Reads and decodes one segment file. Raises SegmentError if the file is
-    unreadable or its header is unusable; block-level damage goes to
-    segment.problems instead."""
+def max_segment_file():
+    """The largest file read as a segment (FLIGHTREC_DUMP_MAX_SEGMENT_MB)."""
+    value = os.environ.get("FLIGHTREC_DUMP_MAX_SEGMENT_MB", "")
+    if value.isdigit() and 0 < int(value) <= 1 << 20:
+        return int(value) << 20
+    return MAX_SEGMENT_FILE
+
+
+def read_file(path, follow=True):
+    """The bytes of a regular file, read in bounded pieces. follow=False: a
+    symbolic link is refused, not followed (files found inside a directory,
+    which someone else may have planted). FIFOs, sockets and devices are
+    refused without reading (opening is non-blocking, so a FIFO cannot hang
+    us), and so is a file larger than max_segment_file()."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else os.O_NOFOLLOW)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        fd = os.open(path, flags)
+    except OSError as e:
+        if not follow and os.path.islink(path):
+            raise SegmentError("a symbolic link inside the directory; not followed") from None
+        raise SegmentError(e.strerror or str(e)) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                    else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device" if
+                    stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
+            raise SegmentError("%s, not a regular file; not read" % kind)
+        limit = max_segment_file()
+        if st.st_size > limit:
+            raise SegmentError("%d bytes, larger than the %d MiB a segment may have (FLIGHTREC_DUMP_MAX_SEGMENT_MB)"
+                               % (st.st_size, limit >> 20))
+        # Read what the file held when opened (an active file keeps growing).
+        buf = bytearray(st.st_size)
+        view = memoryview(buf)
+        got = 0
+        while got < st.st_size:
+            n = os.readv(fd, [view[got:got + READ_PIECE]])
+            if n == 0:
+                break  # shrank since fstat
+            got += n
+        view.release()
+        del buf[got:]
+        return buf
     except OSError as e:
         raise SegmentError(e.strerror or str(e)) from None
-    return parse_segment(data, path)
+    finally:
+        os.close(fd)
+
+
+def read_segment(path, follow=True):
+    """Reads and decodes one segment file. Raises SegmentError if the file is
+    unreadable, not a regular file, too large, or its header is unusable;
+    block-level damage goes to segment.problems instead."""
+    return parse_segment(read_file(path, follow), path)
 
 
 def parse_segment(data, path="<bytes>"):
     seg = Segment(path)
     seg.size = len(data)
     header_len = _parse_header(data, seg)
-    _Reader(seg, data).run(header_len)
+    reader = _Reader(seg, data)
+    reader.run(header_len)
+    del reader  # the file's bytes go; batches keep only their own payloads
     if seg.footer is not None:
         seg.state = "sealed"
     elif seg.truncated_at is not None:
@@ -736,6 +847,9 @@ class _Reader:
         self.size = len(data)
         self.dctx = None
         self.inflate_left = INFLATE_BASE + INFLATE_RATIO * len(data)
+        seg.table_left = TABLE_BASE + TABLE_PER_BYTE * len(data)
+        seg.cells_left = SEGMENT_CELLS + CELLS_PER_FILE_BYTE * len(data)
+        self.crc_index = None  # built on the first resynchronisation
 
     def run(self, pos):
         seg, size = self.seg, self.size
@@ -779,14 +893,23 @@ class _Reader:
         return crc32c(d[p + BLOCK_HEADER:p + BLOCK_HEADER + payload_len], crc32c(d[p + 4:p + 16])) == stored
 
     def _resync(self, q):
-        """First offset >= q holding a complete block with a good CRC, or None."""
+        """First offset >= q holding a complete block with a good CRC, or None.
+        Every candidate is examined once per file (the caller continues past
+        the answer) and its CRC comes from the CrcIndex in time independent of
+        the length it declares: linear in the file, whatever it holds."""
         d = self.data
         while True:
             q = d.find(SYNC_BYTES, q)
             if q < 0 or q + BLOCK_HEADER > self.size:
                 return None
-            if self._check(q) is None and self._crc_ok(q):
-                return q
+            if self._check(q) is None:
+                if self.crc_index is None:
+                    self.crc_index = CrcIndex(d)
+                (payload_len,) = struct.unpack_from("<I", d, q + 4)
+                (stored,) = struct.unpack_from("<I", d, q + 16)
+                head = crc32c(d[q + 4:q + 16])
+                if self.crc_index.crc(q + BLOCK_HEADER, q + BLOCK_HEADER + payload_len, head) == stored:
+                    return q
             q += 1
 
     def _skip(self, p, q):
@@ -808,11 +931,15 @@ class _Reader:
             return
         if seg.footer is not None:
             seg._problem(offset, "%s block after the footer at offset %d" % (KIND_NAMES[kind], offset))
-        payload = self.data[start:start + length]
+        stored = self.data[start:start + length]
+        payload = stored
         try:
             if flags & FLAG_ZSTD:
-                payload = self._decompress(payload, raw_len)
-            _PARSERS[kind](seg, payload, offset)
+                payload = self._decompress(stored, raw_len)
+            if kind == KIND_EVENTS:
+                _parse_events(seg, payload, offset, bytes(stored) if flags & FLAG_ZSTD else None)
+            else:
+                _PARSERS[kind](seg, payload, offset)
         except _Corrupt as e:
             seg.bad_blocks += 1
             seg._problem(offset, "bad %s block at offset %d: %s" % (KIND_NAMES[kind], offset, e))
@@ -831,13 +958,17 @@ class _Reader:
         self.inflate_left -= raw_len
         if self.dctx is None:
             self.dctx = zstandard.ZstdDecompressor()
-        try:
-            raw = self.dctx.decompress(payload, max_output_size=raw_len)
-        except zstandard.ZstdError as e:
-            raise _Corrupt("zstd: %s" % e) from None
-        if len(raw) != raw_len:
-            raise _Corrupt("zstd frame decompressed to %d bytes, expected %d" % (len(raw), raw_len))
-        return raw
+        return _inflate(self.dctx, payload, raw_len)
+
+
+def _inflate(dctx, payload, raw_len):
+    try:
+        raw = dctx.decompress(payload, max_output_size=raw_len)
+    except zstandard.ZstdError as e:
+        raise _Corrupt("zstd: %s" % e) from None
+    if len(raw) != raw_len:
+        raise _Corrupt("zstd frame decompressed to %d bytes, expected %d" % (len(raw), raw_len))
+    return raw
 
 
 # ----------------------------------------------------------- payload parsers
@@ -885,10 +1016,21 @@ def _table(seg, b, offset, table, parse_entry):
     count, p = _uvarint(b, p)
     if first == 0 or count > len(b) - p or first + count > 1 << 32:
         raise _Corrupt("bad table id range")
+    if count > seg.table_left:
+        raise _Corrupt("%d table entries, past what the segment may define (%d left of %d)"
+                       % (count, seg.table_left, TABLE_BASE + TABLE_PER_BYTE * seg.size))
     entries = []
+    units = [count]  # entries, plus each stack frame and inline line
     for _ in range(count):
-        entry, p = parse_entry(b, p)
+        entry, p = parse_entry(b, p, units)
         entries.append(entry)
+        if units[0] > seg.table_left:
+            raise _Corrupt("table entries, frames and lines past what the segment may define (%d)"
+                           % (TABLE_BASE + TABLE_PER_BYTE * seg.size))
+    seg.table_left -= units[0]
+    if units[1:]:
+        seg._problem(offset, "%d stack%s deeper than %d frames at offset %d cut to %d" % (
+            units[1], "" if units[1] == 1 else "s", MAX_STACK_DEPTH, offset, MAX_STACK_DEPTH))
     dups = 0
     for i, entry in enumerate(entries, first):
         if i in table:
@@ -899,7 +1041,7 @@ def _table(seg, b, offset, table, parse_entry):
         seg._problem(offset, "%d duplicate table ids at offset %d ignored" % (dups, offset))
 
 
-def _mapping_entry(b, p):
+def _mapping_entry(b, p, units):
     start, p = _uvarint(b, p)
     end, p = _uvarint(b, p)
     off, p = _uvarint(b, p)
@@ -908,12 +1050,13 @@ def _mapping_entry(b, p):
     return (start, end, off, path, build), p
 
 
-def _location_entry(b, p):
+def _location_entry(b, p, units):
     mapping, p = _uvarint(b, p)
     address, p = _uvarint(b, p)
     nlines, p = _uvarint(b, p)
     if nlines > (len(b) - p) // 3:
         raise _Corrupt("bad line count")
+    units[0] += nlines
     lines = []
     for _ in range(nlines):
         fn, p = _uvarint(b, p)
@@ -923,23 +1066,38 @@ def _location_entry(b, p):
     return (mapping, address, tuple(lines)), p
 
 
-def _stack_entry(b, p):
+def _stack_entry(b, p, units):
     n, p = _uvarint(b, p)
     if n > len(b) - p:
         raise _Corrupt("bad frame count")
     locs = []
-    for _ in range(n):
+    for _ in range(min(n, MAX_STACK_DEPTH)):
         lid, p = _uvarint(b, p)
         locs.append(lid)
+    if n > MAX_STACK_DEPTH:
+        # Kept: the leaf end (where time was spent); the rest is skipped, not
+        # stored. The cut is said once per block (units[1] counts the stacks).
+        for _ in range(n - MAX_STACK_DEPTH):
+            _, p = _uvarint(b, p)
+        if len(units) == 1:
+            units.append(0)
+        units[1] += 1
+    units[0] += len(locs)
     return tuple(locs), p
 
 
+def _string_entry(b, p, units):
+    return _str(b, p)
+
+
 def _parse_strings(seg, b, offset):
-    _table(seg, b, offset, seg.strings, _str)
+    _table(seg, b, offset, seg.strings, _string_entry)
     seg._text = None
 
 
-def _parse_events(seg, b, offset):
+def _parse_events(seg, b, offset, stored=None):
+    """stored: the block's zstd frame when it was compressed (what the batch
+    keeps, instead of the decompressed payload b)."""
     tid, p = _uvarint(b, 0)
     count, p = _uvarint(b, p)
     if count == 0 or count > MAX_EVENTS_PER_BLOCK:
@@ -950,15 +1108,25 @@ def _parse_events(seg, b, offset):
         seg._problem(offset, "%d events of undefined type %d at offset %d skipped (schema lost?)"
                      % (count, tid, offset))
         return
+    cells = count * len(t.fields)
+    if cells > BLOCK_CELLS or cells > CELL_SLACK + CELLS_PER_BYTE * len(b):
+        raise _Corrupt("%d events x %d fields in a %d-byte payload: more values than a block may declare"
+                       % (count, len(t.fields), len(b)))
+    if cells > seg.cells_left:
+        raise _Corrupt("%d events x %d fields: past the values the segment may hold (%d)"
+                       % (count, len(t.fields), SEGMENT_CELLS + CELLS_PER_FILE_BYTE * seg.size))
     q = p
     for i, f in enumerate(t.fields):
-        q = column_end(b, q, count, f.type, i)
+        q = column_end(b, q, count, f.type, i, t.fields)
+    seg.cells_left -= cells
+    if stored is not None:
+        seg.batches.append(Batch(seg, t, count, offset, stored, p, len(b)))
+        return
     if len(b) - q > max(4096, q - p):
         # Bytes after the columns are ignored (SPEC.md 5); a batch waiting to be
-        # decoded must not hold megabytes of them (a small zstd frame can
-        # declare 64 MiB).
+        # decoded must not hold megabytes of them.
         b, p = bytes(b[p:q]), 0
-    seg.batches.append(Batch(seg, t, count, offset, b, p))
+    seg.batches.append(Batch(seg, t, count, offset, bytes(b), p))
 
 
 def _parse_footer(seg, b, offset):
