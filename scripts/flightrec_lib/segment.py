@@ -539,6 +539,7 @@ class Segment:
         self.locations = {}  # id -> (mapping id, address, ((function id, file id, line), ...))
         self.stacks = {}     # id -> (location id, ...) leaf first
         self.batches = []
+        self._undefined = []  # EVENTS blocks waiting for their type's definition
         self.footer = None
         self.problems = []
         self.bad_blocks = 0
@@ -793,6 +794,7 @@ def parse_segment(data, path="<bytes>"):
     reader = _Reader(seg, data)
     reader.run(header_len)
     del reader  # the file's bytes go; batches keep only their own payloads
+    _late_events(seg)
     if seg.footer is not None:
         seg.state = "sealed"
     elif seg.truncated_at is not None:
@@ -1104,9 +1106,10 @@ def _parse_events(seg, b, offset, stored=None):
         raise _Corrupt("bad event count")
     t = seg.schema.get(tid)
     if t is None:
-        seg.events_skipped += count
-        seg._problem(offset, "%d events of undefined type %d at offset %d skipped (schema lost?)"
-                     % (count, tid, offset))
+        # Kept as stored until the end of the segment: writers define every
+        # type twice (SPEC.md 5.3), so a later SCHEMA block may define it.
+        seg._undefined.append((offset, tid, count, bytes(b) if stored is None else stored,
+                               None if stored is None else len(b)))
         return
     cells = count * len(t.fields)
     if cells > BLOCK_CELLS or cells > CELL_SLACK + CELLS_PER_BYTE * len(b):
@@ -1127,6 +1130,33 @@ def _parse_events(seg, b, offset, stored=None):
         # decoded must not hold megabytes of them.
         b, p = bytes(b[p:q]), 0
     seg.batches.append(Batch(seg, t, count, offset, bytes(b), p))
+
+
+def _late_events(seg):
+    """EVENTS blocks read before their type was defined: decoded now if a
+    later SCHEMA block defined it (its first definition was lost), else
+    skipped and reported."""
+    pending, seg._undefined = seg._undefined, []
+    late = False
+    dctx = None
+    for offset, tid, count, kept, raw_len in pending:
+        if tid not in seg.schema:
+            seg.events_skipped += count
+            seg._problem(offset, "%d events of undefined type %d at offset %d skipped (schema lost?)"
+                         % (count, tid, offset))
+            continue
+        try:
+            if raw_len is None:
+                _parse_events(seg, kept, offset)
+            else:
+                dctx = dctx or zstandard.ZstdDecompressor()
+                _parse_events(seg, _inflate(dctx, kept, raw_len), offset, kept)
+            late = True
+        except _Corrupt as e:
+            seg.bad_blocks += 1
+            seg._problem(offset, "bad EVENTS block at offset %d: %s" % (offset, e))
+    if late:
+        seg.batches.sort(key=operator.attrgetter("offset"))
 
 
 def _parse_footer(seg, b, offset):

@@ -118,26 +118,25 @@ def intact_segment(pid=7, thread_name="worker-1", function="burn_cpu", samples=3
 
 # ---------------------------------------------------------------- memory bombs
 
-WIDE = [(9, "bomb.wide", [("time", TIME, "ns")] + [("f%d" % i, UINT, "") for i in range(254)])]
-
-
-def events_bomb_blocks(nblocks=1, count=1 << 20):
+def events_bomb_blocks(nblocks=1, count=1 << 20, type_id=9):
     """EVENTS blocks of `count` events x 255 fields, every column zero bytes
     wide (PLAIN, W=0): ~260 payload bytes declaring 267M values each."""
-    return block(SCHEMA, schema(WIDE)) + block(EVENTS, events(9, count, [b"\x00"] * 255)) * nblocks
+    wide = [(type_id, "bomb.wide", [("time", TIME, "ns")] + [("f%d" % i, UINT, "") for i in range(254)])]
+    return block(SCHEMA, schema(wide)) + block(EVENTS, events(type_id, count, [b"\x00"] * 255)) * nblocks
 
 
-def deep_stack_blocks(frames=4 << 20):
+def deep_stack_blocks(frames=4 << 20, type_id=2, stack_id=1):
     """One stack of `frames` frames (location 0, one byte each) in a zstd frame
-    of a few hundred bytes, and one cpu.sample that uses it."""
-    raw = table(1, [uvarint(frames) + bytes(frames)])
-    return (block(SCHEMA, schema(THREAD_TYPES)) + block(STACKS, raw, compress=True)
-            + block(EVENTS, events(2, 1, [plain([3_000_000_000]), plain([1]), plain([1]), plain([1])])))
+    of a few hundred bytes, and one cpu.sample (type `type_id`) that uses it."""
+    raw = table(stack_id, [uvarint(frames) + bytes(frames)])
+    cpu = [(type_id, "cpu.sample", THREAD_TYPES[1][2])]
+    return (block(SCHEMA, schema(cpu)) + block(STACKS, raw, compress=True)
+            + block(EVENTS, events(type_id, 1, [plain([3_000_000_000]), plain([1]), plain([stack_id]), plain([1])])))
 
 
-def empty_strings_block(count=(64 << 20) - 16):
+def empty_strings_block(count=(64 << 20) - 16, first_id=1):
     """A STRINGS block of `count` empty strings: 64 MiB raw, ~2 KiB stored."""
-    return block(STRINGS, uvarint(1) + uvarint(count) + bytes(count), compress=True)
+    return block(STRINGS, uvarint(first_id) + uvarint(count) + bytes(count), compress=True)
 
 
 def false_sync_wall(size):

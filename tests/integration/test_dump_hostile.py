@@ -290,3 +290,35 @@ def test_minimal_header_is_56_bytes_as_spec_says(tmp_path):
     assert json.loads(out)["segments"][0]["pid"] == 56
     spec = open(os.path.join(ROOT, "format", "SPEC.md")).read()
     assert "below 56" in spec and "below 58" not in spec
+
+
+def test_one_bad_schema_block_does_not_blind_a_real_segment(fr, trace_dir):
+    """The writer defines every type twice per segment, in SCHEMA blocks of
+    different writes; with the first SCHEMA block damaged, flightrec-dump
+    decodes every EVENTS block once the copy defines its type (before: every
+    event of the segment was lost)."""
+    import dump_corruption as dc
+    fr.run([fr.program("sock_echo"), "2", "40", "6000"], trace_dir,
+           env={"FLIGHTREC_FLUSH_MS": "100", "FLIGHTREC_CPU_HZ": "499", "FLIGHTREC_ALLOC_SAMPLE_BYTES": "4096"})
+    seg = [p for p in fr.segments(trace_dir) if p.endswith(".seg")][0]
+    data = open(seg, "rb").read()
+    _, blocks = dc.walk(data)
+    schema_blocks = [b for b in blocks if b.kind == hs.SCHEMA]
+    defined = {}
+    for i, b in enumerate(schema_blocks):
+        for tid, _, _ in dc.parse_schema(b.raw()):
+            defined.setdefault(tid, []).append(i)
+    assert defined and all(len(v) == 2 and v[0] != v[1] for v in defined.values()), defined
+    intact = sum(count for _, count in dc.events_by_block(data)[3].values())
+    damaged = bytearray(data)
+    first = schema_blocks[0]
+    damaged[first.offset + 20 + first.payload_len // 2] ^= 0x10
+    bad = trace_dir / "damaged.seg"
+    bad.write_bytes(bytes(damaged))
+    status, out, err, _ = run_dump("events", "--json", bad)
+    assert status == 1 and len(lines_naming(err, "damaged.seg")) == 1, err
+    counts = {}
+    for line in out.splitlines():
+        t = json.loads(line)["type"]
+        counts[t] = counts.get(t, 0) + 1
+    assert sum(counts.values()) == intact > 0, (counts, intact)
