@@ -140,15 +140,43 @@ _M = 0xFFFFFFFF
 _pow2_tables = []  # [j] -> four 256-entry tables advancing a register over 2**j zero bytes
 
 
+def _tables_from_basis(basis):
+    """Four 256-entry byte tables of the linear map with these 32 basis images."""
+    tables = []
+    for m in range(4):
+        tab = [0] * 256
+        for v in range(1, 256):
+            low = v & -v
+            tab[v] = tab[v ^ low] ^ basis[8 * m + low.bit_length() - 1]
+        tables.append(tab)
+    return tables
+
+
+def _pow2_level(j):
+    """Tables of the shift over 2**j zero bytes: each level squares the one
+    before (shift_2n = shift_n o shift_n), so no level walks its zero bytes."""
+    while len(_pow2_tables) <= j:
+        if not _pow2_tables:
+            _pow2_tables.append(_shift_tables(1))
+            continue
+        t0, t1, t2, t3 = _pow2_tables[-1]
+        basis = []
+        for bit in range(32):
+            r = 1 << bit
+            for _ in range(2):
+                r = t0[r & 0xFF] ^ t1[(r >> 8) & 0xFF] ^ t2[(r >> 16) & 0xFF] ^ t3[r >> 24]
+            basis.append(r)
+        _pow2_tables.append(_tables_from_basis(basis))
+    return _pow2_tables[j]
+
+
 def shift_register(reg, nbytes):
     """The register after `nbytes` zero bytes, from reg (zero-based register,
     no final XOR): O(log nbytes) table steps, whatever nbytes is."""
     j = 0
     while nbytes:
         if nbytes & 1:
-            while len(_pow2_tables) <= j:
-                _pow2_tables.append(_shift_tables(1 << len(_pow2_tables)))
-            t0, t1, t2, t3 = _pow2_tables[j]
+            t0, t1, t2, t3 = _pow2_level(j)
             reg = t0[reg & 0xFF] ^ t1[(reg >> 8) & 0xFF] ^ t2[(reg >> 16) & 0xFF] ^ t3[reg >> 24]
         nbytes >>= 1
         j += 1
