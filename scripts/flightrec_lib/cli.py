@@ -33,7 +33,15 @@ _TERMINAL_UNSAFE = [c for c in range(0x20) if c not in (0x09, 0x0A)] + list(rang
     + list(range(0x202A, 0x202F)) + list(range(0x2066, 0x206A))
 _TEXT_ESCAPES = {c: "\\x%02x" % c if c < 0x100 else "\\u%04x" % c for c in _TERMINAL_UNSAFE}
 _JSON_ESCAPES = {c: "\\u%04x" % c for c in _TERMINAL_UNSAFE}
-_UNSAFE = re.compile("[%s]" % "".join(map(chr, _TERMINAL_UNSAFE)).replace("\\", "\\\\"))
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_ASCII_SAFE = bytes([0x09, 0x0A] + list(range(0x20, 0x7F)))
+
+
+def _needs_escape(text):
+    # ASCII text (nearly all output): a C-speed byte scan; other text: the regex.
+    if text.isascii():
+        return bool(text.encode("ascii").translate(None, _ASCII_SAFE))
+    return _UNSAFE.search(text) is not None
 
 
 def escape_text(text, json_mode=False):
@@ -50,7 +58,7 @@ class EscapingStream:
         self._table = _JSON_ESCAPES if json_mode else _TEXT_ESCAPES
 
     def write(self, text):
-        if _UNSAFE.search(text):  # rare: the common case writes through untouched
+        if _needs_escape(text):  # rare: the common case writes through untouched
             text = text.translate(self._table)
         return self._stream.write(text)
 

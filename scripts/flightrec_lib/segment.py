@@ -32,6 +32,7 @@ import os
 import stat
 import struct
 import sys
+import weakref
 from array import array
 from collections import OrderedDict
 from itertools import accumulate, islice, repeat
@@ -439,9 +440,17 @@ class EventType:
         return {"id": self.id, "name": self.name, "fields": [f.to_json() for f in self.fields]}
 
 
-# Decoded columns of recently used batches: {batch: columns}, oldest first.
+# Decoded columns of recently used batches: {weak ref to batch: (columns,
+# values)}, oldest first. Weak keys: a trace that is done with (and its
+# batches) leaves the cache by itself.
 _decoded = OrderedDict()
 _decoded_cells = [0]
+
+
+def _forget(ref):
+    entry = _decoded.pop(ref, None)
+    if entry is not None:
+        _decoded_cells[0] -= entry[1]
 
 
 class Batch:
@@ -449,7 +458,7 @@ class Batch:
     the block's payload as stored (zstd-compressed when it was), so a trace
     held in memory costs about its size on disk; decoded columns live in a
     small shared cache (DECODED_CACHE_CELLS values)."""
-    __slots__ = ("segment", "type", "count", "offset", "_payload", "_raw_len", "_pos")
+    __slots__ = ("segment", "type", "count", "offset", "_payload", "_raw_len", "_pos", "__weakref__")
 
     def __init__(self, segment, event_type, count, offset, payload, pos, raw_len=None):
         self.segment = segment
@@ -465,10 +474,11 @@ class Batch:
         and stack fields hold table ids. None if the block turns out not to
         parse (reported once in segment.problems; blocks are validated when
         read, so this does not happen for a block that was kept)."""
-        cols = _decoded.get(self)
-        if cols is not None:
-            _decoded.move_to_end(self)
-            return cols
+        key = weakref.ref(self)
+        entry = _decoded.get(key)
+        if entry is not None:
+            _decoded.move_to_end(key)
+            return entry[0]
         if self._payload is None:
             return None
         b, p, n = self._payload, self._pos, self.count
@@ -486,11 +496,11 @@ class Batch:
             self._payload = None
             return None
         cells = n * len(cols)
-        _decoded[self] = cols
+        _decoded[weakref.ref(self, _forget)] = (cols, cells)
         _decoded_cells[0] += cells
         while _decoded_cells[0] > DECODED_CACHE_CELLS and len(_decoded) > 1:
-            old, old_cols = _decoded.popitem(last=False)
-            _decoded_cells[0] -= old.count * len(old_cols)
+            _, (_, old_cells) = _decoded.popitem(last=False)
+            _decoded_cells[0] -= old_cells
         return cols
 
     def column(self, name):
