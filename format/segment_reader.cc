@@ -450,7 +450,9 @@ Segment ReadSegment(const uint8_t* data, size_t size, const ReaderOptions& optio
 Segment ReadSegmentFile(const std::string& path, const ReaderOptions& options) {
   Segment fail;
   fail.state = SegmentState::kInvalid;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking, and regular files only: a FIFO would block the open or the
+  // read forever, a device (/dev/zero) would never end.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     fail.error = path + ": " + std::strerror(errno);
     fail.problems.push_back({0, fail.error});
@@ -458,9 +460,15 @@ Segment ReadSegmentFile(const std::string& path, const ReaderOptions& options) {
   }
   std::vector<uint8_t> buf;
   struct stat st;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) buf.reserve(static_cast<size_t>(st.st_size));
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    fail.error = path + ": not a regular file";
+    fail.problems.push_back({0, fail.error});
+    ::close(fd);
+    return fail;
+  }
+  buf.reserve(static_cast<size_t>(st.st_size));
   uint8_t chunk[1 << 16];
-  for (;;) {
+  while (buf.size() < static_cast<size_t>(st.st_size)) {  // what the file held when opened
     ssize_t n = ::read(fd, chunk, sizeof(chunk));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {

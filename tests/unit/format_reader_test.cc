@@ -1,7 +1,10 @@
 // Unit tests for the C++ segment reader on damaged input: bad CRCs, cuts at
 // every byte offset, unknown kinds, corrupt lengths, bad headers, lost
-// tables, and random mutations (a short in-process fuzz).
+// tables, random mutations (a short in-process fuzz), and hostile input:
+// value and frame bombs, walls of false sync words, FIFOs and devices.
 #include <doctest/doctest.h>
+
+#include <sys/stat.h>
 
 #include <random>
 
@@ -431,4 +434,15 @@ TEST_CASE("format resynchronisation through a wall of false sync words finds the
   CHECK(seg.bad_blocks == 1);
   CHECK(seg.events.size() == 20);
   CHECK(HasProblem(seg, "skipped " + std::to_string(wall.size()) + " bytes"));
+}
+
+TEST_CASE("format ReadSegmentFile refuses FIFOs and devices without blocking") {
+  TempDir dir;
+  std::string fifo = dir.File("fifo.seg");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  for (const std::string& path : {fifo, std::string("/dev/zero")}) {
+    Segment seg = ReadSegmentFile(path);
+    CHECK(seg.state == SegmentState::kInvalid);
+    CHECK(seg.error.find("not a regular file") != std::string::npos);
+  }
 }
