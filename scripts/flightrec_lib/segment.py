@@ -557,6 +557,7 @@ class Segment:
         self.events_skipped = 0
         self.unusable_types = 0  # types whose layout the reports cannot use (trace.check_layouts)
         self._types_by_name = None
+        self._range = None
         self._text = None
         self._frames = {}
         self._loc_frames = {}
@@ -591,6 +592,10 @@ class Segment:
             # A damaged footer (a key lost or garbled) falls back to the columns.
             if lo is not None and hi is not None and lo <= hi:
                 return lo, hi
+        # Remembered: batches decode on demand (a bounded cache), and every
+        # report asks for the range.
+        if self._range is not None and self._range[0] is self.batches and self._range[1] == len(self.batches):
+            return self._range[2]
         lo = hi = None
         for b in self.batches:
             times = b.columns()
@@ -599,6 +604,7 @@ class Segment:
             t0, t1 = min(times[0]), max(times[0])
             lo = t0 if lo is None or t0 < lo else lo
             hi = t1 if hi is None or t1 > hi else hi
+        self._range = (self.batches, len(self.batches), (lo, hi))
         return lo, hi
 
     def string(self, sid):
