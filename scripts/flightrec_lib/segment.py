@@ -83,6 +83,8 @@ CELL_SLACK = 1 << 16
 CELLS_PER_BYTE = 64
 SEGMENT_CELLS = 1 << 23
 CELLS_PER_FILE_BYTE = 64
+# Problems listed per segment (the rest are counted).
+MAX_PROBLEMS = 1000
 # Decoded batches kept for reuse, in event values (least recently used go first).
 DECODED_CACHE_CELLS = 1 << 22
 
@@ -556,6 +558,7 @@ class Segment:
         self.unknown_blocks = 0
         self.events_skipped = 0
         self.unusable_types = 0  # types whose layout the reports cannot use (trace.check_layouts)
+        self.problems_unlisted = 0  # past MAX_PROBLEMS
         self._types_by_name = None
         self._range = None
         self._text = None
@@ -716,7 +719,11 @@ class Segment:
         return map(dict, map(zip, repeat(keys), rows))
 
     def _problem(self, offset, message):
-        self.problems.append((offset, message))
+        # A file of many tiny bad blocks must not make a list of millions.
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append((offset, message))
+        else:
+            self.problems_unlisted += 1
 
 
 def row_field_names(event_type):
@@ -811,6 +818,8 @@ def parse_segment(data, path="<bytes>"):
     reader.run(header_len)
     del reader  # the file's bytes go; batches keep only their own payloads
     _late_events(seg)
+    if seg.problems_unlisted:
+        seg.problems.append((seg.size, "%d more problems not listed" % seg.problems_unlisted))
     if seg.footer is not None:
         seg.state = "sealed"
     elif seg.truncated_at is not None:
