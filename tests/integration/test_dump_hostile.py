@@ -322,3 +322,19 @@ def test_one_bad_schema_block_does_not_blind_a_real_segment(fr, trace_dir):
         t = json.loads(line)["type"]
         counts[t] = counts.get(t, 0) + 1
     assert sum(counts.values()) == intact > 0, (counts, intact)
+
+
+def test_a_file_of_tiny_bad_blocks_lists_a_bounded_number_of_problems(tdir):
+    """1 MiB of alternating bad and good tiny blocks: every bad one counted,
+    1000 problems listed (not tens of thousands), memory bounded."""
+    good = hs.block(hs.STRINGS, hs.table(1, [hs.text("x")]))
+    bad = hs.bad_block()
+    n = (1 << 20) // (len(good) + len(bad))
+    (tdir / "manybad.seg").write_bytes(hs.header(pid=13) + (bad + good) * n)
+    status, out, err, rss = run_dump("info", "--json", tdir, timeout=300)
+    assert status == 1, err
+    seg = [s for s in json.loads(out)["segments"] if s["pid"] == 13][0]
+    assert seg["bad_blocks"] == n
+    assert len(seg["problems"]) == 1001 and seg["problems"][-1].endswith("more problems not listed")
+    assert_intact_reported(out)
+    assert rss < RSS_BOUND_KB, rss
