@@ -29,6 +29,7 @@ decodes on use; decoded columns are cached for a bounded number of values.
 """
 import operator
 import os
+import resource
 import stat
 import struct
 import sys
@@ -460,9 +461,9 @@ class Batch:
     the block's payload as stored (zstd-compressed when it was), so a trace
     held in memory costs about its size on disk; decoded columns live in a
     small shared cache (DECODED_CACHE_CELLS values)."""
-    __slots__ = ("segment", "type", "count", "offset", "_payload", "_raw_len", "_pos", "__weakref__")
+    __slots__ = ("segment", "type", "count", "offset", "_payload", "_raw_len", "_pos", "_where", "__weakref__")
 
-    def __init__(self, segment, event_type, count, offset, payload, pos, raw_len=None):
+    def __init__(self, segment, event_type, count, offset, payload, pos, raw_len=None, where=None):
         self.segment = segment
         self.type = event_type
         self.count = count
@@ -470,6 +471,21 @@ class Batch:
         self._payload = payload  # raw payload, or the zstd frame if raw_len is set
         self._raw_len = raw_len
         self._pos = pos
+        self._where = where  # (fd, offset, length, header fields, CRC): payload re-read from the file
+
+    def _stored(self):
+        """The block's stored payload: held, or read again from the file (and
+        checked against its CRC: the file may have changed since)."""
+        if self._where is None:
+            return self._payload
+        fd, start, length, head, crc = self._where
+        try:
+            data = os.pread(fd, length, start)
+        except OSError as e:
+            raise _Corrupt("cannot read it again: %s" % (e.strerror or e)) from None
+        if len(data) != length or crc32c(data, crc32c(head)) != crc:
+            raise _Corrupt("the file changed since it was read")
+        return data
 
     def columns(self):
         """One sequence (list or array) per schema field, raw values: string
@@ -481,11 +497,12 @@ class Batch:
         if entry is not None:
             _decoded.move_to_end(key)
             return entry[0]
-        if self._payload is None:
+        if self._payload is None and self._where is None:
             return None
-        b, p, n = self._payload, self._pos, self.count
+        p, n = self._pos, self.count
         cols = []
         try:
+            b = self._stored()
             if self._raw_len is not None:
                 b = _inflate(zstandard.ZstdDecompressor(), b, self._raw_len)
             for f in self.type.fields:
@@ -495,7 +512,7 @@ class Batch:
         except _Corrupt as e:
             self.segment._problem(self.offset, "bad EVENTS block at offset %d: %s" % (self.offset, e))
             self.segment.bad_blocks += 1
-            self._payload = None
+            self._payload = self._where = None
             return None
         cells = n * len(cols)
         _decoded[weakref.ref(self, _forget)] = (cols, cells)
@@ -761,8 +778,9 @@ def max_segment_file():
     return MAX_SEGMENT_FILE
 
 
-def read_file(path, follow=True):
-    """The bytes of a regular file, read in bounded pieces. follow=False: a
+def read_file(path, follow=True, keep_open=False):
+    """The bytes of a regular file, read in bounded pieces (with keep_open:
+    (bytes, open descriptor), the caller closes it). follow=False: a
     symbolic link is refused, not followed (files found inside a directory,
     which someone else may have planted). FIFOs, sockets and devices are
     refused without reading (opening is non-blocking, so a FIFO cannot hang
@@ -796,25 +814,69 @@ def read_file(path, follow=True):
             got += n
         view.release()
         del buf[got:]
+        if keep_open:
+            kept, fd = fd, -1
+            return buf, kept
         return buf
     except OSError as e:
         raise SegmentError(e.strerror or str(e)) from None
     finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+# Segments whose EVENTS payloads are re-read from their open file on use
+# (rather than held in memory), at most this many at once: each holds one
+# descriptor until the segment is dropped. Past it, payloads are held.
+_open_sources = [0]
+
+
+def _source_budget():
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):  # pragma: no cover
+        soft = 1024
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 16
+    return max(0, min(soft - 64, 1 << 14))
+
+
+def _close_source(fd):
+    _open_sources[0] -= 1
+    try:
         os.close(fd)
+    except OSError:
+        pass
 
 
 def read_segment(path, follow=True):
     """Reads and decodes one segment file. Raises SegmentError if the file is
     unreadable, not a regular file, too large, or its header is unusable;
     block-level damage goes to segment.problems instead."""
-    return parse_segment(read_file(path, follow), path)
+    if _open_sources[0] >= _source_budget():
+        return parse_segment(read_file(path, follow), path)
+    data, fd = read_file(path, follow, keep_open=True)
+    _open_sources[0] += 1
+    try:
+        seg = parse_segment(data, path, fd)
+    except BaseException:
+        _close_source(fd)
+        raise
+    if any(b._where is not None for b in seg.batches):
+        weakref.finalize(seg, _close_source, fd)  # the batches read from it
+    else:
+        _close_source(fd)
+    return seg
 
 
-def parse_segment(data, path="<bytes>"):
+def parse_segment(data, path="<bytes>", fd=None):
+    """fd: the file `data` was read from, still open: EVENTS batches then
+    keep only where their payload is, and read it again on use, so a trace
+    costs its tables and decoded columns, not its size on disk."""
     seg = Segment(path)
     seg.size = len(data)
     header_len = _parse_header(data, seg)
-    reader = _Reader(seg, data)
+    reader = _Reader(seg, data, fd)
     reader.run(header_len)
     del reader  # the file's bytes go; batches keep only their own payloads
     _late_events(seg)
@@ -868,9 +930,10 @@ def _parse_header(d, seg):
 class _Reader:
     """The block loop of SPEC.md 4.2 over one segment's bytes."""
 
-    def __init__(self, seg, data):
+    def __init__(self, seg, data, fd=None):
         self.seg = seg
         self.data = data
+        self.fd = fd
         self.size = len(data)
         self.dctx = None
         self.inflate_left = INFLATE_BASE + INFLATE_RATIO * len(data)
@@ -964,7 +1027,11 @@ class _Reader:
             if flags & FLAG_ZSTD:
                 payload = self._decompress(stored, raw_len)
             if kind == KIND_EVENTS:
-                _parse_events(seg, payload, offset, bytes(stored) if flags & FLAG_ZSTD else None)
+                where = None
+                if self.fd is not None:
+                    where = (self.fd, start, length, bytes(self.data[offset + 4:offset + 16]),
+                             struct.unpack_from("<I", self.data, offset + 16)[0])
+                _parse_events(seg, payload, offset, bytes(stored) if flags & FLAG_ZSTD else None, where)
             else:
                 _PARSERS[kind](seg, payload, offset)
         except _Corrupt as e:
@@ -1122,9 +1189,10 @@ def _parse_strings(seg, b, offset):
     seg._text = None
 
 
-def _parse_events(seg, b, offset, stored=None):
+def _parse_events(seg, b, offset, stored=None, where=None):
     """stored: the block's zstd frame when it was compressed (what the batch
-    keeps, instead of the decompressed payload b)."""
+    keeps, instead of the decompressed payload b); where: (fd, payload
+    offset, length, header fields, CRC) to read it again from instead."""
     tid, p = _uvarint(b, 0)
     count, p = _uvarint(b, p)
     if count == 0 or count > MAX_EVENTS_PER_BLOCK:
@@ -1147,6 +1215,9 @@ def _parse_events(seg, b, offset, stored=None):
     for i, f in enumerate(t.fields):
         q = column_end(b, q, count, f.type, i, t.fields)
     seg.cells_left -= cells
+    if where is not None:
+        seg.batches.append(Batch(seg, t, count, offset, None, p, len(b) if stored is not None else None, where))
+        return
     if stored is not None:
         seg.batches.append(Batch(seg, t, count, offset, stored, p, len(b)))
         return
