@@ -13,13 +13,14 @@ at millions of values per second.
 
 Hostile input (docs/LIMITS.md, "Reading traces"): only regular files are
 opened, never FIFOs or devices, and no symbolic link found inside a
-directory; a file is read in bounded pieces and up to MAX_SEGMENT_FILE. What a
+directory; a file is read in bounded pieces, up to a size (segment_file). What a
 block may declare is bounded relative to its bytes and per segment (table
 entries, stack depth, event values), so a few KiB cannot demand gigabytes; a
 block past a bound is refused as bad and the rest of the segment still reads.
 Resynchronisation after a bad block checks candidate CRCs through a CrcIndex,
-in time linear in the file. A batch keeps its stored (compressed) payload and
-decodes on use; decoded columns are cached for a bounded number of values.
+in time linear in the file. A batch keeps where its payload is in the (still
+open) file, or else its stored (compressed) payload, and decodes on use;
+decoded columns are cached for a bounded number of values.
 
     seg = read_segment(path)
     seg.state                  # "sealed" | "active" | "truncated"
@@ -29,8 +30,6 @@ decodes on use; decoded columns are cached for a bounded number of values.
 """
 import operator
 import os
-import resource
-import stat
 import struct
 import sys
 import weakref
@@ -41,6 +40,7 @@ from itertools import accumulate, islice, repeat
 import zstandard
 
 from .crc32c import CrcIndex, crc32c
+from .segment_file import SegmentFileError, close_source, open_sources, read_file, source_budget
 
 MAGIC = b"FLTRECSG"
 FRAMING_VERSION = 1
@@ -65,10 +65,6 @@ MAX_FIELDS = 255
 # Bounds on what a segment may make the reader hold (docs/LIMITS.md). Each is
 # far above anything the recorder writes (it writes <= 65536 events per
 # block, stacks of <= 129 frames, tables of tens of thousands of entries).
-# Files larger than this are refused (the recorder's default segment is 16 MiB);
-# FLIGHTREC_DUMP_MAX_SEGMENT_MB raises it.
-MAX_SEGMENT_FILE = 256 << 20
-READ_PIECE = 1 << 20
 # Frames kept of one stack; deeper stacks are cut (and said so).
 MAX_STACK_DEPTH = 4096
 # Table entries (strings, mappings, locations, stacks; stack frames and inline
@@ -458,9 +454,10 @@ def _forget(ref):
 
 class Batch:
     """One EVENTS block: `count` events of `type`, decoded on use. It keeps
-    the block's payload as stored (zstd-compressed when it was), so a trace
-    held in memory costs about its size on disk; decoded columns live in a
-    small shared cache (DECODED_CACHE_CELLS values)."""
+    where the payload is in the segment's open file (read again, CRC checked,
+    on use), or where no descriptor is to spare the payload as stored
+    (zstd-compressed when it was); decoded columns live in a small shared
+    cache (DECODED_CACHE_CELLS values)."""
     __slots__ = ("segment", "type", "count", "offset", "_payload", "_raw_len", "_pos", "_where", "__weakref__")
 
     def __init__(self, segment, event_type, count, offset, payload, pos, raw_len=None, where=None):
@@ -770,102 +767,26 @@ def sort_columns(cols):
 
 # ------------------------------------------------------------------ reading
 
-def max_segment_file():
-    """The largest file read as a segment (FLIGHTREC_DUMP_MAX_SEGMENT_MB)."""
-    value = os.environ.get("FLIGHTREC_DUMP_MAX_SEGMENT_MB", "")
-    if value.isdigit() and 0 < int(value) <= 1 << 20:
-        return int(value) << 20
-    return MAX_SEGMENT_FILE
-
-
-def read_file(path, follow=True, keep_open=False):
-    """The bytes of a regular file, read in bounded pieces (with keep_open:
-    (bytes, open descriptor), the caller closes it). follow=False: a
-    symbolic link is refused, not followed (files found inside a directory,
-    which someone else may have planted). FIFOs, sockets and devices are
-    refused without reading (opening is non-blocking, so a FIFO cannot hang
-    us), and so is a file larger than max_segment_file()."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else os.O_NOFOLLOW)
-    try:
-        fd = os.open(path, flags)
-    except OSError as e:
-        if not follow and os.path.islink(path):
-            raise SegmentError("a symbolic link inside the directory; not followed") from None
-        raise SegmentError(e.strerror or str(e)) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
-                    else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device" if
-                    stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
-            raise SegmentError("%s, not a regular file; not read" % kind)
-        limit = max_segment_file()
-        if st.st_size > limit:
-            raise SegmentError("%d bytes, larger than the %d MiB a segment may have (FLIGHTREC_DUMP_MAX_SEGMENT_MB)"
-                               % (st.st_size, limit >> 20))
-        # Read what the file held when opened (an active file keeps growing).
-        buf = bytearray(st.st_size)
-        view = memoryview(buf)
-        got = 0
-        while got < st.st_size:
-            n = os.readv(fd, [view[got:got + READ_PIECE]])
-            if n == 0:
-                break  # shrank since fstat
-            got += n
-        view.release()
-        del buf[got:]
-        if keep_open:
-            kept, fd = fd, -1
-            return buf, kept
-        return buf
-    except OSError as e:
-        raise SegmentError(e.strerror or str(e)) from None
-    finally:
-        if fd >= 0:
-            os.close(fd)
-
-
-# Segments whose EVENTS payloads are re-read from their open file on use
-# (rather than held in memory), at most this many at once: each holds one
-# descriptor until the segment is dropped. Past it, payloads are held.
-_open_sources = [0]
-
-
-def _source_budget():
-    try:
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    except (OSError, ValueError):  # pragma: no cover
-        soft = 1024
-    if soft == resource.RLIM_INFINITY:
-        soft = 1 << 16
-    return max(0, min(soft - 64, 1 << 14))
-
-
-def _close_source(fd):
-    _open_sources[0] -= 1
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-
-
 def read_segment(path, follow=True):
     """Reads and decodes one segment file. Raises SegmentError if the file is
     unreadable, not a regular file, too large, or its header is unusable;
     block-level damage goes to segment.problems instead."""
-    if _open_sources[0] >= _source_budget():
-        return parse_segment(read_file(path, follow), path)
-    data, fd = read_file(path, follow, keep_open=True)
-    _open_sources[0] += 1
+    try:
+        if open_sources[0] >= source_budget():
+            return parse_segment(read_file(path, follow), path)
+        data, fd = read_file(path, follow, keep_open=True)
+    except SegmentFileError as e:
+        raise SegmentError(str(e)) from None
+    open_sources[0] += 1
     try:
         seg = parse_segment(data, path, fd)
     except BaseException:
-        _close_source(fd)
+        close_source(fd)
         raise
     if any(b._where is not None for b in seg.batches):
-        weakref.finalize(seg, _close_source, fd)  # the batches read from it
+        weakref.finalize(seg, close_source, fd)  # the batches read from it
     else:
-        _close_source(fd)
+        close_source(fd)
     return seg
 
 
