@@ -29,6 +29,14 @@ def max_segment_file():
     return MAX_SEGMENT_FILE
 
 
+def _regular(st):
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device" if
+                stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
+        raise SegmentFileError("%s, not a regular file; not read" % kind)
+
+
 def read_file(path, follow=True, keep_open=False):
     """The bytes of a regular file, read in bounded pieces (with keep_open:
     (bytes, open descriptor), the caller closes it). follow=False: a
@@ -38,18 +46,19 @@ def read_file(path, follow=True, keep_open=False):
     us), and so is a file larger than max_segment_file()."""
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else os.O_NOFOLLOW)
     try:
+        # Checked before opening too: opening some devices does something.
+        st = os.stat(path) if follow else os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            raise SegmentFileError("a symbolic link inside the directory; not followed")
+        _regular(st)
         fd = os.open(path, flags)
     except OSError as e:
         if not follow and os.path.islink(path):
             raise SegmentFileError("a symbolic link inside the directory; not followed") from None
         raise SegmentFileError(e.strerror or str(e)) from None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
-                    else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device" if
-                    stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
-            raise SegmentFileError("%s, not a regular file; not read" % kind)
+        st = os.fstat(fd)  # what was opened (the name may have changed since)
+        _regular(st)
         limit = max_segment_file()
         if st.st_size > limit:
             raise SegmentFileError("%d bytes, larger than the %d MiB a segment may have (FLIGHTREC_DUMP_MAX_SEGMENT_MB)"
