@@ -41,7 +41,7 @@ UNIT_LIBS := $(LIBS) -lcurl -lcrypto
 
 DEBIAN_PACKAGES := g++ make pkg-config libunwind-dev libdw-dev libelf-dev libzstd-dev \
   libcurl4-openssl-dev libssl-dev libmimalloc-dev libiberty-dev doctest-dev python3 python3-zstandard \
-  python3-botocore python3-pytest zstd clang libclang-rt-14-dev golang-go procps \
+  python3-botocore python3-crcmod python3-pytest zstd clang libclang-rt-14-dev golang-go procps \
   redis-server redis-tools nginx wrk heaptrack google-perftools libgoogle-perftools4 linux-perf \
   python3-matplotlib time rustc
 
@@ -210,6 +210,9 @@ check-preload-tsan: $(BUILD)/tsan/libflightrec.so all
 # programs, mutated, every subcommand run on each mutant; it prints its random seed,
 # replay with --seed S --only N). Each runs FUZZ_SECONDS (short by default).
 FUZZ_SECONDS ?= 20
+# flightrec-dump fuzzing also fails a command that takes longer than this on a
+# mutant, or whose peak RSS passes 400 MiB (dump_corruption.RSS_BUDGET_MB).
+FUZZ_MAX_SECONDS ?= 8
 $(BUILD)/fuzz_reader: tests/fuzz/fuzz_reader.cc $(wildcard format/*.cc format/*.h)
 	@mkdir -p $(dir $@)
 	clang++ -std=c++20 -O1 -g -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
@@ -217,7 +220,7 @@ $(BUILD)/fuzz_reader: tests/fuzz/fuzz_reader.cc $(wildcard format/*.cc format/*.
 fuzz: $(BUILD)/fuzz_reader $(BUILD)/libflightrec.so $(PROGRAMS)
 	@mkdir -p $(BUILD)/fuzz-corpus
 	$(BUILD)/fuzz_reader -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz-corpus tests/fuzz/seeds
-	$(PYTHON) tests/fuzz/dump_corruption.py --build $(BUILD) --seconds $(FUZZ_SECONDS)
+	$(PYTHON) tests/fuzz/dump_corruption.py --build $(BUILD) --seconds $(FUZZ_SECONDS) --max-seconds $(FUZZ_MAX_SECONDS)
 
 bench: all
 	$(MAKE) -C bench BUILD=$(abspath $(BUILD)) CORE_LIBS="$(LIBS)"

@@ -37,12 +37,73 @@ bool BlockScanner::CrcOk(size_t p) const {
   return crc == static_cast<uint32_t>(LoadLE(h + 16, 4));
 }
 
+namespace {
+
+constexpr uint32_t kPoly = 0x82F63B78;  // reflected CRC-32C polynomial
+
+// a(x) * b(x) modulo the CRC polynomial, in the reflected bit order (zlib's
+// multmodp): the CRC register is a polynomial over GF(2).
+uint32_t MulModP(uint32_t a, uint32_t b) {
+  uint32_t m = 1u << 31, p = 0;
+  for (;;) {
+    if (a & m) {
+      p ^= b;
+      if ((a & (m - 1)) == 0) break;
+    }
+    m >>= 1;
+    b = b & 1 ? (b >> 1) ^ kPoly : b >> 1;
+  }
+  return p;
+}
+
+// The register after `n` zero bytes, from `reg`: reg * x^(8n). O(log n).
+uint32_t ShiftRegister(uint32_t reg, uint64_t n) {
+  static const auto powers = [] {  // x^(8 * 2^k), k = 0..63
+    std::vector<uint32_t> t(64);
+    uint32_t x8 = 1u << 23;  // x^8 in reflected order (x^0 is bit 31)
+    t[0] = x8;
+    for (int k = 1; k < 64; k++) t[k] = MulModP(t[k - 1], t[k - 1]);
+    return t;
+  }();
+  for (int k = 0; n; k++, n >>= 1)
+    if (n & 1) reg = MulModP(powers[k], reg);
+  return reg;
+}
+
+}  // namespace
+
+uint32_t BlockScanner::PrefixRegister(size_t i) const {
+  if (prefix_.empty()) {
+    prefix_.reserve(size_ / kPrefixSpacing + 1);
+    uint32_t reg = 0;
+    prefix_.push_back(0);
+    for (size_t p = 0; p + kPrefixSpacing <= size_; p += kPrefixSpacing) {
+      reg = ~Crc32c(~reg, data_ + p, kPrefixSpacing);
+      prefix_.push_back(reg);
+    }
+  }
+  size_t base = i - i % kPrefixSpacing;
+  uint32_t reg = prefix_[base / kPrefixSpacing];
+  return i == base ? reg : ~Crc32c(~reg, data_ + base, i - base);
+}
+
+uint32_t BlockScanner::IndexedCrc(size_t p) const {
+  // reg(r, X ++ Y) = shift_|Y|(reg(r, X)) ^ reg(0, Y), and the register of
+  // data_[a, b) from 0 is P(b) ^ shift_(b-a)(P(a)).
+  uint32_t payload_len = static_cast<uint32_t>(LoadLE(data_ + p + 4, 4));
+  size_t a = p + kBlockHeaderBytes, b = a + payload_len;
+  uint32_t head = ~Crc32c(0, data_ + p + 4, 12);  // register after the header fields
+  return ~(ShiftRegister(head ^ PrefixRegister(a), payload_len) ^ PrefixRegister(b));
+}
+
 size_t BlockScanner::Resync(size_t from) const {
   // Every position is examined at most once per scan: the caller continues at
-  // the returned offset, which is past everything examined.
+  // the returned offset, which is past everything examined. Each candidate's
+  // CRC costs O(kPrefixSpacing + log length), whatever length it declares.
   for (size_t q = from; q + kBlockHeaderBytes <= size_; q++) {
     if (data_[q] != 0x46 || static_cast<uint32_t>(LoadLE(data_ + q, 4)) != kBlockSync) continue;
-    if (Check(q, nullptr) == HeaderCheck::kOk && CrcOk(q)) return q;
+    if (Check(q, nullptr) == HeaderCheck::kOk && IndexedCrc(q) == static_cast<uint32_t>(LoadLE(data_ + q + 16, 4)))
+      return q;
   }
   return size_;
 }

@@ -3,6 +3,9 @@
 // as SPEC.md 4.2 prescribes (resync on the sync word; a block cut short at
 // end of file means "truncated", not "corrupt"). Payloads are returned as
 // stored (possibly compressed); the caller decompresses and parses them.
+// Resynchronisation checks candidate CRCs from prefix registers (SPEC.md 4.2,
+// "Resynchronising in linear time"), so a file of false sync words costs time
+// linear in its size, not the sum of the lengths its candidates declare.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -44,6 +47,10 @@ class BlockScanner {
   bool CrcOk(size_t p) const;
   // First offset >= from holding a complete block with a good CRC, or size_.
   size_t Resync(size_t from) const;
+  // The CRC of the block at p, from prefix registers (built on first use).
+  uint32_t IndexedCrc(size_t p) const;
+  // Zero-based CRC register of data_[0, i).
+  uint32_t PrefixRegister(size_t i) const;
   void SkipTo(size_t from, size_t q, std::vector<Problem>* problems);
 
   const uint8_t* data_;
@@ -52,6 +59,8 @@ class BlockScanner {
   bool truncated_ = false;
   uint64_t truncated_at_ = 0;
   uint64_t bad_blocks_ = 0;
+  static constexpr size_t kPrefixSpacing = 128;
+  mutable std::vector<uint32_t> prefix_;  // register of data_[0, k * kPrefixSpacing)
 };
 
 }  // namespace flightrec::format

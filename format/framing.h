@@ -15,5 +15,15 @@ inline constexpr uint16_t kFlagZstd = 1;                  // flags bit 0
 inline constexpr uint16_t kKnownFlags = kFlagZstd;
 inline constexpr uint32_t kMaxEventsPerBlock = 1u << 20;  // readers reject more
 inline constexpr size_t kMaxSchemaFields = 255;
+// Reader limits on hostile input (SPEC.md 4.3): values an EVENTS block may
+// declare (count x fields), absolutely and per payload byte; values and table
+// entries (entries, stack frames, inline lines) per segment; stack depth kept.
+inline constexpr uint64_t kMaxBlockCells = 1u << 22;
+inline constexpr uint64_t kCellSlack = 1u << 16;
+inline constexpr uint64_t kCellsPerByte = 64;
+inline constexpr uint64_t kSegmentCells = 1u << 23;
+inline constexpr uint64_t kCellsPerFileByte = 64;
+inline constexpr uint64_t kTableBase = 1u << 21;
+inline constexpr size_t kMaxStackDepth = 4096;
 
 }  // namespace flightrec::format

@@ -98,7 +98,9 @@ bool ParseHeader(const uint8_t* d, size_t n, SegmentHeader* h, std::string* why,
 
 class Decoder {
  public:
-  Decoder(Segment* seg, const ReaderOptions& opt) : seg_(seg), opt_(opt) {}
+  Decoder(Segment* seg, const ReaderOptions& opt, size_t file_size)
+      : seg_(seg), opt_(opt), table_left_(kTableBase + file_size),
+        cells_left_(kSegmentCells + kCellsPerFileByte * file_size) {}
   ~Decoder() { ZSTD_freeDCtx(dctx_); }
 
   void Block(const RawBlock& b);
@@ -117,6 +119,9 @@ class Decoder {
   ZSTD_DCtx* dctx_ = nullptr;
   std::vector<uint8_t> raw_;
   bool warned_limit_ = false;
+  uint64_t table_left_;   // table entries, frames and lines the segment may still define
+  uint64_t cells_left_;   // event values the segment may still declare
+  uint64_t deep_stacks_ = 0;  // stacks cut at kMaxStackDepth in the current block
 };
 
 void Decoder::Block(const RawBlock& b) {
@@ -185,11 +190,13 @@ bool Decoder::Payload(const RawBlock& b, std::string* why) {
         return true;
       }, b.offset, why);
     case BlockKind::kLocations:
-      return Table(c, &seg_->locations, [](ByteCursor* c, Location* l) {
+      return Table(c, &seg_->locations, [this](ByteCursor* c, Location* l) {
         uint64_t mapping, nlines;
         if (!c->Uvarint(&mapping) || mapping > UINT32_MAX || !c->Uvarint(&l->address) || !c->Uvarint(&nlines))
           return false;
         if (nlines > c->remaining() / 3) return false;  // each line takes >= 3 bytes
+        if (nlines > table_left_) return false;
+        table_left_ -= nlines;
         l->mapping = static_cast<uint32_t>(mapping);
         l->lines.resize(static_cast<size_t>(nlines));
         for (Line& line : l->lines) {
@@ -202,18 +209,29 @@ bool Decoder::Payload(const RawBlock& b, std::string* why) {
         }
         return true;
       }, b.offset, why);
-    case BlockKind::kStacks:
-      return Table(c, &seg_->stacks, [](ByteCursor* c, std::vector<uint32_t>* s) {
+    case BlockKind::kStacks: {
+      deep_stacks_ = 0;
+      bool ok = Table(c, &seg_->stacks, [this](ByteCursor* c, std::vector<uint32_t>* s) {
         uint64_t n;
         if (!c->Uvarint(&n) || n > c->remaining()) return false;  // each frame takes >= 1 byte
-        s->resize(static_cast<size_t>(n));
-        for (uint32_t& loc : *s) {
+        size_t keep = n > kMaxStackDepth ? kMaxStackDepth : static_cast<size_t>(n);
+        if (keep > table_left_) return false;
+        table_left_ -= keep;
+        s->resize(keep);
+        for (uint64_t i = 0; i < n; i++) {  // frames past kMaxStackDepth are read, not kept
           uint64_t v;
           if (!c->Uvarint(&v) || v > UINT32_MAX) return false;
-          loc = static_cast<uint32_t>(v);
+          if (i < keep) (*s)[i] = static_cast<uint32_t>(v);
         }
+        deep_stacks_ += n > keep;
         return true;
       }, b.offset, why);
+      if (ok && deep_stacks_)
+        seg_->problems.push_back({b.offset, std::to_string(deep_stacks_) + " stacks deeper than " +
+                                                std::to_string(kMaxStackDepth) + " frames" + At(b.offset) +
+                                                " cut to " + std::to_string(kMaxStackDepth)});
+      return ok;
+    }
     case BlockKind::kEvents: return Events(c, b.offset, why);
     case BlockKind::kFooter: return Footer(c, why);
   }
@@ -276,6 +294,11 @@ bool Decoder::Table(ByteCursor c, std::unordered_map<uint32_t, T>* table, ParseE
     *why = "bad table id range";
     return false;
   }
+  if (count > table_left_) {
+    *why = "table entries past what the segment may define";
+    return false;
+  }
+  table_left_ -= count;
   std::vector<T> entries(static_cast<size_t>(count));
   for (T& e : entries) {
     if (!parse(&c, &e)) {
@@ -327,6 +350,13 @@ bool Decoder::Events(ByteCursor c, uint64_t offset, std::string* why) {
     return true;
   }
   const SchemaType& t = it->second;
+  uint64_t cells = count * t.fields.size();
+  if (cells > kMaxBlockCells || cells > kCellSlack + kCellsPerByte * c.remaining() || cells > cells_left_) {
+    *why = "more values (" + std::to_string(count) + " events x " + std::to_string(t.fields.size()) +
+           " fields) than the block or segment may declare";
+    return false;
+  }
+  cells_left_ -= cells;
   uint32_t n = static_cast<uint32_t>(count);
   std::vector<DecodedColumn> cols(t.fields.size());
   for (size_t f = 0; f < t.fields.size(); f++) {
@@ -404,7 +434,7 @@ Segment ReadSegment(const uint8_t* data, size_t size, const ReaderOptions& optio
     return seg;
   }
   BlockScanner scanner(data, size, seg.header.header_len);
-  Decoder decoder(&seg, options);
+  Decoder decoder(&seg, options, size);
   RawBlock b;
   while (scanner.Next(&b, &seg.problems)) decoder.Block(b);
   seg.bad_blocks += scanner.bad_blocks();
@@ -420,7 +450,9 @@ Segment ReadSegment(const uint8_t* data, size_t size, const ReaderOptions& optio
 Segment ReadSegmentFile(const std::string& path, const ReaderOptions& options) {
   Segment fail;
   fail.state = SegmentState::kInvalid;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking, and regular files only: a FIFO would block the open or the
+  // read forever, a device (/dev/zero) would never end.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     fail.error = path + ": " + std::strerror(errno);
     fail.problems.push_back({0, fail.error});
@@ -428,9 +460,15 @@ Segment ReadSegmentFile(const std::string& path, const ReaderOptions& options) {
   }
   std::vector<uint8_t> buf;
   struct stat st;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) buf.reserve(static_cast<size_t>(st.st_size));
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    fail.error = path + ": not a regular file";
+    fail.problems.push_back({0, fail.error});
+    ::close(fd);
+    return fail;
+  }
+  buf.reserve(static_cast<size_t>(st.st_size));
   uint8_t chunk[1 << 16];
-  for (;;) {
+  while (buf.size() < static_cast<size_t>(st.st_size)) {  // what the file held when opened
     ssize_t n = ::read(fd, chunk, sizeof(chunk));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {

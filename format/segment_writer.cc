@@ -65,7 +65,11 @@ struct SegmentWriter::Impl {
     MiString name;
     MiVector<Field> fields;
     bool packed = false;          // EventTypeSpec::packed
-    bool schema_written = false;  // in the current segment
+    // Definitions in the current segment: each type is defined twice (SPEC.md
+    // 5.3), the copy at a later write than the first, so one damaged SCHEMA
+    // block cannot leave the segment's events of the type undecodable.
+    uint8_t schema_copies = 0;
+    uint64_t schema_round = 0;  // the definitions round of the first copy
     // Events of this type in `out`, written to this segment's file, and lost
     // (never written: a write failed or the segment was dropped with them
     // still buffered) since the owner last took the count.
@@ -94,6 +98,7 @@ struct SegmentWriter::Impl {
   uint64_t min_time = UINT64_MAX, max_time = 0;
   uint64_t rejected = 0;
 
+  uint64_t definitions_round = 0;  // AppendPendingDefinitions calls (one per write)
   MiVector<uint8_t> out;      // blocks waiting for one write()
   uint64_t pending_events_in_out = 0;  // events inside `out`, not yet written
   MiVector<uint8_t> payload;  // scratch for one block's raw payload
@@ -104,7 +109,7 @@ struct SegmentWriter::Impl {
   void ReleaseSegmentMemory() {
     tables.Reset();
     for (Type& t : types) {
-      t.schema_written = false;
+      t.schema_copies = 0;
       t.lost += t.count + t.in_out;  // nothing left to write them to
       t.in_out = 0;
       ClearBatch(&t);
@@ -148,16 +153,24 @@ struct SegmentWriter::Impl {
 
   void AddBlock(BlockKind kind, const uint8_t* p, size_t n) { blocks.Append(kind, p, n, &out); }
 
-  // New schemas, then new intern entries (strings, mappings, locations, stacks).
+  // A type's definition is due if it was never written in this segment, or
+  // written once at an earlier round (its second copy).
+  bool SchemaDue(const Type& t) const {
+    return t.schema_copies == 0 || (t.schema_copies == 1 && t.schema_round != definitions_round);
+  }
+
+  // New schemas (and second copies), then new intern entries (strings,
+  // mappings, locations, stacks).
   void AppendPendingDefinitions() {
+    definitions_round++;
     payload.clear();
     uint32_t nnew = 0;
-    for (const Type& t : types) nnew += !t.schema_written;
+    for (const Type& t : types) nnew += SchemaDue(t);
     if (nnew) {
       PutUvarint(&payload, nnew);
       for (size_t i = 0; i < types.size(); i++) {
         Type& t = types[i];
-        if (t.schema_written) continue;
+        if (!SchemaDue(t)) continue;
         PutUvarint(&payload, i + 1);
         PutStr(&payload, t.name);
         PutUvarint(&payload, t.fields.size());
@@ -166,7 +179,7 @@ struct SegmentWriter::Impl {
           payload.push_back(static_cast<uint8_t>(f.type));
           PutStr(&payload, f.unit);
         }
-        t.schema_written = true;
+        if (t.schema_copies++ == 0) t.schema_round = definitions_round;
       }
       AddBlock(BlockKind::kSchema, payload.data(), payload.size());
     }

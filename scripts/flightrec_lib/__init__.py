@@ -1,6 +1,7 @@
 """flightrec_lib: the decoder behind scripts/flightrec-dump.
 
 Modules:
+  segment_file  opening segment files safely (regular files only, bounded size)
   segment   one segment file: framing, schema, intern tables, columnar events
             (format/SPEC.md). Knows no event types: everything comes from the
             segment's SCHEMA.

@@ -9,6 +9,7 @@ import atexit
 import importlib
 import os
 import pkgutil
+import re
 import shutil
 import sys
 import traceback
@@ -22,8 +23,55 @@ class UsageError(Exception):
     """A bad request (unknown type, bad option value): one stderr line, exit 2."""
 
 
+# Text output escapes what a terminal would obey rather than show: C0 controls
+# but tab and newline, DEL, C1 controls, and the bidirectional overrides that
+# reorder what is shown. Thread and function names come from the recorded
+# program (or whoever wrote the file); `\x1b]0;...` must not retitle the
+# operator's terminal. JSON output is escaped the JSON way (`\u001b`), which
+# decodes to the same string.
+_TERMINAL_UNSAFE = [c for c in range(0x20) if c not in (0x09, 0x0A)] + list(range(0x7F, 0xA0)) \
+    + list(range(0x202A, 0x202F)) + list(range(0x2066, 0x206A))
+_TEXT_ESCAPES = {c: "\\x%02x" % c if c < 0x100 else "\\u%04x" % c for c in _TERMINAL_UNSAFE}
+_JSON_ESCAPES = {c: "\\u%04x" % c for c in _TERMINAL_UNSAFE}
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_ASCII_SAFE = bytes([0x09, 0x0A] + list(range(0x20, 0x7F)))
+
+
+def _needs_escape(text):
+    # ASCII text (nearly all output): a C-speed byte scan; other text: the regex.
+    if text.isascii():
+        return bool(text.encode("ascii").translate(None, _ASCII_SAFE))
+    return _UNSAFE.search(text) is not None
+
+
+def escape_text(text, json_mode=False):
+    """text with terminal control characters written as escapes."""
+    return text.translate(_JSON_ESCAPES if json_mode else _TEXT_ESCAPES)
+
+
+class EscapingStream:
+    """A text stream that escapes terminal control characters on the way
+    through (everything else is the wrapped stream's)."""
+
+    def __init__(self, stream, json_mode=False):
+        self._stream = stream
+        self._table = _JSON_ESCAPES if json_mode else _TEXT_ESCAPES
+
+    def write(self, text):
+        if _needs_escape(text):  # rare: the common case writes through untouched
+            text = text.translate(self._table)
+        return self._stream.write(text)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def err(message):
-    print("%s: %s" % (PROG, message), file=sys.stderr, flush=True)
+    print("%s: %s" % (PROG, escape_text(message)), file=sys.stderr, flush=True)
 
 
 # Files that already have their stderr line in this run: a bad file gets one
@@ -130,8 +178,13 @@ def main(argv=None):
         if not getattr(args, "func", None):
             parser.print_help(sys.stderr)
             return 2
-        status = args.func(args)
-        sys.stdout.flush()
+        saved = sys.stdout
+        sys.stdout = EscapingStream(saved, bool(getattr(args, "json", False)))
+        try:
+            status = args.func(args)
+            sys.stdout.flush()
+        finally:
+            sys.stdout = saved
         return int(status or 0)
     except UsageError as e:
         err(str(e))

@@ -53,11 +53,13 @@ def _color(name, palette):
     return "rgb(%d,%d,%d)" % tuple(base + spread * h[i] // 255 for i, (base, spread) in enumerate(chans))
 
 
-_CONTROL = re.compile("[\x00-\x1f\x7f]")
+# Characters XML 1.0 cannot carry even as entities (controls, surrogates,
+# U+FFFE/U+FFFF), and C1 controls, which a terminal showing the file would obey.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
 def _clean(name):
-    """XML 1.0 cannot carry control characters even as entities."""
+    """Names as XML 1.0 can carry them: see _CONTROL."""
     return _CONTROL.sub("?", str(name))
 
 

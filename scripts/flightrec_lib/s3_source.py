@@ -4,7 +4,7 @@
 
     is_s3_url("s3://bucket/flightrec/api")        # True
     list_and_fetch("s3://bucket/flightrec/api")   # [(key, bytes)], sorted by key
-    d = download_to_temp("s3://bucket/flightrec") # local dir mirroring the keys; caller removes it
+    d = download_to_temp("s3://bucket/flightrec") # local dir of the segments; caller removes it
     Trace([d])                                    # read it like any directory
 
 A URL names a bucket and a key prefix: s3://bucket (everything),
@@ -23,6 +23,7 @@ Errors raise S3SourceError with one line naming the URL and the cause; never
 a key, secret or token.
 """
 import os
+import shutil
 import sys
 import tempfile
 
@@ -147,36 +148,53 @@ def list_and_fetch(url, client=None, env=None):
     return out
 
 
-def _safe_relative(key):
-    """The key as a relative path that cannot escape the download directory."""
-    parts = [p for p in key.split("/") if p not in ("", ".", "..")]
-    return os.path.join(*parts) if parts else None
+# Longest tail of a key kept in a local file name (NAME_MAX is 255 bytes).
+_NAME_TAIL = 120
+
+
+def local_name(index, key):
+    """A flat local file name for the index-th key: unique (the index comes
+    first), never a path (no '/', '.' or '..' components: keys `a/x.seg`,
+    `a//x.seg` and `a/x.seg/b.seg` are all legal and must not collide or nest),
+    short enough for any file system, and still ending in the key's last
+    characters so a reader can tell the files apart."""
+    tail = "".join(c if c.isalnum() or c in "-_." else "_" for c in key.replace("/", "_"))
+    tail = tail[-_NAME_TAIL:].lstrip(".")
+    if not tail.endswith(SEGMENT_SUFFIX):
+        tail += SEGMENT_SUFFIX
+    return "%06d-%s" % (index, tail)
 
 
 def download_to_temp(url, dest=None, client=None, env=None):
     """Downloads the URL's segments into `dest` (default: a new temporary
-    directory), mirroring their keys as relative paths, and returns the
+    directory) as flat files named by local_name(), and returns the
     directory. Raises S3SourceError when nothing matches, so a typo is not
-    silently an empty trace. The caller removes the directory when done."""
+    silently an empty trace. The caller removes the directory when done; if
+    this fails (any exception, an interrupt too), a directory it created is
+    removed before the exception leaves."""
     from botocore.exceptions import BotoCoreError, ClientError
     bucket, _ = parse_s3_url(url)
     client = client or make_client(bucket, env)
     keys = list_segments(url, client)
     if not keys:
         raise S3SourceError(f"{url}: no segments (*.seg) under this prefix")
+    created = dest is None
     dest = dest or tempfile.mkdtemp(prefix="flightrec-s3-")
-    for key in keys:
-        rel = _safe_relative(key)
-        if rel is None:
-            continue
-        path = os.path.join(dest, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        try:
-            body = client.get_object(Bucket=bucket, Key=key)["Body"]
-            with open(path + ".part", "wb") as f:
-                for chunk in iter(lambda: body.read(1 << 20), b""):
-                    f.write(chunk)
-            os.replace(path + ".part", path)
-        except (BotoCoreError, ClientError) as e:
-            raise S3SourceError(f"s3://{bucket}/{key}: {_describe(e)}")
+    try:
+        for i, key in enumerate(keys):
+            path = os.path.join(dest, local_name(i, key))
+            try:
+                body = client.get_object(Bucket=bucket, Key=key)["Body"]
+                with open(path + ".part", "xb") as f:
+                    for chunk in iter(lambda: body.read(1 << 20), b""):
+                        f.write(chunk)
+                os.replace(path + ".part", path)
+            except (BotoCoreError, ClientError) as e:
+                raise S3SourceError(f"s3://{bucket}/{key}: {_describe(e)}")
+            except OSError as e:
+                raise S3SourceError(f"s3://{bucket}/{key}: cannot store a local copy: {e.strerror or e}")
+    except BaseException:
+        if created:
+            shutil.rmtree(dest, True)
+        raise
     return dest

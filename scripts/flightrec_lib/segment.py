@@ -11,6 +11,17 @@ Speed: EVENTS blocks are decoded lazily, a whole column at a time, with
 array/int.from_bytes/itertools (no per-byte Python loops), so decoding runs
 at millions of values per second.
 
+Hostile input (docs/LIMITS.md, "Reading traces"): only regular files are
+opened, never FIFOs or devices, and no symbolic link found inside a
+directory; a file is read in bounded pieces, up to a size (segment_file). What a
+block may declare is bounded relative to its bytes and per segment (table
+entries, stack depth, event values), so a few KiB cannot demand gigabytes; a
+block past a bound is refused as bad and the rest of the segment still reads.
+Resynchronisation after a bad block checks candidate CRCs through a CrcIndex,
+in time linear in the file. A batch keeps where its payload is in the (still
+open) file, or else its stored (compressed) payload, and decodes on use;
+decoded columns are cached for a bounded number of values.
+
     seg = read_segment(path)
     seg.state                  # "sealed" | "active" | "truncated"
     for batch in seg.batches:  # one per EVENTS block, file order
@@ -21,12 +32,15 @@ import operator
 import os
 import struct
 import sys
+import weakref
 from array import array
+from collections import OrderedDict
 from itertools import accumulate, islice, repeat
 
 import zstandard
 
-from .crc32c import crc32c
+from .crc32c import CrcIndex, crc32c
+from .segment_file import SegmentFileError, close_source, open_sources, read_file, source_budget
 
 MAGIC = b"FLTRECSG"
 FRAMING_VERSION = 1
@@ -47,6 +61,29 @@ MAX_EVENTS_PER_BLOCK = 1 << 20
 INFLATE_BASE = 64 << 20
 INFLATE_RATIO = 256
 MAX_FIELDS = 255
+
+# Bounds on what a segment may make the reader hold (docs/LIMITS.md). Each is
+# far above anything the recorder writes (it writes <= 65536 events per
+# block, stacks of <= 129 frames, tables of tens of thousands of entries).
+# Frames kept of one stack; deeper stacks are cut (and said so).
+MAX_STACK_DEPTH = 4096
+# Table entries (strings, mappings, locations, stacks; stack frames and inline
+# lines count too) one segment may define: TABLE_BASE + TABLE_PER_BYTE x file size.
+TABLE_BASE = 1 << 21
+TABLE_PER_BYTE = 1
+# Event values (count x fields) of one EVENTS block: at most BLOCK_CELLS, and
+# at most CELL_SLACK + CELLS_PER_BYTE x its decompressed payload (a zero-width
+# column stores a million values in one byte). Per segment, all blocks together:
+# SEGMENT_CELLS + CELLS_PER_FILE_BYTE x file size.
+BLOCK_CELLS = 1 << 22
+CELL_SLACK = 1 << 16
+CELLS_PER_BYTE = 64
+SEGMENT_CELLS = 1 << 23
+CELLS_PER_FILE_BYTE = 64
+# Problems listed per segment (the rest are counted).
+MAX_PROBLEMS = 1000
+# Decoded batches kept for reuse, in event values (least recently used go first).
+DECODED_CACHE_CELLS = 1 << 22
 
 KIND_SCHEMA, KIND_STRINGS, KIND_MAPPINGS, KIND_LOCATIONS, KIND_STACKS, KIND_EVENTS, KIND_FOOTER = range(1, 8)
 KIND_NAMES = {1: "SCHEMA", 2: "STRINGS", 3: "MAPPINGS", 4: "LOCATIONS", 5: "STACKS", 6: "EVENTS",
@@ -328,14 +365,19 @@ def decode_column(b, p, n, field_type, earlier=None):
     return values, p
 
 
-def column_end(b, p, n, field_type, index=None):
+def column_end(b, p, n, field_type, index=None, fields=None):
     """Where a column of n values at b[p] ends, checking everything
-    decode_column checks (encoding, width, extent) without decoding the
+    decode_column checks (encoding, width, extent, what a PACKED_REL column
+    refers to: `fields` are the block's schema fields) without decoding the
     values; raises _Corrupt. EVENTS blocks are checked with it when read, so
-    their damage is known (and reported) before any report decodes them."""
+    their damage is known (and reported, the same way for every command)
+    before any report decodes them."""
     scheme, w, p = _column_encoding(b, p, field_type)
     if scheme >= PACKED_PLAIN:
+        ref = b[p] if scheme == PACKED_REL and p < len(b) else None
         _, _, p = _packed_header(b, p, scheme, index)
+        if ref is not None and fields is not None and signed_type(fields[ref].type) is None:
+            raise _Corrupt("relative column refers to column %d, not an earlier integer one" % ref)
     if scheme == SCHEME_F64 and w != 8:
         raise _Corrupt("F64 column with width %d" % w)
     if scheme == DELTA:
@@ -397,37 +439,85 @@ class EventType:
         return {"id": self.id, "name": self.name, "fields": [f.to_json() for f in self.fields]}
 
 
-class Batch:
-    """One EVENTS block: `count` events of `type`, decoded on first use."""
-    __slots__ = ("segment", "type", "count", "offset", "_payload", "_pos", "_columns")
+# Decoded columns of recently used batches: {weak ref to batch: (columns,
+# values)}, oldest first. Weak keys: a trace that is done with (and its
+# batches) leaves the cache by itself.
+_decoded = OrderedDict()
+_decoded_cells = [0]
 
-    def __init__(self, segment, event_type, count, offset, payload, pos):
+
+def _forget(ref):
+    entry = _decoded.pop(ref, None)
+    if entry is not None:
+        _decoded_cells[0] -= entry[1]
+
+
+class Batch:
+    """One EVENTS block: `count` events of `type`, decoded on use. It keeps
+    where the payload is in the segment's open file (read again, CRC checked,
+    on use), or where no descriptor is to spare the payload as stored
+    (zstd-compressed when it was); decoded columns live in a small shared
+    cache (DECODED_CACHE_CELLS values)."""
+    __slots__ = ("segment", "type", "count", "offset", "_payload", "_raw_len", "_pos", "_where", "__weakref__")
+
+    def __init__(self, segment, event_type, count, offset, payload, pos, raw_len=None, where=None):
         self.segment = segment
         self.type = event_type
         self.count = count
         self.offset = offset
-        self._payload = payload
+        self._payload = payload  # raw payload, or the zstd frame if raw_len is set
+        self._raw_len = raw_len
         self._pos = pos
-        self._columns = None
+        self._where = where  # (fd, offset, length, header fields, CRC): payload re-read from the file
+
+    def _stored(self):
+        """The block's stored payload: held, or read again from the file (and
+        checked against its CRC: the file may have changed since)."""
+        if self._where is None:
+            return self._payload
+        fd, start, length, head, crc = self._where
+        try:
+            data = os.pread(fd, length, start)
+        except OSError as e:
+            raise _Corrupt("cannot read it again: %s" % (e.strerror or e)) from None
+        if len(data) != length or crc32c(data, crc32c(head)) != crc:
+            raise _Corrupt("the file changed since it was read")
+        return data
 
     def columns(self):
         """One sequence (list or array) per schema field, raw values: string
-        and stack fields hold table ids. None if the block turns out not to parse (reported once
-        in segment.problems)."""
-        if self._columns is None and self._payload is not None:
-            b, p, n = self._payload, self._pos, self.count
-            cols = []
-            try:
-                for f in self.type.fields:
-                    col, p = decode_column(b, p, n, f.type, [c if signed_type(g.type) is not None else None
-                                                              for c, g in zip(cols, self.type.fields)])
-                    cols.append(col)
-                self._columns = cols
-            except _Corrupt as e:
-                self.segment._problem(self.offset, "bad EVENTS block at offset %d: %s" % (self.offset, e))
-                self.segment.bad_blocks += 1
-            self._payload = None  # decoded (or failed) once; the bytes are no longer needed
-        return self._columns
+        and stack fields hold table ids. None if the block turns out not to
+        parse (reported once in segment.problems; blocks are validated when
+        read, so this does not happen for a block that was kept)."""
+        key = weakref.ref(self)
+        entry = _decoded.get(key)
+        if entry is not None:
+            _decoded.move_to_end(key)
+            return entry[0]
+        if self._payload is None and self._where is None:
+            return None
+        p, n = self._pos, self.count
+        cols = []
+        try:
+            b = self._stored()
+            if self._raw_len is not None:
+                b = _inflate(zstandard.ZstdDecompressor(), b, self._raw_len)
+            for f in self.type.fields:
+                col, p = decode_column(b, p, n, f.type, [c if signed_type(g.type) is not None else None
+                                                          for c, g in zip(cols, self.type.fields)])
+                cols.append(col)
+        except _Corrupt as e:
+            self.segment._problem(self.offset, "bad EVENTS block at offset %d: %s" % (self.offset, e))
+            self.segment.bad_blocks += 1
+            self._payload = self._where = None
+            return None
+        cells = n * len(cols)
+        _decoded[weakref.ref(self, _forget)] = (cols, cells)
+        _decoded_cells[0] += cells
+        while _decoded_cells[0] > DECODED_CACHE_CELLS and len(_decoded) > 1:
+            _, (_, old_cells) = _decoded.popitem(last=False)
+            _decoded_cells[0] -= old_cells
+        return cols
 
     def column(self, name):
         cols = self.columns()
@@ -475,13 +565,16 @@ class Segment:
         self.locations = {}  # id -> (mapping id, address, ((function id, file id, line), ...))
         self.stacks = {}     # id -> (location id, ...) leaf first
         self.batches = []
+        self._undefined = []  # EVENTS blocks waiting for their type's definition
         self.footer = None
         self.problems = []
         self.bad_blocks = 0
         self.unknown_blocks = 0
         self.events_skipped = 0
         self.unusable_types = 0  # types whose layout the reports cannot use (trace.check_layouts)
+        self.problems_unlisted = 0  # past MAX_PROBLEMS
         self._types_by_name = None
+        self._range = None
         self._text = None
         self._frames = {}
         self._loc_frames = {}
@@ -516,6 +609,10 @@ class Segment:
             # A damaged footer (a key lost or garbled) falls back to the columns.
             if lo is not None and hi is not None and lo <= hi:
                 return lo, hi
+        # Remembered: batches decode on demand (a bounded cache), and every
+        # report asks for the range.
+        if self._range is not None and self._range[0] is self.batches and self._range[1] == len(self.batches):
+            return self._range[2]
         lo = hi = None
         for b in self.batches:
             times = b.columns()
@@ -524,6 +621,7 @@ class Segment:
             t0, t1 = min(times[0]), max(times[0])
             lo = t0 if lo is None or t0 < lo else lo
             hi = t1 if hi is None or t1 > hi else hi
+        self._range = (self.batches, len(self.batches), (lo, hi))
         return lo, hi
 
     def string(self, sid):
@@ -635,7 +733,11 @@ class Segment:
         return map(dict, map(zip, repeat(keys), rows))
 
     def _problem(self, offset, message):
-        self.problems.append((offset, message))
+        # A file of many tiny bad blocks must not make a list of millions.
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append((offset, message))
+        else:
+            self.problems_unlisted += 1
 
 
 def row_field_names(event_type):
@@ -665,23 +767,42 @@ def sort_columns(cols):
 
 # ------------------------------------------------------------------ reading
 
-def read_segment(path):
+def read_segment(path, follow=True):
     """Reads and decodes one segment file. Raises SegmentError if the file is
-    unreadable or its header is unusable; block-level damage goes to
-    segment.problems instead."""
+    unreadable, not a regular file, too large, or its header is unusable;
+    block-level damage goes to segment.problems instead."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise SegmentError(e.strerror or str(e)) from None
-    return parse_segment(data, path)
+        if open_sources[0] >= source_budget():
+            return parse_segment(read_file(path, follow), path)
+        data, fd = read_file(path, follow, keep_open=True)
+    except SegmentFileError as e:
+        raise SegmentError(str(e)) from None
+    open_sources[0] += 1
+    try:
+        seg = parse_segment(data, path, fd)
+    except BaseException:
+        close_source(fd)
+        raise
+    if any(b._where is not None for b in seg.batches):
+        weakref.finalize(seg, close_source, fd)  # the batches read from it
+    else:
+        close_source(fd)
+    return seg
 
 
-def parse_segment(data, path="<bytes>"):
+def parse_segment(data, path="<bytes>", fd=None):
+    """fd: the file `data` was read from, still open: EVENTS batches then
+    keep only where their payload is, and read it again on use, so a trace
+    costs its tables and decoded columns, not its size on disk."""
     seg = Segment(path)
     seg.size = len(data)
     header_len = _parse_header(data, seg)
-    _Reader(seg, data).run(header_len)
+    reader = _Reader(seg, data, fd)
+    reader.run(header_len)
+    del reader  # the file's bytes go; batches keep only their own payloads
+    _late_events(seg)
+    if seg.problems_unlisted:
+        seg.problems.append((seg.size, "%d more problems not listed" % seg.problems_unlisted))
     if seg.footer is not None:
         seg.state = "sealed"
     elif seg.truncated_at is not None:
@@ -730,12 +851,16 @@ def _parse_header(d, seg):
 class _Reader:
     """The block loop of SPEC.md 4.2 over one segment's bytes."""
 
-    def __init__(self, seg, data):
+    def __init__(self, seg, data, fd=None):
         self.seg = seg
         self.data = data
+        self.fd = fd
         self.size = len(data)
         self.dctx = None
         self.inflate_left = INFLATE_BASE + INFLATE_RATIO * len(data)
+        seg.table_left = TABLE_BASE + TABLE_PER_BYTE * len(data)
+        seg.cells_left = SEGMENT_CELLS + CELLS_PER_FILE_BYTE * len(data)
+        self.crc_index = None  # built on the first resynchronisation
 
     def run(self, pos):
         seg, size = self.seg, self.size
@@ -779,14 +904,23 @@ class _Reader:
         return crc32c(d[p + BLOCK_HEADER:p + BLOCK_HEADER + payload_len], crc32c(d[p + 4:p + 16])) == stored
 
     def _resync(self, q):
-        """First offset >= q holding a complete block with a good CRC, or None."""
+        """First offset >= q holding a complete block with a good CRC, or None.
+        Every candidate is examined once per file (the caller continues past
+        the answer) and its CRC comes from the CrcIndex in time independent of
+        the length it declares: linear in the file, whatever it holds."""
         d = self.data
         while True:
             q = d.find(SYNC_BYTES, q)
             if q < 0 or q + BLOCK_HEADER > self.size:
                 return None
-            if self._check(q) is None and self._crc_ok(q):
-                return q
+            if self._check(q) is None:
+                if self.crc_index is None:
+                    self.crc_index = CrcIndex(d)
+                (payload_len,) = struct.unpack_from("<I", d, q + 4)
+                (stored,) = struct.unpack_from("<I", d, q + 16)
+                head = crc32c(d[q + 4:q + 16])
+                if self.crc_index.crc(q + BLOCK_HEADER, q + BLOCK_HEADER + payload_len, head) == stored:
+                    return q
             q += 1
 
     def _skip(self, p, q):
@@ -808,11 +942,19 @@ class _Reader:
             return
         if seg.footer is not None:
             seg._problem(offset, "%s block after the footer at offset %d" % (KIND_NAMES[kind], offset))
-        payload = self.data[start:start + length]
+        stored = self.data[start:start + length]
+        payload = stored
         try:
             if flags & FLAG_ZSTD:
-                payload = self._decompress(payload, raw_len)
-            _PARSERS[kind](seg, payload, offset)
+                payload = self._decompress(stored, raw_len)
+            if kind == KIND_EVENTS:
+                where = None
+                if self.fd is not None:
+                    where = (self.fd, start, length, bytes(self.data[offset + 4:offset + 16]),
+                             struct.unpack_from("<I", self.data, offset + 16)[0])
+                _parse_events(seg, payload, offset, bytes(stored) if flags & FLAG_ZSTD else None, where)
+            else:
+                _PARSERS[kind](seg, payload, offset)
         except _Corrupt as e:
             seg.bad_blocks += 1
             seg._problem(offset, "bad %s block at offset %d: %s" % (KIND_NAMES[kind], offset, e))
@@ -831,13 +973,17 @@ class _Reader:
         self.inflate_left -= raw_len
         if self.dctx is None:
             self.dctx = zstandard.ZstdDecompressor()
-        try:
-            raw = self.dctx.decompress(payload, max_output_size=raw_len)
-        except zstandard.ZstdError as e:
-            raise _Corrupt("zstd: %s" % e) from None
-        if len(raw) != raw_len:
-            raise _Corrupt("zstd frame decompressed to %d bytes, expected %d" % (len(raw), raw_len))
-        return raw
+        return _inflate(self.dctx, payload, raw_len)
+
+
+def _inflate(dctx, payload, raw_len):
+    try:
+        raw = dctx.decompress(payload, max_output_size=raw_len)
+    except zstandard.ZstdError as e:
+        raise _Corrupt("zstd: %s" % e) from None
+    if len(raw) != raw_len:
+        raise _Corrupt("zstd frame decompressed to %d bytes, expected %d" % (len(raw), raw_len))
+    return raw
 
 
 # ----------------------------------------------------------- payload parsers
@@ -885,10 +1031,21 @@ def _table(seg, b, offset, table, parse_entry):
     count, p = _uvarint(b, p)
     if first == 0 or count > len(b) - p or first + count > 1 << 32:
         raise _Corrupt("bad table id range")
+    if count > seg.table_left:
+        raise _Corrupt("%d table entries, past what the segment may define (%d left of %d)"
+                       % (count, seg.table_left, TABLE_BASE + TABLE_PER_BYTE * seg.size))
     entries = []
+    units = [count]  # entries, plus each stack frame and inline line
     for _ in range(count):
-        entry, p = parse_entry(b, p)
+        entry, p = parse_entry(b, p, units)
         entries.append(entry)
+        if units[0] > seg.table_left:
+            raise _Corrupt("table entries, frames and lines past what the segment may define (%d)"
+                           % (TABLE_BASE + TABLE_PER_BYTE * seg.size))
+    seg.table_left -= units[0]
+    if units[1:]:
+        seg._problem(offset, "%d stack%s deeper than %d frames at offset %d cut to %d" % (
+            units[1], "" if units[1] == 1 else "s", MAX_STACK_DEPTH, offset, MAX_STACK_DEPTH))
     dups = 0
     for i, entry in enumerate(entries, first):
         if i in table:
@@ -899,7 +1056,7 @@ def _table(seg, b, offset, table, parse_entry):
         seg._problem(offset, "%d duplicate table ids at offset %d ignored" % (dups, offset))
 
 
-def _mapping_entry(b, p):
+def _mapping_entry(b, p, units):
     start, p = _uvarint(b, p)
     end, p = _uvarint(b, p)
     off, p = _uvarint(b, p)
@@ -908,12 +1065,13 @@ def _mapping_entry(b, p):
     return (start, end, off, path, build), p
 
 
-def _location_entry(b, p):
+def _location_entry(b, p, units):
     mapping, p = _uvarint(b, p)
     address, p = _uvarint(b, p)
     nlines, p = _uvarint(b, p)
     if nlines > (len(b) - p) // 3:
         raise _Corrupt("bad line count")
+    units[0] += nlines
     lines = []
     for _ in range(nlines):
         fn, p = _uvarint(b, p)
@@ -923,42 +1081,99 @@ def _location_entry(b, p):
     return (mapping, address, tuple(lines)), p
 
 
-def _stack_entry(b, p):
+def _stack_entry(b, p, units):
     n, p = _uvarint(b, p)
     if n > len(b) - p:
         raise _Corrupt("bad frame count")
     locs = []
-    for _ in range(n):
+    for _ in range(min(n, MAX_STACK_DEPTH)):
         lid, p = _uvarint(b, p)
         locs.append(lid)
+    if n > MAX_STACK_DEPTH:
+        # Kept: the leaf end (where time was spent); the rest is skipped, not
+        # stored. The cut is said once per block (units[1] counts the stacks).
+        for _ in range(n - MAX_STACK_DEPTH):
+            _, p = _uvarint(b, p)
+        if len(units) == 1:
+            units.append(0)
+        units[1] += 1
+    units[0] += len(locs)
     return tuple(locs), p
 
 
+def _string_entry(b, p, units):
+    return _str(b, p)
+
+
 def _parse_strings(seg, b, offset):
-    _table(seg, b, offset, seg.strings, _str)
+    _table(seg, b, offset, seg.strings, _string_entry)
     seg._text = None
 
 
-def _parse_events(seg, b, offset):
+def _parse_events(seg, b, offset, stored=None, where=None):
+    """stored: the block's zstd frame when it was compressed (what the batch
+    keeps, instead of the decompressed payload b); where: (fd, payload
+    offset, length, header fields, CRC) to read it again from instead."""
     tid, p = _uvarint(b, 0)
     count, p = _uvarint(b, p)
     if count == 0 or count > MAX_EVENTS_PER_BLOCK:
         raise _Corrupt("bad event count")
     t = seg.schema.get(tid)
     if t is None:
-        seg.events_skipped += count
-        seg._problem(offset, "%d events of undefined type %d at offset %d skipped (schema lost?)"
-                     % (count, tid, offset))
+        # Kept as stored until the end of the segment: writers define every
+        # type twice (SPEC.md 5.3), so a later SCHEMA block may define it.
+        seg._undefined.append((offset, tid, count, bytes(b) if stored is None else stored,
+                               None if stored is None else len(b)))
         return
+    cells = count * len(t.fields)
+    if cells > BLOCK_CELLS or cells > CELL_SLACK + CELLS_PER_BYTE * len(b):
+        raise _Corrupt("%d events x %d fields in a %d-byte payload: more values than a block may declare"
+                       % (count, len(t.fields), len(b)))
+    if cells > seg.cells_left:
+        raise _Corrupt("%d events x %d fields: past the values the segment may hold (%d)"
+                       % (count, len(t.fields), SEGMENT_CELLS + CELLS_PER_FILE_BYTE * seg.size))
     q = p
     for i, f in enumerate(t.fields):
-        q = column_end(b, q, count, f.type, i)
+        q = column_end(b, q, count, f.type, i, t.fields)
+    seg.cells_left -= cells
+    if where is not None:
+        seg.batches.append(Batch(seg, t, count, offset, None, p, len(b) if stored is not None else None, where))
+        return
+    if stored is not None:
+        seg.batches.append(Batch(seg, t, count, offset, stored, p, len(b)))
+        return
     if len(b) - q > max(4096, q - p):
         # Bytes after the columns are ignored (SPEC.md 5); a batch waiting to be
-        # decoded must not hold megabytes of them (a small zstd frame can
-        # declare 64 MiB).
+        # decoded must not hold megabytes of them.
         b, p = bytes(b[p:q]), 0
-    seg.batches.append(Batch(seg, t, count, offset, b, p))
+    seg.batches.append(Batch(seg, t, count, offset, bytes(b), p))
+
+
+def _late_events(seg):
+    """EVENTS blocks read before their type was defined: decoded now if a
+    later SCHEMA block defined it (its first definition was lost), else
+    skipped and reported."""
+    pending, seg._undefined = seg._undefined, []
+    late = False
+    dctx = None
+    for offset, tid, count, kept, raw_len in pending:
+        if tid not in seg.schema:
+            seg.events_skipped += count
+            seg._problem(offset, "%d events of undefined type %d at offset %d skipped (schema lost?)"
+                         % (count, tid, offset))
+            continue
+        try:
+            if raw_len is None:
+                _parse_events(seg, kept, offset)
+            else:
+                dctx = dctx or zstandard.ZstdDecompressor()
+                _parse_events(seg, _inflate(dctx, kept, raw_len), offset, kept)
+            late = True
+        except _Corrupt as e:
+            seg.bad_blocks += 1
+            seg._problem(offset, "bad EVENTS block at offset %d: %s" % (offset, e))
+    if late:
+        seg.batches.sort(key=operator.attrgetter("offset"))
 
 
 def _parse_footer(seg, b, offset):

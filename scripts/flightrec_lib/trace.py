@@ -7,7 +7,9 @@
     trace.event_counts(), trace.dropped(), trace.threads()
 
 Directories are searched (recursively) for *.seg and *.active files; files
-named explicitly are read whatever their name. Events are resolved: string
+named explicitly are read whatever their name. Only regular files are read: a
+symbolic link found inside a directory is not followed (someone else may have
+planted it), and FIFOs and devices are refused (segment.read_file). Events are resolved: string
 fields become text, stack fields become lists of frame dicts (see
 Segment.frames), bytes stay bytes. Merging by time holds in memory only the
 segments whose time ranges overlap (e.g. several processes recording at once),
@@ -101,12 +103,12 @@ class Trace:
         self.errors = []  # (path, message): unreadable, missing, not a segment
         self.notes = []   # (path, message): benign, e.g. an .active file without a header yet
         seen = set()
-        for path in self._expand(paths):
+        for path, follow in self._expand(paths):
             real = os.path.realpath(path)
             if real in seen:
                 continue
             seen.add(real)
-            self._open(path)
+            self._open(path, follow)
         self.segments.sort(key=lambda s: (s.header["service"], s.header["pid"], s.header["sequence"], s.path))
 
     # -- opening
@@ -120,22 +122,28 @@ class Trace:
                     found.extend(os.path.join(root, f) for f in sorted(files) if is_segment_name(f))
                 if not found:
                     self.errors.append((path, "no segment files (*.seg, *.active) in this directory"))
-                yield from found
+                for f in found:
+                    yield f, False
             elif os.path.exists(path):
-                yield path
+                yield path, True
             elif path.endswith(".active") and os.path.exists(path[:-len(".active")] + ".seg"):
-                yield path[:-len(".active")] + ".seg"  # sealed since it was listed
+                yield path[:-len(".active")] + ".seg", True  # sealed since it was listed
             else:
                 self.errors.append((path, "no such file or directory"))
 
-    def _open(self, path):
+    def _open(self, path, follow=True):
         try:
-            seg = read_segment(path)
+            seg = read_segment(path, follow)
+        except MemoryError:
+            # Bounds keep a segment's cost near its size; should one still not
+            # fit, the other segments are read and reported all the same.
+            self.errors.append((path, "out of memory reading this segment; skipped"))
+            return
         except SegmentError as e:
             if not os.path.exists(path) and path.endswith(".active"):
                 alt = path[:-len(".active")] + ".seg"
                 if os.path.exists(alt):  # renamed while we were reading the directory
-                    return self._open(alt)
+                    return self._open(alt, follow)
             if e.truncated and path.endswith(".active"):
                 # A recorder creates the file, then writes the header: nothing lost.
                 self.notes.append((path, "no data yet (%s)" % e))

@@ -17,7 +17,12 @@ a worker process with an address-space limit (RLIMIT_AS) and a per-command
 time limit. A failure is: a traceback or internal error, a hang, a memory
 blow-up, a worker that died, an exit status other than 0/1, more than one
 stderr line naming the damaged file, --json output that is not JSON, or an
-event of an intact block missing from `events --json`.
+event of an intact block missing from `events --json`. Each command's peak
+RSS is measured (VmHWM, reset before it through /proc/self/clear_refs) and a
+command over RSS_BUDGET_MB fails; `--max-seconds` (make fuzz) also fails a
+command slower than that. Besides small damage, mutations insert hand-made
+hostile blocks (hostile_segments.py: value, frame and string bombs, walls of
+false sync words) into real seeds.
 
     dump_corruption.py --build build --seconds 30            # random seed, printed
     dump_corruption.py --build build --seed 7 --only 123     # replay mutant 123 of seed 7
@@ -45,12 +50,14 @@ import zstandard
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from flightrec_lib.crc32c import crc32c  # noqa: E402
+import hostile_segments as hs  # noqa: E402  (this directory)
 
 MAGIC = b"FLTRECSG"
 SYNC = b"FBLK"
 BLOCK_HEADER = 20
 KINDS = {"SCHEMA": 1, "STRINGS": 2, "MAPPINGS": 3, "LOCATIONS": 4, "STACKS": 5, "EVENTS": 6, "FOOTER": 7}
 KIND_NAMES = {v: k for k, v in KINDS.items()}
+RSS_BUDGET_MB = 400  # peak RSS one command may reach on any mutant (issue 29: "a few hundred MB")
 HUGE = [0, 1, 0x7F, 0xFF, 0xFFFF, 1 << 20, (1 << 20) + 1, (1 << 26) + 1, 1 << 31, 0xFFFFFFFF, 1 << 32,
         (1 << 32) + 1, 1 << 62, 1 << 63, (1 << 63) + 1, (1 << 64) - 1]
 
@@ -480,6 +487,10 @@ def apply_one(data, m):
         cuts = [hl] + [b.end for b in blocks]
         c = cuts[m["boundary"] % len(cuts)]
         return data[:c] + _fill(m["rs"], m["len"], m.get("fill", "random")) + data[c:]
+    if op == "hostile":  # a hand-made bomb or sync wall at a block boundary (hostile_segments)
+        cuts = [hl] + [b.end for b in blocks]
+        c = cuts[m["boundary"] % len(cuts)]
+        return data[:c] + _hostile(m["what"]) + data[c:]
     i = select(blocks, m["block"]) if "block" in m else None
     if "block" in m and i is None:
         return data
@@ -713,6 +724,18 @@ NASTY_STRINGS = [b"", b"\n", b"a\nb", b"<script>&amp;\"'", b";", b"a b;c", b" ",
                  b"\\", b"{}", b"\t\r"]
 
 
+def _hostile(what):
+    """Blocks from hostile_segments, with ids no seed uses (types 250-251,
+    table ids from 2^24), so they add to a seed without redefining it."""
+    if what == "events_bomb":
+        return hs.events_bomb_blocks(nblocks=2, type_id=250)
+    if what == "deep_stack":
+        return hs.deep_stack_blocks(frames=1 << 20, type_id=251, stack_id=1 << 24)
+    if what == "empty_strings":
+        return hs.empty_strings_block(first_id=1 << 24)
+    return hs.bad_block() + hs.false_sync_wall(64 << 10)  # "sync_wall"
+
+
 def _patch_frame_size(frame_bytes, size):
     """Rewrites a zstd frame header's content size (single 4- or 8-byte field)."""
     fhd = frame_bytes[4]
@@ -740,7 +763,7 @@ def apply(data, mutations):
 # Ops after which blocks past the damage must still be read (the damage fails
 # the CRC, or re-frames a block consistently without changing type ids, or
 # only adds or removes whole blocks / garbage between them).
-SUFFIX_SAFE = {"flip", "overwrite", "insert", "truncate", "duplicate", "drop", "swap", "zstd", "many_events", "footer",
+SUFFIX_SAFE = {"flip", "overwrite", "insert", "hostile", "truncate", "duplicate", "drop", "swap", "zstd", "many_events", "footer",
                "split", "string",
                "payload_cut", "payload_grow", "column_value"}
 
@@ -795,6 +818,8 @@ def random_mutation(rng, seed_blocks):
                                                                           "cut", "bomb"]),
                      "rs": rng.randrange(1 << 30)}),
         (3, lambda: {"op": "duplicate", "block": sel(), "to": rng.randrange(1 << 16)}),
+        (3, lambda: {"op": "hostile", "boundary": rng.randrange(1 << 16),
+                     "what": rng.choice(["events_bomb", "deep_stack", "empty_strings", "sync_wall"])}),
         (1, lambda: {"op": "many_events", "block": sel("EVENTS"), "count": rng.choice([1 << 10, 1 << 12]),
                      "copies": rng.choice([1, 2, 3])}),
         (3, lambda: {"op": "drop", "block": sel()}),
@@ -958,6 +983,27 @@ def _check_output(argv, stdout, outfile):
     return None, None
 
 
+def _peak_rss_kb():
+    """VmHWM of this process (KiB), or None where /proc says nothing."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak_rss():
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM to the current RSS (Linux >= 4.0)
+        return True
+    except OSError:
+        return False
+
+
 def run_command(argv, soft_timeout):
     """Runs `flightrec-dump argv` in this process; returns a result dict."""
     from flightrec_lib import cli
@@ -967,6 +1013,7 @@ def run_command(argv, soft_timeout):
     if outfile and os.path.exists(outfile):
         os.unlink(outfile)
     res = {"argv": argv, "status": None, "escaped": None}
+    measured = _reset_peak_rss()
     t0 = time.monotonic()
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, soft_timeout)
@@ -984,6 +1031,7 @@ def run_command(argv, soft_timeout):
         signal.setitimer(signal.ITIMER_REAL, 0)
         sys.stdout, sys.stderr = saved
     res["seconds"] = time.monotonic() - t0
+    res["peak_rss_kb"] = _peak_rss_kb() if measured else None
     res["stderr"] = err.getvalue()[-20000:]
     stdout = out.getvalue()
     res["output_problem"], res["type_counts"] = _check_output(argv, stdout, outfile)
@@ -1123,7 +1171,7 @@ def _signature(text):
     return "%s at %s" % (exc, where or "?")
 
 
-def judge(results, mutant_path, want):
+def judge(results, mutant_path, want, rss_budget_mb=RSS_BUDGET_MB, max_seconds=None):
     """[(signature, detail)] of every failure in one mutant's results."""
     fails = []
     counts = None
@@ -1134,6 +1182,13 @@ def judge(results, mutant_path, want):
         if res.get("fatal"):
             fails.append(("%s: %s" % (res["argv"][0], res["fatal"]), res["fatal"]))
             continue
+        rss = res.get("peak_rss_kb")
+        if rss is not None and rss_budget_mb and rss > rss_budget_mb << 10:
+            fails.append(("%s: peak RSS over %d MiB" % (res["argv"][0], rss_budget_mb),
+                          "%s\npeak RSS %.0f MiB" % (cmd, rss / 1024)))
+        if max_seconds is not None and res.get("seconds", 0) > max_seconds and not res["escaped"]:
+            fails.append(("%s: slower than %g s" % (res["argv"][0], max_seconds),
+                          "%s\ntook %.1f s" % (cmd, res["seconds"])))
         if res["escaped"]:
             kind = "hang" if res["escaped"].startswith("hang") else "escaped"
             fails.append(("%s %s" % (kind, _signature(res["escaped"])), cmd + "\n" + res["escaped"]))
@@ -1162,7 +1217,8 @@ def judge(results, mutant_path, want):
     return fails
 
 
-def run_mutant(runner, seeds, seed_name, mutations, kind="cpu", extra=None, name="mutant.seg", argvs=None):
+def run_mutant(runner, seeds, seed_name, mutations, kind="cpu", extra=None, name="mutant.seg", argvs=None,
+               max_seconds=None, stats=None):
     """Applies mutations to a seed, runs every command (or argvs), returns
     (failures, mutant bytes, results). extra: name of an intact seed read
     alongside (its events must all show)."""
@@ -1175,10 +1231,19 @@ def run_mutant(runner, seeds, seed_name, mutations, kind="cpu", extra=None, name
         for t, n in expected_events(seeds[extra], seeds[extra], []).items():
             want[t] = want.get(t, 0) + n
     results = runner.run(files, argvs or commands(kind, "@OUT@"))
-    return judge(results, name, want), mutant, results
+    if stats is not None:
+        for res in results:
+            if res and not res.get("fatal"):
+                cmd = " ".join(res["argv"][:3])
+                if (res.get("peak_rss_kb") or 0) > stats["peak_rss_kb"][0]:
+                    stats["peak_rss_kb"] = (res["peak_rss_kb"], cmd)
+                if res.get("seconds", 0) > stats["slowest"][0]:
+                    stats["slowest"] = (res["seconds"], cmd)
+    return judge(results, name, want, max_seconds=max_seconds), mutant, results
 
 
-def fuzz(seeds, seed, seconds=None, iterations=None, runner=None, save_dir=None, log=print, only=None):
+def fuzz(seeds, seed, seconds=None, iterations=None, runner=None, save_dir=None, log=print, only=None,
+         max_seconds=None):
     """Runs mutants until the time or iteration budget is spent. Returns a
     summary dict: mutants, command runs, seconds, failures {signature: [count,
     first example]}."""
@@ -1187,7 +1252,8 @@ def fuzz(seeds, seed, seconds=None, iterations=None, runner=None, save_dir=None,
     names = sorted(seeds)
     layouts = {n: walk(seeds[n])[1] for n in names}
     t0 = time.monotonic()
-    stats = {"seed": seed, "mutants": 0, "commands": 0, "failures": {}, "unchanged": 0}
+    stats = {"seed": seed, "mutants": 0, "commands": 0, "failures": {}, "unchanged": 0,
+             "peak_rss_kb": (0, None), "slowest": (0.0, None)}
     i = 0 if only is None else only
     try:
         while True:
@@ -1203,7 +1269,8 @@ def fuzz(seeds, seed, seconds=None, iterations=None, runner=None, save_dir=None,
             kind = PROFILE_KINDS[rng.randrange(len(PROFILE_KINDS))]
             extra = rng.choice(names) if rng.random() < 0.15 else None
             fname = "m%d.%s" % (i, "active" if rng.random() < 0.3 else "seg")
-            fails, mutant, _ = run_mutant(runner, seeds, seed_name, mutations, kind, extra, fname)
+            fails, mutant, _ = run_mutant(runner, seeds, seed_name, mutations, kind, extra, fname,
+                                          max_seconds=max_seconds, stats=stats)
             stats["mutants"] += 1
             stats["commands"] += len(commands(kind, ""))
             if mutant == seeds[seed_name]:
@@ -1239,7 +1306,9 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
     ap.add_argument("--only", type=int, default=None, help="run only mutant number N of --seed")
     ap.add_argument("--mem-mb", type=int, default=1024, help="worker address-space limit")
-    ap.add_argument("--timeout", type=float, default=10.0, help="seconds one command may take")
+    ap.add_argument("--timeout", type=float, default=10.0, help="seconds after which a command is a hang")
+    ap.add_argument("--max-seconds", type=float, default=None,
+                    help="fail a command slower than this (a resource check, unlike --timeout's hang)")
     ap.add_argument("--save", default=None, help="directory for crashing mutants (default BUILD/fuzz-dump-crashers)")
     args = ap.parse_args(argv)
     if args.seconds is None and args.iterations is None and args.only is None:
@@ -1253,12 +1322,15 @@ def main(argv=None):
     try:
         stats = fuzz(seeds, seed, args.seconds, args.iterations, runner,
                      args.save or os.path.join(build, "fuzz-dump-crashers"),
-                     log=lambda s: print(s, flush=True), only=args.only)
+                     log=lambda s: print(s, flush=True), only=args.only, max_seconds=args.max_seconds)
     finally:
         runner.close()
     print("dump_corruption: %d mutants (%d unchanged), %d command runs in %.1f s, %d failure signature%s "
           "(seed %d)" % (stats["mutants"], stats["unchanged"], stats["commands"], stats["seconds"],
                          len(stats["failures"]), "" if len(stats["failures"]) == 1 else "s", seed))
+    print("dump_corruption: peak RSS %.0f MiB (%s; budget %d MiB), slowest command %.2f s (%s)" % (
+        stats["peak_rss_kb"][0] / 1024, stats["peak_rss_kb"][1], RSS_BUDGET_MB, stats["slowest"][0],
+        stats["slowest"][1]))
     for sig, (n, first) in sorted(stats["failures"].items(), key=lambda kv: -kv[1][0]):
         print("  %5d  %s   (first: mutant %d)" % (n, sig, first["case"]["index"]))
     if stats["failures"]:

@@ -96,6 +96,13 @@ CRASHERS = [
     ("zstd-64mib-payloads-held", "sockets",
      [{"op": "zstd", "block": _ev("EVENTS", 4), "mode": "bomb", "rs": 1}]
      + [{"op": "duplicate", "block": _ev("EVENTS", 4), "to": 9} for _ in range(11)], "cpu", SOME),
+    # Issue 29: hand-made hostile blocks inserted into a real recording. Before
+    # the bounds, each cost gigabytes (MemoryError under the worker's limit, or
+    # peak RSS far over the budget); the sync wall cost quadratic time.
+    ("hostile-events-bomb", "sockets", [{"op": "hostile", "boundary": 5, "what": "events_bomb"}], "cpu"),
+    ("hostile-deep-stack", "sockets", [{"op": "hostile", "boundary": 5, "what": "deep_stack"}], "cpu"),
+    ("hostile-empty-strings", "crash", [{"op": "hostile", "boundary": 3, "what": "empty_strings"}], "alloc"),
+    ("hostile-sync-wall", "drops", [{"op": "hostile", "boundary": 2, "what": "sync_wall"}], "live", SOME),
 ]
 
 
@@ -159,6 +166,10 @@ def run(args):
             time.sleep(0.05)
     if args.how == "eat":
         return len(bytearray(3 << 30))
+    if args.how == "bloat":  # within the address-space limit, over the RSS budget
+        return 0 if len(b"x" * (600 << 20)) else 1
+    if args.how == "slow":
+        time.sleep(1.5)
     if args.how == "twolines":
         cli.err("%s: first" % path)
         cli.err("%s: second" % path)
@@ -181,7 +192,7 @@ def sabotaged_lib(tmp_path_factory):
                     ignore=shutil.ignore_patterns("__pycache__"))
     (lib / "cmd_boom.py").write_text(BOOM)
     seg = (lib / "segment.py").read_text()
-    marker = "def _parse_events(seg, b, offset):\n"
+    marker = "def _parse_events(seg, b, offset, stored=None, where=None):\n"
     assert marker in seg
     seg = seg.replace(marker, marker + "    seg._lose = not getattr(seg, '_lose', False)\n"
                                        "    if seg._lose:\n        return\n")
@@ -207,6 +218,12 @@ def test_the_judge_sees_every_kind_of_failure(seeds, sabotaged_lib):
         assert "boom: 2 stderr lines name the file" in sigs, sigs
         assert "boom: exit status 2" in sigs, sigs
         assert dc.judge(results[5:], "m.seg", {}) == []
+        # Peak RSS and time are watched too (make fuzz passes --max-seconds).
+        # (The slow command sleeps 1.5 s, so it is over a 1 s budget however
+        # fast the machine; the bloat one is judged on memory alone.)
+        results = r.run(files, [["boom", "bloat"], ["boom", "slow"]])
+        assert [s for s, _ in dc.judge(results[:1], "m.seg", {})] == ["boom: peak RSS over 400 MiB"]
+        assert [s for s, _ in dc.judge(results[1:], "m.seg", {}, max_seconds=1.0)] == ["boom: slower than 1 s"]
         # Lost events: every second EVENTS block vanishes in the sabotaged decoder.
         fails, _, _ = dc.run_mutant(r, seeds, "sockets", [], "cpu")
         assert [s for s, _ in fails] == ["intact events missing"], fails
