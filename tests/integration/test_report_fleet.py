@@ -52,6 +52,23 @@ def fleet(tmp_path_factory):
     return fr, out, segs
 
 
+def test_s3_keys_ruled_out_by_the_selection():
+    """Which uploader keys a selection may skip unread (the headers still decide the rest)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
+    from flightrec_lib.selection import Selection
+    key = "fr/api/2026-12-03/web-7/20261203T094644.954Z-api-1234-0003.seg"
+    assert Selection(pids={1234}).key_may_match(key)
+    assert not Selection(pids={99}).key_may_match(key)
+    assert Selection(hosts=["web-*"]).key_may_match(key)
+    assert not Selection(hosts=["db-*"]).key_may_match(key)
+    assert not Selection(services=["batch"]).key_may_match(key)
+    # The uploader writes '/' in a service name as '_': a selection naming "a/b" still matches.
+    assert Selection(services=["team/api"]).key_may_match(key.replace("/api/", "/team_api/"))
+    # Keys in another layout are never ruled out by their name.
+    assert Selection(pids={99}).key_may_match("elsewhere/x.seg")
+    assert Selection(hosts=["db"]).key_may_match("a/b/not-a-date/c/x-1-2.seg")
+
+
 def info(fr, *args):
     return json.loads(fr.dump_run("info", "--json", *args).stdout)
 
