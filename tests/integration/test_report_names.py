@@ -99,3 +99,27 @@ def test_heap_site_is_the_programs_function(demo):
     assert leak and leak[0]["live_bytes_est"] > 0, doc["sites"][:4]
     text = fr.dump_run("heap", out).stdout.splitlines()
     assert "(anon)::build_index" in text[2] and "demo_service.cc:" in text[2] and " via " in text[2], text[:3]
+
+
+def test_make_demo_shows_short_names_and_the_programs_heap_site(tmp_path):
+    """What `make demo` prints (scripts/flightrec-demo, run on a copy of the build's
+    pieces so the shared build/demo-trace is left alone)."""
+    import shutil
+    import subprocess
+    from conftest import BUILD, LIB, ROOT
+    build = tmp_path / "build"
+    (build / "programs").mkdir(parents=True)
+    shutil.copy(LIB, build / "libflightrec.so")
+    shutil.copy(os.path.join(BUILD, "programs", "demo_service"), build / "programs" / "demo_service")
+    proc = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "flightrec-demo"), str(build)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    sections = proc.stdout.split("\n== ")
+    heap = next(s for s in sections if s.startswith("flightrec-dump heap"))
+    first_site = heap.splitlines()[3]  # command, summary, column titles, then the biggest site
+    # allocated (n unit), count, live (n unit), then the site's function.
+    assert re.match(r"\s*\S+ \S+\s+\S+\s+\S+ \S+\s+\(anon\)::build_index ", first_site), heap
+    assert "demo_service.cc:" in first_site and "via std::string::" in first_site, first_site
+    top = next(s for s in sections if s.startswith("flightrec-dump top --kind cpu"))
+    assert "(anon)::checksum_block" in top and "(unsigned long)" not in top, top
+    assert "requests --diff" in proc.stdout
