@@ -93,6 +93,8 @@ def run(args):
         sides.append((profile, diff.Side(profile.paths(trim=True), label=label), _describe(path, (lo, hi))))
     (pa, a, da), (pb, b, db) = sides
     status = max(cli.exit_status(trace_a), cli.exit_status(trace_b))
+    if not a.entries and not b.entries and not args.flame:
+        return status  # both sides said why on stderr: no table of zeros
     if args.flame:
         return _flame(args, pa, a, b, da, db) or status
     if args.tree:
