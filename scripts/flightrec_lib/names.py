@@ -53,10 +53,6 @@ def set_full(value):
     _full = bool(value)
 
 
-def full():
-    return _full
-
-
 def display(name):
     """The name as reports show it: short unless --full-names."""
     if _full or not name:
@@ -95,8 +91,7 @@ def _simplify(name):
         if words[i] == "operator" or words[i].endswith("::operator"):
             cut = i
             break
-    short = " ".join(words[cut:])
-    return short
+    return " ".join(words[cut:])
 
 
 def _strip_nested(text):
