@@ -88,7 +88,7 @@ def run(args):
             raise cli.UsageError("side %s: %s" % (label, e)) from None
         for p, message in profile.problems:
             cli.err_file(p, message)
-        if not profile.entries:
+        if not profile.entries and trace.segments:  # no segments: each file has had its line already
             cli.err("side %s (%s): %s" % (label, _describe(path, (lo, hi)), profiles.empty_message(profile, trace)))
         sides.append((profile, diff.Side(profile.paths(trim=True), label=label), _describe(path, (lo, hi))))
     (pa, a, da), (pb, b, db) = sides

@@ -135,3 +135,32 @@ def test_requests_diff_names_the_slow_path(slow_requests):
     rows = [line for line in text.splitlines() if line.rstrip().endswith(("slow_path", "fast_path"))]
     assert rows and rows[0].rstrip().endswith("slow_path"), text
     assert json.dumps(doc)  # the document is plain JSON
+
+
+def test_hostile_inputs_give_one_line_and_still_a_report(phases, tmp_path):
+    """Random bytes and a real segment with a damaged middle, fed to diff, diff --flame and speedscope:
+    one stderr line per bad file, exit status 1, no traceback, and output files that parse."""
+    import os
+    fr, base = phases
+    junk = tmp_path / "junk.seg"
+    junk.write_bytes(os.urandom(6000))
+    seg = fr.segments(base / "split")[0]
+    cut = tmp_path / "cut.seg"
+    data = bytearray(open(seg, "rb").read())
+    for i in range(len(data) // 2, len(data) // 2 + 64):  # a block's bytes changed: its CRC fails
+        data[i] ^= 0x5A
+    cut.write_bytes(bytes(data))
+    proc = fr.dump_run("diff", "--json", junk, base / "split", check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.count("junk.seg") == 1, proc.stderr
+    assert json.loads(proc.stdout)["b"]["samples"] > 0
+    svg = tmp_path / "d.svg"
+    proc = fr.dump_run("diff", "--flame", "-o", svg, cut, base / "split", check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and proc.stderr.count("cut.seg") == 1
+    ET.parse(svg)
+    out = tmp_path / "s.json"
+    proc = fr.dump_run("speedscope", "-o", out, junk, cut, check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("junk.seg") == 1 and proc.stderr.count("cut.seg") == 1, proc.stderr
+    doc = json.loads(out.read_text())
+    assert all(p["type"] == "sampled" for p in doc["profiles"])
