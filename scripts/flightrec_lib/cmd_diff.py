@@ -29,6 +29,8 @@ def register(subparsers):
     p.add_argument("-o", "--output", metavar="FILE.svg", help="where --flame writes the SVG")
     p.add_argument("--requests", action="store_true",
                    help="compare the slowest requests of the trace with typical ones (see requests --diff)")
+    p.add_argument("--role", choices=("server", "client", "all"), default="all",
+                   help="--requests: server-side requests, client-side, or both (default)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="show the first N functions (text default 30, JSON default all)")
@@ -70,7 +72,7 @@ def run(args):
         if len(args.paths) != 1:
             raise cli.UsageError("diff --requests takes one trace")
         trace = cli.open_trace(args.paths)
-        return requests_diff.diff_report(trace, "all", args.json, args.limit, args.min_pct)
+        return requests_diff.diff_report(trace, args.role, args.json, args.limit, args.min_pct)
     if args.flame and not args.output:
         raise cli.UsageError("diff --flame needs -o FILE.svg")
     path_a, path_b = _side_paths(args)
