@@ -79,10 +79,14 @@ def _simplify(name):
             text = text.replace(long, short)
     for anon in _ANON:
         text = text.replace(anon, _ANON_MARK)
-    out = _strip_nested(text)
+    out, had_params = _strip_nested(text)
+    words = out.split()
+    if not had_params:
+        # No parameter list: not a demangled C++ function (a JIT's perf-map
+        # name "JS:*handle /srv/app.js:12", "sub_4010 (prog)"): keep every word.
+        return " ".join(words)
     # What is left is e.g. "void std::vector::_M_realloc_insert" or
     # "foo::bar const": drop qualifiers at the end and the return type in front.
-    words = out.split()
     while len(words) > 1 and words[-1] in _QUALIFIERS:
         words.pop()
     # "operator new", "Foo::operator bool": the keyword and what follows stay together.
@@ -94,10 +98,23 @@ def _simplify(name):
     return " ".join(words[cut:])
 
 
+def _follows_name(out):
+    """True where a bracket directly follows a name (foo<, foo(, >(, )( ...):
+    template arguments, a parameter list or an ABI tag. A bracket after a
+    space, '.', '*' or at the start belongs to some other notation (Go's
+    main.(*T).M, "sub_4010 (prog)", "JS:*<anonymous>") and is kept."""
+    prev = out[-1][-1:] if out else ""
+    return prev.isalnum() or prev in "_>)]}"
+
+
 def _strip_nested(text):
-    """Drops <...>, (...) and [...] groups, keeping operator symbols and
-    Rust's leading <A as B> qualified paths (shortened inside)."""
+    """(text without <...>, (...) and [...] groups that follow a name, whether
+    a parameter list was among them). Operator symbols, Rust's leading
+    <A as B> qualified paths (shortened inside) and " [clone .cold]" tails
+    are handled on the way."""
     out = []
+    had_params = False
+    after_operator = -1  # len(out) right after an operator symbol: "operator< <int>(...)"
     i, n = 0, len(text)
     while i < n:
         c = text[i]
@@ -115,6 +132,7 @@ def _strip_nested(text):
                 if text.startswith(sym, k):
                     out.append(sym)
                     i = k + len(sym)
+                    after_operator = len(out)
                     break
             else:
                 # operator new / delete (maybe []), or a conversion operator.
@@ -134,16 +152,22 @@ def _strip_nested(text):
             i = end + 1
             continue
         if c in _OPEN:
-            i = _matching(text, i) + 1
+            end = _matching(text, i)
+            after_symbol = after_operator >= 0 and "".join(out[after_operator:]).strip() == ""
+            if _follows_name(out) or after_symbol or text.startswith("[clone ", i):
+                had_params = had_params or c == "("
+            else:
+                out.append(text[i:end + 1])  # not C++ notation: keep it as it is
+            i = end + 1
             continue
         if c == "{":  # a lambda or unnamed type: {lambda(int)#1} -> {lambda#1}
             end = _matching(text, i, "{", "}")
-            out.append("{" + _strip_nested(text[i + 1:end]) + "}")
+            out.append("{" + _strip_nested(text[i + 1:end])[0] + "}")
             i = end + 1
             continue
         out.append(c)
         i += 1
-    return "".join(out)
+    return "".join(out), had_params
 
 
 def _at_path_start(out):

@@ -42,6 +42,14 @@ CASES = [
     ("rust_split::burn_a", "rust_split::burn_a"),
     ("main", "main"),
     ("", ""),
+    # Not demangled C++: names from a JIT's perf map, stripped binaries, markers, Go.
+    ("sub_401000 (stripped_split)", "sub_401000 (stripped_split)"),
+    ("JS:*handleRequest /srv/app.js:12:3", "JS:*handleRequest /srv/app.js:12:3"),
+    ("JS:*<anonymous> /srv/app.js:1:2", "JS:*<anonymous> /srv/app.js:1:2"),
+    ("py::main:/srv/x.py", "py::main:/srv/x.py"),
+    ("[truncated]", "[truncated]"),
+    ("main.(*Server).serve", "main.(*Server).serve"),
+    ("std::vector<int>::push_back(int&&) [clone .cold]", "std::vector::push_back"),
 ]
 
 
