@@ -43,7 +43,7 @@ DEBIAN_PACKAGES := g++ make pkg-config libunwind-dev libdw-dev libelf-dev libzst
   libcurl4-openssl-dev libssl-dev libmimalloc-dev libiberty-dev doctest-dev python3 python3-zstandard \
   python3-botocore python3-crcmod python3-pytest zstd clang libclang-rt-14-dev golang-go procps \
   redis-server redis-tools nginx wrk heaptrack google-perftools libgoogle-perftools4 linux-perf \
-  python3-matplotlib time rustc
+  python3-matplotlib time rustc chromium
 
 LIB_SRCS   := $(sort $(shell find format sampler uploader preload -name '*.cc'))
 HOOK_SRCS  := $(filter $(foreach d,$(sort $(dir $(LIB_SRCS))),$(d)hook_%.cc),$(LIB_SRCS)) \
@@ -105,7 +105,15 @@ demo: deps all
 unit: $(BUILD)/unit_tests
 	$(BUILD)/unit_tests
 
-integration: all
+# The speedscope viewer (npm package `speedscope`) that test_report_speedscope.py
+# loads exported files into, in headless Chromium: project-local, not committed.
+SPEEDSCOPE_VIEWER := $(BUILD)/npm/node_modules/speedscope/dist/release/index.html
+$(SPEEDSCOPE_VIEWER):
+	@command -v npm >/dev/null || { SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q npm; }
+	npm install --prefix $(BUILD)/npm --no-audit --no-fund --loglevel=error speedscope@1.25.0
+
+integration: all $(SPEEDSCOPE_VIEWER)
 	cd tests/integration && FLIGHTREC_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -x -p no:cacheprovider .
 
 test: deps all

@@ -14,6 +14,7 @@ import shutil
 import sys
 import traceback
 
+from . import progress, selection
 from .trace import Trace
 
 PROG = "flightrec-dump"
@@ -89,8 +90,16 @@ def err_file(path, message):
 
 
 def add_paths_argument(parser):
+    """PATH... plus the options every report takes (selection.py: --pid,
+    --service, --host, --full-names)."""
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="segment files (*.seg, *.active), directories holding them, or s3://bucket/prefix")
+    selection.add_arguments(parser)
+
+
+# The selection (--pid/--service/--host) of the command being run: set by
+# main() from its arguments, applied by every open_trace of the run.
+_selection = selection.Selection()
 
 
 def _fetch_remote(paths):
@@ -101,13 +110,23 @@ def _fetch_remote(paths):
         if not path.startswith("s3://"):
             local.append(path)
             continue
-        from . import s3_source  # botocore only when asked for
+        from . import s3_progress, s3_source  # botocore only when asked for
+        shown = progress.Progress("downloading %s" % path)
+        client = None
         try:
-            tmp = s3_source.download_to_temp(path)
+            bucket, _ = s3_source.parse_s3_url(path)
+            client = s3_progress.ProgressClient(s3_source.make_client(bucket), _selection, shown)
+            tmp = s3_source.download_to_temp(path, client=client)
         except s3_source.S3SourceError as e:
             message = str(e)  # usually names the URL already
-            errors.append((path, message[len(path) + 2:] if message.startswith(path + ": ") else message))
+            message = message[len(path) + 2:] if message.startswith(path + ": ") else message
+            if client is not None and client.skipped and message.startswith("no segments"):
+                message = "no segments under this prefix match %s (%d others skipped)" % (
+                    _selection.describe(), client.skipped)
+            errors.append((path, message))
             continue
+        finally:
+            shown.done()
         atexit.register(shutil.rmtree, tmp, True)
         local.append(tmp)
     return local, errors
@@ -118,12 +137,53 @@ def open_trace(paths):
     read: missing/unreadable files, non-segments, damaged blocks. Paths may
     also be s3://bucket/prefix URLs (segments the uploader shipped)."""
     local, remote_errors = _fetch_remote(paths)
-    trace = Trace(local)
+    trace = SelectedTrace(local, _selection)
     trace.errors[:0] = remote_errors
+    if _selection and not trace.segments and trace.skipped:
+        err("no segments match %s (%d segments skipped)" % (_selection.describe(), trace.skipped))
     for path, message in trace.errors:
         err_file(path, message)
     report_damage(trace)
     return trace
+
+
+class SelectedTrace(Trace):
+    """A Trace of the segments the selection takes, read with a progress line
+    on a terminal. Segments ruled out are dropped as soon as their header is
+    read; trace.skipped counts them."""
+
+    def __init__(self, paths, chosen):
+        self._chosen = chosen
+        self._progress = None
+        self.skipped = 0
+        super().__init__(paths)
+        if self._progress is not None:
+            self._progress.done()
+
+    def _expand(self, paths):
+        found = list(super()._expand(paths))
+        self._progress = progress.Progress("reading segments", total=len(found))
+        return found
+
+    def _open(self, path):
+        # Trace._open calls itself once for a file sealed while being listed: count it once.
+        self._depth = getattr(self, "_depth", 0) + 1
+        before = len(self.segments)
+        try:
+            super()._open(path)
+        finally:
+            self._depth -= 1
+        if self._depth:
+            return
+        if len(self.segments) > before:
+            seg = self.segments[-1]
+            if self._chosen and not self._chosen.matches(seg.header):
+                self.segments.pop()
+                self.skipped += 1
+            if self._progress is not None:
+                self._progress.advance(nbytes=getattr(seg, "size", 0) or 0)
+        elif self._progress is not None:
+            self._progress.advance()
 
 
 def report_damage(trace):
@@ -178,6 +238,11 @@ def main(argv=None):
         if not getattr(args, "func", None):
             parser.print_help(sys.stderr)
             return 2
+        global _selection
+        try:
+            _selection = selection.apply_args(args)
+        except selection.SelectionError as e:
+            raise UsageError(str(e)) from None
         saved = sys.stdout
         sys.stdout = EscapingStream(saved, bool(getattr(args, "json", False)))
         try:

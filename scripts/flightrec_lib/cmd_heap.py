@@ -1,8 +1,13 @@
 """heap: the allocation profile by allocation site.
 
-A site is the innermost frame of a sampled allocation's stack that is not
-part of an allocator (malloc & co., operator new, std::allocator internals,
-Rust's alloc crate, the recorder's own hooks): a call line in the program. For each site:
+A site is the innermost frame of a sampled allocation's stack that is
+neither part of an allocator (malloc & co., operator new, std::allocator
+internals, Rust's alloc crate, the recorder's own hooks) nor the standard
+library's plumbing on the way there (std::string's _M_create, vector's
+_M_realloc_insert, map's operator[], Rust's core, libc's strdup): the
+program's own call line. The library frames in between are kept as context
+("via"). A stack with no program frame falls back to its first frame
+outside the allocator. For each site:
 estimated bytes and number of allocations, and estimated bytes still live at
 the end of the trace (never freed: leaks, for a process that exited). Also
 the total live estimate, and its peak over time.
@@ -16,10 +21,12 @@ events in time order; a free matches the latest sample of its address.
 `--json` prints
   {"sample_bytes": N, "allocated_bytes_est": N, "live_bytes_est": N,
    "peak_live_bytes_est": N,
-   "sites": [{"function", "file", "line", "allocated_bytes_est", "count_est",
-              "live_bytes_est", "stack": ["leaf", ..., "root"]}, ...]}
-sorted by allocated bytes (or --sort). "stack" is the heaviest call path
-through the site, site first. Data the recorder lost (dropped samples or
+   "sites": [{"function", "function_full", "file", "line", "allocated_bytes_est",
+              "count_est", "live_bytes_est", "stack": ["site", ..., "root"],
+              "via": ["library call the site made", ..., "the allocator's caller"]}, ...]}
+sorted by allocated bytes (or --sort). "function" is the short name
+(names.py), "function_full" as demangled. "stack" is the heaviest call path
+through the site, site first; "via" the heaviest library path below it. Data the recorder lost (dropped samples or
 frees, a full sampled-address table) is reported on stderr: estimates are
 then low (drops) or live is high (lost frees)."""
 import json
@@ -28,8 +35,7 @@ import re
 import sys
 from collections import Counter
 
-from . import cli
-from . import profiles
+from . import cli, names, profiles
 
 # Frames that belong to an allocator rather than to the program: the
 # allocation entry points and C++ allocation plumbing. Matched on the
@@ -56,6 +62,13 @@ RUST_ALLOCATOR_PREFIXES = (
     "__rust_alloc", "__rust_realloc", "__rdl_", "__rg_",
 )
 RUST_FOREIGN_IMPL = re.compile(r"^<[^<>]* as (alloc|std::alloc)::")
+# The standard libraries' own code: a heap site is the program's call into
+# them, with these frames kept as context ("via").
+STD_LIBRARY_PREFIXES = (
+    "std::", "__gnu_cxx::", "__cxxabiv1::", "__gnu_debug::", "core::", "<core::", "hashbrown::", "<hashbrown::",
+)
+STD_LIBRARY_DIRS = ("/include/c++/", "/c++/v1/", "/rustc/", "/library/core/src/", "/library/std/src/")
+STD_LIBRARY_OBJECTS = ("libstdc++.so", "libc++.so", "libc++abi.so", "libc.so", "libc-")
 LOST_KINDS = ("alloc.sample", "alloc.free", "alloc.table_full", "alloc.free_unrecorded")
 
 
@@ -83,22 +96,53 @@ def is_allocator_frame(frame):
     return any(s in fn for s in ALLOCATOR_SUBSTRINGS)
 
 
+def is_library_frame(frame):
+    """A frame of the language's standard library (C++ std::, libstdc++/libc++
+    code and headers, Rust's core/std, libc): plumbing between the program's
+    call and the allocator, e.g. std::string's constructor, vector's
+    _M_realloc_insert, std::map::operator[], strdup."""
+    fn = frame.get("function") or ""
+    # The short name has no return type or template arguments in front.
+    if fn and names.simplify(fn).startswith(STD_LIBRARY_PREFIXES):
+        return True
+    f = frame.get("file") or ""
+    if any(d in f for d in STD_LIBRARY_DIRS):
+        return True
+    base = profiles.mapping_basename(frame.get("mapping"))
+    return base.startswith(STD_LIBRARY_OBJECTS)
+
+
 def site_index(frames):
     """Index of the site frame in a leaf-first stack: the first frame that is
-    not an allocator's (the leaf when every frame is one)."""
+    neither an allocator's nor standard-library plumbing — the program's own
+    call. A stack with no program frame at all falls back to the first frame
+    that is not an allocator's (the leaf when every frame is one)."""
+    first_outside_allocator = None
     for i, frame in enumerate(frames):
-        if not is_allocator_frame(frame):
+        if is_allocator_frame(frame):
+            continue
+        if first_outside_allocator is None:
+            first_outside_allocator = i
+        if not is_library_frame(frame):
             return i
-    return 0
+    return first_outside_allocator or 0
+
+
+def library_context(frames, site):
+    """Short labels of the library frames between the allocator and the site
+    (leaf first): how the program's call reached the allocator."""
+    return [profiles.frame_label(f) for f in frames[:site] if not is_allocator_frame(f)]
 
 
 class Site:
-    __slots__ = ("function", "file", "line", "bytes", "count", "live", "paths")
+    __slots__ = ("function", "file", "line", "function_full", "bytes", "count", "live", "paths", "vias")
 
-    def __init__(self, function, file, line):
+    def __init__(self, function, file, line, function_full):
         self.function, self.file, self.line = function, file, line
+        self.function_full = function_full
         self.bytes = self.count = self.live = 0.0
         self.paths = Counter()  # call path (tuple of labels, site first) -> estimated bytes
+        self.vias = Counter()   # library frames between site and allocator (call order) -> bytes
 
 
 def _columns(batch, fields, problems):
@@ -141,11 +185,12 @@ def build(trace):
                 if hit is None:
                     hit = _resolve_site(seg.frames(sid), sites)
                     site_of[sk] = hit
-                site, path = hit
+                site, path, via = hit
                 w, c = profiles.alloc_weight(size, rate)
                 site.bytes += w
                 site.count += c
                 site.paths[path] += w
+                site.vias[via] += w
                 events.append((t, 0, seq, addr, site, path, w, off))
                 seq += 1
 
@@ -190,10 +235,11 @@ def build(trace):
     }
     for s in rows:
         path = max(s.paths.items(), key=lambda kv: (kv[1], kv[0]))[0] if s.paths else ()
+        via = max(s.vias.items(), key=lambda kv: (kv[1], kv[0]))[0] if s.vias else ()
         doc["sites"].append({
-            "function": s.function, "file": s.file, "line": s.line,
+            "function": s.function, "function_full": s.function_full, "file": s.file, "line": s.line,
             "allocated_bytes_est": int(round(s.bytes)), "count_est": int(round(s.count)),
-            "live_bytes_est": int(round(s.live)), "stack": list(path),
+            "live_bytes_est": int(round(s.live)), "stack": list(path), "via": list(via),
         })
     notes = sorted(problems)
     if len(rates) > 1:
@@ -207,6 +253,8 @@ def build(trace):
 
 
 def _resolve_site(frames, sites):
+    """(Site, call path from the site to the root, library frames the site
+    reached the allocator through, in call order) of one stack."""
     frames = frames or []
     i = site_index(frames)
     frame = frames[i] if frames else {"function": "[no stack]", "file": "", "line": 0}
@@ -214,9 +262,10 @@ def _resolve_site(frames, sites):
     key = (function, frame.get("file") or "", int(frame.get("line") or 0))
     site = sites.get(key)
     if site is None:
-        site = sites[key] = Site(*key)
+        site = sites[key] = Site(*key, profiles.frame_label_full(frame) if frames else "[no stack]")
     path = tuple(profiles.frame_label(f) for f in profiles.trim_bootstrap(frames[i:])) if frames else ()
-    return site, path
+    via = tuple(reversed(library_context(frames, i)))
+    return site, path, via
 
 
 def _configured_rate(trace):
@@ -237,6 +286,15 @@ def _lost_note(kind, count):
                                  "live estimates are high",
     }[kind]
     return "%s %s" % ("{:,}".format(count), what)
+
+
+def _via_text(via):
+    """"  via a > b": the library calls between the site and the allocator
+    (the first and last of a long chain)."""
+    if not via:
+        return ""
+    shown = list(via) if len(via) <= 3 else [via[0], "...", via[-1]]
+    return "  via " + " > ".join(shown)
 
 
 SORT_KEYS = {"alloc": "allocated_bytes_est", "live": "live_bytes_est", "count": "count_est"}
@@ -278,7 +336,7 @@ def run(args):
         caller = "  <- " + s["stack"][1] if len(s["stack"]) > 1 else ""
         table.append((cli.format_bytes(s["allocated_bytes_est"]), "{:,}".format(s["count_est"]),
                       cli.format_bytes(s["live_bytes_est"]),
-                      s["function"] + ("  " + where if where else "") + caller))
+                      s["function"] + ("  " + where if where else "") + caller + _via_text(s["via"])))
     widths = [max(len(row[i]) for row in table) for i in range(3)]
     for row in table:
         print("  ".join(row[i].rjust(widths[i]) for i in range(3)) + "  " + row[3])

@@ -29,6 +29,9 @@ def register(subparsers):
                    help="show the N slowest requests with call trees (default 5)")
     p.add_argument("--role", choices=("server", "client", "all"), default="all",
                    help="server-side requests (accepted connections), client-side, or both (default)")
+    p.add_argument("--diff", action="store_true",
+                   help="compare the slowest requests (p90 and up) with typical ones (p25..p75): "
+                        "where the slow ones spend more time, per request")
     p.add_argument("--min-pct", type=float, default=1.0, metavar="P",
                    help="leave call paths below P%% of a request's samples out of its tree (default 1)")
     cli.add_paths_argument(p)
@@ -186,6 +189,9 @@ def run(args):
     if not 0 <= args.min_pct <= 100:
         raise cli.UsageError("--min-pct must be between 0 and 100")
     trace = cli.open_trace(args.paths)
+    if args.diff:
+        from . import requests_diff
+        return requests_diff.diff_report(trace, args.role, args.json, None, args.min_pct)
     reqs = read_requests(trace, args.role)
     conns = read_connections(trace)
     by_thread = {}

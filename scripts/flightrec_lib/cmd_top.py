@@ -1,6 +1,7 @@
 """top: per function, self and total samples and time (or bytes), sorted by
 self; libc's thread/process bootstrap frames and the recorder's trampoline
-below a thread's start routine are left out. `--json` prints {"kind", "samples", "functions": [{"function", "file",
+below a thread's start routine are left out. `--json` prints {"kind", "samples", "functions": [{"function" (short
+name), "function_full" (as demangled), "file",
 "self", "total", plus self_ns/total_ns or self_bytes/total_bytes}]}; self
 and total count samples."""
 import json
@@ -34,7 +35,8 @@ def run(args):
         doc = {"kind": profile.kind, "samples": profile.samples,
                "total_" + vk: int(round(profile.weight)), "functions": []}
         for r in shown:
-            doc["functions"].append({"function": r["function"], "file": r["file"],
+            doc["functions"].append({"function": r["function"], "function_full": r["function_full"],
+                                     "file": r["file"],
                                      "self": r["self"], "total": r["total"],
                                      "self_" + vk: int(round(r["self_w"])),
                                      "total_" + vk: int(round(r["total_w"]))})

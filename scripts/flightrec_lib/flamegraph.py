@@ -176,10 +176,12 @@ text { font-family: Verdana, sans-serif; font-size: 12px; fill: rgb(0,0,0); }
 """
 
 
-def svg(entries, title="Flame Graph", unit="ns", palette="hot"):
+def svg(entries, title="Flame Graph", unit="ns", palette="hot", paint=None, subtitle=None):
     """Returns the SVG document as a string. entries: (root-first labels,
     samples, value); frame widths follow the value (or samples when every
-    value is zero)."""
+    value is zero). paint, if given, is called with each frame's call path
+    (tuple of labels, root first) and returns (fill colour, extra tooltip
+    text): a differential graph colours by change (diffflame.py)."""
     root = calltree.build(entries)
     use_value = root.value > 0
     total = root.value if use_value else root.samples
@@ -193,20 +195,21 @@ def svg(entries, title="Flame Graph", unit="ns", palette="hot"):
     max_depth = 0
     if total:
         root.name = "all"
-        stack = [(root, 0, 0.0)]
+        stack = [(root, 0, 0.0, ())]
         while stack:
-            node, depth, x = stack.pop()
+            node, depth, x, path = stack.pop()
             if width_of(node) * scale < MIN_WIDTH_PX:
                 continue
-            frames.append((depth, x, node))
+            frames.append((depth, x, node, path))
             max_depth = max(max_depth, depth)
             # Alphabetical order, as flame graphs are drawn: the x axis is not time.
             for name in sorted(node.children, key=str):
                 child = node.children[name]
-                stack.append((child, depth + 1, x))
+                stack.append((child, depth + 1, x, path + (name,)))
                 x += width_of(child)
 
-    height = PAD_TOP + (max_depth + 1) * FRAME_H + PAD_BOTTOM
+    top = PAD_TOP + (14 if subtitle else 0)
+    height = top + (max_depth + 1) * FRAME_H + PAD_BOTTOM
     out = ['<?xml version="1.0" standalone="no"?>',
            '<svg version="1.1" width="%d" height="%d" viewBox="0 0 %d %d" onload="init(evt)" '
            'xmlns="http://www.w3.org/2000/svg" data-total=%s data-padx="%d" data-charpx="%g">'
@@ -216,6 +219,8 @@ def svg(entries, title="Flame Graph", unit="ns", palette="hot"):
            '<script type="text/ecmascript"><![CDATA[%s]]></script>' % _SCRIPT,
            '<rect x="0" y="0" width="%d" height="%d" fill="rgb(248,248,240)"/>' % (WIDTH, height),
            '<text id="title" x="%d" y="24">%s</text>' % (WIDTH // 2, escape(_clean(title))),
+           ('<text x="%d" y="42" text-anchor="middle">%s</text>' % (WIDTH // 2, escape(_clean(subtitle)))
+            if subtitle else ""),
            '<text id="unzoom" class="hide" x="%d" y="24">Reset Zoom</text>' % PAD_X,
            '<text id="search" x="%d" y="24">Search</text>' % (WIDTH - PAD_X - 60),
            '<text id="matched" x="%d" y="%d"> </text>' % (WIDTH - PAD_X, height - 12),
@@ -223,7 +228,7 @@ def svg(entries, title="Flame Graph", unit="ns", palette="hot"):
            '<g id="frames">']
     if not total:
         out.append('<text x="%d" y="%d">no samples</text>' % (PAD_X, PAD_TOP + 12))
-    for depth, x, node in frames:
+    for depth, x, node, path in frames:
         name = _clean(node.name)
         w = width_of(node)
         px, pw = PAD_X + x * scale, w * scale
@@ -231,7 +236,11 @@ def svg(entries, title="Flame Graph", unit="ns", palette="hot"):
         pct = 100.0 * w / total
         info = "%s (%s samples, %s %s, %.2f%%)" % (name, "{:,}".format(node.samples),
                                                  fmt(node.value), label, pct)
-        color = "rgb(220,220,220)" if depth == 0 else _color(name, palette)
+        if paint is not None:
+            color, extra = paint(path)
+            info = "%s, %s" % (info[:-1], _clean(extra)) + ")" if extra else info
+        else:
+            color = "rgb(220,220,220)" if depth == 0 else _color(name, palette)
         out.append('<g class="f" data-n=%s data-info=%s data-x="%r" data-w="%r" data-d="%d" '
                    'data-c="%s"><title>%s</title>'
                    '<rect x="%.2f" y="%d" width="%.2f" height="%d" fill="%s" rx="2" ry="2"/>'

@@ -37,7 +37,7 @@ import re
 from collections import Counter
 from itertools import compress, repeat
 
-from . import cli, segment
+from . import cli, names, segment
 
 KINDS = {
     "cpu": {"event": "cpu.sample", "unit": "ns", "title": "CPU",
@@ -83,11 +83,24 @@ def mapping_basename(mapping):
 
 
 def frame_label(frame):
-    """The name a report shows for a frame: the function, or for an unknown pc
+    """The name a report shows for a frame: the function (short, see names.py,
+    unless --full-names), or for an unknown pc
     `[unknown] <mapping basename>+0x<file offset>` or `0x<pc>`."""
     fn = frame.get("function")
     if fn:
+        return names.display(fn)
+    return _unknown_label(frame)
+
+
+def frame_label_full(frame):
+    """frame_label with the function name exactly as demangled."""
+    fn = frame.get("function")
+    if fn:
         return fn
+    return _unknown_label(frame)
+
+
+def _unknown_label(frame):
     addr = int(frame.get("address") or 0)
     m = frame.get("mapping")
     if m and m.get("path"):
@@ -160,7 +173,8 @@ class Profile:
             yield [frame_label(f) for f in reversed(frames)], e.samples, e.weight
 
     def functions(self, trim=True):
-        """Per function: self and total samples and weight, sorted by self weight
+        """Per function (short name; function_full: its heaviest full name):
+        self and total samples and weight, sorted by self weight
         (then total, then name). A recursive function counts once per stack
         towards its total. trim: leave out the bootstrap frames below the
         thread's start routine (they would only repeat the grand total)."""
@@ -170,7 +184,8 @@ class Profile:
             r = table.get(label)
             if r is None:
                 r = table[label] = {"function": label, "file": frame.get("file") or "",
-                                    "self": 0, "total": 0, "self_w": 0.0, "total_w": 0.0}
+                                    "self": 0, "total": 0, "self_w": 0.0, "total_w": 0.0,
+                                    "fulls": Counter()}
             return r
 
         for e in self.entries:
@@ -190,6 +205,11 @@ class Profile:
                 r = row(label, f)
                 r["total"] += e.samples
                 r["total_w"] += e.weight
+                r["fulls"][frame_label_full(f)] += e.weight or e.samples
+        # Short names merge overloads and instantiations; the full name shown
+        # with a row is the one that weighed most.
+        for r in table.values():
+            r["function_full"] = max(r.pop("fulls").items(), key=lambda kv: (kv[1], kv[0]))[0]
         return sorted(table.values(),
                       key=lambda r: (-r["self_w"], -r["self"], -r["total_w"], r["function"]))
 
