@@ -88,14 +88,18 @@ __attribute__((noinline)) auto TimedCall(uint64_t entry, uint8_t flags, int fd, 
     // call to the return measured ~9 ns faster than sharing the libc path's.
     if (sockfd::EntryDirect(entry)) {
       const uint64_t t0 = sockclock::Read(tsc);
-      const long r = sockdirect::Call<kFn>(fd, args...);
-      const uint64_t t1 = sockclock::Read(tsc);
-      Note<kOp>(entry, flags, fd, word, tsc, t0, t1, r);
-      if (__builtin_expect(r < 0, 0)) {
-        errno = static_cast<int>(-r);  // as libc's wrapper sets it
-        return Result{-1};
+      const long r = sockdirect::CallNonBlocking<kFn>(fd, args...);
+      // Not a socket any more (a stale entry: see CallNonBlocking): the
+      // call goes through libc below, blocking and cancellable as it should.
+      if (__builtin_expect(r != -ENOTSOCK, 1)) {
+        const uint64_t t1 = sockclock::Read(tsc);
+        Note<kOp>(entry, flags, fd, word, tsc, t0, t1, r);
+        if (__builtin_expect(r < 0, 0)) {
+          errno = static_cast<int>(-r);  // as libc's wrapper sets it
+          return Result{-1};
+        }
+        return static_cast<Result>(r);
       }
-      return static_cast<Result>(r);
     }
   }
   const uint64_t t0 = sockclock::Read(tsc);

@@ -29,17 +29,23 @@
 // Only read, write, readv, writev, send, sendto, sendmsg, recv, recvfrom and
 // recvmsg have a direct form; errno is set as libc's wrapper sets it.
 //
-// Not seen: another process that shares the socket's file (a fork parent or
-// child) changing its O_NONBLOCK. A bit gone stale that way costs nothing
-// unless a thread is blocked in such a call at the moment of the process's
-// first pthread_cancel: that cancel then takes effect when the call returns
-// rather than during it.
+// A stale bit (the socket closed inside libc, past our close hook, and the
+// number reused) can never make a direct call block: the call is always sent
+// with MSG_DONTWAIT (CallNonBlocking below), and a number that is no longer
+// a socket answers ENOTSOCK and goes through libc. Not seen: a blocking
+// socket made past our hooks on a reused number, or another process sharing
+// the file clearing its O_NONBLOCK: such a call returns EAGAIN at once.
 //
 // Threads: Allowed() and the Call functions are for any thread
 // (async-signal-safe); Init is for socket init, DisableForCancel for the
 // pthread_cancel hook.
 #pragma once
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <tuple>
 
 #include <cstdint>
 #include <type_traits>
@@ -106,12 +112,51 @@ inline long Syscall6(long nr, long a, long b, long c, long d = 0, long e = 0, lo
   return ret;
 }
 
-// The direct form of g_real_sock.*kFn(fd, args...): the kernel's answer. send
-// and recv are sendto and recvfrom with no address (their two extra words 0).
+// The direct form of g_real_sock.*kFn(fd, args...). What it sends to the kernel: the socket form of the
+// call with MSG_DONTWAIT added, so it can never block whatever the fd is now.
+// An fd-table entry can be stale (a socket closed inside libc, past our close
+// hook: fclose(fdopen(fd)); the number reused by a pipe or a file): the raw
+// read it would have made then blocked outside libc's cancellation points,
+// and pthread_cancel never took effect. With MSG_DONTWAIT a file that is not
+// a socket answers -ENOTSOCK (the hook then makes the ordinary libc call),
+// and on the non-blocking socket the entry describes nothing changes: read
+// is recvfrom with no flags, write is sendto, readv/writev are
+// recvmsg/sendmsg with the same iovecs, and O_NONBLOCK already meant
+// MSG_DONTWAIT. Returns the kernel's answer.
+inline long NonBlockingMsg(long nr, int fd, const struct iovec* iov, int n) {
+  struct msghdr msg {};
+  msg.msg_iov = const_cast<struct iovec*>(iov);
+  msg.msg_iovlen = static_cast<size_t>(n < 0 ? 0 : n);
+  return Syscall6(nr, fd, Word(&msg), MSG_DONTWAIT);
+}
+// kFn is kOther (member pointers of different types never compare equal).
+template <auto kFn, auto kOther>
+constexpr bool IsFn() {
+  if constexpr (std::is_same_v<decltype(kFn), decltype(kOther)>) {
+    return kFn == kOther;
+  } else {
+    return false;
+  }
+}
 template <auto kFn, typename... A>
-inline long Call(int fd, A... args) {
+inline long CallNonBlocking(int fd, A... args) {
   static_assert(kSyscallOf<kFn> >= 0, "no direct form");
-  return Syscall6(kSyscallOf<kFn>, fd, Word(args)...);
+  if constexpr (IsFn<kFn, &RealSocketFns::read>() || IsFn<kFn, &RealSocketFns::write>()) {
+    const auto [buf, n] = std::make_tuple(args...);
+    return Syscall6(IsFn<kFn, &RealSocketFns::read>() ? SYS_recvfrom : SYS_sendto, fd, Word(buf), Word(n), MSG_DONTWAIT);
+  } else if constexpr (IsFn<kFn, &RealSocketFns::readv>() || IsFn<kFn, &RealSocketFns::writev>()) {
+    const auto [iov, n] = std::make_tuple(args...);
+    return NonBlockingMsg(IsFn<kFn, &RealSocketFns::readv>() ? SYS_recvmsg : SYS_sendmsg, fd, iov, n);
+  } else if constexpr (IsFn<kFn, &RealSocketFns::send>() || IsFn<kFn, &RealSocketFns::recv>()) {
+    const auto [buf, n, flags] = std::make_tuple(args...);
+    return Syscall6(kSyscallOf<kFn>, fd, Word(buf), Word(n), Word(flags | MSG_DONTWAIT));
+  } else if constexpr (IsFn<kFn, &RealSocketFns::sendto>() || IsFn<kFn, &RealSocketFns::recvfrom>()) {
+    const auto [buf, n, flags, addr, len] = std::make_tuple(args...);
+    return Syscall6(kSyscallOf<kFn>, fd, Word(buf), Word(n), Word(flags | MSG_DONTWAIT), Word(addr), Word(len));
+  } else {  // sendmsg, recvmsg
+    const auto [msg, flags] = std::make_tuple(args...);
+    return Syscall6(kSyscallOf<kFn>, fd, Word(msg), Word(flags | MSG_DONTWAIT));
+  }
 }
 
 }  // namespace flightrec::sockdirect

@@ -1,5 +1,5 @@
 """The host never hangs or dies because of how we unwind, sleep or touch
-errno (issue #34, items 4, 5 and 9).
+errno (issue #34, items 4, 5, 6 and 9).
 
 Each test runs a program of ours plain and under the preload and asserts the
 same exit status and output. Each failed before its fix:
@@ -62,3 +62,12 @@ def test_successful_malloc_keeps_errno(fr, trace_dir, tmp_path):
     proc = same_as_plain(fr, [fr.program("malloc_errno"), "200000"], trace_dir, tmp_path,
                          env={"FLIGHTREC_ALLOC_SAMPLE_BYTES": "2048"})
     assert proc.stdout.startswith("changed 0 of ")
+
+
+@pytest.mark.parametrize("env", [{}, {"FLIGHTREC_SAMPLER": "perf"}])
+def test_cancel_reaches_a_read_on_a_reused_socket_number(fr, trace_dir, tmp_path, env):
+    """#34 item 6: a stale 'non-blocking socket' entry (socket closed inside
+    libc by fclose(fdopen(fd)), number reused by a pipe) made the read hook
+    issue a raw, uncancellable read: pthread_cancel never took effect."""
+    proc = same_as_plain(fr, [fr.program("cancel_stale_fd")], trace_dir, tmp_path, env=env, timeout=30)
+    assert proc.returncode == 0 and proc.stdout == "cancelled\n"
