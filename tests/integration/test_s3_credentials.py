@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 import shutil
+import time
 import sys
 
 import pytest
@@ -217,6 +218,27 @@ def test_failed_fetch_keeps_segments_queued_logs_one_line_and_a_later_run_ships_
     assert set(left) <= shipped, (left, shipped)
     assert sealed(trace_dir) == []
     assert "S3 credentials unavailable" not in proc.stderr, proc.stderr
+    assert_loopback_only(spy)
+
+
+def test_a_metadata_endpoint_that_never_answers_does_not_hold_up_the_host(fr, trace_dir, tmp_path, s3, spy):
+    # A black hole where IMDS should be: each request ends at its own bound
+    # (2 s) on the upload thread, and at exit at the shutdown deadline; the
+    # host's threads never wait for it.
+    with ImdsStandIn(s3) as imds:
+        imds.hang()
+        start = time.monotonic()
+        proc = fr.run([fr.program("s3_worker"), "2500"], trace_dir, timeout=60, env=run_env(
+            fr, s3, spy, str(tmp_path), FLIGHTREC_UPLOAD_SHUTDOWN_MS=1000,
+            AWS_EC2_METADATA_DISABLED="false", AWS_EC2_METADATA_SERVICE_ENDPOINT=imds.endpoint))
+        elapsed = time.monotonic() - start
+        hung = [c for c in imds.requests() if c.get("hung")]
+    print(f"run with a black-hole IMDS: {elapsed:.2f} s for a 2.5 s program and a 1 s upload budget")
+    assert proc.returncode == 0 and "worker done" in proc.stdout
+    assert hung, "the uploader did ask the metadata endpoint"
+    assert s3.requests() == [] and sealed(trace_dir)
+    assert proc.stderr.count("S3 credentials unavailable") == 1, proc.stderr
+    assert "Timeout" in proc.stderr, proc.stderr
     assert_loopback_only(spy)
 
 

@@ -29,7 +29,8 @@ after that with ExpiredToken: refresh is exercised, not assumed.
 Faults: fail(n) makes the next n credential requests answer 500 (STS: 500
 InternalFailure); fail_forever() / heal(); fail_after(n) hands out n sets,
 then fails every later request (a refresh that fails);
-echo_secrets() makes error answers echo the token the client sent, as a
+hang() makes every request wait, unanswered, until the stand-in stops (a
+black hole: the client's own bounds must end it); echo_secrets() makes error answers echo the token the client sent, as a
 careless server might (the client must never log it).
 
 Each keeps a request log: .requests() -> [{"method", "path", "status", ...}].
@@ -64,6 +65,8 @@ class _Service:
         self.failures_left = 0
         self.failing = False
         self.ok_left = None  # fail_after: successes left before failing for good
+        self.hanging = threading.Event()
+        self.stopping = threading.Event()
         self.echo = False
         self.issued = []  # access key ids, in order
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -84,6 +87,7 @@ class _Service:
         if self._stopped:
             return
         self._stopped = True
+        self.stopping.set()
         self._timer.cancel()
         self.server.shutdown()
         self.server.server_close()
@@ -114,6 +118,9 @@ class _Service:
     def heal(self):
         with self.lock:
             self.failing, self.failures_left, self.ok_left = False, 0, None
+
+    def hang(self):
+        self.hanging.set()
 
     def echo_secrets(self, on=True):
         with self.lock:
@@ -168,6 +175,11 @@ class _Service:
             def _any(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                if service.hanging.is_set():
+                    service.record(method=self.command, path=self.path, status=0, hung=True)
+                    service.stopping.wait()
+                    self.close_connection = True
+                    return
                 status, ctype, payload = service.handle(self, body)
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
