@@ -1,7 +1,9 @@
 // EC2 instance metadata (IMDSv2): session token, role name, role credentials.
 #include "uploader/instance_metadata.h"
 
-#include <string.h>  // explicit_bzero, strcasecmp
+#include <string.h>  // explicit_bzero, strcasecmp, strchr
+
+#include <cctype>
 
 namespace flightrec::uploader {
 namespace {
@@ -29,7 +31,7 @@ bool RoleName(const std::string& body, std::string* role) {
   while (!role->empty() && (role->back() == '\r' || role->back() == ' ')) role->pop_back();
   if (role->empty() || role->size() > 128) return false;
   for (char c : *role)
-    if (!(isalnum(static_cast<unsigned char>(c)) || strchr("+=,.@_-", c))) return false;
+    if (c == '\0' || !(std::isalnum(static_cast<unsigned char>(c)) || strchr("+=,.@_-", c))) return false;
   return true;
 }
 
