@@ -135,6 +135,7 @@ bool CredentialProvider::Fetch(ExpiringCredentials* out, std::string* error, boo
 CredentialProvider::Status CredentialProvider::Get(bool last_chance, Credentials* out, bool* changed,
                                                    std::string* error) {
   *changed = false;
+  error->clear();
   const int64_t now = time(nullptr);
   if (!temporary()) {
     if (invalidated_) {  // the shared file may have been rotated: look again
@@ -173,6 +174,7 @@ CredentialProvider::Status CredentialProvider::Get(bool last_chance, Credentials
         if (failures_ < 64) failures_++;
         retry_at_ns_ = mono + CredentialRetryNs(failures_);
         last_error_ = why;
+        *error = why;  // said now, while the current credentials (if any) still work
       }
     }
   }

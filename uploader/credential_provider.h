@@ -57,9 +57,11 @@ class CredentialProvider {
   std::string Describe() const;
 
   // Credentials for a request now. kReady: *out holds them (*changed when
-  // they differ from the last kReady). kWait: none usable; *error (scrubbed,
-  // one line, stable for "log once") says why. kStopped: the shutdown
-  // deadline ended a fetch. last_chance (exit): ignore the fetch backoff.
+  // they differ from the last kReady); *error is empty, or says why a
+  // refresh just failed while the current ones still work. kWait: none
+  // usable; *error says why. Errors are scrubbed, one line, and stable for
+  // "log once". kStopped: the shutdown deadline ended a fetch. last_chance
+  // (exit): ignore the fetch backoff.
   Status Get(bool last_chance, Credentials* out, bool* changed, std::string* error);
 
   // S3 refused the credentials (expired, revoked, rotated file): fetch or

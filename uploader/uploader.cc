@@ -183,6 +183,14 @@ bool EnsureCredentials(Uploader* u, S3Client* client, CredentialProvider* provid
   std::string error;
   const CredentialProvider::Status status = provider->Get(shutting, &credentials, &changed, &error);
   if (status == CredentialProvider::Status::kReady) {
+    // A refresh failed but the current credentials still work: said once
+    // now (under the same cause as the "unavailable" line below, so a
+    // failure that outlasts them still gives one line in all).
+    if (!error.empty())
+      LogOnceForCause(u, "credentials: " + error, LogLevel::kWarn,
+                      "S3 credentials could not be refreshed (%s); the current ones are used until they expire, "
+                      "then segments stay in %s until a refresh succeeds",
+                      error.c_str(), u->queue.where().c_str());
     if (changed) {
       client->SetCredentials(credentials);
       if (provider->temporary())
