@@ -58,6 +58,7 @@ CredentialSource CredentialProvider::Select(std::string* why) {
     refresh_at_ = INT64_MAX;
     return source_;
   }
+  ApplyProfileWebIdentity(&env_);  // the profile's web_identity_token_file + role_arn, if the variables are unset
   if (WebIdentityConfigured(env_)) return source_ = CredentialSource::kWebIdentity;
   if (ContainerCredentialsConfigured(env_)) {
     std::string url, url_error;

@@ -4,7 +4,8 @@
 // Chain (the first source that is configured wins, chosen once at start):
 //   1. environment: AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN)
 //   2. shared credentials file, then shared config file, profile AWS_PROFILE
-//   3. web identity: AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN -> STS (web_identity.h)
+//   3. web identity: AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN (else the config
+//      file profile's web_identity_token_file + role_arn) -> STS (web_identity.h)
 //   4. container: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI / _FULL_URI (container_credentials.h)
 //   5. instance metadata, IMDSv2, unless AWS_EC2_METADATA_DISABLED=true (instance_metadata.h)
 //

@@ -112,6 +112,28 @@ std::string ConfigFileSection(std::string_view profile) {
   return profile == "default" ? std::string("default") : "profile " + std::string(profile);
 }
 
+bool IniValue(std::string_view text, std::string_view section, std::string_view key, std::string* value) {
+  bool in_section = false, found = false;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) nl = text.size();
+    std::string_view line = Trim(text.substr(pos, nl - pos));
+    pos = nl + 1;
+    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+    if (line.front() == '[') {
+      const size_t close_br = line.find(']');
+      in_section = close_br != std::string_view::npos && Trim(line.substr(1, close_br - 1)) == section;
+      continue;
+    }
+    const size_t sep = line.find_first_of("=:");
+    if (!in_section || sep == std::string_view::npos || LowerCopy(Trim(line.substr(0, sep))) != key) continue;
+    *value = Trim(line.substr(sep + 1));  // the last one wins, as in the SDKs' parsers
+    found = true;
+  }
+  return found;
+}
+
 bool ParseSharedCredentials(std::string_view text, std::string_view profile, Credentials* out) {
   Credentials found;
   bool in_section = false, saw_section = false;
@@ -167,6 +189,23 @@ std::string HomePath(const CredentialEnv& env, const std::string& set, const cha
 }
 
 }  // namespace
+
+void ApplyProfileWebIdentity(CredentialEnv* env) {
+  if (!env->web_identity_token_file.empty() && !env->role_arn.empty()) return;  // the variables win
+  const std::string path = HomePath(*env, env->config_file, "/.aws/config");
+  std::string text, read_error;
+  if (path.empty() || !ReadSmallFile(path, &text, &read_error)) return;
+  const std::string section = ConfigFileSection(env->profile.empty() ? "default" : env->profile);
+  std::string token_file, role_arn, session_name;
+  if (IniValue(text, section, "web_identity_token_file", &token_file) && IniValue(text, section, "role_arn", &role_arn) &&
+      !token_file.empty() && !role_arn.empty()) {
+    env->web_identity_token_file = token_file;
+    env->role_arn = role_arn;
+    if (IniValue(text, section, "role_session_name", &session_name) && env->role_session_name.empty())
+      env->role_session_name = session_name;
+  }
+  Wipe(&text);
+}
 
 CredentialSource LoadCredentials(const CredentialEnv& env, Credentials* out, std::string* error) {
   if (!env.access_key_id.empty() && !env.secret_access_key.empty()) {

@@ -7,7 +7,8 @@
 // shared credentials file (AWS_SHARED_CREDENTIALS_FILE, default
 // ~/.aws/credentials), section AWS_PROFILE (default "default"); else the
 // shared config file (AWS_CONFIG_FILE, default ~/.aws/config), section
-// "[profile NAME]" ("[default]" for the default profile).
+// "[profile NAME]" ("[default]" for the default profile). The config
+// file's profile may also name a web identity (ApplyProfileWebIdentity).
 //
 // The environment is snapshotted once (CredentialEnv) at init, while the
 // process is single-threaded, so the upload thread never calls getenv()
@@ -65,6 +66,13 @@ CredentialSource LoadCredentials(const CredentialEnv& env, Credentials* out, std
 bool ParseSharedCredentials(std::string_view text, std::string_view section, Credentials* out);
 // The config file's section for a profile: "default" or "profile NAME".
 std::string ConfigFileSection(std::string_view profile);
+// The value of `key` (lowercase) in [section] of an INI text; the last one wins.
+bool IniValue(std::string_view text, std::string_view section, std::string_view key, std::string* value);
+// Web identity from the shared config file's profile (web_identity_token_file
+// and role_arn, optionally role_session_name), filled into *env unless
+// AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN are both set (they win, as in
+// the SDKs).
+void ApplyProfileWebIdentity(CredentialEnv* env);
 
 // Reads a whole small regular file (at most 1 MiB) through a protected
 // descriptor (preload/fd_guard.h); false with *error (path and errno text).

@@ -105,17 +105,24 @@ def assert_no_secrets(stderr, *secrets_):
         assert minted not in stderr, stderr
 
 
-def test_web_identity_alone_uploads_through_a_refresh(fr, trace_dir, tmp_path, s3, spy):
+@pytest.mark.parametrize("configured_by", ["variables", "profile"])
+def test_web_identity_alone_uploads_through_a_refresh(fr, trace_dir, tmp_path, s3, spy, configured_by):
     # A JWT-shaped token, as EKS projects into the pod.
     token = "eyJhbGciOiJSUzI1NiIsImtpZCI6ImZsaWdodHJlYyJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQifQ." + \
         secrets.token_urlsafe(32)
     token_file = tmp_path / "token"
     token_file.write_text(token + "\n")
     with StsStandIn(s3, lifetime=LIFETIME, token=token) as sts:
+        if configured_by == "variables":
+            extra = dict(AWS_WEB_IDENTITY_TOKEN_FILE=token_file, AWS_ROLE_ARN=sts.role_arn,
+                         AWS_ROLE_SESSION_NAME="flightrec-it")
+        else:  # ~/.aws/config, profile "eks"
+            (tmp_path / "config").write_text(f"[profile eks]\nrole_arn = {sts.role_arn}\n"
+                                             f"web_identity_token_file = {token_file}\n"
+                                             "role_session_name = flightrec-it\n")
+            extra = dict(AWS_CONFIG_FILE=tmp_path / "config", AWS_PROFILE="eks")
         proc = fr.run([fr.program("s3_worker"), "6000"], trace_dir, env=run_env(
-            fr, s3, spy, str(tmp_path),
-            AWS_WEB_IDENTITY_TOKEN_FILE=token_file, AWS_ROLE_ARN=sts.role_arn,
-            AWS_ROLE_SESSION_NAME="flightrec-it", AWS_ENDPOINT_URL_STS=sts.endpoint))
+            fr, s3, spy, str(tmp_path), AWS_ENDPOINT_URL_STS=sts.endpoint, **extra))
         calls = sts.requests()
         assert "worker done" in proc.stdout
         assert_all_shipped_through_a_refresh(s3, trace_dir, sts)

@@ -230,6 +230,25 @@ TEST_CASE("credentials_env: the AWS_* snapshot and the config file") {
   CHECK(ConfigFileSection("ci") == "profile ci");
 }
 
+TEST_CASE("credentials_env: web identity from the config file's profile, unless the variables say otherwise") {
+  TempFile config("[profile eks]\nrole_arn = arn:aws:iam::1:role/from-profile\n"
+                  "web_identity_token_file = /var/run/profile-token\nrole_session_name = prof-session\n"
+                  "[profile half]\nrole_arn = arn:aws:iam::1:role/half\n");
+  CredentialEnv env = EnvOf({"AWS_PROFILE=eks", "AWS_CONFIG_FILE=" + config.path});
+  ApplyProfileWebIdentity(&env);
+  CHECK(env.role_arn == "arn:aws:iam::1:role/from-profile");
+  CHECK(env.web_identity_token_file == "/var/run/profile-token");
+  CHECK(env.role_session_name == "prof-session");
+  env = EnvOf({"AWS_PROFILE=eks", "AWS_CONFIG_FILE=" + config.path, "AWS_ROLE_ARN=arn:env",
+               "AWS_WEB_IDENTITY_TOKEN_FILE=/env-token"});
+  ApplyProfileWebIdentity(&env);
+  CHECK(env.role_arn == "arn:env");
+  CHECK(env.web_identity_token_file == "/env-token");
+  env = EnvOf({"AWS_PROFILE=half", "AWS_CONFIG_FILE=" + config.path});
+  ApplyProfileWebIdentity(&env);
+  CHECK_FALSE(WebIdentityConfigured(env));  // a role without a token file is no web identity
+}
+
 TEST_CASE("credentials_chain: the first configured source wins, chosen without network") {
   S3Control control;
   std::string why;
