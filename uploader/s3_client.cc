@@ -388,7 +388,12 @@ S3Result S3Client::Send(const char* method, const std::string& raw_path, const K
     if (t == Transport::kOk && (response->status >= 300 || post_error)) {
       XmlElementText(response->body, "Code", &r.error_code);
       std::string message;
-      if (XmlElementText(response->body, "Message", &message)) r.detail = Shorten(message);
+      if (XmlElementText(response->body, "Message", &message)) {
+        Redact(&message, credentials_);  // before shortening: a cut token would no longer match
+        r.detail = Shorten(message);
+      }
+      Redact(&r.error_code, credentials_);
+      r.error_code = Shorten(r.error_code, 64);
     }
     Redact(&r.detail, credentials_);
     r.verdict = Classify(t, response->status, r.error_code);

@@ -133,6 +133,10 @@ FetchOutcome FetchWebIdentityCredentials(const CredentialEnv& env, std::string_v
   HttpResponse resp;
   const bool answered = http->Fetch(req, &resp);
   Wipe(&req.body);
+  // An error that echoes the token loses it here, before any text is shortened
+  // (a cut token would slip past the caller's exact-match scrubbing).
+  for (size_t at; !token_seen->empty() && (at = resp.body.find(*token_seen)) != std::string::npos;)
+    resp.body.replace(at, token_seen->size(), "[redacted]");
   if (!answered) {
     o.stopped = resp.stopped;
     o.error = "STS unreachable (" + resp.error + ")";

@@ -288,6 +288,23 @@ def test_sts_errors_echoing_the_token_are_logged_without_it(fr, trace_dir, tmp_p
     assert_loopback_only(spy)
 
 
+def test_an_s3_error_echoing_the_metadata_token_is_logged_without_it(fr, trace_dir, tmp_path, s3, spy):
+    s3.set_faults(forbid_echo=1000)
+    with ImdsStandIn(s3, lifetime=3600) as imds:
+        proc = fr.run([fr.program("s3_worker"), "1500"], trace_dir, env=run_env(
+            fr, s3, spy, str(tmp_path), FLIGHTREC_UPLOAD_SHUTDOWN_MS=2000,
+            AWS_EC2_METADATA_DISABLED="false", AWS_EC2_METADATA_SERVICE_ENDPOINT=imds.endpoint))
+        assert "worker done" in proc.stdout
+        assert imds.issued
+    refused = [r for r in s3.requests() if r["status"] == 403]
+    assert refused and all(r["code"].startswith("AccessDenied") for r in refused), s3.requests()
+    assert len(refused[0]["code"]) > len("AccessDenied"), "the stand-in did echo a token"
+    assert proc.stderr.count("rejected: HTTP 403 AccessDenied[redacted] - Access Denied for session token "
+                             "[redacted]") == 1, proc.stderr
+    assert_no_secrets(proc.stderr)
+    assert_loopback_only(spy)
+
+
 def big_leftover(fr, trace_dir, size):
     """A sealed segment padded past `size` bytes, under a name of this host's shape."""
     src = trace_dir.parent / "big-source"

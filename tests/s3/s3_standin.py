@@ -25,7 +25,8 @@ AbortMultipartUpload), and it is stricter than S3 where that catches bugs:
     CreateMultipartUpload (403 AccessDenied otherwise, as a bucket policy does).
 
 Faults, applied to the next N S3 requests (optionally only some operations):
-503 SlowDown, 500 InternalError, 403 AccessDenied, dropped connections (the
+503 SlowDown, 500 InternalError, 403 AccessDenied (forbid_echo: with the
+request's session token echoed in <Code> and <Message>), dropped connections (the
 request is read, then the socket is closed with no reply), slow responses,
 a black hole (connections are accepted and never answered), and a skewed
 server clock. Set them with command-line flags or at run time through the
@@ -74,7 +75,7 @@ S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 MAX_SKEW = datetime.timedelta(minutes=15)
 AUTH_RE = re.compile(r"^AWS4-HMAC-SHA256 Credential=([^/,\s]+)/(\d{8})/([^/,\s]+)/([^/,\s]+)/aws4_request,\s*"
                      r"SignedHeaders=([a-z0-9;\-]+),\s*Signature=([0-9a-f]{64})$")
-FAULT_NAMES = ("fail_503", "fail_500", "forbid", "drop", "slow_ms", "blackhole", "skew_seconds", "ops")
+FAULT_NAMES = ("fail_503", "fail_500", "forbid", "forbid_echo", "drop", "slow_ms", "blackhole", "skew_seconds", "ops")
 SSE_VALUES = ("AES256", "aws:kms", "aws:kms:dsse")
 STORAGE_CLASSES = ("STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING", "GLACIER",
                    "DEEP_ARCHIVE", "GLACIER_IR", "OUTPOSTS", "SNOW", "EXPRESS_ONEZONE")
@@ -191,7 +192,7 @@ class StandIn:
                 return None
             if self.faults.get("blackhole"):
                 return ("blackhole", None)
-            for name in ("drop", "fail_503", "fail_500", "forbid"):
+            for name in ("drop", "fail_503", "fail_500", "forbid", "forbid_echo"):
                 left = self.faults.get(name, 0)
                 if left:
                     self.faults[name] = left - 1
@@ -310,6 +311,10 @@ def _make_handler(standin):
                     raise S3Error(500, "InternalError", "We encountered an internal error. Please try again.")
                 if fault and fault[0] == "forbid":
                     raise S3Error(403, "AccessDenied", "Access Denied")
+                if fault and fault[0] == "forbid_echo":
+                    # A careless server: the session token sent comes back in <Code> and <Message>.
+                    token = self.headers.get("x-amz-security-token", "")
+                    raise S3Error(403, "AccessDenied" + token, f"Access Denied for session token {token}")
                 if fault and fault[0] == "slow":
                     time.sleep(fault[1] / 1000.0)
                 self._authenticate(raw_path, raw_query, body)
