@@ -13,7 +13,15 @@
 #                                                         -> build/libflightrec_core.a (unit tests)
 #   tests/unit/*.cc                                       -> build/unit_tests (doctest)
 #   tests/programs/*.c|*.cc                               -> build/programs/NAME
+#   tests/preloads/*.c                                    -> build/preloads/NAME.so (test-only shims)
 #   tests/integration/test_*.py                           -> pytest
+#
+# Tests, the demo and benchmarks talk to loopback only. AWS_EC2_METADATA_DISABLED
+# is exported for every target, so nothing run from here (the uploader, botocore
+# in flightrec-dump or the tests) ever asks the instance metadata address
+# 169.254.169.254; tests that exercise a credential provider point it at a
+# loopback stand-in explicitly.
+export AWS_EC2_METADATA_DISABLED := true
 
 PREFIX   ?= /usr/local
 DESTDIR  ?=
@@ -59,9 +67,11 @@ PROG_HDRS  := $(wildcard tests/programs/*.h)
 PROGRAMS   := $(PROG_C:tests/programs/%.c=$(BUILD)/programs/%) \
               $(PROG_CC:tests/programs/%.cc=$(BUILD)/programs/%)
 DEMO       := $(BUILD)/programs/demo_service
+PRELOAD_C  := $(wildcard tests/preloads/*.c)
+TEST_PRELOADS := $(PRELOAD_C:tests/preloads/%.c=$(BUILD)/preloads/%.so)
 
 .PHONY: all deps demo test unit integration check-sanitizers check-preload-asan check-preload-tsan fuzz bench install clean
-all: $(BUILD)/libflightrec.so $(BUILD)/unit_tests $(PROGRAMS)
+all: $(BUILD)/libflightrec.so $(BUILD)/unit_tests $(PROGRAMS) $(TEST_PRELOADS)
 
 deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do \
@@ -98,6 +108,11 @@ $(BUILD)/programs/%: tests/programs/%.c $(PROG_HDRS)
 $(BUILD)/programs/%: tests/programs/%.cc $(PROG_HDRS)
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++20 $(PROG_FLAGS) -o $@ $< -ldl -lm
+
+# Test-only shims loaded ahead of the preload (tests/preloads/*.c say what each does).
+$(BUILD)/preloads/%.so: tests/preloads/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fPIC -shared -Wall -Wextra -Werror -o $@ $< -ldl
 
 demo: deps all
 	@$(PYTHON) scripts/flightrec-demo $(BUILD)

@@ -1,4 +1,4 @@
-// Credential lookup: environment snapshot, then the shared credentials file.
+// Credential lookup: environment snapshot, then the shared credentials and config files.
 #include "uploader/credentials.h"
 
 #include <string.h>  // explicit_bzero
@@ -34,7 +34,8 @@ void Wipe(std::string* s) {
   s->clear();
 }
 
-// Reads a whole small file; false with *error on failure (errno text).
+}  // namespace
+
 bool ReadSmallFile(const std::string& path, std::string* text, std::string* error) {
   int fd = OpenTransientFd(path.c_str(), O_RDONLY);  // protected while read (preload/fds/fd_guard.h)
   if (fd < 0) {
@@ -60,17 +61,16 @@ bool ReadSmallFile(const std::string& path, std::string* text, std::string* erro
   return true;
 }
 
-}  // namespace
-
 void CredentialEnv::Clear() {
   Wipe(&secret_access_key);
   Wipe(&session_token);
+  Wipe(&container_token);
   access_key_id.clear();
 }
 
 CredentialEnv CredentialEnvFrom(const char* const* envp) {
   CredentialEnv env;
-  std::string legacy_token, default_profile;
+  std::string legacy_token, default_profile, default_region, endpoint_url;
   for (const char* const* p = envp; p && *p; p++) {
     std::string_view kv(*p);
     size_t eq = kv.find('=');
@@ -83,12 +83,55 @@ CredentialEnv CredentialEnvFrom(const char* const* envp) {
     else if (k == "AWS_PROFILE") env.profile = v;
     else if (k == "AWS_DEFAULT_PROFILE") default_profile = v;
     else if (k == "AWS_SHARED_CREDENTIALS_FILE") env.shared_file = v;
+    else if (k == "AWS_CONFIG_FILE") env.config_file = v;
     else if (k == "HOME") env.home = v;
+    else if (k == "AWS_WEB_IDENTITY_TOKEN_FILE") env.web_identity_token_file = v;
+    else if (k == "AWS_ROLE_ARN") env.role_arn = v;
+    else if (k == "AWS_ROLE_SESSION_NAME") env.role_session_name = v;
+    else if (k == "AWS_ENDPOINT_URL_STS") env.sts_endpoint = v;
+    else if (k == "AWS_ENDPOINT_URL") endpoint_url = v;
+    else if (k == "AWS_REGION") env.region = v;
+    else if (k == "AWS_DEFAULT_REGION") default_region = v;
+    else if (k == "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") env.container_relative_uri = v;
+    else if (k == "AWS_CONTAINER_CREDENTIALS_FULL_URI") env.container_full_uri = v;
+    else if (k == "AWS_CONTAINER_AUTHORIZATION_TOKEN") env.container_token = v;
+    else if (k == "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") env.container_token_file = v;
+    else if (k == "AWS_EC2_METADATA_DISABLED") env.ec2_metadata_disabled = LowerCopy(Trim(v)) == "true";
+    else if (k == "AWS_EC2_METADATA_SERVICE_ENDPOINT") env.ec2_metadata_endpoint = v;
+    else if (k == "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE") env.ec2_metadata_mode = v;
   }
+  if (env.sts_endpoint.empty()) env.sts_endpoint = endpoint_url;
+  if (env.region.empty()) env.region = default_region;
   if (env.session_token.empty()) env.session_token = legacy_token;
   Wipe(&legacy_token);
   if (env.profile.empty()) env.profile = default_profile;
   return env;
+}
+
+std::string ConfigFileSection(std::string_view profile) {
+  return profile == "default" ? std::string("default") : "profile " + std::string(profile);
+}
+
+bool IniValue(std::string_view text, std::string_view section, std::string_view key, std::string* value) {
+  bool in_section = false, found = false;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) nl = text.size();
+    std::string_view line = Trim(text.substr(pos, nl - pos));
+    pos = nl + 1;
+    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+    if (line.front() == '[') {
+      const size_t close_br = line.find(']');
+      in_section = close_br != std::string_view::npos && Trim(line.substr(1, close_br - 1)) == section;
+      continue;
+    }
+    const size_t sep = line.find_first_of("=:");
+    if (!in_section || sep == std::string_view::npos || LowerCopy(Trim(line.substr(0, sep))) != key) continue;
+    *value = Trim(line.substr(sep + 1));  // the last one wins, as in the SDKs' parsers
+    found = true;
+  }
+  return found;
 }
 
 bool ParseSharedCredentials(std::string_view text, std::string_view profile, Credentials* out) {
@@ -126,6 +169,44 @@ bool ParseSharedCredentials(std::string_view text, std::string_view profile, Cre
   return true;
 }
 
+namespace {
+
+// One INI file: "" on success, else why it gave nothing (no secret in it).
+std::string TryFile(const std::string& path, const std::string& section, Credentials* out) {
+  std::string text, read_error;
+  if (!ReadSmallFile(path, &text, &read_error)) return read_error;
+  bool ok = ParseSharedCredentials(text, section, out);
+  if (!ok && section == "default") ok = ParseSharedCredentials(text, "profile default", out);
+  Wipe(&text);
+  return ok ? std::string() : "[" + section + "] in " + path + " lacks aws_access_key_id/aws_secret_access_key";
+}
+
+std::string HomePath(const CredentialEnv& env, const std::string& set, const char* fallback) {
+  std::string path = set;
+  if (path.rfind("~/", 0) == 0 && !env.home.empty()) path = env.home + path.substr(1);
+  if (path.empty() && !env.home.empty()) path = env.home + fallback;
+  return path;
+}
+
+}  // namespace
+
+void ApplyProfileWebIdentity(CredentialEnv* env) {
+  if (!env->web_identity_token_file.empty() && !env->role_arn.empty()) return;  // the variables win
+  const std::string path = HomePath(*env, env->config_file, "/.aws/config");
+  std::string text, read_error;
+  if (path.empty() || !ReadSmallFile(path, &text, &read_error)) return;
+  const std::string section = ConfigFileSection(env->profile.empty() ? "default" : env->profile);
+  std::string token_file, role_arn, session_name;
+  if (IniValue(text, section, "web_identity_token_file", &token_file) && IniValue(text, section, "role_arn", &role_arn) &&
+      !token_file.empty() && !role_arn.empty()) {
+    env->web_identity_token_file = token_file;
+    env->role_arn = role_arn;
+    if (IniValue(text, section, "role_session_name", &session_name) && env->role_session_name.empty())
+      env->role_session_name = session_name;
+  }
+  Wipe(&text);
+}
+
 CredentialSource LoadCredentials(const CredentialEnv& env, Credentials* out, std::string* error) {
   if (!env.access_key_id.empty() && !env.secret_access_key.empty()) {
     out->access_key_id = env.access_key_id;
@@ -133,37 +214,36 @@ CredentialSource LoadCredentials(const CredentialEnv& env, Credentials* out, std
     out->session_token = env.session_token;
     return CredentialSource::kEnvironment;
   }
-  std::string why_env = env.access_key_id.empty() ? "AWS_ACCESS_KEY_ID is unset" : "AWS_SECRET_ACCESS_KEY is unset";
-
-  std::string path = env.shared_file;
-  if (path.rfind("~/", 0) == 0 && !env.home.empty()) path = env.home + path.substr(1);
-  if (path.empty()) {
-    if (env.home.empty()) {
-      *error = why_env + " and HOME is unset (no shared credentials file)";
-      return CredentialSource::kNone;
-    }
-    path = env.home + "/.aws/credentials";
-  }
+  std::string why = env.access_key_id.empty() ? "AWS_ACCESS_KEY_ID is unset" : "AWS_SECRET_ACCESS_KEY is unset";
   const std::string profile = env.profile.empty() ? "default" : env.profile;
-  std::string text, read_error;
-  if (!ReadSmallFile(path, &text, &read_error)) {
-    *error = why_env + " and the shared credentials file is unreadable (" + read_error + ")";
+  const std::string credentials_path = HomePath(env, env.shared_file, "/.aws/credentials");
+  const std::string config_path = HomePath(env, env.config_file, "/.aws/config");
+  if (credentials_path.empty() && config_path.empty()) {
+    *error = why + " and HOME is unset (no shared credentials or config file)";
     return CredentialSource::kNone;
   }
-  bool ok = ParseSharedCredentials(text, profile, out);
-  Wipe(&text);
-  if (!ok) {
-    *error = why_env + " and profile '" + profile + "' in " + path +
-             " lacks aws_access_key_id/aws_secret_access_key";
-    return CredentialSource::kNone;
+  if (!credentials_path.empty()) {
+    const std::string miss = TryFile(credentials_path, profile, out);
+    if (miss.empty()) return CredentialSource::kSharedFile;
+    why += "; " + miss;
   }
-  return CredentialSource::kSharedFile;
+  if (!config_path.empty()) {
+    const std::string miss = TryFile(config_path, ConfigFileSection(profile), out);
+    if (miss.empty()) return CredentialSource::kConfigFile;
+    why += "; " + miss;
+  }
+  *error = why;
+  return CredentialSource::kNone;
 }
 
 const char* CredentialSourceName(CredentialSource source) {
   switch (source) {
     case CredentialSource::kEnvironment: return "environment";
     case CredentialSource::kSharedFile: return "shared credentials file";
+    case CredentialSource::kConfigFile: return "shared config file";
+    case CredentialSource::kWebIdentity: return "web identity (STS AssumeRoleWithWebIdentity)";
+    case CredentialSource::kContainer: return "container credentials endpoint";
+    case CredentialSource::kInstanceMetadata: return "instance metadata (IMDSv2)";
     case CredentialSource::kNone: break;
   }
   return "none";

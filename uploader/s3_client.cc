@@ -154,6 +154,15 @@ std::string g_global_error;
 
 }  // namespace
 
+KeyValues ObjectPolicyHeaders(const S3ClientOptions& options) {
+  KeyValues h;
+  if (!options.sse.empty()) h.emplace_back("x-amz-server-side-encryption", options.sse);
+  if (options.sse == "aws:kms" && !options.sse_kms_key_id.empty())
+    h.emplace_back("x-amz-server-side-encryption-aws-kms-key-id", options.sse_kms_key_id);
+  if (!options.storage_class.empty()) h.emplace_back("x-amz-storage-class", options.storage_class);
+  return h;
+}
+
 bool S3Control::Sleep(uint64_t ns) {
   timespec ts = NsToTimespec(ns);
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -221,7 +230,8 @@ uint64_t S3Client::PartBytesFor(uint64_t size) const {
 }
 
 Transport S3Client::PerformOnce(const char* method, const std::string& raw_path, const KeyValues& query, Body* body,
-                                const std::string& payload_hash, const char* content_type, Response* response) {
+                                const std::string& payload_hash, const char* content_type, Response* response,
+                                const KeyValues* extra) {
   *response = Response();
   curl_error_[0] = '\0';
   if (body) {
@@ -237,6 +247,7 @@ Transport S3Client::PerformOnce(const char* method, const std::string& raw_path,
   req.query = query;
   req.headers = {{"host", endpoint_.host}, {"x-amz-content-sha256", payload_hash}, {"x-amz-date", amz_date}};
   if (!credentials_.session_token.empty()) req.headers.emplace_back("x-amz-security-token", credentials_.session_token);
+  if (extra) req.headers.insert(req.headers.end(), extra->begin(), extra->end());  // signed like the rest
   SigV4Params params{amz_date, endpoint_.region, "s3", /*normalize_path=*/false};
   SigV4Result signed_req = SignHeaders(req, payload_hash, credentials_, params);
 
@@ -354,7 +365,8 @@ Transport S3Client::PerformOnce(const char* method, const std::string& raw_path,
 }
 
 S3Result S3Client::Send(const char* method, const std::string& raw_path, const KeyValues& query, Body* body,
-                        const std::string& payload_hash, const char* content_type, Response* response) {
+                        const std::string& payload_hash, const char* content_type, Response* response,
+                        const KeyValues* extra) {
   S3Result r;
   if (!ok()) {
     r.verdict = Verdict::kFatal;
@@ -364,7 +376,7 @@ S3Result S3Client::Send(const char* method, const std::string& raw_path, const K
   bool skew_retried = false;
   S3Result last;  // the last attempt that got an answer (or a connection error)
   for (unsigned attempt = 0;;) {
-    Transport t = PerformOnce(method, raw_path, query, body, payload_hash, content_type, response);
+    Transport t = PerformOnce(method, raw_path, query, body, payload_hash, content_type, response, extra);
     r = S3Result();
     r.attempts = last.attempts + 1;
     r.http_status = response->status;
@@ -376,7 +388,12 @@ S3Result S3Client::Send(const char* method, const std::string& raw_path, const K
     if (t == Transport::kOk && (response->status >= 300 || post_error)) {
       XmlElementText(response->body, "Code", &r.error_code);
       std::string message;
-      if (XmlElementText(response->body, "Message", &message)) r.detail = Shorten(message);
+      if (XmlElementText(response->body, "Message", &message)) {
+        Redact(&message, credentials_);  // before shortening: a cut token would no longer match
+        r.detail = Shorten(message);
+      }
+      Redact(&r.error_code, credentials_);
+      r.error_code = Shorten(r.error_code, 64);
     }
     Redact(&r.detail, credentials_);
     r.verdict = Classify(t, response->status, r.error_code);
@@ -425,7 +442,8 @@ S3Result S3Client::PutObject(const std::string& key, int fd, uint64_t offset, ui
     return r;
   }
   Response response;
-  return Send("PUT", endpoint_.ObjectPath(key), {}, &body, HexLower(digest), nullptr, &response);
+  const KeyValues policy = ObjectPolicyHeaders(options_);
+  return Send("PUT", endpoint_.ObjectPath(key), {}, &body, HexLower(digest), nullptr, &response, &policy);
 }
 
 void S3Client::AbortMultipart(const std::string& raw_path, const std::string& upload_id) {
@@ -439,7 +457,8 @@ void S3Client::AbortMultipart(const std::string& raw_path, const std::string& up
 S3Result S3Client::MultipartUpload(const std::string& key, int fd, uint64_t size) {
   const std::string path = endpoint_.ObjectPath(key);
   Response response;
-  S3Result r = Send("POST", path, {{"uploads", ""}}, nullptr, kEmptySha256Hex, nullptr, &response);
+  const KeyValues policy = ObjectPolicyHeaders(options_);  // the parts inherit them
+  S3Result r = Send("POST", path, {{"uploads", ""}}, nullptr, kEmptySha256Hex, nullptr, &response, &policy);
   if (!r.ok()) return r;
   std::string upload_id;
   if (!XmlElementText(response.body, "UploadId", &upload_id) || upload_id.empty()) {

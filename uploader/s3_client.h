@@ -36,7 +36,16 @@ struct S3ClientOptions {
   uint64_t backoff_base_ns = 200'000'000;
   uint64_t backoff_cap_ns = 10'000'000'000;
   long poll_ms = 50;                           // granularity of ShouldStop checks
+  // Bucket policies (FLIGHTREC_S3_SSE, _SSE_KMS_KEY_ID, _STORAGE_CLASS): sent
+  // as x-amz-* headers, signed, on PutObject and CreateMultipartUpload (S3
+  // applies them to the whole object; UploadPart must not carry them).
+  std::string sse;             // "", "AES256" or "aws:kms"
+  std::string sse_kms_key_id;  // only with "aws:kms"
+  std::string storage_class;   // "" = the bucket's default
 };
+
+// The x-amz-* headers that create an object under the options' policies.
+KeyValues ObjectPolicyHeaders(const S3ClientOptions& options);
 
 // How the owner lets long operations stop and sleep.
 class S3Control {
@@ -103,10 +112,13 @@ class S3Client {
   struct Response;  // response status, headers, body (defined in s3_client.cc)
 
  private:
+  // extra: further headers to send and sign (ObjectPolicyHeaders), or null.
   S3Result Send(const char* method, const std::string& raw_path, const KeyValues& query, Body* body,
-                const std::string& payload_hash, const char* content_type, Response* response);
+                const std::string& payload_hash, const char* content_type, Response* response,
+                const KeyValues* extra = nullptr);
   Transport PerformOnce(const char* method, const std::string& raw_path, const KeyValues& query, Body* body,
-                        const std::string& payload_hash, const char* content_type, Response* response);
+                        const std::string& payload_hash, const char* content_type, Response* response,
+                        const KeyValues* extra);
   void AbortMultipart(const std::string& raw_path, const std::string& upload_id);
 
   S3Endpoint endpoint_;

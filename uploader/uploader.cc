@@ -18,6 +18,7 @@
 #include "preload/runtime/log.h"
 #include "preload/flush/output_dir.h"
 #include "preload/runtime/recorder_thread.h"
+#include "uploader/credential_provider.h"
 #include "uploader/credentials.h"
 #include "uploader/s3_client.h"
 #include "uploader/s3_endpoint.h"
@@ -145,9 +146,11 @@ void LogOnceForCause(Uploader* u, const std::string& cause, LogLevel level, cons
   Log(level, "%s", line);
 }
 
-void ReportFailure(Uploader* u, const S3Result& r) {
-  const std::string cause = r.Cause();
-  const char* detail = r.detail.empty() ? "" : r.detail.c_str();
+void ReportFailure(Uploader* u, const S3Result& r, const CredentialProvider& provider) {
+  std::string cause = r.Cause(), detail_text = r.detail;
+  provider.Scrub(&cause);  // a server's <Code> or <Message> may echo any token we ever held
+  provider.Scrub(&detail_text);
+  const char* detail = detail_text.c_str();
   const char* sep = r.detail.empty() ? "" : " - ";
   if (r.local_error) {
     LogOnceForCause(u, cause, LogLevel::kWarn, "S3 upload skipped a segment in %s: %s", u->queue.where().c_str(),
@@ -164,22 +167,58 @@ void ReportFailure(Uploader* u, const S3Result& r) {
   }
 }
 
-void ReloadCredentials(Uploader* u, S3Client* client) {
-  // The shared credentials file may have been rotated (expired session
-  // tokens are the common 403): look again before the next attempt.
-  Credentials fresh;
+// S3's answers that mean "these credentials, not this request": temporary
+// credentials are fetched again at once instead of waiting out a fatal backoff.
+bool CredentialsRejected(const std::string& code) {
+  return code == "ExpiredToken" || code == "TokenRefreshRequired" || code == "InvalidToken" ||
+         code == "InvalidAccessKeyId";
+}
+
+// Hands the client usable credentials before a request: refreshes temporary
+// ones when due (here, on the upload thread). False when there are none;
+// the segments then stay queued and the cause is logged once.
+bool EnsureCredentials(Uploader* u, S3Client* client, CredentialProvider* provider, bool shutting) {
+  Credentials credentials;
+  bool changed = false;
   std::string error;
-  if (LoadCredentials(u->cred_env, &fresh, &error) != CredentialSource::kNone) client->SetCredentials(fresh);
-  fresh.Clear();
+  const CredentialProvider::Status status = provider->Get(shutting, &credentials, &changed, &error);
+  if (status == CredentialProvider::Status::kReady) {
+    // A refresh failed but the current credentials still work: said once
+    // now (under the same cause as the "unavailable" line below, so a
+    // failure that outlasts them still gives one line in all).
+    if (!error.empty())
+      LogOnceForCause(u, "credentials: " + error, LogLevel::kWarn,
+                      "S3 credentials could not be refreshed (%s); the current ones are used until they expire, "
+                      "then segments stay in %s until a refresh succeeds",
+                      error.c_str(), u->queue.where().c_str());
+    if (changed) {
+      client->SetCredentials(credentials);
+      if (provider->temporary())
+        Log(LogLevel::kDebug, "S3 credentials from %s, valid until %lld (Unix time)",
+            CredentialSourceName(provider->source()), static_cast<long long>(provider->expires_at()));
+    }
+    credentials.Clear();
+    return true;
+  }
+  if (status == CredentialProvider::Status::kWait) {
+    LogOnceForCause(u, "credentials: " + error, LogLevel::kWarn,
+                    "S3 credentials unavailable (%s); segments stay in %s and are uploaded once credentials "
+                    "are back",
+                    error.c_str(), u->queue.where().c_str());
+    u->queue.OnFailure(Verdict::kRetry, MonotonicNs(), u->random.Next());
+  }
+  return false;
 }
 
 // Uploads queued segments oldest first until the queue is empty, S3 fails,
 // or we must stop. While `shutting`, the outage backoff is ignored: exit is
 // the last chance this process gets.
-void RunRound(Uploader* u, S3Client* client, bool shutting) {
+void RunRound(Uploader* u, S3Client* client, CredentialProvider* provider, bool shutting) {
   for (;;) {
     if (u->ShouldStop()) return;
     if (!shutting && MonotonicNs() < u->queue.next_attempt_ns()) return;
+    if (u->queue.size() == 0) return;  // nothing to ship: no credentials fetched for nothing
+    if (!EnsureCredentials(u, client, provider, shutting)) return;
     PendingSegment segment;
     if (!u->queue.PopOldest(&segment)) return;
     ClaimedSegment claimed;
@@ -212,14 +251,16 @@ void RunRound(Uploader* u, S3Client* client, bool shutting) {
     }
     u->queue.Release(&claimed);
     if (r.local_error) {  // this file's problem, not S3's: the next rescan offers it again
-      ReportFailure(u, r);
+      ReportFailure(u, r, *provider);
       continue;
     }
     u->queue.Return(segment);
     if (r.verdict == Verdict::kAborted) return;
-    ReportFailure(u, r);
-    u->queue.OnFailure(r.verdict, MonotonicNs(), u->random.Next());
-    if (r.verdict == Verdict::kFatal) ReloadCredentials(u, client);
+    const bool refetch = r.verdict == Verdict::kFatal && provider->temporary() && CredentialsRejected(r.error_code);
+    if (!refetch) ReportFailure(u, r, *provider);  // expired temporary keys are routine: refreshed, not reported
+    u->queue.OnFailure(refetch ? Verdict::kRetry : r.verdict, MonotonicNs(), u->random.Next());
+    // Expired session tokens and rotated files are the common 403: look again before the next attempt.
+    if (r.verdict == Verdict::kFatal) provider->Invalidate();
     return;
   }
 }
@@ -247,19 +288,19 @@ void Rescan(Uploader* u) {
 
 void Run(Uploader* u) {
   u->random = JitterRandom(MonotonicNs() ^ (static_cast<uint64_t>(getpid()) << 20));
-  Credentials credentials;
+  // Declared before the client: destroyed after it, both inside the step fence.
+  CredentialProvider provider(u->cred_env, u->endpoint.region, u);
   std::string error;
-  const CredentialSource source = LoadCredentials(u->cred_env, &credentials, &error);
-  if (source == CredentialSource::kNone) {
+  if (provider.Select(&error) == CredentialSource::kNone) {
+    // Nothing configured (and instance metadata disabled): no request of any kind is made.
     Log(LogLevel::kWarn, "S3 upload off: no AWS credentials (%s); segments stay in %s", error.c_str(),
         u->queue.where().c_str());
     return;
   }
   Log(LogLevel::kInfo, "uploading sealed segments to s3://%s/%s via %s://%s (credentials from %s)",
       u->bucket.c_str(), u->prefix.c_str(), u->endpoint.scheme.c_str(), u->endpoint.host.c_str(),
-      CredentialSourceName(source));
-  S3Client client(u->endpoint, credentials, u->options, u);
-  credentials.Clear();
+      provider.Describe().c_str());
+  S3Client client(u->endpoint, Credentials(), u->options, u);
   if (!client.ok()) {
     Log(LogLevel::kWarn, "S3 upload off: libcurl handles unavailable");
     return;
@@ -291,7 +332,7 @@ void Run(Uploader* u) {
       Rescan(u);
       next_rescan = MonotonicNs() + kRescanNs;
     }
-    RunRound(u, &client, shutting);
+    RunRound(u, &client, &provider, shutting);
     if (shutting) {
       const size_t left = u->queue.size();
       if (left)
@@ -478,6 +519,9 @@ void UploaderInit(const Config& config) {
   u->endpoint = endpoint;
   u->cred_env = CredentialEnvFrom(environ);  // snapshot now: the host may setenv() later
   u->options.multipart_threshold = config.s3_multipart_bytes;
+  u->options.sse = config.s3_sse;
+  u->options.sse_kms_key_id = config.s3_sse_kms_key_id;
+  u->options.storage_class = config.s3_storage_class;
   RegisterSealHook(SealHook);
   RegisterShutdownHook(ShutdownHook);
   Start(u);

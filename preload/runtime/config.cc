@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 namespace flightrec {
 namespace {
@@ -117,6 +118,30 @@ void Str(Ctx& c, const char* name, const std::string& text, std::string* field, 
   *field = text;
 }
 
+// S3 object settings go into signed request headers: one of a fixed list,
+// or (a KMS key id/ARN/alias) printable ASCII with no spaces.
+void OneOf(Ctx& c, const char* name, const std::string& text, std::string* field,
+           std::initializer_list<const char*> allowed) {
+  for (const char* a : allowed)
+    if (text == a) {
+      *field = text;
+      return;
+    }
+  std::string list;
+  for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+  c.Say(std::string(name) + "='" + Shown(text) + "' is not one of " + list + "; using '" + *field + "'");
+}
+
+void HeaderToken(Ctx& c, const char* name, const std::string& text, std::string* field) {
+  bool ok = !text.empty() && text.size() <= 2048;
+  for (char ch : text) ok = ok && ch > 0x20 && ch < 0x7f;
+  if (!ok) {
+    c.Say(std::string(name) + "='" + Shown(text) + "' is not a key id, ARN or alias; using '" + *field + "'");
+    return;
+  }
+  *field = text;
+}
+
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
 }  // namespace
@@ -196,9 +221,24 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
       else c.Say(name + "='" + Shown(v) + "' is not a boolean (0/1); using automatic addressing");
     }
     else if (name == "FLIGHTREC_S3_MULTIPART_BYTES") U64(c, n, v, &cfg.s3_multipart_bytes, 5ull << 20, 5ull << 30);
+    else if (name == "FLIGHTREC_S3_SSE") OneOf(c, n, v, &cfg.s3_sse, {"AES256", "aws:kms"});
+    else if (name == "FLIGHTREC_S3_SSE_KMS_KEY_ID") HeaderToken(c, n, v, &cfg.s3_sse_kms_key_id);
+    else if (name == "FLIGHTREC_S3_STORAGE_CLASS")
+      OneOf(c, n, v, &cfg.s3_storage_class,
+            {"STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING", "GLACIER",
+             "DEEP_ARCHIVE", "GLACIER_IR", "OUTPOSTS", "SNOW", "EXPRESS_ONEZONE"});
     else if (name == "FLIGHTREC_KEEP_LOCAL") Bool(c, n, v, &cfg.keep_local);
     else if (name == "FLIGHTREC_UPLOAD_SHUTDOWN_MS") U64(c, n, v, &cfg.upload_shutdown_ms, 0, 600000);
     else c.Say("unknown variable " + Shown(name) + " ignored (docs/CONFIG.md lists them)");
+  }
+  // A KMS key only means something with aws:kms (as the AWS CLI's --sse-kms-key-id).
+  if (!cfg.s3_sse_kms_key_id.empty()) {
+    if (cfg.s3_sse.empty()) {
+      cfg.s3_sse = "aws:kms";
+    } else if (cfg.s3_sse != "aws:kms") {
+      c.Say("FLIGHTREC_S3_SSE_KMS_KEY_ID is set but FLIGHTREC_S3_SSE='" + cfg.s3_sse + "'; the key id is ignored");
+      cfg.s3_sse_kms_key_id.clear();
+    }
   }
   // A relative directory is the one it names from where the process started
   // (the shell's working directory), fixed now: a later chdir (a daemon's

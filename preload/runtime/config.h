@@ -59,6 +59,9 @@ struct Config {
   std::string s3_endpoint;                     // FLIGHTREC_S3_ENDPOINT (else AWS_ENDPOINT_URL_S3, ...)
   int s3_path_style = -1;                      // FLIGHTREC_S3_PATH_STYLE (-1 = auto)
   uint64_t s3_multipart_bytes = 64ull << 20;   // FLIGHTREC_S3_MULTIPART_BYTES
+  std::string s3_sse;                          // FLIGHTREC_S3_SSE: "", "AES256" or "aws:kms"
+  std::string s3_sse_kms_key_id;               // FLIGHTREC_S3_SSE_KMS_KEY_ID (implies aws:kms)
+  std::string s3_storage_class;                // FLIGHTREC_S3_STORAGE_CLASS ("" = the bucket's default)
   bool keep_local = false;                     // FLIGHTREC_KEEP_LOCAL
   uint64_t upload_shutdown_ms = 3000;          // FLIGHTREC_UPLOAD_SHUTDOWN_MS
 };

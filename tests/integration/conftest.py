@@ -39,7 +39,11 @@ class Flightrec:
         return path
 
     def env(self, out, extra=None, preload=True):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("FLIGHTREC_")}
+        # Loopback only: the caller's AWS_* settings (keys, profiles, endpoints)
+        # never reach a test program, and instance metadata (169.254.169.254)
+        # is off unless a test points it at a loopback stand-in itself.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("FLIGHTREC_", "AWS_"))}
+        env["AWS_EC2_METADATA_DISABLED"] = "true"
         if preload:
             env["LD_PRELOAD"] = self.preload
         env["FLIGHTREC_OUTPUT"] = str(out)

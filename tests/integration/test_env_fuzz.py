@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CONFIG_CC = os.path.join(HERE, "..", "..", "preload", "config.cc")
+CONFIG_CC = os.path.join(HERE, "..", "..", "preload", "runtime", "config.cc")
 SCRIPT = b"work fuzz 60\nquit 5\n"
 SEED = 20261130
 COMBOS = int(os.environ.get("FLIGHTREC_FUZZ_COMBOS", "36"))
@@ -52,7 +52,10 @@ def path_junk(tmp_path):
 
 
 def run(fr, out, extra, preload):
-    env = {k.encode(): v.encode() for k, v in os.environ.items() if not k.startswith("FLIGHTREC_")}
+    env = {k.encode(): v.encode() for k, v in os.environ.items() if not k.startswith(("FLIGHTREC_", "AWS_"))}
+    # A junk bucket name can be a valid one ("abc"): with no credentials the
+    # uploader would go on to instance metadata. Tests talk to loopback only.
+    env[b"AWS_EC2_METADATA_DISABLED"] = b"true"
     if preload:
         env[b"LD_PRELOAD"] = fr.lib.encode()
         env[b"FLIGHTREC_OUTPUT"] = str(out).encode()

@@ -14,10 +14,19 @@ AbortMultipartUpload), and it is stricter than S3 where that catches bugs:
   * x-amz-content-sha256 must be the SHA-256 of the body actually received;
   * the path and query must be URI-encoded exactly once, the AWS way;
   * x-amz-date must be within 15 minutes of the stand-in's clock
-    (RequestTimeTooSkewed otherwise, with the server's Date, like S3).
+    (RequestTimeTooSkewed otherwise, with the server's Date, like S3);
+  * temporary credentials handed out by the credential stand-ins
+    (aws_credential_standins.py, through issue()) are accepted until they
+    expire, then refused with 400 ExpiredToken, like S3;
+  * bucket policies: server-side encryption and storage-class headers are
+    checked for valid values, refused on UploadPart (S3 takes them on the
+    object's creation only), recorded per object, and, with require_sse /
+    require_kms_key / require_storage_class, demanded on PutObject and
+    CreateMultipartUpload (403 AccessDenied otherwise, as a bucket policy does).
 
 Faults, applied to the next N S3 requests (optionally only some operations):
-503 SlowDown, 500 InternalError, 403 AccessDenied, dropped connections (the
+503 SlowDown, 500 InternalError, 403 AccessDenied (forbid_echo: with the
+request's session token echoed in <Code> and <Message>), dropped connections (the
 request is read, then the socket is closed with no reply), slow responses,
 a black hole (connections are accepted and never answered), and a skewed
 server clock. Set them with command-line flags or at run time through the
@@ -25,7 +34,8 @@ unsigned control endpoint:
 
   GET  /__control/objects              {"bucket": {"key": {"size": n, "sha256": hex}}}
   GET  /__control/object?key=K         the object's bytes (404 if absent)
-  GET  /__control/requests             [{"op", "method", "path", "status", "code", "bytes"}...]
+  GET  /__control/requests             [{"op", "method", "path", "status", "code", "bytes", "access_key",
+                                        "sse", "kms_key", "storage_class"}...]
   POST /__control/faults  {"fail_503": 3, "ops": ["PutObject"], ...}   (returns current faults)
   POST /__control/reset                 clear objects, uploads, faults and the request log
 
@@ -36,6 +46,7 @@ after --max-lifetime seconds so a forgotten stand-in never lingers):
                 [--region us-east-1] [--port 0] [--max-lifetime 300]
                 [--fail-503 N] [--fail-500 N] [--forbid N] [--drop N]
                 [--slow-ms MS] [--blackhole] [--skew-seconds S] [--min-part-size BYTES]
+                [--require-sse AES256|aws:kms] [--require-kms-key ID] [--require-storage-class CLASS]
 
 Python: StandIn(bucket=..., access_key=..., secret_key=...).start(); .endpoint,
 .objects(), .requests(), .set_faults(...), .stop().
@@ -64,7 +75,11 @@ S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 MAX_SKEW = datetime.timedelta(minutes=15)
 AUTH_RE = re.compile(r"^AWS4-HMAC-SHA256 Credential=([^/,\s]+)/(\d{8})/([^/,\s]+)/([^/,\s]+)/aws4_request,\s*"
                      r"SignedHeaders=([a-z0-9;\-]+),\s*Signature=([0-9a-f]{64})$")
-FAULT_NAMES = ("fail_503", "fail_500", "forbid", "drop", "slow_ms", "blackhole", "skew_seconds", "ops")
+FAULT_NAMES = ("fail_503", "fail_500", "forbid", "forbid_echo", "drop", "slow_ms", "blackhole", "skew_seconds", "ops")
+SSE_VALUES = ("AES256", "aws:kms", "aws:kms:dsse")
+STORAGE_CLASSES = ("STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING", "GLACIER",
+                   "DEEP_ARCHIVE", "GLACIER_IR", "OUTPOSTS", "SNOW", "EXPRESS_ONEZONE")
+POLICY_HEADERS = ("x-amz-server-side-encryption", "x-amz-server-side-encryption-aws-kms-key-id", "x-amz-storage-class")
 
 
 class S3Error(Exception):
@@ -80,13 +95,21 @@ def aws_encode(text, keep_slash):
 
 class StandIn:
     def __init__(self, bucket, access_key, secret_key, session_token=None, region="us-east-1",
-                 host="127.0.0.1", port=0, min_part_size=5 * 1024 * 1024, max_lifetime=None):
+                 host="127.0.0.1", port=0, min_part_size=5 * 1024 * 1024, max_lifetime=None,
+                 require_sse=None, require_kms_key=None, require_storage_class=None):
         self.bucket, self.region = bucket, region
         self.access_key, self.secret_key, self.session_token = access_key, secret_key, session_token
         self.min_part_size = min_part_size
         self.max_lifetime = max_lifetime
+        self.require_sse, self.require_kms_key = require_sse, require_kms_key
+        self.require_storage_class = require_storage_class
         self.lock = threading.Lock()
+        # access key -> (secret, session token or None, expiry as Unix seconds or None)
+        self.credentials = {}
+        if access_key:
+            self.credentials[access_key] = (secret_key, session_token, None)
         self.objects_by_key = {}      # key -> bytes
+        self.object_policy = {}       # key -> {"sse", "kms_key", "storage_class"} as created
         self.uploads = {}             # upload id -> {"key": k, "parts": {n: (etag, bytes)}}
         self.log = []
         self.faults = {}
@@ -130,6 +153,16 @@ class StandIn:
         with self.lock:
             return list(self.log)
 
+    def issue(self, access_key, secret_key, session_token, expires_at):
+        """Accepts temporary credentials (expires_at: Unix seconds) from now on."""
+        with self.lock:
+            self.credentials[access_key] = (secret_key, session_token, expires_at)
+
+    def policies(self):
+        """{key: {"sse", "kms_key", "storage_class"}} for every stored object."""
+        with self.lock:
+            return {k: dict(v) for k, v in self.object_policy.items()}
+
     def set_faults(self, **faults):
         unknown = set(faults) - set(FAULT_NAMES)
         if unknown:
@@ -141,6 +174,7 @@ class StandIn:
     def reset(self):
         with self.lock:
             self.objects_by_key.clear()
+            self.object_policy.clear()
             self.uploads.clear()
             self.log.clear()
             self.faults.clear()
@@ -158,7 +192,7 @@ class StandIn:
                 return None
             if self.faults.get("blackhole"):
                 return ("blackhole", None)
-            for name in ("drop", "fail_503", "fail_500", "forbid"):
+            for name in ("drop", "fail_503", "fail_500", "forbid", "forbid_echo"):
                 left = self.faults.get(name, 0)
                 if left:
                     self.faults[name] = left - 1
@@ -250,7 +284,12 @@ def _make_handler(standin):
             def record(status, code):
                 # Recorded before the reply is written, so a client that has its
                 # answer always finds the request in requests().
-                standin.record(op=op, method=self.command, path=self.path, status=status, code=code, bytes=nbytes)
+                m = AUTH_RE.match(self.headers.get("Authorization", ""))
+                standin.record(op=op, method=self.command, path=self.path, status=status, code=code, bytes=nbytes,
+                               access_key=m.group(1) if m else None,
+                               sse=self.headers.get("x-amz-server-side-encryption"),
+                               kms_key=self.headers.get("x-amz-server-side-encryption-aws-kms-key-id"),
+                               storage_class=self.headers.get("x-amz-storage-class"))
 
             try:
                 fault = standin.take_fault(op)
@@ -272,6 +311,10 @@ def _make_handler(standin):
                     raise S3Error(500, "InternalError", "We encountered an internal error. Please try again.")
                 if fault and fault[0] == "forbid":
                     raise S3Error(403, "AccessDenied", "Access Denied")
+                if fault and fault[0] == "forbid_echo":
+                    # A careless server: the session token sent comes back in <Code> and <Message>.
+                    token = self.headers.get("x-amz-security-token", "")
+                    raise S3Error(403, "AccessDenied" + token, f"Access Denied for session token {token}")
                 if fault and fault[0] == "slow":
                     time.sleep(fault[1] / 1000.0)
                 self._authenticate(raw_path, raw_query, body)
@@ -331,9 +374,14 @@ def _make_handler(standin):
             if not m:
                 raise S3Error(400, "AuthorizationHeaderMalformed", "The authorization header is malformed")
             access_key, date8, region, service, signed_names, signature = m.groups()
-            if access_key != standin.access_key:
+            with standin.lock:
+                known = standin.credentials.get(access_key)
+            if known is None:
                 raise S3Error(403, "InvalidAccessKeyId",
                               "The AWS Access Key Id you provided does not exist in our records.")
+            secret_key, session_token, expires_at = known
+            if expires_at is not None and time.time() >= expires_at:
+                raise S3Error(400, "ExpiredToken", "The provided token has expired.")
             if region != standin.region or service != "s3":
                 raise S3Error(400, "AuthorizationHeaderMalformed",
                               f"the region '{region}' is wrong; expecting '{standin.region}'"
@@ -355,14 +403,14 @@ def _make_handler(standin):
             if names != sorted(names):
                 raise S3Error(403, "SignatureDoesNotMatch", "SignedHeaders must be sorted")
             required = {"host", "x-amz-date", "x-amz-content-sha256"}
-            if standin.session_token is not None:
+            if session_token is not None:
                 required.add("x-amz-security-token")
             present = {k.lower() for k in self.headers.keys()}
             required |= {h for h in present if h.startswith("x-amz-")}
             missing = sorted(required - set(names))
             if missing:
                 raise S3Error(403, "AccessDenied", f"headers must be signed: {', '.join(missing)}")
-            if standin.session_token is not None and self.headers.get("x-amz-security-token") != standin.session_token:
+            if session_token is not None and self.headers.get("x-amz-security-token") != session_token:
                 raise S3Error(400, "InvalidToken", "The provided token is malformed or otherwise invalid.")
             claimed = self.headers.get("x-amz-content-sha256", "")
             actual = hashlib.sha256(body).hexdigest()
@@ -390,8 +438,7 @@ def _make_handler(standin):
             url = f"http://{host}{raw_path}" + (f"?{raw_query}" if raw_query else "")
             req = AWSRequest(method=self.command, url=url, headers=headers, data=body)
             req.context["timestamp"] = amz_date
-            signer = S3SigV4Auth(Credentials(standin.access_key, standin.secret_key, standin.session_token),
-                                 "s3", standin.region)
+            signer = S3SigV4Auth(Credentials(access_key, secret_key, session_token), "s3", standin.region)
             canonical = signer.canonical_request(req)
             string_to_sign = signer.string_to_sign(req, canonical)
             expected = signer.signature(string_to_sign, req)
@@ -409,10 +456,12 @@ def _make_handler(standin):
             if bucket != standin.bucket:
                 raise S3Error(404, "NoSuchBucket", "The specified bucket does not exist")
             q = self._query(raw_query)
+            policy = self._object_policy(op)
             if op == "PutObject":
                 etag = '"%s"' % hashlib.md5(body).hexdigest()
                 with standin.lock:
                     standin.objects_by_key[key] = body
+                    standin.object_policy[key] = policy
                 return 200, b"", {"ETag": etag}
             if op in ("GetObject", "HeadObject"):
                 with standin.lock:
@@ -428,7 +477,7 @@ def _make_handler(standin):
             if op == "CreateMultipartUpload":
                 upload_id = uuid.uuid4().hex
                 with standin.lock:
-                    standin.uploads[upload_id] = {"key": key, "parts": {}}
+                    standin.uploads[upload_id] = {"key": key, "parts": {}, "policy": policy}
                 root = ET.Element("InitiateMultipartUploadResult", xmlns=S3_NS)
                 ET.SubElement(root, "Bucket").text = bucket
                 ET.SubElement(root, "Key").text = key
@@ -453,6 +502,33 @@ def _make_handler(standin):
             if op == "ListObjectsV2":
                 return self._list(q, bucket)
             raise S3Error(501, "NotImplemented", f"{op} is not supported by the stand-in")
+
+        def _object_policy(self, op):
+            """Checks the encryption and storage-class headers as S3 and a bucket policy would."""
+            sse = self.headers.get("x-amz-server-side-encryption")
+            kms_key = self.headers.get("x-amz-server-side-encryption-aws-kms-key-id")
+            storage_class = self.headers.get("x-amz-storage-class")
+            creates = op in ("PutObject", "CreateMultipartUpload")
+            if not creates:
+                sent = [h for h in POLICY_HEADERS if self.headers.get(h) is not None]
+                if sent:
+                    raise S3Error(400, "InvalidArgument", f"{sent[0]} is not allowed on {op}")
+                return None
+            if sse is not None and sse not in SSE_VALUES:
+                raise S3Error(400, "InvalidArgument", "The encryption method specified is not supported")
+            if kms_key is not None and not (sse or "").startswith("aws:kms"):
+                raise S3Error(400, "InvalidArgument", "x-amz-server-side-encryption-aws-kms-key-id requires "
+                                                      "x-amz-server-side-encryption: aws:kms")
+            if storage_class is not None and storage_class not in STORAGE_CLASSES:
+                raise S3Error(400, "InvalidStorageClass", "The storage class you specified is not valid")
+            if standin.require_sse and sse != standin.require_sse:
+                raise S3Error(403, "AccessDenied", "Access Denied (bucket policy: server-side encryption "
+                                                   f"{standin.require_sse} required)")
+            if standin.require_kms_key and kms_key != standin.require_kms_key:
+                raise S3Error(403, "AccessDenied", "Access Denied (bucket policy: KMS key required)")
+            if standin.require_storage_class and storage_class != standin.require_storage_class:
+                raise S3Error(403, "AccessDenied", "Access Denied (bucket policy: storage class required)")
+            return {"sse": sse, "kms_key": kms_key, "storage_class": storage_class}
 
         def _upload(self, q, key):
             with standin.lock:
@@ -490,6 +566,7 @@ def _make_handler(standin):
             data = b"".join(chunks)
             with standin.lock:
                 standin.objects_by_key[key] = data
+                standin.object_policy[key] = upload["policy"]
                 standin.uploads.pop(q["uploadId"], None)
             res = ET.Element("CompleteMultipartUploadResult", xmlns=S3_NS)
             ET.SubElement(res, "Key").text = key
@@ -569,11 +646,14 @@ def main(argv=None):
     p.add_argument("--slow-ms", type=int, default=0)
     p.add_argument("--blackhole", action="store_true")
     p.add_argument("--skew-seconds", type=int, default=0)
+    p.add_argument("--require-sse")
+    p.add_argument("--require-kms-key")
+    p.add_argument("--require-storage-class")
     a = p.parse_args(argv)
     if a.host not in ("127.0.0.1", "::1", "localhost"):
         p.error("the stand-in listens on loopback only")
     s = StandIn(a.bucket, a.access_key, a.secret_key, a.session_token, a.region, a.host, a.port,
-                a.min_part_size, a.max_lifetime)
+                a.min_part_size, a.max_lifetime, a.require_sse, a.require_kms_key, a.require_storage_class)
     s.set_faults(fail_503=a.fail_503, fail_500=a.fail_500, forbid=a.forbid, drop=a.drop, slow_ms=a.slow_ms,
                  blackhole=a.blackhole, skew_seconds=a.skew_seconds)
     s.start()

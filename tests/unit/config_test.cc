@@ -79,6 +79,9 @@ TEST_CASE("config: every bad-value path") {
       {"FLIGHTREC_SAMPLER=ebpf", "auto|perf|sigprof|off"},
       {"FLIGHTREC_OUTPUT=", "is empty"},
       {"FLIGHTREC_S3_PATH_STYLE=sometimes", "not a boolean"},
+      {"FLIGHTREC_S3_SSE=aes256", "not one of AES256, aws:kms"},
+      {"FLIGHTREC_S3_STORAGE_CLASS=CHEAP", "not one of STANDARD"},
+      {"FLIGHTREC_S3_SSE_KMS_KEY_ID=key with spaces", "not a key id"},
       {"FLIGHTREC_BOGUS=1", "unknown variable FLIGHTREC_BOGUS"},
   };
   for (const Case& k : cases) {
@@ -95,6 +98,29 @@ TEST_CASE("config: every bad-value path") {
   // A ring size that is not a power of two is rounded up, not rejected.
   std::vector<std::string> msgs;
   CHECK(Parse({"FLIGHTREC_RING_BYTES=5000"}, &msgs).ring_bytes == 8192);
+}
+
+TEST_CASE("config: S3 bucket policies (encryption, KMS key, storage class)") {
+  std::vector<std::string> msgs;
+  Config c = Parse({"FLIGHTREC_S3_SSE=aws:kms", "FLIGHTREC_S3_SSE_KMS_KEY_ID=alias/flightrec",
+                    "FLIGHTREC_S3_STORAGE_CLASS=STANDARD_IA"},
+                   &msgs);
+  CHECK(msgs.empty());
+  CHECK(c.s3_sse == "aws:kms");
+  CHECK(c.s3_sse_kms_key_id == "alias/flightrec");
+  CHECK(c.s3_storage_class == "STANDARD_IA");
+  // A KMS key alone implies aws:kms, as the AWS CLI's --sse-kms-key-id does.
+  msgs.clear();
+  c = Parse({"FLIGHTREC_S3_SSE_KMS_KEY_ID=arn:aws:kms:us-east-1:1:key/k"}, &msgs);
+  CHECK(msgs.empty());
+  CHECK(c.s3_sse == "aws:kms");
+  // With AES256 it means nothing: said once, dropped.
+  msgs.clear();
+  c = Parse({"FLIGHTREC_S3_SSE=AES256", "FLIGHTREC_S3_SSE_KMS_KEY_ID=alias/x"}, &msgs);
+  REQUIRE(msgs.size() == 1);
+  CHECK(Mentions(msgs, "key id is ignored"));
+  CHECK(c.s3_sse == "AES256");
+  CHECK(c.s3_sse_kms_key_id.empty());
 }
 
 TEST_CASE("config: a relative FLIGHTREC_OUTPUT is fixed against the starting directory") {
