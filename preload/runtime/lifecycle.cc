@@ -71,11 +71,17 @@ void Shutdown() {
   // crash path seals (async-signal-safe); the ordinary shutdown could
   // deadlock on a lock the crashed code held.
   if (CrashExitFromHandler()) return;
-  if (SamplerShutdown) SamplerShutdown();
-  const uint64_t start = MonotonicNs();
-  StopFlushThread(start + kFlushExitBudgetNs);
-  SetRuntimeRecording(false);
-  RunShutdownHooks(MonotonicNs() + GetConfig().upload_shutdown_ms * 1000000ull);
+  // Out of memory at exit: the process still exits as it would have.
+  try {
+    if (SamplerShutdown) SamplerShutdown();
+    const uint64_t start = MonotonicNs();
+    StopFlushThread(start + kFlushExitBudgetNs);
+    SetRuntimeRecording(false);
+    RunShutdownHooks(MonotonicNs() + GetConfig().upload_shutdown_ms * 1000000ull);
+  } catch (const std::bad_alloc&) {
+    SetRuntimeRecording(false);
+    Log(LogLevel::kWarn, "out of memory at exit; the last records are lost");
+  }
 }
 
 void RestartInForkChild();

@@ -106,6 +106,18 @@ def test_plugin_usable_size_of_new_array_same_as_plain(fr, trace_dir):
     assert pre.returncode == 0
 
 
+def test_python_loading_a_cxx_plugin_sees_what_it_sees_plain(fr, trace_dir):
+    # The issue's own case: python3 is a C program; ctypes loads C++ code.
+    code = "import ctypes, sys; ctypes.CDLL(sys.argv[1]).plugin_run()"
+    cmd = ["/usr/bin/python3", "-c", code, fr.program("libnew_plugin.so")]
+    plain = run(cmd, fr.env(trace_dir, preload=False))
+    pre = run(cmd, fr.env(trace_dir))
+    assert plain.returncode == 0, plain.stderr
+    assert pre.returncode == 0, pre.stderr
+    assert compare_resolution(fr, plain.stdout, pre.stdout) >= 20
+    assert "plugin bound _Znwm libstdc++.so.6" in pre.stdout.splitlines()
+
+
 # Address-space limits in KiB: under, around and over what the recorder needs
 # (preload/runtime/address_space.h), plus none.
 LIMITS_KIB = [30000, 40000, 60000, 100000, 300000, 700000, 2000000]
