@@ -184,7 +184,6 @@ HeapState RecorderHeapOpen() {
 
 HeapState RecorderHeapStateNow() { return static_cast<HeapState>(g_state.load(std::memory_order_acquire)); }
 
-
 }  // namespace flightrec
 
 // The functions the recorder's code calls (declared in mimalloc.h; used by
