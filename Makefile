@@ -14,6 +14,7 @@
 #   tests/unit/*.cc                                       -> build/unit_tests (doctest)
 #   tests/programs/*.c|*.cc                               -> build/programs/NAME
 #   tests/preloads/*.c                                    -> build/preloads/NAME.so (test-only shims)
+#   tests/programs/plugins/*.cc (C++ plugins to dlopen)   -> build/programs/libNAME.so
 #   tests/integration/test_*.py                           -> pytest
 #
 # Tests, the demo and benchmarks talk to loopback only. AWS_EC2_METADATA_DISABLED
@@ -43,8 +44,13 @@ LIB_CXXFLAGS  := $(CXXFLAGS_BASE) -fvisibility=hidden
 # libiberty (Rust demangling, preload/stacks/demangle.cc) is a static archive: its
 # symbols are kept out of the library's exports so a host that has its own
 # copy (gdb, binutils) keeps calling that one.
+# mimalloc (the recorder's private heap) is not linked: a DT_NEEDED would put
+# its operator new/delete and malloc family into the host's global scope, and
+# Debian ships no static archive. preload/runtime/recorder_heap.cc dlopens
+# libmimalloc.so.2 with RTLD_LOCAL instead (libmimalloc-dev stays in the
+# packages for mimalloc.h and that library).
 LIBS     := -Wl,--no-as-needed -lgcc_s -Wl,--as-needed -lunwind-x86_64 -lunwind -ldw -lelf \
-            -lzstd -lmimalloc -liberty -Wl,--exclude-libs,libiberty.a -ldl -lrt -pthread
+            -lzstd -liberty -Wl,--exclude-libs,libiberty.a -ldl -lrt -pthread
 UNIT_LIBS := $(LIBS) -lcurl -lcrypto
 
 DEBIAN_PACKAGES := g++ make pkg-config libunwind-dev libdw-dev libelf-dev libzstd-dev \
@@ -64,8 +70,10 @@ UNIT_HDRS  := $(wildcard tests/unit/*.h)
 PROG_C     := $(wildcard tests/programs/*.c)
 PROG_CC    := $(wildcard tests/programs/*.cc)
 PROG_HDRS  := $(wildcard tests/programs/*.h)
+PLUGIN_CC  := $(wildcard tests/programs/plugins/*.cc)
 PROGRAMS   := $(PROG_C:tests/programs/%.c=$(BUILD)/programs/%) \
-              $(PROG_CC:tests/programs/%.cc=$(BUILD)/programs/%)
+              $(PROG_CC:tests/programs/%.cc=$(BUILD)/programs/%) \
+              $(PLUGIN_CC:tests/programs/plugins/%.cc=$(BUILD)/programs/lib%.so)
 DEMO       := $(BUILD)/programs/demo_service
 PRELOAD_C  := $(wildcard tests/preloads/*.c)
 TEST_PRELOADS := $(PRELOAD_C:tests/preloads/%.c=$(BUILD)/preloads/%.so)
@@ -108,6 +116,9 @@ $(BUILD)/programs/%: tests/programs/%.c $(PROG_HDRS)
 $(BUILD)/programs/%: tests/programs/%.cc $(PROG_HDRS)
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++20 $(PROG_FLAGS) -o $@ $< -ldl -lm
+$(BUILD)/programs/lib%.so: tests/programs/plugins/%.cc $(PROG_HDRS)
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++20 $(PROG_FLAGS) -shared -fPIC -o $@ $< -ldl
 
 # Test-only shims loaded ahead of the preload (tests/preloads/*.c say what each does).
 $(BUILD)/preloads/%.so: tests/preloads/%.c

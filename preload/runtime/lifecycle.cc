@@ -10,10 +10,14 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <new>
 #include <string>
 #include <vector>
 
+#include <mimalloc.h>
+
 #include "preload/alloc/alloc_sampler.h"
+#include "preload/runtime/address_space.h"
 #include "preload/runtime/clock.h"
 #include "preload/crash/crash_freeze.h"
 #include "preload/crash/crash_handler.h"
@@ -24,6 +28,7 @@
 #include "preload/flush/flush_thread.h"
 #include "preload/runtime/last_thread_exit.h"
 #include "preload/runtime/log.h"
+#include "preload/runtime/recorder_heap.h"
 #include "preload/flush/output_dir.h"
 #include "preload/runtime/runtime_state.h"
 #include "preload/threads/thread_registry.h"
@@ -66,17 +71,34 @@ void Shutdown() {
   // crash path seals (async-signal-safe); the ordinary shutdown could
   // deadlock on a lock the crashed code held.
   if (CrashExitFromHandler()) return;
-  if (SamplerShutdown) SamplerShutdown();
-  const uint64_t start = MonotonicNs();
-  StopFlushThread(start + kFlushExitBudgetNs);
-  SetRuntimeRecording(false);
-  RunShutdownHooks(MonotonicNs() + GetConfig().upload_shutdown_ms * 1000000ull);
+  // Out of memory at exit: the process still exits as it would have.
+  try {
+    if (SamplerShutdown) SamplerShutdown();
+    const uint64_t start = MonotonicNs();
+    StopFlushThread(start + kFlushExitBudgetNs);
+    SetRuntimeRecording(false);
+    RunShutdownHooks(MonotonicNs() + GetConfig().upload_shutdown_ms * 1000000ull);
+  } catch (const std::bad_alloc&) {
+    SetRuntimeRecording(false);
+    Log(LogLevel::kWarn, "out of memory at exit; the last records are lost");
+  }
 }
+
+void RestartInForkChild();
 
 void AtForkChild() {
   // A parent thread mid-open or mid-close-all is not in the child.
   format::ResetFdOpeningAfterFork();
   if (!RuntimeRecording()) return;
+  try {
+    RestartInForkChild();
+  } catch (const std::bad_alloc&) {
+    SetRuntimeRecording(false);
+    Log(LogLevel::kWarn, "recording off in the forked child: out of memory");
+  }
+}
+
+void RestartInForkChild() {
   g_owner_pid = getpid();
   ResetRegistryAfterFork();
   CrashFreezeResetInChild();  // before the sampler and flush threads start again
@@ -89,16 +111,58 @@ void AtForkChild() {
   RestartFlushThreadInChild(CurrentProcessInfo());
 }
 
+// Whether the recorder's heap can serve a first block now: under a tight
+// address-space limit (ulimit -v) mimalloc cannot map its first segment, and
+// then nothing of ours starts. Probed before anything is installed.
+bool HeapHasRoom() {
+  void* probe = mi_malloc(4096);
+  if (!probe) return false;
+  mi_free(probe);
+  return true;
+}
+
+void StartRecording();
+
 __attribute__((constructor)) void FlightrecInit() {
-  // Never in setuid/setgid (secure-execution) processes.
+  // Never in setuid/setgid (secure-execution) processes: nothing of ours
+  // runs there, not even mimalloc's start-up (it reads MIMALLOC_*).
   if (getauxval(AT_SECURE)) return;
   InitLogTarget();
+  // Out of memory anywhere in start-up: record nothing, never abort the host.
+  // What was installed before the failure stays passive: every hook checks
+  // RuntimeRecording() first.
+  try {
+    StartRecording();
+  } catch (const std::bad_alloc&) {
+    SetRuntimeRecording(false);
+    Log(LogLevel::kWarn, "recording off: out of memory while starting");
+  }
+}
+
+void StartRecording() {
   std::vector<std::string> messages;
   Config cfg = ParseConfig(environ, &messages);
   SetLogLevel(cfg.log);
   for (const std::string& m : messages)
     if (cfg.log != LogLevel::kQuiet) Log(LogLevel::kWarn, "%s", m.c_str() + 11);  // strip "flightrec: "
-  if (!cfg.enable) return;
+  if (!cfg.enable) return;  // a disabled process never loads the recorder's heap
+  // Under a tight address-space limit the room is the program's: stay off
+  // before anything of ours is mapped.
+  const char* limit = nullptr;
+  if (!ProcessHasRoomForRecorder(&limit)) {
+    Log(LogLevel::kWarn, "recording off: %s leaves too little room for the recorder (needs %llu MiB free, twice "
+        "what it maps)", limit, static_cast<unsigned long long>(2 * kRecorderAddressSpace >> 20));
+    return;
+  }
+  const HeapState heap = RecorderHeapOpen();
+  if (heap != HeapState::kPrivate && heap != HeapState::kShared) {
+    Log(LogLevel::kWarn, "recording off: the recorder's heap is unavailable (%s)", HeapStateName(heap));
+    return;
+  }
+  if (!HeapHasRoom()) {
+    Log(LogLevel::kWarn, "recording off: no memory for the recorder (address-space limit?)");
+    return;
+  }
   // Our descriptors go high, out of the numbers programs pick (fd_guard.h).
   SetOwnFdFloorFromLimit();
   // Started with stdin, stdout or stderr closed: what init opens (libunwind's
@@ -138,6 +202,17 @@ __attribute__((constructor)) void FlightrecInit() {
   Log(LogLevel::kInfo, "recording to %s", cfg.output.c_str());
 }
 
+// Starting the flush thread again (after a failed exec, around a uid drop):
+// false, and recording stays off, when memory has run out.
+bool StartFlushThreadOrStop() {
+  try {
+    return StartFlushThread(CurrentProcessInfo());
+  } catch (const std::bad_alloc&) {
+    Log(LogLevel::kWarn, "recording off: out of memory");
+    return false;
+  }
+}
+
 }  // namespace
 
 // Called by the _exit/_Exit hooks: the process skips atexit, so drain and
@@ -159,7 +234,7 @@ void RecorderAfterExecFailed() {
   if (!g_exec_pending || getpid() != g_owner_pid) return;
   g_exec_pending = false;
   SetRuntimeRecording(true);
-  if (!StartFlushThread(CurrentProcessInfo())) SetRuntimeRecording(false);
+  if (!StartFlushThreadOrStop()) SetRuntimeRecording(false);
 }
 
 // Our own work on an application thread (a privilege drop): not recorded as
@@ -198,16 +273,22 @@ bool RecorderBeforeUidDrop(uid_t uid) {
     return false;
   }
   std::string error;
-  if (PinOutputDirForUid(GetConfig().output, GetConfig().allow_foreign_dir, uid, &error)) return true;
+  bool pinned = false;
+  try {
+    pinned = PinOutputDirForUid(GetConfig().output, GetConfig().allow_foreign_dir, uid, &error);
+  } catch (const std::bad_alloc&) {
+    error = "out of memory";
+  }
+  if (pinned) return true;
   Log(LogLevel::kWarn, "%s; staying in %s, which uid %u may not be able to use", error.c_str(),
       GetConfig().output.c_str(), uid);
-  if (!StartFlushThread(CurrentProcessInfo())) SetRuntimeRecording(false);
+  if (!StartFlushThreadOrStop()) SetRuntimeRecording(false);
   return false;
 }
 void RecorderAfterUidDrop(bool dropped) {
   OwnWorkOnAppThread own;
   if (!dropped) UnpinOutputDir();
-  if (!StartFlushThread(CurrentProcessInfo())) {
+  if (!StartFlushThreadOrStop()) {
     SetRuntimeRecording(false);
     return;
   }

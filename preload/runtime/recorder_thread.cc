@@ -8,10 +8,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "preload/crash/signal_mask.h"
+#include "preload/runtime/log.h"
+#include "preload/runtime/runtime_state.h"
 #include "preload/threads/thread_registry.h"
 
 namespace flightrec {
@@ -29,7 +33,16 @@ void* Trampoline(void* p) {
   MarkRecorderThread();
   pthread_setname_np(pthread_self(), s.name);
   setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
-  return s.fn(s.arg);
+  // The recorder's heap throws std::bad_alloc when memory runs out
+  // (recorder_heap.h): this thread ends and recording stops; the host goes on.
+  try {
+    return s.fn(s.arg);
+  } catch (const std::bad_alloc&) {
+    SetRuntimeRecording(false);
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) Log(LogLevel::kWarn, "recording off: out of memory in %s", s.name);
+    return nullptr;
+  }
 }
 
 }  // namespace
@@ -77,7 +90,8 @@ PthreadCreateFn RecorderPthreadCreate() {
 int CreateRecorderThread(pthread_t* thread, const char* name, void* (*fn)(void*), void* arg) {
   PthreadCreateFn create = RecorderPthreadCreate();
   if (!create) return ENOSYS;
-  auto* s = new Start{fn, arg, {}};
+  auto* s = new (std::nothrow) Start{fn, arg, {}};
+  if (!s) return ENOMEM;
   strncpy(s->name, name, sizeof(s->name) - 1);
   // Block everything while creating so the new thread starts with all signals
   // blocked; the creating thread's mask is restored right after.

@@ -1,6 +1,6 @@
 // The recorder's private heap in the TSan build (make check-preload-tsan):
 // the mimalloc functions we call, served by TSan's allocator. Empty in every
-// other build.
+// other build (recorder_heap.cc loads libmimalloc.so.2 there).
 //
 // mimalloc is not instrumented, so TSan cannot see it hand a block freed on
 // one thread to another thread: every such reuse looked like a race (an
@@ -11,9 +11,20 @@
 // our malloc hooks never run.
 #if defined(__SANITIZE_THREAD__)
 #include <mimalloc.h>
+#include <sys/auxv.h>
 
 #include <cstdlib>
 #include <new>
+
+#include "preload/runtime/recorder_heap.h"
+
+namespace flightrec {
+// Nothing to load: TSan's allocator is always there.
+HeapState RecorderHeapOpen() {
+  return HeapAllowed(getauxval(AT_SECURE)) ? HeapState::kPrivate : HeapState::kRefused;
+}
+HeapState RecorderHeapStateNow() { return RecorderHeapOpen(); }
+}  // namespace flightrec
 
 extern "C" {
 

@@ -1,0 +1,66 @@
+// Recorder heap tests: the decisions (secure execution, which variables
+// mimalloc would read, address-space room) and the heap itself in this
+// process: private, its failures answers rather than aborts.
+#include <dlfcn.h>
+#include <doctest/doctest.h>
+#include <mimalloc.h>
+#include <sys/resource.h>
+
+#include <cstdint>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "format/mi_containers.h"
+#include "preload/runtime/address_space.h"
+#include "preload/runtime/recorder_heap.h"
+
+using flightrec::AddressSpaceRoomFor;
+using flightrec::HeapAllowed;
+using flightrec::IsMimallocVariable;
+using flightrec::kRecorderAddressSpace;
+
+TEST_CASE("recorder heap: never in a secure-execution process") {
+  CHECK(HeapAllowed(0));
+  CHECK_FALSE(HeapAllowed(1));
+}
+
+TEST_CASE("recorder heap: the variables mimalloc would read, in any case") {
+  CHECK(IsMimallocVariable("MIMALLOC_VERBOSE=1"));
+  CHECK(IsMimallocVariable("mimalloc_show_stats=1"));
+  CHECK(IsMimallocVariable("MiMalloc_Reserve_OS_Memory=1g"));
+  CHECK(IsMimallocVariable("MIMALLOC_="));
+  CHECK_FALSE(IsMimallocVariable("MIMALLOCX=1"));
+  CHECK_FALSE(IsMimallocVariable("MIMALLO"));
+  CHECK_FALSE(IsMimallocVariable("XMIMALLOC_VERBOSE=1"));
+  CHECK_FALSE(IsMimallocVariable("PATH=/bin"));
+  CHECK_FALSE(IsMimallocVariable(nullptr));
+}
+
+TEST_CASE("address space: room only with twice the recorder's need left") {
+  const uint64_t need = 2 * kRecorderAddressSpace;
+  CHECK(AddressSpaceRoomFor(RLIM_INFINITY, 1ull << 40));
+  CHECK(AddressSpaceRoomFor(need + (10 << 20), 10 << 20));
+  CHECK_FALSE(AddressSpaceRoomFor(need + (10 << 20) - 1, 10 << 20));
+  CHECK_FALSE(AddressSpaceRoomFor(40000ull << 10, 5 << 20));  // ulimit -v 40000
+  CHECK_FALSE(AddressSpaceRoomFor(100, 200));                  // already over
+  CHECK(AddressSpaceRoomFor(2000000ull << 10, 10 << 20));
+}
+
+TEST_CASE("recorder heap: private, and failures are answers") {
+  void* p = mi_malloc(100);
+  REQUIRE(p != nullptr);
+  mi_free(p);
+  const auto state = flightrec::RecorderHeapStateNow();
+  CHECK((state == flightrec::HeapState::kPrivate || state == flightrec::HeapState::kShared));
+#if !defined(__SANITIZE_THREAD__)  // TSan's build serves these from TSan's allocator
+  // Nothing of it in the global scope (the unit tests do not link mimalloc).
+  CHECK(dlsym(RTLD_DEFAULT, "mi_option_set") == nullptr);
+  // An impossible request: null, or std::bad_alloc from the STL allocator.
+  volatile size_t huge = SIZE_MAX - 4096;  // volatile: no compile-time size warning
+  CHECK(mi_malloc(huge) == nullptr);
+  flightrec::format::MiVector<uint64_t> v;
+  CHECK_THROWS_AS(v.reserve(huge / 16), std::bad_alloc);
+  CHECK_THROWS_AS((void)mi_new_n(huge / 2, 4), std::bad_alloc);
+#endif
+}
