@@ -12,6 +12,7 @@ namespace flightrec {
 namespace {
 
 constexpr uint64_t kWindowNs = 1000 * 1000 * 1000;
+constexpr uint64_t kBurstFraction = 2;  // a drain of at least 1/2 ring is a burst
 
 std::atomic<int> g_grown{0};
 
@@ -26,13 +27,18 @@ void Unmap(ThreadState* ts) {
 
 void NoteRingDrained(ThreadState* ts, uint64_t drained, uint64_t now_ns) {
   ts->ring_window_bytes += drained;
-  if (now_ns - ts->ring_window_start_ns < kWindowNs) return;
+  const size_t base = ts->ring.capacity();
+  // A burst: one drain found the ring at least half full (the producer nudges
+  // at a quarter, so the drainer fell behind, and the next burst may drop).
+  // Grow now rather than at the end of the window: a thread that allocates in
+  // a tight loop fills a ring in milliseconds.
+  const bool burst = drained * kBurstFraction >= base;
+  if (!burst && now_ns - ts->ring_window_start_ns < kWindowNs) return;
   const uint64_t bytes = ts->ring_window_bytes;
   ts->ring_window_start_ns = now_ns;
   ts->ring_window_bytes = 0;
-  const size_t base = ts->ring.capacity();
   const size_t grown = base * kGrowthFactor < kGrownRingMaxBytes ? base * kGrowthFactor : kGrownRingMaxBytes;
-  if (bytes < 2 * base || grown <= base || ts->ring.offered_buffer() != nullptr) return;
+  if ((!burst && bytes < 2 * base) || grown <= base || ts->ring.offered_buffer() != nullptr) return;
   if (g_grown.load(std::memory_order_relaxed) >= kMaxGrownRings) return;
   void* mem = mmap(nullptr, grown, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (mem == MAP_FAILED) return;  // no memory to spare: the thread keeps its ring
@@ -41,8 +47,9 @@ void NoteRingDrained(ThreadState* ts, uint64_t drained, uint64_t now_ns) {
     return;
   }
   g_grown.fetch_add(1, std::memory_order_relaxed);
-  Log(LogLevel::kDebug, "thread %d wrote %llu KiB of records in a second: its ring grows to %zu KiB", ts->tid,
-      static_cast<unsigned long long>(bytes >> 10), grown >> 10);
+  Log(LogLevel::kDebug, "thread %d wrote %llu KiB of records %s: its ring grows to %zu KiB", ts->tid,
+      static_cast<unsigned long long>((burst ? drained : bytes) >> 10), burst ? "in one drain" : "in a second",
+      grown >> 10);
 }
 
 void ReleaseRingGrowth(ThreadState* ts) {

@@ -3,8 +3,10 @@
 // A thread that fills its ring fast wakes the flush thread often (once per
 // quarter ring, flush_wakeup.h), and a wake-up costs the flush thread tens of
 // microseconds of CPU on a VM (bench/bare_wake: 45-65 us here). Once a
-// thread's records pass twice its ring's size within a second, the flush
-// thread offers it a ring kGrowthFactor times as big (Ring::OfferGrowth),
+// thread's records pass twice its ring's size within a second, or a single
+// drain finds its ring at least half full (a burst: the drainer fell behind
+// a thread that fills the ring in milliseconds, and the next burst would
+// drop), the flush thread offers it a ring kGrowthFactor times as big (Ring::OfferGrowth),
 // but no bigger than kGrownRingMaxBytes, for at most kMaxGrownRings threads
 // at a time: a loaded server's event loop then wakes the flush thread about
 // a quarter as often, and costs up to (kGrowthFactor - 1) x

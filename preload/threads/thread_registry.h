@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "preload/flush/flush_wakeup.h"
+#include "preload/threads/dropped_weight.h"
 #include "preload/threads/record_kinds.h"
 #include "preload/threads/ring.h"
 #include "preload/sockets/socket_gaps.h"
@@ -48,6 +49,8 @@ struct ThreadState {
   void* crash_altstack = nullptr;
   // socket_gaps.h: totals of socket data calls whose records were dropped.
   SockGapTable sock_gaps;
+  // dropped_weight.h: the weight of sampled allocations whose records were dropped.
+  DroppedWeight alloc_dropped;
   // ring_growth.h, flush-thread private: bytes drained since the window began.
   uint64_t ring_window_start_ns = 0;
   uint64_t ring_window_bytes = 0;
