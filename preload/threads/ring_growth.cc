@@ -22,6 +22,8 @@ std::atomic<int> g_grown{0};
 std::atomic<uint8_t*> g_spares[kSpareRings];
 std::atomic<size_t> g_spare_bytes{0};
 bool g_spare_mapped[kSpareRings];  // flush thread: slot i held a spare at its last look
+uint8_t* g_spare_given[kSpareRings];  // flush thread: what it put in slot i
+uint8_t* g_spare_taken[kSpareRings];  // flush thread: taken spares whose thread is not yet logged
 
 size_t GrownBytes(size_t base) {
   return base * kGrowthFactor < kGrownRingMaxBytes ? base * kGrowthFactor : kGrownRingMaxBytes;
@@ -40,7 +42,10 @@ void RefillSpares(size_t base) {
   int mapped = 0;
   for (int i = 0; i < kSpareRings; ++i) {
     const bool present = g_spares[i].load(std::memory_order_acquire) != nullptr;
-    if (g_spare_mapped[i] && !present) g_grown.fetch_add(1, std::memory_order_relaxed);
+    if (g_spare_mapped[i] && !present) {
+      g_grown.fetch_add(1, std::memory_order_relaxed);
+      g_spare_taken[i] = g_spare_given[i];
+    }
     g_spare_mapped[i] = present;
     mapped += present;
   }
@@ -49,6 +54,7 @@ void RefillSpares(size_t base) {
     void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                      -1, 0);
     if (mem == MAP_FAILED) return;
+    g_spare_given[i] = static_cast<uint8_t*>(mem);
     g_spares[i].store(static_cast<uint8_t*>(mem), std::memory_order_release);
     g_spare_mapped[i] = true;
     ++mapped;
@@ -68,6 +74,13 @@ void NoteRingDrained(ThreadState* ts, uint64_t drained, uint64_t now_ns) {
   ts->ring_window_bytes += drained;
   const size_t base = ts->ring.capacity();
   RefillSpares(base);
+  for (int i = 0; i < kSpareRings; ++i) {
+    if (g_spare_taken[i] != nullptr && g_spare_taken[i] == ts->ring.offered_buffer()) {
+      g_spare_taken[i] = nullptr;
+      Log(LogLevel::kDebug, "thread %d found its ring full: its ring grows to %zu KiB (a spare)", ts->tid,
+          ts->ring.offered_capacity() >> 10);
+    }
+  }
   // A burst: one drain found the ring at least half full (the producer nudges
   // at a quarter, so the drainer fell behind, and the next burst may drop).
   // Grow now rather than at the end of the window: a thread that allocates in
