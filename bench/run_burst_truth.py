@@ -51,7 +51,7 @@ def run_once(build, rate, hog):
                                          check=True).stdout)
     got = {name: 0.0 for name in truth}
     for s in heap["sites"]:
-        m = re.search(r"(\w+)\(", s["function"])
+        m = re.search(r"(\w+)\(", s.get("function_full") or s["function"])  # the short name drops "(...)"
         if m and m.group(1) in got:
             got[m.group(1)] += s["allocated_bytes_est"]
     total = sum(t["bytes"] for t in truth.values())
