@@ -15,6 +15,7 @@ using format::Value;
 
 uint32_t t_sample = 0;
 uint32_t t_free = 0;
+uint32_t t_unattributed = 0;
 
 void DecodeSample(FlushContext& ctx, const RecordHeader& h, const void* payload) {
   if (h.size < sizeof(RecordHeader) + AllocSampleRecordBytes(0)) return;
@@ -37,7 +38,25 @@ void DecodeFree(FlushContext& ctx, const RecordHeader& h, const void* payload) {
   ctx.writer->Append(t_free, v, 3);
 }
 
+// After each drain of a thread's ring (and before a retired slot is freed):
+// the weight of the samples it dropped meanwhile.
+void HarvestThreadDroppedWeight(FlushContext& ctx) {
+  if (ctx.thread) EmitDroppedWeight(ctx, ctx.thread->alloc_dropped, static_cast<uint64_t>(ctx.thread->tid));
+}
+
 }  // namespace
+
+void EmitDroppedWeight(FlushContext& ctx, DroppedWeight& d, uint64_t tid) {
+  // One load when nothing was dropped: this runs for every drained thread.
+  if (d.samples.load(std::memory_order_relaxed) == d.samples_reported &&
+      d.bytes.load(std::memory_order_relaxed) == d.bytes_reported)
+    return;
+  const DroppedWeight::Delta delta = d.Harvest();
+  if (!ctx.writer || !t_unattributed) return;
+  Value v[] = {Value::U(ctx.now_ns), Value::U(tid), Value::U(delta.samples), Value::F(delta.bytes),
+               Value::F(delta.objects)};
+  ctx.writer->Append(t_unattributed, v, 5);
+}
 
 void RegisterAllocEvents() {
   const FieldType T = FieldType::kTime, U = FieldType::kUInt, K = FieldType::kStack;
@@ -49,6 +68,14 @@ void RegisterAllocEvents() {
                                {"stack", K, ""},
                                {"sample_bytes", U, "bytes"}}});
   t_free = DefineEventType({"alloc.free", {{"time", T, "ns"}, {"tid", U, ""}, {"address", U, ""}}});
+  const FieldType F = FieldType::kF64;
+  t_unattributed = DefineEventType({"alloc.unattributed",
+                                    {{"time", T, "ns"},
+                                     {"tid", U, ""},
+                                     {"samples", U, "count"},
+                                     {"bytes", F, "bytes"},
+                                     {"count", F, "count"}}});
+  RegisterThreadDrainedHook(HarvestThreadDroppedWeight);
   RegisterRecordKind(kRecAllocSample, "alloc.sample", DecodeSample);
   RegisterRecordKind(kRecAllocFree, "alloc.free", DecodeFree);
 }

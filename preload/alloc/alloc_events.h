@@ -3,9 +3,18 @@
 // thread). Event names and fields are fixed project-wide:
 //   alloc.sample: time, tid U, address U, size U, stack STK, sample_bytes U
 //   alloc.free:   time, tid U, address U   (frees of sampled addresses only)
+//   alloc.unattributed: time, tid U, samples U, bytes F64, count F64
+//                 (samples whose records were dropped, and their estimated
+//                 weight: threads/dropped_weight.h)
 #pragma once
 #include <cstddef>
 #include <cstdint>
+
+#include "preload/threads/dropped_weight.h"
+
+namespace flightrec {
+struct FlushContext;
+}
 
 namespace flightrec::alloc {
 
@@ -33,7 +42,12 @@ struct AllocFreeRecord {
   uint64_t address;
 };
 
-// Defines both event types and registers the two record decoders. Init only.
+// Defines the event types, registers the two record decoders and the
+// harvest of each drained thread's dropped weight. Init only.
 void RegisterAllocEvents();
+
+// Flush thread: one alloc.unattributed event for what `d` gained since its
+// last harvest, if anything (tid 0: a thread without a state).
+void EmitDroppedWeight(FlushContext& ctx, DroppedWeight& d, uint64_t tid);
 
 }  // namespace flightrec::alloc

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <new>
 
@@ -46,6 +47,10 @@ TrimRanges g_trim;
 // Frees we could not report (the freeing thread cannot record: a recorder
 // thread or one already exiting); the block then looks live. Counted.
 std::atomic<uint64_t> g_free_unrecorded{0};
+
+// The weight of samples dropped by a thread without a state (registration
+// failed): harvested by ReportAllocCounters with no thread.
+DroppedWeight g_dropped_unattached;
 
 // Before init, threads recheck the mode every this many bytes: cheap, and a
 // process where init never happens (FLIGHTREC_ENABLE=0) pays almost nothing.
@@ -154,6 +159,21 @@ void ReportAllocCounters(FlushContext& ctx) {
     EmitGlobalDrops(ctx, "alloc.free_unrecorded", unrec - unrecorded_reported);
     unrecorded_reported = unrec;
   }
+  EmitDroppedWeight(ctx, g_dropped_unattached, 0);
+}
+
+// A sample whose record did not fit: its estimate (the same one the reports
+// give a recorded sample, scripts/flightrec_lib/profiles.alloc_weight) goes to
+// the thread's dropped weight, so totals stay right. The sampled path only.
+void NoteDroppedSample(size_t size) {
+  double bytes = static_cast<double>(size), objects = 1.0;
+  if (g_mean > 1 && size > 0) {
+    const double p = -std::expm1(-static_cast<double>(size) / static_cast<double>(g_mean));
+    bytes /= p;
+    objects /= p;
+  }
+  ThreadState* ts = tls_state;
+  (ts ? ts->alloc_dropped : g_dropped_unattached).Add(bytes, objects);
 }
 
 }  // namespace
@@ -200,7 +220,10 @@ __attribute__((noinline)) void RecordAllocation(void* ptr, size_t size) {
   if (truncated && keep > 1) pcs[skip + keep - 1] = stacks::kTruncatedStackPc;
   const uint32_t npcs = static_cast<uint32_t>(keep);
   RecordWriter w(kRecAllocSample, AllocSampleRecordBytes(npcs));
-  if (!w.ok()) return;  // counted by the writer; not in the trace, so not tracked
+  if (!w.ok()) {  // counted by the writer; not in the trace, so not tracked
+    NoteDroppedSample(size);
+    return;
+  }
   auto* r = static_cast<AllocSampleRecord*>(w.data());
   r->time_ns = MonotonicNs();
   r->address = reinterpret_cast<uint64_t>(ptr);

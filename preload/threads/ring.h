@@ -17,14 +17,17 @@
 //    (flush_wakeup.h), and a consumer slow to be scheduled still has three
 //    quarters of the ring of margin.
 //  * Memory is supplied by the caller (mmap'd per thread); no allocation here.
-//  * Growth, once per Init: the consumer may offer a bigger buffer
-//    (OfferGrowth). The producer takes it at a wrap that lands on a
-//    multiple of the new capacity, so positions keep mapping to offsets by
-//    a mask and the push's fast path is unchanged. From that position
-//    (switch_pos_, published before the Commit that covers it) records are
-//    in the new buffer; the consumer finishes the old buffer's records
-//    first, then follows. The old buffer is never written again; both stay
-//    mapped until the consumer's owner resets the ring (Reset).
+//  * Growth, once per Init: a bigger buffer may be offered (OfferGrowth, by
+//    the consumer; or ClaimOffer + PublishOffer, by the producer itself
+//    from a spare when it finds the ring full). The producer takes it at
+//    its next wrap, or at once when it finds the ring full (GrowNow). From
+//    that position (switch_pos_, published before the Commit that covers
+//    it) records are in the new buffer, still at position & (capacity - 1):
+//    the new buffer holds only positions from the switch on, and the fill
+//    limit (head - tail <= new capacity) keeps them from overlapping, so the
+//    push's fast path is unchanged. The consumer finishes the old buffer's
+//    records first, then follows. The old buffer is never written again;
+//    both stay mapped until the consumer's owner resets the ring (Reset).
 #pragma once
 #include <atomic>
 #include <csignal>
@@ -64,6 +67,7 @@ class Ring {
     nudged_ = false;
     nudge_pending_ = false;
     offer_cap_ = 0;
+    offer_claimed_.store(false, std::memory_order_relaxed);
     offer_buf_.store(nullptr, std::memory_order_relaxed);
     switch_pos_.store(kNoSwitch, std::memory_order_relaxed);
   }
@@ -77,9 +81,30 @@ class Ring {
   // moves to it at a suitable wrap. At most one offer per Init/Reset; false
   // (nothing changes) if one was made already.
   bool OfferGrowth(uint8_t* buffer, size_t new_capacity) {
-    if (offer_buf_.load(std::memory_order_relaxed) != nullptr || new_capacity <= base_cap_) return false;
+    if (new_capacity <= base_cap_ || !ClaimOffer()) return false;
+    PublishOffer(buffer, new_capacity);
+    return true;
+  }
+  // Either side: the one right to offer (false: an offer was made or is
+  // being made). The winner then publishes a buffer or gives the right back.
+  bool ClaimOffer() {
+    bool expected = false;
+    return offer_claimed_.compare_exchange_strong(expected, true, std::memory_order_acq_rel);
+  }
+  void PublishOffer(uint8_t* buffer, size_t new_capacity) {
     offer_cap_ = new_capacity;
     offer_buf_.store(buffer, std::memory_order_release);
+  }
+  void UnclaimOffer() { offer_claimed_.store(false, std::memory_order_release); }
+  // Producer, outside Reserve..Commit, when a record found no room: moves to
+  // the offered buffer at the current head, without waiting for a wrap.
+  // False if nothing is offered or it was taken already.
+  bool GrowNow() {
+    uint8_t* offered = offer_buf_.load(std::memory_order_acquire);
+    if (offered == nullptr || offered == buf_ || offer_cap_ <= capacity_) return false;
+    buf_ = offered;
+    capacity_ = offer_cap_;
+    switch_pos_.store(pending_head_, std::memory_order_relaxed);  // the next Commit's release publishes it
     return true;
   }
   // The offered buffer (nullptr if none), for its owner to release after Reset.
@@ -174,12 +199,12 @@ class Ring {
  private:
   static constexpr uint64_t kNoSwitch = UINT64_MAX;
 
-  // Producer, at a wrap to `pos`: moves to an offered buffer when pos is a
-  // multiple of its capacity (every fourth wrap for a 4x offer). Out of line
-  // of the push: it runs once per trip round the ring.
+  // Producer, at a wrap to `pos`: moves to an offered buffer (positions from
+  // pos on map into it by its own mask; see Growth above). Out of line of
+  // the push: it runs once per trip round the ring.
   __attribute__((noinline)) void TakeGrowthAt(uint64_t pos) {
     uint8_t* offered = offer_buf_.load(std::memory_order_acquire);
-    if (offered == nullptr || offered == buf_ || (pos & (offer_cap_ - 1)) != 0) return;
+    if (offered == nullptr || offered == buf_) return;
     buf_ = offered;
     capacity_ = offer_cap_;
     switch_pos_.store(pos, std::memory_order_relaxed);  // Commit's release publishes it
@@ -217,7 +242,8 @@ class Ring {
   // Growth: written by the consumer once per Init (offer), by the producer
   // once (switch); off the push's line, read by the producer only at wraps.
   alignas(64) std::atomic<uint8_t*> offer_buf_{nullptr};
-  size_t offer_cap_ = 0;
+  size_t offer_cap_ = 0;                     // written by the offer's claimant before offer_buf_
+  std::atomic<bool> offer_claimed_{false};   // ClaimOffer
   std::atomic<uint64_t> switch_pos_{kNoSwitch};
 };
 

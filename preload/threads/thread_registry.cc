@@ -193,6 +193,11 @@ ThreadState* RecordWriter::RegisterForRecord(bool register_if_missing) {
   return ts;
 }
 
+void* RecordWriter::ReserveWhenFull(ThreadState* ts, uint16_t kind, uint32_t payload) {
+  if (!GrowRingNow(ts)) return nullptr;
+  return ts->ring.Reserve(kind, payload);
+}
+
 void RecordWriter::CountDrop(ThreadState* ts, uint16_t kind) {
   ts->dropped[kind].fetch_add(1, std::memory_order_relaxed);
 }

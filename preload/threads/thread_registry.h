@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "preload/flush/flush_wakeup.h"
+#include "preload/threads/dropped_weight.h"
 #include "preload/threads/record_kinds.h"
 #include "preload/threads/ring.h"
 #include "preload/sockets/socket_gaps.h"
@@ -48,6 +49,8 @@ struct ThreadState {
   void* crash_altstack = nullptr;
   // socket_gaps.h: totals of socket data calls whose records were dropped.
   SockGapTable sock_gaps;
+  // dropped_weight.h: the weight of sampled allocations whose records were dropped.
+  DroppedWeight alloc_dropped;
   // ring_growth.h, flush-thread private: bytes drained since the window began.
   uint64_t ring_window_start_ns = 0;
   uint64_t ring_window_bytes = 0;
@@ -131,6 +134,7 @@ class RecordWriter {
     ts->ring.producer_busy = 1;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     data_ = ts->ring.Reserve(kind, payload_bytes);
+    if (__builtin_expect(!data_, 0)) data_ = ReserveWhenFull(ts, kind, payload_bytes);
     if (__builtin_expect(!data_, 0)) {
       CountDrop(ts, kind);
       std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -156,6 +160,10 @@ class RecordWriter {
   // Slow path for a thread without a state: registers it (when allowed and
   // recording), else counts the record as an unattributed drop. errno is kept.
   static ThreadState* RegisterForRecord(bool register_if_missing);
+  // A record that found no room: moves the ring to a bigger buffer at once
+  // if one is offered or a spare is ready (ring_growth.h), and tries again.
+  // Lock-free, no system call; null if there is still no room.
+  __attribute__((noinline, cold)) static void* ReserveWhenFull(ThreadState* ts, uint16_t kind, uint32_t payload);
   // A record of `kind` that found no room (or a busy ring): counted, out of line.
   __attribute__((noinline, cold)) static void CountDrop(ThreadState* ts, uint16_t kind);
 

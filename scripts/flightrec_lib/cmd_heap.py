@@ -23,12 +23,18 @@ events in time order; a free matches the latest sample of its address.
    "peak_live_bytes_est": N,
    "sites": [{"function", "function_full", "file", "line", "allocated_bytes_est",
               "count_est", "live_bytes_est", "stack": ["site", ..., "root"],
-              "via": ["library call the site made", ..., "the allocator's caller"]}, ...]}
+              "via": ["library call the site made", ..., "the allocator's caller"]}, ...],
+   "unattributed_bytes_est": N}
 sorted by allocated bytes (or --sort). "function" is the short name
 (names.py), "function_full" as demangled. "stack" is the heaviest call path
-through the site, site first; "via" the heaviest library path below it. Data the recorder lost (dropped samples or
-frees, a full sampled-address table) is reported on stderr: estimates are
-then low (drops) or live is high (lost frees)."""
+through the site, site first; "via" the heaviest library path below it.
+Samples dropped because a ring was full keep their weight
+(alloc.unattributed): they are the site "[unattributed: ring full]", counted
+in allocated_bytes_est and also given alone as "unattributed_bytes_est"
+(never live: their frees are not tracked). Data the recorder lost otherwise
+(dropped frees, a full sampled-address table, drops in traces from before
+alloc.unattributed) is reported on stderr: estimates are then low (drops) or
+live is high (lost frees)."""
 import json
 import operator
 import re
@@ -159,6 +165,8 @@ def build(trace):
     per_process = {}     # process key -> [(time, 0 sample / 1 free, seq, address, site, path, w, wall offset)]
     rates = Counter()
     seq = 0
+    unattributed = Site(profiles.UNATTRIBUTED, "", 0, profiles.UNATTRIBUTED)
+    unattributed_samples = 0
     for si, seg in enumerate(trace.segments):
         key = profiles._process_key(seg)
         h = seg.header
@@ -170,6 +178,12 @@ def build(trace):
                 if cols is not None:
                     per_process.setdefault(key, []).extend(
                         (t, 1, 0, a, None, None, 0.0, off) for t, a in zip(*cols))
+                continue
+            if name == "alloc.unattributed":
+                for _, _, n, b, c in profiles.unattributed_rows(batch, problems):
+                    unattributed.bytes += b
+                    unattributed.count += c
+                    unattributed_samples += n
                 continue
             if name != "alloc.sample":
                 continue
@@ -225,10 +239,11 @@ def build(trace):
             peak_total = running
 
     sample_bytes = rates.most_common(1)[0][0] if rates else _configured_rate(trace)
-    rows = [s for s in sites.values()]
+    rows = [s for s in sites.values()] + ([unattributed] if unattributed_samples else [])
     doc = {
         "sample_bytes": int(sample_bytes),
         "allocated_bytes_est": int(round(sum(s.bytes for s in rows))),
+        "unattributed_bytes_est": int(round(unattributed.bytes)),
         "live_bytes_est": int(round(live_total)),
         "peak_live_bytes_est": int(round(peak_total)),
         "sites": [],
@@ -247,7 +262,10 @@ def build(trace):
                      "each is weighted by its own" % (len(rates), ", ".join(str(r) for r in sorted(rates))))
     lost = trace.dropped()
     for kind in LOST_KINDS:
-        if lost.get(kind):
+        if kind == "alloc.sample" and lost.get(kind) and unattributed_samples >= lost[kind]:
+            notes.append("%s allocation samples were dropped (rings full): their weight is the site %s" % (
+                "{:,}".format(lost[kind]), profiles.UNATTRIBUTED))
+        elif lost.get(kind):
             notes.append(_lost_note(kind, lost[kind]))
     return doc, notes
 

@@ -21,6 +21,15 @@ The live kind replays each process's (host, service, pid) alloc.sample and
 alloc.free events in time order across its segments; what is left was never
 freed (with --to: not freed by then).
 
+Samples the recorder dropped (rings full) keep their weight: each profile
+carries it as one "[unattributed: ring full]" entry per thread, a stack of
+that one frame, so every report built from here shows it and totals stay
+right. alloc: the alloc.unattributed events (the exact estimated bytes and
+count of the dropped samples). cpu: sampler.lost counts (records lost in
+the perf rings or ours) times the profile's period, an estimate (with perf,
+lost records include context-switch records). offcpu and live have none:
+a lost block's duration, and whether a dropped sample was freed, are unknown.
+
 Speed: events are read column by column and aggregated by stack id per
 segment first; each distinct stack is resolved to frames once.
 
@@ -223,6 +232,16 @@ PERIOD_PROBE = 4096
 NO_STACK = [{"function": "[no stack]", "file": "", "line": 0, "address": 0, "mapping": None,
              "inlined": False}]
 
+# The pseudo-frame dropped samples are reported under (see the module doc).
+UNATTRIBUTED = "[unattributed: ring full]"
+UNATTRIBUTED_FRAMES = [{"function": UNATTRIBUTED, "file": "", "line": 0, "address": 0, "mapping": None,
+                        "inlined": False}]
+UNATTRIBUTED_SID = -1  # stands for UNATTRIBUTED_FRAMES where a stack id goes
+# Events that carry dropped weight, per kind, and the fields read from them.
+UNATTRIBUTED_EVENTS = {"alloc": ("alloc.unattributed", ["time", "tid", "samples", "bytes", "count"]),
+                       "cpu": ("sampler.lost", ["time", "tid", "count"])}
+_FLOAT_FIELDS = {"alloc.unattributed": ("bytes", "count")}
+
 _TIME_RE = re.compile(r"^(-?)(\d+(?:\.\d*)?|\.\d+)(ns|us|ms|s|m)?$")
 _TIME_UNITS = {"ns": 1, "us": 1000, "ms": 10 ** 6, "s": 10 ** 9, "m": 60 * 10 ** 9}
 
@@ -368,13 +387,15 @@ def select_columns(batch, fields, problems):
     and type, as (path, message)) when a field is missing or has a type the
     reports cannot use, or the block does not decode."""
     names = batch.type.field_names
+    floats = _FLOAT_FIELDS.get(batch.type.name, ())
     missing = [f for f in fields if f not in names]
     if missing:
         problems.add((batch.segment.path, "%s events lack field%s %s; they are skipped" % (
             batch.type.name, "s" if len(missing) > 1 else "", ", ".join(missing))))
         return None
     types = {f.name: f for f in batch.type.fields}
-    wrong = [f for f in fields if types[f].type not in _FIELD_TYPES.get(f, _INTEGER_TYPES)]
+    wrong = [f for f in fields if types[f].type not in
+             ((segment.F64,) if f in floats else _FIELD_TYPES.get(f, _INTEGER_TYPES))]
     if wrong:
         problems.add((batch.segment.path, "%s events have unusable field types (%s); they are skipped" % (
             batch.type.name, ", ".join("%s: %s" % (f, types[f].type_name) for f in wrong))))
@@ -387,6 +408,21 @@ def select_columns(batch, fields, problems):
             batch.type.name, batch.offset)))
         return None
     return {f: cols[names.index(f)] for f in fields}
+
+
+def unattributed_rows(batch, problems, lo=None, hi=None, tids=None):
+    """(time, tid, samples, bytes, count) per alloc.unattributed event of the
+    batch within [lo, hi] and the thread set, or per sampler.lost event
+    (bytes and count then 0: the caller weighs the samples)."""
+    fields = UNATTRIBUTED_EVENTS["alloc" if batch.type.name == "alloc.unattributed" else "cpu"][1]
+    cols = select_columns(batch, fields, problems)
+    if cols is None:
+        return []
+    columns = [cols[f] for f in fields]
+    if len(columns) == 3:
+        columns += [repeat(0.0), repeat(0.0)]
+    return [r for r in zip(*columns)
+            if (lo is None or lo <= r[0] <= hi) and (tids is None or r[1] in tids)]
 
 
 def _accumulate(acc, key, samples, weight, objects, first_time):
@@ -438,6 +474,13 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
             hi = bounds[1] - h["anchor_realtime_ns"] + h["anchor_monotonic_ns"]
         seg_lo = seg_hi = None  # monotonic span of the events taken from this segment
         for batch in seg.batches:
+            if kind in UNATTRIBUTED_EVENTS and batch.type.name == UNATTRIBUTED_EVENTS[kind][0]:
+                for t, tid, n, b, c in unattributed_rows(batch, problems, lo, hi, tids):
+                    # cpu: weighed by the profile's period once it is known (below).
+                    _accumulate(acc, (si, tid, UNATTRIBUTED_SID), n, b, c, t)
+                    seg_lo = t if seg_lo is None or t < seg_lo else seg_lo
+                    seg_hi = t if seg_hi is None or t > seg_hi else seg_hi
+                continue
             if batch.type.name == "alloc.free" and kind == "live":
                 cols = select_columns(batch, ["time", "address"], problems)
                 if cols is None:
@@ -523,9 +566,15 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
     # so processes recorded side by side interleave correctly).
     segs = trace.segments
     entries = []
+    period = periods.most_common(1)[0][0] if periods else 0
     for (si, tid, sid), (n, w, c, t) in acc.items():
         seg = segs[si]
-        frames = seg.frames(sid) or NO_STACK
+        if sid == UNATTRIBUTED_SID:
+            frames = UNATTRIBUTED_FRAMES
+            if kind == "cpu":
+                w = n * period
+        else:
+            frames = seg.frames(sid) or NO_STACK
         tnames = names.get((seg.pid, tid))
         if tnames:
             tname = tnames[-1]
@@ -538,7 +587,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
         entries.append(e)
     entries.sort(key=lambda e: e.first_time)
     prof.entries = entries
-    prof.period = periods.most_common(1)[0][0] if periods else 0
+    prof.period = period
     prof.start_wall_ns, prof.end_wall_ns = span[0] or 0, span[1] or 0
     if procs:
         prof.main_path = next(iter(procs.values())).get("exe") or None

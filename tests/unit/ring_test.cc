@@ -95,7 +95,7 @@ TEST_CASE("ring: the consumer is nudged once each time the ring passes a quarter
   CHECK(push());
 }
 
-TEST_CASE("ring: an offered bigger buffer is taken at a wrap on its own size, and nothing is lost or reordered") {
+TEST_CASE("ring: an offered bigger buffer is taken at the next wrap, and nothing is lost or reordered") {
   alignas(64) static uint8_t base[256];
   alignas(64) static uint8_t grown[1024];
   memset(grown, 0xee, sizeof(grown));
@@ -215,8 +215,10 @@ TEST_CASE("ring growth: a busy thread's ring is offered 4x, up to 1 MiB; a 1 MiB
     ts->ring.Init(Aligned64(storage), c.base);
     const uint64_t t0 = 5'000'000'000ull;
     flightrec::NoteRingDrained(ts.get(), 0, t0);  // opens a window
-    // Below twice the ring in a second: nothing.
-    flightrec::NoteRingDrained(ts.get(), c.base, t0 + 1'100'000'000ull);
+    // Below twice the ring in a second, no drain of half a ring: nothing.
+    flightrec::NoteRingDrained(ts.get(), c.base / 4, t0 + 300'000'000ull);
+    flightrec::NoteRingDrained(ts.get(), c.base / 4, t0 + 600'000'000ull);
+    flightrec::NoteRingDrained(ts.get(), c.base / 4, t0 + 1'100'000'000ull);
     CHECK(ts->ring.offered_buffer() == nullptr);
     flightrec::NoteRingDrained(ts.get(), 2 * c.base, t0 + 1'600'000'000ull);
     flightrec::NoteRingDrained(ts.get(), 0, t0 + 2'200'000'000ull);
@@ -226,6 +228,58 @@ TEST_CASE("ring growth: a busy thread's ring is offered 4x, up to 1 MiB; a 1 MiB
     CHECK(ts->ring.offered_buffer() == nullptr);
   }
   CHECK(flightrec::GrownRings() == 0);
+}
+
+TEST_CASE("ring growth: one drain of half a ring or more offers growth at once") {
+  std::vector<uint8_t> storage((size_t{64} << 10) + 64);
+  auto ts = std::make_unique<flightrec::ThreadState>();
+  ts->ring.Init(Aligned64(storage), size_t{64} << 10);
+  const uint64_t t0 = 9'000'000'000ull;
+  flightrec::NoteRingDrained(ts.get(), 0, t0);
+  flightrec::NoteRingDrained(ts.get(), (size_t{64} << 10) / 2 - 8, t0 + 1'000'000ull);
+  CHECK(ts->ring.offered_buffer() == nullptr);
+  flightrec::NoteRingDrained(ts.get(), (size_t{64} << 10) / 2, t0 + 2'000'000ull);  // 1 ms later
+  CHECK(ts->ring.offered_capacity() == (size_t{256} << 10));
+  flightrec::ReleaseRingGrowth(ts.get());
+}
+
+TEST_CASE("ring growth: a full ring moves to a spare at once, and keeps its records in order") {
+  // A drain maps the spares (the grown size of this base: 4x).
+  std::vector<uint8_t> storage((size_t{64} << 10) + 64);
+  auto ts = std::make_unique<flightrec::ThreadState>();
+  ts->ring.Init(Aligned64(storage), size_t{64} << 10);
+  flightrec::NoteRingDrained(ts.get(), 0, 1'000'000'000ull);
+  uint64_t pushed = 0;
+  auto push = [&] {
+    flightrec::RecordWriter w(ts.get(), 3, sizeof(Rec), false);
+    if (!w.ok()) return false;
+    Rec rec{pushed, pushed ^ 0x5a5a5a5aull};
+    memcpy(w.data(), &rec, sizeof(rec));
+    ++pushed;
+    return true;
+  };
+  // Nothing drains: without the spare the ring would refuse after 64 KiB.
+  while (push() && pushed < 10000) {
+  }
+  CHECK(pushed * (sizeof(Rec) + 8) > (size_t{128} << 10));
+  CHECK(ts->ring.offered_capacity() == (size_t{256} << 10));
+  uint64_t received = 0;
+  bool in_order = true;
+  ts->ring.Drain([&](const RecordHeader&, const void* payload) {
+    Rec rec;
+    memcpy(&rec, payload, sizeof(rec));
+    if (rec.seq != received || rec.check != (received ^ 0x5a5a5a5aull)) in_order = false;
+    ++received;
+  });
+  CHECK(in_order);
+  CHECK(received == pushed);
+  CHECK(ts->ring.consumer_capacity() == (size_t{256} << 10));
+  // The flush thread's next look counts the taken spare as a grown ring.
+  const int before = flightrec::GrownRings();
+  flightrec::NoteRingDrained(ts.get(), 0, 1'001'000'000ull);
+  CHECK(flightrec::GrownRings() == before + 1);
+  flightrec::ReleaseRingGrowth(ts.get());
+  CHECK(flightrec::GrownRings() == before);
 }
 
 TEST_SUITE("concurrency") {
