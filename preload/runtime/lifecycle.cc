@@ -22,6 +22,7 @@
 #include "preload/fds/fd_guard.h"
 #include "preload/flush/flush_registry_internal.h"
 #include "preload/flush/flush_thread.h"
+#include "preload/flush/window_keeper.h"
 #include "preload/runtime/last_thread_exit.h"
 #include "preload/runtime/log.h"
 #include "preload/flush/output_dir.h"
@@ -109,6 +110,7 @@ __attribute__((constructor)) void FlightrecInit() {
   InitThreadRegistry();
   LastThreadWatchInit();
   RegisterCoreEvents();
+  RegisterTriggerEvents();  // the `trigger` event (preload/flush/window_keeper.h)
   // Before any recorder thread exists, so no unwinding path ever mallocs.
   // libunwind opens its address-validation pipes here (fd_guard.h): they
   // must sit in our range, and survive an application that closes every fd
