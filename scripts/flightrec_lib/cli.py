@@ -175,12 +175,12 @@ class SelectedTrace(Trace):
         self._progress = progress.Progress("reading segments", total=len(found))
         return found
 
-    def _open(self, path):
+    def _open(self, path, follow=True):
         # Trace._open calls itself once for a file sealed while being listed: count it once.
         self._depth = getattr(self, "_depth", 0) + 1
         before = len(self.segments)
         try:
-            super()._open(path)
+            super()._open(path, follow)
         finally:
             self._depth -= 1
         if self._depth:
