@@ -243,3 +243,29 @@ def test_trigger_refuses_what_is_not_recording(fr, trace_dir):
     assert bad.returncode == 2 and "not a live process" in bad.stderr
     bad = fr.dump_run("trigger", "--output", trace_dir, "no-such-service", check=False)
     assert bad.returncode == 2 and "no live process" in bad.stderr
+
+
+def test_rss_above_the_limit_triggers_once(fr, trace_dir):
+    # Every process is above 1 MiB resident: the first look triggers, and
+    # only once (re-armed only below 7/8 of the limit).
+    fr.run([fr.program("s3_worker"), "1500"], trace_dir, env=window_env(2, 1, FLIGHTREC_TRIGGER_RSS_MB=1))
+    triggers = fr.events(trace_dir, "trigger")
+    assert [e["reason"] for e in triggers] == ["rss"], triggers
+    assert triggers[0]["detail"] > 1 << 20
+    fr_dir2 = trace_dir.parent / "high-limit"
+    fr_dir2.mkdir(mode=0o700)
+    fr.run([fr.program("s3_worker"), "1500"], fr_dir2, env=window_env(2, 1, FLIGHTREC_TRIGGER_RSS_MB=100000))
+    assert fr.events(fr_dir2, "trigger") == []
+
+
+def test_forked_processes_keep_windows_of_their_own(fr, trace_dir):
+    proc = fr.run([fr.program("cpu_fork")], trace_dir, env=window_env(1, 0))
+    assert "parent done" in proc.stdout
+    pids = {}
+    for n in os.listdir(trace_dir):
+        if n.endswith(".seg"):
+            pids.setdefault(n.split("@")[0].rsplit("-", 2)[1], []).append(n)
+    assert len(pids) == 2, sorted(os.listdir(trace_dir))   # parent and child, each its own files
+    for pid, names in pids.items():
+        assert not [n for n in names if "@" in n], names     # no trigger, nothing kept
+        assert all(os.stat(trace_dir / n).st_mode & 0o777 == 0o400 for n in names), names
