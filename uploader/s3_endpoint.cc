@@ -216,4 +216,12 @@ std::string SegmentKey(std::string_view prefix, std::string_view service, time_t
   return key;
 }
 
+std::string IncidentSegmentKey(std::string_view prefix, std::string_view service, time_t incident_utc_seconds,
+                               std::string_view host, std::string_view tag, std::string_view pid,
+                               std::string_view file_name) {
+  std::string folder = "incident-" + Sanitize(tag) + "-" + Sanitize(pid);
+  std::string key = SegmentKey(prefix, service, incident_utc_seconds, host, folder);
+  return key + "/" + Sanitize(file_name);
+}
+
 }  // namespace flightrec::uploader

@@ -57,5 +57,11 @@ bool IsValidBucketName(std::string_view bucket);
 // '/' inside service or host becomes '_', empty ones become "unknown".
 std::string SegmentKey(std::string_view prefix, std::string_view service, time_t utc_seconds,
                        std::string_view host, std::string_view file_name);
+// A segment window mode kept for an incident (preload/flush/window_keeper.h):
+// {prefix}/{service}/{yyyy-mm-dd}/{host}/incident-{tag}-{pid}/{file_name},
+// the date being the incident's, so one incident's objects share a prefix.
+std::string IncidentSegmentKey(std::string_view prefix, std::string_view service, time_t incident_utc_seconds,
+                               std::string_view host, std::string_view tag, std::string_view pid,
+                               std::string_view file_name);
 
 }  // namespace flightrec::uploader

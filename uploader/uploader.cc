@@ -224,13 +224,17 @@ void RunRound(Uploader* u, S3Client* client, CredentialProvider* provider, bool 
     ClaimedSegment claimed;
     if (u->queue.Claim(segment, &claimed) != ClaimStatus::kClaimed) continue;  // busy, gone, shipped: not ours
 
-    std::string service;
-    time_t when = 0;
-    if (!ParseSegmentName(claimed.name, &service, &when)) {
+    std::string service, incident, pid;
+    time_t when = 0, incident_when = 0;
+    if (!ParseSegmentName(claimed.name, &service, &when, &incident, &incident_when, &pid)) {
       service = u->own_service;
       when = static_cast<time_t>(claimed.mtime_seconds);
+      incident.clear();
     }
-    const std::string key = SegmentKey(u->prefix, service, when, u->host, claimed.name);
+    // Window mode's kept segments go under a folder naming their incident.
+    const std::string key = incident.empty() ? SegmentKey(u->prefix, service, when, u->host, claimed.name)
+                                             : IncidentSegmentKey(u->prefix, service, incident_when, u->host,
+                                                                  incident, pid, claimed.name);
     if (!IsProtectedFd(claimed.fd)) {
       // The program dup2'd over the segment's descriptor since the claim:
       // the number is its file now, never to be read or sent (fd_guard.h).
@@ -447,25 +451,16 @@ std::string HostName() {
 
 }  // namespace
 
-bool ParseSegmentName(std::string_view name, std::string* service, time_t* utc_seconds) {
-  if (name.size() < 5 || name.substr(name.size() - 4) != ".seg") return false;
-  name.remove_suffix(4);
-  std::string_view parts[4];
-  for (int i = 0; i < 4; i++) {
-    const size_t dash = name.find('-');
-    if (i < 3 && dash == std::string_view::npos) return false;
-    if (i == 3 && dash != std::string_view::npos) return false;
-    parts[i] = name.substr(0, dash);
-    name = dash == std::string_view::npos ? std::string_view() : name.substr(dash + 1);
-  }
+namespace {
+
+// "yyyymmddThhmmss[.mmm]Z" as UTC seconds; false for any other shape.
+bool ParseStamp(std::string_view stamp, time_t* utc_seconds) {
   auto digits = [](std::string_view s) {
     if (s.empty()) return false;
     for (char c : s)
       if (c < '0' || c > '9') return false;
     return true;
   };
-  const std::string_view stamp = parts[0];
-  if (parts[1].empty() || !digits(parts[2]) || !digits(parts[3])) return false;
   if (stamp.size() < 16 || stamp[8] != 'T' || stamp.back() != 'Z' || !digits(stamp.substr(0, 8)) ||
       !digits(stamp.substr(9, 6)))
     return false;
@@ -484,6 +479,41 @@ bool ParseSegmentName(std::string_view name, std::string* service, time_t* utc_s
   tm.tm_sec = num(13, 2);
   if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31) return false;
   *utc_seconds = timegm(&tm);
+  return true;
+}
+
+}  // namespace
+
+bool ParseSegmentName(std::string_view name, std::string* service, time_t* utc_seconds, std::string* incident,
+                      time_t* incident_utc_seconds, std::string* pid) {
+  if (name.size() < 5 || name.substr(name.size() - 4) != ".seg") return false;
+  name.remove_suffix(4);
+  std::string_view tag;
+  if (const size_t at = name.find('@'); at != std::string_view::npos) {
+    tag = name.substr(at + 1);
+    name = name.substr(0, at);
+    time_t when;
+    if (!ParseStamp(tag, &when)) return false;
+    if (incident_utc_seconds) *incident_utc_seconds = when;
+  }
+  if (incident) *incident = std::string(tag);
+  std::string_view parts[4];
+  for (int i = 0; i < 4; i++) {
+    const size_t dash = name.find('-');
+    if (i < 3 && dash == std::string_view::npos) return false;
+    if (i == 3 && dash != std::string_view::npos) return false;
+    parts[i] = name.substr(0, dash);
+    name = dash == std::string_view::npos ? std::string_view() : name.substr(dash + 1);
+  }
+  auto digits = [](std::string_view s) {
+    if (s.empty()) return false;
+    for (char c : s)
+      if (c < '0' || c > '9') return false;
+    return true;
+  };
+  if (parts[1].empty() || !digits(parts[2]) || !digits(parts[3])) return false;
+  if (!ParseStamp(parts[0], utc_seconds)) return false;
+  if (pid) *pid = std::string(parts[2]);
   *service = std::string(parts[1]);
   return true;
 }
@@ -523,6 +553,7 @@ void UploaderInit(const Config& config) {
   u->options.sse_kms_key_id = config.s3_sse_kms_key_id;
   u->options.storage_class = config.s3_storage_class;
   RegisterSealHook(SealHook);
+  RegisterShipHook(SealHook);  // window mode: kept for an incident after its seal
   RegisterShutdownHook(ShutdownHook);
   Start(u);
 }

@@ -41,8 +41,13 @@ namespace uploader {
 
 // Splits a sealed segment name "<yyyymmddThhmmss.mmmZ>-<service>-<pid>-<seq>.seg"
 // (preload/flush/segment_files.h) into its service and its UTC time (seconds).
-// False for names of any other shape.
-bool ParseSegmentName(std::string_view name, std::string* service, time_t* utc_seconds);
+// False for names of any other shape. A segment kept for an incident is
+// named "<...>-<seq>@<tag>.seg" (tag: the incident's UTC stamp, same shape
+// as the segment's); with `incident`, that tag goes there ("" if none), its
+// time in *incident_utc_seconds, and the pid in *pid.
+bool ParseSegmentName(std::string_view name, std::string* service, time_t* utc_seconds,
+                      std::string* incident = nullptr, time_t* incident_utc_seconds = nullptr,
+                      std::string* pid = nullptr);
 
 }  // namespace uploader
 }  // namespace flightrec

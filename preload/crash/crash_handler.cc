@@ -30,6 +30,7 @@
 // from its slot, unless the application already set one (then theirs is kept
 // and used). The handler is installed SA_ONSTACK.
 #include "preload/crash/crash_handler.h"
+#include "preload/runtime/trigger.h"
 
 #include <signal.h>
 #include <sys/mman.h>
@@ -356,6 +357,9 @@ void ForgetChainLeftAt(uintptr_t sp) {
 
 void RecordAndSeal(int sig, siginfo_t* si, void* uc) {
   RecordCrash(sig, si, uc);
+  // Keep (and ship) what led here: the flush tick below opens the incident
+  // before its seal (async-signal-safe: atomics and a futex wake).
+  RequestTrigger(TriggerReason::kCrash, static_cast<uint64_t>(sig));
   RequestCrashFlushAndWait(MonotonicNs() + kCrashFlushBudgetNs);
 }
 

@@ -4,6 +4,7 @@
 // registration), atomics, nanosleep while the flush thread seals
 // (RequestCrashFlushAndWait), sigaction and raise.
 #include "preload/crash/term_signals.h"
+#include "preload/runtime/trigger.h"
 
 #include <dlfcn.h>
 #include <sys/syscall.h>
@@ -128,6 +129,8 @@ void TermSignalHandler(int sig, siginfo_t* si, void*) {
   const bool ours = ts && RuntimeRecording() && !(tls_thread_flags & kThreadFlagRecorder);
   if (ours && g_terminating.exchange(1) == 0) {
     RecordKilled(ts, sig, si);
+    // Death by signal is an incident, an orderly stop request is not.
+    if (sig != SIGTERM && sig != SIGINT) RequestTrigger(TriggerReason::kFatalSignal, static_cast<uint64_t>(sig));
     RequestCrashFlushAndWait(MonotonicNs() + kSealBudgetNs);
   }
   DefaultAction(sig);

@@ -22,6 +22,7 @@ struct Registry {
   KindEntry kinds[kRecordKindCount];
   std::vector<FlushSourceFn> sources;
   std::vector<SealHookFn> seal_hooks;
+  std::vector<SealHookFn> ship_hooks;
   std::vector<ShutdownHookFn> shutdown_hooks;
   std::vector<ThreadDrainedFn> drained_hooks;
 };
@@ -51,6 +52,7 @@ const char* RecordKindName(uint16_t kind) {
 
 void RegisterFlushSource(FlushSourceFn fn) { R().sources.push_back(fn); }
 void RegisterSealHook(SealHookFn fn) { R().seal_hooks.push_back(fn); }
+void RegisterShipHook(SealHookFn fn) { R().ship_hooks.push_back(fn); }
 void RegisterShutdownHook(ShutdownHookFn fn) { R().shutdown_hooks.push_back(fn); }
 void RegisterThreadDrainedHook(ThreadDrainedFn fn) { R().drained_hooks.push_back(fn); }
 
@@ -68,6 +70,10 @@ void RunFlushSources(FlushContext& ctx) {
 
 void RunSealHooks(const std::string& path) {
   for (SealHookFn fn : R().seal_hooks) fn(path);
+}
+
+void RunShipHooks(const std::string& path) {
+  for (SealHookFn fn : R().ship_hooks) fn(path);
 }
 
 void RunThreadDrainedHooks(FlushContext& ctx) {

@@ -50,6 +50,10 @@ void RegisterRecordKind(uint16_t kind, const char* name, RecordDecodeFn decode);
 const char* RecordKindName(uint16_t kind);
 void RegisterFlushSource(FlushSourceFn fn);
 void RegisterSealHook(SealHookFn fn);
+// A segment sealed earlier became ready to ship: window mode kept it for an
+// incident (preload/flush/window_keeper.h) and renamed it; `path` is its new
+// name. The uploader registers here (continuous mode never calls it).
+void RegisterShipHook(SealHookFn fn);
 void RegisterShutdownHook(ShutdownHookFn fn);  // run at exit after the final seal
 void RegisterThreadDrainedHook(ThreadDrainedFn fn);
 

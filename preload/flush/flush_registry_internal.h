@@ -12,6 +12,7 @@ void DefineAllEventTypes(format::SegmentWriter* writer);
 RecordDecodeFn DecoderFor(uint16_t kind);
 void RunFlushSources(FlushContext& ctx);
 void RunSealHooks(const std::string& path);
+void RunShipHooks(const std::string& path);
 void RunShutdownHooks(uint64_t deadline_ns);
 void RunThreadDrainedHooks(FlushContext& ctx);
 

@@ -52,6 +52,7 @@
 #include "preload/runtime/recorder_thread.h"
 #include "preload/threads/ring_growth.h"
 #include "preload/flush/segment_files.h"
+#include "preload/flush/window_keeper.h"
 #include "preload/threads/thread_registry.h"
 
 // The sampler supplies symbolization when it is linked in.
@@ -106,6 +107,7 @@ enum Phase : int { kIdle, kTicking, kStopRequested, kStopped };
 
 struct FlushState {
   format::SegmentWriter* writer = nullptr;
+  WindowKeeper* keeper = nullptr;  // triggers, incidents, window mode (window_keeper.h)
   ProcessInfo info;
   uint64_t seq = 0;
   std::string active_path;
@@ -296,11 +298,18 @@ void SealSegment(FlushState& s) {
   }
   TakeFooterCounters();  // in the footer now
   s.durable_drops.clear();
-  const std::string sealed = SealedSegmentPath(s.active_path);
+  // Window mode: a segment an incident covers is sealed under its tag;
+  // any other is made read-only, which the uploader reads as "nothing to
+  // ship" (window_keeper.h), before its .seg name exists.
+  const std::string tag = s.keeper->TagFor(s.opened_ns);
+  std::string sealed = SealedSegmentPath(s.active_path);
+  if (!tag.empty()) sealed = sealed.substr(0, sealed.size() - 4) + "@" + tag + ".seg";
+  const bool windowed = GetConfig().window_mode && tag.empty();
   OutputDir dir;
   std::string dir_error;
-  if (!OpenOutputDir(GetConfig().output, GetConfig().allow_foreign_dir, false, &dir, &dir_error) ||
-      renameat(dir.fd(), BaseName(s.active_path).c_str(), dir.fd(), BaseName(sealed).c_str()) != 0) {
+  const bool have_dir = OpenOutputDir(GetConfig().output, GetConfig().allow_foreign_dir, false, &dir, &dir_error);
+  if (have_dir && windowed) fchmodat(dir.fd(), BaseName(s.active_path).c_str(), S_IRUSR, 0);
+  if (!have_dir || renameat(dir.fd(), BaseName(s.active_path).c_str(), dir.fd(), BaseName(sealed).c_str()) != 0) {
     const int err = errno;
     Log(LogLevel::kWarn, "cannot rename %s: %s", s.active_path.c_str(), strerror(err));
     if (err == ENOENT) CarryDrops(s, totals, true);  // removed under us, with everything in it
@@ -309,6 +318,9 @@ void SealSegment(FlushState& s) {
   }
   s.active_path.clear();
   RunSealHooks(sealed);
+  const uint64_t sealed_ns = MonotonicNs();
+  if (windowed) s.keeper->AddWindowSegment(dir.path(), BaseName(sealed), sealed_ns);
+  s.keeper->AfterSeal(dir, sealed_ns);
   const uint64_t deleted =
       AccountSealedSegment(dir.fd(), GetConfig().max_disk_bytes, s.writer->stats().bytes_written, RealtimeNs());
   if (deleted) {
@@ -391,6 +403,9 @@ void Tick(FlushState& s, bool final_tick, bool nudged) {
     s.unattributed_seen = unattributed;
   }
   ReportOutputLosses(s, ctx);
+  // Triggers become events (and incidents) before any seal of this tick, so
+  // a crash's final seal already knows its incident.
+  const bool incident_done = s.keeper->Tick(ctx);
   if (cfg.rusage_ms && (now - s.last_rusage_ns >= cfg.rusage_ms * kMs || final_tick)) {
     s.last_rusage_ns = now;
     EmitRusage(ctx);
@@ -427,8 +442,8 @@ void Tick(FlushState& s, bool final_tick, bool nudged) {
     }
     NoteDurable(s);
   }
-  if (s.writer->stats().bytes_written + s.writer->buffered_bytes() >= cfg.segment_bytes ||
-      now - s.opened_ns >= cfg.segment_seconds * 1000 * kMs) {
+  if (incident_done || s.writer->stats().bytes_written + s.writer->buffered_bytes() >= cfg.segment_bytes ||
+      now - s.opened_ns >= WindowKeeper::SegmentSecondsFor(cfg.segment_seconds) * 1000 * kMs) {
     SealSegment(s);
     if (!s.paused) OpenSegment(s, MonotonicNs());
   }
@@ -444,7 +459,8 @@ uint64_t UntilNextDuty(const FlushState& s, uint64_t now) {
   auto at = [&](uint64_t t) { due = std::min(due, t); };
   if (cfg.rusage_ms) at(s.last_rusage_ns + cfg.rusage_ms * kMs);
   if (s.writer->buffered_bytes() > 0) at(s.last_block_ns + kBlockMaxDelayNs);
-  if (s.writer->is_open()) at(s.opened_ns + cfg.segment_seconds * 1000 * kMs);
+  if (s.writer->is_open()) at(s.opened_ns + WindowKeeper::SegmentSecondsFor(cfg.segment_seconds) * 1000 * kMs);
+  at(s.keeper->NextDutyNs());
   if (s.paused) at(s.retry_at_ns);
   return due > now ? due - now : 0;
 }
@@ -535,6 +551,7 @@ void* FlushMain(void* arg) {
 bool Launch(const ProcessInfo& info) {
   auto* s = new FlushState();
   s->writer = new format::SegmentWriter();
+  s->keeper = new WindowKeeper();
   if (SamplerPcDescriber) s->writer->SetPcDescriber(SamplerPcDescriber());
   DefineAllEventTypes(s->writer);
   s->info = info;

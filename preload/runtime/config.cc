@@ -188,6 +188,15 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
     else if (name == "FLIGHTREC_RECORD_ENV") Bool(c, n, v, &cfg.record_env);
     else if (name == "FLIGHTREC_CRASH") Bool(c, n, v, &cfg.crash);
     else if (name == "FLIGHTREC_ALLOW_FOREIGN_DIR") Bool(c, n, v, &cfg.allow_foreign_dir);
+    else if (name == "FLIGHTREC_MODE") {
+      if (v == "continuous") cfg.window_mode = false;
+      else if (v == "window") cfg.window_mode = true;
+      else c.Say(name + "='" + Shown(v) + "' is not one of continuous|window; using continuous");
+    }
+    else if (name == "FLIGHTREC_WINDOW_SECONDS") U64(c, n, v, &cfg.window_seconds, 1, 86400);
+    else if (name == "FLIGHTREC_TRIGGER_AFTER_SECONDS") U64(c, n, v, &cfg.trigger_after_seconds, 0, 3600);
+    else if (name == "FLIGHTREC_TRIGGER_SLOW_MS") U64(c, n, v, &cfg.trigger_slow_ms, 0, 3600000);
+    else if (name == "FLIGHTREC_TRIGGER_RSS_MB") U64(c, n, v, &cfg.trigger_rss_mb, 0, 1ull << 30);
     else if (name == "FLIGHTREC_ALLOC_SAMPLE_BYTES") U64(c, n, v, &cfg.alloc_sample_bytes, 0, 1ull << 40);
     else if (name == "FLIGHTREC_ALLOC_TABLE_ENTRIES") U64(c, n, v, &cfg.alloc_table_entries, 1024, 1ull << 26);
     else if (name == "FLIGHTREC_SAMPLER") {

@@ -35,6 +35,13 @@ struct Config {
   bool crash = true;                           // FLIGHTREC_CRASH
   bool allow_foreign_dir = false;              // FLIGHTREC_ALLOW_FOREIGN_DIR
 
+  // flight-recorder (window) mode and triggers (preload/flush/window_keeper.h)
+  bool window_mode = false;                    // FLIGHTREC_MODE=continuous|window
+  uint64_t window_seconds = 300;               // FLIGHTREC_WINDOW_SECONDS
+  uint64_t trigger_after_seconds = 10;         // FLIGHTREC_TRIGGER_AFTER_SECONDS
+  uint64_t trigger_slow_ms = 0;                // FLIGHTREC_TRIGGER_SLOW_MS (0 = off)
+  uint64_t trigger_rss_mb = 0;                 // FLIGHTREC_TRIGGER_RSS_MB (0 = off)
+
   // allocations
   uint64_t alloc_sample_bytes = 524288;        // FLIGHTREC_ALLOC_SAMPLE_BYTES (0 = off, 1 = all)
   uint64_t alloc_table_entries = 1 << 16;      // FLIGHTREC_ALLOC_TABLE_ENTRIES (live sampled blocks tracked)

@@ -26,6 +26,7 @@
 #include "preload/fds/fd_guard.h"
 #include "preload/flush/flush_registry_internal.h"
 #include "preload/flush/flush_thread.h"
+#include "preload/flush/window_keeper.h"
 #include "preload/runtime/last_thread_exit.h"
 #include "preload/runtime/log.h"
 #include "preload/runtime/recorder_heap.h"
@@ -173,6 +174,7 @@ void StartRecording() {
   InitThreadRegistry();
   LastThreadWatchInit();
   RegisterCoreEvents();
+  RegisterTriggerEvents();  // the `trigger` event (preload/flush/window_keeper.h)
   // Before any recorder thread exists, so no unwinding path ever mallocs.
   // libunwind opens its address-validation pipes here (fd_guard.h): they
   // must sit in our range, and survive an application that closes every fd

@@ -95,11 +95,15 @@ def add_paths_argument(parser):
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="segment files (*.seg, *.active), directories holding them, or s3://bucket/prefix")
     selection.add_arguments(parser)
+    parser.add_argument("--incident", type=int, metavar="N",
+                        help="only incident N (as `info` numbers them): its process's segments around it")
 
 
 # The selection (--pid/--service/--host) of the command being run: set by
 # main() from its arguments, applied by every open_trace of the run.
 _selection = selection.Selection()
+# --incident N of the command being run (main sets it; open_trace applies it).
+_incident = None
 
 
 def _fetch_remote(paths):
@@ -143,6 +147,12 @@ def open_trace(paths):
         err("no segments match %s (%d segments skipped)" % (_selection.describe(), trace.skipped))
     for path, message in trace.errors:
         err_file(path, message)
+    if _incident is not None:
+        from . import incidents
+        try:
+            incidents.select(trace, _incident)
+        except incidents.IncidentError as e:
+            raise UsageError(str(e)) from None
     report_damage(trace)
     return trace
 
@@ -235,6 +245,8 @@ def main(argv=None):
                 and "info" in subparsers.choices and (os.path.exists(argv[0]) or argv[0].startswith("s3://")):
             argv.insert(0, "info")
         args = parser.parse_args(argv)
+        global _incident
+        _incident = getattr(args, "incident", None)
         if not getattr(args, "func", None):
             parser.print_help(sys.stderr)
             return 2

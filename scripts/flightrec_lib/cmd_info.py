@@ -1,9 +1,11 @@
 """info: what a trace holds: segments (state, damage, time range), event
 counts by type, dropped data, threads, any crash with its stack, and any
-termination signal that ended a process (process.killed: who sent it)."""
+termination signal that ended a process (process.killed: who sent it), and
+the incidents triggers opened (incidents.py)."""
 import json
 
 from . import cli
+from . import incidents
 from . import profiles
 
 CRASH_EVENT = "crash"
@@ -56,6 +58,7 @@ def summarize(trace):
         "threads": trace.threads(),
         "crashes": crashes(trace),
         "killed": killed(trace),
+        "incidents": incidents.find(trace),
         "time_range": {"first_ns": first, "last_ns": last,
                        "first_wall_ns": wall[0] if wall else None, "last_wall_ns": wall[1] if wall else None},
         "errors": [{"path": p, "error": m} for p, m in trace.errors],
@@ -167,6 +170,7 @@ def print_text(doc):
             sender = " sent by pid %s (uid %s)" % (k["sender_pid"], k["sender_uid"])
         print("\nkilled: %s%s, pid %s at %s (received by tid %s \"%s\")" % (
             k["signal"], sender, k["pid"], when, k["tid"], names.get((k["pid"], k["tid"]), "?")))
+    incidents.print_text(doc["incidents"], cli.format_wall)
     threads = doc["threads"]
     if threads:
         print("\nthreads: %d" % len(threads))

@@ -133,3 +133,27 @@ TEST_CASE("config: a relative FLIGHTREC_OUTPUT is fixed against the starting dir
   CHECK(Parse({"FLIGHTREC_OUTPUT=/abs/x"}, &msgs).output == "/abs/x");
   CHECK(msgs.empty());
 }
+
+TEST_CASE("config: window mode and trigger settings") {
+  std::vector<std::string> msgs;
+  Config d = Parse({}, &msgs);
+  CHECK_FALSE(d.window_mode);
+  CHECK(d.window_seconds == 300);
+  CHECK(d.trigger_after_seconds == 10);
+  CHECK(d.trigger_slow_ms == 0);
+  CHECK(d.trigger_rss_mb == 0);
+  Config c = Parse({"FLIGHTREC_MODE=window", "FLIGHTREC_WINDOW_SECONDS=5", "FLIGHTREC_TRIGGER_AFTER_SECONDS=0",
+                    "FLIGHTREC_TRIGGER_SLOW_MS=250", "FLIGHTREC_TRIGGER_RSS_MB=512"},
+                   &msgs);
+  CHECK(msgs.empty());
+  CHECK(c.window_mode);
+  CHECK(c.window_seconds == 5);
+  CHECK(c.trigger_after_seconds == 0);
+  CHECK(c.trigger_slow_ms == 250);
+  CHECK(c.trigger_rss_mb == 512);
+  Config bad = Parse({"FLIGHTREC_MODE=snapshot", "FLIGHTREC_WINDOW_SECONDS=0"}, &msgs);
+  CHECK_FALSE(bad.window_mode);
+  CHECK(bad.window_seconds == 300);
+  CHECK(Mentions(msgs, "FLIGHTREC_MODE='snapshot' is not one of continuous|window; using continuous"));
+  CHECK(Mentions(msgs, "FLIGHTREC_WINDOW_SECONDS='0' is out of range [1, 86400]; using 300"));
+}

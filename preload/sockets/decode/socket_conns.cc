@@ -9,6 +9,8 @@
 #include "preload/sockets/decode/socket_addr_format.h"
 #include "preload/sockets/decode/socket_events.h"
 #include "preload/sockets/socket_fd_table.h"
+#include "preload/runtime/config.h"
+#include "preload/runtime/trigger.h"
 
 namespace flightrec {
 namespace {
@@ -158,8 +160,30 @@ void ConnTable::Count(Conn& c, const SocketOpRecord& r) {
   // A max: records of different threads can arrive out of time order.
   c.last_ns = std::max(c.last_ns, r.start_ns + r.duration_ns);
   if (IsError(r.result)) c.errors++;
-  if (IsDataOp(r.op) && r.result > 0 && !(r.flags & kOpFlagPeek))
+  if (IsDataOp(r.op) && r.result > 0 && !(r.flags & kOpFlagPeek)) {
     (IsSendOp(r.op) ? c.bytes_out : c.bytes_in) += static_cast<uint64_t>(r.result);
+    if (c.role == uint8_t(sockfd::SockRole::kServer)) TrackExchange(c, r);
+  }
+}
+
+void ConnTable::TrackExchange(Conn& c, const SocketOpRecord& r) {
+  const uint64_t slow_ns = GetConfig().trigger_slow_ms * 1000000ull;
+  if (!slow_ns) return;
+  const uint64_t end = r.start_ns + r.duration_ns;
+  if (IsRecvOp(r.op)) {
+    if (c.exchange != 1) {  // the first bytes of a new request
+      c.exchange = 1;
+      c.exchange_fired = false;
+      c.exchange_start_ns = end;
+    }
+    return;
+  }
+  if (c.exchange == 0) return;  // a greeting or a push: no request to time
+  c.exchange = 2;
+  if (!c.exchange_fired && end > c.exchange_start_ns && end - c.exchange_start_ns >= slow_ns) {
+    c.exchange_fired = true;
+    RequestTrigger(TriggerReason::kSlowRequest, end - c.exchange_start_ns);
+  }
 }
 
 bool ConnTable::CountDataOpNow(const SocketOpRecord& r) {

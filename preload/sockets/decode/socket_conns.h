@@ -91,12 +91,22 @@ class ConnTable {
     uint8_t role = 0, family = 0, type = 0;
     bool open_emitted = false;  // in the current segment
     bool announce = false;      // adopted: socket.open still to be written
+    // The exchange in progress on a server connection (a receive run, then a
+    // send run), for FLIGHTREC_TRIGGER_SLOW_MS: it starts when the first
+    // receive returns data, as request_inference.py counts it.
+    uint8_t exchange = 0;       // 0 idle, 1 receiving, 2 answering
+    bool exchange_fired = false;  // this exchange already triggered
+    uint64_t exchange_start_ns = 0;
     format::MiString local, peer;
   };
 
   Conn* Find(uint64_t conn);
-  // A call's share of the connection's totals (ops, errors, bytes, last_ns).
+  // A call's share of the connection's totals (ops, errors, bytes, last_ns),
+  // and of its exchange (SlowExchange).
   static void Count(Conn& c, const SocketOpRecord& r);
+  // A server connection's send that makes its exchange slower than
+  // FLIGHTREC_TRIGGER_SLOW_MS asks for a trigger (once per exchange).
+  static void TrackExchange(Conn& c, const SocketOpRecord& r);
   Conn* Adopt(uint64_t conn, int fd, uint64_t time_ns, uint32_t tid);
   void SetRole(Conn& c, uint8_t role);
   void EmitOpen(format::SegmentWriter* w, uint64_t id, Conn& c);
