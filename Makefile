@@ -265,6 +265,8 @@ install: $(BUILD)/libflightrec.so
 	install -m 0755 scripts/flightrec-dump $(DESTDIR)$(PREFIX)/bin/flightrec-dump
 	install -d $(DESTDIR)$(PREFIX)/share/flightrec/flightrec_lib
 	install -m 0644 scripts/flightrec_lib/*.py $(DESTDIR)$(PREFIX)/share/flightrec/flightrec_lib/
+	install -d $(DESTDIR)$(PREFIX)/share/flightrec/flightrec_lib/commands
+	install -m 0644 scripts/flightrec_lib/commands/*.py $(DESTDIR)$(PREFIX)/share/flightrec/flightrec_lib/commands/
 
 clean:
 	rm -rf $(BUILD)

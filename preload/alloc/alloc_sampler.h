@@ -45,7 +45,7 @@ uint64_t SeedRandom(uint64_t a, uint64_t b);
 // mean <= 1 (sample everything).
 int64_t DrawGap(uint64_t* rng, uint64_t mean);
 
-// Estimation weights (mirrored in scripts/flightrec_lib/cmd_heap.py).
+// Estimation weights (mirrored in scripts/flightrec_lib/commands/cmd_heap.py).
 double SampleBytesWeight(uint64_t size, uint64_t mean);   // bytes one sample stands for
 double SampleCountWeight(uint64_t size, uint64_t mean);   // allocations one sample stands for
 

@@ -10,9 +10,9 @@ Modules:
             threads.
   cli       the command line: plug-in discovery, opening traces, reporting bad
             input (one stderr line per file, never a traceback).
-  cmd_*.py  one module per subcommand.
+  commands/cmd_*.py  one module per subcommand.
 
-Plug-in contract for subcommands: drop a module `cmd_<name>.py` into this
+Plug-in contract for subcommands: drop a module `cmd_<name>.py` into commands/ of this
 package and define
 
     def register(subparsers):

@@ -214,12 +214,12 @@ def exit_status(trace):
 
 
 def _discover(subparsers):
-    pkg_dir = os.path.dirname(os.path.abspath(__file__))
+    pkg_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "commands")
     for mod in sorted(pkgutil.iter_modules([pkg_dir]), key=lambda m: m.name):
         if not mod.name.startswith("cmd_"):
             continue
         try:
-            module = importlib.import_module("%s.%s" % (__package__, mod.name))
+            module = importlib.import_module("%s.commands.%s" % (__package__, mod.name))
             module.register(subparsers)
         except Exception as e:  # a broken plug-in must not take the others down
             err("plug-in %s.py failed to load: %s: %s" % (mod.name, type(e).__name__, e))

@@ -14,7 +14,7 @@ import json
 import sys
 
 from . import cli, diff
-from .cmd_sockets import format_ns, percentile
+from .commands.cmd_sockets import format_ns, percentile
 
 KINDS = ("cpu", "offcpu")
 TITLES = {"cpu": "CPU", "offcpu": "Off-CPU"}
@@ -51,7 +51,7 @@ def _entries(kind, group, samples, window_entries):
 
 def diff_report(trace, role, as_json, limit, min_pct):
     """Prints the slow-against-typical comparison; returns the exit status."""
-    from . import cmd_requests  # the request reading and sample attribution live there
+    from .commands import cmd_requests  # the request reading and sample attribution live there
     reqs = cmd_requests.read_requests(trace, role)
     slow, typical = groups(reqs)
     doc = {"slow": _group_stats(slow), "typical": _group_stats(typical), "kinds": {}}

@@ -6,7 +6,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
 
-from flightrec_lib import cmd_heap  # noqa: E402
+from flightrec_lib.commands import cmd_heap  # noqa: E402
 
 
 def frame(function, mapping=None, file="", line=0):

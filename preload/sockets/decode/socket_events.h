@@ -1,5 +1,5 @@
 // Socket event types: the schema of everything the sockets feature writes.
-// Names and fields are what scripts/flightrec_lib/cmd_sockets.py and
+// Names and fields are what scripts/flightrec_lib/commands/cmd_sockets.py and
 // cmd_requests.py read (and docs/REQUESTS.md describes):
 //
 //  socket.op      time, tid, fd, conn, op STR, bytes S, duration_ns

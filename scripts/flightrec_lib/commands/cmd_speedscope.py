@@ -8,7 +8,7 @@ weight is shown first. Format details: speedscope.py."""
 import json
 import os
 
-from . import cli, profiles, speedscope
+from .. import cli, profiles, speedscope
 
 
 def register(subparsers):

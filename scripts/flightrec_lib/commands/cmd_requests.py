@@ -13,7 +13,7 @@ import bisect
 import json
 import sys
 
-from . import calltree, cli, profiles, request_inference
+from .. import calltree, cli, profiles, request_inference
 from .cmd_sockets import format_ns, percentile
 
 KINDS = ("cpu", "offcpu", "alloc")
@@ -190,7 +190,7 @@ def run(args):
         raise cli.UsageError("--min-pct must be between 0 and 100")
     trace = cli.open_trace(args.paths)
     if args.diff:
-        from . import requests_diff
+        from .. import requests_diff
         return requests_diff.diff_report(trace, args.role, args.json, None, args.min_pct)
     reqs = read_requests(trace, args.role)
     conns = read_connections(trace)

@@ -4,7 +4,7 @@ functions, locations with line numbers and inline frames, and thread labels
 (pprof -tagfocus thread=NAME)."""
 import os
 
-from . import cli, pprof_proto, profiles
+from .. import cli, pprof_proto, profiles
 
 
 def register(subparsers):

@@ -18,7 +18,7 @@ bytes), or with --tree {"tree": [{"path": [...], "a", "b"}]}.
 import json
 import sys
 
-from . import cli, diff, flamegraph, profiles
+from .. import cli, diff, flamegraph, profiles
 
 
 def register(subparsers):
@@ -68,7 +68,7 @@ def run(args):
     if not 0 <= args.min_pct <= 100:
         raise cli.UsageError("--min-pct must be between 0 and 100")
     if args.requests:
-        from . import requests_diff
+        from .. import requests_diff
         if len(args.paths) != 1:
             raise cli.UsageError("diff --requests takes one trace")
         trace = cli.open_trace(args.paths)

@@ -41,7 +41,7 @@ import re
 import sys
 from collections import Counter
 
-from . import cli, names, profiles
+from .. import cli, names, profiles
 
 # Frames that belong to an allocator rather than to the program: the
 # allocation entry points and C++ allocation plumbing. Matched on the

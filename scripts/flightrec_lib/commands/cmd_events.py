@@ -6,7 +6,7 @@ import json
 import math
 import sys
 
-from . import cli
+from .. import cli
 
 
 def register(subparsers):

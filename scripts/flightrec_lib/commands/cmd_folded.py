@@ -3,7 +3,7 @@ per distinct call path (flamegraph.pl, speedscope and others read it). N is
 samples for cpu, nanoseconds for offcpu, estimated bytes for alloc/live."""
 import sys
 
-from . import cli, flamegraph, profiles
+from .. import cli, flamegraph, profiles
 
 
 def register(subparsers):

@@ -1,7 +1,7 @@
 """tree: the call-tree summary — one row per call path, root first (a
 thread's start routine at the top), children in first-seen order, columns
 `# samples | total ms | self ms | call tree` (bytes for alloc/live)."""
-from . import calltree, cli, profiles
+from .. import calltree, cli, profiles
 
 
 def register(subparsers):

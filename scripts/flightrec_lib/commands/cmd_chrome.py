@@ -5,8 +5,8 @@ event type, driven only by the schema's field names (see chrome_trace.py),
 and the requests request_inference.py derives from the socket calls."""
 import os
 
-from . import chrome_trace, cli, profiles, request_inference, segment
-from .segment import STACK as KSTACK
+from .. import chrome_trace, cli, profiles, request_inference, segment
+from ..segment import STACK as KSTACK
 
 
 def register(subparsers):

@@ -14,7 +14,7 @@ import json
 import math
 import sys
 
-from . import cli
+from .. import cli
 
 EAGAIN, EINTR, EINPROGRESS = 11, 4, 115
 # Outcomes of non-blocking I/O and of signals, not failures of the connection.

@@ -2,7 +2,7 @@
 units), as read from their SCHEMA blocks."""
 import json
 
-from . import cli
+from .. import cli
 
 
 def register(subparsers):

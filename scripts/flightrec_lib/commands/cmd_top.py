@@ -7,7 +7,7 @@ and total count samples."""
 import json
 import sys
 
-from . import cli, profiles
+from .. import cli, profiles
 
 
 def register(subparsers):

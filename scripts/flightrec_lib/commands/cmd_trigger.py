@@ -14,7 +14,7 @@ segments."""
 import os
 import re
 
-from . import cli
+from .. import cli
 
 DEFAULT_OUTPUT = "/tmp/flightrec"
 # <stamp>-<service>-<pid>-<seq>.active (preload/flush/segment_files.h)

@@ -4,9 +4,9 @@ termination signal that ended a process (process.killed: who sent it), and
 the incidents triggers opened (incidents.py)."""
 import json
 
-from . import cli
-from . import incidents
-from . import profiles
+from .. import cli
+from .. import incidents
+from .. import profiles
 
 CRASH_EVENT = "crash"
 RECOVERED_EVENT = "crash.recovered"
