@@ -1,7 +1,8 @@
 """flame: a self-contained interactive SVG flame graph (hover for details,
 click to zoom, search), or with --folded the collapsed stacks the `folded`
 command prints."""
-from .. import cli, cmd_folded, flamegraph, profiles
+from .. import cli, flamegraph, profiles
+from . import cmd_folded
 
 PALETTE = {"cpu": "hot", "offcpu": "io", "alloc": "mem", "live": "mem"}
 
