@@ -46,7 +46,7 @@ LIB_CXXFLAGS  := $(CXXFLAGS_BASE) -fvisibility=hidden
 # copy (gdb, binutils) keeps calling that one.
 # mimalloc (the recorder's private heap) is not linked: a DT_NEEDED would put
 # its operator new/delete and malloc family into the host's global scope, and
-# Debian ships no static archive. preload/runtime/recorder_heap.cc dlopens
+# Debian ships no static archive. preload/heap/recorder_heap.cc dlopens
 # libmimalloc.so.2 with RTLD_LOCAL instead (libmimalloc-dev stays in the
 # packages for mimalloc.h and that library).
 LIBS     := -Wl,--no-as-needed -lgcc_s -Wl,--as-needed -lunwind-x86_64 -lunwind -ldw -lelf \

@@ -1,15 +1,15 @@
 #!/usr/bin/python3
 """What flightrec's captures cost the application thread that pays for them:
 
-* one CPU sample: bench/sample_cost_bench (fixed work, 24 frames deep) at a
+* one CPU sample: bench/micro/sample_cost_bench (fixed work, 24 frames deep) at a
   high rate under the perf sampler and under the SIGPROF fallback, against
   the preload with the sampler off; the added main-thread CPU divided by
   the cpu.sample events in the trace. The added process CPU per sample
   (sampler thread unwinding, flush thread encoding) is reported next to it.
-* one sampled allocation: bench/alloc_sample_bench with every allocation
+* one sampled allocation: bench/micro/alloc_sample_bench with every allocation
   sampled (FLIGHTREC_ALLOC_SAMPLE_BYTES=1) against sampling off (=0);
   the difference per malloc+free pair.
-* off-CPU recording per context switch: bench/switch_cost_bench (two
+* off-CPU recording per context switch: bench/micro/switch_cost_bench (two
   threads handing a byte back and forth over pipes) with FLIGHTREC_OFFCPU
   on and off, the CPU sampler on in both at 1 Hz; the added process CPU
   and wall time per voluntary context switch, and how many off-CPU samples

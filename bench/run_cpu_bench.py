@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""CPU sampling overhead: runs bench/cpu_bench (fixed work) plain and under
+"""CPU sampling overhead: runs bench/micro/cpu_bench (fixed work) plain and under
 the preload at 99 Hz and 999 Hz, interleaved A/B/C rounds so machine drift
 hits every side alike, and prints the median ratio of the work's CPU time
 (process CPU while the work runs, which includes the recorder's threads)."""

@@ -6,7 +6,7 @@ spend while it does nothing: CPU (schedstat, ns on CPU) and wake-ups
 after start-up. The same with FLIGHTREC_FLUSH_MS=5 (the drain period before
 the threads were woken by need) shows what periodic wake-ups cost on this
 machine. Interleaved rounds; medians. The same again for a process of 500
-threads that all sleep (bench/idle_threads), as a thread pool between
+threads that all sleep (bench/micro/idle_threads), as a thread pool between
 requests: what visiting each thread's slot on every tick costs
 (preload/flush/slot_scan.h).
 

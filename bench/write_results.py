@@ -500,9 +500,9 @@ def main():
 
     # -- programs
     for w, title, what in (
-            ("cpu", "CPU-bound program", "`bench/cpu_bench.cc`: a hash loop through a few noinline frames, one "
+            ("cpu", "CPU-bound program", "`bench/micro/cpu_bench.cc`: a hash loop through a few noinline frames, one "
              "thread, fixed work"),
-            ("alloc", "Allocation-heavy program", "`bench/alloc_work.cc`: strings, a hash map of vectors and a "
+            ("alloc", "Allocation-heavy program", "`bench/micro/alloc_work.cc`: strings, a hash map of vectors and a "
              "chain of small nodes built and torn down, one thread, fixed work (~245k allocation calls per "
              "round)")):
         if not macro or w not in macro["workloads"]:

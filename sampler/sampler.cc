@@ -270,7 +270,7 @@ void SamplerInit(const Config& cfg) {
   // auto: SIGPROF timers first. perf's per-thread events cost the thread
   // microseconds of kernel work at every context switch (its cpu-clock timer
   // is stopped and restarted, and the switch records are written), which a
-  // server that blocks often pays all the time: bench/switch_cost_bench,
+  // server that blocks often pays all the time: bench/micro/switch_cost_bench,
   // about +4 us per switch with perf against +0.3 us with SIGPROF timers,
   // and redis-server's CPU per request 1.13x against 1.00x (run_macro.py).
   // perf stays one setting away (FLIGHTREC_SAMPLER=perf) for complete

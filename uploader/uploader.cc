@@ -18,10 +18,10 @@
 #include "preload/runtime/log.h"
 #include "preload/flush/output_dir.h"
 #include "preload/runtime/recorder_thread.h"
-#include "uploader/credential_provider.h"
-#include "uploader/credentials.h"
-#include "uploader/s3_client.h"
-#include "uploader/s3_endpoint.h"
+#include "uploader/credentials/credential_provider.h"
+#include "uploader/credentials/credentials.h"
+#include "uploader/s3/s3_client.h"
+#include "uploader/s3/s3_endpoint.h"
 #include "uploader/upload_queue.h"
 
 extern char** environ;

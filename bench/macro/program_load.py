@@ -1,5 +1,5 @@
 """program_load: a fixed-work C++ program run to completion under one side:
-bench/cpu_bench.cc (CPU-bound hash loop) and bench/alloc_work.cc
+bench/micro/cpu_bench.cc (CPU-bound hash loop) and bench/micro/alloc_work.cc
 (allocation-heavy). Measured from outside over the whole life of the
 process, start-up and exit included (a tool that writes its file at exit
 pays for it here): wall time, CPU of the process and every helper it

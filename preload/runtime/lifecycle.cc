@@ -17,7 +17,7 @@
 #include <mimalloc.h>
 
 #include "preload/alloc/alloc_sampler.h"
-#include "preload/runtime/address_space.h"
+#include "preload/heap/address_space.h"
 #include "preload/runtime/clock.h"
 #include "preload/crash/crash_freeze.h"
 #include "preload/crash/crash_handler.h"
@@ -29,7 +29,7 @@
 #include "preload/flush/window_keeper.h"
 #include "preload/runtime/last_thread_exit.h"
 #include "preload/runtime/log.h"
-#include "preload/runtime/recorder_heap.h"
+#include "preload/heap/recorder_heap.h"
 #include "preload/flush/output_dir.h"
 #include "preload/runtime/runtime_state.h"
 #include "preload/threads/thread_registry.h"

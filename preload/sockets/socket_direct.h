@@ -2,7 +2,7 @@
 // sockets that cannot block.
 //
 // Why. A recorded call that goes through libc's send/recv costs ~40 ns more
-// than the call alone (bench/sock_bench), and most of that is not the
+// than the call alone (bench/micro/sock_bench), and most of that is not the
 // recording. After a system call the CPU's return predictor holds the
 // kernel's entries, not ours, so every `ret` taken after the kernel returns
 // mispredicts: through libc there are two (libc's wrapper back into the hook,

@@ -2,7 +2,7 @@
 // its DWARF CFI (so -fomit-frame-pointer code unwinds fully).
 //
 // Two unwinders, because the fast one costs memory per thread
-// (bench/unwind_paths_bench.cc, make -C bench unwind-memory):
+// (bench/micro/unwind_paths_bench.cc, make -C bench unwind-memory):
 //  * libunwind's unw_backtrace: ~0.2 us for 20 frames, through a 256 KiB
 //    frame cache per thread, written in full on the thread's first unwind
 //    and kept until it exits;

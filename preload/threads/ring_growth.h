@@ -2,7 +2,7 @@
 //
 // A thread that fills its ring fast wakes the flush thread often (once per
 // quarter ring, flush_wakeup.h), and a wake-up costs the flush thread tens of
-// microseconds of CPU on a VM (bench/bare_wake: 45-65 us here). Once a
+// microseconds of CPU on a VM (bench/micro/bare_wake: 45-65 us here). Once a
 // thread's records pass twice its ring's size within a second, or a single
 // drain finds its ring at least half full (a burst: the drainer fell behind
 // a thread that fills the ring in milliseconds, and the next burst would
@@ -17,7 +17,7 @@
 // one, and the ring's lines stay in the core's cache only while the ring
 // fits in it (a core's L2 is 0.5-2 MiB on current x86). A 4 MiB ring cost
 // the calling thread about 20 ns more per recorded socket call than a 1 MiB
-// one (bench/sock_bench --interleaved, same library, alternating processes),
+// one (bench/micro/sock_bench --interleaved, same library, alternating processes),
 // more than the fewer wake-ups save. So the default 256 KiB ring grows to
 // 1 MiB, and a ring already that big does not grow.
 // The producer moves at a wrap with padding (ring.h): a thread whose records

@@ -119,7 +119,7 @@ def test_python_loading_a_cxx_plugin_sees_what_it_sees_plain(fr, trace_dir):
 
 
 # Address-space limits in KiB: under, around and over what the recorder needs
-# (preload/runtime/address_space.h), plus none.
+# (preload/heap/address_space.h), plus none.
 LIMITS_KIB = [30000, 40000, 60000, 100000, 300000, 700000, 2000000]
 
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "format/mi_containers.h"
-#include "preload/runtime/address_space.h"
-#include "preload/runtime/recorder_heap.h"
+#include "preload/heap/address_space.h"
+#include "preload/heap/recorder_heap.h"
 
 using flightrec::AddressSpaceRoomFor;
 using flightrec::HeapAllowed;

@@ -11,14 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "uploader/container_credentials.h"
-#include "uploader/credential_json.h"
-#include "uploader/credential_provider.h"
-#include "uploader/credentials.h"
-#include "uploader/instance_metadata.h"
-#include "uploader/s3_client.h"
-#include "uploader/secret_scrub.h"
-#include "uploader/web_identity.h"
+#include "uploader/credentials/container_credentials.h"
+#include "uploader/credentials/credential_json.h"
+#include "uploader/credentials/credential_provider.h"
+#include "uploader/credentials/credentials.h"
+#include "uploader/credentials/instance_metadata.h"
+#include "uploader/s3/s3_client.h"
+#include "uploader/credentials/secret_scrub.h"
+#include "uploader/credentials/web_identity.h"
 
 using namespace flightrec::uploader;
 

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "uploader/credentials.h"
+#include "uploader/credentials/credentials.h"
 #include "uploader/retry_policy.h"
-#include "uploader/s3_endpoint.h"
-#include "uploader/s3_xml.h"
+#include "uploader/s3/s3_endpoint.h"
+#include "uploader/s3/s3_xml.h"
 #include "uploader/uploader.h"
 
 using namespace flightrec::uploader;

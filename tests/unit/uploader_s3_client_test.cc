@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "uploader/s3_client.h"
-#include "uploader/sha256_hmac.h"
+#include "uploader/s3/s3_client.h"
+#include "uploader/s3/sha256_hmac.h"
 
 namespace fs = std::filesystem;
 using namespace flightrec::uploader;

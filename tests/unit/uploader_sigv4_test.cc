@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "uploader/sha256_hmac.h"
-#include "uploader/sigv4.h"
+#include "uploader/s3/sha256_hmac.h"
+#include "uploader/s3/sigv4.h"
 
 namespace fs = std::filesystem;
 using namespace flightrec::uploader;

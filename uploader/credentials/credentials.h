@@ -1,5 +1,5 @@
 // Credentials: the AWS_* environment snapshot, and the static sources of
-// keys (the first two links of the chain; uploader/credential_provider.h
+// keys (the first two links of the chain; uploader/credentials/credential_provider.h
 // owns the whole chain and the temporary sources).
 //
 // Static order (as the AWS SDKs do): AWS_ACCESS_KEY_ID +
@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "uploader/sigv4.h"
+#include "uploader/s3/sigv4.h"
 
 namespace flightrec::uploader {
 

@@ -12,7 +12,7 @@
 // The TSan build serves the same four functions from TSan's allocator
 // (tsan_recorder_heap.cc); only the policy functions at the top are
 // built there.
-#include "preload/runtime/recorder_heap.h"
+#include "preload/heap/recorder_heap.h"
 
 #include <strings.h>
 

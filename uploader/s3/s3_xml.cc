@@ -1,5 +1,5 @@
 // Flat-element text extraction and escaping for S3 XML bodies.
-#include "uploader/s3_xml.h"
+#include "uploader/s3/s3_xml.h"
 
 #include <cstdlib>
 

@@ -1,6 +1,6 @@
 // S3 requests over libcurl (multi-stepped easy handle): signing, bodies read
 // from segment files, response parsing, retries, multipart upload.
-#include "uploader/s3_client.h"
+#include "uploader/s3/s3_client.h"
 
 #include <curl/curl.h>
 
@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "preload/runtime/clock.h"
-#include "uploader/s3_xml.h"
-#include "uploader/sha256_hmac.h"
+#include "uploader/s3/s3_xml.h"
+#include "uploader/s3/sha256_hmac.h"
 #include "uploader/upload_libs.h"
 
 namespace flightrec::uploader {

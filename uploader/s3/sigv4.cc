@@ -1,6 +1,6 @@
 // AWS SigV4 signing (header and query forms), per the AWS "Create a signed
 // request" rules; S3 paths are encoded once and never normalized.
-#include "uploader/sigv4.h"
+#include "uploader/s3/sigv4.h"
 
 #include <string.h>  // explicit_bzero
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "uploader/s3_client.h"
+#include "uploader/s3/s3_client.h"
 
 namespace flightrec::uploader {
 

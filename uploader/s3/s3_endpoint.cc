@@ -1,10 +1,10 @@
 // S3 endpoint, addressing-style and object-key rules.
-#include "uploader/s3_endpoint.h"
+#include "uploader/s3/s3_endpoint.h"
 
 #include <cctype>
 #include <cstdlib>
 
-#include "uploader/sigv4.h"
+#include "uploader/s3/sigv4.h"
 
 namespace flightrec::uploader {
 namespace {

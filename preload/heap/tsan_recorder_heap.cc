@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "preload/runtime/recorder_heap.h"
+#include "preload/heap/recorder_heap.h"
 
 namespace flightrec {
 // Nothing to load: TSan's allocator is always there.

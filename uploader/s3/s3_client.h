@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "uploader/retry_policy.h"
-#include "uploader/s3_endpoint.h"
-#include "uploader/sigv4.h"
+#include "uploader/s3/s3_endpoint.h"
+#include "uploader/s3/sigv4.h"
 
 namespace flightrec::uploader {
 

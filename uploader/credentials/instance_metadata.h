@@ -14,10 +14,10 @@
 #pragma once
 #include <string>
 
-#include "uploader/credential_json.h"
-#include "uploader/credentials.h"
-#include "uploader/http_fetch.h"
-#include "uploader/web_identity.h"  // FetchOutcome
+#include "uploader/credentials/credential_json.h"
+#include "uploader/credentials/credentials.h"
+#include "uploader/credentials/http_fetch.h"
+#include "uploader/credentials/web_identity.h"  // FetchOutcome
 
 namespace flightrec::uploader {
 

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "uploader/sha256_hmac.h"
+#include "uploader/s3/sha256_hmac.h"
 
 namespace flightrec::uploader {
 

@@ -1,5 +1,5 @@
 // Address-space room for the recorder (see address_space.h).
-#include "preload/runtime/address_space.h"
+#include "preload/heap/address_space.h"
 
 #include <fcntl.h>
 #include <sys/resource.h>

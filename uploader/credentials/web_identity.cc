@@ -1,13 +1,13 @@
 // STS AssumeRoleWithWebIdentity: request, response, the token file.
-#include "uploader/web_identity.h"
+#include "uploader/credentials/web_identity.h"
 
 #include <string.h>  // explicit_bzero
 #include <time.h>
 #include <unistd.h>
 
 #include "uploader/retry_policy.h"
-#include "uploader/s3_xml.h"
-#include "uploader/sigv4.h"
+#include "uploader/s3/s3_xml.h"
+#include "uploader/s3/sigv4.h"
 
 namespace flightrec::uploader {
 namespace {

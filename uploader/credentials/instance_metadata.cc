@@ -1,5 +1,5 @@
 // EC2 instance metadata (IMDSv2): session token, role name, role credentials.
-#include "uploader/instance_metadata.h"
+#include "uploader/credentials/instance_metadata.h"
 
 #include <string.h>  // explicit_bzero, strcasecmp, strchr
 

@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "bench/bench_common.h"
+#include "bench/micro/bench_common.h"
 
 namespace {
 using bench::ThreadCpuNs;

@@ -1,5 +1,5 @@
 // Secret scrubbing: exact secrets and JWT-shaped runs become "[redacted]".
-#include "uploader/secret_scrub.h"
+#include "uploader/credentials/secret_scrub.h"
 
 #include <string.h>  // explicit_bzero
 

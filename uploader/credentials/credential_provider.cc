@@ -1,5 +1,5 @@
 // The credential chain and the refresh of temporary credentials (see credential_provider.h).
-#include "uploader/credential_provider.h"
+#include "uploader/credentials/credential_provider.h"
 
 #include <string.h>  // explicit_bzero
 
@@ -7,9 +7,9 @@
 #include <ctime>
 
 #include "preload/runtime/clock.h"
-#include "uploader/container_credentials.h"
-#include "uploader/instance_metadata.h"
-#include "uploader/web_identity.h"
+#include "uploader/credentials/container_credentials.h"
+#include "uploader/credentials/instance_metadata.h"
+#include "uploader/credentials/web_identity.h"
 
 namespace flightrec::uploader {
 

@@ -1,5 +1,5 @@
 // Unsigned, bounded HTTP requests for the credential providers (see http_fetch.h).
-#include "uploader/http_fetch.h"
+#include "uploader/credentials/http_fetch.h"
 
 #include <curl/curl.h>
 #include <string.h>  // explicit_bzero

@@ -1,5 +1,5 @@
 // SHA-256 / HMAC-SHA256 on OpenSSL EVP (one-shot and streamed over a file range).
-#include "uploader/sha256_hmac.h"
+#include "uploader/s3/sha256_hmac.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,5 +1,5 @@
 // ECS/EKS container credentials endpoint: URL rules, authorization, fetch.
-#include "uploader/container_credentials.h"
+#include "uploader/credentials/container_credentials.h"
 
 #include <arpa/inet.h>
 #include <string.h>  // explicit_bzero

@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_common.h"
+#include "bench/micro/bench_common.h"
 
 namespace {
 

@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_common.h"
+#include "bench/micro/bench_common.h"
 
 namespace {
 

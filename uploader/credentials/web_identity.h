@@ -14,9 +14,9 @@
 #include <string>
 #include <string_view>
 
-#include "uploader/credential_json.h"
-#include "uploader/credentials.h"
-#include "uploader/http_fetch.h"
+#include "uploader/credentials/credential_json.h"
+#include "uploader/credentials/credentials.h"
+#include "uploader/credentials/http_fetch.h"
 
 namespace flightrec::uploader {
 

@@ -24,10 +24,10 @@
 #include <cstdint>
 #include <string>
 
-#include "uploader/credential_json.h"
-#include "uploader/credentials.h"
-#include "uploader/http_fetch.h"
-#include "uploader/secret_scrub.h"
+#include "uploader/credentials/credential_json.h"
+#include "uploader/credentials/credentials.h"
+#include "uploader/credentials/http_fetch.h"
+#include "uploader/credentials/secret_scrub.h"
 
 namespace flightrec::uploader {
 

@@ -1,5 +1,5 @@
 // Credential lookup: environment snapshot, then the shared credentials and config files.
-#include "uploader/credentials.h"
+#include "uploader/credentials/credentials.h"
 
 #include <string.h>  // explicit_bzero
 

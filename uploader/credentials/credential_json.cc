@@ -1,5 +1,5 @@
 // A strict reader for flat JSON credential documents (see credential_json.h).
-#include "uploader/credential_json.h"
+#include "uploader/credentials/credential_json.h"
 
 #include <cctype>
 

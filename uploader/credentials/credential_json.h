@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "uploader/sigv4.h"
+#include "uploader/s3/sigv4.h"
 
 namespace flightrec::uploader {
 
