@@ -26,6 +26,7 @@
 #include "preload/crash/crash_freeze.h"
 #include "preload/runtime/log.h"
 #include "preload/threads/ring.h"
+#include "preload/crash/raw_syscall.h"
 #include "preload/crash/signal_mask.h"
 #include "preload/crash/sigprof_owner.h"
 #include "sampler/symbols/proc_maps.h"
@@ -277,7 +278,10 @@ int ClaimSlot() { return ClaimSlotIn(g->slots, g->hwm, kMaxTimers, kFree, kArmin
 bool KernelHandlerIsOurs() {
   KernelSigaction cur;
   std::memset(&cur, 0, sizeof(cur));
-  if (syscall(SYS_rt_sigaction, SIGPROF, nullptr, &cur, sizeof(cur.mask)) != 0) return true;  // cannot tell
+  // RawSyscall6: syscall() itself is interposed, and would answer what the
+  // program set, not what the kernel has.
+  if (RawSyscall6(SYS_rt_sigaction, SIGPROF, 0, reinterpret_cast<long>(&cur), sizeof(cur.mask), 0, 0) != 0)
+    return true;  // cannot tell
   return reinterpret_cast<void*>(cur.handler) == reinterpret_cast<void*>(Handler);
 }
 

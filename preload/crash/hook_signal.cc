@@ -39,6 +39,7 @@
 #include <cstring>
 
 #include "preload/crash/crash_handler.h"
+#include "preload/crash/raw_syscall.h"
 #include "preload/crash/sigprof_owner.h"
 #include "preload/crash/signal_mask.h"
 #include "preload/crash/term_signals.h"
@@ -319,25 +320,13 @@ long RtSigactionThroughHooks(int sig, const KernelSigaction* kact, KernelSigacti
   return 0;
 }
 
-// The system call itself, as glibc's syscall() makes it: our own code calls
-// syscall() from signal handlers too, so no lookup of libc's on the way.
-long RawSyscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6) {
-  register long r10 __asm__("r10") = a4;
-  register long r8 __asm__("r8") = a5;
-  register long r9 __asm__("r9") = a6;
-  long ret;
-  __asm__ volatile("syscall"
-                   : "=a"(ret)
-                   : "a"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
-                   : "rcx", "r11", "memory");
-  return ret;
-}
-
 }  // namespace
 
 // syscall(): rt_sigaction of a signal we keep tables of goes through
 // sigaction above; everything else is made as it was asked, with glibc's
-// return convention (-1 and errno).
+// return convention (-1 and errno). The system call is made here, with no
+// lookup of libc's syscall: our own code calls syscall() from signal
+// handlers too.
 FR_HOOK long syscall(long nr, ...) {
   va_list ap;
   va_start(ap, nr);
@@ -347,7 +336,7 @@ FR_HOOK long syscall(long nr, ...) {
   if (nr == SYS_rt_sigaction && a[3] == static_cast<long>(sizeof(uint64_t)) && ManagedSignal(static_cast<int>(a[0])))
     return RtSigactionThroughHooks(static_cast<int>(a[0]), reinterpret_cast<const KernelSigaction*>(a[1]),
                                    reinterpret_cast<KernelSigaction*>(a[2]));
-  const long ret = RawSyscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+  const long ret = flightrec::RawSyscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
   if (ret < 0 && ret > -4096) {
     errno = static_cast<int>(-ret);
     return -1;
