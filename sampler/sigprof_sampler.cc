@@ -498,7 +498,13 @@ bool SigprofInstall(const SigprofOptions& opts, const char** why) {
   // small thread's or a coroutine's with no room for it. A thread without
   // an alternate stack (FLIGHTREC_CRASH=0) still takes it on its own.
   sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-  sigemptyset(&sa.sa_mask);
+  // Every other signal waits the few microseconds the handler runs: none of
+  // the program's handlers may run nested on top of ours (on an alternate
+  // stack the program set, say, where without us none of its own handlers
+  // might ever run). Faults stay deliverable: a blocked one kills outright,
+  // past crash capture.
+  sigfillset(&sa.sa_mask);
+  for (int fault : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS}) sigdelset(&sa.sa_mask, fault);
   if (g->real_sigaction(SIGPROF, &sa, nullptr) != 0) {
     *why = "sigaction(SIGPROF) failed";
     return false;
