@@ -81,3 +81,14 @@ def test_crash_signal_handler_restarts_calls_like_the_programs(fr, trace_dir):
     # SA_RESTART, so a read() interrupted by SIGBUS failed with EINTR.
     plain, _ = same_as_plain(fr, trace_dir, ["crash_restart"], None)
     assert plain.returncode == 0 and plain.stdout == "read 1 byte\n"
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_crash_handler_keeps_the_programs_sa_mask(fr, trace_dir, sampler):
+    # Suspected item, confirmed: the program's sa_mask was applied only after
+    # we recorded the crash, so its SIGUSR1 handler ran inside the SIGFPE
+    # delivery (on its alternate stack, where our handler ran). Also our
+    # SIGPROF handler, which now runs on alternate stacks, lets no handler of
+    # the program run on top of it.
+    plain, _ = same_as_plain(fr, trace_dir, ["crash_sa_mask"], sampler)
+    assert plain.returncode == 0 and plain.stdout == "SIGUSR1 inside the SIGFPE delivery: never\n"
