@@ -26,7 +26,9 @@
 #include "preload/crash/crash_freeze.h"
 #include "preload/runtime/log.h"
 #include "preload/threads/ring.h"
+#include "preload/crash/raw_syscall.h"
 #include "preload/crash/signal_mask.h"
+#include "preload/crash/sigprof_owner.h"
 #include "sampler/symbols/proc_maps.h"
 #include "sampler/sample_events.h"
 #include "sampler/sampler_thread.h"
@@ -64,12 +66,26 @@ static_assert(std::atomic<int>::is_always_lock_free && std::atomic<uint64_t>::is
 
 using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
 
+// The kernel's struct sigaction, for the raw rt_sigaction query.
+struct KernelSigaction {
+  void (*handler)(int);
+  unsigned long flags;
+  void (*restorer)();
+  uint64_t mask;
+};
+
 struct SigState {
   SigprofOptions opts;
   uint64_t period_ns = 0;
   size_t ring_bytes = 0;
   SigactionFn real_sigaction = nullptr;
   std::atomic<bool> installed{false}, stepped_aside{false}, shutdown{false};
+  // The kernel's SIGPROF disposition is our Handler, as far as we know: set
+  // at install, cleared when the program installs a handler of its own or
+  // the sampler thread finds the disposition changed past our hooks. While
+  // it is set, the program's sigaction(SIGPROF) goes through our table,
+  // stepped aside or not (a late signal of ours must still meet Handler).
+  std::atomic<bool> handler_ours{false};
   // The application's own disposition for SIGPROF while ours is installed:
   // SIG_DFL or SIG_IGN (a real handler makes us step aside).
   struct sigaction app_action;
@@ -79,6 +95,9 @@ struct SigState {
   uint64_t stepped_reported = 0;  // flush thread
   uint64_t last_liveness_check = 0;  // sampler thread
   bool stepped_logged = false;
+  // Why the sampler stepped aside; logged by the sampler thread when that
+  // happened inside our signal handler (formatting needs stack room).
+  std::atomic<const char*> stepped_why{nullptr};
   TimerSlot* slots = nullptr;  // kMaxTimers, zero-filled (see TimerSlot)
 };
 
@@ -181,9 +200,47 @@ void TakeSample(TimerSlot* slot, const siginfo_t* si, const ucontext_t* uc) {
   g->samples.fetch_add(1, std::memory_order_relaxed);
 }
 
+void StepAside(const char* why, bool in_handler);
+
+// Whether a SIGPROF is one of our timers' (queued before they were deleted).
+bool IsOurs(const siginfo_t* si) { return si && si->si_code == SI_TIMER && SlotOf(si->si_value.sival_ptr); }
+
+// A SIGPROF that is not ours on a thread where the program blocks SIGPROF
+// (we kept it unblocked for sampling). Without us it would have stayed
+// pending for the program's sigwait, sigtimedwait or signalfd: the program
+// uses SIGPROF itself. Step aside for good, block SIGPROF in the mask this
+// handler returns to, and queue the signal again, with its siginfo. Queued
+// process-wide (unless it was sent to this thread), it reaches a thread
+// that is waiting for it or blocks it, or comes back here on another thread
+// that only we kept unblocked, which does the same, until every thread the
+// program meant to block does. Our own signals still pending on this thread
+// are consumed, so the program never collects one.
+void GiveBackBlocked(int sig, siginfo_t* si, ucontext_t* uc) {
+  StepAside("the program collects SIGPROF with sigwait or signalfd", true);
+  if (uc) sigaddset(&uc->uc_sigmask, sig);
+  uint64_t prof = uint64_t{1} << (sig - 1);  // the kernel's sigset for rt_sigtimedwait
+  const timespec zero{0, 0};
+  siginfo_t pending;
+  siginfo_t foreign[2];
+  int kept = 0;
+  while (syscall(SYS_rt_sigtimedwait, &prof, &pending, &zero, sizeof(prof)) == sig)
+    if (!IsOurs(&pending) && kept < 2) foreign[kept++] = pending;
+  const long pid = static_cast<long>(g->pid), tid = static_cast<long>(t_tid ? t_tid : Gettid());
+  auto requeue = [&](siginfo_t* info) {
+    if (info->si_code == SI_TKILL) syscall(SYS_rt_tgsigqueueinfo, pid, tid, static_cast<long>(sig), info);
+    else syscall(SYS_rt_sigqueueinfo, pid, static_cast<long>(sig), info);
+  };
+  if (si) requeue(si);
+  for (int i = 0; i < kept; ++i) requeue(&foreign[i]);
+}
+
 // A SIGPROF that is not from our timers, while the app's disposition is
 // SIG_DFL or SIG_IGN: do what the kernel would have done.
-void ForwardForeign(int sig) {
+void ForwardForeign(int sig, siginfo_t* si, ucontext_t* uc) {
+  if (AppBlocksSigprof()) {
+    GiveBackBlocked(sig, si, uc);
+    return;
+  }
   const struct sigaction& app = g->app_action;
   if (app.sa_handler == SIG_IGN) return;
   // SIG_DFL terminates: restore it and re-raise; the signal is blocked while
@@ -206,18 +263,45 @@ void Handler(int sig, siginfo_t* si, void* ucv) {
         !g->shutdown.load(std::memory_order_relaxed) && !g->stepped_aside.load(std::memory_order_relaxed))
       TakeSample(slot, si, static_cast<const ucontext_t*>(ucv));
   } else {
-    ForwardForeign(sig);
+    ForwardForeign(sig, si, static_cast<ucontext_t*>(ucv));
   }
   errno = saved_errno;
 }
 
+void RetireSlot(int idx, pid_t tid);
+
 // A free slot, claimed for this thread (slot_claim.h); -1 when all are taken.
 int ClaimSlot() { return ClaimSlotIn(g->slots, g->hwm, kMaxTimers, kFree, kArming); }
 
+// The kernel's current SIGPROF handler is ours: a raw query (libc's
+// sigaction is interposed by us, and the program may have gone around it).
+bool KernelHandlerIsOurs() {
+  KernelSigaction cur;
+  std::memset(&cur, 0, sizeof(cur));
+  // RawSyscall6: syscall() itself is interposed, and would answer what the
+  // program set, not what the kernel has.
+  if (RawSyscall6(SYS_rt_sigaction, SIGPROF, 0, reinterpret_cast<long>(&cur), sizeof(cur.mask), 0, 0) != 0)
+    return true;  // cannot tell
+  return reinterpret_cast<void*>(cur.handler) == reinterpret_cast<void*>(Handler);
+}
+
+// SIGPROF's disposition changed past every hook (an inline rt_sigaction):
+// our timers must stop before one of them meets the program's disposition.
+// Async-signal-safe.
+void NoticeTakeover() {
+  if (!g->handler_ours.load(std::memory_order_acquire) || KernelHandlerIsOurs()) return;
+  g->handler_ours.store(false, std::memory_order_release);
+  StepAside("SIGPROF's disposition was changed past our hooks", false);
+}
+
+bool Stopped() {
+  return g->stepped_aside.load(std::memory_order_seq_cst) || g->shutdown.load(std::memory_order_seq_cst);
+}
+
 int Arm(pid_t tid, bool self) {
-  if (!g || !g->installed.load(std::memory_order_acquire) || g->stepped_aside.load(std::memory_order_acquire) ||
-      g->shutdown.load(std::memory_order_acquire))
-    return -1;
+  if (!g || !g->installed.load(std::memory_order_acquire) || Stopped()) return -1;
+  NoticeTakeover();
+  if (Stopped()) return -1;
   const int idx = ClaimSlot();
   if (idx < 0) {
     g->arm_failed.fetch_add(1, std::memory_order_relaxed);
@@ -254,12 +338,24 @@ int Arm(pid_t tid, bool self) {
     return -1;
   }
   s.timer_id = timer_id;
-  s.state.store(kArmed, std::memory_order_release);
+  // Started while the slot is still kArming (RetireAll passes over it, the
+  // handler ignores its signals), then published; then stepping aside or
+  // shutdown is checked again. StepAside/SigprofShutdown set their flag and
+  // then scan the slots, each side with a full fence between: either the
+  // scan sees kArmed and retires it, or this sees the flag and retires it
+  // (RetireSlot's exchange lets only one of them delete the timer). Checking
+  // only on entry left a live timer behind a scan that had passed.
   itimerspec its;
   its.it_interval.tv_sec = static_cast<time_t>(g->period_ns / 1000000000ull);
   its.it_interval.tv_nsec = static_cast<long>(g->period_ns % 1000000000ull);
   its.it_value = its.it_interval;
   syscall(SYS_timer_settime, timer_id, 0, &its, nullptr);
+  s.state.store(kArmed, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (Stopped()) {
+    RetireSlot(idx, tid);
+    return -1;
+  }
   g->armed.fetch_add(1, std::memory_order_relaxed);
   return idx;
 }
@@ -280,9 +376,37 @@ void RetireSlot(int idx, pid_t tid) {
   s.state.store(kRetiring, std::memory_order_release);
 }
 
+// Callers set stepped_aside or shutdown first (see Arm).
 void RetireAll() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxTimers);
   for (int i = 0; i < n; ++i) RetireSlot(i, 0);
+}
+
+std::atomic<void (*)()> g_step_aside_observer{nullptr};
+
+// Once: why the sampler stepped aside (info when someone carries on sampling).
+void LogStepAside() {
+  const char* why = g->stepped_why.load(std::memory_order_acquire);
+  if (!why) return;
+  const bool observed = g_step_aside_observer.load(std::memory_order_acquire) != nullptr;
+  LogOnce(&g->stepped_logged, observed ? LogLevel::kInfo : LogLevel::kWarn, "%s; CPU sampling (sigprof) stepped aside",
+          why);
+}
+
+// Stops sampling with SIGPROF for good (once): every timer is deleted. The
+// handler stays installed unless the caller replaces it: a signal of ours
+// still queued must never meet SIG_DFL. Async-signal-safe; from inside our
+// handler the log line is left to the sampler thread (LogStepAside).
+void StepAside(const char* why, bool in_handler) {
+  bool expected = false;
+  if (!g->stepped_aside.compare_exchange_strong(expected, true, std::memory_order_seq_cst)) return;
+  RetireAll();
+  g->stepped_aside_count.fetch_add(1, std::memory_order_relaxed);
+  g->stepped_why.store(why, std::memory_order_release);
+  void (*observer)() = g_step_aside_observer.load(std::memory_order_acquire);
+  if (!in_handler) LogStepAside();
+  if (observer) observer();
 }
 
 void DrainSlot(TimerSlot& s) {
@@ -368,12 +492,24 @@ bool SigprofInstall(const SigprofOptions& opts, const char** why) {
   sa.sa_sigaction = Handler;
   // SA_RESTART: a sample interrupting a restartable call must not surface
   // as EINTR. SIGPROF stays blocked while the handler runs (no SA_NODEFER).
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
+  // SA_ONSTACK: the kernel's signal frame (1.7 KiB here, 3.5 KiB and more
+  // with AVX-512 state) goes on the alternate stack crash capture gives each
+  // thread (crash_handler.h), not on the interrupted stack, which may be a
+  // small thread's or a coroutine's with no room for it. A thread without
+  // an alternate stack (FLIGHTREC_CRASH=0) still takes it on its own.
+  sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+  // Every other signal waits the few microseconds the handler runs: none of
+  // the program's handlers may run nested on top of ours (on an alternate
+  // stack the program set, say, where without us none of its own handlers
+  // might ever run). Faults stay deliverable: a blocked one kills outright,
+  // past crash capture.
+  sigfillset(&sa.sa_mask);
+  for (int fault : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS}) sigdelset(&sa.sa_mask, fault);
   if (g->real_sigaction(SIGPROF, &sa, nullptr) != 0) {
     *why = "sigaction(SIGPROF) failed";
     return false;
   }
+  g->handler_ours.store(true, std::memory_order_release);
   g->installed.store(true, std::memory_order_release);
   return true;
 }
@@ -453,6 +589,9 @@ void SigprofDisarmSelf() {
 
 void SigprofCollect(uint64_t now_ns) {
   if (!g) return;
+  // Every collection (each wake-up of the sampler thread): one system call.
+  if (g->installed.load(std::memory_order_acquire)) NoticeTakeover();
+  LogStepAside();
   const bool check = now_ns - g->last_liveness_check >= kLivenessCheckNs;
   if (check) g->last_liveness_check = now_ns;
   const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxTimers);
@@ -482,7 +621,7 @@ void RegisterSigprofFlushSource() { RegisterFlushSource(SigprofFlushSource); }
 
 void SigprofShutdown() {
   if (!g || !g->installed.load(std::memory_order_acquire)) return;
-  g->shutdown.store(true, std::memory_order_release);
+  g->shutdown.store(true, std::memory_order_seq_cst);
   // The handler stays installed: a signal already queued must not meet
   // SIG_DFL (which would kill the process on its way out).
   RetireAll();
@@ -533,14 +672,12 @@ void SigprofAfterExecFailed() {
   if (g && static_cast<pid_t>(syscall(SYS_getpid)) == g->pid) SigprofArmSelf();
 }
 
-static std::atomic<void (*)()> g_step_aside_observer{nullptr};
-
 void SetSigprofStepAsideObserver(void (*observer)()) {
   g_step_aside_observer.store(observer, std::memory_order_release);
 }
 
 bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* old, int* ret) {
-  if (!g || !g->installed.load(std::memory_order_acquire) || g->stepped_aside.load(std::memory_order_acquire))
+  if (!g || !g->installed.load(std::memory_order_acquire) || !g->handler_ours.load(std::memory_order_acquire))
     return false;
   const struct sigaction prev = g->app_action;
   if (!act) {
@@ -561,13 +698,8 @@ bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* ol
   }
   // The application wants SIGPROF for itself: stop our timers first so it
   // does not receive our samples, then let libc install its handler.
-  g->stepped_aside.store(true, std::memory_order_release);
-  RetireAll();
-  g->stepped_aside_count.fetch_add(1, std::memory_order_relaxed);
-  void (*observer)() = g_step_aside_observer.load(std::memory_order_acquire);
-  LogOnce(&g->stepped_logged, observer ? LogLevel::kInfo : LogLevel::kWarn,
-          "the application installed its own SIGPROF handler; CPU sampling (sigprof) stepped aside");
-  if (observer) observer();
+  StepAside("the application installed its own SIGPROF handler", false);
+  g->handler_ours.store(false, std::memory_order_release);
   const int r = g->real_sigaction(SIGPROF, act, nullptr);
   if (r == 0 && old) *old = prev;
   *ret = r;

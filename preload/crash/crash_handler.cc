@@ -429,6 +429,26 @@ void DecodeCrash(FlushContext& ctx, const RecordHeader& h, const void* payload) 
   ctx.writer->Append(t_crash, v, 7);
 }
 
+// Our handler as the kernel should run it for `sig`, given the
+// application's disposition behind it: with the application's sa_mask, so
+// no signal it blocks for its handler runs while we record (which can take
+// up to kCrashFlushBudgetNs), and with its SA_RESTART, so a call the signal
+// interrupts is restarted or fails with EINTR as without us (the kernel
+// decides that from the installed action, not from what its handler does).
+bool InstallOurs(int sig, struct sigaction* previous) {
+  const struct sigaction& app = g_previous[sig];
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = CrashSignalHandler;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  if (IsAppHandler(app)) {
+    sa.sa_mask = app.sa_mask;
+    sa.sa_flags |= app.sa_flags & SA_RESTART;
+  }
+  return g_real_sigaction(sig, &sa, previous) == 0;
+}
+
 }  // namespace
 
 void CrashHandlerInit(const Config& config) {
@@ -457,13 +477,9 @@ void CrashHandlerInit(const Config& config) {
   g_stack_copy_max = static_cast<uint32_t>(max);
   AddThreadObserver(InstallAltStack, RemoveAltStack);
   for (int sig : kSignals) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = CrashSignalHandler;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
     // Keep whatever the application (or a library loaded before us) had.
-    if (g_real_sigaction(sig, &sa, &g_previous[sig]) == 0) g_owned[sig].store(true, std::memory_order_release);
+    if (g_real_sigaction(sig, nullptr, &g_previous[sig]) != 0) continue;
+    if (InstallOurs(sig, nullptr)) g_owned[sig].store(true, std::memory_order_release);
   }
 }
 
@@ -475,6 +491,7 @@ bool CrashSigaction(int sig, const struct sigaction* act, struct sigaction* old)
     sigdelset(&a.sa_mask, SIGKILL);  // what the kernel would keep of the mask
     sigdelset(&a.sa_mask, SIGSTOP);
     g_previous[sig] = a;
+    InstallOurs(sig, nullptr);  // its mask and SA_RESTART now apply to ours
   }
   return true;
 }

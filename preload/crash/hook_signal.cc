@@ -1,5 +1,5 @@
-// Signal interposers: sigaction, signal, bsd_signal, sysv_signal and
-// sigprocmask.
+// Signal interposers: sigaction, signal, bsd_signal, sysv_signal, sigset,
+// sigignore, sigprocmask, pthread_sigmask, and syscall() for rt_sigaction.
 //  * Dispositions: SIGPROF while the SIGPROF sampler owns it
 //    (sampler/sigprof_sampler.h, registered through
 //    preload/crash/sigprof_owner.h): the application's SIG_IGN/SIG_DFL are
@@ -9,24 +9,37 @@
 //    kept behind our handler, which hands signals on to it. Termination
 //    signals left at SIG_DFL while we hold them (preload/crash/term_signals.h):
 //    SIG_DFL stays ours; a handler or SIG_IGN is installed for real.
+//  * glibc's sigset and sigignore call libc's internal sigaction, and a raw
+//    rt_sigaction through syscall() calls none: for the signals above they
+//    are routed through the sigaction interposer here, or our tables and the
+//    kernel would disagree (a program's SIG_DFL would meet our timers'
+//    signals; a later sigaction of a crash signal would never be installed).
+//    An rt_sigaction made with an inline system call cannot be seen; the
+//    SIGPROF sampler notices that one later (sigprof_sampler.h).
 //  * sigprocmask, pthread_sigmask: a no-op for libunwind's lock on our flush
 //    thread while it unwinds (preload/stacks/stack_unwinder.h, t_in_unwinder);
 //    recorder threads keep every signal blocked, so there is nothing to
 //    change. On application threads, SIGPROF is left out of what they block
 //    while the SIGPROF sampler owns it: servers commonly block every signal
 //    in their workers (one thread takes signals with sigwait), and a blocked
-//    SIGPROF would leave those threads unsampled. The application has no
-//    handler for it (else the sampler steps aside), so nothing it waits for
-//    changes.
+//    SIGPROF would leave those threads unsampled. What the program asked for
+//    is remembered (AppBlocksSigprof) and reported back as its mask; a
+//    SIGPROF that is not ours arriving on such a thread was meant for the
+//    program's sigwait or signalfd, and the sampler gives SIGPROF back
+//    (sigprof_sampler.h).
 // Every other call goes straight to libc.
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <sys/syscall.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 
 #include "preload/crash/crash_handler.h"
+#include "preload/crash/raw_syscall.h"
 #include "preload/crash/sigprof_owner.h"
 #include "preload/crash/signal_mask.h"
 #include "preload/crash/term_signals.h"
@@ -53,6 +66,9 @@ Fn Resolve(std::atomic<Fn>* slot, const char* name) {
 std::atomic<SigactionFn> g_sigaction;
 std::atomic<SignalFn> g_signal, g_bsd_signal, g_sysv_signal;
 std::atomic<SigprocmaskFn> g_sigprocmask;
+std::atomic<SignalFn> g_sigset;
+using SigignoreFn = int (*)(int);
+std::atomic<SigignoreFn> g_sigignore;
 
 // The set an application thread asks to block, without SIGPROF while the
 // sampler owns it (see the top of the file). Returns `set` itself when
@@ -63,6 +79,20 @@ const sigset_t* WithoutOwnedSigprof(int how, const sigset_t* set, sigset_t* scra
   *scratch = *set;
   sigdelset(scratch, SIGPROF);
   return scratch;
+}
+
+// Around a mask change on an application thread: the mask as the program
+// set it reports SIGPROF blocked if it asked for that (we may have kept it
+// unblocked), and what it now asks is remembered (sigprof_owner.h).
+// `was_blocked` is AppBlocksSigprof() from before the call.
+void TrackAppSigprof(int how, const sigset_t* set, sigset_t* old, bool was_blocked) {
+  if (flightrec::IsRecorderThread()) return;
+  if (old && was_blocked) sigaddset(old, SIGPROF);
+  if (!set) return;
+  const bool named = sigismember(set, SIGPROF) == 1;
+  if (how == SIG_SETMASK) flightrec::SetAppBlocksSigprof(named);
+  else if (how == SIG_BLOCK && named) flightrec::SetAppBlocksSigprof(true);
+  else if (how == SIG_UNBLOCK && named) flightrec::SetAppBlocksSigprof(false);
 }
 
 // The sigaction a signal()-family call means: handler, empty mask, and the
@@ -196,7 +226,10 @@ FR_HOOK int sigprocmask(int how, const sigset_t* set, sigset_t* old) {
   SigprocmaskFn real = Resolve(&g_sigprocmask, "sigprocmask");
   if (!real) return errno = ENOSYS, -1;
   sigset_t scratch;
-  return real(how, WithoutOwnedSigprof(how, set, &scratch), old);
+  const bool was_blocked = flightrec::AppBlocksSigprof();
+  const int ret = real(how, WithoutOwnedSigprof(how, set, &scratch), old);
+  if (ret == 0) TrackAppSigprof(how, set, old, was_blocked);
+  return ret;
 }
 
 FR_HOOK int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) {
@@ -205,5 +238,108 @@ FR_HOOK int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) {
     return 0;
   }
   sigset_t scratch;
-  return flightrec::RealPthreadSigmask(how, WithoutOwnedSigprof(how, set, &scratch), old);
+  const bool was_blocked = flightrec::AppBlocksSigprof();
+  const int ret = flightrec::RealPthreadSigmask(how, WithoutOwnedSigprof(how, set, &scratch), old);
+  if (ret == 0) TrackAppSigprof(how, set, old, was_blocked);
+  return ret;
+}
+
+namespace {
+
+// The signals whose dispositions we keep tables of (see the top of the file).
+bool ManagedSignal(int sig) { return sig == SIGPROF || IsCrashSignal(sig) || flightrec::IsTermSignal(sig); }
+
+}  // namespace
+
+// glibc's sigset, with the disposition and mask changes made through the
+// interposers above.
+FR_HOOK sighandler_t sigset(int sig, sighandler_t disp) {
+  if (!ManagedSignal(sig)) {
+    SignalFn real = Resolve(&g_sigset, "sigset");
+    if (!real) return errno = ENOSYS, SIG_ERR;
+    return real(sig, disp);
+  }
+  sigset_t one, was;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  struct sigaction old;
+  std::memset(&old, 0, sizeof(old));
+  if (disp == SIG_HOLD) {
+    if (sigprocmask(SIG_BLOCK, &one, &was) != 0) return SIG_ERR;
+    if (sigismember(&was, sig)) return SIG_HOLD;
+    if (sigaction(sig, nullptr, &old) != 0) return SIG_ERR;
+    return old.sa_handler;
+  }
+  const struct sigaction act = SignalStyleAction(disp, 0);
+  if (sigaction(sig, &act, &old) != 0) return SIG_ERR;
+  if (sigprocmask(SIG_UNBLOCK, &one, &was) != 0) return SIG_ERR;
+  return sigismember(&was, sig) ? SIG_HOLD : old.sa_handler;
+}
+
+FR_HOOK int sigignore(int sig) {
+  if (!ManagedSignal(sig)) {
+    SigignoreFn real = Resolve(&g_sigignore, "sigignore");
+    if (!real) return errno = ENOSYS, -1;
+    return real(sig);
+  }
+  const struct sigaction act = SignalStyleAction(SIG_IGN, 0);
+  return sigaction(sig, &act, nullptr);
+}
+
+namespace {
+
+// The kernel's struct sigaction (rt_sigaction's, not glibc's).
+struct KernelSigaction {
+  void (*handler)(int);
+  unsigned long flags;
+  void (*restorer)();
+  uint64_t mask;
+};
+
+constexpr unsigned long kSaRestorer = 0x04000000;  // the kernel's SA_RESTORER (not in glibc's headers)
+
+// A raw rt_sigaction of a signal we keep tables of, made through sigaction
+// above. glibc's sigaction puts in its own restorer, which does what any
+// restorer must (rt_sigreturn).
+long RtSigactionThroughHooks(int sig, const KernelSigaction* kact, KernelSigaction* kold) {
+  struct sigaction act, old;
+  std::memset(&act, 0, sizeof(act));
+  std::memset(&old, 0, sizeof(old));
+  if (kact) {
+    act.sa_handler = kact->handler;
+    act.sa_flags = static_cast<int>(kact->flags & ~kSaRestorer);
+    std::memcpy(&act.sa_mask, &kact->mask, sizeof(kact->mask));
+  }
+  if (sigaction(sig, kact ? &act : nullptr, kold ? &old : nullptr) != 0) return -1;
+  if (kold) {
+    kold->handler = old.sa_handler;
+    kold->flags = static_cast<unsigned long>(old.sa_flags);
+    kold->restorer = old.sa_restorer;
+    std::memcpy(&kold->mask, &old.sa_mask, sizeof(kold->mask));
+  }
+  return 0;
+}
+
+}  // namespace
+
+// syscall(): rt_sigaction of a signal we keep tables of goes through
+// sigaction above; everything else is made as it was asked, with glibc's
+// return convention (-1 and errno). The system call is made here, with no
+// lookup of libc's syscall: our own code calls syscall() from signal
+// handlers too.
+FR_HOOK long syscall(long nr, ...) {
+  va_list ap;
+  va_start(ap, nr);
+  long a[6];
+  for (long& v : a) v = va_arg(ap, long);  // as glibc: six registers, used or not
+  va_end(ap);
+  if (nr == SYS_rt_sigaction && a[3] == static_cast<long>(sizeof(uint64_t)) && ManagedSignal(static_cast<int>(a[0])))
+    return RtSigactionThroughHooks(static_cast<int>(a[0]), reinterpret_cast<const KernelSigaction*>(a[1]),
+                                   reinterpret_cast<KernelSigaction*>(a[2]));
+  const long ret = flightrec::RawSyscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+  if (ret < 0 && ret > -4096) {
+    errno = static_cast<int>(-ret);
+    return -1;
+  }
+  return ret;
 }

@@ -12,7 +12,12 @@ constexpr int kMaxWakers = 4;
 std::atomic<void (*)()> g_wakers[kMaxWakers];
 std::atomic<int> g_waker_count{0};
 
+__attribute__((tls_model("initial-exec"))) __thread bool t_app_blocks_sigprof = false;
+
 }  // namespace
+
+bool AppBlocksSigprof() { return t_app_blocks_sigprof; }
+void SetAppBlocksSigprof(bool blocked) { t_app_blocks_sigprof = blocked; }
 
 void RegisterSigprofOwner(const SigprofOwner* owner) { g_owner.store(owner, std::memory_order_release); }
 

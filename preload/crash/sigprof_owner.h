@@ -8,6 +8,11 @@
 //  * crash_freeze.cc stops and restarts the owner's timers, and wakes every
 //    recorder thread that parks (the sampler thread among them).
 //
+//  * hook_signal.cc also remembers, per thread, whether the program asked to
+//    block SIGPROF (AppBlocksSigprof): it is kept unblocked for sampling, so
+//    the owner's handler must know that a SIGPROF which is not its own was
+//    meant to stay pending for the program's sigwait or signalfd.
+//
 // Registration happens once at init, before any timer is armed; every
 // function here is async-signal-safe (atomic loads, then the owner's own
 // async-signal-safe calls) and is a no-op while no owner is registered.
@@ -28,6 +33,12 @@ struct SigprofOwner {
 void RegisterSigprofOwner(const SigprofOwner* owner);
 
 bool SigprofOwned();
+
+// Whether the program has SIGPROF in its mask on this thread, as it set it
+// (true while we keep it unblocked behind its back). Inherited by threads
+// the program creates. Plain TLS: async-signal-safe.
+bool AppBlocksSigprof();
+void SetAppBlocksSigprof(bool blocked);
 bool SigprofOwnerIntercept(const struct sigaction* act, struct sigaction* old, int* ret);
 void SigprofOwnerPauseTimers();
 void SigprofOwnerResumeTimers();

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <new>
 
+#include "preload/crash/sigprof_owner.h"
 #include "preload/runtime/clock.h"
 #include "preload/runtime/recorder_thread.h"
 #include "preload/runtime/runtime_state.h"
@@ -28,6 +29,9 @@ struct StartArgs {
   void* arg;
   pid_t parent_tid;
   bool recorder;  // created by one of our threads (e.g. libcurl's resolver)
+  // The creator's mask as the program set it: the new thread inherits the
+  // real mask, where SIGPROF may be unblocked for sampling (sigprof_owner.h).
+  bool app_blocks_sigprof;
 };
 
 void* StartTrampoline(void* p) {
@@ -36,6 +40,7 @@ void* StartTrampoline(void* p) {
   if (a.recorder) {
     flightrec::MarkRecorderThread();  // a child of a recorder thread is ours too
   } else {
+    flightrec::SetAppBlocksSigprof(a.app_blocks_sigprof);
     flightrec::RegisterThreadFromHook(a.parent_tid, reinterpret_cast<uint64_t>(a.fn));
   }
   return a.fn(a.arg);
@@ -89,6 +94,7 @@ extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t* 
   a->parent_tid = static_cast<pid_t>(syscall(SYS_gettid));
   a->recorder = (flightrec::tls_thread_flags & flightrec::kThreadFlagRecorder) != 0 ||
                 flightrec::tls_creating_recorder_thread;
+  a->app_blocks_sigprof = flightrec::AppBlocksSigprof();
 #if defined(__SANITIZE_THREAD__)
   if (tsan) {
     a->fn = tsan->callback;
