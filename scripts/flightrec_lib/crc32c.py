@@ -65,14 +65,7 @@ def _shift_tables(length):
     tables = _shift_cache.get(length)
     if tables is None:
         zeros = bytes(length)
-        basis = [_bytewise(1 << bit, zeros) for bit in range(32)]
-        tables = []
-        for m in range(4):
-            tab = [0] * 256
-            for v in range(1, 256):
-                low = v & -v
-                tab[v] = tab[v ^ low] ^ basis[8 * m + low.bit_length() - 1]
-            tables.append(tab)
+        tables = _tables_from_basis([_bytewise(1 << bit, zeros) for bit in range(32)])
         _shift_cache[length] = tables
     return tables
 
