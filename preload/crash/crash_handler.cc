@@ -363,8 +363,33 @@ void RecordAndSeal(int sig, siginfo_t* si, void* uc) {
   RequestCrashFlushAndWait(MonotonicNs() + kCrashFlushBudgetNs);
 }
 
+// A vfork child shares the parent's memory (and TLS) but has dispositions of
+// its own: recording there would mark the parent as crashed, seal the
+// parent's segment, leave g_in_crash set (the parent's next real crash went
+// unrecorded) and hold the suspended parent up to the seal budget. The child
+// changes none of our state: the program's handler runs as the kernel would
+// run it, or the default action takes the child alone.
+void VforkChildCrash(int sig, siginfo_t* si, void* uc) {
+  const struct sigaction app = g_previous[sig];
+  if (IsAppHandler(app)) {
+    if (app.sa_flags & SA_SIGINFO) app.sa_sigaction(sig, si, uc);
+    else app.sa_handler(sig);
+    return;
+  }
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = app.sa_handler == SIG_IGN ? SIG_IGN : SIG_DFL;
+  if (g_real_sigaction) g_real_sigaction(sig, &dfl, nullptr);  // the child's own table
+  if (!si || si->si_code <= 0 || sig == SIGABRT) raise(sig);  // sent: again, now default; a fault re-faults
+}
+
 void CrashSignalHandler(int sig, siginfo_t* si, void* uc) {
   const int saved_errno = errno;
+  if (InVforkChild()) {
+    VforkChildCrash(sig, si, uc);
+    errno = saved_errno;
+    return;
+  }
   if (uc) ForgetChainLeftAt(static_cast<uintptr_t>(static_cast<const ucontext_t*>(uc)->uc_mcontext.gregs[REG_RSP]));
   const struct sigaction app = g_previous[sig];
   const bool app_handler = IsAppHandler(app);

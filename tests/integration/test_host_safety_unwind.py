@@ -71,3 +71,15 @@ def test_cancel_reaches_a_read_on_a_reused_socket_number(fr, trace_dir, tmp_path
     issue a raw, uncancellable read: pthread_cancel never took effect."""
     proc = same_as_plain(fr, [fr.program("cancel_stale_fd")], trace_dir, tmp_path, env=env, timeout=30)
     assert proc.returncode == 0 and proc.stdout == "cancelled\n"
+
+
+def test_crash_in_a_vfork_child_is_not_the_parents(fr, trace_dir, tmp_path):
+    """#34 suspected item, confirmed: a vfork child shares the parent's memory
+    and TLS, so our crash handler recorded the child's fault as the parent's,
+    sealed the parent's segment and left the crash latch set: the parent's
+    own later crash went unrecorded (old library: one crash event, at the
+    child's address 16). Now the child changes none of our state."""
+    proc = same_as_plain(fr, [fr.program("vfork_crash")], trace_dir, tmp_path, timeout=60)
+    assert proc.returncode == -11 and proc.stdout == "child signal 11\n"
+    crashes = fr.events(trace_dir, "crash")
+    assert [c["fault_addr"] for c in crashes] == [32], crashes
