@@ -341,17 +341,20 @@ int Arm(pid_t tid, bool self) {
   // Started while the slot is still kArming (RetireAll passes over it, the
   // handler ignores its signals), then published; then stepping aside or
   // shutdown is checked again. StepAside/SigprofShutdown set their flag and
-  // then scan the slots, each side with a full fence between: either the
-  // scan sees kArmed and retires it, or this sees the flag and retires it
+  // then scan the slots. Every access on both sides (this store of kArmed
+  // and load of the flags; their store of a flag and the scan's loads of hwm
+  // and the state) is seq_cst, so in their one total order either the scan
+  // sees kArmed and retires it, or this sees the flag and retires it
   // (RetireSlot's exchange lets only one of them delete the timer). Checking
-  // only on entry left a live timer behind a scan that had passed.
+  // only on entry left a live timer behind a scan that had passed. Plain
+  // seq_cst operations, not fences: ThreadSanitizer does not support
+  // atomic_thread_fence (-Werror=tsan in make test).
   itimerspec its;
   its.it_interval.tv_sec = static_cast<time_t>(g->period_ns / 1000000000ull);
   its.it_interval.tv_nsec = static_cast<long>(g->period_ns % 1000000000ull);
   its.it_value = its.it_interval;
   syscall(SYS_timer_settime, timer_id, 0, &its, nullptr);
   s.state.store(kArmed, std::memory_order_seq_cst);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (Stopped()) {
     RetireSlot(idx, tid);
     return -1;
@@ -370,7 +373,7 @@ void RetireSlot(int idx, pid_t tid) {
   // slot and a new thread arm it, so our last write must come before that
   // (TSan saw this timer_id = -1 land on the next owner's fresh timer id).
   int expected = kArmed;
-  if (!s.state.compare_exchange_strong(expected, kArming, std::memory_order_acq_rel)) return;
+  if (!s.state.compare_exchange_strong(expected, kArming, std::memory_order_seq_cst)) return;
   syscall(SYS_timer_delete, s.timer_id);
   s.timer_id = -1;
   s.state.store(kRetiring, std::memory_order_release);
@@ -378,8 +381,7 @@ void RetireSlot(int idx, pid_t tid) {
 
 // Callers set stepped_aside or shutdown first (see Arm).
 void RetireAll() {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxTimers);
+  const int n = std::min(g->hwm.load(std::memory_order_seq_cst), kMaxTimers);
   for (int i = 0; i < n; ++i) RetireSlot(i, 0);
 }
 

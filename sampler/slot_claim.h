@@ -24,7 +24,7 @@ int ClaimSlotIn(Slot* slots, std::atomic<int>& hwm, int max, int free_state, int
           slots[i].state.compare_exchange_strong(expected, claimed_state, std::memory_order_acquire))
         return i;
     }
-    const int i = hwm.fetch_add(1, std::memory_order_acq_rel);
+    const int i = hwm.fetch_add(1, std::memory_order_seq_cst);
     if (i >= max) return -1;
     int expected = free_state;
     if (slots[i].state.compare_exchange_strong(expected, claimed_state, std::memory_order_acquire)) return i;
