@@ -299,8 +299,8 @@ def test_subcommands_are_discovered_and_a_broken_one_is_isolated(tmp_path, sampl
     scripts = tmp_path / "scripts"
     shutil.copytree(os.path.join(ROOT, "scripts"), scripts,
                     ignore=shutil.ignore_patterns("__pycache__"))
-    (scripts / "flightrec_lib" / "cmd_hello.py").write_text(
-        "from . import cli\n"
+    (scripts / "flightrec_lib" / "commands" / "cmd_hello.py").write_text(
+        "from .. import cli\n"
         "def register(sub):\n"
         "    p = sub.add_parser('hello', help='count events')\n"
         "    cli.add_paths_argument(p)\n"
@@ -309,7 +309,7 @@ def test_subcommands_are_discovered_and_a_broken_one_is_isolated(tmp_path, sampl
         "    trace = cli.open_trace(args.paths)\n"
         "    print('hello', sum(trace.event_counts().values()))\n"
         "    return cli.exit_status(trace)\n")
-    (scripts / "flightrec_lib" / "cmd_broken.py").write_text("def register(sub):\n    oops(\n")
+    (scripts / "flightrec_lib" / "commands" / "cmd_broken.py").write_text("def register(sub):\n    oops(\n")
     # Reached through a symlink, as an installed copy would be.
     link = tmp_path / "bin" / "flightrec-dump"
     link.parent.mkdir()

@@ -149,7 +149,7 @@ def test_fixed_seed_fuzz_run(seeds, runner):
 
 BOOM = '''
 import os, sys, time
-from . import cli
+from .. import cli
 
 def register(sub):
     p = sub.add_parser("boom")
@@ -190,7 +190,7 @@ def sabotaged_lib(tmp_path_factory):
     lib = root / "flightrec_lib"
     shutil.copytree(os.path.join(ROOT, "scripts", "flightrec_lib"), lib,
                     ignore=shutil.ignore_patterns("__pycache__"))
-    (lib / "cmd_boom.py").write_text(BOOM)
+    (lib / "commands" / "cmd_boom.py").write_text(BOOM)
     seg = (lib / "segment.py").read_text()
     marker = "def _parse_events(seg, b, offset, stored=None, where=None):\n"
     assert marker in seg
