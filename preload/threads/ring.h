@@ -108,7 +108,9 @@ class Ring {
     return true;
   }
   // The offered buffer (nullptr if none), for its owner to release after Reset.
-  uint8_t* offered_buffer() const { return offer_buf_.load(std::memory_order_relaxed); }
+  // Acquire: the producer may have published it (a spare it took), and
+  // offered_capacity() is only valid after a non-null answer from here.
+  uint8_t* offered_buffer() const { return offer_buf_.load(std::memory_order_acquire); }
   size_t offered_capacity() const { return offer_cap_; }
 
   // Producer: returns space for a record of `payload` bytes after the header,
