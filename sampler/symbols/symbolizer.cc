@@ -24,6 +24,7 @@
 #include "preload/fds/released_fds.h"
 #include "sampler/symbols/code_runs.h"
 #include "sampler/symbols/code_unloads.h"
+#include "sampler/symbols/cu_ranges.h"
 #include "preload/stacks/demangle.h"
 #include "preload/stacks/local_stack.h"
 #include "sampler/symbols/module_elf.h"
@@ -308,6 +309,7 @@ struct Symbolizer::Impl {
     symbol_indexes.clear();  // names point into the modules just dropped
     load_ranges.clear();
     cu_index.clear();  // keyed by module pointers, which a re-report may recycle
+    cu_ranges.clear();
     qualified_names.clear();
     stats.reports++;
   }
@@ -393,13 +395,13 @@ struct Symbolizer::Impl {
       const MiString fn = FunctionNameOfSymbol(name);
       fl.function.assign(fn.data(), fn.size());
     }
-    if (Dwfl_Line* line = dwfl_module_getsrc(mod, pc)) {
-      int lineno = 0;
-      if (const char* file = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)) {
-        fl.file = file;
-        fl.line = static_cast<uint32_t>(lineno > 0 ? lineno : 0);
-      }
-    }
+    Dwarf_Addr bias = 0;
+    Dwarf_Die cu_storage;
+    MiString file;
+    uint32_t line = 0;
+    LineOf(CuOf(mod, pc, &bias, &cu_storage), pc - bias, &file, &line);
+    fl.file.assign(file.data(), file.size());
+    fl.line = line;
     if (!fl.function.empty() || !fl.file.empty()) lines->push_back(std::move(fl));
     return true;
   }
@@ -617,6 +619,7 @@ struct Symbolizer::Impl {
     MiVector<Range> ranges;
   };
   MiHashMap<uint64_t, CuIndex> cu_index;            // key: CuKey(module, CU)
+  MiHashMap<uint64_t, CuRanges> cu_ranges;          // module low address -> its units' ranges
   MiHashMap<uint64_t, MiString> qualified_names;    // key: CuKey(module, DIE)
 
   static uint64_t CuKey(Dwfl_Module* mod, Dwarf_Off off) {
@@ -700,19 +703,50 @@ struct Symbolizer::Impl {
     return name;
   }
 
+  // The compile unit holding pc. libdw's answer comes from .debug_aranges
+  // alone, which can be partial (cu_ranges.h: Go); a unit that does not
+  // hold pc is replaced from the units' own ranges when one does.
+  Dwarf_Die* CuOf(Dwfl_Module* mod, uint64_t pc, Dwarf_Addr* bias, Dwarf_Die* storage) {
+    Dwarf_Die* cudie = dwfl_module_addrdie(mod, pc, bias);
+    if (cudie != nullptr && dwarf_haspc(cudie, pc - *bias) > 0) return cudie;
+    Dwarf_Addr dw_bias = 0;
+    Dwarf* dw = dwfl_module_getdwarf(mod, &dw_bias);
+    if (dw == nullptr) return cudie;
+    Dwarf_Addr low = 0;
+    dwfl_module_info(mod, nullptr, &low, nullptr, nullptr, nullptr, nullptr, nullptr);
+    auto it = cu_ranges.find(low);
+    if (it == cu_ranges.end()) {
+      it = cu_ranges.emplace(low, CuRanges()).first;
+      it->second.Build(dw);
+    }
+    if (!it->second.Find(dw, pc - dw_bias, storage)) return cudie;
+    *bias = dw_bias;
+    return storage;
+  }
+
+  // pc's source file (joined with the unit's directory) and line, from
+  // the line table of the unit holding it.
+  static void LineOf(Dwarf_Die* cudie, uint64_t dwarf_pc, MiString* file, uint32_t* line) {
+    Dwarf_Line* l = cudie ? dwarf_getsrc_die(cudie, dwarf_pc) : nullptr;
+    if (l == nullptr) return;
+    Dwarf_Attribute attr;
+    const char* comp_dir = dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &attr));
+    if (const char* f = dwarf_linesrc(l, nullptr, nullptr)) *file = JoinPath(comp_dir, f);
+    int lineno = 0;
+    dwarf_lineno(l, &lineno);
+    *line = lineno > 0 ? static_cast<uint32_t>(lineno) : 0;
+  }
+
   void DwarfFrames(Dwfl_Module* mod, uint64_t pc, MiVector<CachedFrame>* out) {
+    Dwarf_Addr bias = 0;
+    Dwarf_Die cu_storage;
+    Dwarf_Die* cudie = CuOf(mod, pc, &bias, &cu_storage);
     // Innermost location from the line table.
     MiString file;
     uint32_t line = 0;
-    const char* comp_dir = nullptr;
-    if (Dwfl_Line* l = dwfl_module_getsrc(mod, pc)) {
-      int lineno = 0;
-      comp_dir = dwfl_line_comp_dir(l);
-      if (const char* f = dwfl_lineinfo(l, nullptr, &lineno, nullptr, nullptr, nullptr)) file = JoinPath(comp_dir, f);
-      line = lineno > 0 ? static_cast<uint32_t>(lineno) : 0;
-    }
-    Dwarf_Addr bias = 0;
-    Dwarf_Die* cudie = dwfl_module_addrdie(mod, pc, &bias);
+    LineOf(cudie, pc - bias, &file, &line);
+    Dwarf_Attribute comp_dir_attr;
+    const char* comp_dir = cudie ? dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &comp_dir_attr)) : nullptr;
     Dwarf_Addr dw_bias = 0;
     Dwarf* dw = cudie ? dwfl_module_getdwarf(mod, &dw_bias) : nullptr;
     Dwarf_Die chain[kMaxInlineDepth];

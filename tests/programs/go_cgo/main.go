@@ -1,0 +1,51 @@
+// go_cgo: a Go program linked with cgo (so it loads the preload), with a
+// known CPU split: heavy() does three times the work of light(). Tests
+// check that its functions are named with their own Go files and lines
+// (libdw alone placed them in runtime/cgo/gcc_mmap.c) and that the split
+// and the sample count match the CPU the process really used.
+package main
+
+/*
+int cgo_twice(int x) { return 2 * x; }
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+)
+
+// Each does its own work: a Go leaf with no frame of its own is shown
+// under its caller's caller (docs/LIMITS.md), so the split is kept in
+// the leaves themselves.
+//
+//go:noinline
+func heavy(n int) int {
+	s := 0
+	for i := 0; i < 3*n; i++ {
+		s += i * i % 7
+	}
+	return s
+}
+
+//go:noinline
+func light(n int) int {
+	s := 0
+	for i := 0; i < n; i++ {
+		s += i * i % 5
+	}
+	return s
+}
+
+func main() {
+	rounds := 40
+	if len(os.Args) > 1 {
+		rounds, _ = strconv.Atoi(os.Args[1])
+	}
+	s := 0
+	for i := 0; i < rounds; i++ {
+		s += heavy(3000000) + light(3000000)
+	}
+	fmt.Println(int(C.cgo_twice(3)), s)
+}
