@@ -124,6 +124,36 @@ int GetProcName(unw_addr_space_t, unw_word_t, char*, size_t, unw_word_t*, void*)
   return -UNW_ENOINFO;
 }
 
+// A leaf pc with no unwind table entry (Go code has only .debug_frame,
+// which Debian's libunwind does not read; JIT code has none) is walked by
+// frame pointers, and a leaf that has not pushed one (a frameless Go leaf,
+// any function in its prologue) would lose its caller. In that state the
+// return address is the word at sp. It is taken only when the bytes before
+// it are a direct call (E8 rel32) whose target lies at or below the leaf's
+// pc and within kMaxLeafBytes of it: the call that entered this function.
+constexpr uint64_t kMaxLeafBytes = 64 * 1024;
+
+// libunwind (x86_64) answers a pc without unwind info with a made-up
+// one-byte procedure rather than an error.
+bool HasUnwindInfo(unw_cursor_t* cursor, unw_proc_info_t* pi) {
+  if (unw_get_proc_info(cursor, pi) < 0) return false;
+  return !(pi->unwind_info == nullptr && pi->end_ip - pi->start_ip <= 1);
+}
+
+bool ReturnAddressAtSp(UnwindArg* a, uint64_t leaf_pc, uint64_t* ra_out) {
+  uint64_t ra = 0, before = 0;
+  if (!ReadWord(a, a->regs->sp(), &ra) || ra < 8 || !ReadWord(a, ra - 8, &before)) return false;
+  uint8_t code[8];
+  std::memcpy(code, &before, 8);  // the 8 bytes ending at ra: code[3] is the call opcode
+  if (code[3] != 0xE8) return false;
+  int32_t rel = 0;
+  std::memcpy(&rel, code + 4, 4);
+  const uint64_t target = ra + static_cast<int64_t>(rel);
+  if (target > leaf_pc || leaf_pc - target >= kMaxLeafBytes) return false;
+  *ra_out = ra;
+  return true;
+}
+
 // One address space per role, made ahead of use (PrepareUnwinders), never
 // on the unwinding path. Why ahead: creation mallocs (26 KB through the host's
 // calloc), and a recorder thread inside the host's malloc when the
@@ -258,6 +288,20 @@ int UnwindCopiedStack(UnwindRole role, const RegisterSet& regs, uint64_t stack_a
   unw_cursor_t cursor;
   if (unw_init_remote(&cursor, as, &arg) < 0) return n;
   uint64_t prev_sp = regs.sp();
+  unw_proc_info_t leaf_info;
+  uint64_t leaf_ra = 0;
+  RegisterSet caller;
+  if (max > 1 && !HasUnwindInfo(&cursor, &leaf_info) && ReturnAddressAtSp(&arg, regs.ip(), &leaf_ra)) {
+    // Start the walk at the caller: its sp is just above the return
+    // address, and every other register is still its own.
+    caller = regs;
+    caller.r[RegisterSet::kRip] = leaf_ra;
+    caller.r[RegisterSet::kRsp] = regs.sp() + 8;
+    arg.regs = &caller;
+    if (unw_init_remote(&cursor, as, &arg) < 0) return n;
+    pcs[n++] = leaf_ra - 1;
+    prev_sp = caller.sp();
+  }
   bool prev_signal = false;
   while (n < max) {
     // A signal frame's caller was interrupted, not calling: its pc is exact.

@@ -6,6 +6,7 @@ What must be true of its trace:
   - Go functions carry their own Go files and lines (libdw alone put every
     Go pc in runtime/cgo/gcc_mmap.c: sampler/symbols/cu_ranges.h);
   - the known 3:1 CPU split of heavy() and light() shows;
+  - frameless Go leaves keep their caller;
   - the samples (recorded or counted as lost) account for the CPU the
     process used by its last rusage event: the sample rate is the full one.
 Go exits through exit_group without exit handlers, so the segment stays
@@ -45,10 +46,14 @@ def test_go_functions_have_their_own_files_and_the_true_split(fr, trace_dir, go_
     assert proc.stdout == plain.stdout and plain.returncode == 0
 
     samples = fr.events(trace_dir, "cpu.sample")
-    # heavy and light are frameless Go leaves: their caller main.main is
-    # not in their stacks (docs/LIMITS.md), runtime.main is.
     main_thread = [e for e in samples if "runtime.main" in frames_of(e)]
     assert len(main_thread) >= 20, f"only {len(main_thread)} samples under runtime.main"
+    # heavy and light are frameless Go leaves (Go code has no .eh_frame):
+    # their caller main.main must be right above them.
+    for ev in main_thread:
+        names = frames_of(ev)
+        if names[0] in ("main.heavy", "main.light"):
+            assert names[1] == "main.main", names
     # Files and lines: every Go frame of ours names main.go, with a line.
     for ev in main_thread:
         for f in ev["stack"]:

@@ -2,7 +2,8 @@
 // known CPU split: heavy() does three times the work of light(). Tests
 // check that its functions are named with their own Go files and lines
 // (libdw alone placed them in runtime/cgo/gcc_mmap.c) and that the split
-// and the sample count match the CPU the process really used.
+// and the sample count match the CPU the process really used, and that
+// frameless leaves keep their caller.
 package main
 
 /*
@@ -16,9 +17,8 @@ import (
 	"strconv"
 )
 
-// Each does its own work: a Go leaf with no frame of its own is shown
-// under its caller's caller (docs/LIMITS.md), so the split is kept in
-// the leaves themselves.
+// Both are frameless Go leaves (no frame pointer pushed): their caller
+// must still show (preload/stacks/stack_unwinder.cc, ReturnAddressAtSp).
 //
 //go:noinline
 func heavy(n int) int {
