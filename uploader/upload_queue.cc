@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "preload/fds/fd_guard.h"
+#include "preload/flush/safe_path.h"
 #include "uploader/segment_lock.h"
 
 namespace flightrec::uploader {
@@ -22,6 +23,13 @@ constexpr uint64_t kSecond = 1000000000ull;
 std::string TrimSlashes(std::string s) {
   while (s.size() > 1 && s.back() == '/') s.pop_back();
   return s;
+}
+
+// Whether `name` in dir_fd is still the file open as fd.
+bool SameFileAt(int dir_fd, const std::string& name, int fd) {
+  struct stat a, b;
+  return fstat(fd, &a) == 0 && fstatat(dir_fd, name.c_str(), &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
 }
 
 // Owner-writable is "pending"; see the header for the read-only mark.
@@ -94,6 +102,11 @@ bool UploadQueue::UsePinnedDir(int dir_fd, const std::string& subdir) {
   return true;
 }
 
+void UploadQueue::LeavePinnedDir() {
+  DropPinnedDir();
+  pinned_subdir_.clear();
+}
+
 void UploadQueue::DropPinnedDir() {
   if (pinned_fd_ < 0) return;
   CloseTransientFd(pinned_fd_);
@@ -120,8 +133,11 @@ bool UploadQueue::OpenSegmentDir(const std::string& subdir, int* fd, bool* owned
   // Every descriptor here is protected while open (preload/fds/fd_guard.h): a
   // program closing all of its descriptors must not close ours and hand the
   // number to a file of its own, which we would then list, stat and close.
-  const int top = OpenTransientFd(dir_.c_str(), O_RDONLY | O_DIRECTORY);
-  if (top < 0) return false;
+  // Walked from "/" the way the flush thread walks it (safe_path.h): never
+  // through another user's symlink, never into a directory others may swap.
+  std::string refused;
+  const int top = OpenDirectoryPathSafely(dir_, /*create=*/false, allow_foreign_, &refused);
+  if (top < 0) return false;  // the flush thread says why, once
   *owned = true;
   if (subdir.empty()) {
     *fd = top;
@@ -243,7 +259,11 @@ ClaimStatus UploadQueue::Claim(const PendingSegment& segment, ClaimedSegment* ou
   if (fstat(fd, &st) != 0) return fail(fd, ClaimStatus::kGone);
   // Checked under the lock: whoever held it before us may have shipped it.
   if (!IsPendingMode(st.st_mode)) return fail(fd, ClaimStatus::kShipped);
-  if (!allow_foreign_ && st.st_uid != geteuid() && st.st_uid != owner) return fail(fd, ClaimStatus::kForeign);
+  // Only what we (or, in OUTPUT/uid-N, uid N) wrote: a regular file with no
+  // other name. A hardlink planted in a directory another user can write to
+  // (a sticky OUTPUT, a uid-N) may lead to any file of ours, root's included.
+  if (!S_ISREG(st.st_mode) || st.st_nlink != 1) return fail(fd, ClaimStatus::kForeign);
+  if (!allow_foreign_ && st.st_uid != owner) return fail(fd, ClaimStatus::kForeign);
   out->fd = fd;
   out->dir_fd = dir_fd;
   out->own_dir_fd = own_dir;
@@ -261,6 +281,10 @@ bool UploadQueue::Finish(ClaimedSegment* claimed, bool keep_local, std::string* 
       ok = false;
       *error = "cannot mark " + claimed->path + " as uploaded: " + strerror(errno);
     }
+  } else if (!SameFileAt(claimed->dir_fd, claimed->name, claimed->fd)) {
+    // Renamed or replaced since the claim: what the name leads to now is not what we shipped.
+    ok = false;
+    *error = "uploaded " + claimed->path + " was replaced meanwhile; left in place";
   } else if (unlinkat(claimed->dir_fd, claimed->name.c_str(), 0) != 0 && errno != ENOENT) {
     ok = false;
     *error = "cannot delete uploaded " + claimed->path + ": " + strerror(errno);

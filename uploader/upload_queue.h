@@ -97,6 +97,8 @@ class UploadQueue {
   // from the application, closes when replaced). Returns false, closing it,
   // if subdir is not a uid-N name.
   bool UsePinnedDir(int dir_fd, const std::string& subdir);
+  // Upload thread: the process went back to root; work in dir() again.
+  void LeavePinnedDir();
 
   // Upload thread: adds every pending segment in the directory to the index.
   // Returns how many new ones were found; a directory that cannot be read

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "preload/fds/fd_guard.h"
-#include "preload/flush/segment_files.h"
+#include "preload/flush/safe_path.h"
 
 namespace flightrec {
 namespace {
@@ -54,19 +54,16 @@ bool OpenOutputDir(const std::string& configured, bool allow_foreign, bool prepa
     out->path_ = *g_pinned_path;
     return true;
   }
-  if (prepare && !PrepareOutputDirectory(configured, allow_foreign, error)) return false;
-  const int fd = OpenDirNoFollow(AT_FDCWD, configured);
-  if (fd < 0) {
-    *error = "cannot open output directory " + configured + ": " + strerror(errno);
-    return false;
-  }
-  // Checked by path; the descriptor is what we use, so check it too (the
-  // name may have been swapped meanwhile).
-  struct stat st;
-  if (fstat(fd, &st) != 0 || (st.st_uid != geteuid() && !allow_foreign)) {
+  // Walked from "/" without following other users' symlinks, and checked on
+  // the descriptor each step opened (safe_path.h): the name cannot be
+  // swapped between the check and the use.
+  const int fd = OpenDirectoryPathSafely(configured, prepare, allow_foreign, error);
+  if (fd < 0) return false;
+  if (prepare && faccessat(fd, ".", W_OK | X_OK, AT_EACCESS) != 0) {
+    const int err = errno;
+    *error = "output directory " + configured + " is not writable: " + strerror(err);
     CloseTransientFd(fd);
-    *error = "output directory " + configured + " changed owner while it was opened";
-    errno = EPERM;
+    errno = err;
     return false;
   }
   out->fd_ = fd;

@@ -15,22 +15,10 @@
 #include <vector>
 
 #include "preload/fds/fd_guard.h"
+#include "preload/flush/safe_path.h"
 
 namespace flightrec {
 namespace {
-
-bool MakeDirs(const std::string& dir, std::string* error) {
-  // Create each missing component; only the components we create get 0700.
-  for (size_t pos = 1; pos <= dir.size(); ++pos) {
-    if (pos != dir.size() && dir[pos] != '/') continue;
-    const std::string part = dir.substr(0, pos);
-    if (mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) {
-      *error = "cannot create " + part + ": " + strerror(errno);
-      return false;
-    }
-  }
-  return true;
-}
 
 bool HasSuffix(const std::string& s, const char* suffix) {
   const size_t n = strlen(suffix);
@@ -65,34 +53,13 @@ bool Abandoned(const std::string& name) {
 }  // namespace
 
 bool PrepareOutputDirectory(const std::string& dir, bool allow_foreign, std::string* error) {
-  if (dir.empty() || dir[0] != '/') {
-    *error = "output directory '" + dir + "' is not an absolute path";
-    return false;
-  }
-  if (!MakeDirs(dir, error)) return false;
-  struct stat st;
-  if (lstat(dir.c_str(), &st) != 0) {
-    *error = "cannot stat " + dir + ": " + strerror(errno);
-    return false;
-  }
-  if (S_ISLNK(st.st_mode)) {
-    *error = "output directory " + dir + " is a symlink; refusing to follow it";
-    return false;
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    *error = "output path " + dir + " is not a directory";
-    return false;
-  }
-  if (st.st_uid != geteuid() && !allow_foreign) {
-    *error = "output directory " + dir + " is owned by uid " + std::to_string(st.st_uid) +
-             ", not us; set FLIGHTREC_ALLOW_FOREIGN_DIR=1 to use it";
-    return false;
-  }
-  if (access(dir.c_str(), W_OK | X_OK) != 0) {
-    *error = "output directory " + dir + " is not writable: " + strerror(errno);
-    return false;
-  }
-  return true;
+  // Created and checked component by component (safe_path.h).
+  const int fd = OpenDirectoryPathSafely(dir, /*create=*/true, allow_foreign, error);
+  if (fd < 0) return false;
+  const bool writable = faccessat(fd, ".", W_OK | X_OK, AT_EACCESS) == 0;
+  if (!writable) *error = "output directory " + dir + " is not writable: " + strerror(errno);
+  CloseTransientFd(fd);
+  return writable;
 }
 
 std::string ActiveSegmentPath(const std::string& dir, const std::string& service, uint32_t pid,
@@ -154,7 +121,10 @@ uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& 
     const bool sealed = HasSuffix(name, ".seg");
     if (!sealed && !HasSuffix(name, ".active")) continue;
     struct stat st;
-    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    // A second name makes it no segment of ours (a hardlink planted in a
+    // sticky directory): neither counted nor deleted.
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1)
+      continue;
     total += static_cast<uint64_t>(st.st_size);
     entries.push_back({name, static_cast<uint64_t>(st.st_size), sealed});
   }

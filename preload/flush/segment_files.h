@@ -1,5 +1,5 @@
-// Segment files: the output directory (created 0700, checked for symlinks and
-// foreign owners), segment names that sort by time and carry service and pid,
+// Segment files: the output directory (created 0700, walked and checked by
+// safe_path.h), segment names that sort by time and carry service and pid,
 // the seal rename (.active -> .seg) and the disk budget (oldest sealed
 // segments deleted first). Flush thread only.
 #pragma once
@@ -8,8 +8,10 @@
 
 namespace flightrec {
 
-// Creates (mode 0700) or checks `dir`. Refuses a symlink, a non-directory and
-// (unless allow_foreign) a directory owned by another user. On failure
+// Creates (mode 0700) or checks `dir`, walking it from "/" (safe_path.h):
+// refuses a symlink, a non-directory, a directory others can write to (unless
+// sticky and ours), a component another user controls and (unless
+// allow_foreign) a directory owned by another user. On failure
 // returns false with a one-line reason in *error.
 bool PrepareOutputDirectory(const std::string& dir, bool allow_foreign, std::string* error);
 
