@@ -130,6 +130,9 @@ std::atomic<uint64_t> g_forked_at_ns{0};  // CLOCK_MONOTONIC of the fork, in a c
 // close the parent's (UploaderAtFork); its own uploader reopens.
 std::atomic<int> g_pin_pending{-1};
 std::atomic<int> g_pin_adopted{-1};
+// The process went back to root (output_dir.h unpinned): the queue leaves
+// uid-N for OUTPUT. Set by the seal hook, taken by the upload thread.
+std::atomic<bool> g_unpin_pending{false};
 
 // Logs each distinct cause once per process: an outage or a bad key gives
 // one line, not one per segment or per retry.
@@ -272,13 +275,20 @@ void RunRound(Uploader* u, S3Client* client, CredentialProvider* provider, bool 
 // Upload thread: the process dropped root and records in OUTPUT/uid-N now;
 // ship from there, through the descriptor the seal hook made while it could.
 bool AdoptPinnedDir(Uploader* u) {
+  bool moved = false;
+  if (g_unpin_pending.exchange(false, std::memory_order_acq_rel)) {
+    u->queue.LeavePinnedDir();
+    g_pin_adopted.store(-1, std::memory_order_release);  // closed by the queue
+    Log(LogLevel::kDebug, "uploading from %s", u->queue.where().c_str());
+    moved = true;
+  }
   pthread_mutex_lock(&u->mu);
   const int fd = g_pin_pending.exchange(-1, std::memory_order_acq_rel);
   const std::string subdir = u->pending_subdir;
   pthread_mutex_unlock(&u->mu);
-  if (fd < 0) return false;
+  if (fd < 0) return moved;
   g_pin_adopted.store(-1, std::memory_order_release);  // the queue closes the one it had
-  if (!u->queue.UsePinnedDir(fd, subdir)) return false;
+  if (!u->queue.UsePinnedDir(fd, subdir)) return moved;
   g_pin_adopted.store(fd, std::memory_order_release);
   Log(LogLevel::kDebug, "uploading from %s", u->queue.where().c_str());
   return true;
@@ -388,7 +398,14 @@ Uploader* CloneForChild(const Uploader* parent) {
 // dropped root), new to this uploader. Only the writer's owner may look at
 // the pinned directory, so the descriptor for the thread is made here.
 void HandOverPinnedDir(Uploader* u, const std::string& sealed_path) {
-  if (!OutputDirPinned()) return;
+  if (!OutputDirPinned()) {
+    if (u->handed_pin_path.empty()) return;
+    // Back to root (seteuid(0)): sealed in OUTPUT again, shipped from there.
+    u->handed_pin_path.clear();
+    CloseTransientFd(g_pin_pending.exchange(-1, std::memory_order_acq_rel));  // never adopted: still ours
+    g_unpin_pending.store(true, std::memory_order_release);
+    return;
+  }
   const size_t slash = sealed_path.rfind('/');
   if (slash == std::string::npos || sealed_path.compare(0, slash, u->handed_pin_path) == 0) return;
   std::string path;

@@ -5,6 +5,9 @@
 // non-zero uid, the recorder seals its segment while still root and moves to
 // OUTPUT/uid-N (preload/flush/output_dir.h); the real call runs unchanged in
 // between (glibc's own setuid, which applies the change to every thread).
+// The way back (seteuid(N), work, seteuid(0): a root daemon doing something
+// as a user for a while) is followed too: the segment written as N is sealed
+// in uid-N, and root records on in OUTPUT, never in the directory N owns.
 // Only the effective uid matters: it decides what the process can open.
 // setgid & co. need nothing: our files and directories are 0600/0700.
 #include <dlfcn.h>
@@ -15,6 +18,8 @@
 namespace flightrec {
 bool RecorderBeforeUidDrop(uid_t uid);
 void RecorderAfterUidDrop(bool dropped);
+bool RecorderBeforeUidReturn();
+void RecorderAfterUidReturn(bool returned);
 }  // namespace flightrec
 
 namespace {
@@ -40,9 +45,16 @@ __attribute__((constructor)) void ResolveSetuidFunctions() {
 constexpr uid_t kUnchanged = static_cast<uid_t>(-1);
 
 // Runs `call`; around it the recorder's move when the effective uid goes
-// from root to new_euid (kUnchanged: the call leaves it alone).
+// from root to new_euid, or back to root (kUnchanged: the call leaves it alone).
 template <typename Call>
 int AroundUidChange(uid_t new_euid, Call call) {
+  if (new_euid == 0 && geteuid() != 0 && flightrec::RecorderBeforeUidReturn()) {
+    const int rc = call();
+    const int saved = errno;
+    flightrec::RecorderAfterUidReturn(rc == 0 && geteuid() == 0);
+    errno = saved;
+    return rc;
+  }
   const bool drop = new_euid != kUnchanged && new_euid != 0 && geteuid() == 0 &&
                     flightrec::RecorderBeforeUidDrop(new_euid);
   const int rc = call();

@@ -298,4 +298,28 @@ void RecorderAfterUidDrop(bool dropped) {
                    UidDirName(geteuid()).c_str());
 }
 
+// The way back: a process that dropped only its effective uid (seteuid) and
+// returns to root. The segment written as N is sealed in uid-N first (its
+// files are N's); after the call root records in OUTPUT again, never in the
+// directory N owns. If the call fails, recording goes on in uid-N.
+bool RecorderBeforeUidReturn() {
+  if (!RuntimeRecording() || getpid() != g_owner_pid || !OutputDirPinned()) return false;
+  OwnWorkOnAppThread own;
+  if (!StopFlushThread(MonotonicNs() + kFlushExitBudgetNs)) {
+    Log(LogLevel::kWarn, "could not seal the segment before the switch back to root; recording stopped");
+    SetRuntimeRecording(false);
+    return false;
+  }
+  return true;
+}
+void RecorderAfterUidReturn(bool returned) {
+  OwnWorkOnAppThread own;
+  if (returned) UnpinOutputDir();
+  if (!StartFlushThreadOrStop()) {
+    SetRuntimeRecording(false);
+    return;
+  }
+  if (returned) Log(LogLevel::kInfo, "back to root: recording to %s", GetConfig().output.c_str());
+}
+
 }  // namespace flightrec
