@@ -25,11 +25,13 @@ std::string TrimSlashes(std::string s) {
   return s;
 }
 
-// Whether `name` in dir_fd is still the file open as fd.
-bool SameFileAt(int dir_fd, const std::string& name, int fd) {
+// Whether `name` in dir_fd now leads to another file than the one open as
+// fd. A name we cannot look up (gone, or out of reach after a privilege
+// drop) is left to unlinkat to report.
+bool ReplacedAt(int dir_fd, const std::string& name, int fd) {
   struct stat a, b;
-  return fstat(fd, &a) == 0 && fstatat(dir_fd, name.c_str(), &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev &&
-         a.st_ino == b.st_ino;
+  if (fstat(fd, &a) != 0 || fstatat(dir_fd, name.c_str(), &b, AT_SYMLINK_NOFOLLOW) != 0) return false;
+  return a.st_dev != b.st_dev || a.st_ino != b.st_ino;
 }
 
 // Owner-writable is "pending"; see the header for the read-only mark.
@@ -281,7 +283,7 @@ bool UploadQueue::Finish(ClaimedSegment* claimed, bool keep_local, std::string* 
       ok = false;
       *error = "cannot mark " + claimed->path + " as uploaded: " + strerror(errno);
     }
-  } else if (!SameFileAt(claimed->dir_fd, claimed->name, claimed->fd)) {
+  } else if (ReplacedAt(claimed->dir_fd, claimed->name, claimed->fd)) {
     // Renamed or replaced since the claim: what the name leads to now is not what we shipped.
     ok = false;
     *error = "uploaded " + claimed->path + " was replaced meanwhile; left in place";

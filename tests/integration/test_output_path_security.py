@@ -137,3 +137,22 @@ def test_seteuid_back_to_root_records_in_output_again(fr, trace_dir):
     assert sizes.get(trace_dir) == {2222: rounds}, sizes
     st = os.lstat(trace_dir)
     assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o700)
+
+
+def test_uploader_follows_the_way_back_to_root(fr, trace_dir, s3):
+    # The segment written as 65534 is shipped from uid-N, the ones root wrote
+    # after seteuid(0) from OUTPUT: nothing is left behind.
+    rounds = 1000
+    proc = fr.run([fr.program("euid_return"), str(rounds)], trace_dir,
+                  env=s3_env(s3.endpoint, FLIGHTREC_ALLOC_SAMPLE_BYTES=1, FLIGHTREC_RING_BYTES="8M"))
+    # Root's first segment, if its upload was under way at seteuid(65534),
+    # cannot be deleted then (OUTPUT is root's 0700); back as root, it is.
+    assert not [line for line in flightrec_lines(proc) if "cannot delete uploaded" not in line], proc.stderr
+    assert segment_files(trace_dir) == [] and segment_files(trace_dir / SUB) == [], \
+        (segment_files(trace_dir), segment_files(trace_dir / SUB))
+    copy = trace_dir.parent / "from-s3"
+    copy.mkdir()
+    for key, data in s3.objects().items():
+        (copy / key.rsplit("/", 1)[1]).write_bytes(data)
+    sizes = [e["size"] for e in fr.events(copy, "alloc.sample") if e["size"] in (1111, 2222)]
+    assert sorted(sizes) == [1111] * rounds + [2222] * rounds
