@@ -281,6 +281,10 @@ Transport S3Client::PerformOnce(const char* method, const std::string& raw_path,
     headers = Curl().slist_append(headers, h.c_str());
   }
   Curl().easy_setopt(e, CURLOPT_URL, url.c_str());
+  // The path as signed: libcurl would otherwise collapse "/./" and "/../"
+  // (a service named "..", a prefix "a/../b") and S3 would check the
+  // signature against a path we never signed. S3 keys are opaque text.
+  Curl().easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
   Curl().easy_setopt(e, CURLOPT_HTTPHEADER, headers);
   Curl().easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   Curl().easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
