@@ -337,7 +337,7 @@ def test_tight_nofile_limit_leaves_the_descriptors_to_the_program(fr, tmp_path):
     for limit in (12, 40):
         cmd = [fr.program("fault_launch"), "--nofile", str(limit), "--", "/usr/bin/python3", "-c", script]
         plain = fr.run(cmd, tmp_path / "plain", preload=False, check=False)
-        traced = subprocess.run(cmd[:3] + ["--env", f"LD_PRELOAD={fr.lib}", "--env", f"FLIGHTREC_OUTPUT={out}"]
+        traced = subprocess.run(cmd[:3] + ["--env", f"LD_PRELOAD={fr.preload}", "--env", f"FLIGHTREC_OUTPUT={out}"]
                                 + cmd[3:], env=fr.env(out, preload=False), capture_output=True, text=True,
                                 timeout=120)
         assert plain.returncode == 0, plain.stderr
