@@ -353,6 +353,9 @@ bool SegmentWriter::OpenAt(int dir_fd, const std::string& path, const SegmentHea
   if (!m.WriteOut()) {
     if (error) *error = m.fail_error;
     m.CloseFd();
+    // Created here (O_EXCL) and empty: a full disk must not collect one such
+    // file per attempt.
+    ::unlinkat(dir_fd, path.c_str(), 0);
     return false;
   }
   return true;

@@ -127,7 +127,8 @@ class SegmentWriter {
   void SetPcDescriber(PcDescriber* describer);
 
   // Creates `path` (O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, mode 0600) and writes
-  // the header. On failure returns false and sets *error (errno text).
+  // the header. On failure returns false and sets *error (errno text); a file
+  // it created but could not write the header to is removed again.
   bool Open(const std::string& path, const SegmentHeaderInfo& header, std::string* error);
   // The same, with `path` relative to the directory descriptor dir_fd: a
   // process that dropped privileges writes where it can no longer reach by

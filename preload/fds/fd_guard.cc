@@ -127,6 +127,13 @@ void SetOwnFdFloorFromLimit() {
   format::SetOwnFdFloor(static_cast<int>(limit) - 64);
 }
 
+bool NofileLeavesRoomForRecorder(unsigned long* soft) {
+  rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return true;
+  *soft = static_cast<unsigned long>(rl.rlim_cur);
+  return rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= kMinNofileForRecording;
+}
+
 __thread bool tls_own_pipes __attribute__((tls_model("initial-exec"))) = false;
 OwnPipesScope::OwnPipesScope() { tls_own_pipes = true; }
 OwnPipesScope::~OwnPipesScope() { tls_own_pipes = false; }

@@ -79,6 +79,17 @@ inline void TakeOwnFds(int fds[2]) {
 // under 128, the floor stays 3. Once, at init, before flightrec opens any.
 void SetOwnFdFloorFromLimit();
 
+// The smallest soft RLIMIT_NOFILE the recorder records under. It holds up to
+// ten descriptors for the whole run (libunwind's pipes, the sampler's epoll
+// set and eventfd, the segment) and more for moments (lock files, symbol
+// files, perf events per thread): under a smaller limit they would be
+// numbers the program itself needs (`ulimit -n 12; python3 -c 'import
+// json'`). Below it the recorder stays off (at start) or opens no new
+// segment (a program that lowered its limit later): docs/LIMITS.md.
+constexpr unsigned long kMinNofileForRecording = 64;
+// False, with the soft limit in *soft, when it is below kMinNofileForRecording.
+bool NofileLeavesRoomForRecorder(unsigned long* soft);
+
 // Pipes that libraries open for flightrec (libunwind's address-check pipes,
 // at init). While an OwnPipesScope is alive on a thread, and always on
 // flightrec's own threads, the pipe/pipe2 hooks (preload/fds/hook_fd.cc) pass

@@ -183,12 +183,29 @@ bool CloseWriter(FlushState& s, CloseFn close_fn) {
   return ok;
 }
 
+std::string BaseName(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+// A segment given up before any event reached it (a disk with room for a
+// header but not a block: each retry creates one) holds nothing a reader
+// could use. It goes, so a full disk leaves no such file behind, however
+// long it stays full. One that holds events stays: it reads up to its
+// last whole block.
+void RemoveIfNothingWritten(FlushState& s) {
+  if (s.active_path.empty() || s.writer->stats().events_written != 0) return;
+  const Config& cfg = GetConfig();
+  OutputDir dir;
+  std::string error;
+  if (OpenOutputDir(cfg.output, cfg.allow_foreign_dir, false, &dir, &error))
+    unlinkat(dir.fd(), BaseName(s.active_path).c_str(), 0);
+}
+
 void Pause(FlushState& s, const std::string& why, bool fd_lost = false) {
   if (fd_lost) {
     s.writer->ForgetFd();
   } else if (s.writer->is_open()) {
     CloseWriter(s, [&] { s.writer->Abandon(); return true; });
   }
+  RemoveIfNothingWritten(s);
   s.active_path.clear();
   s.paused = true;
   s.retry_at_ns = MonotonicNs() + kRetryNs;
@@ -198,11 +215,17 @@ void Pause(FlushState& s, const std::string& why, bool fd_lost = false) {
   }
 }
 
-std::string BaseName(const std::string& path) { return path.substr(path.rfind('/') + 1); }
-
 bool OpenSegment(FlushState& s, uint64_t now) {
   const Config& cfg = GetConfig();
   std::string error;
+  // The program lowered its descriptor limit since start: a new segment
+  // would take one of its last numbers (fd_guard.h). Paused, retried.
+  unsigned long nofile = 0;
+  if (!NofileLeavesRoomForRecorder(&nofile)) {
+    Pause(s, "RLIMIT_NOFILE lowered to " + std::to_string(nofile) + ", under the " +
+                 std::to_string(kMinNofileForRecording) + " the recorder needs");
+    return false;
+  }
   OutputDir dir;
   if (!OpenOutputDir(cfg.output, cfg.allow_foreign_dir, true, &dir, &error)) {
     Pause(s, error);

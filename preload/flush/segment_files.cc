@@ -135,7 +135,7 @@ uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& 
     if (total <= max_bytes) break;
     if (e.name == current_name || (!e.sealed && !Abandoned(e.name))) continue;
     // The uploader holds an flock on a segment it is shipping; skip those.
-    const int fd = OpenTransientFdAt(dirfd(d), e.name.c_str(), O_RDONLY | O_NOFOLLOW);
+    const int fd = OpenTransientFdAt(dirfd(d), e.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);  // a planted FIFO never blocks
     if (fd < 0) continue;
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
       if (unlinkat(dirfd(d), e.name.c_str(), 0) == 0) {

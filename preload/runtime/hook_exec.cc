@@ -1,11 +1,14 @@
 // exec hooks: the exec family replaces the process image without running
 // atexit, so before it the recorder seals its segment (and the sampler
 // disarms its timers, so no SIGPROF reaches the new image); if the exec
-// fails, both start again and the process records on.
+// fails, both start again and the process records on. An exec of a file
+// that does not exist (a shell's PATH search) changes nothing: no seal.
 // The variadic execl* forms are rebuilt as argv arrays on the stack.
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace flightrec {
@@ -42,6 +45,24 @@ int After(int rc) {
   return rc;
 }
 
+// An exec whose file does not exist fails without replacing anything: a
+// shell's own PATH search (dash: one execve per PATH entry) makes one per
+// entry before the one that succeeds. Those skip the seal, so the search
+// seals once, at the exec that can succeed (or at exit, if none could).
+// The file could appear between the check and the call: then that exec
+// replaces the image unsealed, and the segment stays .active (readable up
+// to its last block; docs/LIMITS.md).
+bool CannotFindFile(int dirfd, const char* path, int flags) {
+  if (!path) return false;
+  if (path[0] == '\0') return (flags & AT_EMPTY_PATH) == 0;  // ENOENT
+  const int saved = errno;
+  struct stat st;
+  const bool missing = fstatat(dirfd, path, &st, flags & AT_SYMLINK_NOFOLLOW) != 0 &&
+                       (errno == ENOENT || errno == ENOTDIR);
+  errno = saved;
+  return missing;
+}
+
 constexpr int kMaxArgs = 4096;
 
 }  // namespace
@@ -50,12 +71,14 @@ extern "C" {
 
 __attribute__((visibility("default"))) int execve(const char* path, char* const argv[], char* const envp[]) {
   static ExecveFn real = Next<ExecveFn>("execve");
+  if (CannotFindFile(AT_FDCWD, path, 0)) return real(path, argv, envp);
   Before();
   return After(real(path, argv, envp));
 }
 
 __attribute__((visibility("default"))) int execv(const char* path, char* const argv[]) {
   static ExecveFn real = Next<ExecveFn>("execve");
+  if (CannotFindFile(AT_FDCWD, path, 0)) return real(path, argv, environ);
   Before();
   return After(real(path, argv, environ));
 }
@@ -85,6 +108,7 @@ __attribute__((visibility("default"))) int execveat(int dirfd, const char* path,
     errno = ENOSYS;
     return -1;
   }
+  if (CannotFindFile(dirfd, path, flags)) return real(dirfd, path, argv, envp, flags);
   Before();
   return After(real(dirfd, path, argv, envp, flags));
 }

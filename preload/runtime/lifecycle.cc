@@ -147,6 +147,14 @@ void StartRecording() {
   for (const std::string& m : messages)
     if (cfg.log != LogLevel::kQuiet) Log(LogLevel::kWarn, "%s", m.c_str() + 11);  // strip "flightrec: "
   if (!cfg.enable) return;  // a disabled process never loads the recorder's heap
+  // Under a tight descriptor limit the numbers are the program's: stay off
+  // before anything of ours opens one (fd_guard.h).
+  unsigned long nofile = 0;
+  if (!NofileLeavesRoomForRecorder(&nofile)) {
+    Log(LogLevel::kWarn, "recording off: RLIMIT_NOFILE %lu leaves the program too few descriptors (the recorder "
+        "needs a soft limit of at least %lu)", nofile, kMinNofileForRecording);
+    return;
+  }
   // Under a tight address-space limit the room is the program's: stay off
   // before anything of ours is mapped.
   const char* limit = nullptr;

@@ -199,6 +199,35 @@ def test_full_disk_pauses_and_resumes(fr, tmp_path, tmpfs):
     assert {"before-0", "before-1"} <= thread_names(doc)
 
 
+def test_full_disk_leaves_no_empty_segment_behind(fr, tmp_path, tmpfs):
+    """Issue 29 item 17. A disk that is full from the start: each retry (every
+    5 s) creates a segment file whose first write fails. A file holding
+    nothing is removed again when the recording pauses, so a full disk
+    leaves no trace of its own; once space is back, the run ends with only
+    whole, sealed segments."""
+    out = tmpfs / "trace"
+    out.mkdir(mode=0o700)
+    fill(tmpfs / "filler")
+    driven = Driven(fr, out, {})
+    answers = [driven.ask(SCRIPT[0])]
+    driven.wait_log("recording paused")
+    left = sorted(f for f in os.listdir(out) if not f.startswith("."))  # segments, not the budget's tally
+    print(f"full disk, after the pause: {left}")
+    assert left == [], left  # the empty .active file the pause gave up is gone
+    answers.append(driven.ask(SCRIPT[1]))
+    answers.append(driven.ask(SCRIPT[2]))
+    os.unlink(tmpfs / "filler")
+    driven.wait_log("recording resumed")
+    answers.append(driven.ask(SCRIPT[3]))
+    answer, rc, err = driven.finish(3)
+    want, want_rc = plain_answers(fr, tmp_path, SCRIPT)
+    assert answers + [answer] == want and rc == want_rc == 3
+    files = sorted(f for f in os.listdir(out) if not f.startswith("."))
+    assert files and all(f.endswith(".seg") for f in files), files
+    assert all(os.path.getsize(out / f) > 0 for f in files), files
+    assert {"after-0", "after-1"} <= ended(info(fr, out))
+
+
 def test_output_directory_removed_while_running(fr, tmp_path, trace_dir):
     out = trace_dir / "removed"
     driven = Driven(fr, out, {})
@@ -295,6 +324,28 @@ def test_low_nofile_limit(fr, trace_dir, tmp_path, sampler):
     assert all(s["state"] == "sealed" for s in doc["segments"]), doc["segments"]
     assert "exhausted" in ended(doc)
     assert doc["events"].get("alloc.sample", 0) > 0 and doc["events"].get("cpu.sample", 0) > 0
+
+
+def test_tight_nofile_limit_leaves_the_descriptors_to_the_program(fr, tmp_path):
+    """Issue 29 item 9. `ulimit -n 12; python3 -c 'import json'` works plain
+    (even at 6) but failed under the preload: the recorder's pipes, epoll,
+    eventfd and segment took most of the twelve. Under a soft limit below 64
+    the recorder stays off and says so once; the program gets every
+    descriptor, as without it."""
+    out = tmp_path / "trace"
+    script = "import json, os; print(json.dumps(sorted(os.listdir('/proc/self/fd'))))"
+    for limit in (12, 40):
+        cmd = [fr.program("fault_launch"), "--nofile", str(limit), "--", "/usr/bin/python3", "-c", script]
+        plain = fr.run(cmd, tmp_path / "plain", preload=False, check=False)
+        traced = subprocess.run(cmd[:3] + ["--env", f"LD_PRELOAD={fr.preload}", "--env", f"FLIGHTREC_OUTPUT={out}"]
+                                + cmd[3:], env=fr.env(out, preload=False), capture_output=True, text=True,
+                                timeout=120)
+        assert plain.returncode == 0, plain.stderr
+        assert traced.returncode == 0 and traced.stdout == plain.stdout, (limit, traced.stdout, traced.stderr)
+        lines = fr_lines(traced.stderr)
+        assert len(lines) == 1 and "RLIMIT_NOFILE" in lines[0] and "recording off" in lines[0], lines
+        print(f"RLIMIT_NOFILE={limit}: {lines[0]}")
+    assert not out.exists() or os.listdir(out) == []
 
 
 def test_symbols_come_back_after_fd_exhaustion(fr, trace_dir):

@@ -102,6 +102,28 @@ def test_fork_without_exec_gives_the_child_its_own_segments(fr, trace_dir):
     assert {"tb-worker-0", "tb-worker-1"} <= child_doc_threads
 
 
+@pytest.mark.parametrize("found", [True, False])
+def test_a_path_search_seals_one_segment(fr, trace_dir, tmp_path, found):
+    """Issue 29 item 18. dash searches PATH itself, one execve per directory;
+    each of those that cannot succeed (no such file) used to seal a segment
+    and start another: one per PATH entry. The shell leaves one sealed
+    segment: the one sealed by the exec that succeeds or, when none does,
+    at its exit."""
+    misses = [str(tmp_path / f"nowhere-{i}") for i in range(6)]
+    target = "true" if found else "no-such-program-r29"
+    proc = fr.run(["/bin/sh", "-c", f"exec {target}"], trace_dir, check=False,
+                  env={"PATH": ":".join(misses + ["/usr/bin", "/bin"])})
+    assert proc.returncode == (0 if found else 127), proc.stderr
+    names = [os.path.basename(f) for f in fr.segments(trace_dir)]
+    shell = [n for n in names if n.split("-")[-3] == "sh"]
+    print(f"exec {target} through {len(misses)} missing PATH entries: {names}")
+    assert len(shell) == 1 and shell[0].endswith(".seg"), names
+    doc = info(fr, trace_dir)
+    assert all(s["state"] == "sealed" for s in doc["segments"]), doc["segments"]
+    services = sorted(n.split("-")[-3] for n in names)
+    assert services == (["sh", "true"] if found else ["sh"]), names
+
+
 def test_relative_output_stays_where_the_process_started(fr, tmp_path):
     # A daemon's way: chdir("/") and fork. The trace of both processes stays
     # in the directory FLIGHTREC_OUTPUT named from where the process started.

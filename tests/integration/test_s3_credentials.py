@@ -249,6 +249,30 @@ def test_a_metadata_endpoint_that_never_answers_does_not_hold_up_the_host(fr, tr
     assert_loopback_only(spy)
 
 
+@pytest.mark.parametrize("variable", ["AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
+                                      "AWS_WEB_IDENTITY_TOKEN_FILE"])
+def test_a_fifo_as_a_credential_file_is_refused_not_waited_on(fr, trace_dir, tmp_path, s3, spy, variable):
+    """Issue 29 item 19. Opening a FIFO for reading waits for a writer: the
+    upload thread used to wait forever, and every exit the whole shutdown
+    budget. Credential, config and token files are opened non-blocking and
+    read only if regular: the FIFO is named in one line, nothing is sent,
+    the segments stay on disk."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    extra = {variable: fifo}
+    if variable == "AWS_WEB_IDENTITY_TOKEN_FILE":
+        extra["AWS_ROLE_ARN"] = "arn:aws:iam::123456789012:role/flightrec-it"
+        extra["AWS_ENDPOINT_URL_STS"] = s3.endpoint  # never reached: the token cannot be read
+    proc = fr.run([fr.program("s3_worker"), "1500"], trace_dir, timeout=60, env=run_env(
+        fr, s3, spy, str(tmp_path), FLIGHTREC_UPLOAD_SHUTDOWN_MS=1000, **extra))
+    assert proc.returncode == 0 and "worker done" in proc.stdout
+    ours = [line for line in proc.stderr.splitlines() if str(fifo) in line]
+    print(f"{variable} is a FIFO: {ours}")
+    assert len(ours) == 1 and "not a regular file" in ours[0], proc.stderr
+    assert s3.requests() == [] and sealed(trace_dir)
+    assert_loopback_only(spy)
+
+
 def test_a_refresh_that_fails_stops_uploads_before_the_credentials_expire(fr, trace_dir, tmp_path, s3, spy):
     with ImdsStandIn(s3, lifetime=LIFETIME) as imds:
         imds.fail_after(1)  # the first set, then every refresh fails

@@ -247,3 +247,21 @@ def test_a_program_closing_every_descriptor_never_loses_an_upload_or_its_own_fil
         with open(trace_dir / name, "rb") as f:
             assert sha(remote[name]) == sha(f.read()), name
     assert "S3" not in proc.stderr and "upload" not in proc.stderr, proc.stderr
+
+
+def test_dot_segments_in_service_and_prefix_reach_s3_as_written(fr, trace_dir, s3):
+    """Issue 29 item 16. FLIGHTREC_SERVICE=.. and a prefix with /./ and /../
+    are legal key text. libcurl used to collapse the dot segments of the URL
+    while the signature covered them: every upload failed with
+    SignatureDoesNotMatch. The path goes out as signed, so the keys hold
+    exactly what was configured."""
+    proc = fr.run([fr.program("s3_worker"), "1500"], trace_dir,
+                  env=s3_env(s3.endpoint, FLIGHTREC_SERVICE="..", FLIGHTREC_S3_PREFIX="a/./b/../c"))
+    assert "worker done" in proc.stdout
+    keys = sorted(s3.objects())
+    print(f"keys: {keys}")
+    assert keys, (s3.requests(), proc.stderr)
+    assert all(k.startswith("a/./b/../c/../") and k.endswith(".seg") for k in keys), keys
+    assert not [r for r in s3.requests() if r["status"] != 200], s3.requests()
+    assert sealed(trace_dir) == [], "every sealed segment is shipped (and deleted locally)"
+    assert "S3" not in proc.stderr, proc.stderr

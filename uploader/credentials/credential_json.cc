@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "uploader/retry_policy.h"
+#include "uploader/s3/s3_xml.h"  // AppendUtf8
 
 namespace flightrec::uploader {
 namespace {
@@ -43,23 +44,6 @@ struct Reader {
     *out = v;
     return true;
   }
-  static void Utf8(unsigned cp, std::string* out) {
-    if (cp < 0x80) {
-      out->push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
   // A string starting at the current '"'; out may be null (skip).
   bool String(std::string* out) {
     Space();
@@ -97,7 +81,7 @@ struct Reader {
           } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
             return false;
           }
-          if (out) Utf8(cp, out);
+          if (out) AppendUtf8(cp, out);
           continue;
         }
         default: return false;

@@ -37,7 +37,10 @@ void Wipe(std::string* s) {
 }  // namespace
 
 bool ReadSmallFile(const std::string& path, std::string* text, std::string* error) {
-  int fd = OpenTransientFd(path.c_str(), O_RDONLY);  // protected while read (preload/fds/fd_guard.h)
+  // Protected while read (preload/fds/fd_guard.h). Non-blocking: opening a
+  // FIFO for reading would wait for a writer, forever; fstat then refuses
+  // anything but a regular file.
+  int fd = OpenTransientFd(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     *error = path + ": " + strerror(errno);
     return false;

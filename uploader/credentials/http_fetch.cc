@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "uploader/s3/curl_transfer.h"
 #include "uploader/upload_libs.h"
 
 namespace flightrec::uploader {
@@ -54,13 +55,7 @@ bool HttpFetcher::Fetch(const HttpRequest& request, HttpResponse* response) {
   curl_slist* headers = nullptr;
   for (const std::string& h : request.headers) headers = Curl().slist_append(headers, h.c_str());
   headers = Curl().slist_append(headers, "Expect:");
-  Curl().easy_setopt(e, CURLOPT_URL, request.url.c_str());
-  Curl().easy_setopt(e, CURLOPT_HTTPHEADER, headers);
-  Curl().easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  Curl().easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-  Curl().easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-  Curl().easy_setopt(e, CURLOPT_USERAGENT, "flightrec");
-  Curl().easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, request.connect_timeout_ms);
+  SetCommonRequestOptions(e, request.url.c_str(), headers, request.connect_timeout_ms);
   Curl().easy_setopt(e, CURLOPT_TIMEOUT_MS, request.timeout_ms);
   if (request.direct) Curl().easy_setopt(e, CURLOPT_PROXY, "");  // "" = no proxy, whatever the environment says
   Curl().easy_setopt(e, CURLOPT_WRITEFUNCTION, WriteCapped);
@@ -77,39 +72,9 @@ bool HttpFetcher::Fetch(const HttpRequest& request, HttpResponse* response) {
   control_->LeaveStep();
 
   CURLcode result = CURLE_OK;
-  bool finished = false, stopped = false;
-  for (;;) {
-    if (!control_->EnterStep()) {
-      dead_ = true;  // exiting: abandon the handles as they are
-      response->stopped = true;
-      response->error = "stopped";
-      return false;
-    }
-    int running = 0;
-    const CURLMcode mc = Curl().multi_perform(m, &running);
-    if (mc == CURLM_OK && running == 0) {
-      int left = 0;
-      while (CURLMsg* msg = Curl().multi_info_read(m, &left))
-        if (msg->msg == CURLMSG_DONE && msg->easy_handle == e) result = msg->data.result;
-      finished = true;
-    } else if (mc != CURLM_OK) {
-      result = CURLE_FAILED_INIT;
-      finished = true;
-    } else if (control_->ShouldStop()) {
-      stopped = true;
-    } else {
-      Curl().multi_poll(m, nullptr, 0, 50, nullptr);
-    }
-    if (finished || stopped) {
-      if (finished && result == CURLE_OK) Curl().easy_getinfo(e, CURLINFO_RESPONSE_CODE, &response->status);
-      Curl().multi_remove_handle(m, e);
-      Curl().slist_free_all(headers);
-      control_->LeaveStep();
-      break;
-    }
-    control_->LeaveStep();
-  }
-  if (stopped) {
+  const TransferEnd end = StepTransfer(control_, m, e, headers, /*poll_ms=*/50, &result, &response->status);
+  if (end == TransferEnd::kAbandoned) dead_ = true;  // exiting: the handles stay as they are
+  if (end != TransferEnd::kFinished) {
     response->stopped = true;
     response->error = "stopped";
     return false;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "uploader/retry_policy.h"
+#include "uploader/s3/error_text.h"
 #include "uploader/s3/s3_xml.h"
 #include "uploader/s3/sigv4.h"
 
@@ -29,18 +30,6 @@ std::string SessionName(const CredentialEnv& env) {
   if (!env.role_session_name.empty()) return env.role_session_name;
   return "flightrec-" + std::to_string(static_cast<long long>(time(nullptr))) + "-" +
          std::to_string(static_cast<long>(getpid()));
-}
-
-std::string Short(std::string_view s, size_t max = 160) {
-  std::string out;
-  for (char c : s) {
-    if (out.size() >= max) {
-      out += "...";
-      break;
-    }
-    out.push_back(static_cast<unsigned char>(c) < 0x20 ? ' ' : c);
-  }
-  return out;
 }
 
 }  // namespace
@@ -72,8 +61,8 @@ bool ParseAssumeRoleWithWebIdentityResponse(std::string_view xml, ExpiringCreden
     std::string message;
     XmlElementText(xml, "Code", &code);
     XmlElementText(xml, "Message", &message);
-    *error = "STS " + Short(code.empty() ? std::string("error") : code, 64) +
-             (message.empty() ? std::string() : " - " + Short(message));
+    *error = "STS " + Shorten(code.empty() ? std::string("error") : code, 64) +
+             (message.empty() ? std::string() : " - " + Shorten(message));
     Wipe(&message);
     return false;
   }

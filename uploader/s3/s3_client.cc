@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "preload/runtime/clock.h"
+#include "uploader/s3/curl_transfer.h"
+#include "uploader/s3/error_text.h"
 #include "uploader/s3/s3_xml.h"
 #include "uploader/s3/sha256_hmac.h"
 #include "uploader/upload_libs.h"
@@ -123,19 +125,6 @@ Transport TransportOf(CURLcode code) {
     default:
       return Transport::kTransient;  // resolve/connect/send/recv errors, timeouts, empty replies
   }
-}
-
-// Keeps error texts short and printable: they end up in one log line.
-std::string Shorten(std::string_view s, size_t max = 160) {
-  std::string out;
-  for (char c : s) {
-    if (out.size() >= max) {
-      out += "...";
-      break;
-    }
-    out.push_back(static_cast<unsigned char>(c) < 0x20 ? ' ' : c);
-  }
-  return out;
 }
 
 // Belt and braces: whatever a server echoes back, our secrets never reach a log line.
@@ -280,13 +269,11 @@ Transport S3Client::PerformOnce(const char* method, const std::string& raw_path,
     h = std::string("Content-Type: ") + content_type;
     headers = Curl().slist_append(headers, h.c_str());
   }
-  Curl().easy_setopt(e, CURLOPT_URL, url.c_str());
-  Curl().easy_setopt(e, CURLOPT_HTTPHEADER, headers);
-  Curl().easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  Curl().easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-  Curl().easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-  Curl().easy_setopt(e, CURLOPT_USERAGENT, "flightrec");
-  Curl().easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);
+  SetCommonRequestOptions(e, url.c_str(), headers, options_.connect_timeout_ms);
+  // The path as signed: libcurl would otherwise collapse "/./" and "/../"
+  // (a service named "..", a prefix "a/../b") and S3 would check the
+  // signature against a path we never signed. S3 keys are opaque text.
+  Curl().easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
   Curl().easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, options_.low_speed_bytes);
   Curl().easy_setopt(e, CURLOPT_LOW_SPEED_TIME, options_.low_speed_seconds);
   Curl().easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -318,37 +305,13 @@ Transport S3Client::PerformOnce(const char* method, const std::string& raw_path,
 
   // Step the transfer; between steps, check whether we must stop.
   CURLcode result = CURLE_OK;
-  bool finished = false, stopped = false;
-  for (;;) {
-    if (!control_->EnterStep()) {
-      dead_ = true;  // the process is exiting: abandon handles and headers as they are
-      return Transport::kAborted;
-    }
-    int running = 0;
-    CURLMcode mc = Curl().multi_perform(Multi(multi_), &running);
-    if (mc == CURLM_OK && running == 0) {
-      int left = 0;
-      while (CURLMsg* msg = Curl().multi_info_read(Multi(multi_), &left))
-        if (msg->msg == CURLMSG_DONE && msg->easy_handle == e) result = msg->data.result;
-      finished = true;
-    } else if (mc != CURLM_OK) {
-      result = CURLE_FAILED_INIT;
-      finished = true;
-    } else if (control_->ShouldStop()) {
-      stopped = true;
-    } else {
-      Curl().multi_poll(Multi(multi_), nullptr, 0, static_cast<int>(options_.poll_ms), nullptr);
-    }
-    if (finished || stopped) {
-      if (finished) Curl().easy_getinfo(e, CURLINFO_RESPONSE_CODE, &response->status);
-      Curl().multi_remove_handle(Multi(multi_), e);
-      Curl().slist_free_all(headers);
-      control_->LeaveStep();
-      break;
-    }
-    control_->LeaveStep();
+  const TransferEnd end = StepTransfer(control_, Multi(multi_), e, headers, options_.poll_ms, &result,
+                                       &response->status);
+  if (end == TransferEnd::kAbandoned) {
+    dead_ = true;  // the process is exiting: abandon handles and headers as they are
+    return Transport::kAborted;
   }
-  if (stopped) {
+  if (end == TransferEnd::kStopped) {
     response->transport_error = "shutdown deadline reached";
     return Transport::kAborted;
   }

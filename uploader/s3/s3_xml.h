@@ -15,4 +15,8 @@ bool XmlElementText(std::string_view xml, std::string_view tag, std::string* tex
 // Escapes text for an XML element body (&, <, >, ", ').
 std::string XmlEscape(std::string_view text);
 
+// Appends code point cp as UTF-8 (nothing for cp >= 0x110000): character
+// references here, \u escapes in credential JSON (credential_json.cc).
+void AppendUtf8(unsigned long cp, std::string* out);
+
 }  // namespace flightrec::uploader
