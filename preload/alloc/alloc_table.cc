@@ -30,6 +30,22 @@ bool SampledAddressSet::Init(uint64_t max_entries) {
   return true;
 }
 
+// A summary slot that reaches 255 stays there (never lowered): it then just
+// sends every free() that hashes there on to the home-count byte.
+void SampledAddressSet::SummaryAdd(uintptr_t addr) {
+  std::atomic<uint8_t>& c = summary_[SummaryOf(addr)];
+  uint8_t v = c.load(std::memory_order_relaxed);
+  while (v != 255 && !c.compare_exchange_weak(v, static_cast<uint8_t>(v + 1), std::memory_order_relaxed)) {
+  }
+}
+
+void SampledAddressSet::SummarySub(uintptr_t addr) {
+  std::atomic<uint8_t>& c = summary_[SummaryOf(addr)];
+  uint8_t v = c.load(std::memory_order_relaxed);
+  while (v != 255 && v != 0 && !c.compare_exchange_weak(v, static_cast<uint8_t>(v - 1), std::memory_order_relaxed)) {
+  }
+}
+
 bool SampledAddressSet::Insert(uintptr_t addr) {
   if (!buckets_ || addr == 0) return false;
   if (live_.fetch_add(1, std::memory_order_acq_rel) >= max_entries_) {
@@ -38,6 +54,7 @@ bool SampledAddressSet::Insert(uintptr_t addr) {
     return false;
   }
   const size_t home = BucketOf(addr);
+  SummaryAdd(addr);
   home_count_[home].fetch_add(1, std::memory_order_relaxed);
   for (int i = 0; i < kMaxProbe; ++i) {
     Bucket& b = buckets_[(home + i) & mask_];
@@ -53,6 +70,7 @@ bool SampledAddressSet::Insert(uintptr_t addr) {
   // No room within reach: undo and refuse.
   for (int i = 0; i < kMaxProbe; ++i) buckets_[(home + i) & mask_].overflow.fetch_sub(1, std::memory_order_relaxed);
   home_count_[home].fetch_sub(1, std::memory_order_relaxed);
+  SummarySub(addr);
   live_.fetch_sub(1, std::memory_order_relaxed);
   full_.fetch_add(1, std::memory_order_relaxed);
   return false;
@@ -71,6 +89,7 @@ bool SampledAddressSet::Remove(uintptr_t addr) {
         // Lowered only after the slot is cleared (invariant: never too low).
         for (int j = 0; j < i; ++j) buckets_[(home + j) & mask_].overflow.fetch_sub(1, std::memory_order_relaxed);
         home_count_[home].fetch_sub(1, std::memory_order_relaxed);
+        SummarySub(addr);
         live_.fetch_sub(1, std::memory_order_release);
         return true;
       }
