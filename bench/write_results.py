@@ -278,6 +278,51 @@ def per_event_costs(macro):
     return out
 
 
+GOAL_ALLOC_DEFAULT, GOAL_ALLOC_CORE, GOAL_PACED_P99 = 1.05, 1.01, 1.10
+
+
+def issue28_rows(macro, paced, alloc_text, out):
+    """Issue #28's allocation-heavy and paced-latency rows: alloc_work's
+    whole-process CPU from the macro run, and run_paced_latency.py's
+    p99/p99.9 of redis answering a paced client."""
+    rows = []
+    if macro and "alloc" in macro["workloads"]:
+        runs = macro["runs"]
+        for side, goal, what in (("fr-default", GOAL_ALLOC_DEFAULT, "all defaults"),
+                                 ("fr-core", GOAL_ALLOC_CORE, "every feature off")):
+            r = stats.ratio(runs, "alloc", side, "cpu_s")
+            rows.append("| `alloc_work`, %s: process CPU ≤ %.2f× plain | %s (macro run, `%s`) | %s |" % (
+                what, goal, fx(r, 3), side, yes_no(r and r["median"] <= goal)))
+    idle = grab(alloc_text, r"multi-threaded mode \(plain with one idle thread\): ([+-]?[\d.]+) ns \(64B\)")
+    if idle is not None:
+        rows.append("| glibc's multi-threaded malloc (any second thread, e.g. the flush thread), malloc(64)+free "
+                    "pair | %+.2f ns (`alloc_bench`, plain with one idle thread) | (what no preload can avoid) |" % idle)
+    if paced:
+        m, r = paced["median"], paced["ratios"]
+        rows.append("| redis at %d requests/s on one connection (paced, not saturated): p99 ≤ %.2f× plain | "
+                    "p99 %.1f µs plain, %.1f µs flightrec: **%.3f×**; p99.9 %.1f / %.1f µs: %.3f×; p50 %.3f× "
+                    "(median of %d interleaved rounds of %d s, `run_paced_latency.py`) | %s |" % (
+                        paced["rate"], GOAL_PACED_P99, m["plain"]["p99_us"], m["fr-default"]["p99_us"],
+                        r.get("p99_us", 0), m["plain"]["p999_us"], m["fr-default"]["p999_us"], r.get("p999_us", 0),
+                        r.get("p50_us", 0), paced["rounds"], paced["seconds"],
+                        yes_no(r.get("p99_us", 99) <= GOAL_PACED_P99)))
+    if not rows:
+        return
+    out.append("## Allocation-heavy code and paced latency (issue #28)")
+    out.append("")
+    out.append("| goal | measured | met |")
+    out.append("|---|---|---|")
+    out.extend(rows)
+    out.append("")
+    if paced:
+        out.append("Paced latency: `redis-server` (as in the macro run) answering `bench/micro/paced_client` "
+                   "(SET/GET alternately, one connection, open loop at a fixed rate, the first second not "
+                   "measured), plain and under every default, a fresh server per run, the order alternating "
+                   "each round. Latency is from the send to the whole reply; at this rate a request waits for "
+                   "nothing but the server's thread, so a slower tail is a stall on that thread.")
+        out.append("")
+
+
 # ---------------------------------------------------------------- plot
 
 def plot(macro, path):
@@ -332,6 +377,7 @@ def main():
     capture = load_json(d, "capture_costs.json")
     tf = load_json(d, "trace_figures.json")
     perf = load_json(d, "perf_profile.json")
+    paced = load_json(d, "paced_latency.json")
     texts = {k: load_text(d, k + ".txt") for k in ("runtime", "sockets", "alloc", "cpu", "capture", "idle",
                                                    "trace_figures", "perf_profile", "settings")}
     out = []
@@ -418,6 +464,9 @@ def main():
         add("| decode ≥ 1M events/s | %.2fM events/s (dump library, every column of every block) | %s |" % (
             rate / 1e6, yes_no(rate >= 1e6)))
     add("")
+
+    # -- issue #28 rows
+    issue28_rows(macro, paced, texts["alloc"], out)
 
     # -- plot
     if macro and macro["runs"]:
