@@ -10,8 +10,9 @@
 // but no bigger than kGrownRingMaxBytes, for at most kMaxGrownRings threads
 // at a time: a loaded server's event loop then wakes the flush thread about
 // a quarter as often, and costs up to (kGrowthFactor - 1) x
-// FLIGHTREC_RING_BYTES more resident memory, touched as the grown ring is
-// used. A thread keeps its grown ring until it exits.
+// FLIGHTREC_RING_BYTES more resident memory, populated by the flush thread
+// when it maps the offer (so the thread's first lap takes no page faults). A
+// thread keeps its grown ring until it exits.
 //
 // Why the cap: the producer writes each record into the line after the last
 // one, and the ring's lines stay in the core's cache only while the ring
