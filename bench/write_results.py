@@ -319,7 +319,8 @@ def issue28_rows(macro, paced, alloc_text, out):
                    "(SET/GET alternately, one connection, open loop at a fixed rate, the first second not "
                    "measured), plain and under every default, a fresh server per run, the order alternating "
                    "each round. Latency is from the send to the whole reply; at this rate a request waits for "
-                   "nothing but the server's thread, so a slower tail is a stall on that thread.")
+                   "nothing but the server's thread (and, on a loaded machine, for a CPU: see the load "
+                   "averages above), so a slower tail is a stall on that thread.")
         out.append("")
 
 
