@@ -16,6 +16,13 @@
 //    phase word decides who owns the writer: a stopper that finds the thread
 //    idle takes over at once; one that finds it mid-tick asks it to stop at
 //    the next ring boundary and waits for that alone.
+//  * Nothing is written before the recorder goes live (GoLive): the writer,
+//    the segment file and the threads that live hooks start (the sampler's)
+//    wait for the first tick, FLIGHTREC_FLUSH_MS after start (or a ring's
+//    nudge). A process that ends sooner has its one segment written by the
+//    exiting thread's final tick; a forked child that execs sooner leaves
+//    none (StopFlushThread's discard): a shell's fork before exec carries
+//    nothing a user needs, and writing it cost more than the program it ran.
 #include "preload/flush/flush_thread.h"
 
 #include "preload/crash/crash_freeze.h"
@@ -106,7 +113,7 @@ uint64_t BusyPeriodNs(uint64_t ring_bytes) {
 enum Phase : int { kIdle, kTicking, kStopRequested, kStopped };
 
 struct FlushState {
-  format::SegmentWriter* writer = nullptr;
+  format::SegmentWriter* writer = nullptr;  // created when the recorder goes live (GoLive)
   WindowKeeper* keeper = nullptr;  // triggers, incidents, window mode (window_keeper.h)
   ProcessInfo info;
   uint64_t seq = 0;
@@ -115,6 +122,8 @@ struct FlushState {
   uint64_t last_block_ns = 0;
   uint64_t last_rusage_ns = 0;
   uint64_t retry_at_ns = 0;
+  bool live = false;        // GoLive ran: the writer exists and a segment was opened (or paused)
+  bool hooks_ran = false;   // the live hooks ran (on the flush thread, at its first ordinary tick)
   bool paused = false;
   bool paused_logged = false;
   // Paused for a fault the program then survived (a JVM's implicit null
@@ -406,10 +415,30 @@ void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
   ctx.thread = nullptr;
 }
 
+// The first tick of this image's recorder (flush_thread.h, "live"): the
+// writer and the first segment. The live hooks (the sampler's thread) only
+// on an ordinary tick of the flush thread: a final tick is the process going
+// away, and what the sampler holds was collected by its own stop.
+void GoLive(FlushState& s, uint64_t now, bool final_tick) {
+  if (!s.live) {
+    s.live = true;
+    s.writer = new format::SegmentWriter();
+    if (SamplerPcDescriber) s.writer->SetPcDescriber(SamplerPcDescriber());
+    DefineAllEventTypes(s.writer);
+    s.last_block_ns = now;
+    OpenSegment(s, now);
+  }
+  if (!final_tick && !s.hooks_ran) {
+    s.hooks_ran = true;
+    RunLiveHooks();
+  }
+}
+
 // nudged: a producer's nudge (or a stop or crash request) started this tick.
 void Tick(FlushState& s, bool final_tick, bool nudged) {
   const Config& cfg = GetConfig();
   const uint64_t now = MonotonicNs();
+  GoLive(s, now, final_tick);
   if (s.paused && (now >= s.retry_at_ns || s.resume_requested.exchange(false, std::memory_order_acq_rel)))
     OpenSegment(s, now);
   FlushContext ctx{s.writer, nullptr, now, final_tick};
@@ -571,22 +600,16 @@ void* FlushMain(void* arg) {
   return nullptr;
 }
 
+// The writer and the first segment wait for the first tick (GoLive).
 bool Launch(const ProcessInfo& info) {
   auto* s = new FlushState();
-  s->writer = new format::SegmentWriter();
   s->keeper = new WindowKeeper();
-  if (SamplerPcDescriber) s->writer->SetPcDescriber(SamplerPcDescriber());
-  DefineAllEventTypes(s->writer);
   s->info = info;
   s->seq = g_next_seq;
-  const uint64_t now = MonotonicNs();
-  s->last_block_ns = now;
   s->last_rusage_ns = 0;
-  OpenSegment(*s, now);
   const int rc = CreateRecorderThread(&s->thread, "flightrec-flush", FlushMain, s);
   if (rc != 0) {
     Log(LogLevel::kWarn, "cannot start the flush thread: %s; recording disabled", strerror(rc));
-    if (s->writer->is_open()) s->writer->Abandon();
     return false;
   }
   g_state = s;
@@ -602,7 +625,7 @@ void NudgeFlushThread() {
 
 bool StartFlushThread(const ProcessInfo& info) { return Launch(info); }
 
-bool StopFlushThread(uint64_t deadline_ns) {
+bool StopFlushThread(uint64_t deadline_ns, bool discard_unless_live) {
   FlushState* s = g_state;
   if (!s) return true;
   if (g_exit_on_flush_thread && pthread_equal(pthread_self(), s->thread)) {
@@ -637,6 +660,9 @@ bool StopFlushThread(uint64_t deadline_ns) {
   NudgeFlushThread();
   if (!s->thread_detached.exchange(true, std::memory_order_acq_rel)) pthread_detach(s->thread);
   g_state = nullptr;
+  // Never live (a forked child exec'ing at once): no segment at all. What its
+  // rings hold stays there; a failed exec records it into its next segment.
+  if (discard_unless_live && !s->live) return true;
   // Final drain and seal on this thread, which counts as a recorder thread
   // meanwhile so its own allocations are not recorded.
   const uint32_t saved_flags = tls_thread_flags;
@@ -672,7 +698,7 @@ void RestartFlushThreadInChild(const ProcessInfo& info) {
   // may be mid-update from a thread that does not exist in the child. Only
   // the inherited descriptor is released, so the child does not hold the
   // parent's segment open.
-  if (g_state) {
+  if (g_state && g_state->writer) {
     CloseOwnFd(g_state->writer->fd());
   }
   g_state = nullptr;

@@ -11,14 +11,21 @@
 
 namespace flightrec {
 
-// Creates the writer, opens the first segment and starts the thread. Returns
-// false (after logging one line) if the thread cannot be started; a bad
-// output directory is not fatal: the thread starts and retries it.
+// Starts the thread. The recorder goes live at its first tick (after
+// FLIGHTREC_FLUSH_MS, or sooner when a ring passes a quarter full): only then
+// are the writer created, the first segment opened and the live hooks run
+// (flush_registry.h: the sampler's thread starts there), so a process that
+// lives a few milliseconds pays for none of them. Returns false (after
+// logging one line) if the thread cannot be started; a bad output directory
+// is not fatal: the thread starts and retries it.
 bool StartFlushThread(const ProcessInfo& info);
 
 // Asks the thread for a final drain and seal and waits for it until
-// deadline_ns (CLOCK_MONOTONIC). Returns true if it finished in time.
-bool StopFlushThread(uint64_t deadline_ns);
+// deadline_ns (CLOCK_MONOTONIC). Returns true if it finished in time. The
+// final tick runs on the calling thread; if the recorder never went live it
+// opens the image's one segment there. discard_unless_live: a recorder that
+// never went live writes nothing (a forked child exec'ing at once).
+bool StopFlushThread(uint64_t deadline_ns, bool discard_unless_live = false);
 
 // From a fatal-signal handler (async-signal-safe): asks the flush thread to
 // drain every ring and seal the active segment now, and waits for it until
