@@ -16,13 +16,15 @@
 //    phase word decides who owns the writer: a stopper that finds the thread
 //    idle takes over at once; one that finds it mid-tick asks it to stop at
 //    the next ring boundary and waits for that alone.
-//  * Nothing is written before the recorder goes live (GoLive): the writer,
-//    the segment file and the threads that live hooks start (the sampler's)
-//    wait for the first tick, FLIGHTREC_FLUSH_MS after start (or a ring's
-//    nudge). A process that ends sooner has its one segment written by the
-//    exiting thread's final tick; a forked child that execs sooner leaves
-//    none (StopFlushThread's discard): a shell's fork before exec carries
-//    nothing a user needs, and writing it cost more than the program it ran.
+//  * The threads that live hooks start (the sampler's) wait for the first
+//    tick, FLIGHTREC_FLUSH_MS after start (or a ring's nudge): the recorder
+//    goes live (GoLive). A process that ends sooner has its one segment
+//    sealed by the exiting thread's final tick. An image started by exec
+//    opens its segment at start, so it holds its descriptor before the
+//    program can run out of them; a forked child opens its own only when it
+//    goes live, and one that execs before that leaves none (StopFlushThread's
+//    discard): a shell's fork before exec carries nothing a user needs, and
+//    writing it cost more than the program it ran.
 #include "preload/flush/flush_thread.h"
 
 #include "preload/crash/crash_freeze.h"
@@ -113,7 +115,7 @@ uint64_t BusyPeriodNs(uint64_t ring_bytes) {
 enum Phase : int { kIdle, kTicking, kStopRequested, kStopped };
 
 struct FlushState {
-  format::SegmentWriter* writer = nullptr;  // created when the recorder goes live (GoLive)
+  format::SegmentWriter* writer = nullptr;  // created by OpenFirstSegment
   WindowKeeper* keeper = nullptr;  // triggers, incidents, window mode (window_keeper.h)
   ProcessInfo info;
   uint64_t seq = 0;
@@ -122,8 +124,8 @@ struct FlushState {
   uint64_t last_block_ns = 0;
   uint64_t last_rusage_ns = 0;
   uint64_t retry_at_ns = 0;
-  bool live = false;        // GoLive ran: the writer exists and a segment was opened (or paused)
-  bool hooks_ran = false;   // the live hooks ran (on the flush thread, at its first ordinary tick)
+  bool opened = false;     // OpenFirstSegment ran: the writer exists, a segment was opened (or paused)
+  bool hooks_ran = false;  // the live hooks ran (on the flush thread, at its first ordinary tick)
   bool paused = false;
   bool paused_logged = false;
   // Paused for a fault the program then survived (a JVM's implicit null
@@ -415,19 +417,24 @@ void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
   ctx.thread = nullptr;
 }
 
-// The first tick of this image's recorder (flush_thread.h, "live"): the
-// writer and the first segment. The live hooks (the sampler's thread) only
-// on an ordinary tick of the flush thread: a final tick is the process going
-// away, and what the sampler holds was collected by its own stop.
+// The writer and the image's first segment: at start (Launch), or for a
+// forked child at its first tick.
+void OpenFirstSegment(FlushState& s, uint64_t now) {
+  if (s.opened) return;
+  s.opened = true;
+  s.writer = new format::SegmentWriter();
+  if (SamplerPcDescriber) s.writer->SetPcDescriber(SamplerPcDescriber());
+  DefineAllEventTypes(s.writer);
+  s.last_block_ns = now;
+  OpenSegment(s, now);
+}
+
+// Every tick: the first segment if it waited, and at the first ordinary
+// tick of the flush thread the live hooks (the sampler's thread). Not on a
+// final tick: that is the process going away, and what the sampler holds
+// was collected by its own stop.
 void GoLive(FlushState& s, uint64_t now, bool final_tick) {
-  if (!s.live) {
-    s.live = true;
-    s.writer = new format::SegmentWriter();
-    if (SamplerPcDescriber) s.writer->SetPcDescriber(SamplerPcDescriber());
-    DefineAllEventTypes(s.writer);
-    s.last_block_ns = now;
-    OpenSegment(s, now);
-  }
+  OpenFirstSegment(s, now);
   if (!final_tick && !s.hooks_ran) {
     s.hooks_ran = true;
     RunLiveHooks();
@@ -600,16 +607,19 @@ void* FlushMain(void* arg) {
   return nullptr;
 }
 
-// The writer and the first segment wait for the first tick (GoLive).
-bool Launch(const ProcessInfo& info) {
+// defer_open: a forked child's writer and first segment wait for its first
+// tick (GoLive).
+bool Launch(const ProcessInfo& info, bool defer_open) {
   auto* s = new FlushState();
   s->keeper = new WindowKeeper();
   s->info = info;
   s->seq = g_next_seq;
   s->last_rusage_ns = 0;
+  if (!defer_open) OpenFirstSegment(*s, MonotonicNs());
   const int rc = CreateRecorderThread(&s->thread, "flightrec-flush", FlushMain, s);
   if (rc != 0) {
     Log(LogLevel::kWarn, "cannot start the flush thread: %s; recording disabled", strerror(rc));
+    if (s->writer && s->writer->is_open()) s->writer->Abandon();
     return false;
   }
   g_state = s;
@@ -623,7 +633,7 @@ void NudgeFlushThread() {
   if (g_sleepers.load(std::memory_order_seq_cst) > 0) FutexWakeAll();
 }
 
-bool StartFlushThread(const ProcessInfo& info) { return Launch(info); }
+bool StartFlushThread(const ProcessInfo& info) { return Launch(info, /*defer_open=*/false); }
 
 bool StopFlushThread(uint64_t deadline_ns, bool discard_unless_live) {
   FlushState* s = g_state;
@@ -662,7 +672,7 @@ bool StopFlushThread(uint64_t deadline_ns, bool discard_unless_live) {
   g_state = nullptr;
   // Never live (a forked child exec'ing at once): no segment at all. What its
   // rings hold stays there; a failed exec records it into its next segment.
-  if (discard_unless_live && !s->live) return true;
+  if (discard_unless_live && !s->opened) return true;
   // Final drain and seal on this thread, which counts as a recorder thread
   // meanwhile so its own allocations are not recorded.
   const uint32_t saved_flags = tls_thread_flags;
@@ -703,7 +713,7 @@ void RestartFlushThreadInChild(const ProcessInfo& info) {
   }
   g_state = nullptr;
   g_next_seq = 0;  // a new process: its own numbering
-  Launch(info);
+  Launch(info, /*defer_open=*/true);
 }
 
 }  // namespace flightrec
