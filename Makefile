@@ -33,7 +33,9 @@ PYTHON   := /usr/bin/python3
 
 WARN     := -Wall -Wextra -Werror
 CXXFLAGS_BASE := -std=c++20 -O2 -g $(WARN) -fPIC -pthread -I. -D_GNU_SOURCE
-LIB_CXXFLAGS  := $(CXXFLAGS_BASE) -fvisibility=hidden
+# A section per function and object, so the link drops what nothing calls
+# (--gc-sections): a smaller library for every process to map and relocate.
+LIB_CXXFLAGS  := $(CXXFLAGS_BASE) -fvisibility=hidden -ffunction-sections -fdata-sections
 # libgcc_s is named before libunwind on purpose: the preload's dependencies join the
 # host's global symbol scope, and C++ exceptions must keep resolving _Unwind_* to
 # libgcc_s, not to libunwind's compatibility copies.
@@ -96,10 +98,23 @@ $(BUILD)/obj/%.o: %.cc
 	$(CXX) $(LIB_CXXFLAGS) -MMD -MP -c $< -o $@
 
 # The preload itself: libstdc++ linked in and hidden, only the C hooks
-# exported (preload/exports.map says why).
+# exported (preload/exports.map says why); unreferenced sections dropped.
+# Shipped without its debug info, which every process under the preload
+# would otherwise carry in the file it maps (about 22 of its 23 MB): that
+# goes to libflightrec.so.debug beside it (found through the debuglink by
+# libdw and gdb, so our own frames keep their files and lines) and to
+# $(BUILD)/.build-id/xx/yyyy.debug, which `make install` puts under
+# /usr/lib/debug/.build-id/. The symbol table stays in the library.
 $(BUILD)/libflightrec.so: $(LIB_OBJS) preload/exports.map
-	$(CXX) -shared -o $@ $(LIB_OBJS) -Wl,-z,nodelete -Wl,-z,now -static-libstdc++ $(LIBS) \
-	  -Wl,--exclude-libs,ALL -Wl,--version-script=preload/exports.map
+	$(CXX) -shared -o $@.full $(LIB_OBJS) -Wl,-z,nodelete -Wl,-z,now -Wl,--gc-sections -Wl,--build-id \
+	  -static-libstdc++ $(LIBS) -Wl,--exclude-libs,ALL -Wl,--version-script=preload/exports.map
+	objcopy --only-keep-debug --compress-debug-sections=none $@.full $@.debug
+	objcopy --strip-debug --add-gnu-debuglink=$@.debug $@.full $@.tmp
+	@id=$$(readelf -n $@.tmp | sed -n 's/.*Build ID: //p'); \
+	  dir=$(BUILD)/.build-id/$$(echo $$id | cut -c1-2); rm -rf $(BUILD)/.build-id; mkdir -p $$dir; \
+	  ln -f $@.debug $$dir/$$(echo $$id | cut -c3-).debug
+	rm -f $@.full
+	mv -f $@.tmp $@
 
 $(BUILD)/libflightrec_core.a: $(CORE_OBJS)
 	@rm -f $@
@@ -262,6 +277,10 @@ bench: all
 install: $(BUILD)/libflightrec.so
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BUILD)/libflightrec.so $(DESTDIR)$(PREFIX)/lib/libflightrec.so
+	@# Where gdb, libdw and flightrec's own symbolizer look for it by build-id.
+	@dbg=$$(cd $(BUILD)/.build-id && ls */*.debug); \
+	  install -D -m 0644 $(BUILD)/.build-id/$$dbg $(DESTDIR)/usr/lib/debug/.build-id/$$dbg; \
+	  echo "installed debug info: /usr/lib/debug/.build-id/$$dbg"
 	install -m 0755 scripts/flightrec-dump $(DESTDIR)$(PREFIX)/bin/flightrec-dump
 	install -d $(DESTDIR)$(PREFIX)/share/flightrec/flightrec_lib
 	install -m 0644 scripts/flightrec_lib/*.py $(DESTDIR)$(PREFIX)/share/flightrec/flightrec_lib/

@@ -380,7 +380,7 @@ def main():
     perf = load_json(d, "perf_profile.json")
     paced = load_json(d, "paced_latency.json")
     texts = {k: load_text(d, k + ".txt") for k in ("runtime", "sockets", "alloc", "cpu", "capture", "idle",
-                                                   "trace_figures", "perf_profile", "settings")}
+                                                   "short", "trace_figures", "perf_profile", "settings")}
     out = []
     add = out.append
 
@@ -464,6 +464,12 @@ def main():
         rate = tf["decode"]["library_events_per_s"]
         add("| decode ≥ 1M events/s | %.2fM events/s (dump library, every column of every block) | %s |" % (
             rate / 1e6, yes_no(rate >= 1e6)))
+    short_added = grab(texts["short"], r"fork\+exec wall plain [\d.]+ ms, flightrec defaults [\d.]+ ms: \+([-\d.]+) ms")
+    short_segs = grab(texts["short"], r"fork\+exec segments: ([\d.]+) sealed segment files per program image")
+    if short_added is not None and short_segs is not None:
+        add("| fork+exec of /bin/true from a shell: ≤ +0.5 ms and ≤ 1 segment per program image (issue #28) | "
+            "%+.3f ms per process, %.2f segments per image (`run_short_lived.py`) | %s |" % (
+                short_added, short_segs, yes_no(short_added <= 0.5 and short_segs <= 1.0)))
     add("")
 
     # -- issue #28 rows
@@ -653,6 +659,16 @@ def main():
             texts["idle"] or "", re.M):
         add("| the same, into an output directory already holding %s segments (what a test suite run under the "
             "preload leaves) | %s ms (+%s ms per process) | `run_idle_cost.py` |" % (segments, crowded_ms, added_ms))
+    short = re.search(r"fork\+exec wall plain ([\d.]+) ms, flightrec defaults ([\d.]+) ms: \+([-\d.]+) ms per "
+                      r"process, ratio ([\d.]+)x", texts["short"] or "")
+    short_cpu = re.search(r"fork\+exec CPU \(bash and children\) plain ([\d.]+) ms, flightrec defaults ([\d.]+) ms",
+                          texts["short"] or "")
+    short_segs = grab(texts["short"], r"fork\+exec segments: ([\d.]+) sealed segment files per program image")
+    if short:
+        add("| a shell loop fork+exec'ing `/bin/true`, wall time per process: plain / defaults | %s ms / %s ms (+%s ms "
+            "per process, %s×); CPU %s ms / %s ms; %s segment files per program image | `run_short_lived.py` |" % (
+                short[1], short[2], short[3], short[4], short_cpu and short_cpu[1], short_cpu and short_cpu[2],
+                num(short_segs)))
     if tf:
         dec = tf["decode"]
         add("| `flightrec-dump` decode rate: library, every column of every block | %.2fM events/s (%d events in "
@@ -745,7 +761,8 @@ def main():
     add("")
     for name, title in (("runtime", "ring_bench + flush_socket_bench + flush_live_bench + run_pipeline_bench.py"), ("sockets", "sock_bench"),
                         ("alloc", "alloc_bench"), ("cpu", "run_cpu_bench.py"), ("capture", "run_capture_costs.py"),
-                        ("idle", "run_idle_cost.py"), ("trace_figures", "run_trace_figures.py"),
+                        ("idle", "run_idle_cost.py"), ("short", "run_short_lived.py"),
+                        ("trace_figures", "run_trace_figures.py"),
                         ("perf_profile", "run_perf_profile.py")):
         add("<details><summary>%s</summary>" % title)
         add("")

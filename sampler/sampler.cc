@@ -16,6 +16,7 @@
 
 #include "preload/runtime/clock.h"
 #include "preload/fds/fd_guard.h"
+#include "preload/flush/flush_registry.h"
 #include "preload/crash/sigprof_owner.h"
 #include "preload/runtime/log.h"
 #include "preload/threads/thread_registry.h"
@@ -313,6 +314,7 @@ void SamplerInit(const Config& cfg) {
     SamplerShutdown();
     s.mode = Mode::kOff;
   }
+  RegisterLiveHook(sampler::StartDeferredSamplerThread);
 }
 
 const char* SamplerModeName() {
@@ -348,6 +350,9 @@ void SamplerShutdown() {
   // thread's final drain (next) writes it.
   switch (sampler::StopSamplerThread(MonotonicNs() + kStopBudgetNs)) {
     case sampler::StopOutcome::kNotRunning: break;
+    case sampler::StopOutcome::kNeverStarted:
+      Log(LogLevel::kDebug, "sampler stopped before the recorder went live: collected on the exiting thread");
+      break;
     case sampler::StopOutcome::kTookOverIdle:
       Log(LogLevel::kDebug, "sampler stopped: thread idle, last collection on the exiting thread (no wait)");
       break;

@@ -24,6 +24,7 @@
 #include "preload/runtime/clock.h"
 #include "preload/crash/crash_freeze.h"
 #include "preload/fds/fd_guard.h"
+#include "preload/flush/flush_wakeup.h"
 #include "preload/runtime/log.h"
 #include "preload/runtime/recorder_thread.h"
 #include "preload/threads/thread_registry.h"
@@ -51,6 +52,12 @@ struct ThreadCtl {
 };
 
 ThreadCtl g_ctl;
+
+// The thread is wanted but waits for the recorder to go live (flush_thread.h):
+// kNone, kPending (StartSamplerThread), kLaunching (the flush thread is
+// creating it). A stop that finds it pending collects on its own thread.
+enum Deferred : int { kNone, kPending, kLaunching };
+std::atomic<int> g_deferred{kNone};
 
 // What the thread sleeps on (see sampler_thread.h): an epoll set holding
 // every perf ring's fd, edge-triggered (the kernel wakes it when a ring
@@ -188,7 +195,13 @@ void WatchRingFd(int fd) {
   epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
 }
 
-void NudgeSamplerThread() { SignalEventFd(); }
+void NudgeSamplerThread() {
+  // No thread yet: a ring a quarter full is worth keeping, so the recorder
+  // goes live now (its first tick starts this thread) rather than at its
+  // first FLIGHTREC_FLUSH_MS; a SIGPROF ring holds only a few samples.
+  if (g_deferred.load(std::memory_order_relaxed) == kPending) NudgeFlushThread();
+  SignalEventFd();
+}
 
 void RunOnSamplerThread(void (*task)()) {
   g_task.store(task, std::memory_order_release);
@@ -198,10 +211,39 @@ void RunOnSamplerThread(void (*task)()) {
 bool StartSamplerThread(uint64_t period_ms) {
   if (g_ctl.started.load(std::memory_order_acquire)) return true;
   g_ctl.period_ms = period_ms ? period_ms : 100;
-  return Launch();
+  g_deferred.store(kPending, std::memory_order_release);
+  return true;
+}
+
+void StartDeferredSamplerThread() {
+  int expected = kPending;
+  if (!g_deferred.compare_exchange_strong(expected, kLaunching, std::memory_order_acq_rel)) return;
+  Launch();
+  g_deferred.store(kNone, std::memory_order_release);
+}
+
+// The last collection on the stopping thread, which counts as a recorder
+// thread meanwhile so its own allocations are not recorded.
+void CollectHere() {
+  const uint32_t saved_flags = tls_thread_flags;
+  tls_thread_flags |= kThreadFlagRecorder;
+  Collect();
+  tls_thread_flags = saved_flags;
 }
 
 StopOutcome StopSamplerThread(uint64_t deadline_ns) {
+  // Still pending: the samples the handlers took so far wait in their rings.
+  // Being launched: wait for it (microseconds), then stop it as usual.
+  for (;;) {
+    int expected = kPending;
+    if (g_deferred.compare_exchange_strong(expected, kNone, std::memory_order_acq_rel)) {
+      CollectHere();
+      return StopOutcome::kNeverStarted;
+    }
+    if (expected != kLaunching || MonotonicNs() >= deadline_ns) break;
+    const timespec ts{0, 100000};
+    nanosleep(&ts, nullptr);
+  }
   if (!g_ctl.started.exchange(false, std::memory_order_acq_rel)) return StopOutcome::kNotRunning;
   StopOutcome outcome = StopOutcome::kTookOverIdle;
   for (;;) {
@@ -230,12 +272,8 @@ StopOutcome StopSamplerThread(uint64_t deadline_ns) {
   SignalEventFd();
   pthread_detach(g_ctl.thread);
   // The last collection (what the threads recorded before sampling stopped)
-  // on this thread, at the host's priority; marked as a recorder thread
-  // meanwhile so its own allocations are not recorded.
-  const uint32_t saved_flags = tls_thread_flags;
-  tls_thread_flags |= kThreadFlagRecorder;
-  Collect();
-  tls_thread_flags = saved_flags;
+  // on this thread, at the host's priority.
+  CollectHere();
   return outcome;
 }
 
@@ -244,9 +282,11 @@ void RestartSamplerThreadInChild() {
   // set): the child's rings go into a set of its own.
   CloseWakeFds();
   OpenWakeFds();
-  // The parent's thread is not ours to join.
-  if (!g_ctl.started.exchange(false, std::memory_order_relaxed)) return;
-  Launch();
+  // The parent's thread is not ours to join. The child's waits for its
+  // recorder to go live, like the parent's did.
+  const bool wanted = g_ctl.started.exchange(false, std::memory_order_relaxed);
+  if (wanted || g_deferred.load(std::memory_order_relaxed) != kNone)
+    g_deferred.store(kPending, std::memory_order_relaxed);
 }
 
 }  // namespace flightrec::sampler

@@ -28,12 +28,19 @@ void NudgeSamplerThread();
 // (async-signal-safe: an atomic store and a nudge). One task at a time; a
 // second request before the first ran replaces it.
 void RunOnSamplerThread(void (*task)());
-// Starts the thread (once); it sleeps at most period_ms between collections.
-// Returns false if it cannot be created.
+// Asks for the thread (once); it sleeps at most period_ms between
+// collections. It is created when the recorder goes live
+// (StartDeferredSamplerThread, a live hook: preload/flush/flush_registry.h),
+// so a process that lives a few milliseconds never has one: its handlers'
+// samples wait in their rings (or are dropped and counted if a ring fills)
+// and the exiting thread collects them. Returns false if it cannot be had.
 bool StartSamplerThread(uint64_t period_ms);
+// The live hook: creates the thread StartSamplerThread asked for (flush thread).
+void StartDeferredSamplerThread();
 // How StopSamplerThread went.
 enum class StopOutcome {
   kNotRunning,
+  kNeverStarted,         // asked for but the recorder never went live: collected here
   kTookOverIdle,         // the thread was between collections: no wait at all
   kWaitedForCollection,  // it was mid-collection; it finished before the deadline
   kTimedOut,             // it was mid-collection and did not finish: samples it holds are lost
@@ -42,7 +49,8 @@ enum class StopOutcome {
 // waits for the thread to be scheduled unless it is in the middle of a
 // collection, and then only until deadline_ns (CLOCK_MONOTONIC).
 StopOutcome StopSamplerThread(uint64_t deadline_ns);
-// In a forked child: the parent's thread does not exist here; start anew.
+// In a forked child: the parent's thread does not exist here; the child's is
+// asked for again and starts when the child's recorder goes live.
 void RestartSamplerThreadInChild();
 
 }  // namespace flightrec::sampler

@@ -24,6 +24,7 @@ struct Registry {
   std::vector<SealHookFn> seal_hooks;
   std::vector<SealHookFn> ship_hooks;
   std::vector<ShutdownHookFn> shutdown_hooks;
+  std::vector<LiveHookFn> live_hooks;
   std::vector<ThreadDrainedFn> drained_hooks;
 };
 
@@ -54,6 +55,7 @@ void RegisterFlushSource(FlushSourceFn fn) { R().sources.push_back(fn); }
 void RegisterSealHook(SealHookFn fn) { R().seal_hooks.push_back(fn); }
 void RegisterShipHook(SealHookFn fn) { R().ship_hooks.push_back(fn); }
 void RegisterShutdownHook(ShutdownHookFn fn) { R().shutdown_hooks.push_back(fn); }
+void RegisterLiveHook(LiveHookFn fn) { R().live_hooks.push_back(fn); }
 void RegisterThreadDrainedHook(ThreadDrainedFn fn) { R().drained_hooks.push_back(fn); }
 
 void DefineAllEventTypes(format::SegmentWriter* writer) {
@@ -78,6 +80,10 @@ void RunShipHooks(const std::string& path) {
 
 void RunThreadDrainedHooks(FlushContext& ctx) {
   for (ThreadDrainedFn fn : R().drained_hooks) fn(ctx);
+}
+
+void RunLiveHooks() {
+  for (LiveHookFn fn : R().live_hooks) fn();
 }
 
 void RunShutdownHooks(uint64_t deadline_ns) {

@@ -56,5 +56,11 @@ void RegisterSealHook(SealHookFn fn);
 void RegisterShipHook(SealHookFn fn);
 void RegisterShutdownHook(ShutdownHookFn fn);  // run at exit after the final seal
 void RegisterThreadDrainedHook(ThreadDrainedFn fn);
+// The recorder goes live (flush_thread.h): its first tick, FLIGHTREC_FLUSH_MS
+// after start unless a ring's nudge comes first. A process that is gone or
+// exec'd by then never pays for what these start (the sampler's thread).
+// Run once per process image on the flush thread, before the segment opens.
+using LiveHookFn = void (*)();
+void RegisterLiveHook(LiveHookFn fn);
 
 }  // namespace flightrec

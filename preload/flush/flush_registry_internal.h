@@ -14,6 +14,7 @@ void RunFlushSources(FlushContext& ctx);
 void RunSealHooks(const std::string& path);
 void RunShipHooks(const std::string& path);
 void RunShutdownHooks(uint64_t deadline_ns);
+void RunLiveHooks();
 void RunThreadDrainedHooks(FlushContext& ctx);
 
 }  // namespace flightrec

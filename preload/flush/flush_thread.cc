@@ -16,6 +16,15 @@
 //    phase word decides who owns the writer: a stopper that finds the thread
 //    idle takes over at once; one that finds it mid-tick asks it to stop at
 //    the next ring boundary and waits for that alone.
+//  * The threads that live hooks start (the sampler's) wait for the first
+//    tick, FLIGHTREC_FLUSH_MS after start (or a ring's nudge): the recorder
+//    goes live (GoLive). A process that ends sooner has its one segment
+//    sealed by the exiting thread's final tick. An image started by exec
+//    opens its segment at start, so it holds its descriptor before the
+//    program can run out of them; a forked child opens its own only when it
+//    goes live, and one that execs before that leaves none (StopFlushThread's
+//    discard): a shell's fork before exec carries nothing a user needs, and
+//    writing it cost more than the program it ran.
 #include "preload/flush/flush_thread.h"
 
 #include "preload/crash/crash_freeze.h"
@@ -106,7 +115,7 @@ uint64_t BusyPeriodNs(uint64_t ring_bytes) {
 enum Phase : int { kIdle, kTicking, kStopRequested, kStopped };
 
 struct FlushState {
-  format::SegmentWriter* writer = nullptr;
+  format::SegmentWriter* writer = nullptr;  // created by OpenFirstSegment
   WindowKeeper* keeper = nullptr;  // triggers, incidents, window mode (window_keeper.h)
   ProcessInfo info;
   uint64_t seq = 0;
@@ -115,6 +124,8 @@ struct FlushState {
   uint64_t last_block_ns = 0;
   uint64_t last_rusage_ns = 0;
   uint64_t retry_at_ns = 0;
+  bool opened = false;     // OpenFirstSegment ran: the writer exists, a segment was opened (or paused)
+  bool hooks_ran = false;  // the live hooks ran (on the flush thread, at its first ordinary tick)
   bool paused = false;
   bool paused_logged = false;
   // Paused for a fault the program then survived (a JVM's implicit null
@@ -406,10 +417,35 @@ void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
   ctx.thread = nullptr;
 }
 
+// The writer and the image's first segment: at start (Launch), or for a
+// forked child at its first tick.
+void OpenFirstSegment(FlushState& s, uint64_t now) {
+  if (s.opened) return;
+  s.opened = true;
+  s.writer = new format::SegmentWriter();
+  if (SamplerPcDescriber) s.writer->SetPcDescriber(SamplerPcDescriber());
+  DefineAllEventTypes(s.writer);
+  s.last_block_ns = now;
+  OpenSegment(s, now);
+}
+
+// Every tick: the first segment if it waited, and at the first ordinary
+// tick of the flush thread the live hooks (the sampler's thread). Not on a
+// final tick: that is the process going away, and what the sampler holds
+// was collected by its own stop.
+void GoLive(FlushState& s, uint64_t now, bool final_tick) {
+  OpenFirstSegment(s, now);
+  if (!final_tick && !s.hooks_ran) {
+    s.hooks_ran = true;
+    RunLiveHooks();
+  }
+}
+
 // nudged: a producer's nudge (or a stop or crash request) started this tick.
 void Tick(FlushState& s, bool final_tick, bool nudged) {
   const Config& cfg = GetConfig();
   const uint64_t now = MonotonicNs();
+  GoLive(s, now, final_tick);
   if (s.paused && (now >= s.retry_at_ns || s.resume_requested.exchange(false, std::memory_order_acq_rel)))
     OpenSegment(s, now);
   FlushContext ctx{s.writer, nullptr, now, final_tick};
@@ -571,22 +607,19 @@ void* FlushMain(void* arg) {
   return nullptr;
 }
 
-bool Launch(const ProcessInfo& info) {
+// defer_open: a forked child's writer and first segment wait for its first
+// tick (GoLive).
+bool Launch(const ProcessInfo& info, bool defer_open) {
   auto* s = new FlushState();
-  s->writer = new format::SegmentWriter();
   s->keeper = new WindowKeeper();
-  if (SamplerPcDescriber) s->writer->SetPcDescriber(SamplerPcDescriber());
-  DefineAllEventTypes(s->writer);
   s->info = info;
   s->seq = g_next_seq;
-  const uint64_t now = MonotonicNs();
-  s->last_block_ns = now;
   s->last_rusage_ns = 0;
-  OpenSegment(*s, now);
+  if (!defer_open) OpenFirstSegment(*s, MonotonicNs());
   const int rc = CreateRecorderThread(&s->thread, "flightrec-flush", FlushMain, s);
   if (rc != 0) {
     Log(LogLevel::kWarn, "cannot start the flush thread: %s; recording disabled", strerror(rc));
-    if (s->writer->is_open()) s->writer->Abandon();
+    if (s->writer && s->writer->is_open()) s->writer->Abandon();
     return false;
   }
   g_state = s;
@@ -600,9 +633,9 @@ void NudgeFlushThread() {
   if (g_sleepers.load(std::memory_order_seq_cst) > 0) FutexWakeAll();
 }
 
-bool StartFlushThread(const ProcessInfo& info) { return Launch(info); }
+bool StartFlushThread(const ProcessInfo& info) { return Launch(info, /*defer_open=*/false); }
 
-bool StopFlushThread(uint64_t deadline_ns) {
+bool StopFlushThread(uint64_t deadline_ns, bool discard_unless_live) {
   FlushState* s = g_state;
   if (!s) return true;
   if (g_exit_on_flush_thread && pthread_equal(pthread_self(), s->thread)) {
@@ -637,6 +670,9 @@ bool StopFlushThread(uint64_t deadline_ns) {
   NudgeFlushThread();
   if (!s->thread_detached.exchange(true, std::memory_order_acq_rel)) pthread_detach(s->thread);
   g_state = nullptr;
+  // Never live (a forked child exec'ing at once): no segment at all. What its
+  // rings hold stays there; a failed exec records it into its next segment.
+  if (discard_unless_live && !s->opened) return true;
   // Final drain and seal on this thread, which counts as a recorder thread
   // meanwhile so its own allocations are not recorded.
   const uint32_t saved_flags = tls_thread_flags;
@@ -672,12 +708,12 @@ void RestartFlushThreadInChild(const ProcessInfo& info) {
   // may be mid-update from a thread that does not exist in the child. Only
   // the inherited descriptor is released, so the child does not hold the
   // parent's segment open.
-  if (g_state) {
+  if (g_state && g_state->writer) {
     CloseOwnFd(g_state->writer->fd());
   }
   g_state = nullptr;
   g_next_seq = 0;  // a new process: its own numbering
-  Launch(info);
+  Launch(info, /*defer_open=*/true);
 }
 
 }  // namespace flightrec

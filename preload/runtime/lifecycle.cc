@@ -59,6 +59,9 @@ constexpr uint64_t kFlushExitBudgetNs = 2000ull * 1000000ull;
 // The pid the recorder belongs to. A vfork child shares our memory but has
 // its own pid: it must never touch the parent's recorder.
 pid_t g_owner_pid = 0;
+// This image began as a forked child (not by exec): if it execs before its
+// recorder goes live it leaves no segment (flush_thread.h).
+bool g_forked_child = false;
 
 ProcessInfo CurrentProcessInfo() {
   ProcessInfo info = CollectProcessInfo();
@@ -101,6 +104,7 @@ void AtForkChild() {
 
 void RestartInForkChild() {
   g_owner_pid = getpid();
+  g_forked_child = true;
   ResetRegistryAfterFork();
   CrashFreezeResetInChild();  // before the sampler and flush threads start again
   TakeFooterCounters();  // the parent's drop totals are not the child's
@@ -236,7 +240,9 @@ bool g_exec_pending = false;
 }
 void RecorderBeforeExec() {
   if (!RuntimeRecording() || getpid() != g_owner_pid) return;  // vfork child: hands off
-  StopFlushThread(MonotonicNs() + kFlushExitBudgetNs);
+  // A shell's fork-then-exec: the child's few milliseconds before the exec
+  // are dropped with the segment they would have made (flush_thread.h).
+  StopFlushThread(MonotonicNs() + kFlushExitBudgetNs, /*discard_unless_live=*/g_forked_child);
   SetRuntimeRecording(false);
   g_exec_pending = true;
 }

@@ -71,7 +71,13 @@ static char state_of(int tid) {
 int main(int argc, char** argv) {
   unsigned long work = argc > 1 ? strtoul(argv[1], NULL, 10) : 300000000ul;
   starved_burn(work / 10);  /* the recorder is up and sampling */
-  const int sampler = pin_all(sched_getcpu());
+  /* The sampler's thread starts when the recorder goes live (its first tick,
+   * or a sample ring a quarter full): burn on until it is there. */
+  int sampler = pin_all(sched_getcpu());
+  for (int tries = 0; !sampler && tries < 500; ++tries) {
+    starved_burn(work / 100);
+    sampler = pin_all(sched_getcpu());
+  }
   struct sched_param rt = {.sched_priority = 1}, other = {.sched_priority = 0};
   /* In SCHED_RR on the one CPU nothing else of ours runs any more, so the
    * sampler's state is frozen: wait for a moment it is asleep between

@@ -1,0 +1,71 @@
+#!/usr/bin/python3
+"""Short-lived processes: a bash loop that forks and execs `/bin/true` N
+times, plain and under the preload with every default on, interleaved
+rounds, medians. Prints the wall time per process each side takes, what the
+preload adds per process, the ratio, the CPU (user + system of bash and all
+its children, from wait4's rusage) per process, and how many segment files
+the preloaded loop leaves per program image (N `/bin/true` images plus the
+shell's own). This is what a build or a test suite run under the preload
+pays per process (issue #28: goal <= +0.5 ms and <= 1 segment per image).
+    run_short_lived.py BUILD [ROUNDS] [N]
+"""
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def one(lib, n):
+    """(wall seconds, CPU seconds, sealed segments, files left) of one loop."""
+    with tempfile.TemporaryDirectory(prefix="fr-short-", dir="/var/tmp") as tmp:
+        out = os.path.join(tmp, "out")
+        env = dict(os.environ, FLIGHTREC_OUTPUT=out)
+        if lib:
+            env["LD_PRELOAD"] = lib
+        # `; :` keeps bash from exec'ing the last command in place of itself.
+        script = "for ((i=0;i<%d;i++)); do /bin/true; done; :" % n
+        t0 = time.monotonic()
+        p = subprocess.Popen(["/bin/bash", "-c", script], env=env)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.monotonic() - t0
+        if status != 0:
+            raise SystemExit("the loop failed under %s (status %d)" % (lib or "no preload", status))
+        names = os.listdir(out) if os.path.isdir(out) else []
+        sealed = sum(1 for f in names if f.endswith(".seg"))
+        files = sum(1 for f in names if f.endswith(".seg") or f.endswith(".active"))
+        return wall, ru.ru_utime + ru.ru_stime, sealed, files
+
+
+def main():
+    build = os.path.abspath(sys.argv[1])
+    lib = os.path.join(build, "libflightrec.so")
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    n = int(sys.argv[3]) if len(sys.argv) > 3 else 100
+    plain, traced = [], []
+    one(None, 10)  # warm the page cache for both sides
+    one(lib, 10)
+    for r in range(rounds):
+        sides = ((None, plain), (lib, traced))
+        for side_lib, res in sides if r % 2 == 0 else sides[::-1]:
+            res.append(one(side_lib, n))
+    pw = statistics.median(x[0] for x in plain) / n * 1e3
+    tw = statistics.median(x[0] for x in traced) / n * 1e3
+    pc = statistics.median(x[1] for x in plain) / n * 1e3
+    tc = statistics.median(x[1] for x in traced) / n * 1e3
+    ratios = [t[0] / p[0] for p, t in zip(plain, traced)]
+    segs = statistics.median(x[2] for x in traced) / (n + 1)
+    files = statistics.median(x[3] for x in traced) / (n + 1)
+    print("short-lived processes (bash loop fork+exec of /bin/true, %d per loop), median of %d interleaved rounds:"
+          % (n, rounds))
+    print("  fork+exec wall plain %.3f ms, flightrec defaults %.3f ms: +%.3f ms per process, ratio %.2fx "
+          "(rounds %.2f-%.2fx)" % (pw, tw, tw - pw, statistics.median(ratios), min(ratios), max(ratios)))
+    print("  fork+exec CPU (bash and children) plain %.3f ms, flightrec defaults %.3f ms: +%.3f ms per process"
+          % (pc, tc, tc - pc))
+    print("  fork+exec segments: %.2f sealed segment files per program image (%.2f files of any kind; %d images "
+          "per loop)" % (segs, files, n + 1))
+
+
+if __name__ == "__main__":
+    main()
