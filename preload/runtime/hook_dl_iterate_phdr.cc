@@ -40,7 +40,10 @@ namespace {
 using WalkCallback = int (*)(dl_phdr_info*, size_t, void*);
 using WalkFn = int (*)(WalkCallback, void*);
 
-std::atomic<WalkFn> g_real{nullptr};
+// Plain, read with __atomic builtins: the pass-through path runs inside
+// sanitizer start-up, where no instrumented call may be made (std::atomic's
+// members are out-of-line calls in the -O1 TSan build).
+WalkFn g_real = nullptr;
 std::atomic<int> g_walkers{0};
 std::atomic<int> g_forks_pending{0};
 // Who is walking: the recorder's threads (flush, sampler, uploader) claim a
@@ -66,11 +69,11 @@ constexpr uint64_t kForkWaitNs = 500ull * 1000 * 1000;
 // anyway (a fork that never returns to its parent handler).
 constexpr uint64_t kWalkerWaitNs = 1000ull * 1000 * 1000;
 
-WalkFn Real() {
-  WalkFn f = g_real.load(std::memory_order_acquire);
+__attribute__((no_sanitize("address", "thread"))) WalkFn Real() {
+  WalkFn f = __atomic_load_n(&g_real, __ATOMIC_ACQUIRE);
   if (__builtin_expect(f == nullptr, 0)) {
     f = reinterpret_cast<WalkFn>(dlsym(RTLD_NEXT, "dl_iterate_phdr"));
-    g_real.store(f, std::memory_order_release);
+    __atomic_store_n(&g_real, f, __ATOMIC_RELEASE);
   }
   return f;
 }
@@ -107,16 +110,8 @@ void ForkChild() {
   g_forks_pending.store(0, std::memory_order_relaxed);
 }
 
-__attribute__((constructor)) void RegisterForkQuiesce() {
-  Real();
-  pthread_atfork(ForkPrepare, ForkParent, ForkChild);
-}
-
-}  // namespace
-
-FR_HOOK int dl_iterate_phdr(WalkCallback callback, void* data) {
-  const WalkFn real = Real();
-  if (__builtin_expect(!flightrec::IsRecorderThread(), 1)) return real(callback, data);
+// A walk on one of the recorder's threads (after start-up: instrumented).
+int RecorderWalk(WalkFn real, WalkCallback callback, void* data) {
   // Named before counted: a fork that sees the count finds whom to lift.
   const int slot = ClaimWalkerSlot();
   uint64_t deadline = 0;
@@ -136,4 +131,21 @@ FR_HOOK int dl_iterate_phdr(WalkCallback callback, void* data) {
   if (slot >= 0) g_walker_tids[slot].store(0, std::memory_order_release);
   g_walkers.fetch_sub(1, std::memory_order_seq_cst);
   return rc;
+}
+
+__attribute__((constructor)) void RegisterForkQuiesce() {
+  Real();
+  pthread_atfork(ForkPrepare, ForkParent, ForkChild);
+}
+
+}  // namespace
+
+// Not instrumented: sanitizer runtimes list their modules with
+// dl_iterate_phdr during their own start-up, which reaches this hook before
+// they can track anything (TSan crashed on its function-entry hook).
+FR_HOOK __attribute__((no_sanitize("address", "thread"))) int dl_iterate_phdr(WalkCallback callback, void* data) {
+  const WalkFn real = Real();
+  if (__builtin_expect(!(flightrec::tls_thread_flags & flightrec::kThreadFlagRecorder), 1))
+    return real(callback, data);
+  return RecorderWalk(real, callback, data);
 }
