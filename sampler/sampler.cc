@@ -261,7 +261,6 @@ void SamplerInit(const Config& cfg) {
   s.sigprof_opts.stack_bytes = static_cast<uint32_t>(cfg.stack_copy_bytes & ~uint64_t{7});
   stacks::InitLocalStackCapture();
   sampler::RegisterSampleEvents();
-  sampler::PrepareSamplerWakeups();  // before the first thread is armed
   // The runtime reaches SIGPROF and the sampler thread only through these.
   static const SigprofOwner kSigprofOwner{sampler::SigprofInstalled, sampler::SigprofInterceptSigaction,
                                           sampler::SigprofPauseTimers, sampler::SigprofResumeTimers};

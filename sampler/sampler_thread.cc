@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <sys/epoll.h>
+#include <linux/futex.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -23,6 +24,7 @@
 
 #include "preload/runtime/clock.h"
 #include "preload/crash/crash_freeze.h"
+#include "preload/crash/raw_syscall.h"
 #include "preload/fds/fd_guard.h"
 #include "preload/flush/flush_wakeup.h"
 #include "preload/runtime/log.h"
@@ -59,50 +61,71 @@ ThreadCtl g_ctl;
 enum Deferred : int { kNone, kPending, kLaunching };
 std::atomic<int> g_deferred{kNone};
 
-// What the thread sleeps on (see sampler_thread.h): an epoll set holding
-// every perf ring's fd, edge-triggered (the kernel wakes it when a ring
-// passes its watermark, a quarter of the ring, or when the thread behind the
-// event exits), and an eventfd for SIGPROF handlers' nudges and for Stop.
-// Created before any thread is armed; protected from the application's
+// What the thread sleeps on (see sampler_thread.h). A futex word, bumped by
+// every nudge (SIGPROF handlers, a task, Stop): no descriptor, so a program
+// sampled with SIGPROF timers sees none of ours for waking. With perf rings,
+// an epoll set holding every ring's fd, edge-triggered (the kernel wakes it
+// when a ring passes its watermark, a quarter of the ring, or when the thread
+// behind the event exits), and an eventfd in it for the nudges: made when the
+// first perf ring is watched, protected from the application's
 // close-everything loops like every fd of ours.
+std::atomic<uint32_t> g_wake_word{0};
+std::atomic<int> g_futex_sleepers{0};
 std::atomic<int> g_epoll_fd{-1};
 std::atomic<int> g_event_fd{-1};
+std::atomic<bool> g_creating_wake_fds{false};
+
+void Wake();
 
 void CloseWakeFds() {
   for (auto* a : {&g_epoll_fd, &g_event_fd}) {
-    CloseOwnFd(a->exchange(-1));
+    const int fd = a->exchange(-1);
+    if (fd >= 0) CloseOwnFd(fd);
   }
 }
 
-void OpenWakeFds() {
-  OwnFdChange opening;
-  int ep = epoll_create1(EPOLL_CLOEXEC);
-  int ev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (ep < 0 || ev < 0) {
-    if (ep >= 0) close(ep);
-    if (ev >= 0) close(ev);
-    Log(LogLevel::kWarn, "sampler: cannot create its wake-up fds (%s); it polls every 5 ms instead",
-        strerror(errno));
-    return;
+// The epoll set and its eventfd, once (any thread: arming a perf ring).
+// Returns the epoll fd, or -1 (the thread then wakes on its timer alone).
+int EnsureWakeFds() {
+  int ep = g_epoll_fd.load(std::memory_order_acquire);
+  if (ep >= 0) return ep;
+  if (g_creating_wake_fds.exchange(true, std::memory_order_acq_rel)) return -1;  // another arming thread is at it
+  {
+    OwnFdChange opening;
+    ep = epoll_create1(EPOLL_CLOEXEC);
+    int ev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (ep < 0 || ev < 0) {
+      if (ep >= 0) syscall(SYS_close, ep);
+      if (ev >= 0) syscall(SYS_close, ev);
+      ep = -1;
+    } else {
+      ep = TakeOwnFd(ep);
+      ev = TakeOwnFd(ev);
+      epoll_event e{};
+      e.events = EPOLLIN | EPOLLET;
+      e.data.fd = ev;
+      epoll_ctl(ep, EPOLL_CTL_ADD, ev, &e);
+      g_event_fd.store(ev, std::memory_order_release);
+      g_epoll_fd.store(ep, std::memory_order_release);
+    }
   }
-  ep = TakeOwnFd(ep);
-  ev = TakeOwnFd(ev);
-  epoll_event e{};
-  e.events = EPOLLIN | EPOLLET;
-  e.data.fd = ev;
-  epoll_ctl(ep, EPOLL_CTL_ADD, ev, &e);
-  g_event_fd.store(ev);
-  g_epoll_fd.store(ep);
+  g_creating_wake_fds.store(false, std::memory_order_release);
+  if (ep >= 0) Wake();  // a sleeper on the futex moves to the set
+  return ep;
 }
 
-// Raw syscalls: write() and read() are our own socket hooks.
-void SignalEventFd() {
+// Raw syscalls: write() and read() are our own socket hooks, and errno is
+// the interrupted code's. Async-signal-safe.
+void Wake() {
+  // Bump, then look for a sleeper (seq_cst both sides): either the sleeper
+  // sees the new word and does not sleep, or this sees it and wakes it.
+  g_wake_word.fetch_add(1, std::memory_order_seq_cst);
+  if (g_futex_sleepers.load(std::memory_order_seq_cst) != 0)
+    RawSyscall6(SYS_futex, reinterpret_cast<long>(&g_wake_word), FUTEX_WAKE_PRIVATE, 1, 0, 0, 0);
   const int fd = g_event_fd.load(std::memory_order_acquire);
   if (fd < 0) return;
-  const int saved = errno;
   const uint64_t one = 1;
-  syscall(SYS_write, fd, &one, sizeof(one));
-  errno = saved;
+  RawSyscall6(SYS_write, fd, reinterpret_cast<long>(&one), sizeof(one), 0, 0, 0);
 }
 
 // After a collection that found a ring filling fast: come back this soon
@@ -120,8 +143,13 @@ constexpr int kIdleMaxWaitMs = 1000;
 void WaitForWork(int timeout_ms) {
   const int ep = g_epoll_fd.load(std::memory_order_acquire);
   if (ep < 0) {
-    const timespec ts{0, 5000000};
-    nanosleep(&ts, nullptr);
+    const uint32_t seen = g_wake_word.load(std::memory_order_seq_cst);
+    g_futex_sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (g_wake_word.load(std::memory_order_seq_cst) == seen) {
+      const timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_wake_word), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+    }
+    g_futex_sleepers.fetch_sub(1, std::memory_order_relaxed);
     return;
   }
   epoll_event events[16];
@@ -182,13 +210,10 @@ bool Launch() {
 
 }  // namespace
 
-void PrepareSamplerWakeups() {
-  if (g_epoll_fd.load() < 0) OpenWakeFds();
-}
-
 void WatchRingFd(int fd) {
-  const int ep = g_epoll_fd.load(std::memory_order_acquire);
-  if (ep < 0 || fd < 0) return;
+  if (fd < 0) return;
+  const int ep = EnsureWakeFds();
+  if (ep < 0) return;
   epoll_event e{};
   e.events = EPOLLIN | EPOLLET;
   e.data.fd = fd;
@@ -200,12 +225,12 @@ void NudgeSamplerThread() {
   // goes live now (its first tick starts this thread) rather than at its
   // first FLIGHTREC_FLUSH_MS; a SIGPROF ring holds only a few samples.
   if (g_deferred.load(std::memory_order_relaxed) == kPending) NudgeFlushThread();
-  SignalEventFd();
+  Wake();
 }
 
 void RunOnSamplerThread(void (*task)()) {
   g_task.store(task, std::memory_order_release);
-  SignalEventFd();
+  Wake();
 }
 
 bool StartSamplerThread(uint64_t period_ms) {
@@ -241,8 +266,7 @@ StopOutcome StopSamplerThread(uint64_t deadline_ns) {
       return StopOutcome::kNeverStarted;
     }
     if (expected != kLaunching || MonotonicNs() >= deadline_ns) break;
-    const timespec ts{0, 100000};
-    nanosleep(&ts, nullptr);
+    SleepNs(100000);  // raw: a stop may run in a seal from a signal handler
   }
   if (!g_ctl.started.exchange(false, std::memory_order_acq_rel)) return StopOutcome::kNotRunning;
   StopOutcome outcome = StopOutcome::kTookOverIdle;
@@ -262,14 +286,13 @@ StopOutcome StopSamplerThread(uint64_t deadline_ns) {
         pthread_detach(g_ctl.thread);
         return StopOutcome::kTimedOut;
       }
-      const timespec ts{0, 1000000};
-      nanosleep(&ts, nullptr);
+      SleepNs(1000000);
     }
     break;
   }
   // It wakes, finds kStopped and leaves on its own: never join a thread the
   // scheduler may not run for a while.
-  SignalEventFd();
+  Wake();
   pthread_detach(g_ctl.thread);
   // The last collection (what the threads recorded before sampling stopped)
   // on this thread, at the host's priority.
@@ -279,9 +302,11 @@ StopOutcome StopSamplerThread(uint64_t deadline_ns) {
 
 void RestartSamplerThreadInChild() {
   // The epoll set is shared with the parent (fork copies the fd, not the
-  // set): the child's rings go into a set of its own.
+  // set): the child's rings go into a set of its own, made when its first
+  // ring is watched. Nobody sleeps on the child's futex word yet.
   CloseWakeFds();
-  OpenWakeFds();
+  g_futex_sleepers.store(0, std::memory_order_relaxed);
+  g_creating_wake_fds.store(false, std::memory_order_relaxed);
   // The parent's thread is not ours to join. The child's waits for its
   // recorder to go live, like the parent's did.
   const bool wanted = g_ctl.started.exchange(false, std::memory_order_relaxed);

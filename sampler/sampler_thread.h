@@ -5,9 +5,10 @@
 // moments (libdw's first look at a module, compression, disk) do not
 // overflow the sampling rings.
 //
-// It sleeps until a ring needs draining (the kernel's perf watermark, a
-// quarter of the ring, wakes its epoll set; a SIGPROF handler nudges it
-// through an eventfd at a quarter of its ring) or the period
+// It sleeps until a ring needs draining (a SIGPROF handler nudges it through
+// a futex word at a quarter of its ring; with perf, the kernel's watermark, a
+// quarter of the ring, wakes an epoll set, made with the first perf ring, so
+// that a process sampled with SIGPROF holds no descriptor for this) or the period
 // passes (FLIGHTREC_FLUSH_MS): a quiet process wakes it rarely, a busy one as
 // often as its rings need. Waking on a timer alone cost this VM ~35 us per
 // wake-up, 200 times a second, whether or not anything was sampled.
@@ -17,10 +18,8 @@
 
 namespace flightrec::sampler {
 
-// Creates the wake-up fds; before the first thread is armed (and again in a
-// forked child, by RestartSamplerThreadInChild).
-void PrepareSamplerWakeups();
-// Adds a perf ring's fd to the wake-up set (any thread; at arming).
+// Adds a perf ring's fd to the wake-up set, made with the first (any
+// thread; at arming).
 void WatchRingFd(int fd);
 // A SIGPROF ring passed a quarter full: async-signal-safe, keeps errno.
 void NudgeSamplerThread();

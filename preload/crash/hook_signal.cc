@@ -43,6 +43,7 @@
 #include "preload/crash/sigprof_owner.h"
 #include "preload/crash/signal_mask.h"
 #include "preload/crash/term_signals.h"
+#include "preload/fds/validation_pipe.h"
 #include "preload/threads/thread_registry.h"
 #include "preload/stacks/stack_unwinder.h"
 
@@ -338,6 +339,11 @@ FR_HOOK __attribute__((no_sanitize("address"))) long syscall(long nr, ...) {
   if (nr == SYS_rt_sigaction && a[3] == static_cast<long>(sizeof(uint64_t)) && ManagedSignal(static_cast<int>(a[0])))
     return RtSigactionThroughHooks(static_cast<int>(a[0]), reinterpret_cast<const KernelSigaction*>(a[1]),
                                    reinterpret_cast<KernelSigaction*>(a[2]));
+  // libunwind's address check, written into its pipe that is no descriptor.
+  // The fd is an int passed through `...`: only the low 32 bits are its own
+  // (the kernel reads no more either).
+  if (__builtin_expect(nr == SYS_write && static_cast<int>(a[0]) == flightrec::kValidationWriteFd, 0))
+    return flightrec::ValidationPipeWrite(reinterpret_cast<const void*>(a[1]), static_cast<size_t>(a[2]));
   const long ret = flightrec::RawSyscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
   if (ret < 0 && ret > -4096) {
     errno = static_cast<int>(-ret);

@@ -134,10 +134,6 @@ bool NofileLeavesRoomForRecorder(unsigned long* soft) {
   return rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= kMinNofileForRecording;
 }
 
-__thread bool tls_own_pipes __attribute__((tls_model("initial-exec"))) = false;
-OwnPipesScope::OwnPipesScope() { tls_own_pipes = true; }
-OwnPipesScope::~OwnPipesScope() { tls_own_pipes = false; }
-
 StdioPlaceholders::StdioPlaceholders() {
   for (int fd = 0; fd <= 2; fd++) {
     if (fcntl(fd, F_GETFD) != -1) continue;

@@ -4,8 +4,9 @@
 // close_range(3, ~0U, 0), closefrom(3)).
 //
 // It also keeps them off 0-2 (TakeOwnFd, StdioPlaceholders) and protects the
-// fds that libraries we use open for themselves (libunwind's pipes, libdw's
-// files), which would otherwise read, write or close the application's.
+// fds that libraries we use open for themselves (libdw's files; libunwind's
+// pipes where validation_pipe.h cannot fake them), which would otherwise
+// read, write or close the application's.
 //
 // The owner calls TakeOwnFd(fd) (or ProtectFd) right after opening one of its fds and
 // UnprotectFd(fd) before closing it (a close from one of flightrec's own
@@ -79,10 +80,10 @@ inline void TakeOwnFds(int fds[2]) {
 // under 128, the floor stays 3. Once, at init, before flightrec opens any.
 void SetOwnFdFloorFromLimit();
 
-// The smallest soft RLIMIT_NOFILE the recorder records under. It holds up to
-// ten descriptors for the whole run (libunwind's pipes, the sampler's epoll
-// set and eventfd, the segment) and more for moments (lock files, symbol
-// files, perf events per thread): under a smaller limit they would be
+// The smallest soft RLIMIT_NOFILE the recorder records under. It holds a
+// descriptor for the whole run (the segment; with perf, the sampler's epoll
+// set and eventfd too) and more for moments (lock files, symbol files, perf
+// events per thread): under a smaller limit they would be
 // numbers the program itself needs (`ulimit -n 12; python3 -c 'import
 // json'`). Below it the recorder stays off (at start) or opens no new
 // segment (a program that lowered its limit later): docs/LIMITS.md.
@@ -90,23 +91,8 @@ constexpr unsigned long kMinNofileForRecording = 64;
 // False, with the soft limit in *soft, when it is below kMinNofileForRecording.
 bool NofileLeavesRoomForRecorder(unsigned long* soft);
 
-// Pipes that libraries open for flightrec (libunwind's address-check pipes,
-// at init). While an OwnPipesScope is alive on a thread, and always on
-// flightrec's own threads, the pipe/pipe2 hooks (preload/fds/hook_fd.cc) pass
-// every pipe the thread creates through TakeOwnFd: libunwind keeps the numbers it is handed, so they must already
-// be high and protected. Anywhere else the hooks change nothing.
-class OwnPipesScope {
- public:
-  OwnPipesScope();
-  ~OwnPipesScope();
-  OwnPipesScope(const OwnPipesScope&) = delete;
-  OwnPipesScope& operator=(const OwnPipesScope&) = delete;
-};
-extern __thread bool tls_own_pipes __attribute__((tls_model("initial-exec")));
-inline bool InOwnPipesScope() { return tls_own_pipes; }
-
 // While alive, fds 0-2 that were closed hold /dev/null, so that whatever is
-// opened meanwhile (libunwind's pipes, at init) lands above them; they are
+// opened meanwhile (at init) lands above them; they are
 // closed again at the end of the scope. Single-threaded contexts only (the
 // constructor), where no application thread can be using those numbers.
 class StdioPlaceholders {
@@ -153,15 +139,13 @@ using format::BulkCloseScope;
 using format::OwnFdChange;
 
 // Descriptors a library opens behind our back. libunwind opens a pipe per
-// unwinder flavour when first used and, while unwinding, writes the byte at
-// an address it doubts into the pipe and reads it back (the kernel answers
-// EFAULT instead of faulting). If the application closed that pipe and
-// reused its numbers, libunwind would read from and write into the
-// application's own files and sockets. The pipe hooks adopt those pipes
-// (OwnPipesScope); this snapshot is the fallback for when they are not
-// reached (an interposer ahead of us that makes the system call itself, such
-// as a sanitizer runtime): the initialisation snapshots the open fds, lets
-// the library initialise, then protects every pipe that appeared.
+// library at its first use and, while unwinding, writes the byte at an
+// address it doubts into it. The pipe hook answers with no descriptor at all
+// (validation_pipe.h); this snapshot is the fallback for when the hook is
+// not reached (an interposer ahead of us that makes the system call itself):
+// the initialisation snapshots the open fds, lets the library initialise,
+// then protects every pipe that appeared, so that at least the program's
+// close-everything cannot hand libunwind the program's own files.
 // Single-threaded contexts only (init); no allocation.
 struct OpenFdSnapshot {
   static constexpr int kScanFds = 256;  // the library's fds are the lowest free ones

@@ -9,10 +9,10 @@
 //  * the fd guard (fd_guard.h): the application's close/close_range/closefrom
 //    skip flightrec's protected fds, and dup2/dup3 onto one of them lets the
 //    application win and marks ours lost;
-//  * pipes a library opens for flightrec (libunwind's at init, or any on
-//    one of flightrec's threads) are moved into flightrec's fd range and
-//    protected (fd_guard.h, OwnPipesScope); the application's pipes are
-//    made exactly as libc makes them.
+//  * libunwind's address-check pipe is faked (no descriptor at all,
+//    validation_pipe.h); pipes made on one of flightrec's threads (libcurl's)
+//    are moved into flightrec's fd range and protected (fd_guard.h); the
+//    application's pipes are made exactly as libc makes them.
 // Both work before init and with FLIGHTREC_SOCKETS=0 (the guard always; the
 // table only when it is mapped). flightrec's own threads bypass all of it:
 // their close really closes and unprotects.
@@ -28,6 +28,7 @@
 #include "preload/runtime/clock.h"
 #include "preload/fds/fd_guard.h"
 #include "preload/fds/released_fds.h"
+#include "preload/fds/validation_pipe.h"
 #include "preload/sockets/socket_direct.h"
 #include "preload/sockets/socket_hot_path.h"
 #include "preload/sockets/socket_real.h"
@@ -223,7 +224,12 @@ FR_HOOK void closefrom(int lowfd) {
 // The system call itself, as libc's wrappers make it (pipe is pipe2 with no
 // flags on every architecture glibc's pipe2 exists for).
 FR_HOOK int pipe2(int fds[2], int flags) {
-  if (__builtin_expect(flightrec::InOwnPipesScope(), 0) || IsRecorderThread()) {
+  // libunwind's address-check pipe: two numbers that are no descriptors,
+  // answered by the read and syscall hooks (validation_pipe.h).
+  if (__builtin_expect(flightrec::InLibunwindInitScope(), 0) ||
+      __builtin_expect(flightrec::CalledFromLibunwind(__builtin_return_address(0)), 0))
+    return flightrec::MakeValidationPipe(fds);
+  if (IsRecorderThread()) {
     flightrec::OwnFdChange opening;
     const int rc = static_cast<int>(syscall(SYS_pipe2, fds, flags));
     if (rc == 0) flightrec::TakeOwnFds(fds);

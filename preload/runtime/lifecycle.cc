@@ -24,6 +24,7 @@
 #include "preload/runtime/config.h"
 #include "preload/runtime/core_events.h"
 #include "preload/fds/fd_guard.h"
+#include "preload/fds/validation_pipe.h"
 #include "preload/flush/flush_registry_internal.h"
 #include "preload/flush/flush_thread.h"
 #include "preload/flush/window_keeper.h"
@@ -33,6 +34,7 @@
 #include "preload/flush/output_dir.h"
 #include "preload/runtime/runtime_state.h"
 #include "preload/threads/thread_registry.h"
+#include "preload/stacks/local_stack.h"
 #include "preload/stacks/stack_unwinder.h"
 
 extern char** environ;
@@ -188,14 +190,15 @@ void StartRecording() {
   RegisterCoreEvents();
   RegisterTriggerEvents();  // the `trigger` event (preload/flush/window_keeper.h)
   // Before any recorder thread exists, so no unwinding path ever mallocs.
-  // libunwind opens its address-validation pipes here (fd_guard.h): they
-  // must sit in our range, and survive an application that closes every fd
-  // it did not open. The pipe hooks see to both; the snapshot protects them
-  // where the hooks are not reached.
+  // Both libunwind libraries start here and ask for their address-validation
+  // pipes, which the pipe hook fakes: no descriptor (validation_pipe.h). The
+  // snapshot protects real ones where the hook is not reached (fd_guard.h).
+  NoteLibunwindCode();
   const OpenFdSnapshot before_unwinders = SnapshotOpenFds();
   {
-    OwnPipesScope own_pipes;
+    LibunwindInitScope libunwind_init;
     stacks::PrepareUnwinders();
+    stacks::InitLocalStackCapture();
     if (AllocProfilerInit) AllocProfilerInit(cfg);
   }
   ProtectPipesOpenedSince(before_unwinders);

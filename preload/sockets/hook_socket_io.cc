@@ -18,6 +18,7 @@
 
 #include <tuple>
 
+#include "preload/fds/validation_pipe.h"
 #include "preload/sockets/socket_clock.h"
 #include "preload/sockets/socket_direct.h"
 #include "preload/sockets/socket_hot_path.h"
@@ -176,7 +177,11 @@ FR_HOOK int recvmmsg(int fd, mmsghdr* vec, unsigned vlen, int flags, struct time
 
 FR_HOOK ssize_t read(int fd, void* buf, size_t n) {
   const uint64_t e = Recorded(fd);
-  if (__builtin_expect(!e, 1)) return g_real_sock.read(fd, buf, n);
+  if (__builtin_expect(!e, 1)) {
+    // libunwind draining its address-check pipe, which is no descriptor.
+    if (__builtin_expect(fd == flightrec::kValidationReadFd, 0)) return flightrec::ValidationPipeRead();
+    return g_real_sock.read(fd, buf, n);
+  }
   return TimedCall<SockOp::kRead, &RealSocketFns::read>(e, 0, fd, buf, n);
 }
 

@@ -290,11 +290,10 @@ NOFILE = 64
 def test_low_nofile_limit(fr, trace_dir, tmp_path, sampler):
     """fault_fds opens /dev/null until EMFILE, works with no fd left, then
     gives them back. What is fair: the program gets every descriptor except
-    the few the recorder holds for the whole run — the segment file,
-    libunwind's address-validation pipes (two per unwinding thread), the
-    sampler thread's epoll set and eventfd (what it sleeps on) and, with
-    perf, two perf events per sampled thread — and it can see exactly which
-    ones those are. Nothing else changes: same output, same exit status."""
+    the one the recorder holds for the whole run, the segment file (with
+    perf: also two perf events per sampled thread and the sampler thread's
+    epoll set and eventfd) — and it can see exactly which ones those are.
+    Nothing else changes: same output, same exit status."""
     plain = launch(fr, tmp_path / "plain", ["--nofile", NOFILE], "fault_fds", preload=False)
     traced = launch(fr, trace_dir, ["--nofile", NOFILE], "fault_fds", env={"FLIGHTREC_SAMPLER": sampler})
     rest = lambda p: p.stdout.split("\n", 1)[1]
@@ -313,8 +312,9 @@ def test_low_nofile_limit(fr, trace_dir, tmp_path, sampler):
     # only reads (/proc files, ELF and debug files for symbols).
     passing = [t for _, t in held if t.startswith(("/proc/", "/usr/", "/lib", "/work/", str(fr.build)))]
     assert len(segments) == 1 and len(segments) + len(pipes) + len(perf) + len(wakeups) + len(passing) == len(held), held
-    assert len(pipes) <= 4 and len(perf) <= 2, held  # one sampled thread at that point: main
-    assert sorted(wakeups) == ["anon_inode:[eventfd]", "anon_inode:[eventpoll]"], held
+    # libunwind's address checks use no pipe (preload/fds/validation_pipe.h);
+    # both samplers here are SIGPROF timers, whose thread sleeps on a futex.
+    assert not pipes and not perf and not wakeups, held
     print(f"RLIMIT_NOFILE={NOFILE}, sampler={sampler}: program got {opened(traced)} of {opened(plain)}; "
           f"recorder held {len(held)}: {sorted(t if not t.startswith('/') else 'segment' for _, t in held)}")
     lines = fr_lines(traced.stderr)

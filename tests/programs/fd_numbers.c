@@ -1,9 +1,12 @@
 /* fd_numbers: the descriptor numbers a program picks for itself, and what
  * becomes of files it puts on low numbers while it allocates.
- *   fd_numbers DIR
+ *   fd_numbers DIR [high]
  *   1. prints "first N": the number open() gives its first file (3 when
  *      nothing else holds a low number, as without the recorder);
- *   2. for n in 3..15: creates DIR/in.n holding "line n" or an empty
+ *   2. for n in 3..15 (with "high": the 64 numbers under the soft
+ *      RLIMIT_NOFILE, taken as 1024 at most, where the recorder keeps its
+ *      own descriptors and libunwind's address-check pipe used to sit):
+ *      creates DIR/in.n holding "line n" or an empty
  *      DIR/out.n, alternating, and dup2s it onto n, as a shell does for
  *      `exec 3<in.3 4>out.4 ...`;
  *   3. allocates on two threads at several stack depths (under
@@ -18,10 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { kLow = 3, kHigh = 15 };
+static int kLow = 3, kHigh = 15;
 
 static char* volatile sink;
 
@@ -49,6 +53,12 @@ static void* worker(void* arg) {
 
 int main(int argc, char** argv) {
   if (argc < 2) return 1;
+  if (argc > 2 && strcmp(argv[2], "high") == 0) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 128) return 1;
+    kHigh = (rl.rlim_cur > 1024 ? 1024 : (int)rl.rlim_cur) - 1;
+    kLow = kHigh - 63;
+  }
   const int first = open("/dev/null", O_RDONLY);
   printf("first %d\n", first);
   close(first);
