@@ -48,7 +48,10 @@ __attribute__((noinline)) void OffCpuNoteBlock(uint64_t start_ns, uint64_t end_n
   // skip=1: drop this function; frame 0 is the hook (named like the call).
   const int n = stacks::CaptureCurrentStack(pcs, kMaxFrames, 1 + extra_skip, true);
   RecordWriter w(kRecOffCpuBlock, static_cast<uint32_t>(sizeof(OffCpuBlockRecord) + n * sizeof(uint64_t)), false);
-  if (!w.ok()) return;
+  if (!w.ok()) {  // counted by the writer; its time survives (offcpu.unattributed)
+    ts->offcpu_dropped.Add(end_ns - start_ns);
+    return;
+  }
   auto* r = static_cast<OffCpuBlockRecord*>(w.data());
   r->start_ns = start_ns;
   r->duration_ns = end_ns - start_ns;

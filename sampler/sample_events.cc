@@ -12,6 +12,8 @@
 
 #include "format/mi_containers.h"
 #include "format/segment_writer.h"
+#include "preload/runtime/core_events.h"
+#include "preload/threads/thread_registry.h"
 
 namespace flightrec::sampler {
 namespace {
@@ -20,7 +22,7 @@ using format::FieldType;
 using format::MiVector;
 using format::Value;
 
-uint32_t g_cpu_sample = 0, g_offcpu_sample = 0, g_lost = 0;
+uint32_t g_cpu_sample = 0, g_offcpu_sample = 0, g_lost = 0, g_offcpu_unattributed = 0;
 
 enum class Kind : uint8_t { kCpu, kOffCpu, kLost };
 
@@ -48,7 +50,9 @@ struct Queue {
   pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
   Batch pending;                      // guarded by mu
   Batch draining;                     // flush thread only
-  std::atomic<uint64_t> overflow{0};  // samples refused because the queue was full
+  std::atomic<uint64_t> overflow{0};  // CPU samples (and lost counts) refused because the queue was full
+  // Off-CPU samples refused: their blocks and time (duration x weight) survive.
+  DroppedTime offcpu_overflow;
   std::atomic<uint64_t> offered{0};   // every Push, queued or refused (SamplesOffered)
   uint64_t overflow_reported = 0;     // flush thread only
 };
@@ -66,7 +70,10 @@ void Push(Kind kind, uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int np
   Batch& b = q->pending;
   if (b.items.size() >= kMaxQueuedItems || b.pcs.size() + static_cast<size_t>(npcs) > kMaxQueuedPcs) {
     pthread_mutex_unlock(&q->mu);
-    q->overflow.fetch_add(kind == Kind::kLost ? value : 1, std::memory_order_relaxed);
+    if (kind == Kind::kOffCpu)
+      q->offcpu_overflow.Add(value * (weight ? weight : 1));
+    else
+      q->overflow.fetch_add(kind == Kind::kLost ? value : 1, std::memory_order_relaxed);
     return;
   }
   b.items.push_back(Item{kind, tid, static_cast<uint32_t>(npcs), weight, time_ns, value, reason, b.pcs.size()});
@@ -103,6 +110,13 @@ void QueueFlushSource(FlushContext& ctx) {
     EmitSamplerLost(ctx, ctx.now_ns, 0, overflow - q->overflow_reported);
     q->overflow_reported = overflow;
   }
+  // Counted as drops too (info), as a ring's refusal is by the RecordWriter.
+  EmitGlobalDrops(ctx, "offcpu.sample", EmitOffCpuUnattributed(ctx, 0, q->offcpu_overflow));
+}
+
+// After each drain of a thread's ring: the blocks it dropped meanwhile.
+void HarvestThreadOffCpuDrops(FlushContext& ctx) {
+  if (ctx.thread) EmitOffCpuUnattributed(ctx, static_cast<uint32_t>(ctx.thread->tid), ctx.thread->offcpu_dropped);
 }
 
 }  // namespace
@@ -126,6 +140,12 @@ void RegisterSampleEvents() {
                                       {"reason", S, ""},
                                       {"weight", U, "count"}}});
   g_lost = DefineEventType({"sampler.lost", {{"time", T, "ns"}, {"tid", U, ""}, {"count", U, "count"}}});
+  g_offcpu_unattributed = DefineEventType({"offcpu.unattributed",
+                                           {{"time", T, "ns"},
+                                            {"tid", U, ""},
+                                            {"samples", U, "count"},
+                                            {"duration_ns", U, "ns"}}});
+  RegisterThreadDrainedHook(HarvestThreadOffCpuDrops);
   void* mem = mi_malloc(sizeof(Queue));
   if (mem) {
     g_queue = new (mem) Queue();
@@ -153,6 +173,18 @@ void EmitSamplerLost(FlushContext& ctx, uint64_t time_ns, uint32_t tid, uint64_t
   if (!g_lost || !ctx.writer || count == 0) return;
   const Value v[] = {Value::U(time_ns), Value::U(tid), Value::U(count)};
   ctx.writer->Append(g_lost, v, 3);
+}
+
+uint64_t EmitOffCpuUnattributed(FlushContext& ctx, uint32_t tid, DroppedTime& d) {
+  // Two loads when nothing was dropped: this runs for every drained thread.
+  if (d.samples.load(std::memory_order_relaxed) == d.samples_reported &&
+      d.ns.load(std::memory_order_relaxed) == d.ns_reported)
+    return 0;
+  const DroppedTime::Delta delta = d.Harvest();
+  if (!g_offcpu_unattributed || !ctx.writer) return delta.samples;
+  const Value v[] = {Value::U(ctx.now_ns), Value::U(tid), Value::U(delta.samples), Value::U(delta.ns)};
+  ctx.writer->Append(g_offcpu_unattributed, v, 4);
+  return delta.samples;
 }
 
 void QueueCpuSample(uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs, uint64_t period_ns) {

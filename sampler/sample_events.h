@@ -1,5 +1,5 @@
 // Sample events: the event types the sampler writes (cpu.sample,
-// offcpu.sample, sampler.lost), their emitters, and the queue that carries
+// offcpu.sample, sampler.lost, offcpu.unattributed), their emitters, and the queue that carries
 // unwound samples from the sampler thread to the flush thread.
 //
 // Why a queue: the flush thread also symbolizes (the segment writer calls the
@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "preload/flush/flush_registry.h"
+#include "preload/threads/dropped_weight.h"
 #include "preload/stacks/stack_limits.h"
 
 namespace flightrec::sampler {
@@ -18,7 +19,8 @@ namespace flightrec::sampler {
 using stacks::kMaxFrames;
 using stacks::kTruncatedStackPc;
 
-// Defines the three event types and registers the queue's flush source.
+// Defines the four event types, registers the queue's flush source and the
+// harvest of each drained thread's dropped blocks.
 // Once, at init, before the flush thread starts.
 void RegisterSampleEvents();
 
@@ -32,9 +34,14 @@ void EmitCpuSample(FlushContext& ctx, uint64_t time_ns, uint32_t tid, const uint
 void EmitOffCpuSample(FlushContext& ctx, uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs,
                       uint64_t duration_ns, const char* reason, uint32_t weight = 1);
 void EmitSamplerLost(FlushContext& ctx, uint64_t time_ns, uint32_t tid, uint64_t count);
+// Off-CPU samples whose records were dropped (a thread's ring, the queue
+// below): one offcpu.unattributed (time, tid, samples, duration_ns) with what
+// `d` gained since its last harvest, if anything. Returns the samples.
+uint64_t EmitOffCpuUnattributed(FlushContext& ctx, uint32_t tid, DroppedTime& d);
 
 // Sampler thread: queue for the flush thread. Bounded: beyond the bound a
-// sample is counted and reported as sampler.lost (tid 0).
+// CPU sample is counted and reported as sampler.lost (tid 0), an off-CPU
+// one as offcpu.unattributed (tid 0) with its time.
 void QueueCpuSample(uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs, uint64_t period_ns);
 void QueueOffCpuSample(uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs, uint64_t duration_ns,
                        const char* reason, uint32_t weight);

@@ -4,6 +4,7 @@
 #include "preload/alloc/alloc_events.h"
 
 #include "preload/flush/flush_registry.h"
+#include "preload/runtime/core_events.h"
 #include "preload/threads/record_kinds.h"
 #include "preload/threads/thread_registry.h"
 
@@ -17,16 +18,60 @@ uint32_t t_sample = 0;
 uint32_t t_free = 0;
 uint32_t t_unattributed = 0;
 
-void DecodeSample(FlushContext& ctx, const RecordHeader& h, const void* payload) {
-  if (h.size < sizeof(RecordHeader) + AllocSampleRecordBytes(0)) return;
+// References whose stack the thread's table did not hold (flush thread only):
+// written with no stack, their weight kept; reported as alloc.stack_unknown.
+uint64_t g_refs_unknown = 0, g_refs_unknown_reported = 0;
+
+// The drained thread's table of pushed stacks (stack_refs.h), made on first
+// use and forgotten when the slot has a new owner. Null without a thread or memory.
+StackRefTable* StacksOf(FlushContext& ctx) {
+  ThreadState* ts = ctx.thread;
+  if (!ts) return nullptr;
+  if (!ts->alloc_stacks) ts->alloc_stacks = StackRefTable::Create(kMaxAllocFrames);
+  if (ts->alloc_stacks) ts->alloc_stacks->SyncGeneration(ts->generation);
+  return ts->alloc_stacks;
+}
+
+// A full sample record, bounds-checked: its frames (clamped to what the
+// record holds), remembered for later references. False: not a sample.
+bool LearnSample(FlushContext& ctx, const RecordHeader& h, const void* payload, uint32_t* npcs_out) {
+  if (h.size < sizeof(RecordHeader) + AllocSampleRecordBytes(0)) return false;
   const auto* r = static_cast<const AllocSampleRecord*>(payload);
   const uint32_t room = (h.size - sizeof(RecordHeader) - AllocSampleRecordBytes(0)) / sizeof(uint64_t);
   uint32_t npcs = r->npcs;
   if (npcs > room) npcs = room;
   if (npcs > kMaxAllocFrames) npcs = kMaxAllocFrames;
+  if (r->stack_hash)
+    if (StackRefTable* t = StacksOf(ctx)) t->Learn(r->stack_hash, r->pcs, npcs, r->sample_bytes);
+  *npcs_out = npcs;
+  return true;
+}
+
+void DecodeSample(FlushContext& ctx, const RecordHeader& h, const void* payload) {
+  uint32_t npcs = 0;
+  if (!LearnSample(ctx, h, payload, &npcs)) return;
+  const auto* r = static_cast<const AllocSampleRecord*>(payload);
   const uint64_t tid = ctx.thread ? static_cast<uint64_t>(ctx.thread->tid) : 0;
   Value v[] = {Value::U(r->time_ns), Value::U(tid), Value::U(r->address), Value::U(r->size),
                Value::Stack(r->pcs, npcs), Value::U(r->sample_bytes)};
+  ctx.writer->Append(t_sample, v, 6);
+}
+
+// No segment open: the sample is lost, but later references may need its stack.
+void DiscardSample(FlushContext& ctx, const RecordHeader& h, const void* payload) {
+  uint32_t npcs = 0;
+  LearnSample(ctx, h, payload, &npcs);
+}
+
+void DecodeSampleRef(FlushContext& ctx, const RecordHeader& h, const void* payload) {
+  if (h.size < sizeof(RecordHeader) + sizeof(AllocSampleRefRecord)) return;
+  const auto* r = static_cast<const AllocSampleRefRecord*>(payload);
+  const StackRefTable* t = StacksOf(ctx);
+  const StackRefTable::Entry* e = t ? t->Find(r->stack_hash) : nullptr;
+  if (!e) g_refs_unknown++;
+  const uint64_t tid = ctx.thread ? static_cast<uint64_t>(ctx.thread->tid) : 0;
+  Value v[] = {Value::U(r->time_ns), Value::U(tid), Value::U(r->address), Value::U(r->size),
+               e ? Value::Stack(e->pcs, e->npcs) : Value::Stack(nullptr, 0), Value::U(e ? e->extra : 0)};
   ctx.writer->Append(t_sample, v, 6);
 }
 
@@ -42,6 +87,10 @@ void DecodeFree(FlushContext& ctx, const RecordHeader& h, const void* payload) {
 // the weight of the samples it dropped meanwhile.
 void HarvestThreadDroppedWeight(FlushContext& ctx) {
   if (ctx.thread) EmitDroppedWeight(ctx, ctx.thread->alloc_dropped, static_cast<uint64_t>(ctx.thread->tid));
+  if (g_refs_unknown != g_refs_unknown_reported) {
+    EmitGlobalDrops(ctx, "alloc.stack_unknown", g_refs_unknown - g_refs_unknown_reported);
+    g_refs_unknown_reported = g_refs_unknown;
+  }
 }
 
 }  // namespace
@@ -76,7 +125,8 @@ void RegisterAllocEvents() {
                                      {"bytes", F, "bytes"},
                                      {"count", F, "count"}}});
   RegisterThreadDrainedHook(HarvestThreadDroppedWeight);
-  RegisterRecordKind(kRecAllocSample, "alloc.sample", DecodeSample);
+  RegisterRecordKind(kRecAllocSample, "alloc.sample", DecodeSample, DiscardSample);
+  RegisterRecordKind(kRecAllocSampleRef, "alloc.sample", DecodeSampleRef);
   RegisterRecordKind(kRecAllocFree, "alloc.free", DecodeFree);
 }
 

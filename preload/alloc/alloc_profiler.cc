@@ -219,22 +219,48 @@ __attribute__((noinline)) void RecordAllocation(void* ptr, size_t size) {
   if (keep > kMaxAllocFrames) keep = kMaxAllocFrames;
   if (truncated && keep > 1) pcs[skip + keep - 1] = stacks::kTruncatedStackPc;
   const uint32_t npcs = static_cast<uint32_t>(keep);
-  RecordWriter w(kRecAllocSample, AllocSampleRecordBytes(npcs));
-  if (!w.ok()) {  // counted by the writer; not in the trace, so not tracked
-    NoteDroppedSample(size);
+  if (!PushAllocSample(tls_state, ptr, size, g_mean, pcs + skip, npcs)) {
+    NoteDroppedSample(size);  // counted by the writer; not in the trace, so not tracked
     return;
   }
-  auto* r = static_cast<AllocSampleRecord*>(w.data());
-  r->time_ns = MonotonicNs();
-  r->address = reinterpret_cast<uint64_t>(ptr);
-  r->size = size;
-  r->sample_bytes = g_mean;
-  r->npcs = npcs;
-  r->reserved = 0;
-  memcpy(r->pcs, pcs + skip, npcs * sizeof(uint64_t));
   // A refused insert is counted (alloc.table_full): that block's free will
   // not be seen and it will look live.
   g_sampled.Insert(reinterpret_cast<uintptr_t>(ptr));
+}
+
+bool PushAllocSample(ThreadState* ts, void* ptr, size_t size, uint64_t sample_bytes, const uint64_t* pcs,
+                     uint32_t npcs) {
+  // A stack this thread already pushed in full costs its hash only
+  // (stack_refs.h). Only a committed full record marks it known.
+  const uint64_t hash = HashStack(pcs, npcs);
+  if (ts && ts->alloc_stacks_pushed.Known(hash)) {
+    RecordWriter w(ts, kRecAllocSampleRef, sizeof(AllocSampleRefRecord));
+    if (!w.ok()) return false;
+    auto* r = static_cast<AllocSampleRefRecord*>(w.data());
+    r->time_ns = MonotonicNs();
+    r->address = reinterpret_cast<uint64_t>(ptr);
+    r->size = size;
+    r->stack_hash = hash;
+    return true;
+  }
+  {
+    RecordWriter w(ts, kRecAllocSample, AllocSampleRecordBytes(npcs));  // ts null: registers the thread
+    if (!w.ok()) return false;
+    auto* r = static_cast<AllocSampleRecord*>(w.data());
+    r->time_ns = MonotonicNs();
+    r->address = reinterpret_cast<uint64_t>(ptr);
+    r->size = size;
+    r->sample_bytes = sample_bytes;
+    r->stack_hash = hash;
+    r->npcs = npcs;
+    r->reserved = 0;
+    memcpy(r->pcs, pcs, npcs * sizeof(uint64_t));
+    ts = w.thread();
+  }
+  // After the commit (the writer's destructor): no other push of this
+  // thread's can come between, its own signal handlers never sample.
+  ts->alloc_stacks_pushed.MarkCommitted(hash);
+  return true;
 }
 
 bool TakeSampled(void* ptr) { return g_sampled.Remove(reinterpret_cast<uintptr_t>(ptr)); }

@@ -30,6 +30,8 @@ namespace flightrec {
 // it when FLIGHTREC_ALLOC_SAMPLE_BYTES=0, the hooks only forward.
 void AllocProfilerInit(const Config& config);
 
+struct ThreadState;
+
 namespace alloc {
 
 // Live sampled addresses. The free() hook calls g_sampled.MaybeContains()
@@ -45,6 +47,13 @@ bool AllocShouldSample(size_t size);
 
 // Sampled path: capture the caller's stack, push alloc.sample, remember ptr.
 void RecordAllocation(void* ptr, size_t size);
+
+// Its push (exposed for the unit tests): one sample with its captured stack
+// into ts's ring (ts null: the calling thread's, registered if need be); the
+// whole stack the first time ts pushes it, its hash after that
+// (preload/threads/stack_refs.h). False: the ring had no room.
+bool PushAllocSample(ThreadState* ts, void* ptr, size_t size, uint64_t sample_bytes, const uint64_t* pcs,
+                     uint32_t npcs);
 
 // Free side. RecordFreeIfSampled: removes ptr from the set and pushes
 // alloc.free if it was there. Must run before the real free, so the address

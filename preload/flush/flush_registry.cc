@@ -15,6 +15,7 @@ namespace {
 struct KindEntry {
   const char* name = nullptr;
   RecordDecodeFn decode = nullptr;
+  RecordDecodeFn discard = nullptr;
 };
 
 struct Registry {
@@ -40,10 +41,11 @@ uint32_t DefineEventType(const format::EventTypeSpec& spec) {
   return static_cast<uint32_t>(R().event_types.size());
 }
 
-void RegisterRecordKind(uint16_t kind, const char* name, RecordDecodeFn decode) {
+void RegisterRecordKind(uint16_t kind, const char* name, RecordDecodeFn decode, RecordDecodeFn discard) {
   if (kind >= kRecordKindCount) return;
   R().kinds[kind].name = name;
   R().kinds[kind].decode = decode;
+  R().kinds[kind].discard = discard;
 }
 
 const char* RecordKindName(uint16_t kind) {
@@ -64,6 +66,10 @@ void DefineAllEventTypes(format::SegmentWriter* writer) {
 
 RecordDecodeFn DecoderFor(uint16_t kind) {
   return kind < kRecordKindCount ? R().kinds[kind].decode : nullptr;
+}
+
+RecordDecodeFn DiscarderFor(uint16_t kind) {
+  return kind < kRecordKindCount ? R().kinds[kind].discard : nullptr;
 }
 
 void RunFlushSources(FlushContext& ctx) {

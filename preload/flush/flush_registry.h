@@ -46,7 +46,10 @@ using ShutdownHookFn = void (*)(uint64_t deadline_monotonic_ns);
 using ThreadDrainedFn = void (*)(FlushContext& ctx);
 
 uint32_t DefineEventType(const format::EventTypeSpec& spec);
-void RegisterRecordKind(uint16_t kind, const char* name, RecordDecodeFn decode);
+// discard (optional) sees the records drained while no segment is open
+// (ctx.writer unusable), which decode never sees: for state a decoder keeps
+// across records (stack references, stack_refs.h).
+void RegisterRecordKind(uint16_t kind, const char* name, RecordDecodeFn decode, RecordDecodeFn discard = nullptr);
 const char* RecordKindName(uint16_t kind);
 void RegisterFlushSource(FlushSourceFn fn);
 void RegisterSealHook(SealHookFn fn);

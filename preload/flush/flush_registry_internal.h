@@ -10,6 +10,7 @@ namespace flightrec {
 // order, so ids match those DefineEventType returned.
 void DefineAllEventTypes(format::SegmentWriter* writer);
 RecordDecodeFn DecoderFor(uint16_t kind);
+RecordDecodeFn DiscarderFor(uint16_t kind);  // null: nothing to do for a discarded record
 void RunFlushSources(FlushContext& ctx);
 void RunSealHooks(const std::string& path);
 void RunShipHooks(const std::string& path);

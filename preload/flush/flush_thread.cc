@@ -374,8 +374,11 @@ void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
   s.busy_ring_bytes = SIZE_MAX;
   // Kinds are registered at init: look each decoder up once per drain, not
   // once per record.
-  RecordDecodeFn decoders[kRecordKindCount];
-  for (uint16_t k = 0; k < kRecordKindCount; k++) decoders[k] = DecoderFor(k);
+  RecordDecodeFn decoders[kRecordKindCount], discarders[kRecordKindCount];
+  for (uint16_t k = 0; k < kRecordKindCount; k++) {
+    decoders[k] = DecoderFor(k);
+    discarders[k] = DiscarderFor(k);
+  }
   s.slots.AddNew(RegistryHead());
   auto visit = [&](ThreadState* ts) {
     const int st = ts->state.load(std::memory_order_acquire);
@@ -388,6 +391,7 @@ void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
       ctx.work++;
       if (!writing) {
         s.discarded[h.kind < kRecordKindCount ? h.kind : 0]++;
+        if (h.kind < kRecordKindCount && discarders[h.kind]) discarders[h.kind](ctx, h, payload);
       } else if (fn) {
         fn(ctx, h, payload);
       }

@@ -33,6 +33,7 @@
 #include "preload/heap/recorder_heap.h"
 #include "preload/flush/output_dir.h"
 #include "preload/runtime/runtime_state.h"
+#include "preload/threads/ring_growth.h"
 #include "preload/threads/thread_registry.h"
 #include "preload/stacks/local_stack.h"
 #include "preload/stacks/stack_unwinder.h"
@@ -186,6 +187,8 @@ void StartRecording() {
   StdioPlaceholders keep_stdio_free;
   SetConfig(cfg);
   InitThreadRegistry();
+  // Before any thread can burst: the first drain may be late (nice +10).
+  PrepareSpareRings(cfg.ring_bytes);
   LastThreadWatchInit();
   RegisterCoreEvents();
   RegisterTriggerEvents();  // the `trigger` event (preload/flush/window_keeper.h)

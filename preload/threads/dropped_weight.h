@@ -60,4 +60,30 @@ struct DroppedWeight {
   }
 };
 
+// The same for off-CPU samples (blocks) whose records were dropped: how many
+// and how long they were (each block's duration is known when it is
+// dropped). Harvested into offcpu.unattributed (sampler/sample_events.cc).
+struct DroppedTime {
+  std::atomic<uint64_t> samples{0};
+  std::atomic<uint64_t> ns{0};
+  uint64_t samples_reported = 0, ns_reported = 0;  // flush-thread private
+
+  void Add(uint64_t duration_ns) {
+    samples.fetch_add(1, std::memory_order_relaxed);
+    ns.fetch_add(duration_ns, std::memory_order_relaxed);
+  }
+  struct Delta {
+    uint64_t samples, ns;
+  };
+  // Flush thread: the growth since the last harvest ({0, 0}: nothing new).
+  Delta Harvest() {
+    const uint64_t s = samples.load(std::memory_order_relaxed);
+    const uint64_t n = ns.load(std::memory_order_relaxed);
+    Delta d{s - samples_reported, n - ns_reported};
+    samples_reported = s;
+    ns_reported = n;
+    return d;
+  }
+};
+
 }  // namespace flightrec

@@ -16,6 +16,7 @@ enum RecordKind : uint16_t {
   // allocations (preload/alloc_*)
   kRecAllocSample = 10,
   kRecAllocFree = 11,
+  kRecAllocSampleRef = 12,  // a sample whose stack the thread pushed before (stack_refs.h)
   // sampling (sampler/)
   kRecCpuSample = 20,      // SIGPROF fallback: registers + stack copy
   kRecOffCpuBlock = 21,    // a blocking call longer than FLIGHTREC_OFFCPU_MIN_US

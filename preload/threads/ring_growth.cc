@@ -70,6 +70,8 @@ void Unmap(ThreadState* ts) {
 
 }  // namespace
 
+void PrepareSpareRings(size_t base_ring_bytes) { RefillSpares(base_ring_bytes); }
+
 void NoteRingDrained(ThreadState* ts, uint64_t drained, uint64_t now_ns) {
   ts->ring_window_bytes += drained;
   const size_t base = ts->ring.capacity();

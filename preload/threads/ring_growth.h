@@ -58,6 +58,12 @@ void NoteRingDrained(ThreadState* ts, uint64_t drained, uint64_t now_ns);
 // for every slot in a fork child.
 void ReleaseRingGrowth(ThreadState* ts);
 
+// At init, before the flush thread starts (which refills them after that):
+// maps the spares for rings of base_ring_bytes, so a thread that bursts
+// before the flush thread's first drain (a short process, a starved flush
+// thread) finds one. Address space only until a thread writes into one.
+void PrepareSpareRings(size_t base_ring_bytes);
+
 // Threads holding a grown (or offered) ring now; spares not counted.
 int GrownRings();
 

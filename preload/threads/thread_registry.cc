@@ -103,6 +103,9 @@ ThreadState* RegisterCurrentThread(pid_t parent_tid, uint64_t start_routine) {
     return nullptr;
   }
   ts->ring.Reset();  // a grown ring was released when the slot was freed (ring_growth.h)
+  // Nothing of this thread's reached the consumer yet (its table forgets at
+  // the generation below).
+  ts->alloc_stacks_pushed.Clear();
   for (int i = 0; i < kRecordKindCount; ++i) {
     ts->dropped[i].store(0, std::memory_order_relaxed);
     ts->dropped_reported[i] = 0;

@@ -20,6 +20,7 @@
 #include "preload/threads/dropped_weight.h"
 #include "preload/threads/record_kinds.h"
 #include "preload/threads/ring.h"
+#include "preload/threads/stack_refs.h"
 #include "preload/sockets/socket_gaps.h"
 
 namespace flightrec {
@@ -51,6 +52,13 @@ struct ThreadState {
   SockGapTable sock_gaps;
   // dropped_weight.h: the weight of sampled allocations whose records were dropped.
   DroppedWeight alloc_dropped;
+  // dropped_weight.h: the blocks (off-CPU samples) whose records were dropped.
+  DroppedTime offcpu_dropped;
+  // stack_refs.h: allocation stacks this thread pushed in full (producer,
+  // cleared when a thread claims the slot), and the flush thread's frames
+  // for them (created on the first sample, kept with the slot).
+  StackRefCache alloc_stacks_pushed;
+  StackRefTable* alloc_stacks = nullptr;
   // ring_growth.h, flush-thread private: bytes drained since the window began.
   uint64_t ring_window_start_ns = 0;
   uint64_t ring_window_bytes = 0;

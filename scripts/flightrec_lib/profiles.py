@@ -27,8 +27,11 @@ that one frame, so every report built from here shows it and totals stay
 right. alloc: the alloc.unattributed events (the exact estimated bytes and
 count of the dropped samples). cpu: sampler.lost counts (records lost in
 the perf rings or ours) times the profile's period, an estimate (with perf,
-lost records include context-switch records). offcpu and live have none:
-a lost block's duration, and whether a dropped sample was freed, are unknown.
+lost records include context-switch records). offcpu: the
+offcpu.unattributed events (blocks whose records were dropped in our rings
+or queue, with their exact durations; blocks lost in perf's kernel rings
+have no known duration and are only counted, in sampler.lost). live has
+none: whether a dropped sample was freed is unknown.
 
 Speed: events are read column by column and aggregated by stack id per
 segment first; each distinct stack is resolved to frames once.
@@ -239,7 +242,9 @@ UNATTRIBUTED_FRAMES = [{"function": UNATTRIBUTED, "file": "", "line": 0, "addres
 UNATTRIBUTED_SID = -1  # stands for UNATTRIBUTED_FRAMES where a stack id goes
 # Events that carry dropped weight, per kind, and the fields read from them.
 UNATTRIBUTED_EVENTS = {"alloc": ("alloc.unattributed", ["time", "tid", "samples", "bytes", "count"]),
-                       "cpu": ("sampler.lost", ["time", "tid", "count"])}
+                       "cpu": ("sampler.lost", ["time", "tid", "count"]),
+                       "offcpu": ("offcpu.unattributed", ["time", "tid", "samples", "duration_ns"])}
+_UNATTRIBUTED_FIELDS = {name: fields for name, fields in UNATTRIBUTED_EVENTS.values()}
 _FLOAT_FIELDS = {"alloc.unattributed": ("bytes", "count")}
 
 _TIME_RE = re.compile(r"^(-?)(\d+(?:\.\d*)?|\.\d+)(ns|us|ms|s|m)?$")
@@ -411,16 +416,16 @@ def select_columns(batch, fields, problems):
 
 
 def unattributed_rows(batch, problems, lo=None, hi=None, tids=None):
-    """(time, tid, samples, bytes, count) per alloc.unattributed event of the
-    batch within [lo, hi] and the thread set, or per sampler.lost event
-    (bytes and count then 0: the caller weighs the samples)."""
-    fields = UNATTRIBUTED_EVENTS["alloc" if batch.type.name == "alloc.unattributed" else "cpu"][1]
+    """(time, tid, samples, weight, count) per alloc.unattributed event of the
+    batch within [lo, hi] and the thread set (weight: bytes), per
+    offcpu.unattributed event (weight: duration_ns, count 0), or per
+    sampler.lost event (weight and count 0: the caller weighs the samples)."""
+    fields = _UNATTRIBUTED_FIELDS[batch.type.name]
     cols = select_columns(batch, fields, problems)
     if cols is None:
         return []
     columns = [cols[f] for f in fields]
-    if len(columns) == 3:
-        columns += [repeat(0.0), repeat(0.0)]
+    columns += [repeat(0.0)] * (5 - len(columns))
     return [r for r in zip(*columns)
             if (lo is None or lo <= r[0] <= hi) and (tids is None or r[1] in tids)]
 

@@ -7,6 +7,7 @@ forced with the smallest ring (4 KiB), and provoked naturally with a CPU hog
 on every core starving the flush thread; no assertion depends on timing."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -141,3 +142,26 @@ def test_lost_cpu_samples_are_reported_with_their_time(fr, lost_dir):
     assert UNATTRIBUTED in fr.dump_run("tree", lost_dir).stdout
     # Off-CPU has no such entry: a lost block's duration is unknown.
     assert UNATTRIBUTED not in fr.dump_run("top", "--kind", "offcpu", lost_dir, check=False).stdout
+
+
+# ---- Stacks by reference (threads/stack_refs.h): exact attribution ---------------------
+
+def test_every_allocation_sampled_lands_on_its_own_site(fr, trace_dir):
+    # Rate 1: every allocation is a sample of weight exactly its size, and all
+    # but the first of each stack on a thread travel the ring as a hash. Each
+    # function's site must hold its own truth exactly, less only what was
+    # dropped (unattributed, exact too): a reference resolved to another
+    # thread's or an older stack would move bytes between sites.
+    truth = run_burst(fr, trace_dir, {"FLIGHTREC_ALLOC_SAMPLE_BYTES": 1})
+    doc = fr.dump_json("heap", "--json", trace_dir)
+    unattributed = doc["unattributed_bytes_est"]
+    got = {name: 0 for name in truth}
+    for s in doc["sites"]:
+        full = s.get("function_full") or s["function"]
+        assert "[no stack]" not in full, s
+        m = re.search(r"(\w+)\(", full)  # "(anonymous namespace)::keep_pages()"
+        if m and m.group(1) in got:
+            got[m.group(1)] += s["allocated_bytes_est"]
+    for name, t in truth.items():
+        assert t["bytes"] - unattributed <= got[name] <= t["bytes"], (name, got[name], t["bytes"], unattributed)
+    assert fr.dump_json("info", "--json", trace_dir)["dropped"].get("alloc.stack_unknown", 0) == 0

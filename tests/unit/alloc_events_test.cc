@@ -20,10 +20,9 @@ using namespace flightrec::alloc;
 
 namespace {
 
+// Once per process, whichever test file comes first (alloc_stack_refs_test.cc too).
 void RegisterOnce() {
-  static bool done = false;
-  if (!done) RegisterAllocEvents();
-  done = true;
+  if (!DecoderFor(kRecAllocSample)) RegisterAllocEvents();
 }
 
 // A record as the ring holds it: header, then payload, 8-byte aligned.
