@@ -180,8 +180,13 @@ void* SamplerMain(void*) {
   const int period_ms = static_cast<int>(g_ctl.period_ms);
   int wait_ms = period_ms;
   CrashFreezeJoin();
+  // The first pass collects before sleeping: rings may have filled before
+  // this thread existed (it starts when the recorder goes live), and the
+  // nudges that said so bumped the futex word before there was a sleeper.
+  bool first = true;
   for (;;) {
-    WaitForWork(pressure ? kPressureWaitMs : wait_ms);
+    if (!first) WaitForWork(pressure ? kPressureWaitMs : wait_ms);
+    first = false;
     CrashFreezePark();  // the program's crash handler is running: touch nothing
     int expected = kIdle;
     if (!g_ctl.phase.compare_exchange_strong(expected, kCollecting, std::memory_order_acq_rel)) break;
