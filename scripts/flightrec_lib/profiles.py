@@ -49,7 +49,7 @@ import re
 from collections import Counter
 from itertools import compress, repeat
 
-from . import cli, names, segment
+from . import cli, names, replay, segment
 
 KINDS = {
     "cpu": {"event": "cpu.sample", "unit": "ns", "title": "CPU",
@@ -442,6 +442,55 @@ def _accumulate(acc, key, samples, weight, objects, first_time):
             a[3] = first_time
 
 
+def _live_frees(cols, hi):
+    """(time, 1, 0, address, None, 0, 0) per alloc.free event at or before hi."""
+    return [(t, 1, 0, a, None, 0, 0) for t, a in zip(cols["time"], cols["address"]) if hi is None or t <= hi]
+
+
+def _widen(seg_spans, si, times):
+    """Widens segment si's [lo, hi] to cover times."""
+    lo, hi = min(times), max(times)
+    span = seg_spans.get(si)
+    if span is None:
+        seg_spans[si] = [lo, hi]
+    else:
+        span[0] = min(span[0], lo)
+        span[1] = max(span[1], hi)
+
+
+def _live_events(trace, members, live_filter, fields, problems):
+    """The --kind live events of a cluster of segments (replay.py), taken as
+    the first pass of build took them, sorted: (time, 0 alloc / 1 free, seq,
+    address, aggregation key, size, rate)."""
+    events = []
+    seq = 0
+    for si in members:
+        seg = trace.segments[si]
+        lo, hi, tids = live_filter[si]
+        for batch in seg.batches:
+            if batch.type.name == "alloc.free":
+                cols = select_columns(batch, ["time", "address"], problems)
+                if cols is not None:
+                    events.extend(_live_frees(cols, hi))
+                continue
+            if batch.type.name != "alloc.sample":
+                continue
+            cols = select_columns(batch, fields, problems)
+            if cols is None:
+                continue
+            times, tidc, stacks, addrs, sizes, rates = [cols[f] for f in fields]
+            keep = [(lo is None or lo <= t <= hi) and (tids is None or tid in tids) for t, tid in zip(times, tidc)]
+            n = sum(keep)
+            if not n:
+                continue
+            events.extend(zip(compress(times, keep), repeat(0), range(seq, seq + n), compress(addrs, keep),
+                              zip(repeat(si), compress(tidc, keep), compress(stacks, keep)),
+                              compress(sizes, keep), compress(rates, keep)))
+            seq += n
+    events.sort(key=operator.itemgetter(0, 1, 2))
+    return events
+
+
 def build(trace, kind, thread=None, t_from=None, t_to=None):
     """The profile of one kind over a Trace, filtered by thread and time."""
     if kind not in KINDS:
@@ -459,9 +508,9 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
 
     acc = {}       # (segment index, tid, stack id) -> [samples, weight, objects, first mono time]
     periods = Counter()
-    live = {}      # process key -> [(time, 0 alloc / 1 free, seq, address, agg key, size, rate)]
+    live = {}      # process key -> {segment index: [lo, hi] of the alloc events taken}
+    live_filter = {}  # segment index -> (lo, hi, tids) its alloc.sample events were taken with
     span = [None, None]
-    seq = 0
     for si, seg in enumerate(trace.segments):
         pid = seg.pid
         if selector is None:
@@ -478,6 +527,8 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
             lo = bounds[0] - h["anchor_realtime_ns"] + h["anchor_monotonic_ns"]
             hi = bounds[1] - h["anchor_realtime_ns"] + h["anchor_monotonic_ns"]
         seg_lo = seg_hi = None  # monotonic span of the events taken from this segment
+        if kind == "live":
+            live_filter[si] = (lo, hi, tids)  # the second pass takes the same events
         for batch in seg.batches:
             if kind in UNATTRIBUTED_EVENTS and batch.type.name == UNATTRIBUTED_EVENTS[kind][0]:
                 for t, tid, n, b, c in unattributed_rows(batch, problems, lo, hi, tids):
@@ -491,9 +542,10 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
                 if cols is None:
                     continue
                 # Frees from any thread count; a free after --to leaves the block live at --to.
-                frees = [(t, 1, 0, a, None, 0, 0) for t, a in zip(cols["time"], cols["address"])
-                         if hi is None or t <= hi]
-                live.setdefault(_process_key(seg), []).extend(frees)
+                frees = _live_frees(cols, hi)
+                seg_spans = live.setdefault(_process_key(seg), {})
+                if frees:
+                    _widen(seg_spans, si, [f[0] for f in frees])
                 continue
             if batch.type.name != event:
                 continue
@@ -518,12 +570,8 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
             seg_lo = t0 if seg_lo is None or t0 < seg_lo else seg_lo
             seg_hi = t1 if seg_hi is None or t1 > seg_hi else seg_hi
             if kind == "live":
-                addrs, sizes, rates = columns[3:]
-                periods.update(rates[:PERIOD_PROBE])
-                live.setdefault(_process_key(seg), []).extend(
-                    zip(times, repeat(0), range(seq, seq + len(times)), addrs,
-                        zip(repeat(si), tidc, stacks), sizes, rates))
-                seq += len(times)
+                periods.update(columns[5][:PERIOD_PROBE])
+                _widen(live.setdefault(_process_key(seg), {}), si, (t0, t1))
                 continue
             # (tid, stack) -> time of its first occurrence: reversed, so the earliest wins.
             first = dict(zip(zip(reversed(tidc), reversed(stacks)), reversed(times)))
@@ -554,15 +602,17 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
 
     if kind == "live":
         # Replay each process's allocations and frees in time order (at equal
-        # times an allocation goes first): what is left was never freed.
-        for events in live.values():
-            events.sort(key=operator.itemgetter(0, 1, 2))
+        # times an allocation goes first), a cluster of segments at a time
+        # (replay.py): what is left was never freed.
+        for seg_spans in live.values():
             held = {}
-            for t, what, _, addr, key, size, rate in events:
-                if what == 0:
-                    held[addr] = (key, t, size, rate)
-                else:
-                    held.pop(addr, None)
+            for members in replay.clusters([(lo, hi, si) for si, (lo, hi) in seg_spans.items()]):
+                for t, what, _, addr, key, size, rate in _live_events(trace, members, live_filter, fields,
+                                                                      problems):
+                    if what == 0:
+                        held[addr] = (key, t, size, rate)
+                    else:
+                        held.pop(addr, None)
             for key, t, size, rate in held.values():
                 w, c = alloc_weight(size, rate)
                 _accumulate(acc, key, 1, w, c, t)

@@ -41,7 +41,7 @@ import re
 import sys
 from collections import Counter
 
-from .. import cli, names, profiles
+from .. import cli, names, profiles, replay
 
 # Frames that belong to an allocator rather than to the program: the
 # allocation entry points and C++ allocation plumbing. Matched on the
@@ -158,26 +158,27 @@ def _columns(batch, fields, problems):
 
 
 def build(trace):
-    """The heap report as a dict (the --json document), plus notes for stderr."""
+    """The heap report as a dict (the --json document), plus notes for stderr.
+
+    Two passes, so that memory follows the largest segment rather than the
+    trace: the first aggregates per site and notes where each process's
+    events are; the second replays each process (replay.py), a cluster of
+    segments at a time, for what is live at the end and the peak."""
     problems = set()
     sites = {}           # (function, file, line) -> Site
     site_of = {}         # (segment index, stack id) -> (Site, path labels)
-    per_process = {}     # process key -> [(time, 0 sample / 1 free, seq, address, site, path, w, wall offset)]
+    spans = {}           # process key -> {segment index: [lo, hi] of its alloc event times}
     rates = Counter()
-    seq = 0
     unattributed = Site(profiles.UNATTRIBUTED, "", 0, profiles.UNATTRIBUTED)
     unattributed_samples = 0
     for si, seg in enumerate(trace.segments):
         key = profiles._process_key(seg)
-        h = seg.header
-        off = h["anchor_realtime_ns"] - h["anchor_monotonic_ns"]  # monotonic -> wall clock
         for batch in seg.batches:
             name = batch.type.name
             if name == "alloc.free":
                 cols = _columns(batch, ["time", "address"], problems)
                 if cols is not None:
-                    per_process.setdefault(key, []).extend(
-                        (t, 1, 0, a, None, None, 0.0, off) for t, a in zip(*cols))
+                    _widen(spans.setdefault(key, {}), si, cols[0])
                 continue
             if name == "alloc.unattributed":
                 for _, _, n, b, c in profiles.unattributed_rows(batch, problems):
@@ -192,8 +193,8 @@ def build(trace):
                 continue
             times, addrs, sizes, stacks, srates = cols
             rates.update(srates)
-            events = per_process.setdefault(key, [])
-            for t, addr, size, sid, rate in zip(times, addrs, sizes, stacks, srates):
+            _widen(spans.setdefault(key, {}), si, times)
+            for size, sid, rate in zip(sizes, stacks, srates):
                 sk = (si, sid)
                 hit = site_of.get(sk)
                 if hit is None:
@@ -205,38 +206,22 @@ def build(trace):
                 site.count += c
                 site.paths[path] += w
                 site.vias[via] += w
-                events.append((t, 0, seq, addr, site, path, w, off))
-                seq += 1
 
     # Replay each process in its own monotonic time order (an allocation
     # before a free at equal times): the blocks left are live at the end.
-    # Changes of the live total are collected on the wall clock so the peak
+    # Changes of the live total are merged on the wall clock so the peak
     # is that of all processes together.
-    live_total = 0.0
-    changes = []  # (wall time, +/- estimated bytes)
-    for events in per_process.values():
-        events.sort(key=operator.itemgetter(0, 1, 2))
-        held = {}
-        for t, what, _, addr, site, path, w, off in events:
-            if what == 0:
-                old = held.get(addr)
-                if old is not None:  # its free was lost (dropped): do not count it twice
-                    changes.append((t + off, -old[2]))
-                held[addr] = (site, path, w)
-                changes.append((t + off, w))
-            else:
-                old = held.pop(addr, None)
-                if old is not None:
-                    changes.append((t + off, -old[2]))
-        for site, path, w in held.values():
-            site.live += w
-            live_total += w
-    changes.sort(key=operator.itemgetter(0))  # stable: per-process order kept on ties
+    replays = [_Replay(trace, seg_spans, site_of, problems) for seg_spans in spans.values()]
     running = peak_total = 0.0
-    for _, d in changes:
+    for _, d in replay.merge_streams([r.changes() for r in replays]):
         running += d
         if running > peak_total:
             peak_total = running
+    live_total = 0.0
+    for r in replays:
+        for site, path, w in r.held.values():
+            site.live += w
+            live_total += w
 
     sample_bytes = rates.most_common(1)[0][0] if rates else _configured_rate(trace)
     rows = [s for s in sites.values()] + ([unattributed] if unattributed_samples else [])
@@ -268,6 +253,86 @@ def build(trace):
         elif lost.get(kind):
             notes.append(_lost_note(kind, lost[kind]))
     return doc, notes
+
+
+def _widen(seg_spans, si, times):
+    """Widens segment si's [lo, hi] to cover times."""
+    lo, hi = min(times), max(times)
+    span = seg_spans.get(si)
+    if span is None:
+        seg_spans[si] = [lo, hi]
+    else:
+        span[0] = min(span[0], lo)
+        span[1] = max(span[1], hi)
+
+
+class _Replay:
+    """One process's allocations and frees replayed in time order, a cluster
+    of overlapping segments at a time (replay.py). `held`: address ->
+    (site, path, estimated bytes) of the blocks live so far."""
+
+    def __init__(self, trace, seg_spans, site_of, problems):
+        self.trace = trace
+        self.spans = seg_spans  # {segment index: [lo, hi]}, in the order first seen
+        self.site_of = site_of
+        self.problems = problems
+        self.held = {}
+
+    def _offset(self, si):
+        h = self.trace.segments[si].header
+        return h["anchor_realtime_ns"] - h["anchor_monotonic_ns"]  # monotonic -> wall clock
+
+    def changes(self):
+        """(wall time, +/- estimated bytes) of the live total, sorted by wall
+        time (stable: replay order on ties)."""
+        groups = list(replay.clusters([(lo, hi, si) for si, (lo, hi) in self.spans.items()]))
+        # The earliest wall time each cluster can hold, and from it what any later one can.
+        floors = [min(self.spans[si][0] + self._offset(si) for si in g) for g in groups]
+        later = [None] * len(groups)
+        for i in range(len(groups) - 2, -1, -1):
+            later[i] = floors[i + 1] if later[i + 1] is None else min(floors[i + 1], later[i + 1])
+        return replay.wall_ordered(zip(later, map(self._replay, groups)))
+
+    def _replay(self, members):
+        held, changes = self.held, []
+        for t, what, _, addr, site, path, w, off in self._events(members):
+            if what == 0:
+                old = held.get(addr)
+                if old is not None:  # its free was lost (dropped): do not count it twice
+                    changes.append((t + off, -old[2]))
+                held[addr] = (site, path, w)
+                changes.append((t + off, w))
+            else:
+                old = held.pop(addr, None)
+                if old is not None:
+                    changes.append((t + off, -old[2]))
+        return changes
+
+    def _events(self, members):
+        """The cluster's events, sorted: (time, 0 sample / 1 free, seq, address,
+        site, path, w, wall offset)."""
+        events = []
+        seq = 0
+        for si in members:  # segment order, as the first pass met them
+            seg = self.trace.segments[si]
+            off = self._offset(si)
+            for batch in seg.batches:
+                name = batch.type.name
+                if name == "alloc.free":
+                    cols = _columns(batch, ["time", "address"], self.problems)
+                    if cols is not None:
+                        events.extend((t, 1, 0, a, None, None, 0.0, off) for t, a in zip(*cols))
+                elif name == "alloc.sample":
+                    cols = _columns(batch, ["time", "address", "size", "stack", "sample_bytes"], self.problems)
+                    if cols is None:
+                        continue
+                    for t, addr, size, sid, rate in zip(*cols):
+                        site, path, _ = self.site_of[(si, sid)]
+                        w, _ = profiles.alloc_weight(size, rate)
+                        events.append((t, 0, seq, addr, site, path, w, off))
+                        seq += 1
+        events.sort(key=operator.itemgetter(0, 1, 2))
+        return events
 
 
 def _resolve_site(frames, sites):

@@ -1,0 +1,112 @@
+"""flightrec-dump's memory follows the largest segment, not the trace (issue
+#29 item 1): a long, legitimate trace of one process (many segments written
+one after the other, each full of allocation samples and frees) is read by
+`heap`, `top --kind live`, `top` and `info` within a bound that holding every
+event at once would exceed several times over.
+
+The trace is built by hand (tests/fuzz/hostile_segments.py helpers) so it is
+large yet cheap to make: each segment holds SAMPLES alloc.sample events and
+frees of all but KEPT of them, at times after the previous segment's (so
+what is live stays small: the replay's own state is not what is measured).
+Peak RSS comes from wait4() (test_dump_hostile.run_dump)."""
+import json
+import os
+import struct
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from test_dump_hostile import hs, run_dump  # noqa: E402
+
+SEGMENTS = 16
+SAMPLES = 120_000
+KEPT = 1000
+SITES = 4
+PID = 4321
+# Holding every event of this trace costs 1.2-1.4 GB. Streaming, heap costs
+# ~100 MB for one segment of it and ~250 MB for all: one segment's events, plus
+# the reader's cache of decoded columns (segment.DECODED_CACHE_CELLS, a fixed
+# bound) filling up.
+RSS_BOUND_KB = 320 << 10
+
+ALLOC_TYPES = [
+    (1, "alloc.sample", [("time", hs.TIME, "ns"), ("tid", hs.UINT, ""), ("address", hs.UINT, ""),
+                         ("size", hs.UINT, "bytes"), ("stack", hs.STACK, ""), ("sample_bytes", hs.UINT, "bytes")]),
+    (2, "alloc.free", [("time", hs.TIME, "ns"), ("tid", hs.UINT, ""), ("address", hs.UINT, "")]),
+]
+
+
+def constant(value):
+    """A DELTA column whose every delta is 0 (width 0): `value` throughout."""
+    return bytes([0x20]) + struct.pack("<Q", value)
+
+
+def steps(first, step, n):
+    """A DELTA column of n values first, first + step, ... (one byte per value)."""
+    zigzag = (step << 1) if step >= 0 else ((-step << 1) - 1)
+    return bytes([0x21]) + struct.pack("<Q", first) + b"\x00" + bytes([zigzag]) * (n - 1)
+
+
+def alloc_segment(seq):
+    """Segment `seq` of the process: SAMPLES allocations of 64 bytes (every
+    one recorded: sample_bytes 1) from SITES sites, then frees of all but the
+    last KEPT; its times follow those of segment seq - 1."""
+    t0 = 1_000_000_000 + seq * 10 * SAMPLES
+    out = hs.header(pid=PID, seq=seq)
+    out += hs.block(hs.SCHEMA, hs.schema(ALLOC_TYPES))
+    names = [hs.text("site_%d" % i) for i in range(1, SITES + 1)] + [hs.text("heap.c")]
+    out += hs.block(hs.STRINGS, hs.table(1, names))
+    locations = [hs.uvarint(0) + hs.uvarint(0x401000 + i) + hs.uvarint(1) + hs.uvarint(i) + hs.uvarint(SITES + 1)
+                 + hs.uvarint(10 * i) for i in range(1, SITES + 1)]
+    out += hs.block(hs.LOCATIONS, hs.table(1, locations))
+    out += hs.block(hs.STACKS, hs.table(1, [hs.uvarint(1) + hs.uvarint(i) for i in range(1, SITES + 1)]))
+    base = 0x10000000 + seq * 16 * SAMPLES
+    stacks = bytes([1]) + bytes(1 + i % SITES for i in range(SAMPLES))  # PLAIN, one byte each
+    out += hs.block(hs.EVENTS, hs.events(1, SAMPLES, [
+        steps(t0, 2, SAMPLES), constant(PID), steps(base, 16, SAMPLES), constant(64), stacks, constant(1)]),
+        compress=True)
+    frees = SAMPLES - KEPT
+    out += hs.block(hs.EVENTS, hs.events(2, frees, [
+        steps(t0 + 2 * SAMPLES, 2, frees), constant(PID), steps(base, 16, frees)]), compress=True)
+    last = t0 + 2 * SAMPLES + 2 * (frees - 1)
+    footer = [("events", SAMPLES + frees), ("first_time_ns", t0), ("last_time_ns", last)]
+    out += hs.block(hs.FOOTER, hs.uvarint(len(footer)) + b"".join(hs.text(k) + hs.uvarint(v) for k, v in footer))
+    return out
+
+
+@pytest.fixture(scope="module")
+def long_trace(tmp_path_factory):
+    d = tmp_path_factory.mktemp("long")
+    for seq in range(SEGMENTS):
+        (d / ("app-%d-%04d.seg" % (PID, seq))).write_bytes(alloc_segment(seq))
+    return d
+
+
+def test_heap_memory_follows_one_segment(long_trace):
+    status, out, err, rss = run_dump("heap", "--json", long_trace, timeout=300)
+    assert status == 0, err
+    doc = json.loads(out)
+    total = SEGMENTS * SAMPLES * 64
+    assert doc["allocated_bytes_est"] == total
+    assert doc["live_bytes_est"] == SEGMENTS * KEPT * 64
+    # Peak: all of the last segment's allocations on top of what the others kept.
+    assert doc["peak_live_bytes_est"] == ((SEGMENTS - 1) * KEPT + SAMPLES) * 64
+    assert rss < RSS_BOUND_KB, "heap: peak RSS %d MiB" % (rss >> 10)
+
+
+def test_live_profile_memory_follows_one_segment(long_trace):
+    status, out, err, rss = run_dump("top", "--kind", "live", "--json", long_trace, timeout=300)
+    assert status == 0, err
+    doc = json.loads(out)
+    assert doc["samples"] == SEGMENTS * KEPT
+    assert doc["total_bytes"] == SEGMENTS * KEPT * 64
+    assert rss < RSS_BOUND_KB, "top --kind live: peak RSS %d MiB" % (rss >> 10)
+
+
+@pytest.mark.parametrize("args", [["info"], ["top", "--kind", "alloc"]])
+def test_aggregating_reports_stay_bounded(long_trace, args):
+    status, out, err, rss = run_dump(*args, long_trace, timeout=300)
+    assert status == 0, err
+    assert rss < RSS_BOUND_KB, "%s: peak RSS %d MiB" % (" ".join(args), rss >> 10)
