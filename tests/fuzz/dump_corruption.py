@@ -1047,7 +1047,12 @@ def worker_main(conn, mem_bytes, soft_timeout, lib_dir, tmp):
             del sys.modules[name]
         sys.path.insert(0, lib_dir)
     if mem_bytes:
-        resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
+        # Room on top of what the worker already maps: it is forked from its
+        # parent (a pytest process that may have grown to hundreds of MB over
+        # a suite), and a fixed limit would leave the commands less each time.
+        with open("/proc/self/statm") as f:
+            mapped = int(f.read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (mapped + mem_bytes, mapped + mem_bytes))
     os.environ["FLIGHTREC_DUMP_DEBUG"] = "1"  # an internal error comes with its traceback
     try:
         while True:
