@@ -447,17 +447,6 @@ def _live_frees(cols, hi):
     return [(t, 1, 0, a, None, 0, 0) for t, a in zip(cols["time"], cols["address"]) if hi is None or t <= hi]
 
 
-def _widen(seg_spans, si, times):
-    """Widens segment si's [lo, hi] to cover times."""
-    lo, hi = min(times), max(times)
-    span = seg_spans.get(si)
-    if span is None:
-        seg_spans[si] = [lo, hi]
-    else:
-        span[0] = min(span[0], lo)
-        span[1] = max(span[1], hi)
-
-
 def _live_events(trace, members, live_filter, fields, problems):
     """The --kind live events of a cluster of segments (replay.py), taken as
     the first pass of build took them, sorted: (time, 0 alloc / 1 free, seq,
@@ -545,7 +534,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
                 frees = _live_frees(cols, hi)
                 seg_spans = live.setdefault(_process_key(seg), {})
                 if frees:
-                    _widen(seg_spans, si, [f[0] for f in frees])
+                    replay.widen(seg_spans, si, [f[0] for f in frees])
                 continue
             if batch.type.name != event:
                 continue
@@ -571,7 +560,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
             seg_hi = t1 if seg_hi is None or t1 > seg_hi else seg_hi
             if kind == "live":
                 periods.update(columns[5][:PERIOD_PROBE])
-                _widen(live.setdefault(_process_key(seg), {}), si, (t0, t1))
+                replay.widen(live.setdefault(_process_key(seg), {}), si, (t0, t1))
                 continue
             # (tid, stack) -> time of its first occurrence: reversed, so the earliest wins.
             first = dict(zip(zip(reversed(tidc), reversed(stacks)), reversed(times)))

@@ -21,6 +21,18 @@ import heapq
 import operator
 
 
+def widen(seg_spans, si, times):
+    """Widens segment si's [lo, hi] in seg_spans (the spans clusters() takes)
+    to cover times."""
+    lo, hi = min(times), max(times)
+    span = seg_spans.get(si)
+    if span is None:
+        seg_spans[si] = [lo, hi]
+    else:
+        span[0] = min(span[0], lo)
+        span[1] = max(span[1], hi)
+
+
 def clusters(spans):
     """Lists of the items of spans [(lo, hi, item)] whose [lo, hi] ranges
     overlap (touching ends count: equal times must sort together), in time

@@ -178,7 +178,7 @@ def build(trace):
             if name == "alloc.free":
                 cols = _columns(batch, ["time", "address"], problems)
                 if cols is not None:
-                    _widen(spans.setdefault(key, {}), si, cols[0])
+                    replay.widen(spans.setdefault(key, {}), si, cols[0])
                 continue
             if name == "alloc.unattributed":
                 for _, _, n, b, c in profiles.unattributed_rows(batch, problems):
@@ -193,7 +193,7 @@ def build(trace):
                 continue
             times, addrs, sizes, stacks, srates = cols
             rates.update(srates)
-            _widen(spans.setdefault(key, {}), si, times)
+            replay.widen(spans.setdefault(key, {}), si, times)
             for size, sid, rate in zip(sizes, stacks, srates):
                 sk = (si, sid)
                 hit = site_of.get(sk)
@@ -253,17 +253,6 @@ def build(trace):
         elif lost.get(kind):
             notes.append(_lost_note(kind, lost[kind]))
     return doc, notes
-
-
-def _widen(seg_spans, si, times):
-    """Widens segment si's [lo, hi] to cover times."""
-    lo, hi = min(times), max(times)
-    span = seg_spans.get(si)
-    if span is None:
-        seg_spans[si] = [lo, hi]
-    else:
-        span[0] = min(span[0], lo)
-        span[1] = max(span[1], hi)
 
 
 class _Replay:
