@@ -773,6 +773,14 @@ bool PerfConfigure(const PerfOptions& opts_in, bool kernel, bool switch_ok) {
   return true;
 }
 
+uint64_t PerfRingHalfFillNs() {
+  if (!g) return UINT64_MAX;
+  const uint64_t per_sample = g->opts.stack_bytes + 512;
+  const uint64_t rate = std::max<uint64_t>(1, g->opts.hz + (g->switch_ok ? kSwitchSamplesPerSec : 0));
+  const uint64_t samples = std::max<uint64_t>(1, g->data_pages.load(std::memory_order_relaxed) * g->page / 2 / per_sample);
+  return samples * 1000000000ull / rate;
+}
+
 bool PerfArmThread(pid_t tid, bool self) {
   if (!g || g->shutdown.load(std::memory_order_relaxed)) return false;
   // Arming another thread that already armed itself (a thread starting

@@ -47,6 +47,10 @@ PerfProbeResult PerfProbe(const PerfOptions& opts);
 
 // Fixes the options and allocates the slot table. Once, at init.
 bool PerfConfigure(const PerfOptions& opts, bool kernel, bool switch_ok);
+// How long a busy thread takes to fill half its ring at the configured rate
+// (after PerfConfigure): nobody drains a ring before the sampler thread
+// exists, so the recorder must go live sooner than this (GoLiveWithin).
+uint64_t PerfRingHalfFillNs();
 
 // Opens events for `tid` (the calling thread when self). Returns false if the
 // kernel refused (the thread stays unsampled by perf). Safe on any app thread

@@ -219,6 +219,10 @@ bool StartPerf(bool log_refusal) {
   }
   g_state.perf_switch_ok = probe.switch_ok;
   g_state.mode.store(Mode::kPerf, std::memory_order_release);
+  // The kernel fills a busy thread's ring from its first moment; before going
+  // live nobody drains it (a FLIGHTREC_FLUSH_MS of a second lost most of a
+  // 499 Hz second as sampler.lost).
+  GoLiveWithin(sampler::PerfRingHalfFillNs());
   Log(LogLevel::kInfo, "sampler: perf (cpu-clock of %s time, %llu Hz, %u-byte stacks, off-CPU: %s)",
       probe.kernel ? "user+kernel" : "user",
       static_cast<unsigned long long>(po.hz), po.stack_bytes, offcpu_source);

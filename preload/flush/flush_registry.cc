@@ -4,6 +4,8 @@
 // starts), read only by the flush thread afterwards: no locks needed.
 #include "preload/flush/flush_registry.h"
 
+#include <atomic>
+#include <cstdint>
 #include <vector>
 
 #include "preload/flush/flush_registry_internal.h"
@@ -87,6 +89,18 @@ void RunShipHooks(const std::string& path) {
 void RunThreadDrainedHooks(FlushContext& ctx) {
   for (ThreadDrainedFn fn : R().drained_hooks) fn(ctx);
 }
+
+namespace {
+std::atomic<uint64_t> g_go_live_within_ns{UINT64_MAX};
+}  // namespace
+
+void GoLiveWithin(uint64_t ns) {
+  uint64_t cur = g_go_live_within_ns.load(std::memory_order_relaxed);
+  while (ns < cur && !g_go_live_within_ns.compare_exchange_weak(cur, ns, std::memory_order_relaxed)) {
+  }
+}
+
+uint64_t GoLiveWithinNs() { return g_go_live_within_ns.load(std::memory_order_relaxed); }
 
 void RunLiveHooks() {
   for (LiveHookFn fn : R().live_hooks) fn();

@@ -65,5 +65,12 @@ void RegisterThreadDrainedHook(ThreadDrainedFn fn);
 // Run once per process image on the flush thread, before the segment opens.
 using LiveHookFn = void (*)();
 void RegisterLiveHook(LiveHookFn fn);
+// A producer that buffers where the flush thread does not look (the kernel's
+// perf rings, drained only by the sampler thread that going live starts)
+// holds only so much: the recorder then goes live no later than `ns` after
+// start, whatever FLIGHTREC_FLUSH_MS says. Call before the flush thread
+// starts (at init); the smallest bound wins.
+void GoLiveWithin(uint64_t ns);
+uint64_t GoLiveWithinNs();  // UINT64_MAX when nobody asked
 
 }  // namespace flightrec

@@ -565,7 +565,9 @@ void* FlushMain(void* arg) {
   s->tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
   const uint64_t period = GetConfig().flush_ms * kMs;
   uint32_t seen = g_wake_word.load(std::memory_order_seq_cst);
-  uint64_t sleep_ns = period;
+  // The first tick makes the recorder live; a producer the flush thread does
+  // not drain may need that sooner than a period (GoLiveWithin).
+  uint64_t sleep_ns = std::min(period, GoLiveWithinNs());
   uint64_t idle_ns = period;  // doubles with every quiet tick, up to kIdleMaxNs
   CrashFreezeJoin();
   for (;;) {
