@@ -46,14 +46,18 @@ LIB_CXXFLAGS  := $(CXXFLAGS_BASE) -fvisibility=hidden -ffunction-sections -fdata
 # libiberty (Rust demangling, preload/stacks/demangle.cc) is a static archive: its
 # symbols are kept out of the library's exports so a host that has its own
 # copy (gdb, binutils) keeps calling that one.
+# libdw and libelf are not linked either: sampler/symbols/elfutils_lazy.cc
+# dlopens libdw.so.1 at the first symbolization, so a process that never
+# names a pc (most short-lived ones) does not map them and their libz,
+# libbz2 and liblzma.
 # mimalloc (the recorder's private heap) is not linked: a DT_NEEDED would put
 # its operator new/delete and malloc family into the host's global scope, and
 # Debian ships no static archive. preload/heap/recorder_heap.cc dlopens
 # libmimalloc.so.2 with RTLD_LOCAL instead (libmimalloc-dev stays in the
 # packages for mimalloc.h and that library).
-LIBS     := -Wl,--no-as-needed -lgcc_s -Wl,--as-needed -lunwind-x86_64 -lunwind -ldw -lelf \
+LIBS     := -Wl,--no-as-needed -lgcc_s -Wl,--as-needed -lunwind-x86_64 -lunwind \
             -lzstd -liberty -Wl,--exclude-libs,libiberty.a -ldl -lrt -pthread
-UNIT_LIBS := $(LIBS) -lcurl -lcrypto
+UNIT_LIBS := $(LIBS) -ldw -lelf -lcurl -lcrypto
 
 DEBIAN_PACKAGES := g++ make pkg-config libunwind-dev libdw-dev libelf-dev libzstd-dev \
   libcurl4-openssl-dev libssl-dev libmimalloc-dev libiberty-dev doctest-dev python3 python3-zstandard \

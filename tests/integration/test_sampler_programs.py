@@ -437,3 +437,26 @@ def test_unloaded_library_samples_are_never_named_after_its_successor(fr, trace_
     # Named from the maps while loaded, or from the unloaded library's file
     # after: either way nearly all (a sample at a pc without a symbol aside).
     assert named >= 0.9 * checked, (named, checked)
+
+
+def test_a_missing_libdw_leaves_samples_unnamed_and_the_program_unharmed(fr, trace_dir, tmp_path):
+    """libdw is loaded at the first symbolization (elfutils_lazy.cc), not
+    linked. Where the file found under its name is not elfutils' (here a
+    library of that name on LD_LIBRARY_PATH, with none of its functions),
+    the program runs as it does plain, one line says so, and the samples are
+    kept with their addresses."""
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (tmp_path / "empty.c").write_text("int flightrec_test_not_libdw;\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(fake / "libdw.so.1"), str(tmp_path / "empty.c")],
+                   check=True)
+    cmd = [fr.program("cpu_phases"), "0.3", "0.3"]
+    plain = fr.run(cmd, tmp_path / "plain", preload=False)
+    traced = fr.run(cmd, trace_dir, env={"LD_LIBRARY_PATH": str(fake), "FLIGHTREC_CPU_HZ": 199})
+    assert traced.stdout == plain.stdout
+    assert traced.stderr.count("cannot load libdw.so.1") == 1, traced.stderr
+    samples = [e for e in fr.events(trace_dir, "cpu.sample") if e["stack"]]
+    assert len(samples) >= 20, len(samples)
+    assert all(f["address"] for e in samples for f in e["stack"])
+    named = {f.get("function") for e in samples for f in e["stack"]}
+    assert not named & {"phase_one", "phase_two"}, named

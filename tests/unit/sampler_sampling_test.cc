@@ -184,8 +184,11 @@ TEST_CASE("sampler_sigprof: samples, the application's dispositions, stepping as
   const Segment seg = FlushToSegment();
   uint64_t period_sum = 0;
   const int n = CountChainSamples(seg, Gettid(), &period_sum);
-  // Thread CPU timers fire on scheduler ticks (at least 100 Hz): >= 10.
-  CHECK(n >= 10);
+  // Thread CPU timers fire on scheduler ticks (at least 100 Hz), but on a
+  // loaded machine several expiries fold into one signal (its overrun, which
+  // the period below carries): 6 of an expected ~25 were seen with two
+  // compilers on the 2 cores. The period sum is the real check.
+  CHECK(n >= 3);
   // Overruns are folded into the period: together the samples stand for
   // about the 250 ms of CPU time burnt.
   CHECK(period_sum >= 150'000'000ull);
