@@ -219,9 +219,11 @@ def test_a_storm_of_close_everything_never_hits_the_programs_own_descriptors(fr,
     assert int(n["rounds"]) >= 1000, proc.stdout
     assert (n["errors"], n["first_error"]) == ("0", "none"), proc.stdout
     # The reads did happen during the storm: names set with prctl after it
-    # began reached the trace only through them.
+    # began reached the trace only through them. How many depends on how
+    # often the flush thread (nice +10) ran: 100 on a quiet machine, 31
+    # under ASan with compilers on both cores.
     names = {e["name"] for e in fr.events(trace_dir, "thread.name") if e["name"].startswith("storm-")}
-    assert len(names) >= 90, sorted(names)
+    assert len(names) >= 10, sorted(names)
 
 
 def test_reports_reject_bad_input_with_one_line(fr, tmp_path):
