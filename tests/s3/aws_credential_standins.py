@@ -41,7 +41,9 @@ import secrets
 import threading
 import time
 import xml.etree.ElementTree as ET
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from loopback_service import LoopbackService
 from urllib.parse import parse_qs
 
 STS_NS = "https://sts.amazonaws.com/doc/2011-06-15/"
@@ -52,56 +54,27 @@ def iso8601(unix_seconds):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(unix_seconds))
 
 
-class _Service:
+class _Service(LoopbackService):
     """A loopback HTTP server with a request log, faults, and a credential minter."""
 
-    name = "service"
+    name = "service"  # each stand-in's own: its thread and the keys it mints
+
+    @property
+    def thread_name(self):
+        return self.name
 
     def __init__(self, s3=None, lifetime=3600, max_lifetime=600):
         self.s3 = s3
         self.lifetime = lifetime
-        self.lock = threading.Lock()
-        self.log = []
         self.failures_left = 0
         self.failing = False
         self.ok_left = None  # fail_after: successes left before failing for good
         self.hanging = threading.Event()
-        self.stopping = threading.Event()
         self.echo = False
         self.issued = []  # access key ids, in order
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self._stopped = False
-        self._timer = threading.Timer(max_lifetime, self.stop)  # a forgotten stand-in never lingers
-        self._timer.daemon = True
-
-    def start(self):
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
-                         name=self.name).start()
-        self._timer.start()
-        return self
-
-    def stop(self):
-        if self._stopped:
-            return
-        self._stopped = True
-        self.stopping.set()
-        self._timer.cancel()
-        self.server.shutdown()
-        self.server.server_close()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
+        super().__init__(self._handler_class(), max_lifetime=max_lifetime)
 
     # ---- test-facing ------------------------------------------------------------------
-    def requests(self):
-        with self.lock:
-            return list(self.log)
 
     def fail(self, n):
         with self.lock:
@@ -152,10 +125,6 @@ class _Service:
         with self.lock:
             self.issued.append(key)
         return {"AccessKeyId": key, "SecretAccessKey": secret, "Token": token, "Expiration": iso8601(expires)}
-
-    def record(self, **entry):
-        with self.lock:
-            self.log.append(entry)
 
     def handle(self, h, body):
         """Returns (status, content_type, body bytes). Subclasses implement."""

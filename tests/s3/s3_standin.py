@@ -58,12 +58,13 @@ import json
 import re
 import socket
 import sys
-import threading
 import time
 import uuid
 import xml.etree.ElementTree as ET
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from loopback_service import LoopbackService
 from urllib.parse import quote, unquote_to_bytes, urlsplit
 
 sys.path.insert(0, "/usr/lib/python3/dist-packages")  # Debian's botocore, not a pyenv one
@@ -93,7 +94,9 @@ def aws_encode(text, keep_slash):
     return quote(text, safe="-_.~/" if keep_slash else "-_.~")
 
 
-class StandIn:
+class StandIn(LoopbackService):
+    thread_name = "s3-standin"
+
     def __init__(self, bucket, access_key, secret_key, session_token=None, region="us-east-1",
                  host="127.0.0.1", port=0, min_part_size=5 * 1024 * 1024, max_lifetime=None,
                  require_sse=None, require_kms_key=None, require_storage_class=None):
@@ -103,7 +106,6 @@ class StandIn:
         self.max_lifetime = max_lifetime
         self.require_sse, self.require_kms_key = require_sse, require_kms_key
         self.require_storage_class = require_storage_class
-        self.lock = threading.Lock()
         # access key -> (secret, session token or None, expiry as Unix seconds or None)
         self.credentials = {}
         if access_key:
@@ -111,47 +113,13 @@ class StandIn:
         self.objects_by_key = {}      # key -> bytes
         self.object_policy = {}       # key -> {"sse", "kms_key", "storage_class"} as created
         self.uploads = {}             # upload id -> {"key": k, "parts": {n: (etag, bytes)}}
-        self.log = []
         self.faults = {}
-        self.stopping = threading.Event()
-        self.server = ThreadingHTTPServer((host, port), _make_handler(self))
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.endpoint = f"http://{host}:{self.port}"
-        self._thread = None
-
-    # ---- lifecycle ------------------------------------------------------------------
-    def start(self):
-        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="s3-standin", daemon=True)
-        self._thread.start()
-        if self.max_lifetime:
-            timer = threading.Timer(self.max_lifetime, self.stop)
-            timer.daemon = True
-            timer.start()
-        return self
-
-    def stop(self):
-        if self.stopping.is_set():
-            return
-        self.stopping.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
+        super().__init__(_make_handler(self), host, port, max_lifetime)
 
     # ---- test-facing views ----------------------------------------------------------
     def objects(self):
         with self.lock:
             return dict(self.objects_by_key)
-
-    def requests(self):
-        with self.lock:
-            return list(self.log)
 
     def issue(self, access_key, secret_key, session_token, expires_at):
         """Accepts temporary credentials (expires_at: Unix seconds) from now on."""
@@ -201,9 +169,6 @@ class StandIn:
                 return ("slow", self.faults["slow_ms"])
         return None
 
-    def record(self, **entry):
-        with self.lock:
-            self.log.append(entry)
 
 
 def _make_handler(standin):

@@ -74,34 +74,49 @@ void CredentialEnv::Clear() {
 CredentialEnv CredentialEnvFrom(const char* const* envp) {
   CredentialEnv env;
   std::string legacy_token, default_profile, default_region, endpoint_url;
+  // Each variable the SDKs' default chain reads, and where it goes.
+  const struct {
+    std::string_view name;
+    std::string* to;
+  } kVars[] = {
+      {"AWS_ACCESS_KEY_ID", &env.access_key_id},
+      {"AWS_SECRET_ACCESS_KEY", &env.secret_access_key},
+      {"AWS_SESSION_TOKEN", &env.session_token},
+      {"AWS_SECURITY_TOKEN", &legacy_token},
+      {"AWS_PROFILE", &env.profile},
+      {"AWS_DEFAULT_PROFILE", &default_profile},
+      {"AWS_SHARED_CREDENTIALS_FILE", &env.shared_file},
+      {"AWS_CONFIG_FILE", &env.config_file},
+      {"HOME", &env.home},
+      {"AWS_WEB_IDENTITY_TOKEN_FILE", &env.web_identity_token_file},
+      {"AWS_ROLE_ARN", &env.role_arn},
+      {"AWS_ROLE_SESSION_NAME", &env.role_session_name},
+      {"AWS_ENDPOINT_URL_STS", &env.sts_endpoint},
+      {"AWS_ENDPOINT_URL", &endpoint_url},
+      {"AWS_REGION", &env.region},
+      {"AWS_DEFAULT_REGION", &default_region},
+      {"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", &env.container_relative_uri},
+      {"AWS_CONTAINER_CREDENTIALS_FULL_URI", &env.container_full_uri},
+      {"AWS_CONTAINER_AUTHORIZATION_TOKEN", &env.container_token},
+      {"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &env.container_token_file},
+      {"AWS_EC2_METADATA_SERVICE_ENDPOINT", &env.ec2_metadata_endpoint},
+      {"AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", &env.ec2_metadata_mode},
+  };
   for (const char* const* p = envp; p && *p; p++) {
     std::string_view kv(*p);
     size_t eq = kv.find('=');
     if (eq == std::string_view::npos) continue;
     std::string_view k = kv.substr(0, eq), v = kv.substr(eq + 1);
-    if (k == "AWS_ACCESS_KEY_ID") env.access_key_id = v;
-    else if (k == "AWS_SECRET_ACCESS_KEY") env.secret_access_key = v;
-    else if (k == "AWS_SESSION_TOKEN") env.session_token = v;
-    else if (k == "AWS_SECURITY_TOKEN") legacy_token = v;
-    else if (k == "AWS_PROFILE") env.profile = v;
-    else if (k == "AWS_DEFAULT_PROFILE") default_profile = v;
-    else if (k == "AWS_SHARED_CREDENTIALS_FILE") env.shared_file = v;
-    else if (k == "AWS_CONFIG_FILE") env.config_file = v;
-    else if (k == "HOME") env.home = v;
-    else if (k == "AWS_WEB_IDENTITY_TOKEN_FILE") env.web_identity_token_file = v;
-    else if (k == "AWS_ROLE_ARN") env.role_arn = v;
-    else if (k == "AWS_ROLE_SESSION_NAME") env.role_session_name = v;
-    else if (k == "AWS_ENDPOINT_URL_STS") env.sts_endpoint = v;
-    else if (k == "AWS_ENDPOINT_URL") endpoint_url = v;
-    else if (k == "AWS_REGION") env.region = v;
-    else if (k == "AWS_DEFAULT_REGION") default_region = v;
-    else if (k == "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") env.container_relative_uri = v;
-    else if (k == "AWS_CONTAINER_CREDENTIALS_FULL_URI") env.container_full_uri = v;
-    else if (k == "AWS_CONTAINER_AUTHORIZATION_TOKEN") env.container_token = v;
-    else if (k == "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") env.container_token_file = v;
-    else if (k == "AWS_EC2_METADATA_DISABLED") env.ec2_metadata_disabled = LowerCopy(Trim(v)) == "true";
-    else if (k == "AWS_EC2_METADATA_SERVICE_ENDPOINT") env.ec2_metadata_endpoint = v;
-    else if (k == "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE") env.ec2_metadata_mode = v;
+    if (k == "AWS_EC2_METADATA_DISABLED") {
+      env.ec2_metadata_disabled = LowerCopy(Trim(v)) == "true";
+      continue;
+    }
+    for (const auto& var : kVars) {
+      if (k == var.name) {
+        *var.to = v;
+        break;
+      }
+    }
   }
   if (env.sts_endpoint.empty()) env.sts_endpoint = endpoint_url;
   if (env.region.empty()) env.region = default_region;

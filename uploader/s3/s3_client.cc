@@ -391,22 +391,37 @@ S3Result S3Client::Send(const char* method, const std::string& raw_path, const K
   }
 }
 
-S3Result S3Client::PutObject(const std::string& key, int fd, uint64_t offset, uint64_t length) {
-  Body body;
-  body.fd = fd;
-  body.offset = offset;
-  body.length = length;
+namespace {
+
+// A request body of fd's bytes [offset, offset + length) and their SHA-256
+// (hex, the signed payload hash). False, with *failed a local error, when
+// the file cannot be read.
+bool FileRangeBody(int fd, uint64_t offset, uint64_t length, S3Client::Body* body, std::string* sha_hex,
+                   S3Result* failed) {
+  body->fd = fd;
+  body->offset = offset;
+  body->length = length;
   Digest digest;
   std::string error;
   if (!Sha256FileRange(fd, offset, length, &digest, &error)) {
-    S3Result r;
-    r.local_error = true;
-    r.detail = error;
-    return r;
+    failed->local_error = true;
+    failed->detail = error;
+    return false;
   }
+  *sha_hex = HexLower(digest);
+  return true;
+}
+
+}  // namespace
+
+S3Result S3Client::PutObject(const std::string& key, int fd, uint64_t offset, uint64_t length) {
+  Body body;
+  std::string sha;
+  S3Result failed;
+  if (!FileRangeBody(fd, offset, length, &body, &sha, &failed)) return failed;
   Response response;
   const KeyValues policy = ObjectPolicyHeaders(options_);
-  return Send("PUT", endpoint_.ObjectPath(key), {}, &body, HexLower(digest), nullptr, &response, &policy);
+  return Send("PUT", endpoint_.ObjectPath(key), {}, &body, sha, nullptr, &response, &policy);
 }
 
 void S3Client::AbortMultipart(const std::string& raw_path, const std::string& upload_id) {
@@ -434,20 +449,14 @@ S3Result S3Client::MultipartUpload(const std::string& key, int fd, uint64_t size
   for (uint64_t offset = 0, part = 1; offset < size || part == 1; part++) {
     const uint64_t length = std::min(part_bytes, size - offset);
     Body body;
-    body.fd = fd;
-    body.offset = offset;
-    body.length = length;
-    Digest digest;
-    std::string error;
-    if (!Sha256FileRange(fd, offset, length, &digest, &error)) {
+    std::string sha;
+    S3Result failed;
+    if (!FileRangeBody(fd, offset, length, &body, &sha, &failed)) {
       AbortMultipart(path, upload_id);
-      S3Result local;
-      local.local_error = true;
-      local.detail = error;
-      return local;
+      return failed;
     }
-    r = Send("PUT", path, {{"partNumber", std::to_string(part)}, {"uploadId", upload_id}}, &body, HexLower(digest),
-             nullptr, &response);
+    r = Send("PUT", path, {{"partNumber", std::to_string(part)}, {"uploadId", upload_id}}, &body, sha, nullptr,
+             &response);
     if (r.ok() && response.etag.empty()) {
       r.verdict = Verdict::kFatal;
       r.detail = "UploadPart returned no ETag";
