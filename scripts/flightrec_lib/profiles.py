@@ -480,6 +480,23 @@ def _live_events(trace, members, live_filter, fields, problems):
     return events
 
 
+def _frame_key(f):
+    m = f["mapping"]
+    return (f["function"], f["file"], f["line"], f["address"], f["inlined"],
+            None if m is None else (m["path"], m["build_id"], m["start"], m["end"], m["offset"]))
+
+
+def intern_frames(frames, same):
+    """frames, or an equal frame list met before (same: {content: frames}).
+    A segment's frames live as long as its intern tables (segment.py drops
+    them when other segments need the room); entries that outlive them
+    share one list per distinct stack of the trace, not one per segment."""
+    if not frames:
+        return frames
+    key = tuple(map(_frame_key, frames))
+    return same.setdefault(key, frames)
+
+
 def build(trace, kind, thread=None, t_from=None, t_to=None):
     """The profile of one kind over a Trace, filtered by thread and time."""
     if kind not in KINDS:
@@ -611,6 +628,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
     segs = trace.segments
     entries = []
     period = periods.most_common(1)[0][0] if periods else 0
+    same = {}  # frames by content: the segments of a process repeat the same stacks
     for (si, tid, sid), (n, w, c, t) in acc.items():
         seg = segs[si]
         if sid == UNATTRIBUTED_SID:
@@ -618,7 +636,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
             if kind == "cpu":
                 w = n * period
         else:
-            frames = seg.frames(sid) or NO_STACK
+            frames = intern_frames(seg.frames(sid), same) or NO_STACK
         tnames = names.get((seg.pid, tid))
         if tnames:
             tname = tnames[-1]

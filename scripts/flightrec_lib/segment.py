@@ -20,7 +20,11 @@ block past a bound is refused as bad and the rest of the segment still reads.
 Resynchronisation after a bad block checks candidate CRCs through a CrcIndex,
 in time linear in the file. A batch keeps where its payload is in the (still
 open) file, or else its stored (compressed) payload, and decodes on use;
-decoded columns are cached for a bounded number of values.
+decoded columns are cached for a bounded number of values. A segment's intern
+tables likewise stay loaded only while recently used (LOADED_TABLE_UNITS over
+all segments): a segment read from a still-open file drops them when others
+need the room and reads its table blocks again (CRC checked) on next use, so
+a trace of many segments costs a few segments' tables, not all of them.
 
     seg = read_segment(path)
     seg.state                  # "sealed" | "active" | "truncated"
@@ -84,6 +88,14 @@ CELLS_PER_FILE_BYTE = 64
 MAX_PROBLEMS = 1000
 # Decoded batches kept for reuse, in event values (least recently used go first).
 DECODED_CACHE_CELLS = 1 << 22
+# Intern tables (strings, mappings, locations, stacks, and the frames built
+# from them) kept loaded at once, in table units (entries, frames, lines),
+# over all segments; the least recently used segment's tables go first and
+# are read again from its file when next needed. At least TABLES_KEPT_MIN
+# segments stay loaded whatever their size (a report going back and forth
+# between two segments must not re-read them each time).
+LOADED_TABLE_UNITS = 1 << 20
+TABLES_KEPT_MIN = 2
 
 KIND_SCHEMA, KIND_STRINGS, KIND_MAPPINGS, KIND_LOCATIONS, KIND_STACKS, KIND_EVENTS, KIND_FOOTER = range(1, 8)
 KIND_NAMES = {1: "SCHEMA", 2: "STRINGS", 3: "MAPPINGS", 4: "LOCATIONS", 5: "STACKS", 6: "EVENTS",
@@ -551,6 +563,11 @@ class Segment:
     mappings, locations, stacks (id -> entry dicts/tuples), batches (list of
     Batch, file order), footer (dict or None), problems ([(offset, message)]),
     bad_blocks, unknown_blocks, events_skipped, unusable_types.
+
+    The tables (and the frames built from them) are loaded on use: read
+    them through string(), mapping(), location_frames(), frames() and
+    resolved_columns(), which load them again if they were dropped (see
+    LOADED_TABLE_UNITS), never through the dicts directly.
     """
 
     def __init__(self, path):
@@ -579,6 +596,53 @@ class Segment:
         self._frames = {}
         self._loc_frames = {}
         self._mapping_dicts = {}
+        # Table blocks to read again after the tables were dropped: (kind,
+        # offset, payload start, length, flags, raw_len, header fields, CRC)
+        # of each one that was read whole. _fd: the open file (None: the
+        # tables stay loaded for good).
+        self._fd = None
+        self._table_blocks = []
+        self._tables_loaded = True
+        self._quiet = False  # problems already said once (tables read again)
+        self.table_units = 0
+        self._ref = weakref.ref(self, _tables_forget)
+        hash(self._ref)  # a weak ref hashes only while alive; _tables_forget runs once it is not
+
+    # -- intern tables, loaded while in use
+
+    def _load_tables(self):
+        """Reads the table blocks again (they were dropped for room)."""
+        self._tables_loaded = True
+        saved, self.table_left = self.table_left, 1 << 62  # accepted once already
+        self._quiet = True
+        dctx = None
+        try:
+            for entry in list(self._table_blocks):
+                kind, offset, start, length, flags, raw_len, head, crc = entry
+                try:
+                    data = os.pread(self._fd, length, start)
+                    if len(data) != length or crc32c(data, crc32c(head)) != crc:
+                        raise _Corrupt("the file changed since it was read")
+                    if flags & FLAG_ZSTD:
+                        dctx = dctx or zstandard.ZstdDecompressor()
+                        data = _inflate(dctx, data, raw_len)
+                    _PARSERS[kind](self, data, offset)
+                except (OSError, _Corrupt) as e:
+                    self._table_blocks.remove(entry)
+                    self.bad_blocks += 1
+                    self._quiet = False
+                    self._problem(offset, "bad %s block at offset %d: cannot read it again: %s" % (
+                        KIND_NAMES[kind], offset, getattr(e, "strerror", None) or e))
+                    self._quiet = True
+        finally:
+            self._quiet = False
+            self.table_left = saved
+
+    def _unload_tables(self):
+        self.strings, self.mappings, self.locations, self.stacks = {}, {}, {}, {}
+        self._text = None
+        self._frames, self._loc_frames, self._mapping_dicts = {}, {}, {}
+        self._tables_loaded = False
 
     # -- lookups
 
@@ -626,6 +690,8 @@ class Segment:
 
     def string(self, sid):
         """Text of a string id: "" for 0, a visible placeholder if it was lost."""
+        if _tables_last[0] is not self._ref:
+            _use_tables(self)
         text = self._texts().get(sid)
         return text if text is not None else self._missing_string(sid)
 
@@ -642,6 +708,8 @@ class Segment:
 
     def mapping(self, mid):
         """{path, build_id, start, end, offset} or None (id 0 or lost)."""
+        if _tables_last[0] is not self._ref:
+            _use_tables(self)
         if mid in self._mapping_dicts:
             return self._mapping_dicts[mid]
         m = self.mappings.get(mid)
@@ -654,6 +722,8 @@ class Segment:
 
     def location_frames(self, lid):
         """Frames of one location, innermost inline function first."""
+        if _tables_last[0] is not self._ref:
+            _use_tables(self)
         frames = self._loc_frames.get(lid)
         if frames is None:
             loc = self.locations.get(lid)
@@ -673,6 +743,8 @@ class Segment:
     def frames(self, stack_id):
         """Leaf-first frame dicts of a stack id: function, file, line, address,
         mapping (dict or None), inlined. Cached and shared: do not modify."""
+        if _tables_last[0] is not self._ref:
+            _use_tables(self)
         frames = self._frames.get(stack_id)
         if frames is None:
             if stack_id == 0:
@@ -693,6 +765,8 @@ class Segment:
         cols = batch.columns()
         if cols is None:
             return None
+        if _tables_last[0] is not self._ref:
+            _use_tables(self)
         out = []
         for f, col in zip(batch.type.fields, cols):
             if f.type == STRING:
@@ -733,11 +807,51 @@ class Segment:
         return map(dict, map(zip, repeat(keys), rows))
 
     def _problem(self, offset, message):
+        if self._quiet:
+            return
         # A file of many tiny bad blocks must not make a list of millions.
         if len(self.problems) < MAX_PROBLEMS:
             self.problems.append((offset, message))
         else:
             self.problems_unlisted += 1
+
+
+# Segments whose tables are loaded and may be dropped (read from a file kept
+# open): {weak ref: table units}, least recently used first; _tables_last is
+# the segment used last (the common case, the same one again, costs one test).
+_tables_lru = OrderedDict()
+_tables_units = [0]
+_tables_last = [None]
+
+
+def _tables_forget(ref):
+    units = _tables_lru.pop(ref, None)
+    if units is not None:
+        _tables_units[0] -= units
+    if _tables_last[0] is ref:
+        _tables_last[0] = None
+
+
+def _use_tables(seg):
+    """Loads seg's tables if they were dropped and marks them used last;
+    drops the least recently used other segments' past LOADED_TABLE_UNITS."""
+    ref = seg._ref
+    _tables_last[0] = ref
+    if seg._fd is None:
+        return  # nothing to read them again from: kept
+    if not seg._tables_loaded:
+        seg._load_tables()
+    if ref in _tables_lru:
+        _tables_lru.move_to_end(ref)
+    else:
+        _tables_lru[ref] = seg.table_units
+        _tables_units[0] += seg.table_units
+    while _tables_units[0] > LOADED_TABLE_UNITS and len(_tables_lru) > TABLES_KEPT_MIN:
+        old, units = _tables_lru.popitem(last=False)  # never seg: it was just moved last
+        _tables_units[0] -= units
+        other = old()
+        if other is not None:
+            other._unload_tables()
 
 
 def row_field_names(event_type):
@@ -783,8 +897,8 @@ def read_segment(path, follow=True):
     except BaseException:
         close_source(fd)
         raise
-    if any(b._where is not None for b in seg.batches):
-        weakref.finalize(seg, close_source, fd)  # the batches read from it
+    if seg._fd is not None or any(b._where is not None for b in seg.batches):
+        weakref.finalize(seg, close_source, fd)  # the batches (and tables) read from it
     else:
         close_source(fd)
     return seg
@@ -801,6 +915,12 @@ def parse_segment(data, path="<bytes>", fd=None):
     reader.run(header_len)
     del reader  # the file's bytes go; batches keep only their own payloads
     _late_events(seg)
+    if fd is not None and seg._table_blocks:
+        # Its tables can be read again: they count against LOADED_TABLE_UNITS
+        # from now on (and may go as later segments are read).
+        seg._fd = fd
+        seg.table_units = max(1, TABLE_BASE + TABLE_PER_BYTE * seg.size - seg.table_left)
+        _use_tables(seg)
     if seg.problems_unlisted:
         seg.problems.append((seg.size, "%d more problems not listed" % seg.problems_unlisted))
     if seg.footer is not None:
@@ -955,6 +1075,10 @@ class _Reader:
                 _parse_events(seg, payload, offset, bytes(stored) if flags & FLAG_ZSTD else None, where)
             else:
                 _PARSERS[kind](seg, payload, offset)
+                if self.fd is not None and kind in _TABLE_KINDS:
+                    seg._table_blocks.append((kind, offset, start, length, flags, raw_len,
+                                              bytes(self.data[offset + 4:offset + 16]),
+                                              struct.unpack_from("<I", self.data, offset + 16)[0]))
         except _Corrupt as e:
             seg.bad_blocks += 1
             seg._problem(offset, "bad %s block at offset %d: %s" % (KIND_NAMES[kind], offset, e))
@@ -1198,6 +1322,9 @@ _PARSERS = {
     KIND_EVENTS: _parse_events,
     KIND_FOOTER: _parse_footer,
 }
+
+
+_TABLE_KINDS = (KIND_STRINGS, KIND_MAPPINGS, KIND_LOCATIONS, KIND_STACKS)
 
 
 def is_segment_name(name):
