@@ -22,7 +22,7 @@ def _labels(frames):
 
 def run(args):
     trace = cli.open_trace(args.paths)
-    ct = chrome_trace.ChromeTrace()
+    ct = chrome_trace.ChromeTrace(spill_dir=os.path.dirname(os.path.abspath(args.output)))
     for seg in trace.segments:
         pid = seg.pid
         ct.process(pid, "%s (pid %d)" % (seg.header.get("service") or "process", pid))
