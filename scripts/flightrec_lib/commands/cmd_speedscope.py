@@ -5,8 +5,9 @@ time order (weights: nanoseconds of CPU, estimated bytes), off-CPU blocks
 as evented profiles (each block from its start to its end), the live heap
 as a sampled profile of what was never freed. The thread with the most
 weight is shown first. Format details: speedscope.py."""
-import json
 import os
+import tempfile
+from array import array
 
 from .. import cli, profiles, speedscope
 
@@ -40,20 +41,50 @@ def _trace_start(trace):
     return min(starts) if starts else 0
 
 
+class _Column:
+    """A column of numbers: an array while its values fit one, else a list
+    (a value past 64 bits, or a float among ints), so each keeps its type."""
+    __slots__ = ("values",)
+
+    def __init__(self, typecode):
+        self.values = array(typecode)
+
+    def append(self, value):
+        try:
+            self.values.append(value)
+        except (OverflowError, TypeError):
+            self.values = list(self.values)
+            self.values.append(value)
+
+
+class _Samples:
+    """One thread's samples as columns: start (ns from the trace start),
+    stack (index into the trace's distinct stacks), weight."""
+    __slots__ = ("starts", "stacks", "weights")
+
+    def __init__(self, float_weights):
+        self.starts, self.stacks = _Column("q"), array("L")
+        self.weights = _Column("d" if float_weights else "q")
+
+
 def per_thread(trace, kind, thread=None, t_from=None, t_to=None):
-    """({(pid, tid): [(time from trace start, leaf-first frames, weight, end)]}, problems)."""
+    """({(pid, tid): _Samples}, distinct stacks (frame keys, leaf first), thread
+    names, processes, problems). Memory: a few numbers per sample and each
+    distinct stack once (keys: what the file shows of a frame), not frames
+    or events; a segment's tables are needed only while it is read."""
     names, procs = profiles._thread_names(trace), profiles._processes(trace)
     selector = profiles._select_threads(thread, names, procs)
     bounds = profiles._time_bounds(trace, t_from, t_to)
     t0 = _trace_start(trace)
     problems = set()
     out = {}
+    stacks, stack_ids = [], {}
     event = profiles.KINDS[kind]["event"]
     fields = ["time", "tid", "stack"] + WEIGHT_FIELDS[kind]
     for seg in trace.segments:
         pid = seg.pid
         shift = seg.wall_ns(0) - t0  # monotonic -> ns from the trace start
-        frames_of = {}
+        index_of = {}  # stack id -> index into stacks
         for batch in seg.batches:
             if batch.type.name != event:
                 continue
@@ -69,21 +100,31 @@ def per_thread(trace, kind, thread=None, t_from=None, t_to=None):
                         continue
                 if bounds is not None and not bounds[0] <= seg.wall_ns(t) <= bounds[1]:
                     continue
-                frames = frames_of.get(sid)
-                if frames is None:
-                    frames = frames_of[sid] = profiles.trim_bootstrap(seg.frames(sid) or []) or profiles.NO_STACK
+                si = index_of.get(sid)
+                if si is None:
+                    keys = speedscope.frame_keys(
+                        profiles.trim_bootstrap(seg.frames(sid) or []) or profiles.NO_STACK)
+                    si = stack_ids.get(keys)
+                    if si is None:
+                        si = stack_ids[keys] = len(stacks)
+                        stacks.append(keys)
+                    index_of[sid] = si
                 if kind == "alloc":
                     weight = profiles.alloc_weight(row[3], row[4])[0]
                 else:
                     weight = row[3]
-                start = t + shift
-                out.setdefault((pid, tid), []).append((start, frames, weight, start + row[3]))
-    return out, names, procs, sorted(problems)
+                rows = out.get((pid, tid))
+                if rows is None:
+                    rows = out[(pid, tid)] = _Samples(kind == "alloc")
+                rows.starts.append(t + shift)
+                rows.stacks.append(si)
+                rows.weights.append(weight)
+    return out, stacks, names, procs, sorted(problems)
 
 
-def build(trace, kind, thread=None, t_from=None, t_to=None, title=None):
-    """The speedscope document (a dict) and the problems met on the way."""
-    doc = speedscope.Document(title or "flightrec %s profile" % kind)
+def build(trace, kind, doc, thread=None, t_from=None, t_to=None):
+    """Adds the profiles to doc (a speedscope.Document); returns the problems
+    met on the way."""
     unit = UNITS[kind]
     if kind == "live":
         profile = profiles.build(trace, kind, thread=thread, t_from=t_from, t_to=t_to)
@@ -94,37 +135,46 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, title=None):
                 (e.first_time - t0, profiles.trim_bootstrap(e.frames), e.weight))
         for (pid, tid, tname), samples in sorted(threads.items(), key=lambda kv: kv[0][:2]):
             doc.sampled("%s (pid %d, tid %d): live heap" % (tname or "thread", pid, tid), unit, samples)
-        return doc.as_dict(), profile.problems
-    samples, names, procs, problems = per_thread(trace, kind, thread, t_from, t_to)
+        return profile.problems
+    samples, stacks, names, procs, problems = per_thread(trace, kind, thread, t_from, t_to)
     title = profiles.KINDS[kind]["title"]
-    for (pid, tid), rows in sorted(samples.items()):
+    for (pid, tid) in sorted(samples):
+        s = samples.pop((pid, tid))  # written: its columns can go
         label = "%s (pid %d, tid %d): %s" % (_thread_name(names, procs, pid, tid), pid, tid, title)
+        starts, weights = s.starts.values, s.weights.values
+        order = sorted(range(len(starts)), key=starts.__getitem__)  # stable: recorded order on ties
         if kind == "offcpu":
-            doc.evented(label, unit, [(start, end, frames) for start, frames, _, end in rows])
+            doc.evented(label, unit, [(starts[i], starts[i] + weights[i], stacks[s.stacks[i]]) for i in order])
         else:
-            doc.sampled(label, unit, [(start, frames, w) for start, frames, w, _ in rows])
-    return doc.as_dict(), problems
+            doc.sampled_columns(label, unit, starts, [stacks[i] for i in s.stacks], weights, order)
+    return problems
 
 
 def run(args):
     trace = cli.open_trace(args.paths)
+    out_dir = os.path.dirname(os.path.abspath(args.output))
     try:
-        doc, problems = build(trace, args.kind, thread=args.thread, t_from=args.t_from, t_to=args.t_to,
-                              title="flightrec %s: %s" % (args.kind, " ".join(args.paths)))
-    except profiles.ProfileError as e:
-        raise cli.UsageError(str(e)) from None
-    for path, message in problems:
-        cli.err_file(path, message)
-    try:
-        with open(args.output, "w", encoding="utf-8") as f:
-            json.dump(doc, f, separators=(",", ":"))
-    except OSError as e:
-        raise cli.UsageError("cannot write %s: %s" % (args.output, e.strerror or e)) from None
-    n = len(doc["profiles"])
+        spill = tempfile.TemporaryFile("w+", encoding="utf-8", dir=out_dir, prefix=".flightrec-speedscope-")
+    except OSError:
+        spill = tempfile.TemporaryFile("w+", encoding="utf-8", prefix="flightrec-speedscope-")
+    with spill:
+        doc = speedscope.Document("flightrec %s: %s" % (args.kind, " ".join(args.paths)), spill)
+        try:
+            problems = build(trace, args.kind, doc, thread=args.thread, t_from=args.t_from, t_to=args.t_to)
+        except profiles.ProfileError as e:
+            raise cli.UsageError(str(e)) from None
+        for path, message in problems:
+            cli.err_file(path, message)
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                doc.write(f)
+        except OSError as e:
+            raise cli.UsageError("cannot write %s: %s" % (args.output, e.strerror or e)) from None
+    n = doc.profile_count
     if not n:
         cli.err("no %s samples to export; wrote an empty speedscope file to %s" % (
             profiles.KINDS[args.kind]["event"], args.output))
     else:
         cli.err("wrote %s: %d thread profile%s, %d frames" % (
-            os.path.basename(args.output), n, "" if n == 1 else "s", len(doc["shared"]["frames"])))
+            os.path.basename(args.output), n, "" if n == 1 else "s", len(doc.frames)))
     return cli.exit_status(trace)
