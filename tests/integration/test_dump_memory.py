@@ -11,6 +11,7 @@ what is live stays small: the replay's own state is not what is measured).
 Peak RSS comes from wait4() (test_dump_hostile.run_dump)."""
 import json
 import os
+import re
 import struct
 import sys
 
@@ -110,3 +111,104 @@ def test_aggregating_reports_stay_bounded(long_trace, args):
     status, out, err, rss = run_dump(*args, long_trace, timeout=300)
     assert status == 0, err
     assert rss < RSS_BOUND_KB, "%s: peak RSS %d MiB" % (" ".join(args), rss >> 10)
+
+
+# ---- tables and timelines: a trace of many segments, each with large intern
+# tables (tens of thousands of strings, locations and stacks, as a big service's
+# segments have) and cpu.sample events on a few hundred of its stacks. Holding
+# every segment's tables costs 400+ MiB for `info`, which never uses them; the
+# reader keeps only the recently used ones (segment.LOADED_TABLE_UNITS) and
+# reads a segment's again when a report comes back to it. chrome and speedscope
+# list every sample in their output: they write it as they go instead of
+# building it whole (old peaks 550-640 MiB here).
+TABLE_SEGMENTS = 12
+TABLE_ENTRIES = 30_000  # locations (each its own function name) and stacks
+STACK_DEPTH = 12
+CPU_SAMPLES = 20_000    # per segment
+SAMPLED_STACKS = 300
+CPU_PID = 5432
+CPU_PERIOD = 1000
+TABLES_RSS_BOUND_KB = 256 << 10
+
+CPU_TYPES = [(1, "cpu.sample", [("time", hs.TIME, "ns"), ("tid", hs.UINT, ""), ("stack", hs.STACK, ""),
+                                ("period_ns", hs.UINT, "ns")])]
+
+
+def big_tables():
+    """STRINGS, LOCATIONS and STACKS blocks (the same for every segment)."""
+    names = [hs.text("function_number_%d" % i) for i in range(1, TABLE_ENTRIES + 1)] + [hs.text("big.c")]
+    out = hs.block(hs.STRINGS, hs.table(1, names), compress=True)
+    locations = [hs.uvarint(0) + hs.uvarint(0x400000 + 16 * i) + hs.uvarint(1) + hs.uvarint(i)
+                 + hs.uvarint(TABLE_ENTRIES + 1) + hs.uvarint(i % 1000) for i in range(1, TABLE_ENTRIES + 1)]
+    out += hs.block(hs.LOCATIONS, hs.table(1, locations), compress=True)
+    stacks = [hs.uvarint(STACK_DEPTH) + b"".join(hs.uvarint(1 + (s + k) % TABLE_ENTRIES) for k in range(STACK_DEPTH))
+              for s in range(TABLE_ENTRIES)]
+    out += hs.block(hs.STACKS, hs.table(1, stacks), compress=True)
+    return out
+
+
+def cpu_segment(seq, tables):
+    t0 = 1_000_000_000 + seq * 10 * CPU_SAMPLES
+    out = hs.header(pid=CPU_PID, seq=seq) + hs.block(hs.SCHEMA, hs.schema(CPU_TYPES)) + tables
+    ids = b"".join(struct.pack("<I", 1 + (i * 7919) % SAMPLED_STACKS) for i in range(CPU_SAMPLES))
+    out += hs.block(hs.EVENTS, hs.events(1, CPU_SAMPLES, [
+        steps(t0, 2, CPU_SAMPLES), constant(CPU_PID), bytes([0x04]) + ids, constant(CPU_PERIOD)]), compress=True)
+    last = t0 + 2 * (CPU_SAMPLES - 1)
+    footer = [("events", CPU_SAMPLES), ("first_time_ns", t0), ("last_time_ns", last)]
+    out += hs.block(hs.FOOTER, hs.uvarint(len(footer)) + b"".join(hs.text(k) + hs.uvarint(v) for k, v in footer))
+    return out
+
+
+@pytest.fixture(scope="module")
+def tables_trace(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tables")
+    tables = big_tables()
+    for seq in range(TABLE_SEGMENTS):
+        (d / ("svc-%d-%04d.seg" % (CPU_PID, seq))).write_bytes(cpu_segment(seq, tables))
+    return d
+
+
+def test_segment_tables_are_not_all_held(tables_trace):
+    status, out, err, rss = run_dump("info", "--json", tables_trace, timeout=300)
+    assert status == 0, err
+    doc = json.loads(out)
+    assert len(doc["segments"]) == TABLE_SEGMENTS
+    assert doc["events"]["cpu.sample"] == TABLE_SEGMENTS * CPU_SAMPLES
+    assert rss < TABLES_RSS_BOUND_KB, "info: peak RSS %d MiB" % (rss >> 10)
+
+
+def test_profile_reads_each_segments_tables_again(tables_trace):
+    status, out, err, rss = run_dump("top", "--json", "--limit", "5", tables_trace, timeout=300)
+    assert status == 0, err
+    doc = json.loads(out)
+    assert doc["samples"] == TABLE_SEGMENTS * CPU_SAMPLES
+    assert doc["total_ns"] == TABLE_SEGMENTS * CPU_SAMPLES * CPU_PERIOD
+    # Names come from tables dropped and read again: none is missing.
+    assert all(f["function"].startswith("function_number_") for f in doc["functions"]), doc["functions"]
+    assert rss < TABLES_RSS_BOUND_KB, "top: peak RSS %d MiB" % (rss >> 10)
+
+
+def test_chrome_timeline_is_written_as_it_goes(tables_trace, tmp_path):
+    path = tmp_path / "trace.json"
+    status, _, err, rss = run_dump("chrome", "-o", path, tables_trace, timeout=300)
+    assert status == 0, err
+    data = path.read_bytes()
+    assert data.startswith(b'{"traceEvents":[') and data.endswith(b'"generator":"flightrec-dump"}}\n')
+    # Every sample, in time order, each named after its leaf function.
+    ts = [float(m) for m in re.findall(rb'"name":"function_number_\d+".*?"ts":([0-9.e+]+)\}', data)]
+    assert len(ts) == TABLE_SEGMENTS * CPU_SAMPLES
+    assert ts == sorted(ts)
+    assert rss < TABLES_RSS_BOUND_KB, "chrome: peak RSS %d MiB" % (rss >> 10)
+
+
+def test_speedscope_is_written_as_it_goes(tables_trace, tmp_path):
+    path = tmp_path / "cpu.speedscope.json"
+    status, _, err, rss = run_dump("speedscope", "-o", path, tables_trace, timeout=300)
+    assert status == 0, err
+    doc = json.loads(path.read_text())
+    (profile,) = doc["profiles"]
+    assert len(profile["samples"]) == TABLE_SEGMENTS * CPU_SAMPLES
+    assert sum(profile["weights"]) == TABLE_SEGMENTS * CPU_SAMPLES * CPU_PERIOD
+    assert {f["name"] for f in doc["shared"]["frames"]} <= {"function_number_%d" % i
+                                                           for i in range(1, TABLE_ENTRIES + 1)}
+    assert rss < TABLES_RSS_BOUND_KB, "speedscope: peak RSS %d MiB" % (rss >> 10)
