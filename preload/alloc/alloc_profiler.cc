@@ -43,6 +43,30 @@ enum Mode : int { kPreInit = 0, kOff = 1, kOn = 2 };
 std::atomic<int> g_mode{kPreInit};
 uint64_t g_mean = 0;
 TrimRanges g_trim;
+// Our own object's text, when it is the malloc everyone calls (AskedForByUs).
+TrimRanges g_self;
+
+// The hooks' code: hook_malloc.cc puts it in a section of its own, so these
+// are its bounds (weak: the unit tests link no hooks).
+extern "C" const char __start_flightrec_alloc_hooks[] __attribute__((weak, visibility("hidden")));
+extern "C" const char __stop_flightrec_alloc_hooks[] __attribute__((weak, visibility("hidden")));
+
+// Whether our own code asked for the block: the frame that called the hook
+// (the one after the last frame in the hooks' section) lies in our object.
+// That is the static libstdc++ inside libflightrec.so, whose exception
+// emergency pool (72 KiB) is allocated by its constructor right after ours:
+// the recorder's memory, not the program's, so it is not sampled (it was
+// reported as the program's, from ld.so's call_init, and its stack
+// symbolized at exit in one process of eight).
+bool AskedForByUs(const uint64_t* pcs, int skip) {
+  const auto lo = reinterpret_cast<uint64_t>(__start_flightrec_alloc_hooks);
+  const auto hi = reinterpret_cast<uint64_t>(__stop_flightrec_alloc_hooks);
+  if (lo == 0 || g_self.size() == 0) return false;
+  int last = -1;
+  for (int i = 0; i < skip; i++)
+    if (pcs[i] >= lo && pcs[i] < hi) last = i;
+  return last >= 0 && last + 1 < skip && g_self.Contains(pcs[last + 1]);
+}
 
 // Frees we could not report (the freeing thread cannot record: a recorder
 // thread or one already exiting); the block then looks live. Counted.
@@ -213,6 +237,7 @@ __attribute__((noinline)) void RecordAllocation(void* ptr, size_t size) {
   uint64_t pcs[kMaxAllocFrames + kTrimSlack] = {};  // (next to an unwind, zeroing is free)
   const int n = CaptureStack(pcs, kMaxAllocFrames + kTrimSlack);
   const int skip = g_trim.LeadingTrimmed(pcs, n);
+  if (AskedForByUs(pcs, skip)) return;
   int keep = n - skip;
   // Cut at the capture's depth or at ours: the outermost slot says so.
   const bool truncated = (n > 0 && pcs[n - 1] == stacks::kTruncatedStackPc) || keep > kMaxAllocFrames;
@@ -312,8 +337,10 @@ void AllocProfilerInit(const Config& config) {
   Dl_info self, interposer;
   void* global_malloc = dlsym(RTLD_DEFAULT, "malloc");
   if (global_malloc && dladdr(reinterpret_cast<void*>(&AllocProfilerInit), &self) &&
-      dladdr(global_malloc, &interposer) && self.dli_fbase == interposer.dli_fbase)
+      dladdr(global_malloc, &interposer) && self.dli_fbase == interposer.dli_fbase) {
     AddObjectTextRanges(reinterpret_cast<void*>(&AllocProfilerInit), &g_trim);
+    AddObjectTextRanges(reinterpret_cast<void*>(&AllocProfilerInit), &g_self);
+  }
   AddOperatorNewRanges(&g_trim);
   stacks::InitLocalStackCapture();
   if (pthread_atfork(AtForkPrepare, AtForkParent, AtForkChild) != 0)

@@ -25,7 +25,11 @@
 #include "preload/alloc/alloc_sampler.h"
 #include "preload/runtime/clock.h"
 
-#define MALLOC_HOOK extern "C" __attribute__((visibility("default")))
+// Every function of this file lies in one section, so the allocation
+// profiler can tell which frame of a sampled stack called malloc & co.
+// (alloc_profiler.cc, AskedForByUs).
+#define HOOK_TEXT __attribute__((section("flightrec_alloc_hooks")))
+#define MALLOC_HOOK extern "C" __attribute__((visibility("default"))) HOOK_TEXT
 
 using namespace flightrec::alloc;
 
@@ -38,7 +42,7 @@ size_t PageSize() {
   return page;
 }
 
-__attribute__((noinline)) void* MallocSlow(size_t size) {
+__attribute__((noinline)) HOOK_TEXT void* MallocSlow(size_t size) {
   const bool sample = AllocShouldSample(size);
   void* p = RealMalloc(size);
   if (sample && p) RecordAllocation(p, size);
@@ -50,7 +54,7 @@ inline void* MallocImpl(size_t size) {
   return MallocSlow(size);
 }
 
-__attribute__((noinline)) void* CallocSlow(size_t n, size_t m, size_t bytes) {
+__attribute__((noinline)) HOOK_TEXT void* CallocSlow(size_t n, size_t m, size_t bytes) {
   const bool sample = AllocShouldSample(bytes);
   void* p = RealCalloc(n, m);
   if (sample && p) RecordAllocation(p, bytes);
@@ -59,7 +63,7 @@ __attribute__((noinline)) void* CallocSlow(size_t n, size_t m, size_t bytes) {
 
 // A block from the bootstrap arena is never given to the real allocator:
 // copy it into a real block (the arena copy is simply abandoned).
-__attribute__((noinline)) void* ReallocBootstrap(void* p, size_t size) {
+__attribute__((noinline)) HOOK_TEXT void* ReallocBootstrap(void* p, size_t size) {
   if (size == 0) return nullptr;  // "free" it, like glibc's realloc(p, 0)
   void* q = MallocImpl(size);
   if (q) {
@@ -69,7 +73,7 @@ __attribute__((noinline)) void* ReallocBootstrap(void* p, size_t size) {
   return q;
 }
 
-__attribute__((noinline)) void* ReallocSampledOrSlow(void* p, size_t size, bool expired) {
+__attribute__((noinline)) HOOK_TEXT void* ReallocSampledOrSlow(void* p, size_t size, bool expired) {
   bool was_sampled = false;
   uint64_t freed_at = 0;
   if (g_sampled.MaybeContains(reinterpret_cast<uintptr_t>(p)) && TakeSampled(p)) {
@@ -101,7 +105,7 @@ inline void* ReallocImpl(void* p, size_t size) {
 
 // memalign, aligned_alloc, valloc, pvalloc: same shape, different callee.
 template <void* (*Real)(size_t, size_t)>
-__attribute__((noinline)) void* AlignedSlow(size_t alignment, size_t size) {
+__attribute__((noinline)) HOOK_TEXT void* AlignedSlow(size_t alignment, size_t size) {
   const bool sample = AllocShouldSample(size);
   void* p = Real(alignment, size);
   if (sample && p) RecordAllocation(p, size);
@@ -114,14 +118,14 @@ inline void* AlignedImpl(size_t alignment, size_t size) {
   return AlignedSlow<Real>(alignment, size);
 }
 
-__attribute__((noinline)) int PosixMemalignSlow(void** out, size_t alignment, size_t size) {
+__attribute__((noinline)) HOOK_TEXT int PosixMemalignSlow(void** out, size_t alignment, size_t size) {
   const bool sample = AllocShouldSample(size);
   const int rc = RealPosixMemalign(out, alignment, size);
   if (sample && rc == 0 && *out) RecordAllocation(*out, size);
   return rc;
 }
 
-__attribute__((noinline)) void FreeSampled(void* p) { RecordFreeIfSampled(p); }
+__attribute__((noinline)) HOOK_TEXT void FreeSampled(void* p) { RecordFreeIfSampled(p); }
 
 }  // namespace
 

@@ -98,14 +98,21 @@ void CloseTransientDir(DIR* dir) {
 
 OpenFdSnapshot SnapshotOpenFds() {
   OpenFdSnapshot s;
-  for (int fd = 0; fd < OpenFdSnapshot::kScanFds; fd++)
-    if (fcntl(fd, F_GETFD) != -1) s.open[fd >> 6] |= Bit(fd);
+  int free_seen = 0;
+  for (int fd = 0; fd < OpenFdSnapshot::kScanFds && free_seen < OpenFdSnapshot::kFreeWatched; fd++) {
+    if (fcntl(fd, F_GETFD) != -1) {
+      s.open[fd >> 6] |= Bit(fd);
+    } else {
+      free_seen++;
+    }
+    s.scanned = fd + 1;
+  }
   return s;
 }
 
 int ProtectPipesOpenedSince(const OpenFdSnapshot& before) {
   int n = 0;
-  for (int fd = 0; fd < OpenFdSnapshot::kScanFds; fd++) {
+  for (int fd = 0; fd < before.scanned; fd++) {
     if (before.open[fd >> 6] & Bit(fd)) continue;
     struct stat st;
     if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && ProtectFd(fd)) n++;

@@ -147,9 +147,14 @@ using format::OwnFdChange;
 // then protects every pipe that appeared, so that at least the program's
 // close-everything cannot hand libunwind the program's own files.
 // Single-threaded contexts only (init); no allocation.
+// A new descriptor takes the lowest free number, so whatever a library opens
+// lands in the lowest free ones: the snapshot scans up to the 16th free
+// number (a dozen system calls at start, not 500) and the check looks there.
 struct OpenFdSnapshot {
-  static constexpr int kScanFds = 256;  // the library's fds are the lowest free ones
+  static constexpr int kScanFds = 256;  // never beyond this
+  static constexpr int kFreeWatched = 16;
   uint64_t open[kScanFds / 64] = {};
+  int scanned = 0;  // numbers [0, scanned) were looked at
 };
 OpenFdSnapshot SnapshotOpenFds();
 // Protects the pipes opened since `before` was taken; returns how many.

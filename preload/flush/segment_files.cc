@@ -16,6 +16,7 @@
 
 #include "preload/fds/fd_guard.h"
 #include "preload/flush/safe_path.h"
+#include "preload/runtime/utc_stamp.h"
 
 namespace flightrec {
 namespace {
@@ -72,13 +73,7 @@ std::string ActiveSegmentPath(const std::string& dir, const std::string& service
     if (safe.size() >= 64) break;
   }
   if (safe.empty()) safe = "unknown";
-  const time_t secs = static_cast<time_t>(realtime_ns / 1000000000ull);
-  struct tm tm;
-  gmtime_r(&secs, &tm);
-  char stamp[64];
-  snprintf(stamp, sizeof(stamp), "%04d%02d%02dT%02d%02d%02d.%03lluZ", tm.tm_year + 1900, tm.tm_mon + 1,
-           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-           static_cast<unsigned long long>((realtime_ns / 1000000ull) % 1000));
+  const std::string stamp = UtcStamp(realtime_ns);
   char tail[64];
   snprintf(tail, sizeof(tail), "-%u-%04llu.active", pid, static_cast<unsigned long long>(seq));
   return dir + "/" + stamp + "-" + safe + tail;

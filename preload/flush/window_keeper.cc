@@ -18,6 +18,7 @@
 #include "preload/runtime/config.h"
 #include "preload/runtime/core_events.h"
 #include "preload/runtime/log.h"
+#include "preload/runtime/utc_stamp.h"
 
 namespace flightrec {
 namespace {
@@ -43,15 +44,7 @@ uint32_t t_trigger = 0;
 
 // The incident's tag in file names and keys: the trigger's UTC time, which
 // sorts and reads well, with no '-' (segment names split on it).
-std::string StampTag(uint64_t realtime_ns) {
-  const time_t secs = static_cast<time_t>(realtime_ns / kSec);
-  struct tm tm;
-  gmtime_r(&secs, &tm);
-  char out[40];
-  snprintf(out, sizeof(out), "%04d%02d%02dT%02d%02d%02d.%03lluZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-           tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<unsigned long long>((realtime_ns / 1000000ull) % 1000));
-  return out;
-}
+std::string StampTag(uint64_t realtime_ns) { return UtcStamp(realtime_ns); }
 
 // "X.seg" -> "X@TAG.seg".
 std::string TaggedName(const std::string& name, const std::string& tag) {

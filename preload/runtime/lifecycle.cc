@@ -147,6 +147,31 @@ __attribute__((constructor)) void FlightrecInit() {
   }
 }
 
+// Our own work on an application thread (opening the first segment and
+// starting our thread at init, a privilege drop): what libc allocates for it
+// (the time zone, a new thread's TLS) is not recorded as
+// the application's, and the thread's allocation sampling resumes exactly
+// where it was (a recorder-flagged allocation would turn it off for good).
+class OwnWorkOnAppThread {
+ public:
+  OwnWorkOnAppThread()
+      : flags_(tls_thread_flags), countdown_(alloc::tls_alloc.countdown), in_hook_(alloc::tls_alloc.in_hook) {
+    alloc::tls_alloc.in_hook = 1;
+    tls_thread_flags |= kThreadFlagRecorder;
+  }
+  ~OwnWorkOnAppThread() {
+    tls_thread_flags = flags_;
+    alloc::tls_alloc.countdown = countdown_;
+    alloc::tls_alloc.in_hook = in_hook_;
+  }
+
+ private:
+  uint32_t flags_;
+  int64_t countdown_;
+  uint32_t in_hook_;
+};
+
+
 void StartRecording() {
   std::vector<std::string> messages;
   Config cfg = ParseConfig(environ, &messages);
@@ -213,7 +238,12 @@ void StartRecording() {
   g_owner_pid = getpid();
   SetRuntimeRecording(true);
   CurrentThreadState(true);  // the main thread
-  if (!StartFlushThread(CurrentProcessInfo())) {
+  bool started;
+  {
+    OwnWorkOnAppThread ours;
+    started = StartFlushThread(CurrentProcessInfo());
+  }
+  if (!started) {
     SetRuntimeRecording(false);
     return;
   }
@@ -226,6 +256,7 @@ void StartRecording() {
 // false, and recording stays off, when memory has run out.
 bool StartFlushThreadOrStop() {
   try {
+    OwnWorkOnAppThread ours;
     return StartFlushThread(CurrentProcessInfo());
   } catch (const std::bad_alloc&) {
     Log(LogLevel::kWarn, "recording off: out of memory");
@@ -259,27 +290,6 @@ void RecorderAfterExecFailed() {
   if (!StartFlushThreadOrStop()) SetRuntimeRecording(false);
 }
 
-// Our own work on an application thread (a privilege drop): not recorded as
-// the application's, and the thread's allocation sampling resumes exactly
-// where it was (a recorder-flagged allocation would turn it off for good).
-class OwnWorkOnAppThread {
- public:
-  OwnWorkOnAppThread()
-      : flags_(tls_thread_flags), countdown_(alloc::tls_alloc.countdown), in_hook_(alloc::tls_alloc.in_hook) {
-    alloc::tls_alloc.in_hook = 1;
-    tls_thread_flags |= kThreadFlagRecorder;
-  }
-  ~OwnWorkOnAppThread() {
-    tls_thread_flags = flags_;
-    alloc::tls_alloc.countdown = countdown_;
-    alloc::tls_alloc.in_hook = in_hook_;
-  }
-
- private:
-  uint32_t flags_;
-  int64_t countdown_;
-  uint32_t in_hook_;
-};
 
 // A process started as root drops to uid N (hook_setuid.cc): seal while
 // still root, pin OUTPUT/uid-N (output_dir.h), and after the call record on

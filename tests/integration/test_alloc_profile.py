@@ -169,3 +169,15 @@ def test_a_full_address_table_is_counted_not_hidden(fr, trace_dir):
     # Allocation totals do not depend on the table: still exact.
     got = by_function(doc, truth)
     assert all(got[n]["count"] == t["count"] for n, t in truth.items())
+
+
+def test_the_recorders_own_allocations_are_not_the_programs(fr, trace_dir):
+    """The static libstdc++ inside libflightrec.so allocates its exception
+    emergency pool (72 KiB) from its constructor, right after ours, through
+    the program's malloc. That block is the recorder's: with every
+    allocation sampled, a program that allocates nothing on its own shows
+    none. It was reported as the program's, from ld.so's call_init."""
+    fr.run(["/bin/true"], trace_dir, env={"FLIGHTREC_ALLOC_SAMPLE_BYTES": 1})
+    samples = fr.events(trace_dir, "alloc.sample")
+    ours = [e for e in samples if e["stack"] and e["stack"][0].get("function") in ("call_init", "_dl_init")]
+    assert not ours, ours[:2]

@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <ctime>
 #include <string>
 
 #include "preload/flush/segment_files.h"
+#include "preload/runtime/utc_stamp.h"
 
 using namespace flightrec;
 
@@ -145,4 +147,23 @@ TEST_CASE("segment files: disk budget deletes the .active segments of dead proce
   waitpid(live, nullptr, 0);
   std::string cmd = "rm -rf " + dir;
   CHECK(system(cmd.c_str()) == 0);
+}
+
+TEST_CASE("UtcStamp: the same calendar as gmtime_r, leap days and century years included") {
+  // Days since the epoch: leap days of 1972, 2000 and 2100 (not leap), up to
+  // 2517 (nanoseconds since 1970 fit 64 bits until 2554).
+  const int64_t days[] = {0, 59, 60, 365, 10956, 11016, 11017, 11322, 20424, 20454, 47541, 47540, 47482, 200000};
+  for (int64_t d : days) {
+    for (uint64_t sod : {0ull, 1ull, 3599ull, 43210ull, 86399ull}) {
+      const uint64_t secs = static_cast<uint64_t>(d) * 86400 + sod;
+      const uint64_t ns = secs * 1000000000ull + 987654321ull;
+      const time_t t = static_cast<time_t>(secs);
+      struct tm tm;
+      REQUIRE(gmtime_r(&t, &tm) != nullptr);
+      char want[48];
+      snprintf(want, sizeof(want), "%04d%02d%02dT%02d%02d%02d.987Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+               tm.tm_hour, tm.tm_min, tm.tm_sec);
+      CHECK(flightrec::UtcStamp(ns) == want);
+    }
+  }
 }
