@@ -33,8 +33,11 @@ or queue, with their exact durations; blocks lost in perf's kernel rings
 have no known duration and are only counted, in sampler.lost). live has
 none: whether a dropped sample was freed is unknown.
 
-Speed: events are read column by column and aggregated by stack id per
-segment first; each distinct stack is resolved to frames once.
+Speed and memory: events are read column by column and aggregated by
+stack id per segment first; at the end of each segment its stacks are
+resolved to frames and merged into the profile's entries by content, so a
+profile holds one entry per distinct (process id, thread, stack) of the
+trace whatever the number of segments.
 
 Frames are dicts, leaf first: function, file, line (innermost inline frame
 first for one pc), address, mapping (path, build_id, start, end, offset, or
@@ -486,19 +489,81 @@ def _frame_key(f):
             None if m is None else (m["path"], m["build_id"], m["start"], m["end"], m["offset"]))
 
 
-def intern_frames(frames, same):
-    """frames, or an equal frame list met before (same: {content: frames}).
-    A segment's frames live as long as its intern tables (segment.py drops
-    them when other segments need the room); entries that outlive them
-    share one list per distinct stack of the trace, not one per segment."""
-    if not frames:
-        return frames
-    key = tuple(map(_frame_key, frames))
-    return same.setdefault(key, frames)
+class _Entries:
+    """The profile's entries, merged across segments: one per (process id,
+    thread, stack content), so memory follows the distinct stacks of the
+    trace, not segments x stacks (issue 29). A stack's content is the tuple
+    of its frames' numbers, a frame numbered once by content; the frames of
+    the first segment that showed it stand for all. merge=False keeps one
+    entry per (segment, thread, stack id), as speedscope's live timeline
+    wants (a sample per segment at the time it was first seen)."""
+
+    def __init__(self, trace, names, procs, merge=True):
+        self.segs = trace.segments
+        self.names = names
+        self.procs = procs
+        self.merge = merge
+        self.frame_numbers = {}  # frame content -> number
+        self.stacks = {}         # stack content -> frames
+        self.thread_names = {}   # (pid, tid) -> name shown
+        self.entries = {}        # key -> Entry, in first-seen order
+
+    def _thread(self, pid, tid):
+        t = self.thread_names.get((pid, tid))
+        if t is None:
+            tnames = self.names.get((pid, tid))
+            if tnames:
+                t = tnames[-1]
+            elif tid == pid and pid in self.procs:  # an unnamed main thread: its exe
+                t = os.path.basename(self.procs[pid].get("exe") or "")
+            else:
+                t = ""
+            self.thread_names[(pid, tid)] = t
+        return t
+
+    def _stack(self, seg, sid):
+        """(content key, frames) of a segment's stack id."""
+        if sid == UNATTRIBUTED_SID:
+            return UNATTRIBUTED_SID, UNATTRIBUTED_FRAMES
+        frames = seg.frames(sid)
+        if not frames:
+            return (), NO_STACK
+        numbers = self.frame_numbers
+        key = tuple([numbers.setdefault(k, len(numbers)) for k in map(_frame_key, frames)])
+        return key, self.stacks.setdefault(key, frames)
+
+    def fold(self, acc):
+        """Adds {(segment index, tid, stack id): [samples, weight, objects,
+        first monotonic time]} (one segment's, or the live replay's)."""
+        entries = self.entries
+        for (si, tid, sid), (n, w, c, t) in acc.items():
+            seg = self.segs[si]
+            pid = seg.pid
+            tname = self._thread(pid, tid)
+            if self.merge:
+                skey, frames = self._stack(seg, sid)
+                key = (pid, tid, tname, skey)
+                e = entries.get(key)
+            else:
+                key = (si, tid, sid)
+                e = None
+            wall = seg.wall_ns(t)
+            if e is None:
+                if not self.merge:
+                    frames = self._stack(seg, sid)[1]
+                e = entries[key] = Entry(frames, pid, tid, tname, wall)
+                e.samples, e.weight, e.objects = n, w, c  # as counted (int or float)
+                continue
+            if wall < e.first_time:
+                e.first_time = wall
+            e.samples += n
+            e.weight += w
+            e.objects += c
 
 
-def build(trace, kind, thread=None, t_from=None, t_to=None):
-    """The profile of one kind over a Trace, filtered by thread and time."""
+def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True):
+    """The profile of one kind over a Trace, filtered by thread and time
+    (merge: see _Entries)."""
     if kind not in KINDS:
         raise ProfileError("unknown profile kind %r (kinds: %s)" % (kind, ", ".join(KINDS)))
     prof = Profile(kind)
@@ -512,7 +577,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
     weight_field = {"cpu": "period_ns", "offcpu": "duration_ns"}.get(kind)
     fields = ["time", "tid", "stack"] + (["address", "size", "sample_bytes"] if alloc else [weight_field])
 
-    acc = {}       # (segment index, tid, stack id) -> [samples, weight, objects, first mono time]
+    merged = _Entries(trace, names, procs, merge)
     periods = Counter()
     live = {}      # process key -> {segment index: [lo, hi] of the alloc events taken}
     live_filter = {}  # segment index -> (lo, hi, tids) its alloc.sample events were taken with
@@ -533,6 +598,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
             lo = bounds[0] - h["anchor_realtime_ns"] + h["anchor_monotonic_ns"]
             hi = bounds[1] - h["anchor_realtime_ns"] + h["anchor_monotonic_ns"]
         seg_lo = seg_hi = None  # monotonic span of the events taken from this segment
+        acc = {}  # this segment's (si, tid, stack id) -> [samples, weight, objects, first mono time]
         if kind == "live":
             live_filter[si] = (lo, hi, tids)  # the second pass takes the same events
         for batch in seg.batches:
@@ -601,6 +667,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
                             weights = [d * max(m, 1) for d, m in zip(weights, mult)]
                 for (tid, sid, w), n in Counter(zip(tidc, stacks, weights)).items():
                     _accumulate(acc, (si, tid, sid), n, n * w, 0.0, first[(tid, sid)])
+        merged.fold(acc)  # resolved while its tables are loaded; merged across segments
         if seg_lo is not None:
             a, b = seg.wall_ns(seg_lo), seg.wall_ns(seg_hi)
             span[0] = a if span[0] is None or a < span[0] else span[0]
@@ -612,6 +679,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
         # (replay.py): what is left was never freed.
         for seg_spans in live.values():
             held = {}
+            acc = {}
             for members in replay.clusters([(lo, hi, si) for si, (lo, hi) in seg_spans.items()]):
                 for t, what, _, addr, key, size, rate in _live_events(trace, members, live_filter, fields,
                                                                       problems):
@@ -622,31 +690,16 @@ def build(trace, kind, thread=None, t_from=None, t_to=None):
             for key, t, size, rate in held.values():
                 w, c = alloc_weight(size, rate)
                 _accumulate(acc, key, 1, w, c, t)
+            merged.fold(acc)
 
-    # Resolve each distinct stack once, and order by first appearance (wall clock,
-    # so processes recorded side by side interleave correctly).
-    segs = trace.segments
-    entries = []
+    # Order by first appearance (wall clock, so processes recorded side by
+    # side interleave correctly).
     period = periods.most_common(1)[0][0] if periods else 0
-    same = {}  # frames by content: the segments of a process repeat the same stacks
-    for (si, tid, sid), (n, w, c, t) in acc.items():
-        seg = segs[si]
-        if sid == UNATTRIBUTED_SID:
-            frames = UNATTRIBUTED_FRAMES
-            if kind == "cpu":
-                w = n * period
-        else:
-            frames = intern_frames(seg.frames(sid), same) or NO_STACK
-        tnames = names.get((seg.pid, tid))
-        if tnames:
-            tname = tnames[-1]
-        elif tid == seg.pid and seg.pid in procs:  # an unnamed main thread: its exe
-            tname = os.path.basename(procs[seg.pid].get("exe") or "")
-        else:
-            tname = ""
-        e = Entry(frames, seg.pid, tid, tname, seg.wall_ns(t))
-        e.samples, e.weight, e.objects = n, w, c
-        entries.append(e)
+    entries = list(merged.entries.values())
+    if kind == "cpu":
+        for e in entries:
+            if e.frames is UNATTRIBUTED_FRAMES:  # lost samples weigh the profile's period
+                e.weight = e.samples * period
     entries.sort(key=lambda e: e.first_time)
     prof.entries = entries
     prof.period = period

@@ -1,7 +1,7 @@
 """flightrec-dump's memory follows the largest segment, not the trace (issue
 #29 item 1): a long, legitimate trace of one process (many segments written
 one after the other, each full of allocation samples and frees) is read by
-`heap`, `top --kind live`, `top` and `info` within a bound that holding every
+`heap`, `top --kind live`, `top`, `info`, `pprof` and `sockets` within a bound that holding every
 event at once would exceed several times over.
 
 The trace is built by hand (tests/fuzz/hostile_segments.py helpers) so it is
@@ -212,3 +212,93 @@ def test_speedscope_is_written_as_it_goes(tables_trace, tmp_path):
     assert {f["name"] for f in doc["shared"]["frames"]} <= {"function_number_%d" % i
                                                            for i in range(1, TABLE_ENTRIES + 1)}
     assert rss < TABLES_RSS_BOUND_KB, "speedscope: peak RSS %d MiB" % (rss >> 10)
+
+
+# Profile entries merged across segments: every one of the TABLE_ENTRIES
+# stacks is sampled in each of the segments, so one entry per (segment,
+# stack) would cost ~200 bytes x segments x stacks (the old reader: 311 MiB
+# here, 789 MiB on 24 segments of 40,000); merged by content, entries follow
+# the distinct stacks (227 MiB here, mostly two segments' tables).
+EVERY_STACK_SEGMENTS = 6
+EVERY_STACK_RSS_BOUND_KB = 270 << 10
+
+
+def every_stack_segment(seq, tables):
+    t0 = 1_000_000_000 + seq * 10 * TABLE_ENTRIES
+    out = hs.header(pid=CPU_PID, seq=seq) + hs.block(hs.SCHEMA, hs.schema(CPU_TYPES)) + tables
+    ids = b"".join(struct.pack("<I", 1 + i) for i in range(TABLE_ENTRIES))
+    out += hs.block(hs.EVENTS, hs.events(1, TABLE_ENTRIES, [
+        steps(t0, 2, TABLE_ENTRIES), constant(CPU_PID), bytes([0x04]) + ids, constant(CPU_PERIOD)]), compress=True)
+    last = t0 + 2 * (TABLE_ENTRIES - 1)
+    footer = [("events", TABLE_ENTRIES), ("first_time_ns", t0), ("last_time_ns", last)]
+    out += hs.block(hs.FOOTER, hs.uvarint(len(footer)) + b"".join(hs.text(k) + hs.uvarint(v) for k, v in footer))
+    return out
+
+
+@pytest.fixture(scope="module")
+def every_stack_trace(tmp_path_factory):
+    d = tmp_path_factory.mktemp("every_stack")
+    tables = big_tables()
+    for seq in range(EVERY_STACK_SEGMENTS):
+        (d / ("svc-%d-%04d.seg" % (CPU_PID, seq))).write_bytes(every_stack_segment(seq, tables))
+    return d
+
+
+def test_profile_entries_follow_distinct_stacks_not_segments(every_stack_trace, tmp_path):
+    path = tmp_path / "cpu.pb.gz"
+    status, _, err, rss = run_dump("pprof", "-o", path, every_stack_trace, timeout=300)
+    assert status == 0, err
+    assert rss < EVERY_STACK_RSS_BOUND_KB, "pprof: peak RSS %d MiB" % (rss >> 10)
+    samples = EVERY_STACK_SEGMENTS * TABLE_ENTRIES
+    # One sample row per distinct stack, each carrying all its segments' samples.
+    assert "%d samples, %d stacks" % (samples, TABLE_ENTRIES) in err, err
+    # go tool pprof reads the same totals (shutil/subprocess: as test_reports_profiles does).
+    from test_reports_profiles import go_pprof
+    top = go_pprof("-top", "-unit=ms", "-nodefraction=0", str(path))
+    assert "of %gms total" % (samples * CPU_PERIOD / 1e6) in top, top[:400]
+
+
+# sockets: a connection's blocking-call durations are exact up to a cap, then
+# a histogram. SOCKET_OPS receives on one connection, durations spread over
+# 1-1000 us: kept as a list they cost ~40 bytes each (the old reader: 173 MiB).
+SOCKET_PID = 6543
+SOCKET_OPS = 200_000   # per block
+SOCKET_BLOCKS = 10
+SOCKET_RSS_BOUND_KB = 128 << 10
+SOCKET_TYPES = [(1, "socket.op", [("time", hs.TIME, "ns"), ("tid", hs.UINT, ""), ("conn", hs.UINT, ""),
+                                  ("op", hs.STRING, ""), ("bytes", hs.SINT, "bytes"),
+                                  ("duration_ns", hs.UINT, "ns"), ("fd", hs.UINT, "")])]
+
+
+def socket_durations():
+    return [1000 + (i * 7919) % 1_000_003 for i in range(SOCKET_OPS)]
+
+
+@pytest.fixture(scope="module")
+def socket_trace(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sockets")
+    out = hs.header(pid=SOCKET_PID, seq=0) + hs.block(hs.SCHEMA, hs.schema(SOCKET_TYPES))
+    out += hs.block(hs.STRINGS, hs.table(1, [hs.text("recv")]))
+    durations = hs.plain(socket_durations(), 4)
+    for b in range(SOCKET_BLOCKS):
+        t0 = 1_000_000_000 + b * SOCKET_OPS * 10_000
+        out += hs.block(hs.EVENTS, hs.events(1, SOCKET_OPS, [
+            steps(t0, 100, SOCKET_OPS), constant(SOCKET_PID), constant(1), constant(1), constant(100),
+            durations, constant(5)]), compress=True)
+    (d / ("svc-%d-0000.seg" % SOCKET_PID)).write_bytes(out)
+    return d
+
+
+def test_socket_latency_percentiles_are_bounded(socket_trace):
+    status, out, err, rss = run_dump("sockets", "--json", socket_trace, timeout=300)
+    assert status == 0, err
+    assert rss < SOCKET_RSS_BOUND_KB, "sockets: peak RSS %d MiB" % (rss >> 10)
+    (conn,) = json.loads(out)["connections"]
+    lat = conn["latency_ns"]
+    exact = sorted(socket_durations() * SOCKET_BLOCKS)
+    n = len(exact)
+    assert conn["ops"] == lat["count"] == n and conn["bytes_in"] == 100 * n
+    assert lat["max"] == exact[-1] and lat["approximate"] is True
+    for name, pct in (("p50", 50), ("p90", 90), ("p99", 99)):
+        want = exact[-(-pct * n // 100) - 1]  # nearest rank
+        assert abs(lat[name] - want) <= want / 100, (name, lat[name], want)

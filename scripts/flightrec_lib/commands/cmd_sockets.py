@@ -13,6 +13,7 @@ and in this report's totals as "dropped".
 import json
 import math
 import sys
+from array import array
 
 from .. import cli
 
@@ -43,19 +44,89 @@ def percentile(sorted_values, pct):
     return sorted_values[rank - 1]
 
 
+# Durations kept exactly per connection, and over all connections; past
+# either a connection's durations go into a log-bucketed histogram (issue 29:
+# memory must not grow with the socket calls of the trace).
+EXACT_PER_CONN = 100_000
+EXACT_TOTAL = 2_000_000  # 16 MiB of durations (array of 8-byte ints)
+MANTISSA_BITS = 7        # bucket width <= 1/128 of its values: error < 0.8%
+_exact_total = [0]
+
+
+class Durations:
+    """A connection's blocking-call durations: exact (an array) until the
+    caps above, then a histogram of buckets 2^-7 wide relative to their
+    values (values under 128 ns stay exact); percentiles from it are the
+    middle of their bucket, within 0.8% of the exact ones. count and max
+    stay exact."""
+    __slots__ = ("exact", "hist", "count", "max")
+
+    def __init__(self):
+        self.exact = array("q")
+        self.hist = None
+        self.count = 0
+        self.max = None
+
+    def add(self, d):
+        self.count += 1
+        if self.max is None or d > self.max:
+            self.max = d
+        if self.hist is None:
+            self.exact.append(d)
+            _exact_total[0] += 1
+            if len(self.exact) < EXACT_PER_CONN and _exact_total[0] < EXACT_TOTAL:
+                return
+            self.hist = {}
+            _exact_total[0] -= len(self.exact)
+            for v in self.exact:
+                self._bucket(v)
+            self.exact = None
+            return
+        self._bucket(d)
+
+    def _bucket(self, d):
+        e = d.bit_length() - MANTISSA_BITS
+        k = (e, d >> e) if e > 0 else (0, d)
+        h = self.hist
+        h[k] = h.get(k, 0) + 1
+
+    def _hist_percentile(self, pct, ordered):
+        rank = max(1, int(math.ceil(pct / 100.0 * self.count)))
+        seen = 0
+        for (e, m), n in ordered:
+            seen += n
+            if seen >= rank:
+                return (m << e) + ((1 << e) >> 1) if e > 0 else m
+        return self.max
+
+    def summary(self):
+        if not self.count:
+            return None
+        if self.hist is None:
+            d = sorted(self.exact)
+            return {"count": len(d), "p50": percentile(d, 50), "p90": percentile(d, 90),
+                    "p99": percentile(d, 99), "max": d[-1]}
+        ordered = sorted(self.hist.items())
+        out = {"count": self.count}
+        for name, pct in (("p50", 50), ("p90", 90), ("p99", 99)):
+            out[name] = min(self._hist_percentile(pct, ordered), self.max)
+        out["max"] = self.max
+        out["approximate"] = True  # percentiles within 0.8% (a histogram past the exact caps)
+        return out
+
+
 def latency_summary(durations):
-    if not durations:
-        return None
-    d = sorted(durations)
-    return {"count": len(d), "p50": percentile(d, 50), "p90": percentile(d, 90),
-            "p99": percentile(d, 99), "max": d[-1]}
+    acc = Durations()
+    for d in durations:
+        acc.add(d)
+    return acc.summary()
 
 
 def _new_conn(pid, conn):
     return {"id": conn, "pid": pid, "role": "?", "family": "", "sock_type": "", "local": "", "peer": "",
             "listener": 0, "fd": None, "tid": None, "open_ns": None, "close_ns": None,
             "first_ns": None, "last_ns": None, "bytes_in": 0, "bytes_out": 0, "ops": 0, "errors": 0,
-            "eagain": 0, "ops_by_name": {}, "errors_by_name": {}, "_durations": [], "_open_time": None,
+            "eagain": 0, "ops_by_name": {}, "errors_by_name": {}, "_durations": Durations(), "_open_time": None,
             "acceptq": None}
 
 
@@ -69,6 +140,7 @@ def collect(trace):
     """{(pid, conn): connection dict} plus totals of what could not be attributed."""
     conns = {}
     unattributed = {"ops": 0, "errors": 0}
+    _exact_total[0] = 0
 
     def get(pid, conn):
         key = (pid, conn)
@@ -143,7 +215,7 @@ def collect(trace):
                 c["errors"] += 1
                 c["errors_by_name"][op] = c["errors_by_name"].get(op, 0) + 1
             if op in BLOCKING and nbytes != -EAGAIN and nbytes != -EINPROGRESS:
-                c["_durations"].append(dur)
+                c["_durations"].add(dur)
 
     # Data calls whose socket.op records were dropped (a full ring), summed per
     # connection by the recorder: their bytes, ops and errors still count.
@@ -179,7 +251,7 @@ def collect(trace):
     for c in conns.values():
         if c["open_ns"] is None:
             c["open_ns"] = c["first_ns"]
-        c["latency_ns"] = latency_summary(c.pop("_durations"))
+        c["latency_ns"] = c.pop("_durations").summary()
         del c["_open_time"]
     return conns, unattributed
 
@@ -270,11 +342,14 @@ def run(args):
         table.append((str(c["id"]), str(c["pid"]), c["role"], c["local"] or "-", peer or "-",
                       _rel(c["open_ns"], t0), _rel(c["close_ns"], t0), "{:,}".format(c["bytes_in"]),
                       "{:,}".format(c["bytes_out"]), "{:,}".format(c["ops"]), str(c["errors"]),
-                      format_ns(lat.get("p50")), format_ns(lat.get("p99")), format_ns(lat.get("max"))))
+                      _approx(lat, "p50"), _approx(lat, "p99"), format_ns(lat.get("max"))))
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     right = {0, 1, 5, 6, 7, 8, 9, 10, 11, 12, 13}
     for r in table:
         print("  ".join(v.rjust(widths[i]) if i in right else v.ljust(widths[i]) for i, v in enumerate(r)).rstrip())
+    if any((c["latency_ns"] or {}).get("approximate") for c in rows):
+        print("~: percentile from a histogram, within 1%% (more than %d blocking calls on the connection, "
+              "or %d in all)" % (EXACT_PER_CONN, EXACT_TOTAL))
     errs = [(c, c["errors_by_name"]) for c in rows if c["errors_by_name"]]
     if errs:
         print()
@@ -282,6 +357,11 @@ def run(args):
         for c, by in errs:
             print("  conn %d: %s" % (c["id"], ", ".join("%s %d" % kv for kv in sorted(by.items()))))
     return cli.exit_status(trace)
+
+
+def _approx(lat, key):
+    """A percentile, with "~" when it came from the histogram (Durations)."""
+    return ("~" if lat.get("approximate") else "") + format_ns(lat.get(key))
 
 
 def _rel(ns, t0):

@@ -127,7 +127,8 @@ def build(trace, kind, doc, thread=None, t_from=None, t_to=None):
     met on the way."""
     unit = UNITS[kind]
     if kind == "live":
-        profile = profiles.build(trace, kind, thread=thread, t_from=t_from, t_to=t_to)
+        profile = profiles.build(trace, kind, thread=thread, t_from=t_from, t_to=t_to,
+                                 merge=False)  # one sample per segment and stack, as before
         t0 = _trace_start(trace)
         threads = {}
         for e in profile.entries:
