@@ -5,6 +5,8 @@
 
 #include <mutex>
 
+#include "preload/runtime/loader_quiesce.h"
+
 namespace flightrec::uploader {
 namespace {
 
@@ -15,7 +17,7 @@ std::once_flag g_once;
 
 void* Open(const char* const* names, std::string* error) {
   for (const char* const* n = names; *n; ++n) {
-    if (void* h = dlopen(*n, RTLD_NOW | RTLD_LOCAL)) return h;
+    if (void* h = OwnDlopen(*n, RTLD_NOW | RTLD_LOCAL)) return h;
   }
   const char* why = dlerror();
   *error = std::string("cannot load ") + names[0] + (why ? std::string(": ") + why : std::string());

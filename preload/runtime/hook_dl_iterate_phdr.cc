@@ -17,7 +17,9 @@
 // A walker preempted inside (our threads run at nice +10, and busy host
 // threads can keep them off the CPU for a long while) is lifted to the
 // forking thread's priority for the wait (LiftRecorderThread), then put back.
-// The application's own calls go straight through.
+// The application's own calls go straight through. The recorder's own
+// dlopen calls (libdw at the first symbolization, libcurl for S3) take the
+// same lock and go through RecorderDlopen (loader_quiesce.h).
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
@@ -30,6 +32,7 @@
 
 #include "preload/crash/raw_syscall.h"
 #include "preload/runtime/clock.h"
+#include "preload/runtime/loader_quiesce.h"
 #include "preload/runtime/recorder_thread.h"
 #include "preload/threads/thread_registry.h"
 
@@ -110,8 +113,11 @@ void ForkChild() {
   g_forks_pending.store(0, std::memory_order_relaxed);
 }
 
-// A walk on one of the recorder's threads (after start-up: instrumented).
-int RecorderWalk(WalkFn real, WalkCallback callback, void* data) {
+// Runs f (a walk, or a dlopen: both take the loader's list lock) on one of
+// the recorder's threads, never across the application's fork (after
+// start-up: instrumented).
+template <typename F>
+auto AsLoaderUser(F f) {
   // Named before counted: a fork that sees the count finds whom to lift.
   const int slot = ClaimWalkerSlot();
   uint64_t deadline = 0;
@@ -127,10 +133,14 @@ int RecorderWalk(WalkFn real, WalkCallback callback, void* data) {
     }
     SleepBriefly();
   }
-  const int rc = real(callback, data);
+  const auto rc = f();
   if (slot >= 0) g_walker_tids[slot].store(0, std::memory_order_release);
   g_walkers.fetch_sub(1, std::memory_order_seq_cst);
   return rc;
+}
+
+int RecorderWalk(WalkFn real, WalkCallback callback, void* data) {
+  return AsLoaderUser([&] { return real(callback, data); });
 }
 
 __attribute__((constructor)) void RegisterForkQuiesce() {
@@ -139,6 +149,14 @@ __attribute__((constructor)) void RegisterForkQuiesce() {
 }
 
 }  // namespace
+
+namespace flightrec {
+
+void* RecorderDlopen(const char* file, int flags) {
+  return AsLoaderUser([&] { return dlopen(file, flags); });
+}
+
+}  // namespace flightrec
 
 // Not instrumented: sanitizer runtimes list their modules with
 // dl_iterate_phdr during their own start-up, which reaches this hook before

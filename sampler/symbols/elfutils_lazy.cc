@@ -26,13 +26,14 @@
 #include <gelf.h>
 #include <libelf.h>
 
+#include "preload/runtime/loader_quiesce.h"
 #include "preload/runtime/log.h"
 
 namespace {
 
 void* LoadLibdw() {
   // libdw.so.1 pulls libelf.so.1 in; dlsym on its handle searches both.
-  void* h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
+  void* h = flightrec::OwnDlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
   const char* why = h ? nullptr : dlerror();
   // Another file of that name (LD_LIBRARY_PATH) that is not elfutils'.
   if (h && (!dlsym(h, "dwfl_begin") || !dlsym(h, "elf_begin"))) why = "it lacks dwfl_begin or elf_begin";

@@ -1,0 +1,22 @@
+// The recorder's own dlopen calls, made on its threads after start-up
+// (libdw at the first symbolization, libcurl and libcrypto for S3).
+//
+// Why: dlopen holds glibc's dl_load_write_lock while it adds the library to
+// the loaded list, and glibc 2.36 does not reset that lock in a fork child;
+// a child forked meanwhile hangs in its first dlopen or dl_iterate_phdr.
+// RecorderDlopen counts itself with the recorder's loader walks, which the
+// application's fork waits for (hook_dl_iterate_phdr.cc).
+#pragma once
+#include <dlfcn.h>
+
+namespace flightrec {
+
+// Defined beside the dl_iterate_phdr hook; weak so that code linked without
+// the hooks (unit tests) falls back to a plain dlopen.
+void* RecorderDlopen(const char* file, int flags) __attribute__((weak));
+
+inline void* OwnDlopen(const char* file, int flags) {
+  return RecorderDlopen ? RecorderDlopen(file, flags) : dlopen(file, flags);
+}
+
+}  // namespace flightrec
