@@ -26,6 +26,7 @@
 #include "sampler/sample_events.h"
 #include "sampler/sampler_thread.h"
 #include "sampler/sigprof_sampler.h"
+#include "sampler/symbols/elfutils_lazy.h"
 #include "sampler/symbols/symbolizer.h"
 
 namespace flightrec {
@@ -255,6 +256,9 @@ void TakeOverWithPerf() {
 void SamplerInit(const Config& cfg) {
   SamplerState& s = g_state;
   s.mode = Mode::kOff;
+  // Names for every kind of stack (allocation samples too, sampler off or
+  // not): libdw is loaded when the recorder goes live (elfutils_lazy.h).
+  RegisterLiveHook(sampler::LoadElfutils);
   if (cfg.sampler == SamplerMode::kOff) {
     Log(LogLevel::kInfo, "sampler: off (FLIGHTREC_SAMPLER=off)");
     return;

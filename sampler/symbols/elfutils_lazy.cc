@@ -14,37 +14,85 @@
 // preload/exports.map keep them out of the host's symbol scope). The
 // compiler checks each signature against the elfutils headers.
 //
+// It is loaded when the recorder goes live (a process that lived
+// FLIGHTREC_FLUSH_MS: a descriptor is more likely free then than when a
+// busy server first needs a name), or at the first symbolization before.
+//
 // Invariants: never called from a signal handler (symbolization runs on the
 // flush thread or on a thread that stops it); the library is opened
-// RTLD_LOCAL and never closed. When it cannot be loaded every forwarder
+// RTLD_LOCAL and never closed. While it cannot be loaded every forwarder
 // returns the function's own failure value (NULL, -1, ...), which the
-// symbolizer already handles as "no symbols", and one line is logged.
+// symbolizer already handles as "no symbols". Out of descriptors, the load
+// is tried again a second later; any other failure is final, with one line.
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 #include <libelf.h>
 
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+
+#include "preload/runtime/clock.h"
 #include "preload/runtime/loader_quiesce.h"
+#include "sampler/symbols/elfutils_lazy.h"
 #include "preload/runtime/log.h"
 
 namespace {
 
-void* LoadLibdw() {
-  // libdw.so.1 pulls libelf.so.1 in; dlsym on its handle searches both.
-  void* h = flightrec::OwnDlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
-  const char* why = h ? nullptr : dlerror();
-  // Another file of that name (LD_LIBRARY_PATH) that is not elfutils'.
-  if (h && (!dlsym(h, "dwfl_begin") || !dlsym(h, "elf_begin"))) why = "it lacks dwfl_begin or elf_begin";
-  if (!why) return h;
-  flightrec::Log(flightrec::LogLevel::kWarn, "cannot load libdw.so.1 (%s): sampled functions are not named", why);
-  return nullptr;  // a handle that lacks them stays open: closing a library is never safe for us
+std::atomic<void*> g_handle{nullptr};
+std::atomic<bool> g_loading{false};
+std::atomic<bool> g_given_up{false};
+std::atomic<uint64_t> g_retry_at_ns{0};
+// A load that failed for want of a descriptor (a program that used up its
+// descriptors) is tried again this much later, quietly.
+constexpr uint64_t kRetryNs = 1000000000ull;
+
+// dlopen's errno does not say why it failed: a descriptor of our own,
+// opened and closed at once, does (raw calls: no hook of ours sees them).
+bool OutOfDescriptors() {
+  const long fd = syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    syscall(SYS_close, fd);
+    return false;
+  }
+  return errno == EMFILE || errno == ENFILE;
 }
 
 void* Libdw() {
-  static void* const handle = LoadLibdw();
-  return handle;
+  if (void* h = g_handle.load(std::memory_order_acquire)) return h;
+  if (g_given_up.load(std::memory_order_relaxed)) return nullptr;
+  const uint64_t now = flightrec::MonotonicNs();
+  if (now < g_retry_at_ns.load(std::memory_order_relaxed)) return nullptr;
+  if (g_loading.exchange(true, std::memory_order_acq_rel)) return nullptr;  // another thread is at it
+  // libdw.so.1 pulls libelf.so.1 in; dlsym on its handle searches both.
+  void* h = flightrec::OwnDlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
+  const char* why = h ? nullptr : dlerror();
+  const bool transient = !h && OutOfDescriptors();
+  // Another file of that name (LD_LIBRARY_PATH) that is not elfutils'. A
+  // handle that lacks them stays open: closing a library is never safe for us.
+  if (h && (!dlsym(h, "dwfl_begin") || !dlsym(h, "elf_begin"))) {
+    why = "it lacks dwfl_begin or elf_begin";
+    h = nullptr;
+  }
+  if (h) {
+    g_handle.store(h, std::memory_order_release);
+  } else if (transient) {
+    g_retry_at_ns.store(now + kRetryNs, std::memory_order_relaxed);
+    flightrec::Log(flightrec::LogLevel::kDebug, "cannot load libdw.so.1 yet (%s); trying again in a second",
+                   why ? why : "unknown error");
+  } else {
+    g_given_up.store(true, std::memory_order_relaxed);
+    flightrec::Log(flightrec::LogLevel::kWarn, "cannot load libdw.so.1 (%s): sampled functions are not named",
+                   why ? why : "unknown error");
+  }
+  g_loading.store(false, std::memory_order_release);
+  return h;
 }
 
 template <typename Fn>
@@ -55,20 +103,37 @@ Fn Resolve(const char* name) {
 
 }  // namespace
 
-// One forwarder: RET NAME PARAMS { return real(ARGS); } or FAIL when libdw
+namespace flightrec::sampler {
+
+void LoadElfutils() { Libdw(); }
+
+}  // namespace flightrec::sampler
+
+// One forwarder: RET NAME PARAMS { return real(ARGS); } or FAIL while libdw
 // (or the function) is missing.
 #define FR_ELFUTILS(ret, name, params, args, fail)                      \
   extern "C" ret name params {                                         \
     using Fn = ret(*) params;                                          \
-    static const Fn real = Resolve<Fn>(#name);                         \
-    if (!real) return fail;                                            \
+    static std::atomic<Fn> resolved{nullptr};                          \
+    Fn real = resolved.load(std::memory_order_acquire);                \
+    if (!real) {                                                       \
+      real = Resolve<Fn>(#name);                                       \
+      if (!real) return fail;                                          \
+      resolved.store(real, std::memory_order_release);                 \
+    }                                                                  \
     return real args;                                                  \
   }
 #define FR_ELFUTILS_VOID(name, params, args)                           \
   extern "C" void name params {                                        \
     using Fn = void(*) params;                                         \
-    static const Fn real = Resolve<Fn>(#name);                         \
-    if (real) real args;                                               \
+    static std::atomic<Fn> resolved{nullptr};                          \
+    Fn real = resolved.load(std::memory_order_acquire);                \
+    if (!real) {                                                       \
+      real = Resolve<Fn>(#name);                                       \
+      if (!real) return;                                               \
+      resolved.store(real, std::memory_order_release);                 \
+    }                                                                  \
+    real args;                                                         \
   }
 
 // libdw
