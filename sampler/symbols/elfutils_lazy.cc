@@ -23,7 +23,7 @@
 // RTLD_LOCAL and never closed. While it cannot be loaded every forwarder
 // returns the function's own failure value (NULL, -1, ...), which the
 // symbolizer already handles as "no symbols". Out of descriptors, the load
-// is tried again a second later; any other failure is final, with one line.
+// is tried again (at most every 10 ms); any other failure is final, with one line.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/syscall.h>
@@ -51,7 +51,7 @@ std::atomic<bool> g_given_up{false};
 std::atomic<uint64_t> g_retry_at_ns{0};
 // A load that failed for want of a descriptor (a program that used up its
 // descriptors) is tried again this much later, quietly.
-constexpr uint64_t kRetryNs = 1000000000ull;
+constexpr uint64_t kRetryNs = 10000000ull;
 
 // dlopen's errno does not say why it failed: a descriptor of our own,
 // opened and closed at once, does (raw calls: no hook of ours sees them).
@@ -84,7 +84,7 @@ void* Libdw() {
     g_handle.store(h, std::memory_order_release);
   } else if (transient) {
     g_retry_at_ns.store(now + kRetryNs, std::memory_order_relaxed);
-    flightrec::Log(flightrec::LogLevel::kDebug, "cannot load libdw.so.1 yet (%s); trying again in a second",
+    flightrec::Log(flightrec::LogLevel::kDebug, "cannot load libdw.so.1 yet (%s); trying again",
                    why ? why : "unknown error");
   } else {
     g_given_up.store(true, std::memory_order_relaxed);

@@ -285,7 +285,12 @@ struct Symbolizer::Impl {
 
   void Report() {
     if (!dwfl) dwfl = dwfl_begin(&kCallbacks);
-    if (!dwfl) return;
+    if (!dwfl) {
+      // libdw not loaded yet (elfutils_lazy.cc: no descriptor was free):
+      // retry with the next miss, as for a module file out of reach.
+      fd_starved = true;
+      return;
+    }
     dwfl_report_begin(dwfl);
     // From our own snapshot, the one mappings are described from (code_runs.h
     // says why not dwfl_linux_proc_report).
