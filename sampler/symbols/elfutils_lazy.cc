@@ -26,6 +26,7 @@
 // is tried again (at most every 10 ms); any other failure is final, with one line.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <elfutils/libdw.h>
@@ -93,6 +94,13 @@ void* Libdw() {
   }
   g_loading.store(false, std::memory_order_release);
   return h;
+}
+
+// A fork child has only the forking thread: a load another thread had begun
+// in the parent is nobody's in the child, and must not keep it from loading
+// (test_fork_while_other_threads_allocate: a child's stacks went unnamed).
+__attribute__((constructor)) void ResetLoadingInForkChildren() {
+  pthread_atfork(nullptr, nullptr, [] { g_loading.store(false, std::memory_order_relaxed); });
 }
 
 template <typename Fn>
