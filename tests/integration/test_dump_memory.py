@@ -147,14 +147,16 @@ def big_tables():
     return out
 
 
-def cpu_segment(seq, tables):
-    t0 = 1_000_000_000 + seq * 10 * CPU_SAMPLES
+def cpu_segment(seq, tables, stack_ids):
+    """One segment of CPU samples, 2 ns apart, on the given stack ids."""
+    n = len(stack_ids)
+    t0 = 1_000_000_000 + seq * 10 * n
     out = hs.header(pid=CPU_PID, seq=seq) + hs.block(hs.SCHEMA, hs.schema(CPU_TYPES)) + tables
-    ids = b"".join(struct.pack("<I", 1 + (i * 7919) % SAMPLED_STACKS) for i in range(CPU_SAMPLES))
-    out += hs.block(hs.EVENTS, hs.events(1, CPU_SAMPLES, [
-        steps(t0, 2, CPU_SAMPLES), constant(CPU_PID), bytes([0x04]) + ids, constant(CPU_PERIOD)]), compress=True)
-    last = t0 + 2 * (CPU_SAMPLES - 1)
-    footer = [("events", CPU_SAMPLES), ("first_time_ns", t0), ("last_time_ns", last)]
+    ids = b"".join(struct.pack("<I", i) for i in stack_ids)
+    out += hs.block(hs.EVENTS, hs.events(1, n, [
+        steps(t0, 2, n), constant(CPU_PID), bytes([0x04]) + ids, constant(CPU_PERIOD)]), compress=True)
+    last = t0 + 2 * (n - 1)
+    footer = [("events", n), ("first_time_ns", t0), ("last_time_ns", last)]
     out += hs.block(hs.FOOTER, hs.uvarint(len(footer)) + b"".join(hs.text(k) + hs.uvarint(v) for k, v in footer))
     return out
 
@@ -164,7 +166,8 @@ def tables_trace(tmp_path_factory):
     d = tmp_path_factory.mktemp("tables")
     tables = big_tables()
     for seq in range(TABLE_SEGMENTS):
-        (d / ("svc-%d-%04d.seg" % (CPU_PID, seq))).write_bytes(cpu_segment(seq, tables))
+        ids = [1 + (i * 7919) % SAMPLED_STACKS for i in range(CPU_SAMPLES)]
+        (d / ("svc-%d-%04d.seg" % (CPU_PID, seq))).write_bytes(cpu_segment(seq, tables, ids))
     return d
 
 
@@ -223,24 +226,12 @@ EVERY_STACK_SEGMENTS = 6
 EVERY_STACK_RSS_BOUND_KB = 270 << 10
 
 
-def every_stack_segment(seq, tables):
-    t0 = 1_000_000_000 + seq * 10 * TABLE_ENTRIES
-    out = hs.header(pid=CPU_PID, seq=seq) + hs.block(hs.SCHEMA, hs.schema(CPU_TYPES)) + tables
-    ids = b"".join(struct.pack("<I", 1 + i) for i in range(TABLE_ENTRIES))
-    out += hs.block(hs.EVENTS, hs.events(1, TABLE_ENTRIES, [
-        steps(t0, 2, TABLE_ENTRIES), constant(CPU_PID), bytes([0x04]) + ids, constant(CPU_PERIOD)]), compress=True)
-    last = t0 + 2 * (TABLE_ENTRIES - 1)
-    footer = [("events", TABLE_ENTRIES), ("first_time_ns", t0), ("last_time_ns", last)]
-    out += hs.block(hs.FOOTER, hs.uvarint(len(footer)) + b"".join(hs.text(k) + hs.uvarint(v) for k, v in footer))
-    return out
-
-
 @pytest.fixture(scope="module")
 def every_stack_trace(tmp_path_factory):
     d = tmp_path_factory.mktemp("every_stack")
     tables = big_tables()
     for seq in range(EVERY_STACK_SEGMENTS):
-        (d / ("svc-%d-%04d.seg" % (CPU_PID, seq))).write_bytes(every_stack_segment(seq, tables))
+        (d / ("svc-%d-%04d.seg" % (CPU_PID, seq))).write_bytes(cpu_segment(seq, tables, range(1, TABLE_ENTRIES + 1)))
     return d
 
 
