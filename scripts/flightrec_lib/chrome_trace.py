@@ -21,48 +21,30 @@ otherData.origin_realtime_ns.
 
 Memory: the timeline lists every event of the trace, sorted by time, so the
 document grows with the trace. Events are kept as their JSON text (not
-dicts) in sorted runs of RUN_EVENTS; full runs go to anonymous temporary
+dicts) and sorted by spill_sort.py: full runs go to anonymous temporary
 files (next to the output) and are merged as the document is written, so
 memory holds one run, whatever the trace's length (docs/LIMITS.md).
 """
-import heapq
 import json
 import math
-import tempfile
 
-# Events held in memory before a sorted run goes to a temporary file, and
-# run files merged into one before they would hold too many descriptors.
-RUN_EVENTS = 100_000
-MERGE_FAN_IN = 64
+from .spill_sort import SpillSort
+
 _COMPACT = (",", ":")
 
 # String fields that make an event's name more telling than its bare type.
 _NAME_FIELDS = ("op", "method", "reason", "name", "kind", "path")
 
 
-def _run_line(item):
-    return "%d %d %d %s\n" % item
-
-
-def _read_run(f):
-    """The (wall_ns, order, seq, event JSON) items of a run file, in order."""
-    f.seek(0)
-    for line in f:
-        a, b, c, text = line.split(" ", 3)
-        yield int(a), int(b), int(c), text[:-1]
-
-
 class ChromeTrace:
     def __init__(self, spill_dir=None):
-        self._run = []      # (wall_ns, -duration, seq, event JSON without "ts"): sorted when spilled
-        self._files = []    # sorted runs on disk
-        self._spill_dir = spill_dir
+        # (wall_ns, -duration, seq, event JSON without "ts"): unique keys, so the JSON text never decides.
+        self._events = SpillSort(3, spill_dir, prefix="flightrec-chrome-")
         self._origin = None
         self._count = 0
         self._threads = {}  # (pid, tid) -> name
         self._processes = {}
         self._seq = 0
-        self._spill_at = RUN_EVENTS
 
     def process(self, pid, name):
         self._processes[pid] = name
@@ -109,45 +91,16 @@ class ChromeTrace:
             ev["s"] = "t" if "tid" in fields else "p"
         ev["args"] = args
         # Longer slices first at equal start so parents precede their children.
-        self._run.append((wall_ns, -(dur if ev["ph"] == "X" else 0), self._seq,
+        self._events.add((wall_ns, -(dur if ev["ph"] == "X" else 0), self._seq,
                           json.dumps(ev, separators=_COMPACT)))
         self._seq += 1
         self._count += 1
         if self._origin is None or wall_ns < self._origin:
             self._origin = wall_ns
-        if len(self._run) >= self._spill_at:
-            self._spill()
-
-    def _temp(self):
-        try:
-            return tempfile.TemporaryFile("w+", encoding="utf-8", dir=self._spill_dir, prefix=".flightrec-chrome-")
-        except OSError:
-            return tempfile.TemporaryFile("w+", encoding="utf-8", prefix="flightrec-chrome-")
-
-    def _spill(self):
-        self._run.sort()  # (wall_ns, order, seq) is unique: the JSON text never decides
-        try:
-            f = self._temp()
-        except OSError:
-            self._spill_at = len(self._run) + RUN_EVENTS  # nowhere to spill: held (the old way)
-            return
-        f.writelines(map(_run_line, self._run))
-        self._run = []
-        self._files.append(f)
-        if len(self._files) >= MERGE_FAN_IN:
-            try:
-                merged = self._temp()
-            except OSError:
-                return  # merged at the end instead
-            merged.writelines(map(_run_line, heapq.merge(*map(_read_run, self._files))))
-            for old in self._files:
-                old.close()
-            self._files = [merged]
 
     def write(self, fp):
         """Writes the JSON document; returns the number of non-metadata events.
         The text is what json.dump of the whole document would write."""
-        self._run.sort()
         origin = self._origin if self._origin is not None else 0
         out = []
         for pid, name in sorted(self._processes.items()):
@@ -165,15 +118,12 @@ class ChromeTrace:
             fp.write(("" if first else ",") + json.dumps(item, separators=_COMPACT))
             first = False
         # "ts" is the last key of each event, as json.dump would write it had it been set last.
-        events = heapq.merge(*map(_read_run, self._files), self._run) if self._files else self._run
-        for wall_ns, _, _, text in events:
+        for wall_ns, _, _, text in self._events.sorted():
             fp.write(("" if first else ",") + text[:-1] + ',"ts":' + float.__repr__((wall_ns - origin) / 1000.0)
                      + "}")
             first = False
         fp.write('],"displayTimeUnit":"ms","otherData":' + json.dumps(
             {"origin_realtime_ns": origin, "generator": "flightrec-dump"}, separators=_COMPACT) + "}")
         fp.write("\n")
-        for f in self._files:
-            f.close()
-        self._files = []
+        self._events.close()
         return self._count

@@ -27,6 +27,7 @@ zero-byte receive on a stream socket is EOF; a server's successful shutdown()
 ends its current exchange.
 """
 
+import bisect
 import operator
 
 SEND_OPS = frozenset(("send", "sendto", "sendmsg", "sendmmsg", "write", "writev", "sendfile", "splice_out"))
@@ -89,20 +90,32 @@ class Exchange:
         return done
 
 
-def recorded_requests(trace):
-    """{pid: [request dict]} from `request` events (traces of older recorders)."""
-    out = {}
+# A request as the functions below yield it: a tuple, in this order (a
+# trace may hold millions; as_dict gives the form reports print).
+START, PID, CONN, TID, ROLE, DURATION, BYTES_IN, BYTES_OUT = range(8)
+
+
+def as_dict(r):
+    return {"connection": r[CONN], "pid": r[PID], "tid": r[TID], "role": r[ROLE], "start_ns": r[START],
+            "duration_ns": r[DURATION], "bytes_in": r[BYTES_IN], "bytes_out": r[BYTES_OUT]}
+
+
+def recorded_pids(trace):
+    """The processes whose segments hold `request` events (older recorders)."""
+    return {b.segment.pid for b in trace.batches({"request"})}
+
+
+def iter_recorded(trace):
+    """The requests of `request` events (traces of older recorders)."""
     for b in trace.batches({"request"}):
         seg = b.segment
         cols = b.columns_named(["time", "tid", "conn", "duration_ns", "bytes_in", "bytes_out", "role"])
         if cols is None:
             continue
         roles = {sid: seg.string(sid) for sid in set(cols[6])}
-        lst = out.setdefault(seg.pid, [])
+        pid = seg.pid
         for t, tid, conn, dur, bin_, bout, rid in zip(*cols):
-            lst.append({"connection": conn, "pid": seg.pid, "tid": tid, "role": roles[rid], "start_ns": t,
-                        "duration_ns": dur, "bytes_in": bin_, "bytes_out": bout})
-    return out
+            yield (t, pid, conn, tid, roles[rid], dur, bin_, bout)
 
 
 def latest_connections(trace, fields, pids=None):
@@ -147,85 +160,115 @@ def _op_class(name):
 _END = operator.itemgetter(0)
 
 
-def derived_requests(trace, pids):
-    """{pid: [request dict]} inferred from the socket.op events of the given pids."""
+def iter_derived(trace, pids):
+    """The requests inferred from the socket.op events of the given pids, a
+    process at a time, in no particular order.
+
+    Memory follows a block, not the trace (issue 29): each process's blocks
+    are read in order, and a call is fed to its connection's state machine
+    once no later call can complete before it. A block holds what one flush
+    drained from one or more threads' rings, and a call is recorded when it
+    returns, so a thread preempted between its return and its record lands
+    in a later block behind calls that completed after it. Everything that
+    completed before the earliest call of the block just read is safe to
+    feed (the later blocks hold what was recorded after that block's drain);
+    the rest waits for the next block. Only connections in the middle of an
+    exchange keep state."""
     kinds = {k: v for k, v in latest_connections(trace, ("role", "sock_type"), pids).items() if v[0] in ROLES}
-    wanted = {}  # pid -> connections with a role (listeners and unconnected sockets have none)
-    for pid, conn in kinds:
-        wanted.setdefault(pid, set()).add(conn)
-    calls = {}  # (pid, conn) -> [(end, start, class, bytes, tid)], in trace order
-    for b in trace.batches({"socket.op"}):
-        pid = b.segment.pid
-        conns = wanted.get(pid)
-        if not conns:
-            continue
-        cols = b.columns_named(["time", "tid", "conn", "op", "bytes", "duration_ns"])
-        if cols is None:
-            continue
-        classes = {sid: _op_class(b.segment.string(sid)) for sid in set(cols[3])}
-        used = {sid for sid, c in classes.items() if c}
-        if not used:
-            continue
-        # The hot loop of `requests` on a big trace: one membership test per
-        # call, and the per-connection list looked up only for calls that count.
-        for t, tid, conn, op, nbytes, dur in zip(*cols):
-            if op in used and conn in conns:
-                key = (pid, conn)
-                lst = calls.get(key)
-                if lst is None:
-                    lst = calls[key] = []
-                lst.append((t + dur, t, classes[op], nbytes, tid))
-    out = {}
-    for key, ops in calls.items():
-        role, stype = kinds[key]
-        server = role == "server"
-        stream = stype != "dgram"
-        ex = Exchange(server)
-        done = []
-        ops.sort(key=_END)  # completion order; stable: each thread's call order on ties
-        for end, start, c, nbytes, tid in ops:
+    wanted = {}  # pid -> {conn: (server, stream)}: listeners and unconnected sockets have no role
+    for (pid, conn), (role, stype) in kinds.items():
+        wanted.setdefault(pid, {})[conn] = (role == "server", stype != "dgram")
+    del kinds
+    segments = {}
+    for seg in trace.segments:
+        if seg.pid in wanted:
+            segments.setdefault(seg.pid, []).append(seg)
+    for pid, segs in segments.items():
+        yield from _derive_process(pid, segs, wanted[pid])
+
+
+def _block_calls(b, conns):
+    """[(end, start, class, bytes, tid, conn)] of one socket.op block's data
+    calls on the given connections, in file order."""
+    seg = b.segment
+    cols = b.columns_named(["time", "tid", "conn", "op", "bytes", "duration_ns"])
+    if cols is None:
+        return []
+    classes = {sid: _op_class(seg.string(sid)) for sid in set(cols[3])}
+    used = {sid for sid, c in classes.items() if c}
+    if not used:
+        return []
+    # The hot loop of `requests` on a big trace: two membership tests per call.
+    return [(t + dur, t, classes[op], nbytes, tid, conn)
+            for t, tid, conn, op, nbytes, dur in zip(*cols) if op in used and conn in conns]
+
+
+def _derive_process(pid, segs, conns):
+    exchanges = {}  # conn -> Exchange, while an exchange is under way
+    held = []       # calls not fed yet, in file order
+
+    def feed(calls):
+        for end, start, c, nbytes, tid, conn in calls:
+            server, stream = conns[conn]
+            ex = exchanges.get(conn)
+            if ex is None:
+                ex = exchanges[conn] = Exchange(server)
+            r = None
             if c == _SHUTDOWN:
                 if server and nbytes == 0:
                     r = ex.finish()  # a server that shuts down has answered
-                    if r:
-                        done.append(r)
-                continue
-            if nbytes > 0:
+            elif nbytes > 0:
                 if c != _PEEK:
                     r = ex.on_data(c == _SEND, nbytes, start, end, tid)
-                    if r:
-                        done.append(r)
             elif nbytes == 0 and c != _SEND and stream:
                 r = ex.finish()  # EOF: the peer will ask nothing more
-                if r:
-                    done.append(r)
-        r = ex.finish()
+            if ex.phase == Exchange.IDLE:
+                del exchanges[conn]  # an idle machine is a new one: keep none
+            if r:
+                yield (r[0], pid, conn, r[4], "server" if server else "client", r[1] - r[0], r[2], r[3])
+
+    for seg in segs:
+        for b in seg.batches:
+            if b.type.name != "socket.op":
+                continue
+            new = _block_calls(b, conns)
+            if not new:
+                continue
+            cut = min(new, key=_END)[0]
+            pool = held + new if held else new
+            pool.sort(key=_END)  # completion order; stable: file order (each thread's call order) on ties
+            n = bisect.bisect_left(pool, cut, key=_END)
+            held = pool[n:]
+            yield from feed(pool[:n])
+    yield from feed(held)
+    for conn, ex in exchanges.items():
+        r = ex.finish()  # the end of the trace
         if r:
-            done.append(r)
-        pid, conn = key
-        lst = out.setdefault(pid, [])
-        for start, end, bin_, bout, tid in done:
-            lst.append({"connection": conn, "pid": pid, "tid": tid, "role": role, "start_ns": start,
-                        "duration_ns": end - start, "bytes_in": bin_, "bytes_out": bout})
-    return out
+            yield (r[0], pid, conn, r[4], "server" if conns[conn][0] else "client", r[1] - r[0], r[2], r[3])
 
 
-def unrecorded_requests(trace, recorded=None):
-    """{pid: [request dict]} derived for the processes whose segments hold no
+def iter_unrecorded(trace, recorded=None):
+    """The requests derived for the processes whose segments hold no
     `request` events (every process, for traces of current recorders)."""
     if recorded is None:
-        recorded = {b.segment.pid for b in trace.batches({"request"})}
+        recorded = recorded_pids(trace)
     pids = {seg.pid for seg in trace.segments} - set(recorded)
-    return derived_requests(trace, pids) if pids else {}
+    return iter_derived(trace, pids) if pids else iter(())
 
 
-def all_requests(trace, role="all"):
-    """Every request of the trace, sorted by start: recorded where a process's
-    segments hold `request` events, derived from socket.op otherwise."""
-    recorded = recorded_requests(trace)
-    reqs = []
-    for per_pid in (recorded, unrecorded_requests(trace, recorded)):
-        for lst in per_pid.values():
-            reqs.extend(r for r in lst if role == "all" or r["role"] == role)
-    reqs.sort(key=lambda r: (r["start_ns"], r["pid"] or 0, r["connection"]))
-    return reqs
+def iter_requests(trace, role="all", pids=None):
+    """Every request of the trace (of the given pids), in no particular order:
+    recorded where a process's segments hold `request` events, derived from
+    socket.op otherwise. Sort key for reports: (START, PID, CONN)."""
+    recorded = recorded_pids(trace)
+    if pids is not None:
+        recorded &= set(pids)
+    for r in iter_recorded(trace):
+        if (pids is None or r[PID] in pids) and (role == "all" or r[ROLE] == role):
+            yield r
+    todo = {seg.pid for seg in trace.segments} - recorded
+    if pids is not None:
+        todo &= set(pids)
+    for r in iter_derived(trace, todo):
+        if role == "all" or r[ROLE] == role:
+            yield r

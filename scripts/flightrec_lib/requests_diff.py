@@ -12,9 +12,11 @@ largest growth of self time first.
 """
 import json
 import sys
+from array import array
 
-from . import cli, diff
-from .commands.cmd_sockets import format_ns, percentile
+from . import cli, diff, request_inference
+from .commands.cmd_sockets import EXACT_TOTAL, Durations, _exact_total, format_ns
+from .request_inference import DURATION, PID, START, TID
 
 KINDS = ("cpu", "offcpu")
 TITLES = {"cpu": "CPU", "offcpu": "Off-CPU"}
@@ -22,46 +24,91 @@ SLOW_PCT = 90
 TYPICAL = (25, 75)
 
 
-def groups(reqs):
-    """(slow, typical) lists of requests; ([], []) when there are too few to compare."""
-    durations = sorted(r["duration_ns"] for r in reqs)
-    if len(durations) < 3:
-        return [], []
-    slow_from = percentile(durations, SLOW_PCT)
-    lo, hi = percentile(durations, TYPICAL[0]), percentile(durations, TYPICAL[1])
-    slow = [r for r in reqs if r["duration_ns"] >= slow_from]
-    typical = [r for r in reqs if lo <= r["duration_ns"] <= hi and r["duration_ns"] < slow_from]
-    return slow, typical
+class _Group:
+    """One side: its size and duration range, and its requests' windows per
+    thread (16 bytes a request)."""
+
+    def __init__(self):
+        self.count = self.total = 0
+        self.min = self.max = None
+        self.windows = {}  # (pid, tid) -> array of lo, hi, lo, hi, ...
+
+    def add(self, r):
+        d = r[DURATION]
+        self.count += 1
+        self.total += d
+        self.min = d if self.min is None or d < self.min else self.min
+        self.max = d if self.max is None or d > self.max else self.max
+        w = self.windows.get((r[PID], r[TID]))
+        if w is None:
+            w = self.windows[(r[PID], r[TID])] = array("q")
+        w.append(r[START])
+        w.append(r[START] + d)
+
+    def stats(self):
+        if not self.count:
+            return {"count": 0}
+        return {"count": self.count, "min_ns": self.min, "max_ns": self.max, "mean_ns": self.total // self.count}
 
 
-def _group_stats(group):
-    d = sorted(r["duration_ns"] for r in group)
-    if not d:
-        return {"count": 0}
-    return {"count": len(d), "min_ns": d[0], "max_ns": d[-1], "mean_ns": sum(d) // len(d)}
+def groups(trace, role):
+    """(number of requests, slow group, typical group); the groups are empty
+    when there are too few requests to compare. Two passes over the requests:
+    their percentiles first (exact up to EXACT_TOTAL durations, then within
+    0.8%: cmd_sockets.Durations), then the members."""
+    _exact_total[0] = 0
+    durations = Durations(limit=EXACT_TOTAL)
+    for r in request_inference.iter_requests(trace, role):
+        durations.add(r[DURATION])
+    slow, typical = _Group(), _Group()
+    if durations.count < 3:
+        return durations.count, slow, typical
+    slow_from, lo, hi = durations.percentiles((SLOW_PCT, TYPICAL[0], TYPICAL[1]))
+    for r in request_inference.iter_requests(trace, role):
+        d = r[DURATION]
+        if d >= slow_from:
+            slow.add(r)
+        elif lo <= d <= hi:
+            typical.add(r)
+    return durations.count, slow, typical
 
 
 def _entries(kind, group, samples, window_entries):
-    out = []
-    for r in group:
-        out.extend(window_entries(kind, samples[kind].get((r["pid"], r["tid"])), r["start_ns"],
-                                  r["start_ns"] + r["duration_ns"]))
-    return out
+    """The group's (labels, samples, weight) entries, merged per call path."""
+    merged = {}
+    for key, w in group.windows.items():
+        thread = samples[kind].get(key)
+        if not thread:
+            continue
+        for i in range(0, len(w), 2):
+            for labels, n, weight in window_entries(kind, thread, w[i], w[i + 1]):
+                k = tuple(labels)
+                m = merged.get(k)
+                if m is None:
+                    merged[k] = [n, weight]
+                else:
+                    m[0] += n
+                    m[1] += weight
+    return [(list(k), n, weight) for k, (n, weight) in merged.items()]
 
 
 def diff_report(trace, role, as_json, limit, min_pct):
     """Prints the slow-against-typical comparison; returns the exit status."""
-    from .commands import cmd_requests  # the request reading and sample attribution live there
-    reqs = cmd_requests.read_requests(trace, role)
-    slow, typical = groups(reqs)
-    doc = {"slow": _group_stats(slow), "typical": _group_stats(typical), "kinds": {}}
-    if slow and typical:
-        threads = {(r["pid"], r["tid"]) for r in slow + typical}
-        samples = cmd_requests.read_samples(trace, threads)
+    from .commands import cmd_requests  # the sample attribution lives there
+    total, slow, typical = groups(trace, role)
+    doc = {"slow": slow.stats(), "typical": typical.stats(), "kinds": {}}
+    if slow.count and typical.count:
+        windows = {}
+        for g in (slow, typical):
+            for key, w in g.windows.items():
+                windows.setdefault(key, []).extend(zip(w[::2], w[1::2]))
+        samples = cmd_requests.read_samples(trace, windows)
+        del windows
         for kind in KINDS:
-            a = diff.Side(_entries(kind, typical, samples, cmd_requests.window_entries), per=len(typical),
+            a = diff.Side(_entries(kind, typical, samples, cmd_requests.window_entries), per=typical.count,
                           label="typical")
-            b = diff.Side(_entries(kind, slow, samples, cmd_requests.window_entries), per=len(slow), label="slow")
+            b = diff.Side(_entries(kind, slow, samples, cmd_requests.window_entries), per=slow.count,
+                          label="slow")
             if not a.entries and not b.entries:
                 continue
             rows = diff.function_rows(a, b, order="value")
@@ -73,9 +120,9 @@ def diff_report(trace, role, as_json, limit, min_pct):
     if as_json:
         sys.stdout.write(json.dumps(doc) + "\n")
         return cli.exit_status(trace)
-    if not slow or not typical:
+    if not slow.count or not typical.count:
         print("too few requests to compare slow with typical ones (%d request%s; see `requests`)" % (
-            len(reqs), "" if len(reqs) == 1 else "s"))
+            total, "" if total == 1 else "s"))
         return cli.exit_status(trace)
     s, t = doc["slow"], doc["typical"]
     print("slow: %d request%s at or above p%d (%s .. %s, mean %s)" % (

@@ -1,7 +1,7 @@
 """flightrec-dump's memory follows the largest segment, not the trace (issue
 #29 item 1): a long, legitimate trace of one process (many segments written
 one after the other, each full of allocation samples and frees) is read by
-`heap`, `top --kind live`, `top`, `info`, `pprof` and `sockets` within a bound that holding every
+`heap`, `top --kind live`, `top`, `info`, `pprof`, `sockets` and `requests` within a bound that holding every
 event at once would exceed several times over.
 
 The trace is built by hand (tests/fuzz/hostile_segments.py helpers) so it is
@@ -293,3 +293,100 @@ def test_socket_latency_percentiles_are_bounded(socket_trace):
     for name, pct in (("p50", 50), ("p90", 90), ("p99", 99)):
         want = exact[-(-pct * n // 100) - 1]  # nearest rank
         assert abs(lat[name] - want) <= want / 100, (name, lat[name], want)
+
+
+# ------------------------------------------------------------------ requests
+
+REQ_PID = 7654
+REQ_SEGMENTS = 6
+REQ_CALLS = 400_000      # per segment: a receive and a send per request
+REQ_CONNS = 1000
+REQ_BLOCKS = 10        # per segment
+REQ_RSS_BOUND_KB = 200 << 10
+OPEN_TYPES = (2, "socket.open", [("time", hs.TIME, "ns"), ("tid", hs.UINT, ""), ("fd", hs.UINT, ""),
+                                 ("conn", hs.UINT, ""), ("role", hs.STRING, ""), ("family", hs.STRING, ""),
+                                 ("sock_type", hs.STRING, ""), ("local", hs.STRING, ""), ("peer", hs.STRING, ""),
+                                 ("listener", hs.UINT, "")])
+REQ_OP_TYPE = (1, "socket.op", [("time", hs.TIME, "ns"), ("tid", hs.UINT, ""), ("fd", hs.UINT, ""),
+                                ("conn", hs.UINT, ""), ("op", hs.STRING, ""), ("bytes", hs.SINT, "bytes"),
+                                ("duration_ns", hs.UINT, "ns")])
+RECV, SEND = 1, 2
+
+
+def request_answer_ns(seq, k):
+    """How long the send answering request k of segment seq took."""
+    return 1000 + ((seq * REQ_CALLS + k) * 7919) % 50_000
+
+
+def requests_segment(seq):
+    """Server connections 1..REQ_CONNS take turns: request k arrives on
+    connection 1 + k % REQ_CONNS (a 10 ns receive at 200k ns), and is
+    answered by a send 100 ns later that takes request_answer_ns. Every
+    connection is described again at the segment's start, as the recorder does."""
+    n = REQ_CALLS
+    t0 = 1_000_000_000 + seq * 100 * n
+    out = hs.header(pid=REQ_PID, seq=seq) + hs.block(hs.SCHEMA, hs.schema([REQ_OP_TYPE, OPEN_TYPES]))
+    out += hs.block(hs.STRINGS, hs.table(1, [hs.text(s) for s in ("recv", "send", "server", "ipv4", "stream",
+                                                                     "127.0.0.1:80", "127.0.0.1:9")]))
+    out += hs.block(hs.EVENTS, hs.events(2, REQ_CONNS, [
+        constant(t0), constant(REQ_PID), constant(5), steps(1, 1, REQ_CONNS), constant(3), constant(4),
+        constant(5), constant(6), constant(7), constant(0)]))
+    conns = [1 + (i // 2) % REQ_CONNS for i in range(n)]
+    durations = [10 if i % 2 == 0 else request_answer_ns(seq, i // 2) for i in range(n)]
+    per = n // REQ_BLOCKS  # what one flush drained
+    for i in range(0, n, per):
+        out += hs.block(hs.EVENTS, hs.events(1, per, [
+            steps(t0 + 100 * i, 100, per), constant(REQ_PID), constant(5), hs.plain(conns[i:i + per], 2),
+            hs.plain([RECV, SEND] * (per // 2), 1), constant(100), hs.plain(durations[i:i + per], 4)]),
+            compress=True)
+    return out
+
+
+def expected_request_durations():
+    # Received at +10, answered by the end of the send: 100 + answer - 10.
+    return [90 + request_answer_ns(seq, k) for seq in range(REQ_SEGMENTS) for k in range(REQ_CALLS // 2)]
+
+
+@pytest.fixture(scope="module")
+def requests_trace(tmp_path_factory):
+    d = tmp_path_factory.mktemp("requests")
+    for seq in range(REQ_SEGMENTS):
+        (d / ("svc-%d-%04d.seg" % (REQ_PID, seq))).write_bytes(requests_segment(seq))
+    return d
+
+
+def test_requests_memory_follows_a_segment_not_the_calls(requests_trace):
+    status, out, err, rss = run_dump("requests", "--slowest", "3", requests_trace, timeout=600)
+    assert status == 0, err
+    print("requests: peak RSS %d MiB" % (rss >> 10))
+    assert rss < REQ_RSS_BOUND_KB, "requests: peak RSS %d MiB" % (rss >> 10)
+    exact = sorted(expected_request_durations())
+    n = len(exact)
+    m = re.search(r"^(\d+) server-side requests on (\d+) connections: p50 (\S+)  p90 (\S+)  p99 (\S+)  max (\S+)",
+                  out, re.M)
+    assert m, out
+    assert int(m.group(1)) == n and int(m.group(2)) == REQ_CONNS
+    from flightrec_lib.commands.cmd_sockets import format_ns
+    for group, pct in ((3, 50), (4, 90), (5, 99)):
+        assert m.group(group) == format_ns(exact[-(-pct * n // 100) - 1]), (pct, m.group(group))
+    assert m.group(6) == format_ns(exact[-1])
+    assert "#3 server request" in out and "#4 " not in out
+
+
+def test_requests_json_is_complete_and_in_order(requests_trace):
+    paths = sorted(requests_trace.iterdir())[:2]
+    status, out, err, rss = run_dump("requests", "--json", "--slowest", "2", *paths, timeout=600)
+    assert status == 0, err
+    print("requests --json: peak RSS %d MiB" % (rss >> 10))
+    assert rss < REQ_RSS_BOUND_KB, "requests --json: peak RSS %d MiB" % (rss >> 10)
+    doc = json.loads(out)
+    reqs = doc["requests"]
+    want = expected_request_durations()[:REQ_CALLS]  # the first two segments' requests, in start order
+    assert [r["duration_ns"] for r in reqs] == want
+    assert all(a["start_ns"] < b["start_ns"] for a, b in zip(reqs, reqs[1:]))
+    assert reqs[0] == {"connection": 1, "pid": REQ_PID, "tid": REQ_PID, "role": "server",
+                       "start_ns": 1_000_000_010, "duration_ns": want[0], "bytes_in": 100, "bytes_out": 100,
+                       "local": "127.0.0.1:80", "peer": "127.0.0.1:9", "tree": None}
+    top = max(want)
+    assert [reqs[i]["duration_ns"] for i in doc["slowest"]] == [top, top]
+    assert doc["summary"]["server"]["count"] == len(want)

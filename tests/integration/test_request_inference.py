@@ -8,7 +8,7 @@ import sys
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from flightrec_lib.request_inference import Exchange, all_requests  # noqa: E402
+from flightrec_lib.request_inference import Exchange, as_dict, iter_requests  # noqa: E402
 
 OP_FIELDS = ["time", "tid", "fd", "conn", "op", "bytes", "duration_ns"]
 OPEN_FIELDS = ["time", "tid", "fd", "conn", "role", "family", "sock_type", "local", "peer", "listener"]
@@ -20,6 +20,7 @@ class FakeSegment:
     def __init__(self, pid):
         self.pid = pid
         self.strings = {}
+        self.batches = []
 
     def sid(self, text):
         return self.strings.setdefault(text, len(self.strings) + 1)
@@ -58,7 +59,9 @@ class FakeTrace:
         return seg
 
     def add(self, seg, name, fields, rows):
-        self._batches.append(FakeBatch(seg, name, fields, rows))
+        b = FakeBatch(seg, name, fields, rows)
+        self._batches.append(b)
+        seg.batches.append(b)
 
     def batches(self, types=None):
         return (b for b in self._batches if types is None or b.type.name in types)
@@ -70,6 +73,12 @@ def op(time, tid, conn, name, nbytes, dur, fd=5):
 
 def opened(conn, role, sock_type="stream", time=1):
     return (time, 1, 5, conn, role, "ipv4", sock_type, "127.0.0.1:80", "127.0.0.1:9", 0)
+
+
+def all_requests(trace, role="all"):
+    """The requests as reports list them: by start, then process and connection."""
+    return sorted(map(as_dict, iter_requests(trace, role)),
+                  key=lambda r: (r["start_ns"], r["pid"], r["connection"]))
 
 
 def brief(reqs):
@@ -180,3 +189,21 @@ def test_recorded_request_events_of_older_traces_are_read_as_they_are():
     reqs = all_requests(tr)
     assert [(r["pid"], r["start_ns"], r["duration_ns"], r["bytes_in"], r["tid"]) for r in reqs] == \
         [(100, 101, 10, 1, 1), (200, 101, 10, 6, 9)]
+
+
+def test_segments_are_read_one_after_the_other_and_a_late_call_still_counts():
+    """The derivation holds one segment's calls at a time. An exchange spans
+    three segments; a receive that completed before the previous segment's
+    last send was recorded in the next one (its thread was preempted between
+    returning and recording): it is still taken in completion order."""
+    tr = FakeTrace()
+    s1, s2, s3 = tr.segment(100), tr.segment(100), tr.segment(100)
+    for seg in (s1, s2, s3):
+        tr.add(seg, "socket.open", OPEN_FIELDS, [opened(7, "server")])
+    tr.add(s1, "socket.op", OP_FIELDS, [op(100, 1, 7, "recv", 4, 10), op(200, 2, 7, "send", 40, 10)])
+    tr.add(s2, "socket.op", OP_FIELDS, [op(400, 2, 7, "send", 41, 10)])
+    # Completed at 310, before s2's send at 410, but recorded in s3.
+    tr.add(s3, "socket.op", OP_FIELDS, [op(300, 1, 7, "recv", 5, 10), op(500, 1, 7, "recv", 6, 10),
+                                        op(600, 2, 7, "send", 42, 10)])
+    assert brief(all_requests(tr)) == [(7, "server", 110, 100, 4, 40, 2), (7, "server", 310, 100, 5, 41, 2),
+                                       (7, "server", 510, 100, 6, 42, 2)]

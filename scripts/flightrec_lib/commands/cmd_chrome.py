@@ -65,12 +65,10 @@ def run(args):
     first_segment = {}
     for seg in trace.segments:
         first_segment.setdefault(seg.pid, seg)
-    for pid, reqs in request_inference.unrecorded_requests(trace).items():
-        seg = first_segment[pid]
-        for r in reqs:
-            ct.add(pid, "request", seg.wall_ns(r["start_ns"]),
-                   {"time": r["start_ns"], "tid": r["tid"], "conn": r["connection"], "duration_ns": r["duration_ns"],
-                    "bytes_in": r["bytes_in"], "bytes_out": r["bytes_out"], "role": r["role"]})
+    for start, pid, conn, tid, role, dur, bin_, bout in request_inference.iter_unrecorded(trace):
+        ct.add(pid, "request", first_segment[pid].wall_ns(start),
+               {"time": start, "tid": tid, "conn": conn, "duration_ns": dur, "bytes_in": bin_, "bytes_out": bout,
+                "role": role})
     try:
         with open(args.output, "w", encoding="utf-8") as f:
             n = ct.write(f)

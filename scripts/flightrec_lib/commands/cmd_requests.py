@@ -8,13 +8,20 @@ Samples are attributed by thread and time only. On a thread that serves
 several connections at once (an event loop), request windows overlap; those
 requests are marked "shared" with the number of other requests in flight on
 the thread, and the samples in the overlap belong to all of them.
+
+Memory does not grow with the requests (issue 29): they are summarised as
+they are derived (RoleStats), the slowest kept in a bounded heap, and
+`--json` lists them from a sorted spill file (spill_sort.py).
 """
 import bisect
+import heapq
 import json
 import sys
 
 from .. import calltree, cli, profiles, request_inference
-from .cmd_sockets import format_ns, percentile
+from ..request_inference import BYTES_IN, BYTES_OUT, CONN, DURATION, PID, ROLE, START, TID
+from ..spill_sort import SpillSort
+from .cmd_sockets import EXACT_TOTAL, Durations, _exact_total, format_ns
 
 KINDS = ("cpu", "offcpu", "alloc")
 KIND_EVENTS = {"cpu": "cpu.sample", "offcpu": "offcpu.sample", "alloc": "alloc.sample"}
@@ -40,24 +47,41 @@ def register(subparsers):
 
 # ------------------------------------------------------------------ reading
 
-def read_requests(trace, role):
-    """Every request of the trace (recorded or derived: request_inference.py), by start."""
-    return request_inference.all_requests(trace, role)
-
-
 def read_connections(trace):
     """{(pid, conn): (local, peer)} from socket.open (the latest description)."""
     return request_inference.latest_connections(trace, ("local", "peer"))
 
 
-def read_samples(trace, threads):
+def merge_windows(windows):
+    """{thread: [(lo, hi)]} -> {thread: (los, his)}: the union of each
+    thread's windows as sorted, disjoint intervals."""
+    out = {}
+    for key, spans in windows.items():
+        los, his = [], []
+        for lo, hi in sorted(spans):
+            if his and lo <= his[-1]:
+                if hi > his[-1]:
+                    his[-1] = hi
+            else:
+                los.append(lo)
+                his.append(hi)
+        out[key] = (los, his)
+    return out
+
+
+def read_samples(trace, windows):
     """{kind: {(pid, tid): (times, [(time, weight, end, segment, stack id)])}}, time-sorted,
-    for the given threads.
+    of the samples inside the given windows ({(pid, tid): [(lo, hi)]}): what
+    is held follows the requests asked about, not the trace.
     end is time + duration for off-CPU blocks (they are clipped to the window), else time."""
+    merged = merge_windows(windows)
     out = {k: {} for k in KINDS}
     for kind in KINDS:
         for b in trace.batches({KIND_EVENTS[kind]}):
             seg = b.segment
+            pid = seg.pid
+            if not any(k[0] == pid for k in merged):
+                continue
             if kind == "cpu":
                 cols = b.columns_named(["time", "tid", "stack", "period_ns"])
             elif kind == "offcpu":
@@ -66,16 +90,21 @@ def read_samples(trace, threads):
                 cols = b.columns_named(["time", "tid", "stack", "size", "sample_bytes"])
             if cols is None:
                 continue
-            pid = seg.pid
             for row in zip(*cols):
                 key = (pid, row[1])
-                if key not in threads:
+                spans = merged.get(key)
+                if spans is None:
                     continue
                 t, stack = row[0], row[2]
+                end = t + row[3] if kind == "offcpu" else t
+                los, his = spans
+                i = bisect.bisect_right(los, end) - 1
+                if i < 0 or his[i] < t:
+                    continue  # in no window
                 if kind == "cpu":
                     item = (t, row[3], t, seg, stack)
                 elif kind == "offcpu":
-                    item = (t, row[3], t + row[3], seg, stack)
+                    item = (t, row[3], end, seg, stack)
                 else:
                     item = (t, profiles.alloc_weight(row[3], row[4])[0], t, seg, stack)
                 out[kind].setdefault(key, []).append(item)
@@ -132,19 +161,22 @@ def tree_json(root):
     return top
 
 
-def overlapping(requests_by_thread, r):
-    """How many other requests on r's thread were in flight during r."""
-    lst = requests_by_thread.get((r["pid"], r["tid"]), [])
-    lo, hi = r["start_ns"], r["start_ns"] + r["duration_ns"]
-    n = 0
-    for other in lst:
-        if other is r:
+def concurrency(trace, role, slowest):
+    """[how many other requests were in flight on r's thread during r] for
+    each r of slowest: a second pass over the requests of their processes."""
+    counts = [0] * len(slowest)
+    on_thread = {}
+    for i, r in enumerate(slowest):
+        on_thread.setdefault((r[PID], r[TID]), []).append((i, r))
+    for x in request_inference.iter_requests(trace, role, {r[PID] for r in slowest}):
+        mine = on_thread.get((x[PID], x[TID]))
+        if not mine:
             continue
-        if other["start_ns"] > hi:
-            break
-        if other["start_ns"] + other["duration_ns"] >= lo:
-            n += 1
-    return n
+        x_end = x[START] + x[DURATION]
+        for i, r in mine:
+            if x[START] <= r[START] + r[DURATION] and x_end >= r[START] and x != r:
+                counts[i] += 1
+    return counts
 
 
 # ------------------------------------------------------------------ histogram
@@ -159,26 +191,53 @@ def _edges(limit):
     return edges
 
 
-def histogram(durations):
-    """1-2-5 buckets from 1 us, [{lo_ns, hi_ns, count}] from the first to the last non-empty one."""
-    if not durations:
-        return []
-    edges = _edges(max(durations))
-    counts = [0] * (len(edges) - 1)
-    for d in durations:
-        counts[bisect.bisect_right(edges, d) - 1] += 1
-    used = [i for i, c in enumerate(counts) if c]
-    return [{"lo_ns": edges[i], "hi_ns": edges[i + 1], "count": counts[i]} for i in range(used[0], used[-1] + 1)]
+EDGES = _edges(1 << 64)
 
 
-def summary(reqs):
-    d = sorted(r["duration_ns"] for r in reqs)
-    if not d:
-        return {"count": 0}
-    return {"count": len(d), "p50": percentile(d, 50), "p90": percentile(d, 90), "p99": percentile(d, 99),
-            "max": d[-1], "mean": sum(d) // len(d), "bytes_in": sum(r["bytes_in"] for r in reqs),
-            "bytes_out": sum(r["bytes_out"] for r in reqs),
-            "connections": len({(r["pid"], r["connection"]) for r in reqs})}
+class RoleStats:
+    """What the summary and histogram of one role need, kept as requests go
+    by: counts, sums, the connections, 1-2-5 bucket counts, and the durations
+    (exact up to EXACT_TOTAL over the command, then a histogram whose
+    percentiles are within 0.8%: cmd_sockets.Durations)."""
+
+    def __init__(self):
+        self.durations = Durations(limit=EXACT_TOTAL)
+        self.total_ns = self.bytes_in = self.bytes_out = 0
+        self.connections = set()
+        self.buckets = {}
+
+    def add(self, r):
+        d = r[DURATION]
+        self.durations.add(d)
+        self.total_ns += d
+        self.bytes_in += r[BYTES_IN]
+        self.bytes_out += r[BYTES_OUT]
+        self.connections.add((r[PID], r[CONN]))
+        i = bisect.bisect_right(EDGES, d) - 1
+        self.buckets[i] = self.buckets.get(i, 0) + 1
+
+    def histogram(self):
+        """1-2-5 buckets from 1 us, [{lo_ns, hi_ns, count}] from the first to the last non-empty one."""
+        if not self.buckets:
+            return []
+        return [{"lo_ns": EDGES[i], "hi_ns": EDGES[i + 1], "count": self.buckets.get(i, 0)}
+                for i in range(min(self.buckets), max(self.buckets) + 1)]
+
+    def summary(self):
+        d = self.durations
+        if not d.count:
+            return {"count": 0}
+        p50, p90, p99 = d.percentiles((50, 90, 99))
+        out = {"count": d.count, "p50": p50, "p90": p90, "p99": p99, "max": d.max,
+               "mean": self.total_ns // d.count, "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
+               "connections": len(self.connections)}
+        if d.hist is not None:
+            out["approximate"] = True
+        return out
+
+
+def _slowest_key(r):
+    return (-r[DURATION], r[START], r[PID], r[CONN])
 
 
 # ------------------------------------------------------------------ command
@@ -192,42 +251,57 @@ def run(args):
     if args.diff:
         from .. import requests_diff
         return requests_diff.diff_report(trace, args.role, args.json, None, args.min_pct)
-    reqs = read_requests(trace, args.role)
     conns = read_connections(trace)
-    by_thread = {}
-    for r in reqs:
-        by_thread.setdefault((r["pid"], r["tid"]), []).append(r)
-        local, peer = conns.get((r["pid"], r["connection"]), ("", ""))
-        r["local"], r["peer"] = local, peer
 
-    slowest = sorted(reqs, key=lambda r: (-r["duration_ns"], r["start_ns"]))[:args.slowest]
-    samples = read_samples(trace, {(r["pid"], r["tid"]) for r in slowest}) if slowest else {}
-    for r in reqs:
-        r["tree"] = None
+    # One pass over the requests, holding none of them: the summaries and
+    # histograms, the N slowest, and for --json every request as a line of
+    # a sorted spill (spill_sort.py).
+    _exact_total[0] = 0
+    stats = {}
+    listing = SpillSort(7, prefix="flightrec-requests-") if args.json else None
+
+    def tap():
+        for r in request_inference.iter_requests(trace, args.role):
+            st = stats.get(r[ROLE])
+            if st is None:
+                st = stats[r[ROLE]] = RoleStats()
+            st.add(r)
+            if listing is not None:
+                listing.add((r[START], r[PID], r[CONN], r[TID], r[DURATION], r[BYTES_IN], r[BYTES_OUT], r[ROLE]))
+            yield r
+
+    if args.slowest:
+        slowest = heapq.nsmallest(args.slowest, tap(), key=_slowest_key)
+    else:
+        slowest = []
+        for _ in tap():
+            pass
+    in_flight = concurrency(trace, args.role, slowest) if slowest else []
+    windows = {}
     for r in slowest:
-        r["concurrent"] = overlapping(by_thread, r)
-        lo, hi = r["start_ns"], r["start_ns"] + r["duration_ns"]
+        windows.setdefault((r[PID], r[TID]), []).append((r[START], r[START] + r[DURATION]))
+    samples = read_samples(trace, windows) if slowest else {}
+    details = []  # per slowest request: (dict as --json lists it, {kind: call tree})
+    for r, n in zip(slowest, in_flight):
+        lo, hi = r[START], r[START] + r[DURATION]
         trees = {}
         for kind in KINDS:
-            entries = window_entries(kind, samples[kind].get((r["pid"], r["tid"])), lo, hi)
+            entries = window_entries(kind, samples[kind].get((r[PID], r[TID])), lo, hi)
             if entries:
                 trees[kind] = calltree.build(entries)
-        r["_trees"] = trees
-        r["tree"] = {k: tree_json(t) for k, t in trees.items()}
+        d = request_dict(r, conns)
+        d["tree"] = {k: tree_json(t) for k, t in trees.items()}
+        d["concurrent"] = n
+        details.append((d, trees))
 
-    hist = {role: histogram([r["duration_ns"] for r in reqs if r["role"] == role])
-            for role in sorted({r["role"] for r in reqs})}
-    summ = {role: summary([r for r in reqs if r["role"] == role]) for role in hist}
+    hist = {role: stats[role].histogram() for role in sorted(stats)}
+    summ = {role: stats[role].summary() for role in hist}
 
     if args.json:
-        doc = {"requests": [{k: v for k, v in r.items() if not k.startswith("_")} for r in reqs],
-               "slowest": [reqs.index(r) for r in slowest], "histogram": hist, "summary": summ}
-        # dumps, not dump: only dumps uses the C encoder (dump to a stream is pure Python).
-        sys.stdout.write(json.dumps(doc, separators=(",", ":")))
-        print()
+        write_json(listing, slowest, details, hist, summ, conns)
         return cli.exit_status(trace)
 
-    if not reqs:
+    if not stats:
         if not trace.segments:
             print("no readable segments")
         elif not any(True for _ in trace.batches({"socket.op"})):
@@ -243,9 +317,13 @@ def run(args):
             names[(t["pid"], t["tid"])] = t["name"]
     t0 = trace.time_range()[0] or 0
     for role, s in summ.items():
+        approx = "~" if s.get("approximate") else ""
         print("%d %s-side requests on %d connections: p50 %s  p90 %s  p99 %s  max %s  (%s in, %s out)" % (
-            s["count"], role, s["connections"], format_ns(s["p50"]), format_ns(s["p90"]), format_ns(s["p99"]),
-            format_ns(s["max"]), cli.format_bytes(s["bytes_in"]), cli.format_bytes(s["bytes_out"])))
+            s["count"], role, s["connections"], approx + format_ns(s["p50"]), approx + format_ns(s["p90"]),
+            approx + format_ns(s["p99"]), format_ns(s["max"]), cli.format_bytes(s["bytes_in"]),
+            cli.format_bytes(s["bytes_out"])))
+    if any(s.get("approximate") for s in summ.values()):
+        print("(~: from a histogram of the durations, within 0.8%; there were too many to keep them all)")
     for role, buckets in hist.items():
         print()
         print("latency histogram (%s):" % role)
@@ -256,7 +334,7 @@ def run(args):
     if slowest:
         print()
         print("slowest %d request%s:" % (len(slowest), "" if len(slowest) == 1 else "s"))
-    for i, r in enumerate(slowest, 1):
+    for i, (r, trees) in enumerate(details, 1):
         key = (r["pid"], r["tid"])
         where = "%s <- %s" % (r["local"] or "?", r["peer"] or "?") if r["role"] == "server" else \
             "%s -> %s" % (r["local"] or "?", r["peer"] or "?")
@@ -268,14 +346,43 @@ def run(args):
         if r["concurrent"]:
             print("   shared: %d other request%s in flight on this thread (event loop?); the samples below "
                   "belong to all of them" % (r["concurrent"], "" if r["concurrent"] == 1 else "s"))
-        if not r["_trees"]:
+        if not trees:
             print("   no CPU, off-CPU or allocation samples on this thread inside the request")
             continue
         for kind in KINDS:
-            root = r["_trees"].get(kind)
+            root = trees.get(kind)
             if root is None:
                 continue
             print("   %s (%d sample%s):" % (KIND_TITLES[kind], root.samples, "" if root.samples == 1 else "s"))
             for line in calltree.render(root, unit=KIND_UNITS[kind], min_pct=args.min_pct):
                 print("   " + line)
     return cli.exit_status(trace)
+
+
+def request_dict(r, conns):
+    d = request_inference.as_dict(r)
+    d["local"], d["peer"] = conns.get((r[PID], r[CONN]), ("", ""))
+    d["tree"] = None
+    return d
+
+
+def write_json(listing, slowest, details, hist, summ, conns):
+    """{"requests": [every request, by start], "slowest": [their indexes],
+    "histogram", "summary"}, written as the spill is read back."""
+    out = sys.stdout
+    detail_of = {r: d for r, (d, _) in zip(slowest, details)}
+    index_of = {}
+    out.write('{"requests":[')
+    for i, (start, pid, conn, tid, dur, bin_, bout, role) in enumerate(listing.sorted()):
+        r = (start, pid, conn, tid, role, dur, bin_, bout)
+        d = detail_of.get(r)
+        if d is None:
+            d = request_dict(r, conns)
+        else:
+            index_of[r] = i
+        # dumps, not dump: only dumps uses the C encoder (dump to a stream is pure Python).
+        out.write(("," if i else "") + json.dumps(d, separators=(",", ":")))
+    listing.close()
+    out.write('],"slowest":' + json.dumps([index_of[r] for r in slowest], separators=(",", ":")))
+    out.write(',"histogram":' + json.dumps(hist, separators=(",", ":")))
+    out.write(',"summary":' + json.dumps(summ, separators=(",", ":")) + "}\n")

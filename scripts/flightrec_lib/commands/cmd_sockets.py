@@ -59,13 +59,14 @@ class Durations:
     values (values under 128 ns stay exact); percentiles from it are the
     middle of their bucket, within 0.8% of the exact ones. count and max
     stay exact."""
-    __slots__ = ("exact", "hist", "count", "max")
+    __slots__ = ("exact", "hist", "count", "max", "limit")
 
-    def __init__(self):
+    def __init__(self, limit=EXACT_PER_CONN):
         self.exact = array("q")
         self.hist = None
         self.count = 0
         self.max = None
+        self.limit = limit  # exact values kept by this one (EXACT_TOTAL bounds them all)
 
     def add(self, d):
         self.count += 1
@@ -74,7 +75,7 @@ class Durations:
         if self.hist is None:
             self.exact.append(d)
             _exact_total[0] += 1
-            if len(self.exact) < EXACT_PER_CONN and _exact_total[0] < EXACT_TOTAL:
+            if len(self.exact) < self.limit and _exact_total[0] < EXACT_TOTAL:
                 return
             self.hist = {}
             _exact_total[0] -= len(self.exact)
@@ -99,19 +100,23 @@ class Durations:
                 return (m << e) + ((1 << e) >> 1) if e > 0 else m
         return self.max
 
+    def percentiles(self, pcts):
+        """[nearest-rank percentile] for each of pcts (None when empty)."""
+        if not self.count:
+            return [None] * len(pcts)
+        if self.hist is None:
+            d = sorted(self.exact)
+            return [percentile(d, p) for p in pcts]
+        ordered = sorted(self.hist.items())
+        return [min(self._hist_percentile(p, ordered), self.max) for p in pcts]
+
     def summary(self):
         if not self.count:
             return None
-        if self.hist is None:
-            d = sorted(self.exact)
-            return {"count": len(d), "p50": percentile(d, 50), "p90": percentile(d, 90),
-                    "p99": percentile(d, 99), "max": d[-1]}
-        ordered = sorted(self.hist.items())
-        out = {"count": self.count}
-        for name, pct in (("p50", 50), ("p90", 90), ("p99", 99)):
-            out[name] = min(self._hist_percentile(pct, ordered), self.max)
-        out["max"] = self.max
-        out["approximate"] = True  # percentiles within 0.8% (a histogram past the exact caps)
+        p50, p90, p99 = self.percentiles((50, 90, 99))
+        out = {"count": self.count, "p50": p50, "p90": p90, "p99": p99, "max": self.max}
+        if self.hist is not None:
+            out["approximate"] = True  # percentiles within 0.8% (a histogram past the exact caps)
         return out
 
 
