@@ -15,7 +15,9 @@ doubles hold them exactly. A sampled profile keeps the samples in time order
 its start and closes them at its end (blocks of one thread never overlap; a
 later one that would is started where the earlier one ended).
 
-Memory: the file lists every sample, so it grows with the trace. Each
+Memory: the file lists every sample, so it grows with the trace (the
+command holds a thread's samples as columns, or past a bound spills them
+to a sorted temporary file: cmd_speedscope.py). Each
 profile is written out as JSON text as soon as it is added (to `spill`, a
 temporary file, when given), and only the shared frame table and each
 distinct stack's text stay in memory; write() puts the frames before the
@@ -25,6 +27,7 @@ whole document (as_dict) writes.
 import io
 import json
 import shutil
+import tempfile
 
 from . import profiles
 
@@ -42,12 +45,25 @@ def _dumps(value):
     return json.dumps(value, separators=_COMPACT)
 
 
-def _list_text(values):
-    """JSON text of a list of numbers, a chunk at a time."""
-    parts = []
-    for i in range(0, len(values), _CHUNK):
-        parts.append(_dumps(list(values[i:i + _CHUNK]))[1:-1])
-    return "[" + ",".join(parts) + "]"
+def evented_end(blocks):
+    """endValue of an evented profile of these (start, end, ...) blocks (by
+    start): where the last one ends once each starts no earlier than the
+    previous one's end."""
+    last_end = blocks[0][0]
+    for b in blocks:
+        last_end = max(b[1], max(b[0], last_end))
+    return last_end
+
+
+def _weights_spill(out):
+    """Somewhere for a profile's weights while its samples are written: a
+    temporary file when the profiles themselves go to one, else memory."""
+    if isinstance(out, io.StringIO):
+        return io.StringIO()
+    try:
+        return tempfile.TemporaryFile("w+", encoding="utf-8", prefix="flightrec-weights-")
+    except OSError:
+        return io.StringIO()
 
 
 def _joined(texts):
@@ -112,8 +128,6 @@ class Document:
     def sampled(self, name, unit, samples):
         """samples: (time, leaf-first frames, weight), any order (sorted here)."""
         samples = sorted(samples, key=lambda s: s[0])
-        if not samples:
-            return
         self.sampled_columns(name, unit, [s[0] for s in samples],
                              [s[1] if isinstance(s[1], tuple) else frame_keys(s[1]) for s in samples],
                              [s[2] for s in samples])
@@ -128,39 +142,71 @@ class Document:
         start = times[order[0]]
         last = order[-1]
         end = max(start, times[last] + (weights[last] if unit == "nanoseconds" else 0))
-        ws = [weights[i] for i in order]
-        # Frame ids are given in the order the samples list the stacks.
-        samples_text = _joined(map(self._stack_text, map(stacks.__getitem__, order)))
-        self._profile({"type": "sampled", "name": name, "unit": unit, "startValue": start, "endValue": end},
-                      ("samples", samples_text), ("weights", _list_text(ws)))
-        self.weights.append(sum(ws))
+        self.sampled_stream(name, unit, start, end, ((stacks[i], weights[i]) for i in order))
+
+    def sampled_stream(self, name, unit, start, end, samples):
+        """samples: (frame keys, weight) in time order, an iterable read once;
+        start and end: the profile's startValue and endValue. The weights,
+        which the format lists after every sample, wait in a temporary file."""
+        with _weights_spill(self._out) as weights:
+            total = 0
+            pending = []
+
+            def stacks():
+                nonlocal total
+                for keys, w in samples:
+                    total += w
+                    pending.append(w)
+                    if len(pending) >= _CHUNK:
+                        weights.write(("," if weights.tell() else "") + _dumps(pending)[1:-1])
+                        pending.clear()
+                    yield self._stack_text(keys)
+
+            def weights_text():
+                if pending:
+                    weights.write(("," if weights.tell() else "") + _dumps(pending)[1:-1])
+                weights.seek(0)
+                yield "["
+                while True:
+                    piece = weights.read(1 << 16)
+                    if not piece:
+                        break
+                    yield piece
+                yield "]"
+
+            # Frame ids are given in the order the samples list the stacks.
+            self._profile({"type": "sampled", "name": name, "unit": unit, "startValue": start, "endValue": end},
+                          ("samples", _joined(stacks())), ("weights", weights_text()))
+        self.weights.append(total)
 
     def evented(self, name, unit, blocks):
         """blocks: (start, end, leaf-first frames); one thread's, so they do not nest."""
         blocks = sorted(blocks, key=lambda b: b[0])
         if not blocks:
             return
-        # endValue (the last block's end) comes before the events in the file.
-        last_end = blocks[0][0]
-        for start, end, _ in blocks:
-            last_end = max(end, max(start, last_end))
+        self.evented_stream(name, unit, blocks[0][0], evented_end(blocks), iter(blocks))
+
+    def evented_stream(self, name, unit, start, end, blocks):
+        """blocks: (start, end, leaf-first frames or frame keys) by start, an
+        iterable read once; start and end: the profile's startValue and
+        endValue (evented_end of the blocks)."""
         total = [0]
 
         def events():
-            last_end = blocks[0][0]
-            for start, end, frames in blocks:
-                start = max(start, last_end)
-                end = max(end, start)
+            last_end = start
+            for b_start, b_end, frames in blocks:
+                b_start = max(b_start, last_end)
+                b_end = max(b_end, b_start)
                 stack = self.stack(frames)
                 for f in stack:
-                    yield _dumps({"type": "O", "frame": f, "at": start})
+                    yield _dumps({"type": "O", "frame": f, "at": b_start})
                 for f in reversed(stack):
-                    yield _dumps({"type": "C", "frame": f, "at": end})
-                last_end = end
-                total[0] += end - start
+                    yield _dumps({"type": "C", "frame": f, "at": b_end})
+                last_end = b_end
+                total[0] += b_end - b_start
 
-        self._profile({"type": "evented", "name": name, "unit": unit, "startValue": blocks[0][0],
-                       "endValue": last_end}, ("events", _joined(events())))
+        self._profile({"type": "evented", "name": name, "unit": unit, "startValue": start,
+                       "endValue": end}, ("events", _joined(events())))
         self.weights.append(total[0])
 
     def write(self, fp):

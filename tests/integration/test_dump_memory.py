@@ -31,6 +31,7 @@ PID = 4321
 # the reader's cache of decoded columns (segment.DECODED_CACHE_CELLS, a fixed
 # bound) filling up.
 RSS_BOUND_KB = 320 << 10
+SPEEDSCOPE_RSS_BOUND_KB = 200 << 10
 
 ALLOC_TYPES = [
     (1, "alloc.sample", [("time", hs.TIME, "ns"), ("tid", hs.UINT, ""), ("address", hs.UINT, ""),
@@ -95,6 +96,25 @@ def test_heap_memory_follows_one_segment(long_trace):
     # Peak: all of the last segment's allocations on top of what the others kept.
     assert doc["peak_live_bytes_est"] == ((SEGMENTS - 1) * KEPT + SAMPLES) * 64
     assert rss < RSS_BOUND_KB, "heap: peak RSS %d MiB" % (rss >> 10)
+
+
+def test_speedscope_samples_past_the_bound_go_through_a_file(long_trace, tmp_path):
+    """1.9M allocation samples, past cmd_speedscope.SPILL_SAMPLES: sorted
+    through a temporary file, not held (326 MiB before, ~24 bytes each)."""
+    path = tmp_path / "alloc.speedscope.json"
+    status, _, err, rss = run_dump("speedscope", "--kind", "alloc", "-o", path, long_trace, timeout=300)
+    assert status == 0, err
+    doc = json.loads(path.read_text())
+    (profile,) = doc["profiles"]
+    n = SEGMENTS * SAMPLES
+    assert len(profile["samples"]) == len(profile["weights"]) == n
+    assert sum(profile["weights"]) == n * 64
+    # Sample k of each segment came from site 1 + k % SITES: the stacks are in time order.
+    site_of = {i: f["name"] for i, f in enumerate(doc["shared"]["frames"])}
+    assert [site_of[s[-1]] for s in profile["samples"][:SITES * 2]] == \
+        ["site_%d" % (1 + k % SITES) for k in range(SITES * 2)]
+    print("speedscope alloc: peak RSS %d MiB" % (rss >> 10))
+    assert rss < SPEEDSCOPE_RSS_BOUND_KB, "speedscope: peak RSS %d MiB" % (rss >> 10)
 
 
 def test_live_profile_memory_follows_one_segment(long_trace):

@@ -164,3 +164,26 @@ def test_offcpu_blocks_as_an_evented_profile(recorded, tmp_path):
     # The main thread's blocking function, as the viewer shows it: the blocks' time on top.
     total, self_ = sandwich_row(text, "blocked_in_poll")
     assert total > 0.5e9, text[:1500]  # cpu_split's main thread waits out the worker's 1 s of CPU
+
+
+@pytest.mark.parametrize("kind", ["cpu", "offcpu"])
+def test_samples_past_the_memory_bound_give_the_same_file(recorded, kind):
+    """Past SPILL_SAMPLES held samples, speedscope sorts them through a
+    temporary file instead (issue 29: memory must not grow with the
+    samples). Spilling from the first sample must write the very same file."""
+    import io
+    import sys
+    from conftest import ROOT
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from flightrec_lib import speedscope, trace
+    from flightrec_lib.commands import cmd_speedscope
+    _, out = recorded
+    texts = []
+    for spill_at in (cmd_speedscope.SPILL_SAMPLES, 1):
+        doc = speedscope.Document("same")
+        cmd_speedscope.build(trace.Trace([str(out)]), kind, doc, spill_at=spill_at)
+        buf = io.StringIO()
+        doc.write(buf)
+        texts.append(buf.getvalue())
+    assert len(json.loads(texts[0])["profiles"]) >= 1
+    assert texts[1] == texts[0]

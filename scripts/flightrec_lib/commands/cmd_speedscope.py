@@ -5,11 +5,14 @@ time order (weights: nanoseconds of CPU, estimated bytes), off-CPU blocks
 as evented profiles (each block from its start to its end), the live heap
 as a sampled profile of what was never freed. The thread with the most
 weight is shown first. Format details: speedscope.py."""
+import itertools
+import operator
 import os
 import tempfile
 from array import array
 
 from .. import cli, profiles, speedscope
+from ..spill_sort import SpillSort
 
 
 def register(subparsers):
@@ -67,20 +70,55 @@ class _Samples:
         self.weights = _Column("d" if float_weights else "q")
 
 
-def per_thread(trace, kind, thread=None, t_from=None, t_to=None):
-    """({(pid, tid): _Samples}, distinct stacks (frame keys, leaf first), thread
-    names, processes, problems). Memory: a few numbers per sample and each
-    distinct stack once (keys: what the file shows of a frame), not frames
-    or events; a segment's tables are needed only while it is read."""
+class _Thread(_Samples):
+    """One thread's samples while they are held (_Samples), and what its
+    profile header needs once they are spilled: the first and last start
+    (the last one's weight: the end of a sampled profile) and the latest end
+    (an evented one's)."""
+    __slots__ = ("first", "last", "last_weight", "max_end", "float_weights")
+
+    def __init__(self, t, w, float_weights):
+        _Samples.__init__(self, float_weights)
+        self.float_weights = float_weights
+        self.first = self.last = t
+        self.last_weight = w
+        self.max_end = t + w
+
+    def clear(self):
+        _Samples.__init__(self, self.float_weights)
+
+    def add(self, t, w):
+        if t < self.first:
+            self.first = t
+        if t >= self.last:  # equal starts keep recorded order: the later one is last
+            self.last, self.last_weight = t, w
+        if t + w > self.max_end:
+            self.max_end = t + w
+
+
+# Samples held as columns (~24 bytes each) before they all go to the spill.
+SPILL_SAMPLES = 1 << 20
+
+
+def per_thread(trace, kind, spill, thread=None, t_from=None, t_to=None, spill_at=SPILL_SAMPLES):
+    """({(pid, tid): _Thread}, distinct stacks (frame keys, leaf first), thread
+    names, processes, problems). The samples stay in their threads' columns
+    while there are fewer than spill_at of them; past that, every sample
+    goes to spill (a spill_sort.SpillSort of (pid, tid, start, seq, "stack
+    weight")), and the threads keep only what the profile headers need.
+    Memory: a few numbers per sample up to spill_at, each distinct stack once
+    (keys: what the file shows of a frame), not frames or events; a
+    segment's tables are needed only while it is read."""
     names, procs = profiles._thread_names(trace), profiles._processes(trace)
     selector = profiles._select_threads(thread, names, procs)
     bounds = profiles._time_bounds(trace, t_from, t_to)
     t0 = _trace_start(trace)
     problems = set()
-    out = {}
+    threads = {}
     stacks, stack_ids = [], {}
     event = profiles.KINDS[kind]["event"]
     fields = ["time", "tid", "stack"] + WEIGHT_FIELDS[kind]
+    seq = held = 0
     for seg in trace.segments:
         pid = seg.pid
         shift = seg.wall_ns(0) - t0  # monotonic -> ns from the trace start
@@ -113,16 +151,40 @@ def per_thread(trace, kind, thread=None, t_from=None, t_to=None):
                     weight = profiles.alloc_weight(row[3], row[4])[0]
                 else:
                     weight = row[3]
-                rows = out.get((pid, tid))
-                if rows is None:
-                    rows = out[(pid, tid)] = _Samples(kind == "alloc")
-                rows.starts.append(t + shift)
-                rows.stacks.append(si)
-                rows.weights.append(weight)
-    return out, stacks, names, procs, sorted(problems)
+                start = t + shift
+                th = threads.get((pid, tid))
+                if th is None:
+                    th = threads[(pid, tid)] = _Thread(start, weight, kind == "alloc")
+                else:
+                    th.add(start, weight)
+                th.starts.append(start)
+                th.stacks.append(si)
+                th.weights.append(weight)
+                held += 1
+                if held >= spill_at:
+                    seq = _spill(threads, spill, seq)
+                    held = 0
+    if spill.count:
+        _spill(threads, spill, seq)
+    return threads, stacks, names, procs, sorted(problems)
 
 
-def build(trace, kind, doc, thread=None, t_from=None, t_to=None):
+def _spill(threads, spill, seq):
+    """Moves the samples the threads hold to spill, in recorded order."""
+    for (pid, tid), th in threads.items():
+        for start, si, weight in zip(th.starts.values, th.stacks, th.weights.values):
+            spill.add((pid, tid, start, seq, "%d %r" % (si, weight)))
+            seq += 1
+        th.clear()
+    return seq
+
+
+def _number(text):
+    """A spilled weight as it was: an int, or a float (repr)."""
+    return int(text) if text.lstrip("-").isdigit() else float(text)
+
+
+def build(trace, kind, doc, thread=None, t_from=None, t_to=None, spill_at=SPILL_SAMPLES):
     """Adds the profiles to doc (a speedscope.Document); returns the problems
     met on the way."""
     unit = UNITS[kind]
@@ -137,18 +199,47 @@ def build(trace, kind, doc, thread=None, t_from=None, t_to=None):
         for (pid, tid, tname), samples in sorted(threads.items(), key=lambda kv: kv[0][:2]):
             doc.sampled("%s (pid %d, tid %d): live heap" % (tname or "thread", pid, tid), unit, samples)
         return profile.problems
-    samples, stacks, names, procs, problems = per_thread(trace, kind, thread, t_from, t_to)
+    spill = SpillSort(4, prefix="flightrec-speedscope-")
+    threads, stacks, names, procs, problems = per_thread(trace, kind, spill, thread, t_from, t_to, spill_at)
     title = profiles.KINDS[kind]["title"]
-    for (pid, tid) in sorted(samples):
-        s = samples.pop((pid, tid))  # written: its columns can go
-        label = "%s (pid %d, tid %d): %s" % (_thread_name(names, procs, pid, tid), pid, tid, title)
-        starts, weights = s.starts.values, s.weights.values
-        order = sorted(range(len(starts)), key=starts.__getitem__)  # stable: recorded order on ties
+
+    def label(pid, tid):
+        return "%s (pid %d, tid %d): %s" % (_thread_name(names, procs, pid, tid), pid, tid, title)
+
+    if not spill.count:  # every sample held: each thread's sorted in memory
+        for (pid, tid) in sorted(threads):
+            s = threads.pop((pid, tid))  # written: its columns can go
+            starts, weights = s.starts.values, s.weights.values
+            order = sorted(range(len(starts)), key=starts.__getitem__)  # stable: recorded order on ties
+            if kind == "offcpu":
+                doc.evented(label(pid, tid), unit,
+                            [(starts[i], starts[i] + weights[i], stacks[s.stacks[i]]) for i in order])
+            else:
+                doc.sampled_columns(label(pid, tid), unit, starts, [stacks[i] for i in s.stacks], weights, order)
+        return problems
+    # The spill gives every thread's samples together, threads by (pid, tid),
+    # each in time order (recorded order on ties).
+    for (pid, tid), items in itertools.groupby(spill.sorted(), key=_THREAD):
+        th = threads[(pid, tid)]
+        rows = _sample_rows(items)
         if kind == "offcpu":
-            doc.evented(label, unit, [(starts[i], starts[i] + weights[i], stacks[s.stacks[i]]) for i in order])
+            doc.evented_stream(label(pid, tid), unit, th.first, max(th.last, th.max_end),
+                               ((t, t + w, stacks[si]) for t, si, w in rows))
         else:
-            doc.sampled_columns(label, unit, starts, [stacks[i] for i in s.stacks], weights, order)
+            end = max(th.first, th.last + (th.last_weight if unit == "nanoseconds" else 0))
+            doc.sampled_stream(label(pid, tid), unit, th.first, end, ((stacks[si], w) for _, si, w in rows))
+    spill.close()
     return problems
+
+
+_THREAD = operator.itemgetter(0, 1)
+
+
+def _sample_rows(items):
+    """(start, stack index, weight) of spilled samples."""
+    for _, _, start, _, text in items:
+        si, w = text.split(" ")
+        yield start, int(si), _number(w)
 
 
 def run(args):
