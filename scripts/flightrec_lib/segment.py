@@ -531,6 +531,25 @@ class Batch:
             _decoded_cells[0] -= old_cells
         return cols
 
+    def time_span(self):
+        """(earliest, latest) of the block's first column (its time), decoding
+        that column alone when the block is not in the cache; None if the
+        block is damaged (columns() reports it)."""
+        entry = _decoded.get(weakref.ref(self))
+        if entry is not None:
+            col = entry[0][0]
+        else:
+            if self._payload is None and self._where is None:
+                return None
+            try:
+                b = self._stored()
+                if self._raw_len is not None:
+                    b = _inflate(zstandard.ZstdDecompressor(), b, self._raw_len)
+                col, _ = decode_column(b, self._pos, self.count, self.type.fields[0].type, [])
+            except _Corrupt:
+                return None
+        return (min(col), max(col)) if len(col) else None
+
     def column(self, name):
         cols = self.columns()
         if cols is None:

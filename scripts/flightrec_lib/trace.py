@@ -13,8 +13,10 @@ planted it), and FIFOs and devices are refused (segment.read_file). Events are r
 fields become text, stack fields become lists of frame dicts (see
 Segment.frames), bytes stay bytes. Merging by time holds in memory only the
 segments whose time ranges overlap (e.g. several processes recording at once),
-not the whole trace.
+not the whole trace, and past MERGE_EVENTS events only their blocks that
+overlap the slice of time being merged.
 """
+import bisect
 import itertools
 import operator
 import os
@@ -23,6 +25,13 @@ from .segment import (SINT, STACK, STRING, TIME, UINT, SegmentError, is_segment_
                       sort_columns)
 
 DROPPED_EVENT = "recorder.dropped"
+# Events of overlapping segments merged by one sort; past this, a slice of
+# time at a time, so that memory holds the blocks that overlap in time (one
+# per process recording at once, say), not every block of the segments.
+MERGE_EVENTS = 1 << 21
+# Events a slice gathers at least, when blocks allow (the sort of a slice is
+# C code; the slicing around it is not).
+SLICE_EVENTS = 1 << 18
 THREAD_TYPES = ("thread.start", "thread.name", "thread.end")
 
 # The event types the reports interpret, with the type of every field they
@@ -216,19 +225,20 @@ class Trace:
         time-sorted stream; the merge order comes from one C-level sort of all
         their times (timsort finds the sorted runs), and the events are then
         pulled from the streams in that order, never touched by Python code
-        in between."""
+        in between. Past MERGE_EVENTS events the merge goes a slice of time
+        at a time (_merge_sliced)."""
+        batches = [(seg, b) for seg in segments for b in seg.batches if types is None or b.type.name in types]
+        if sum(b.count for _, b in batches) > MERGE_EVENTS:
+            return _merge_sliced(batches, resolve)
         times, counts, streams = [], [], []
-        for seg in segments:
-            for b in seg.batches:
-                if types is not None and b.type.name not in types:
-                    continue
-                cols = seg.resolved_columns(b) if resolve else b.columns()
-                if cols is None:
-                    continue
-                cols = sort_columns(cols)
-                times.extend(cols[0])
-                counts.append(len(cols[0]))
-                streams.append(seg.rows(b, cols))
+        for seg, b in batches:
+            cols = seg.resolved_columns(b) if resolve else b.columns()
+            if cols is None:
+                continue
+            cols = sort_columns(cols)
+            times.extend(cols[0])
+            counts.append(len(cols[0]))
+            streams.append(seg.rows(b, cols))
         if len(streams) <= 1:
             return streams[0] if streams else iter(())
         if all(map(operator.le, times, itertools.islice(times, 1, None))):
@@ -313,6 +323,63 @@ class Trace:
                 rec["end"] = e["time"]
                 del live[key]
         return out
+
+
+class _Stream:
+    """One block being merged: its sorted times and event dicts, and how far
+    the merge has taken them."""
+    __slots__ = ("index", "times", "rows", "pos")
+
+    def __init__(self, index, times, rows):
+        self.index, self.times, self.rows, self.pos = index, times, rows, 0
+
+
+def _merge_sliced(batches, resolve):
+    """The events of (segment, batch) pairs in time order, file order on ties
+    (the pairs' order), with only the blocks that overlap the slice being
+    merged decoded at once. A block is opened once the merge reaches its
+    earliest time; each step merges, from the open blocks, every event
+    before the earliest time of the next block not yet open (none of its
+    events can come before that), then opens more."""
+    spans = []
+    for i, (seg, b) in enumerate(batches):
+        span = b.time_span()
+        if span is not None:
+            spans.append((span[0], i))
+        elif b.columns() is None:
+            pass  # damaged: columns() reported it, as the one-sort merge would have
+    spans.sort()
+    open_, waiting = [], 0  # open streams; their events not yet merged
+    k = 0
+    while k < len(spans) or open_:
+        low = min((st.times[st.pos] for st in open_), default=None)
+        while k < len(spans) and (low is None or spans[k][0] <= low or waiting < SLICE_EVENTS):
+            i = spans[k][1]
+            k += 1
+            seg, b = batches[i]
+            cols = seg.resolved_columns(b) if resolve else b.columns()
+            if cols is None or not len(cols[0]):
+                continue
+            cols = sort_columns(cols)
+            st = _Stream(i, cols[0], seg.rows(b, cols))
+            open_.append(st)
+            waiting += len(st.times)
+            low = st.times[0] if low is None or st.times[0] < low else low
+        cut = spans[k][0] if k < len(spans) else None
+        times, owner, streams = [], [], []
+        open_.sort(key=operator.attrgetter("index"))  # ties: file order
+        for st in open_:
+            end = len(st.times) if cut is None else bisect.bisect_left(st.times, cut, st.pos)
+            if end > st.pos:
+                times.extend(itertools.islice(st.times, st.pos, end))
+                owner.extend(itertools.repeat(len(streams), end - st.pos))
+                streams.append(st.rows)
+                waiting -= end - st.pos
+                st.pos = end
+        order = sorted(range(len(times)), key=times.__getitem__)  # stable: file order on ties
+        del times
+        yield from map(next, map(streams.__getitem__, map(owner.__getitem__, order)))
+        open_ = [st for st in open_ if st.pos < len(st.times)]
 
 
 def _has_fields(event_type, **wanted):

@@ -410,3 +410,71 @@ def test_requests_json_is_complete_and_in_order(requests_trace):
     top = max(want)
     assert [reqs[i]["duration_ns"] for i in doc["slowest"]] == [top, top]
     assert doc["summary"]["server"]["count"] == len(want)
+
+
+# ------------------------------------------------------------------ events of overlapping segments
+
+TICK_TYPES = [(1, "tick", [("time", hs.TIME, "ns"), ("tid", hs.UINT, ""), ("value", hs.UINT, "")])]
+
+
+def ticks_segment(pid, seq, n, blocks, first, step):
+    """A segment of `blocks` EVENTS blocks of n "tick" events each, at
+    first, first + step, ...; value counts the process's events."""
+    out = hs.header(pid=pid, seq=seq) + hs.block(hs.SCHEMA, hs.schema(TICK_TYPES))
+    for k in range(blocks):
+        i = (seq * blocks + k) * n
+        out += hs.block(hs.EVENTS, hs.events(1, n, [
+            steps(first + i * step, step, n), constant(pid), steps(i, 1, n)]), compress=True)
+    return out
+
+
+def test_sliced_merge_gives_the_events_in_the_same_order(tmp_path):
+    """Processes recording at once: their segments overlap in time, events
+    of different processes share times (ties keep file order). Merging a
+    slice of time at a time, in slices as small as they come, gives exactly
+    the order of the one-sort merge."""
+    from flightrec_lib import trace as trace_mod
+    for pid in (11, 12, 13):
+        for seq in range(2):
+            # 11 and 13 tick at the same times; 12 in between, at half the pace.
+            step = 20 if pid == 12 else 10
+            (tmp_path / ("svc-%d-%04d.seg" % (pid, seq))).write_bytes(
+                ticks_segment(pid, seq, 50, 3, 1_000_000 + (5 if pid == 12 else 0), step))
+    whole = list(trace_mod.Trace([str(tmp_path)]).events())
+    assert len(whole) == 3 * 2 * 3 * 50
+    saved = trace_mod.MERGE_EVENTS, trace_mod.SLICE_EVENTS
+    try:
+        trace_mod.MERGE_EVENTS, trace_mod.SLICE_EVENTS = 0, 1
+        sliced = list(trace_mod.Trace([str(tmp_path)]).events())
+    finally:
+        trace_mod.MERGE_EVENTS, trace_mod.SLICE_EVENTS = saved
+    assert sliced == whole
+    times = [e["time"] for e in whole]
+    assert times == sorted(times)
+    ties = [(a["pid"], b["pid"]) for a, b in zip(whole, whole[1:]) if a["time"] == b["time"]]
+    assert ties and set(ties) == {(11, 13)}
+
+
+EVENTS_PIDS = 8
+EVENTS_PER_BLOCK = 100_000
+EVENTS_BLOCKS = 8
+EVENTS_RSS_BOUND_KB = 250 << 10
+
+
+def test_events_of_processes_recording_at_once_are_merged_in_slices(tmp_path):
+    """8 processes x 800,000 events, all at once: one cluster of overlapping
+    segments, 6.4M events (the one-sort merge decoded them all before the
+    first line). The merge holds the blocks that overlap the slice."""
+    for p in range(EVENTS_PIDS):
+        (tmp_path / ("svc-%d-0000.seg" % (100 + p))).write_bytes(
+            ticks_segment(100 + p, 0, EVENTS_PER_BLOCK, EVENTS_BLOCKS, 1_000_000 + p, EVENTS_PIDS))
+    status, out, err, rss = run_dump("events", "--json", "--limit", "3000000", tmp_path, timeout=600)
+    assert status == 0, err
+    print("events: peak RSS %d MiB" % (rss >> 10))
+    lines = out.splitlines()
+    assert len(lines) == 3_000_000
+    # The processes take turns, one event each, in time order.
+    for k in (0, 1, 2_999_999):
+        e = json.loads(lines[k])
+        assert e["pid"] == 100 + k % EVENTS_PIDS and e["value"] == k // EVENTS_PIDS, (k, e)
+    assert rss < EVENTS_RSS_BOUND_KB, "events: peak RSS %d MiB" % (rss >> 10)
