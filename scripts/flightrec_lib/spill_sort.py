@@ -1,7 +1,7 @@
 """spill_sort: sorting more items than memory should hold.
 
-Items are tuples of KEYS integers followed by one string (JSON text, a
-name) that holds no newline. Items are kept in a run of at most RUN_ITEMS;
+Items are tuples of KEYS integers followed by one string that holds no
+newline (JSON text, numbers: never text taken from a trace as it is). Items are kept in a run of at most RUN_ITEMS;
 a full run is sorted and written to an anonymous temporary file, and the
 runs are merged when the items are read back, so memory holds one run
 whatever the number of items (docs/LIMITS.md). Used by `chrome` (its

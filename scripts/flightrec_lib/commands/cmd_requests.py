@@ -259,6 +259,7 @@ def run(args):
     _exact_total[0] = 0
     stats = {}
     listing = SpillSort(7, prefix="flightrec-requests-") if args.json else None
+    role_ids = {}  # a role's text may hold anything (older traces recorded it): listed by number
 
     def tap():
         for r in request_inference.iter_requests(trace, args.role):
@@ -267,7 +268,8 @@ def run(args):
                 st = stats[r[ROLE]] = RoleStats()
             st.add(r)
             if listing is not None:
-                listing.add((r[START], r[PID], r[CONN], r[TID], r[DURATION], r[BYTES_IN], r[BYTES_OUT], r[ROLE]))
+                role = role_ids.setdefault(r[ROLE], str(len(role_ids)))
+                listing.add((r[START], r[PID], r[CONN], r[TID], r[DURATION], r[BYTES_IN], r[BYTES_OUT], role))
             yield r
 
     if args.slowest:
@@ -298,7 +300,7 @@ def run(args):
     summ = {role: stats[role].summary() for role in hist}
 
     if args.json:
-        write_json(listing, slowest, details, hist, summ, conns)
+        write_json(listing, list(role_ids), slowest, details, hist, summ, conns)
         return cli.exit_status(trace)
 
     if not stats:
@@ -366,7 +368,7 @@ def request_dict(r, conns):
     return d
 
 
-def write_json(listing, slowest, details, hist, summ, conns):
+def write_json(listing, roles, slowest, details, hist, summ, conns):
     """{"requests": [every request, by start], "slowest": [their indexes],
     "histogram", "summary"}, written as the spill is read back."""
     out = sys.stdout
@@ -374,7 +376,7 @@ def write_json(listing, slowest, details, hist, summ, conns):
     index_of = {}
     out.write('{"requests":[')
     for i, (start, pid, conn, tid, dur, bin_, bout, role) in enumerate(listing.sorted()):
-        r = (start, pid, conn, tid, role, dur, bin_, bout)
+        r = (start, pid, conn, tid, roles[int(role)], dur, bin_, bout)
         d = detail_of.get(r)
         if d is None:
             d = request_dict(r, conns)
