@@ -147,11 +147,15 @@ def trim_bootstrap(frames):
 
 
 class Entry:
-    """One distinct stack of one thread: samples, weight and object estimate."""
-    __slots__ = ("frames", "samples", "weight", "objects", "first_time", "pid", "tid", "thread")
+    """One distinct stack of one thread: samples, weight and object estimate.
+    Its frames are a list of frame dicts, or (merged profiles) the frame
+    numbers of the stack and the table they index: a list per entry would
+    be most of the memory of a trace of many distinct stacks."""
+    __slots__ = ("_frames", "_table", "samples", "weight", "objects", "first_time", "pid", "tid", "thread")
 
-    def __init__(self, frames, pid, tid, thread, first_time):
-        self.frames = frames
+    def __init__(self, frames, pid, tid, thread, first_time, table=None):
+        self._frames = frames
+        self._table = table
         self.samples = 0
         self.weight = 0.0
         self.objects = 0.0
@@ -159,6 +163,13 @@ class Entry:
         self.pid = pid
         self.tid = tid
         self.thread = thread
+
+    @property
+    def frames(self):
+        """Leaf-first frame dicts (shared: do not modify)."""
+        if self._table is None:
+            return self._frames
+        return list(map(self._table.__getitem__, self._frames))
 
 
 class Profile:
@@ -504,7 +515,7 @@ class _Entries:
         self.procs = procs
         self.merge = merge
         self.frame_numbers = {}  # frame content -> number
-        self.stacks = {}         # stack content -> frames
+        self.frame_objects = []  # number -> the frame dict that stands for it
         self.thread_names = {}   # (pid, tid) -> name shown
         self.entries = {}        # key -> Entry, in first-seen order
 
@@ -522,15 +533,24 @@ class _Entries:
         return t
 
     def _stack(self, seg, sid):
-        """(content key, frames) of a segment's stack id."""
+        """(content key, frames, table): a segment's stack id as the tuple of
+        its frames' numbers; frames are the segment's, table is None for the
+        two stacks that have no numbers (no stack, lost samples), else the
+        frame dicts by number (one per distinct frame, from whichever segment
+        showed it first: a new stack costs its key, not its frames)."""
         if sid == UNATTRIBUTED_SID:
-            return UNATTRIBUTED_SID, UNATTRIBUTED_FRAMES
+            return UNATTRIBUTED_SID, UNATTRIBUTED_FRAMES, None
         frames = seg.frames(sid)
         if not frames:
-            return (), NO_STACK
+            return (), NO_STACK, None
         numbers = self.frame_numbers
+        objs = self.frame_objects
         key = tuple([numbers.setdefault(k, len(numbers)) for k in map(_frame_key, frames)])
-        return key, self.stacks.setdefault(key, frames)
+        if max(key) >= len(objs):
+            for n, f in zip(key, frames):
+                if n == len(objs):  # numbers are given in order: this one is new
+                    objs.append(f)
+        return key, frames, objs
 
     def fold(self, acc):
         """Adds {(segment index, tid, stack id): [samples, weight, objects,
@@ -541,7 +561,7 @@ class _Entries:
             pid = seg.pid
             tname = self._thread(pid, tid)
             if self.merge:
-                skey, frames = self._stack(seg, sid)
+                skey, frames, table = self._stack(seg, sid)
                 key = (pid, tid, tname, skey)
                 e = entries.get(key)
             else:
@@ -549,9 +569,10 @@ class _Entries:
                 e = None
             wall = seg.wall_ns(t)
             if e is None:
-                if not self.merge:
-                    frames = self._stack(seg, sid)[1]
-                e = entries[key] = Entry(frames, pid, tid, tname, wall)
+                if self.merge:
+                    e = entries[key] = Entry(skey if table is not None else frames, pid, tid, tname, wall, table)
+                else:
+                    e = entries[key] = Entry(self._stack(seg, sid)[1], pid, tid, tname, wall)
                 e.samples, e.weight, e.objects = n, w, c  # as counted (int or float)
                 continue
             if wall < e.first_time:
