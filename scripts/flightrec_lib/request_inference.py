@@ -7,8 +7,8 @@ rather than by the recorder's flush thread inside the service: that keeps a
 third event per request (and its state machine) off the host's CPU.
 
 Traces written by recorders that emitted `request` events themselves are
-still read as they are (recorded_requests); a process whose segments hold
-none gets its requests derived (derived_requests).
+still read as they are (iter_recorded); a process whose segments hold
+none gets its requests derived (iter_derived).
 
 Rules, per connection, over its data calls in order of completion:
  * Server side (accepted connections): a request starts when a receive

@@ -15,7 +15,7 @@ import sys
 from array import array
 
 from . import cli, diff, request_inference
-from .commands.cmd_sockets import EXACT_TOTAL, Durations, _exact_total, format_ns
+from .commands.cmd_sockets import EXACT_TOTAL, Durations, format_ns, reset_exact_budget
 from .request_inference import DURATION, PID, START, TID
 
 KINDS = ("cpu", "offcpu")
@@ -56,7 +56,7 @@ def groups(trace, role):
     when there are too few requests to compare. Two passes over the requests:
     their percentiles first (exact up to EXACT_TOTAL durations, then within
     0.8%: cmd_sockets.Durations), then the members."""
-    _exact_total[0] = 0
+    reset_exact_budget()
     durations = Durations(limit=EXACT_TOTAL)
     for r in request_inference.iter_requests(trace, role):
         durations.add(r[DURATION])

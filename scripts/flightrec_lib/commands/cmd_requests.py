@@ -21,7 +21,7 @@ import sys
 from .. import calltree, cli, profiles, request_inference
 from ..request_inference import BYTES_IN, BYTES_OUT, CONN, DURATION, PID, ROLE, START, TID
 from ..spill_sort import SpillSort
-from .cmd_sockets import EXACT_TOTAL, Durations, _exact_total, format_ns
+from .cmd_sockets import EXACT_TOTAL, Durations, format_ns, reset_exact_budget
 
 KINDS = ("cpu", "offcpu", "alloc")
 KIND_EVENTS = {"cpu": "cpu.sample", "offcpu": "offcpu.sample", "alloc": "alloc.sample"}
@@ -256,7 +256,7 @@ def run(args):
     # One pass over the requests, holding none of them: the summaries and
     # histograms, the N slowest, and for --json every request as a line of
     # a sorted spill (spill_sort.py).
-    _exact_total[0] = 0
+    reset_exact_budget()
     stats = {}
     listing = SpillSort(7, prefix="flightrec-requests-") if args.json else None
     role_ids = {}  # a role's text may hold anything (older traces recorded it): listed by number

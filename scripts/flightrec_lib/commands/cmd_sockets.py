@@ -53,6 +53,11 @@ MANTISSA_BITS = 7        # bucket width <= 1/128 of its values: error < 0.8%
 _exact_total = [0]
 
 
+def reset_exact_budget():
+    """A command starts with all of EXACT_TOTAL to share among its Durations."""
+    _exact_total[0] = 0
+
+
 class Durations:
     """A connection's blocking-call durations: exact (an array) until the
     caps above, then a histogram of buckets 2^-7 wide relative to their
@@ -145,7 +150,7 @@ def collect(trace):
     """{(pid, conn): connection dict} plus totals of what could not be attributed."""
     conns = {}
     unattributed = {"ops": 0, "errors": 0}
-    _exact_total[0] = 0
+    reset_exact_budget()
 
     def get(pid, conn):
         key = (pid, conn)
