@@ -65,6 +65,11 @@ CRASHERS = [
     ("renamed-type-second-line", "sockets",
      [{"op": "schema", "block": _ev("SCHEMA"), "type": "socket.op", "what": "rename_type", "value": "alloc.sample"},
       {"op": "flip", "block": _ev("STACKS"), "at": 0.1, "bit": 7}], "live"),
+    # The trigger event's after_ns given the STACK type (CRC intact): incidents
+    # added a frame list to a time (TypeError in info). Its layout is now checked.
+    ("trigger-after-ns-a-stack", "crash",
+     [{"op": "schema", "block": _ev("SCHEMA"), "type": "trigger", "field": "after_ns", "what": "code", "value": 5}],
+     "cpu"),
     # A string field renamed "pid": chrome sorted str and int pids (TypeError).
     ("string-field-named-pid", "sockets",
      [{"op": "schema", "block": _ev("SCHEMA"), "type": "socket.open", "field": "role", "what": "rename_field",
