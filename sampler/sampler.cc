@@ -32,11 +32,12 @@
 namespace flightrec {
 namespace {
 
-// How long an exiting thread waits for the sampler thread, and only when it
-// is in the middle of a collection (between collections the exiting thread
-// takes over at once). One collection is one pass over the rings, well under
-// a millisecond of CPU, and the thread runs in the exiting thread's
-// scheduling class meanwhile; past this the samples it holds are given up.
+// How long the flush thread's final sequence waits for the sampler thread,
+// and only when it is in the middle of a collection (between collections the
+// flush thread takes over at once). One collection is one pass over the
+// rings, well under a millisecond of CPU, and the thread runs in the flush
+// thread's scheduling class meanwhile (itself lifted to the exiting
+// thread's); past this the samples it holds are given up.
 constexpr uint64_t kStopBudgetNs = 50ull * 1000000ull;
 
 enum class Mode { kOff, kPerf, kSigprof };
@@ -256,6 +257,8 @@ void TakeOverWithPerf() {
 void SamplerInit(const Config& cfg) {
   SamplerState& s = g_state;
   s.mode = Mode::kOff;
+  // At exit, on the flush thread before its final drain: the last collection.
+  RegisterFinalHook(SamplerShutdown);
   // Names for every kind of stack (allocation samples too, sampler off or
   // not): libdw is loaded when the recorder goes live (elfutils_lazy.h).
   RegisterLiveHook(sampler::LoadElfutils);
@@ -358,10 +361,10 @@ void SamplerShutdown() {
   switch (sampler::StopSamplerThread(MonotonicNs() + kStopBudgetNs)) {
     case sampler::StopOutcome::kNotRunning: break;
     case sampler::StopOutcome::kNeverStarted:
-      Log(LogLevel::kDebug, "sampler stopped before the recorder went live: collected on the exiting thread");
+      Log(LogLevel::kDebug, "sampler stopped before the recorder went live: collected on the flush thread");
       break;
     case sampler::StopOutcome::kTookOverIdle:
-      Log(LogLevel::kDebug, "sampler stopped: thread idle, last collection on the exiting thread (no wait)");
+      Log(LogLevel::kDebug, "sampler stopped: thread idle, last collection on the flush thread (no wait)");
       break;
     case sampler::StopOutcome::kWaitedForCollection:
       Log(LogLevel::kDebug, "sampler stopped: waited for the collection in progress");

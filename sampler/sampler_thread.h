@@ -32,7 +32,7 @@ void RunOnSamplerThread(void (*task)());
 // (StartDeferredSamplerThread, a live hook: preload/flush/flush_registry.h),
 // so a process that lives a few milliseconds never has one: its handlers'
 // samples wait in their rings (or are dropped and counted if a ring fills)
-// and the exiting thread collects them. Returns false if it cannot be had.
+// and the flush thread's final sequence collects them. Returns false if it cannot be had.
 bool StartSamplerThread(uint64_t period_ms);
 // The live hook: creates the thread StartSamplerThread asked for (flush thread).
 void StartDeferredSamplerThread();

@@ -17,7 +17,7 @@
 // AvoidReleasedNumber.
 //
 // Threads: the list belongs to the thread that symbolizes (the flush thread,
-// or the exiting thread that takes its work over once it stopped); the scope
+// which also does the final drain at exit); the scope
 // flag is initial-exec TLS, so the close hook reads it without a call.
 // Async-signal-safe, no allocation.
 #pragma once

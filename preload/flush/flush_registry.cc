@@ -28,6 +28,7 @@ struct Registry {
   std::vector<SealHookFn> ship_hooks;
   std::vector<ShutdownHookFn> shutdown_hooks;
   std::vector<LiveHookFn> live_hooks;
+  std::vector<LiveHookFn> final_hooks;
   std::vector<ThreadDrainedFn> drained_hooks;
 };
 
@@ -60,6 +61,7 @@ void RegisterSealHook(SealHookFn fn) { R().seal_hooks.push_back(fn); }
 void RegisterShipHook(SealHookFn fn) { R().ship_hooks.push_back(fn); }
 void RegisterShutdownHook(ShutdownHookFn fn) { R().shutdown_hooks.push_back(fn); }
 void RegisterLiveHook(LiveHookFn fn) { R().live_hooks.push_back(fn); }
+void RegisterFinalHook(LiveHookFn fn) { R().final_hooks.push_back(fn); }
 void RegisterThreadDrainedHook(ThreadDrainedFn fn) { R().drained_hooks.push_back(fn); }
 
 void DefineAllEventTypes(format::SegmentWriter* writer) {
@@ -104,6 +106,10 @@ uint64_t GoLiveWithinNs() { return g_go_live_within_ns.load(std::memory_order_re
 
 void RunLiveHooks() {
   for (LiveHookFn fn : R().live_hooks) fn();
+}
+
+void RunFinalHooks() {
+  for (LiveHookFn fn : R().final_hooks) fn();
 }
 
 void RunShutdownHooks(uint64_t deadline_ns) {

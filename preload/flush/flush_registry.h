@@ -65,6 +65,11 @@ void RegisterThreadDrainedHook(ThreadDrainedFn fn);
 // Run once per process image on the flush thread, before the segment opens.
 using LiveHookFn = void (*)();
 void RegisterLiveHook(LiveHookFn fn);
+// The process is ending (exit, _exit, the last thread gone): run on the flush
+// thread just before its final drain, so a producer that buffers elsewhere
+// (the sampler's perf rings) hands over what it holds. Never on a program's
+// thread: the exiting thread only waits (flush_thread.h).
+void RegisterFinalHook(LiveHookFn fn);
 // A producer that buffers where the flush thread does not look (the kernel's
 // perf rings, drained only by the sampler thread that going live starts)
 // holds only so much: the recorder then goes live no later than `ns` after

@@ -16,6 +16,7 @@ void RunSealHooks(const std::string& path);
 void RunShipHooks(const std::string& path);
 void RunShutdownHooks(uint64_t deadline_ns);
 void RunLiveHooks();
+void RunFinalHooks();
 void RunThreadDrainedHooks(FlushContext& ctx);
 
 }  // namespace flightrec

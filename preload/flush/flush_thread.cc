@@ -11,20 +11,22 @@
 //    writer counts the events that never reached the file (by event type),
 //    and drop reports that were only in such blocks are reported again in
 //    the next segment, so produced = recorded + dropped holds per kind.
-//  * Stopping (exit, exec) never waits for this thread to be scheduled: it
-//    runs at nice +10 and busy host threads can starve it for seconds. The
-//    phase word decides who owns the writer: a stopper that finds the thread
-//    idle takes over at once; one that finds it mid-tick asks it to stop at
-//    the next ring boundary and waits for that alone.
+//  * A program's thread never does the final drain and seal (exit, _exit,
+//    exec, a uid switch): it asks (final_request) and waits, bounded. This
+//    thread does the work, lifted to the asker's priority (it runs at nice
+//    +10 and busy host threads could starve it). The asker may be in a signal
+//    handler that interrupted malloc, or on a 16 KiB stack: encoding,
+//    std::string, libdw and file I/O would deadlock or overflow there.
 //  * The threads that live hooks start (the sampler's) wait for the first
 //    tick, FLIGHTREC_FLUSH_MS after start (or a ring's nudge): the recorder
 //    goes live (GoLive). A process that ends sooner has its one segment
-//    sealed by the exiting thread's final tick. An image started by exec
-//    opens its segment at start, so it holds its descriptor before the
-//    program can run out of them; a forked child opens its own only when it
-//    goes live, and one that execs before that leaves none (StopFlushThread's
-//    discard): a shell's fork before exec carries nothing a user needs, and
-//    writing it cost more than the program it ran.
+//    sealed by the final sequence on this thread. An image started by exec
+//    opens its segment at start (its constructor), so it holds its
+//    descriptor before the program can run out of them; a forked child
+//    opens its own when it goes live, and one that execs before that leaves none
+//    (StopReason::kRestartDiscardUnlessLive): a shell's fork before exec
+//    carries nothing a user needs, and writing it cost more than the
+//    program it ran.
 #include "preload/flush/flush_thread.h"
 
 #include "preload/crash/crash_freeze.h"
@@ -59,6 +61,7 @@
 #include "preload/flush/output_dir.h"
 #include "preload/threads/record_kinds.h"
 #include "preload/runtime/recorder_thread.h"
+#include "preload/runtime/runtime_state.h"
 #include "preload/threads/ring_growth.h"
 #include "preload/flush/segment_files.h"
 #include "preload/flush/window_keeper.h"
@@ -109,10 +112,11 @@ uint64_t BusyPeriodNs(uint64_t ring_bytes) {
   return ns < kMs ? kMs : ns;
 }
 
-// Who owns the writer. kIdle/kTicking: the flush thread (between ticks / in
-// one). kStopRequested: a stopper waits for the tick to reach a safe point.
-// kStopped: the stopper owns it; the flush thread only leaves.
-enum Phase : int { kIdle, kTicking, kStopRequested, kStopped };
+// A final seal asked for (StopFlushThread): what the flush thread does at its
+// end. Bits of FlushState::final_request.
+constexpr int kFinalRequested = 1;
+constexpr int kFinalProcessEnding = 2;      // final hooks before, shutdown hooks after
+constexpr int kFinalDiscardUnlessLive = 4;  // a forked child that never went live writes nothing
 
 struct FlushState {
   format::SegmentWriter* writer = nullptr;  // created by OpenFirstSegment
@@ -144,7 +148,12 @@ struct FlushState {
   bool busy = false;  // the last drain took 1/kBusyFraction of some ring or more
   size_t busy_ring_bytes = SIZE_MAX;  // the smallest such ring (ring_growth.h: they differ)
   bool quiet = false;  // the last tick found no record and no queued sample (FlushContext::work)
-  std::atomic<int> phase{kIdle};
+  // Set once by the first StopFlushThread; every later asker waits for the
+  // same seal. The flush thread ends its tick at the next ring boundary.
+  std::atomic<int> final_request{0};
+  bool in_final = false;                    // the final tick runs: no early return
+  std::atomic<bool> final_sealed{false};    // the final drain and seal are done
+  std::atomic<bool> final_finished{false};  // and the shutdown hooks ran
   std::atomic<pid_t> tid{0};       // the flush thread's, once it runs
   std::atomic<bool> done{false};
   std::atomic<bool> crash_requested{false};
@@ -365,7 +374,9 @@ void SealSegment(FlushState& s) {
 
 // A stopper is waiting for this tick: end it at the next safe point (the
 // stopper's final tick does what is left).
-bool StopRequested(const FlushState& s) { return s.phase.load(std::memory_order_acquire) == kStopRequested; }
+bool StopRequested(const FlushState& s) {
+  return !s.in_final && s.final_request.load(std::memory_order_acquire) != 0;
+}
 
 // full: visit every slot, quiet ones too (slot_scan.h says when).
 void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
@@ -528,27 +539,43 @@ uint64_t UntilNextDuty(const FlushState& s, uint64_t now) {
   return due > now ? due - now : 0;
 }
 
-// The flush thread enters a tick unless a stopper took the writer over.
-bool BeginTick(FlushState& s) {
-  int expected = kIdle;
-  return s.phase.compare_exchange_strong(expected, kTicking, std::memory_order_acq_rel);
-}
-
-// False if a stopper asked for the writer during the tick: it is handed over.
-bool EndTick(FlushState& s) {
-  int expected = kTicking;
-  if (s.phase.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel)) return true;
-  s.phase.store(kStopped, std::memory_order_release);
-  return false;
-}
-
 // Set while exit() runs on the flush thread (EndProcess): the atexit
-// shutdown then finds itself on this thread and must not wait for it.
+// shutdown then finds itself on this thread and does the final work inline.
 bool g_exit_on_flush_thread = false;
 
+// The final drain and seal, on the flush thread (or inline on it when it
+// ends the process itself). Whoever asked waits on final_sealed.
+void FinalSequence(FlushState& s) {
+  const int req = s.final_request.load(std::memory_order_acquire);
+  if (req & kFinalProcessEnding) RunFinalHooks();  // the sampler's last collection
+  if (!((req & kFinalDiscardUnlessLive) && !s.opened)) {
+    s.in_final = true;
+    Tick(s, true, true);
+  }
+  // Never live (a forked child exec'ing at once): no segment at all. What its
+  // rings hold stays there; a failed exec records it into its next segment.
+  if (req & kFinalProcessEnding) SetRuntimeRecording(false);
+  s.final_sealed.store(true, std::memory_order_release);
+  if (req & kFinalProcessEnding)
+    RunShutdownHooks(MonotonicNs() + GetConfig().upload_shutdown_ms * kMs);
+  s.final_finished.store(true, std::memory_order_release);
+}
+
 // The application's last thread is gone and only ours keep the process
-// alive: end it the way glibc would have on that last thread.
-[[noreturn]] void EndProcess() {
+// alive. After pthread_exit of main, end it the way glibc would have on that
+// last thread: exit(0), atexit handlers and all (its Shutdown finds itself
+// here). After a raw exit system call (seccomp-strict programs, ctypes), the
+// kernel would have ended the process with the main thread's status and no
+// handlers: seal, then leave with that status.
+[[noreturn]] void EndProcess(FlushState& s, const LastThreadExit& how) {
+  if (how.raw) {
+    Log(LogLevel::kInfo, "the application's last thread has exited (exit system call); ending the process "
+        "(exit status %d)", how.status);
+    s.final_request.store(kFinalRequested | kFinalProcessEnding, std::memory_order_release);
+    FinalSequence(s);
+    syscall(SYS_exit_group, how.status);
+    __builtin_unreachable();
+  }
   Log(LogLevel::kInfo, "the application's last thread has exited; ending the process (exit status 0)");
   g_exit_on_flush_thread = true;
   setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 0);  // atexit handlers are the host's
@@ -560,6 +587,8 @@ bool g_exit_on_flush_thread = false;
 // the last tick of a nice +10 thread.
 void BoostFlushThread(const FlushState& s) { LiftRecorderThread(s.tid.load(std::memory_order_acquire)); }
 
+bool FinalRequested(const FlushState& s) { return s.final_request.load(std::memory_order_seq_cst) != 0; }
+
 void* FlushMain(void* arg) {
   auto* s = static_cast<FlushState*>(arg);
   s->tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
@@ -570,13 +599,15 @@ void* FlushMain(void* arg) {
   uint64_t sleep_ns = std::min(period, GoLiveWithinNs());
   uint64_t idle_ns = period;  // doubles with every quiet tick, up to kIdleMaxNs
   CrashFreezeJoin();
-  for (;;) {
+  // `seen` is read before final_request is looked at: a stop asked after the
+  // look bumps the word and cuts the sleep short.
+  while (!FinalRequested(*s)) {
     SleepUnlessWoken(seen, sleep_ns);
     CrashFreezePark();  // the program's crash handler is running: touch nothing
     const uint32_t now_seen = g_wake_word.load(std::memory_order_seq_cst);
     const bool nudged = now_seen != seen;  // not just the timer: scan every slot
     seen = now_seen;
-    if (!BeginTick(*s)) break;
+    if (FinalRequested(*s)) break;
     if (s->crash_requested.load(std::memory_order_acquire)) {
       // Seal now; do not open a new segment (the process is about to die).
       // If it survives, the pause ends after kRetryNs and recording resumes.
@@ -587,12 +618,9 @@ void* FlushMain(void* arg) {
       s->retry_at_ns = MonotonicNs() + kRetryNs;
       s->crash_requested.store(false, std::memory_order_relaxed);
       s->crash_done.store(true, std::memory_order_release);
-      if (!EndTick(*s)) break;
       continue;
     }
     Tick(*s, false, nudged);
-    // Read while the state is still ours: once EndTick hands it back, a
-    // stopper may take it over and tick on it (TSan caught this read racing).
     if (s->busy && period > BusyPeriodNs(s->busy_ring_bytes)) {
       sleep_ns = BusyPeriodNs(s->busy_ring_bytes);
     } else if (!s->quiet || MainThreadLeft()) {
@@ -602,19 +630,19 @@ void* FlushMain(void* arg) {
       idle_ns = std::min(idle_ns * 2, std::max(period, kIdleMaxNs));
       sleep_ns = std::max(period, std::min(idle_ns, UntilNextDuty(*s, MonotonicNs())));
     }
-    if (!EndTick(*s)) break;
-    if (ApplicationThreadsGone(MonotonicNs())) EndProcess();
+    LastThreadExit how;
+    if (ApplicationThreadsGone(MonotonicNs(), &how)) EndProcess(*s, how);
   }
-  // The final drain and seal run on the thread that stops us (StopFlushThread):
-  // it runs at the host's priority, so a loaded machine cannot starve the
-  // last segment of a nice +10 thread.
+  FinalSequence(*s);
   s->done.store(true, std::memory_order_release);
   CrashFreezeLeave();
   return nullptr;
 }
 
 // defer_open: a forked child's writer and first segment wait for its first
-// tick (GoLive).
+// tick (GoLive). An image started by exec opens its segment here, at start,
+// so it holds its descriptor before the program can run out of them (the
+// constructor runs on the main thread's full stack, outside any handler).
 bool Launch(const ProcessInfo& info, bool defer_open) {
   auto* s = new FlushState();
   s->keeper = new WindowKeeper();
@@ -641,57 +669,55 @@ void NudgeFlushThread() {
 
 bool StartFlushThread(const ProcessInfo& info) { return Launch(info, /*defer_open=*/false); }
 
-bool StopFlushThread(uint64_t deadline_ns, bool discard_unless_live) {
+namespace {
+// Waits (raw sleeps: async-signal-safe) until `flag` is set or deadline_ns.
+bool WaitFor(const FlushState& s, const std::atomic<bool>& flag, uint64_t deadline_ns) {
+  while (!flag.load(std::memory_order_acquire)) {
+    if (MonotonicNs() >= deadline_ns) return false;
+    BoostFlushThread(s);  // again: the thread may not have had a tid at the first ask
+    SleepNs(500000);
+  }
+  return true;
+}
+}  // namespace
+
+bool StopFlushThread(uint64_t deadline_ns, StopReason why) {
   FlushState* s = g_state;
   if (!s) return true;
+  int flags = kFinalRequested;
+  if (why == StopReason::kProcessEnding) flags |= kFinalProcessEnding;
+  if (why == StopReason::kRestartDiscardUnlessLive) flags |= kFinalDiscardUnlessLive;
   if (g_exit_on_flush_thread && pthread_equal(pthread_self(), s->thread)) {
     // exit() from EndProcess: we are the flush thread, between ticks.
-    s->phase.store(kStopped, std::memory_order_release);
     g_state = nullptr;
-    Tick(*s, true, true);
+    s->final_request.store(flags, std::memory_order_release);
+    FinalSequence(*s);
     return true;
   }
-  // Idle: take the writer over at once. Mid-tick: ask for it and wait.
-  for (;;) {
-    int expected = kIdle;
-    if (s->phase.compare_exchange_strong(expected, kStopped, std::memory_order_acq_rel)) break;
-    if (expected == kStopped) return true;  // another exiting thread took it over
-    if (expected == kTicking &&
-        !s->phase.compare_exchange_strong(expected, kStopRequested, std::memory_order_acq_rel))
-      continue;  // it went idle meanwhile
-    BoostFlushThread(*s);
-    while (s->phase.load(std::memory_order_acquire) != kStopped) {
-      if (MonotonicNs() >= deadline_ns) {
-        Log(LogLevel::kWarn, "flush thread did not finish before the exit deadline; the last segment stays .active");
-        // Left running, never joined: detached, so it is not a leaked thread.
-        if (!s->thread_detached.exchange(true, std::memory_order_acq_rel)) pthread_detach(s->thread);
-        return false;
-      }
-      SleepNs(1000000);
-    }
-    break;
-  }
-  // It wakes, sees kStopped and leaves on its own; never wait for a thread
-  // the scheduler may not run for a while.
+  int expected = 0;
+  const bool first = s->final_request.compare_exchange_strong(expected, flags, std::memory_order_acq_rel);
   NudgeFlushThread();
+  if (!WaitFor(*s, s->final_sealed, deadline_ns)) {
+    Log(LogLevel::kWarn, "flush thread did not finish before the exit deadline; the last segment stays .active");
+    // Left running, never joined: detached, so it is not a leaked thread.
+    if (!s->thread_detached.exchange(true, std::memory_order_acq_rel)) pthread_detach(s->thread);
+    return false;
+  }
+  if (flags & kFinalProcessEnding) {
+    // The uploader's last shipping (its own bound), plus a little for the
+    // thread to get there.
+    WaitFor(*s, s->final_finished, MonotonicNs() + (GetConfig().upload_shutdown_ms + 100) * kMs);
+  }
   if (!s->thread_detached.exchange(true, std::memory_order_acq_rel)) pthread_detach(s->thread);
-  g_state = nullptr;
-  // Never live (a forked child exec'ing at once): no segment at all. What its
-  // rings hold stays there; a failed exec records it into its next segment.
-  if (discard_unless_live && !s->opened) return true;
-  // Final drain and seal on this thread, which counts as a recorder thread
-  // meanwhile so its own allocations are not recorded.
-  const uint32_t saved_flags = tls_thread_flags;
-  tls_thread_flags |= kThreadFlagRecorder;
-  Tick(*s, true, true);
-  tls_thread_flags = saved_flags;
+  // The next StartFlushThread (failed exec, uid switch) makes a new state;
+  // this one stays allocated: a late asker may still read it.
+  if (first && g_state == s) g_state = nullptr;
   return true;
 }
 
 bool RequestCrashFlushAndWait(uint64_t deadline_ns) {
   FlushState* s = g_state;
-  if (!s || s->done.load(std::memory_order_acquire) || s->phase.load(std::memory_order_acquire) == kStopped)
-    return false;
+  if (!s || s->done.load(std::memory_order_acquire) || FinalRequested(*s)) return false;
   s->crash_done.store(false, std::memory_order_relaxed);
   s->crash_requested.store(true, std::memory_order_release);
   NudgeFlushThread();

@@ -20,12 +20,31 @@ namespace flightrec {
 // directory is not fatal: the thread starts and retries it.
 bool StartFlushThread(const ProcessInfo& info);
 
-// Asks the thread for a final drain and seal and waits for it until
-// deadline_ns (CLOCK_MONOTONIC). Returns true if it finished in time. The
-// final tick runs on the calling thread (in a forked child that never went
-// live it opens the child's segment first). discard_unless_live: a forked
-// child that never went live writes nothing (it execs at once).
-bool StopFlushThread(uint64_t deadline_ns, bool discard_unless_live = false);
+// Why the writer's final drain and seal is asked for.
+enum class StopReason : int {
+  // exit, _exit, _Exit, the program's last thread gone: the final hooks (the
+  // sampler's last collection) run before the final drain and the shutdown
+  // hooks (the uploader's last shipping) after the seal.
+  kProcessEnding,
+  // exec, or a uid switch: the image goes on or is replaced; recording may
+  // start again (StartFlushThread) after the call.
+  kRestart,
+  // exec in a forked child: a child that never went live writes nothing (a
+  // shell's fork before exec carries nothing a user needs).
+  kRestartDiscardUnlessLive,
+};
+
+// Asks the flush thread for its final drain and seal and waits for it until
+// deadline_ns (CLOCK_MONOTONIC); for kProcessEnding, then also for the
+// shutdown hooks, within FLIGHTREC_UPLOAD_SHUTDOWN_MS more. Returns true if
+// the seal finished in time. The work runs on the flush thread (lifted to the
+// caller's priority): the calling thread is a program's (in a signal handler,
+// on a small stack, holding a malloc lock), so it only asks and waits —
+// async-signal-safe, allocation-free, bounded, about 200 bytes of stack.
+// Several callers at once (threads exiting together) all wait for the one
+// seal. When the flush thread itself ends the process (last thread gone),
+// the work runs inline there.
+bool StopFlushThread(uint64_t deadline_ns, StopReason why);
 
 // From a fatal-signal handler (async-signal-safe): asks the flush thread to
 // drain every ring and seal the active segment now, and waits for it until

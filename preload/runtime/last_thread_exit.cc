@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "preload/fds/fd_guard.h"
@@ -25,6 +26,9 @@ constexpr uint64_t kFastWindowNs = 500 * kMs;
 constexpr uint64_t kSlowRescanNs = 1000 * kMs;
 
 std::atomic<bool> g_main_gone{false};
+bool g_main_gone_raw = false;  // seen as a zombie, no destructor ran (flush thread only)
+int g_main_status = 0;
+uint64_t g_last_main_check_ns = 0;
 std::atomic<uint64_t> g_exits{0};  // application thread exits seen
 uint64_t g_exits_scanned = ~uint64_t{0};
 uint64_t g_last_scan_ns = 0;
@@ -58,6 +62,32 @@ bool LiveApplicationThread(const char* tid) {
   return strncmp(open_paren + 1, "flightrec-", 10) != 0;
 }
 
+// The main thread (the thread-group leader) is a zombie: it left through the
+// exit system call. Its exit status is field 52 of /proc/self/stat
+// (exit_code, as waitpid reports it; Linux 3.5 and later).
+bool MainThreadIsZombie(int* status) {
+  const int fd = OpenTransientFd("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[1024];
+  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  CloseTransientFd(fd);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  const char* close_paren = strrchr(buf, ')');
+  if (!close_paren || close_paren[1] != ' ' || close_paren[2] != 'Z') return false;
+  int field = 3;  // the state
+  long code = 0;
+  for (const char* p = close_paren + 2; *p; ++p) {
+    if (*p != ' ') continue;
+    if (++field == 52) {
+      code = strtol(p + 1, nullptr, 10);
+      break;
+    }
+  }
+  *status = static_cast<int>((code >> 8) & 0xff);
+  return true;
+}
+
 bool AnyLiveApplicationThread() {
   const int fd = OpenTransientFd("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return true;  // cannot tell: keep the process
@@ -83,6 +113,8 @@ void LastThreadWatchInit() { AddThreadObserver(nullptr, OnThreadExit); }
 
 void LastThreadWatchAtForkChild() {
   g_main_gone.store(false, std::memory_order_relaxed);
+  g_main_gone_raw = false;
+  g_last_main_check_ns = 0;
   g_exits_scanned = ~uint64_t{0};
   g_last_scan_ns = 0;
   g_last_exit_seen_ns = 0;
@@ -90,8 +122,16 @@ void LastThreadWatchAtForkChild() {
 
 bool MainThreadLeft() { return g_main_gone.load(std::memory_order_acquire); }
 
-bool ApplicationThreadsGone(uint64_t now_ns) {
-  if (!g_main_gone.load(std::memory_order_acquire)) return false;
+bool ApplicationThreadsGone(uint64_t now_ns, LastThreadExit* how) {
+  if (!g_main_gone.load(std::memory_order_acquire)) {
+    if (now_ns - g_last_main_check_ns < kSlowRescanNs) return false;
+    g_last_main_check_ns = now_ns;
+    if (!MainThreadIsZombie(&g_main_status)) return false;
+    g_main_gone_raw = true;
+    g_main_gone.store(true, std::memory_order_release);
+  }
+  how->raw = g_main_gone_raw;
+  how->status = g_main_status;
   const uint64_t exits = g_exits.load(std::memory_order_acquire);
   if (exits != g_exits_scanned) {
     g_exits_scanned = exits;

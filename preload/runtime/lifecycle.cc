@@ -7,8 +7,10 @@
 // the runtime still builds while one is missing.
 #include <pthread.h>
 #include <sys/auxv.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <new>
 #include <string>
@@ -46,7 +48,6 @@ void AllocProfilerInit(const Config&) __attribute__((weak));
 void SamplerInit(const Config&) __attribute__((weak));
 const char* SamplerModeName() __attribute__((weak));
 void SamplerAtFork() __attribute__((weak));
-void SamplerShutdown() __attribute__((weak));
 void SocketsInit(const Config&) __attribute__((weak));
 void CrashHandlerInit(const Config&) __attribute__((weak));
 void TermSignalsInit(const Config&) __attribute__((weak));
@@ -72,19 +73,37 @@ ProcessInfo CurrentProcessInfo() {
   return info;
 }
 
+// The atexit handler and the _exit hooks: on a program's thread (perhaps in
+// a signal handler, on a small stack), so it only asks the flush thread for
+// the final seal and waits, bounded (flush_thread.h). The sampler's last
+// collection and the uploader's last shipping run there too (final and
+// shutdown hooks).
+// The thread that first began to exit (the exit hook, or our atexit handler
+// for a return from main), and whether its seal is done.
+std::atomic<pid_t> g_exiting_tid{0};
+std::atomic<bool> g_exit_sealed{false};
+
+bool ClaimExit() {
+  const pid_t me = static_cast<pid_t>(syscall(SYS_gettid));
+  pid_t expected = 0;
+  return g_exiting_tid.compare_exchange_strong(expected, me, std::memory_order_acq_rel) || expected == me;
+}
+
 void Shutdown() {
+  ClaimExit();
+  struct MarkSealed {
+    ~MarkSealed() { g_exit_sealed.store(true, std::memory_order_release); }
+  } mark;
   if (!RuntimeRecording() || getpid() != g_owner_pid) return;
   // Leaving from inside the application's handler for a crash signal: the
   // crash path seals (async-signal-safe); the ordinary shutdown could
   // deadlock on a lock the crashed code held.
   if (CrashExitFromHandler()) return;
-  // Out of memory at exit: the process still exits as it would have.
+  // Out of memory at exit (only when the flush thread ends the process
+  // itself and runs this inline): the process still exits as it would have.
   try {
-    if (SamplerShutdown) SamplerShutdown();
-    const uint64_t start = MonotonicNs();
-    StopFlushThread(start + kFlushExitBudgetNs);
+    StopFlushThread(MonotonicNs() + kFlushExitBudgetNs, StopReason::kProcessEnding);
     SetRuntimeRecording(false);
-    RunShutdownHooks(MonotonicNs() + GetConfig().upload_shutdown_ms * 1000000ull);
   } catch (const std::bad_alloc&) {
     SetRuntimeRecording(false);
     Log(LogLevel::kWarn, "out of memory at exit; the last records are lost");
@@ -270,6 +289,16 @@ bool StartFlushThreadOrStop() {
 // seal here, within the same bounded time.
 void ShutdownBeforeExit() { Shutdown(); }
 
+// Called by the exit hook: the first thread to exit goes on; any other waits
+// (raw sleeps, bounded by the seal's and the uploader's budgets) until that
+// one's seal is done, so its exit_group cannot cut the seal short.
+void WaitForAnotherExit() {
+  if (!RuntimeRecording() || getpid() != g_owner_pid || ClaimExit()) return;
+  const uint64_t deadline =
+      MonotonicNs() + kFlushExitBudgetNs + (GetConfig().upload_shutdown_ms + 200) * 1000000ull;
+  while (!g_exit_sealed.load(std::memory_order_acquire) && MonotonicNs() < deadline) SleepNs(1000000);
+}
+
 // exec replaces the image without running atexit: seal first. If the exec
 // fails the process goes on, so recording restarts with the next segment.
 namespace {
@@ -279,7 +308,8 @@ void RecorderBeforeExec() {
   if (!RuntimeRecording() || getpid() != g_owner_pid) return;  // vfork child: hands off
   // A shell's fork-then-exec: the child's few milliseconds before the exec
   // are dropped with the segment they would have made (flush_thread.h).
-  StopFlushThread(MonotonicNs() + kFlushExitBudgetNs, /*discard_unless_live=*/g_forked_child);
+  StopFlushThread(MonotonicNs() + kFlushExitBudgetNs,
+                  g_forked_child ? StopReason::kRestartDiscardUnlessLive : StopReason::kRestart);
   SetRuntimeRecording(false);
   g_exec_pending = true;
 }
@@ -298,7 +328,7 @@ void RecorderAfterExecFailed() {
 bool RecorderBeforeUidDrop(uid_t uid) {
   if (!RuntimeRecording() || getpid() != g_owner_pid) return false;
   OwnWorkOnAppThread own;
-  if (!StopFlushThread(MonotonicNs() + kFlushExitBudgetNs)) {
+  if (!StopFlushThread(MonotonicNs() + kFlushExitBudgetNs, StopReason::kRestart)) {
     // The flush thread still holds the writer and leaves on its own.
     Log(LogLevel::kWarn, "could not seal the segment before the switch to uid %u; recording stopped", uid);
     SetRuntimeRecording(false);
@@ -335,7 +365,7 @@ void RecorderAfterUidDrop(bool dropped) {
 bool RecorderBeforeUidReturn() {
   if (!RuntimeRecording() || getpid() != g_owner_pid || !OutputDirPinned()) return false;
   OwnWorkOnAppThread own;
-  if (!StopFlushThread(MonotonicNs() + kFlushExitBudgetNs)) {
+  if (!StopFlushThread(MonotonicNs() + kFlushExitBudgetNs, StopReason::kRestart)) {
     Log(LogLevel::kWarn, "could not seal the segment before the switch back to root; recording stopped");
     SetRuntimeRecording(false);
     return false;

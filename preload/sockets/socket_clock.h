@@ -21,8 +21,8 @@
 // recorded are still converted by the map as it stood.
 //
 // Threads: Read* and UseTsc are for any thread (async-signal-safe). TscMap and
-// the converter functions are for the flush thread only (or the exiting thread
-// doing the final drain, which excludes the flush thread).
+// the converter functions are for the flush thread only (it also does the
+// final drain at exit).
 #pragma once
 #include <x86intrin.h>
 
