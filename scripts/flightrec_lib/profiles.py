@@ -151,9 +151,10 @@ class Entry:
     Its frames are a list of frame dicts, or (merged profiles) the frame
     numbers of the stack and the table they index: a list per entry would
     be most of the memory of a trace of many distinct stacks."""
-    __slots__ = ("_frames", "_table", "samples", "weight", "objects", "first_time", "pid", "tid", "thread")
+    __slots__ = ("_frames", "_table", "samples", "weight", "objects", "first_time", "pid", "tid", "thread",
+                 "process", "points")
 
-    def __init__(self, frames, pid, tid, thread, first_time, table=None):
+    def __init__(self, frames, pid, tid, thread, first_time, table=None, process=None):
         self._frames = frames
         self._table = table
         self.samples = 0
@@ -163,6 +164,10 @@ class Entry:
         self.pid = pid
         self.tid = tid
         self.thread = thread
+        self.process = process  # (host, service, pid) of the segments it came from
+        # build(timeline=True): one (wall ns, samples, weight, objects) per event, in
+        # the order read (not sorted); None otherwise.
+        self.points = None
 
     @property
     def frames(self):
@@ -275,10 +280,12 @@ def parse_time(text):
     return ns, m.group(1) == "-"
 
 
-def add_arguments(parser, kinds=tuple(KINDS), default="cpu"):
-    """--kind, --thread, --from, --to: the selection every profile report takes."""
-    parser.add_argument("--kind", choices=kinds, default=default,
-                        help="which profile (default %s)" % default)
+def add_arguments(parser, kinds=tuple(KINDS), default="cpu", kind=True):
+    """--kind, --thread, --from, --to: the selection every profile report takes
+    (kind=False: the caller defines its own --kind)."""
+    if kind:
+        parser.add_argument("--kind", choices=kinds, default=default,
+                            help="which profile (default %s)" % default)
     parser.add_argument("--thread", metavar="T",
                         help="only thread T: a tid, or a thread name (shell wildcards allowed)")
     parser.add_argument("--from", dest="t_from", metavar="TIME",
@@ -552,29 +559,41 @@ class _Entries:
                     objs.append(f)
         return key, frames, objs
 
-    def fold(self, acc):
+    def fold(self, acc, points=None):
         """Adds {(segment index, tid, stack id): [samples, weight, objects,
-        first monotonic time]} (one segment's, or the live replay's)."""
+        first monotonic time]} (one segment's, or the live replay's), and with
+        points ({same key: [(monotonic time, samples, weight, objects)]}) each
+        event's own values, for build(timeline=True)."""
         entries = self.entries
         for (si, tid, sid), (n, w, c, t) in acc.items():
             seg = self.segs[si]
             pid = seg.pid
+            process = _process_key(seg)
             tname = self._thread(pid, tid)
             if self.merge:
                 skey, frames, table = self._stack(seg, sid)
-                key = (pid, tid, tname, skey)
+                # The whole process key: two hosts' processes may share a pid.
+                key = (process, tid, tname, skey)
                 e = entries.get(key)
             else:
                 key = (si, tid, sid)
                 e = None
             wall = seg.wall_ns(t)
+            if points is not None:
+                wall_of = seg.wall_ns
+                pts = [(wall_of(pt), pn, pw, pc) for pt, pn, pw, pc in points.get((si, tid, sid), ())]
             if e is None:
                 if self.merge:
-                    e = entries[key] = Entry(skey if table is not None else frames, pid, tid, tname, wall, table)
+                    e = entries[key] = Entry(skey if table is not None else frames, pid, tid, tname, wall, table,
+                                             process)
                 else:
-                    e = entries[key] = Entry(self._stack(seg, sid)[1], pid, tid, tname, wall)
+                    e = entries[key] = Entry(self._stack(seg, sid)[1], pid, tid, tname, wall, process=process)
                 e.samples, e.weight, e.objects = n, w, c  # as counted (int or float)
+                if points is not None:
+                    e.points = pts
                 continue
+            if points is not None:
+                e.points.extend(pts)
             if wall < e.first_time:
                 e.first_time = wall
             e.samples += n
@@ -582,9 +601,11 @@ class _Entries:
             e.objects += c
 
 
-def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True):
+def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline=False):
     """The profile of one kind over a Trace, filtered by thread and time
-    (merge: see _Entries)."""
+    (merge: see _Entries). timeline: every entry also keeps each event's time
+    and values (Entry.points), for exports that carry per-sample timestamps
+    (OTLP); memory then grows with the events, not only the stacks."""
     if kind not in KINDS:
         raise ProfileError("unknown profile kind %r (kinds: %s)" % (kind, ", ".join(KINDS)))
     prof = Profile(kind)
@@ -620,6 +641,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True):
             hi = bounds[1] - h["anchor_realtime_ns"] + h["anchor_monotonic_ns"]
         seg_lo = seg_hi = None  # monotonic span of the events taken from this segment
         acc = {}  # this segment's (si, tid, stack id) -> [samples, weight, objects, first mono time]
+        points = {} if timeline else None  # same key -> [(mono time, samples, weight, objects)] per event
         if kind == "live":
             live_filter[si] = (lo, hi, tids)  # the second pass takes the same events
         for batch in seg.batches:
@@ -627,6 +649,8 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True):
                 for t, tid, n, b, c in unattributed_rows(batch, problems, lo, hi, tids):
                     # cpu: weighed by the profile's period once it is known (below).
                     _accumulate(acc, (si, tid, UNATTRIBUTED_SID), n, b, c, t)
+                    if timeline:
+                        points.setdefault((si, tid, UNATTRIBUTED_SID), []).append((t, n, b, c))
                     seg_lo = t if seg_lo is None or t < seg_lo else seg_lo
                     seg_hi = t if seg_hi is None or t > seg_hi else seg_hi
                 continue
@@ -674,6 +698,13 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True):
                 for (tid, sid, size, rate), n in Counter(zip(tidc, stacks, sizes, rates)).items():
                     w, c = alloc_weight(size, rate)
                     _accumulate(acc, (si, tid, sid), n, n * w, n * c, first[(tid, sid)])
+                if timeline:
+                    weigh = {}
+                    for t, tid, sid, size, rate in zip(times, tidc, stacks, sizes, rates):
+                        wc = weigh.get((size, rate))
+                        if wc is None:
+                            wc = weigh[(size, rate)] = alloc_weight(size, rate)
+                        points.setdefault((si, tid, sid), []).append((t, 1, wc[0], wc[1]))
             else:
                 weights = columns[3]
                 if kind == "cpu":  # off-CPU durations are no sampling period
@@ -688,7 +719,10 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True):
                             weights = [d * max(m, 1) for d, m in zip(weights, mult)]
                 for (tid, sid, w), n in Counter(zip(tidc, stacks, weights)).items():
                     _accumulate(acc, (si, tid, sid), n, n * w, 0.0, first[(tid, sid)])
-        merged.fold(acc)  # resolved while its tables are loaded; merged across segments
+                if timeline:
+                    for t, tid, sid, w in zip(times, tidc, stacks, weights):
+                        points.setdefault((si, tid, sid), []).append((t, 1, w, 0.0))
+        merged.fold(acc, points)  # resolved while its tables are loaded; merged across segments
         if seg_lo is not None:
             a, b = seg.wall_ns(seg_lo), seg.wall_ns(seg_hi)
             span[0] = a if span[0] is None or a < span[0] else span[0]
@@ -708,10 +742,13 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True):
                         held[addr] = (key, t, size, rate)
                     else:
                         held.pop(addr, None)
+            points = {} if timeline else None
             for key, t, size, rate in held.values():
                 w, c = alloc_weight(size, rate)
                 _accumulate(acc, key, 1, w, c, t)
-            merged.fold(acc)
+                if timeline:
+                    points.setdefault(key, []).append((t, 1, w, c))
+            merged.fold(acc, points)
 
     # Order by first appearance (wall clock, so processes recorded side by
     # side interleave correctly).
@@ -721,6 +758,8 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True):
         for e in entries:
             if e.frames is UNATTRIBUTED_FRAMES:  # lost samples weigh the profile's period
                 e.weight = e.samples * period
+                if e.points is not None:
+                    e.points = [(t, n, n * period, c) for t, n, _, c in e.points]
     entries.sort(key=lambda e: e.first_time)
     prof.entries = entries
     prof.period = period
