@@ -137,7 +137,10 @@ def _attempt(parts, path, body, headers, deadline):
         conn.connect()
         sock = conn.sock
 
+        fired = []
+
         def cut():  # the deadline: whatever the receiver is doing, stop reading it
+            fired.append(True)
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
@@ -145,9 +148,16 @@ def _attempt(parts, path, body, headers, deadline):
         timer = threading.Timer(max(0.0, deadline - time.monotonic()), cut)
         timer.daemon = True
         timer.start()
-        conn.request("POST", path, body=body, headers=headers)
-        resp = conn.getresponse()
-        data = resp.read(MAX_BODY)  # never more, whatever Content-Length says
+        try:
+            conn.request("POST", path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read(MAX_BODY)  # never more, whatever Content-Length says
+        except (OSError, http.client.HTTPException):
+            if fired:  # what the cut looks like (a reset, an early end) is no news
+                raise socket.timeout("deadline passed") from None
+            raise
+        if fired:
+            raise socket.timeout("deadline passed")
         return Answer(resp.status, resp.reason, resp.headers, data)
     finally:
         if timer is not None:

@@ -49,6 +49,7 @@ import math
 import operator
 import os
 import re
+from array import array
 from collections import Counter
 from itertools import compress, repeat
 
@@ -165,8 +166,8 @@ class Entry:
         self.tid = tid
         self.thread = thread
         self.process = process  # (host, service, pid) of the segments it came from
-        # build(timeline=True): one (wall ns, samples, weight, objects) per event, in
-        # the order read (not sorted); None otherwise.
+        # build(timeline=True): each event's wall time and values (Points), in the
+        # order read (not sorted); None otherwise.
         self.points = None
 
     @property
@@ -175,6 +176,38 @@ class Entry:
         if self._table is None:
             return self._frames
         return list(map(self._table.__getitem__, self._frames))
+
+
+class Points:
+    """Per event of an entry: wall-clock ns, samples, weight, objects, as
+    four flat arrays (8 bytes a value: a trace's events, not Python objects)."""
+    __slots__ = ("time", "samples", "weight", "objects")
+
+    def __init__(self):
+        self.time = array("q")
+        self.samples = array("q")
+        self.weight = array("d")
+        self.objects = array("d")
+
+    def __len__(self):
+        return len(self.time)
+
+    def add(self, t, n, w, c):
+        self.time.append(t)
+        self.samples.append(n)
+        self.weight.append(w)
+        self.objects.append(c)
+
+    def merge(self, other, shift):
+        """Appends other's events, their times moved by shift (monotonic -> wall)."""
+        self.time.extend(t + shift for t in other.time)
+        self.samples.extend(other.samples)
+        self.weight.extend(other.weight)
+        self.objects.extend(other.objects)
+
+    def order(self):
+        """Indices in time order."""
+        return sorted(range(len(self.time)), key=self.time.__getitem__)
 
 
 class Profile:
@@ -451,6 +484,13 @@ def unattributed_rows(batch, problems, lo=None, hi=None, tids=None):
             if (lo is None or lo <= r[0] <= hi) and (tids is None or r[1] in tids)]
 
 
+def _point(points, key):
+    p = points.get(key)
+    if p is None:
+        p = points[key] = Points()
+    return p
+
+
 def _accumulate(acc, key, samples, weight, objects, first_time):
     a = acc.get(key)
     if a is None:
@@ -562,8 +602,8 @@ class _Entries:
     def fold(self, acc, points=None):
         """Adds {(segment index, tid, stack id): [samples, weight, objects,
         first monotonic time]} (one segment's, or the live replay's), and with
-        points ({same key: [(monotonic time, samples, weight, objects)]}) each
-        event's own values, for build(timeline=True)."""
+        points ({same key: Points, monotonic times}) each event's own values,
+        for build(timeline=True)."""
         entries = self.entries
         for (si, tid, sid), (n, w, c, t) in acc.items():
             seg = self.segs[si]
@@ -579,9 +619,6 @@ class _Entries:
                 key = (si, tid, sid)
                 e = None
             wall = seg.wall_ns(t)
-            if points is not None:
-                wall_of = seg.wall_ns
-                pts = [(wall_of(pt), pn, pw, pc) for pt, pn, pw, pc in points.get((si, tid, sid), ())]
             if e is None:
                 if self.merge:
                     e = entries[key] = Entry(skey if table is not None else frames, pid, tid, tname, wall, table,
@@ -590,10 +627,11 @@ class _Entries:
                     e = entries[key] = Entry(self._stack(seg, sid)[1], pid, tid, tname, wall, process=process)
                 e.samples, e.weight, e.objects = n, w, c  # as counted (int or float)
                 if points is not None:
-                    e.points = pts
+                    e.points = Points()
+                    e.points.merge(points.get((si, tid, sid), Points()), seg.wall_ns(0))
                 continue
-            if points is not None:
-                e.points.extend(pts)
+            if points is not None and (si, tid, sid) in points:
+                e.points.merge(points[(si, tid, sid)], seg.wall_ns(0))
             if wall < e.first_time:
                 e.first_time = wall
             e.samples += n
@@ -641,7 +679,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
             hi = bounds[1] - h["anchor_realtime_ns"] + h["anchor_monotonic_ns"]
         seg_lo = seg_hi = None  # monotonic span of the events taken from this segment
         acc = {}  # this segment's (si, tid, stack id) -> [samples, weight, objects, first mono time]
-        points = {} if timeline else None  # same key -> [(mono time, samples, weight, objects)] per event
+        points = {} if timeline else None  # same key -> Points of its events (monotonic times)
         if kind == "live":
             live_filter[si] = (lo, hi, tids)  # the second pass takes the same events
         for batch in seg.batches:
@@ -650,7 +688,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
                     # cpu: weighed by the profile's period once it is known (below).
                     _accumulate(acc, (si, tid, UNATTRIBUTED_SID), n, b, c, t)
                     if timeline:
-                        points.setdefault((si, tid, UNATTRIBUTED_SID), []).append((t, n, b, c))
+                        _point(points, (si, tid, UNATTRIBUTED_SID)).add(t, n, b, c)
                     seg_lo = t if seg_lo is None or t < seg_lo else seg_lo
                     seg_hi = t if seg_hi is None or t > seg_hi else seg_hi
                 continue
@@ -704,7 +742,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
                         wc = weigh.get((size, rate))
                         if wc is None:
                             wc = weigh[(size, rate)] = alloc_weight(size, rate)
-                        points.setdefault((si, tid, sid), []).append((t, 1, wc[0], wc[1]))
+                        _point(points, (si, tid, sid)).add(t, 1, wc[0], wc[1])
             else:
                 weights = columns[3]
                 if kind == "cpu":  # off-CPU durations are no sampling period
@@ -721,7 +759,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
                     _accumulate(acc, (si, tid, sid), n, n * w, 0.0, first[(tid, sid)])
                 if timeline:
                     for t, tid, sid, w in zip(times, tidc, stacks, weights):
-                        points.setdefault((si, tid, sid), []).append((t, 1, w, 0.0))
+                        _point(points, (si, tid, sid)).add(t, 1, w, 0.0)
         merged.fold(acc, points)  # resolved while its tables are loaded; merged across segments
         if seg_lo is not None:
             a, b = seg.wall_ns(seg_lo), seg.wall_ns(seg_hi)
@@ -747,7 +785,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
                 w, c = alloc_weight(size, rate)
                 _accumulate(acc, key, 1, w, c, t)
                 if timeline:
-                    points.setdefault(key, []).append((t, 1, w, c))
+                    _point(points, key).add(t, 1, w, c)
             merged.fold(acc, points)
 
     # Order by first appearance (wall clock, so processes recorded side by
@@ -759,7 +797,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
             if e.frames is UNATTRIBUTED_FRAMES:  # lost samples weigh the profile's period
                 e.weight = e.samples * period
                 if e.points is not None:
-                    e.points = [(t, n, n * period, c) for t, n, _, c in e.points]
+                    e.points.weight = array("d", (n * period for n in e.points.samples))
     entries.sort(key=lambda e: e.first_time)
     prof.entries = entries
     prof.period = period

@@ -3,12 +3,11 @@
 to a file (-o) and/or sent to an OTLP/HTTP receiver (--endpoint). The
 encoding is otlp/request.py's, the HTTP exchange http_push.py's; what the
 export holds and what it was tested against: docs/EXPORT.md."""
-import os
-import tempfile
-import urllib.parse
 import gzip
+import os
+import urllib.parse
 
-from .. import cli, http_push, profiles
+from .. import cli, export_io, http_push, profiles
 from ..otlp import request as otlp_request
 
 SIGNAL_PATH = "/v1development/profiles"
@@ -27,42 +26,9 @@ def register(subparsers):
     p.add_argument("--no-timestamps", action="store_true",
                    help="one aggregated value per stack and thread instead of one value and "
                         "timestamp per event (smaller; memory follows the stacks, not the events)")
-    add_push_arguments(p, "an OTLP/HTTP receiver: POST URL (a URL with no path gets %s)" % SIGNAL_PATH)
+    export_io.add_push_arguments(p, "an OTLP/HTTP receiver: POST URL (a URL with no path gets %s)" % SIGNAL_PATH)
     profiles.add_arguments(p, kind=False)
     p.set_defaults(func=run)
-
-
-def add_push_arguments(p, endpoint_help, flag="--endpoint"):
-    p.add_argument(flag, metavar="URL", help="send to " + endpoint_help)
-    p.add_argument("--header", action="append", metavar="NAME=VALUE",
-                   help="an HTTP header to send (e.g. authentication; repeatable; never printed)")
-    p.add_argument("--timeout", type=float, default=http_push.DEFAULT_TIMEOUT, metavar="SECONDS",
-                   help="give up sending after this long, retries included (default %g)"
-                        % http_push.DEFAULT_TIMEOUT)
-    p.add_argument("--retries", type=int, default=http_push.DEFAULT_RETRIES, metavar="N",
-                   help="retries on 429, 5xx or no connection (default %d)" % http_push.DEFAULT_RETRIES)
-
-
-def push_settings(args, env_headers=()):
-    """[(name, value)] headers, checked; bad values are a usage error."""
-    if not (0 < args.timeout <= 3600):
-        raise cli.UsageError("--timeout must be between 0 and 3600 seconds")
-    if not (0 <= args.retries <= 20):
-        raise cli.UsageError("--retries must be between 0 and 20")
-    specs = []
-    for var in env_headers:
-        text = os.environ.get(var)
-        if text:
-            for item in text.split(","):
-                if item.strip():
-                    k, _, v = item.partition("=")
-                    specs.append("%s=%s" % (k.strip(), urllib.parse.unquote(v.strip())))
-            break  # the signal's own variable wins over the general one
-    specs += args.header or []
-    try:
-        return http_push.parse_headers(specs)
-    except ValueError as e:
-        raise cli.UsageError(str(e)) from None
 
 
 def kinds_of(args):
@@ -77,33 +43,6 @@ def kinds_of(args):
             if k not in out:
                 out.append(k)
     return out
-
-
-def write_atomically(path, data):
-    """Writes data to path through a temporary file in the same directory, so
-    a failure leaves whatever was there before untouched."""
-    d = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=d)
-    except OSError as e:
-        raise cli.UsageError("cannot write %s: %s" % (path, e.strerror or e)) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644 & ~_umask())
-        os.replace(tmp, path)
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise cli.UsageError("cannot write %s: %s" % (path, e.strerror or e)) from None
-
-
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def endpoint_url(url):
@@ -136,7 +75,7 @@ def run(args):
     if not args.output and not args.endpoint:
         raise cli.UsageError("say where the profiles go: -o FILE and/or --endpoint URL")
     kinds = kinds_of(args)
-    headers = push_settings(args, HEADER_VARIABLES) if args.endpoint else []
+    headers = export_io.push_settings(args, HEADER_VARIABLES) if args.endpoint else []
     trace = cli.open_trace(args.paths)
     data, builder, written = build_request(trace, kinds, args, timestamps=not args.no_timestamps)
     status = cli.exit_status(trace)
@@ -147,7 +86,7 @@ def run(args):
         len(builder._processes), builder.profiles_written, ", ".join(written) or "none",
         builder.samples_written)
     if args.output:
-        write_atomically(args.output, data)
+        export_io.write_atomically(args.output, data)
         cli.err("wrote %s: %s, %d bytes" % (os.path.basename(args.output), summary, len(data)))
     if args.endpoint:
         if not written:

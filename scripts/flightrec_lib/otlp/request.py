@@ -216,10 +216,11 @@ class RequestBuilder:
             _int(s, 1, stack)
             _packed(s, 2, attrs)
             if self.timestamps and e.points is not None:
-                points = sorted(e.points)
-                vals = [rnd(p[1 + which]) for p in points]
-                _packed(s, 4, vals)
-                _fixed64s(s, 5, [p[0] for p in points])
+                pts = e.points
+                order = pts.order()
+                column = (pts.samples, pts.weight, pts.objects)[which]
+                _packed(s, 4, [rnd(column[i]) for i in order])
+                _fixed64s(s, 5, [pts.time[i] for i in order])
             else:
                 total = (e.samples, e.weight, e.objects)[which]
                 _packed(s, 4, [rnd(total)])
