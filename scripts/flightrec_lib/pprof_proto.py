@@ -56,6 +56,20 @@ def _packed(buf, field, values):
         _msg(buf, field, inner)
 
 
+def pc_groups(frames):
+    """The frames of a leaf-first list grouped by pc: each group is one
+    physical frame's inlined frames, innermost first, then the frame itself
+    (one pprof or OTLP Location)."""
+    group = []
+    for f in frames:
+        group.append(f)
+        if not f.get("inlined"):
+            yield group
+            group = []
+    if group:  # a trailing inlined frame with no physical caller: keep it anyway
+        yield group
+
+
 class ProfileBuilder:
     """Collects samples, interns mappings/functions/locations, encodes once."""
 
@@ -113,15 +127,7 @@ class ProfileBuilder:
 
     def location_ids(self, frames):
         """Leaf-first location ids for a leaf-first frame list."""
-        ids, group = [], []
-        for f in frames:
-            group.append(f)
-            if not f.get("inlined"):
-                ids.append(self._location(group))
-                group = []
-        if group:  # a trailing inlined frame with no physical caller: keep it anyway
-            ids.append(self._location(group))
-        return tuple(ids)
+        return tuple(self._location(group) for group in pc_groups(frames))
 
     def add(self, frames, values, labels=None):
         """Adds one (possibly pre-aggregated) sample. labels: {key: str or int}."""

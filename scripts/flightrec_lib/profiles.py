@@ -49,6 +49,7 @@ import math
 import operator
 import os
 import re
+from array import array
 from collections import Counter
 from itertools import compress, repeat
 
@@ -151,9 +152,10 @@ class Entry:
     Its frames are a list of frame dicts, or (merged profiles) the frame
     numbers of the stack and the table they index: a list per entry would
     be most of the memory of a trace of many distinct stacks."""
-    __slots__ = ("_frames", "_table", "samples", "weight", "objects", "first_time", "pid", "tid", "thread")
+    __slots__ = ("_frames", "_table", "samples", "weight", "objects", "first_time", "pid", "tid", "thread",
+                 "process", "points")
 
-    def __init__(self, frames, pid, tid, thread, first_time, table=None):
+    def __init__(self, frames, pid, tid, thread, first_time, table=None, process=None):
         self._frames = frames
         self._table = table
         self.samples = 0
@@ -163,6 +165,10 @@ class Entry:
         self.pid = pid
         self.tid = tid
         self.thread = thread
+        self.process = process  # (host, service, pid) of the segments it came from
+        # build(timeline=True): each event's wall time and values (Points), in the
+        # order read (not sorted); None otherwise.
+        self.points = None
 
     @property
     def frames(self):
@@ -170,6 +176,38 @@ class Entry:
         if self._table is None:
             return self._frames
         return list(map(self._table.__getitem__, self._frames))
+
+
+class Points:
+    """Per event of an entry: wall-clock ns, samples, weight, objects, as
+    four flat arrays (8 bytes a value: a trace's events, not Python objects)."""
+    __slots__ = ("time", "samples", "weight", "objects")
+
+    def __init__(self):
+        self.time = array("q")
+        self.samples = array("q")
+        self.weight = array("d")
+        self.objects = array("d")
+
+    def __len__(self):
+        return len(self.time)
+
+    def add(self, t, n, w, c):
+        self.time.append(t)
+        self.samples.append(n)
+        self.weight.append(w)
+        self.objects.append(c)
+
+    def merge(self, other, shift):
+        """Appends other's events, their times moved by shift (monotonic -> wall)."""
+        self.time.extend(t + shift for t in other.time)
+        self.samples.extend(other.samples)
+        self.weight.extend(other.weight)
+        self.objects.extend(other.objects)
+
+    def order(self):
+        """Indices in time order."""
+        return sorted(range(len(self.time)), key=self.time.__getitem__)
 
 
 class Profile:
@@ -275,10 +313,12 @@ def parse_time(text):
     return ns, m.group(1) == "-"
 
 
-def add_arguments(parser, kinds=tuple(KINDS), default="cpu"):
-    """--kind, --thread, --from, --to: the selection every profile report takes."""
-    parser.add_argument("--kind", choices=kinds, default=default,
-                        help="which profile (default %s)" % default)
+def add_arguments(parser, kinds=tuple(KINDS), default="cpu", kind=True):
+    """--kind, --thread, --from, --to: the selection every profile report takes
+    (kind=False: the caller defines its own --kind)."""
+    if kind:
+        parser.add_argument("--kind", choices=kinds, default=default,
+                            help="which profile (default %s)" % default)
     parser.add_argument("--thread", metavar="T",
                         help="only thread T: a tid, or a thread name (shell wildcards allowed)")
     parser.add_argument("--from", dest="t_from", metavar="TIME",
@@ -444,6 +484,13 @@ def unattributed_rows(batch, problems, lo=None, hi=None, tids=None):
             if (lo is None or lo <= r[0] <= hi) and (tids is None or r[1] in tids)]
 
 
+def _point(points, key):
+    p = points.get(key)
+    if p is None:
+        p = points[key] = Points()
+    return p
+
+
 def _accumulate(acc, key, samples, weight, objects, first_time):
     a = acc.get(key)
     if a is None:
@@ -552,17 +599,21 @@ class _Entries:
                     objs.append(f)
         return key, frames, objs
 
-    def fold(self, acc):
+    def fold(self, acc, points=None):
         """Adds {(segment index, tid, stack id): [samples, weight, objects,
-        first monotonic time]} (one segment's, or the live replay's)."""
+        first monotonic time]} (one segment's, or the live replay's), and with
+        points ({same key: Points, monotonic times}) each event's own values,
+        for build(timeline=True)."""
         entries = self.entries
         for (si, tid, sid), (n, w, c, t) in acc.items():
             seg = self.segs[si]
             pid = seg.pid
+            process = _process_key(seg)
             tname = self._thread(pid, tid)
             if self.merge:
                 skey, frames, table = self._stack(seg, sid)
-                key = (pid, tid, tname, skey)
+                # The whole process key: two hosts' processes may share a pid.
+                key = (process, tid, tname, skey)
                 e = entries.get(key)
             else:
                 key = (si, tid, sid)
@@ -570,11 +621,17 @@ class _Entries:
             wall = seg.wall_ns(t)
             if e is None:
                 if self.merge:
-                    e = entries[key] = Entry(skey if table is not None else frames, pid, tid, tname, wall, table)
+                    e = entries[key] = Entry(skey if table is not None else frames, pid, tid, tname, wall, table,
+                                             process)
                 else:
-                    e = entries[key] = Entry(self._stack(seg, sid)[1], pid, tid, tname, wall)
+                    e = entries[key] = Entry(self._stack(seg, sid)[1], pid, tid, tname, wall, process=process)
                 e.samples, e.weight, e.objects = n, w, c  # as counted (int or float)
+                if points is not None:
+                    e.points = Points()
+                    e.points.merge(points.get((si, tid, sid), Points()), seg.wall_ns(0))
                 continue
+            if points is not None and (si, tid, sid) in points:
+                e.points.merge(points[(si, tid, sid)], seg.wall_ns(0))
             if wall < e.first_time:
                 e.first_time = wall
             e.samples += n
@@ -582,9 +639,11 @@ class _Entries:
             e.objects += c
 
 
-def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True):
+def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline=False):
     """The profile of one kind over a Trace, filtered by thread and time
-    (merge: see _Entries)."""
+    (merge: see _Entries). timeline: every entry also keeps each event's time
+    and values (Entry.points), for exports that carry per-sample timestamps
+    (OTLP); memory then grows with the events, not only the stacks."""
     if kind not in KINDS:
         raise ProfileError("unknown profile kind %r (kinds: %s)" % (kind, ", ".join(KINDS)))
     prof = Profile(kind)
@@ -620,6 +679,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True):
             hi = bounds[1] - h["anchor_realtime_ns"] + h["anchor_monotonic_ns"]
         seg_lo = seg_hi = None  # monotonic span of the events taken from this segment
         acc = {}  # this segment's (si, tid, stack id) -> [samples, weight, objects, first mono time]
+        points = {} if timeline else None  # same key -> Points of its events (monotonic times)
         if kind == "live":
             live_filter[si] = (lo, hi, tids)  # the second pass takes the same events
         for batch in seg.batches:
@@ -627,6 +687,8 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True):
                 for t, tid, n, b, c in unattributed_rows(batch, problems, lo, hi, tids):
                     # cpu: weighed by the profile's period once it is known (below).
                     _accumulate(acc, (si, tid, UNATTRIBUTED_SID), n, b, c, t)
+                    if timeline:
+                        _point(points, (si, tid, UNATTRIBUTED_SID)).add(t, n, b, c)
                     seg_lo = t if seg_lo is None or t < seg_lo else seg_lo
                     seg_hi = t if seg_hi is None or t > seg_hi else seg_hi
                 continue
@@ -674,6 +736,13 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True):
                 for (tid, sid, size, rate), n in Counter(zip(tidc, stacks, sizes, rates)).items():
                     w, c = alloc_weight(size, rate)
                     _accumulate(acc, (si, tid, sid), n, n * w, n * c, first[(tid, sid)])
+                if timeline:
+                    weigh = {}
+                    for t, tid, sid, size, rate in zip(times, tidc, stacks, sizes, rates):
+                        wc = weigh.get((size, rate))
+                        if wc is None:
+                            wc = weigh[(size, rate)] = alloc_weight(size, rate)
+                        _point(points, (si, tid, sid)).add(t, 1, wc[0], wc[1])
             else:
                 weights = columns[3]
                 if kind == "cpu":  # off-CPU durations are no sampling period
@@ -688,7 +757,10 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True):
                             weights = [d * max(m, 1) for d, m in zip(weights, mult)]
                 for (tid, sid, w), n in Counter(zip(tidc, stacks, weights)).items():
                     _accumulate(acc, (si, tid, sid), n, n * w, 0.0, first[(tid, sid)])
-        merged.fold(acc)  # resolved while its tables are loaded; merged across segments
+                if timeline:
+                    for t, tid, sid, w in zip(times, tidc, stacks, weights):
+                        _point(points, (si, tid, sid)).add(t, 1, w, 0.0)
+        merged.fold(acc, points)  # resolved while its tables are loaded; merged across segments
         if seg_lo is not None:
             a, b = seg.wall_ns(seg_lo), seg.wall_ns(seg_hi)
             span[0] = a if span[0] is None or a < span[0] else span[0]
@@ -708,10 +780,13 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True):
                         held[addr] = (key, t, size, rate)
                     else:
                         held.pop(addr, None)
+            points = {} if timeline else None
             for key, t, size, rate in held.values():
                 w, c = alloc_weight(size, rate)
                 _accumulate(acc, key, 1, w, c, t)
-            merged.fold(acc)
+                if timeline:
+                    _point(points, key).add(t, 1, w, c)
+            merged.fold(acc, points)
 
     # Order by first appearance (wall clock, so processes recorded side by
     # side interleave correctly).
@@ -721,6 +796,8 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True):
         for e in entries:
             if e.frames is UNATTRIBUTED_FRAMES:  # lost samples weigh the profile's period
                 e.weight = e.samples * period
+                if e.points is not None:
+                    e.points.weight = array("d", (n * period for n in e.points.samples))
     entries.sort(key=lambda e: e.first_time)
     prof.entries = entries
     prof.period = period
