@@ -221,6 +221,14 @@ def remove_stale_control_files(directory):
 def write_control_file(directory, pid, start, note):
     """Written under a temporary name, then renamed: the recorder never reads half a note."""
     final = os.path.join(directory, ".trigger-%d-%d" % (pid, start))
+    # One another user planted under that name (a shared sticky directory)
+    # would block the rename: the directory's owner may remove it.
+    try:
+        st = os.lstat(final)
+        if st.st_uid != os.geteuid() and os.stat(directory).st_uid == os.geteuid():
+            os.unlink(final)
+    except OSError:
+        pass
     tmp = "%s.%d.tmp" % (final, os.getpid())
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
