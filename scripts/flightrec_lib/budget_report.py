@@ -13,6 +13,7 @@ Layout: 8 bytes of magic "FRBUDG2\\0", then nine uint64 in the writer's
 deleted_bytes, deleted_incidents, expired_windows, expired_bytes,
 last_deletion_ns (CLOCK_REALTIME ns). Any other content is ignored."""
 import os
+import stat
 import struct
 
 TALLY_NAME = ".flightrec-budget"
@@ -24,11 +25,19 @@ _FIELDS = ("counted_bytes", "last_scan_wall_ns", "since_wall_ns", "deleted_segme
 
 def read_tally(path):
     """The tally at path as a dict, or None if it is not one."""
+    # Never blocks on a FIFO or follows a link someone planted under that name.
     try:
-        with open(path, "rb") as f:
-            data = f.read(_LAYOUT.size + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, _LAYOUT.size + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     if len(data) != _LAYOUT.size:
         return None
     magic, *values = _LAYOUT.unpack(data)
