@@ -363,13 +363,9 @@ void SealSegment(FlushState& s) {
   RunSealHooks(sealed);
   const uint64_t sealed_ns = MonotonicNs();
   if (windowed) s.keeper->AddWindowSegment(dir.path(), BaseName(sealed), sealed_ns);
-  s.keeper->AfterSeal(dir, sealed_ns);
-  const uint64_t deleted =
-      AccountSealedSegment(dir.fd(), GetConfig().max_disk_bytes, s.writer->stats().bytes_written, RealtimeNs());
-  if (deleted) {
-    Log(LogLevel::kInfo, "disk budget: deleted %llu oldest segment(s)", static_cast<unsigned long long>(deleted));
-    AddFooterDrop("segments.deleted_for_budget", deleted);
-  }
+  const BudgetDeletions expired = s.keeper->AfterSeal(dir, sealed_ns);
+  // The disk budget, in allocated blocks, and the record of what it deleted (budget_tally.h).
+  ApplyDiskBudgetAfterSeal(dir.fd(), BaseName(sealed), expired);
 }
 
 // A stopper is waiting for this tick: end it at the next safe point (the

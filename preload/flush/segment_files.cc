@@ -26,11 +26,18 @@ bool HasSuffix(const std::string& s, const char* suffix) {
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
-// The pid in "<stamp>-<service>-<pid>-<seq>.active" (the service never
-// holds '-'); 0 if the name does not parse.
-pid_t ActiveSegmentPid(const std::string& name) {
+// The pid in "<stamp>-<service>-<pid>-<seq>.active" or "...-<seq>.seg"
+// (the service never holds '-'); 0 if the name does not parse (a kept
+// incident's "@TAG" makes its sequence field unparsable: never needed).
+pid_t SegmentPid(const std::string& file_name) {
+  std::string name = file_name;
+  if (HasSuffix(name, ".active")) name.resize(name.size() - 7);
+  else if (HasSuffix(name, ".seg")) name.resize(name.size() - 4);
+  else return 0;
   const size_t seq_dash = name.rfind('-');
   if (seq_dash == std::string::npos || seq_dash == 0) return 0;
+  for (size_t i = seq_dash + 1; i < name.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return 0;
   const size_t pid_dash = name.rfind('-', seq_dash - 1);
   if (pid_dash == std::string::npos || seq_dash - pid_dash < 2 || seq_dash - pid_dash > 11) return 0;
   uint64_t pid = 0;
@@ -41,15 +48,14 @@ pid_t ActiveSegmentPid(const std::string& name) {
   return pid > 0 && pid <= 0x7fffffff ? static_cast<pid_t>(pid) : 0;
 }
 
+bool ProcessGone(pid_t pid) { return pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH; }
+
 // A .active segment whose process is gone (killed before it could seal):
 // nothing will ever seal it, so it must not hold the budget forever. A pid
 // reused since stays protected (kill succeeds); a live writer in another
 // pid namespace is protected by the shared flock it holds on its file
 // (flush_thread.cc), which the deletion below cannot take over.
-bool Abandoned(const std::string& name) {
-  const pid_t pid = ActiveSegmentPid(name);
-  return pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH;
-}
+bool Abandoned(const std::string& name) { return ProcessGone(SegmentPid(name)); }
 
 }  // namespace
 
@@ -94,8 +100,16 @@ uint64_t EnforceDiskBudget(const std::string& dir, uint64_t max_bytes, const std
   return deleted;
 }
 
+uint64_t AllocatedBytes(const struct stat& st) {
+  const uint64_t blocks = static_cast<uint64_t>(st.st_blocks) * 512;
+  return blocks == 0 && st.st_size > 0 ? static_cast<uint64_t>(st.st_size) : blocks;
+}
+
 uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& current_name,
-                             uint64_t* total_after) {
+                             uint64_t* total_after, uint64_t expire_windows_before_ns,
+                             BudgetDeletions* deletions) {
+  BudgetDeletions unused;
+  BudgetDeletions& out = deletions ? *deletions : unused;
   // A directory stream of its own: closedir() must not close dir_fd.
   const int own = OpenTransientFdAt(dir_fd, ".", O_RDONLY | O_DIRECTORY);
   if (own < 0) return 0;
@@ -104,10 +118,12 @@ uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& 
     CloseTransientFd(own);
     return 0;
   }
+  enum class Kind { kActive, kSealed, kWindow, kIncident };
   struct Entry {
     std::string name;
     uint64_t size;
-    bool sealed;
+    Kind kind;
+    uint64_t mtime_ns;
   };
   std::vector<Entry> entries;
   uint64_t total = 0;
@@ -120,25 +136,54 @@ uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& 
     // sticky directory): neither counted nor deleted.
     if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1)
       continue;
-    total += static_cast<uint64_t>(st.st_size);
-    entries.push_back({name, static_cast<uint64_t>(st.st_size), sealed});
+    const uint64_t size = AllocatedBytes(st);
+    total += size;
+    Kind kind = Kind::kActive;
+    if (sealed && name.find('@') != std::string::npos) kind = Kind::kIncident;
+    // Window mode seals a segment no incident covers read-only (window_keeper.h).
+    else if (sealed && (st.st_mode & 0777) == S_IRUSR) kind = Kind::kWindow;
+    else if (sealed) kind = Kind::kSealed;
+    const uint64_t mtime_ns =
+        static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull + static_cast<uint64_t>(st.st_mtim.tv_nsec);
+    entries.push_back({name, size, kind, mtime_ns});
   }
   // Names start with a UTC timestamp, so name order is age order.
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
-  uint64_t deleted = 0;
-  for (const Entry& e : entries) {
-    if (total <= max_bytes) break;
-    if (e.name == current_name || (!e.sealed && !Abandoned(e.name))) continue;
-    // The uploader holds an flock on a segment it is shipping; skip those.
+  // Deletes one entry unless someone holds a lock on it (the uploader holds
+  // an flock on a segment it is shipping, a live writer on its .active).
+  auto remove = [&](const Entry& e) {
     const int fd = OpenTransientFdAt(dirfd(d), e.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);  // a planted FIFO never blocks
-    if (fd < 0) continue;
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-      if (unlinkat(dirfd(d), e.name.c_str(), 0) == 0) {
-        total -= e.size;
-        ++deleted;
+    if (fd < 0) return false;
+    bool gone = false;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) gone = unlinkat(dirfd(d), e.name.c_str(), 0) == 0;
+    CloseTransientFd(fd);
+    if (gone) total -= e.size;
+    return gone;
+  };
+  std::vector<bool> removed(entries.size(), false);
+  if (expire_windows_before_ns) {
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const Entry& e = entries[i];
+      if (e.kind != Kind::kWindow || e.mtime_ns >= expire_windows_before_ns || !ProcessGone(SegmentPid(e.name)))
+        continue;
+      if ((removed[i] = remove(e))) {
+        out.expired_windows++;
+        out.expired_bytes += e.size;
       }
     }
-    CloseTransientFd(fd);
+  }
+  // Kept incidents are what the window was for: they go only when nothing
+  // else is left to delete.
+  for (const bool incidents : {false, true}) {
+    for (size_t i = 0; i < entries.size() && total > max_bytes; ++i) {
+      const Entry& e = entries[i];
+      if (removed[i] || (e.kind == Kind::kIncident) != incidents) continue;
+      if (e.name == current_name || (e.kind == Kind::kActive && !Abandoned(e.name))) continue;
+      if (!(removed[i] = remove(e))) continue;
+      out.segments++;
+      out.bytes += e.size;
+      if (incidents) out.incidents++;
+    }
   }
   {
     OwnFdChange change;
@@ -146,7 +191,7 @@ uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& 
     closedir(d);
   }
   if (total_after) *total_after = total;
-  return deleted;
+  return out.segments + out.expired_windows;
 }
 
 }  // namespace flightrec

@@ -53,7 +53,40 @@ std::string TaggedName(const std::string& name, const std::string& tag) {
   return name.substr(0, dot) + "@" + tag + ".seg";
 }
 
-std::string ControlFileName() { return ".trigger-" + std::to_string(getpid()); }
+// This process's start time as the kernel keeps it: field 22 of
+// /proc/self/stat, in clock ticks since boot (what `flightrec-dump trigger`
+// reads from /proc/PID/stat to name the control file), and the wall-clock
+// time it falls at. False if /proc cannot be read.
+bool ReadOwnStart(uint64_t* ticks, int64_t* started_sec) {
+  const int fd = OpenTransientFd("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[1024];
+  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  CloseTransientFd(fd);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  // The command name (field 2) may hold spaces and ')': fields 3.. follow its last ')'.
+  const char* p = strrchr(buf, ')');
+  if (!p) return false;
+  p++;
+  for (int field = 3; field < 22; field++) {
+    while (*p == ' ') p++;
+    while (*p && *p != ' ') p++;
+  }
+  while (*p == ' ') p++;
+  char* end = nullptr;
+  const unsigned long long start = strtoull(p, &end, 10);
+  if (end == p) return false;
+  const long hz = sysconf(_SC_CLK_TCK);
+  timespec boot, real;
+  if (hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &boot) != 0 || clock_gettime(CLOCK_REALTIME, &real) != 0)
+    return false;
+  // Ticks are whole 1/hz: the start is known to within one, rounded down.
+  const int64_t age_sec = boot.tv_sec - static_cast<int64_t>(start / static_cast<unsigned long long>(hz));
+  *ticks = start;
+  *started_sec = real.tv_sec - age_sec - 1;  // a second early rather than late (rounding of both clocks)
+  return true;
+}
 
 // Resident bytes from /proc/self/statm (its second field, in pages); 0 if unreadable.
 uint64_t ResidentBytes() {
@@ -116,18 +149,61 @@ void WindowKeeper::PollSources(uint64_t now_ns) {
       rss_above_ = false;
     }
   }
-  // The on-demand control file: read its note, then remove it. Through the
-  // directory's descriptor, so it works after a privilege drop (uid-N).
+  PollControlFile();
+  (void)now_ns;
+}
+
+// The on-demand control file: obeyed only if it is meant for this process
+// and written by its user (window_keeper.h); read its note, then remove it.
+// Through the directory's descriptor, so it works after a privilege drop
+// (uid-N).
+void WindowKeeper::PollControlFile() {
+  if (!control_known_) {
+    control_known_ = true;
+    uint64_t ticks = 0;
+    if (ReadOwnStart(&ticks, &started_sec_)) {
+      control_name_ = ".trigger-" + std::to_string(getpid()) + "-" + std::to_string(ticks);
+    } else {
+      Log(LogLevel::kInfo, "cannot read /proc/self/stat: no on-demand trigger (flightrec-dump trigger) for this process");
+    }
+  }
+  if (control_name_.empty()) return;
+  const Config& cfg = GetConfig();
   OutputDir dir;
   std::string error;
   if (!OpenOutputDir(cfg.output, cfg.allow_foreign_dir, false, &dir, &error)) return;
-  const std::string name = ControlFileName();
-  const int fd = OpenTransientFdAt(dir.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  const char* name = control_name_.c_str();
+  const int fd = OpenTransientFdAt(dir.fd(), name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return;
+  struct stat st {};
+  const uid_t me = geteuid();
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 || (st.st_uid != me && st.st_uid != 0)) {
+    CloseTransientFd(fd);
+    // Another user's (a shared sticky directory): not theirs to trigger,
+    // and not ours to delete. Logged once; looked at again each poll.
+    if (!foreign_logged_) {
+      foreign_logged_ = true;
+      Log(LogLevel::kInfo, "ignoring %s/%s: %s (only uid %u or root may trigger this process)", dir.path().c_str(),
+          name, S_ISREG(st.st_mode) && st.st_nlink == 1 ? "owned by another user" : "not a plain file",
+          static_cast<unsigned>(me));
+    }
+    return;
+  }
+  if (st.st_mtim.tv_sec < started_sec_) {
+    // Written before this process started: aimed at an earlier one with the
+    // same pid and start tick (a reboot with a persistent directory).
+    CloseTransientFd(fd);
+    if (st.st_uid == me) unlinkat(dir.fd(), name, 0);
+    if (!stale_logged_) {
+      stale_logged_ = true;
+      Log(LogLevel::kInfo, "ignoring %s/%s: written before this process started", dir.path().c_str(), name);
+    }
+    return;
+  }
   char buf[kMaxNoteBytes + 1];
   const ssize_t n = read(fd, buf, kMaxNoteBytes);
   CloseTransientFd(fd);
-  if (unlinkat(dir.fd(), name.c_str(), 0) != 0) return;  // not ours to consume
+  if (unlinkat(dir.fd(), name, 0) != 0) return;  // not ours to consume: it would trigger again
   std::string note;
   for (ssize_t i = 0; i < n; i++) {
     const char c = buf[i];
@@ -136,7 +212,6 @@ void WindowKeeper::PollSources(uint64_t now_ns) {
   }
   demand_note_ = note;
   RequestTrigger(TriggerReason::kDemand, 0);
-  (void)now_ns;
 }
 
 bool WindowKeeper::Tick(FlushContext& ctx) {
@@ -258,25 +333,33 @@ void WindowKeeper::AddWindowSegment(const std::string& dir_path, const std::stri
   window_.push_back(Segment{dir_path, name, sealed_ns});
 }
 
-void WindowKeeper::AfterSeal(OutputDir& dir, uint64_t now_ns) {
+BudgetDeletions WindowKeeper::AfterSeal(OutputDir& dir, uint64_t now_ns) {
   if (incident_.open && now_ns > incident_.end_ns) {
     incident_.open = false;
     last_incident_end_ns_ = incident_.end_ns;
   }
-  if (window_mode_) Expire(dir, now_ns);
+  return window_mode_ ? Expire(dir, now_ns) : BudgetDeletions{};
 }
 
 // Deletes window segments whose newest data is older than the window. Only
 // this process's own, and only where it wrote them.
-void WindowKeeper::Expire(OutputDir& dir, uint64_t now_ns) {
+BudgetDeletions WindowKeeper::Expire(OutputDir& dir, uint64_t now_ns) {
+  BudgetDeletions freed;
   size_t gone = 0;
   while (gone < window_.size() && window_[gone].sealed_ns + window_ns_ < now_ns) {
-    const Segment& seg = window_[gone];
-    if (seg.dir_path == dir.path() && unlinkat(dir.fd(), seg.name.c_str(), 0) != 0 && errno != ENOENT)
-      Log(LogLevel::kDebug, "window: cannot delete %s: %s", seg.name.c_str(), strerror(errno));
-    gone++;
+    const Segment& seg = window_[gone++];
+    if (seg.dir_path != dir.path()) continue;
+    struct stat st;
+    const bool known = fstatat(dir.fd(), seg.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (unlinkat(dir.fd(), seg.name.c_str(), 0) != 0) {
+      if (errno != ENOENT) Log(LogLevel::kDebug, "window: cannot delete %s: %s", seg.name.c_str(), strerror(errno));
+      continue;
+    }
+    freed.expired_windows++;
+    if (known) freed.expired_bytes += AllocatedBytes(st);
   }
   window_.erase(window_.begin(), window_.begin() + static_cast<std::ptrdiff_t>(gone));
+  return freed;
 }
 
 }  // namespace flightrec

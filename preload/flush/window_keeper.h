@@ -11,9 +11,16 @@
 //    counted and reported (`suppressed` in the next trigger event, and a
 //    recorder.dropped of kind trigger.suppressed);
 //  * the trigger sources the flush thread checks itself: the on-demand
-//    control file `.trigger-PID` in the output directory (written by
+//    control file `.trigger-PID-START` in the output directory (written by
 //    `flightrec-dump trigger`; no signal reaches the service), and resident
-//    memory against FLIGHTREC_TRIGGER_RSS_MB;
+//    memory against FLIGHTREC_TRIGGER_RSS_MB. START is the process's start
+//    time as the kernel keeps it (field 22 of /proc/PID/stat), so a file
+//    aimed at an earlier process with the same pid (or at a pid of another
+//    pid namespace) names another file. It is obeyed only if it is a
+//    regular file with one link, owned by this process's effective uid or
+//    root (checked on the open file: O_NOFOLLOW, fstat), and written no
+//    earlier than the second the process started; one it obeys, or a stale
+//    one of ours, is deleted; one of another user is left alone, logged once;
 //  * in window mode, the segments on disk: a sealed segment no incident
 //    covers is made read-only (0400, the uploader's "nothing to ship" mark)
 //    and deleted once it is older than the window; segments an incident
@@ -28,6 +35,7 @@
 #include <vector>
 
 #include "preload/flush/flush_registry.h"
+#include "preload/flush/segment_files.h"
 #include "preload/runtime/trigger.h"
 
 namespace flightrec {
@@ -54,8 +62,9 @@ class WindowKeeper {
   // the window, to be deleted once older than it.
   void AddWindowSegment(const std::string& dir_path, const std::string& name, uint64_t sealed_ns);
   // After every seal: closes an incident whose after-period ended, and
-  // deletes window segments older than the window.
-  void AfterSeal(OutputDir& dir, uint64_t now_ns);
+  // deletes window segments older than the window; returns what it deleted
+  // (for the disk budget's tally, budget_tally.h).
+  BudgetDeletions AfterSeal(OutputDir& dir, uint64_t now_ns);
 
   // When a tick must come to close the open incident (UINT64_MAX: none).
   uint64_t NextDutyNs() const { return incident_.open ? incident_.end_ns + 1 : UINT64_MAX; }
@@ -81,7 +90,8 @@ class WindowKeeper {
             bool merged);
   void KeepWindowFor(const Incident& incident);
   void PollSources(uint64_t now_ns);
-  void Expire(OutputDir& dir, uint64_t now_ns);
+  void PollControlFile();
+  BudgetDeletions Expire(OutputDir& dir, uint64_t now_ns);
 
   const bool window_mode_;
   const uint64_t window_ns_, after_ns_;
@@ -95,6 +105,12 @@ class WindowKeeper {
   uint64_t last_poll_ns_ = 0;
   bool rss_above_ = false;
   std::string demand_note_;  // what the control file said, for the next demand trigger
+  // The control file's name and the second the process started (read from
+  // /proc/self/stat at the first look; empty: unknown, no on-demand trigger).
+  bool control_known_ = false;
+  std::string control_name_;
+  int64_t started_sec_ = 0;
+  bool foreign_logged_ = false, stale_logged_ = false;
   std::vector<Segment> window_;  // oldest first
 };
 

@@ -1,9 +1,11 @@
 """info: what a trace holds: segments (state, damage, time range), event
 counts by type, dropped data, threads, any crash with its stack, and any
 termination signal that ended a process (process.killed: who sent it), and
-the incidents triggers opened (incidents.py)."""
+the incidents triggers opened (incidents.py), and what the disk budget
+deleted in the directories read (budget_report.py)."""
 import json
 
+from .. import budget_report
 from .. import cli
 from .. import incidents
 from .. import profiles
@@ -20,8 +22,9 @@ def register(subparsers):
     p.set_defaults(func=run)
 
 
-def summarize(trace):
-    """The info document (what --json prints)."""
+def summarize(trace, paths=()):
+    """The info document (what --json prints); paths: the directories whose
+    disk-budget tallies it reports."""
     segments = []
     for seg in trace.segments:
         first, last = seg.time_range()
@@ -61,6 +64,7 @@ def summarize(trace):
         "incidents": incidents.find(trace),
         "time_range": {"first_ns": first, "last_ns": last,
                        "first_wall_ns": wall[0] if wall else None, "last_wall_ns": wall[1] if wall else None},
+        "disk_budget": budget_report.find(paths),
         "errors": [{"path": p, "error": m} for p, m in trace.errors],
         "notes": [{"path": p, "note": m} for p, m in trace.notes],
     }
@@ -106,7 +110,7 @@ def killed(trace):
 
 def run(args):
     trace = cli.open_trace(args.paths)
-    doc = summarize(trace)
+    doc = summarize(trace, args.paths)
     if args.json:
         print(json.dumps(doc, indent=1))
     else:
@@ -171,6 +175,7 @@ def print_text(doc):
         print("\nkilled: %s%s, pid %s at %s (received by tid %s \"%s\")" % (
             k["signal"], sender, k["pid"], when, k["tid"], names.get((k["pid"], k["tid"]), "?")))
     incidents.print_text(doc["incidents"], cli.format_wall)
+    budget_report.print_text(doc["disk_budget"], cli.format_wall, cli.format_bytes)
     threads = doc["threads"]
     if threads:
         print("\nthreads: %d" % len(threads))
