@@ -16,6 +16,8 @@
 
 #include "preload/fds/fd_guard.h"
 #include "preload/flush/safe_path.h"
+#include "preload/flush/writer_liveness.h"
+#include "preload/runtime/clock.h"
 #include "preload/runtime/utc_stamp.h"
 
 namespace flightrec {
@@ -42,13 +44,10 @@ pid_t ActiveSegmentPid(const std::string& name) {
 }
 
 // A .active segment whose process is gone (killed before it could seal):
-// nothing will ever seal it, so it must not hold the budget forever. A pid
-// reused since stays protected (kill succeeds); a live writer in another
-// pid namespace is protected by the shared flock it holds on its file
-// (flush_thread.cc), which the deletion below cannot take over.
-bool Abandoned(const std::string& name) {
-  const pid_t pid = ActiveSegmentPid(name);
-  return pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH;
+// nothing will ever seal it, so it must not hold the budget forever. Who is
+// gone is writer_liveness.h's call, from the identity in the file's header.
+bool Abandoned(int fd, const std::string& name) {
+  return ActiveFileWriterGone(fd, ActiveSegmentPid(name), RealtimeNs());
 }
 
 }  // namespace
@@ -128,11 +127,12 @@ uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& 
   uint64_t deleted = 0;
   for (const Entry& e : entries) {
     if (total <= max_bytes) break;
-    if (e.name == current_name || (!e.sealed && !Abandoned(e.name))) continue;
-    // The uploader holds an flock on a segment it is shipping; skip those.
+    if (e.name == current_name) continue;
+    // The uploader holds an flock on a segment it is shipping, a writer one
+    // on its .active file while it writes: skip those.
     const int fd = OpenTransientFdAt(dirfd(d), e.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);  // a planted FIFO never blocks
     if (fd < 0) continue;
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+    if ((e.sealed || Abandoned(fd, e.name)) && flock(fd, LOCK_EX | LOCK_NB) == 0) {
       if (unlinkat(dirfd(d), e.name.c_str(), 0) == 0) {
         total -= e.size;
         ++deleted;

@@ -25,10 +25,10 @@ std::string SealedSegmentPath(const std::string& active_path);
 
 // Deletes the oldest sealed segments in `dir` (any process's) until the
 // directory's segments total at most max_bytes; .active segments of
-// processes that are gone (killed before sealing) go in the same age order.
-// `current` (our active file) counts but is never deleted, nor is a file
-// someone holds a flock on (an upload in progress, a live writer). Returns
-// how many files were deleted.
+// processes that are gone (killed before sealing, writer_liveness.h) go in
+// the same age order. `current` (our active file) counts but is never
+// deleted, nor is a file someone holds a flock on (an upload in progress, a
+// writer in the middle of a write). Returns how many files were deleted.
 uint64_t EnforceDiskBudget(const std::string& dir, uint64_t max_bytes, const std::string& current);
 // The same for the directory open as dir_fd; current_name is a file name in
 // it. With total_after, also what the directory's segments total afterwards
