@@ -26,4 +26,16 @@ inline constexpr uint64_t kCellsPerFileByte = 64;
 inline constexpr uint64_t kTableBase = 1u << 21;
 inline constexpr size_t kMaxStackDepth = 4096;
 
+// Who writes a segment, in terms another process can check (SPEC.md 3,
+// "writer identity"): the kernel boot, the pid namespace (the inode of
+// /proc/self/ns/pid) and the process's start time (field 22 of
+// /proc/self/stat, clock ticks since boot). All zero: unknown, not written.
+struct WriterIdentity {
+  uint8_t boot_id[16] = {};
+  uint64_t pid_ns = 0;
+  uint64_t start_ticks = 0;
+  bool known() const { return pid_ns != 0 || start_ticks != 0; }
+};
+inline constexpr uint16_t kWriterIdentityBytes = 32;
+
 }  // namespace flightrec::format

@@ -93,6 +93,17 @@ bool ParseHeader(const uint8_t* d, size_t n, SegmentHeader* h, std::string* why,
     s->assign(reinterpret_cast<const char*>(d + p), len);
     p += len;
   }
+  // Optional: the writer identity (u16 length, then at least its 32 bytes).
+  // Anything else there is a future field and skipped.
+  h->identity = WriterIdentity{};
+  if (end - p >= 2) {
+    const size_t len = static_cast<size_t>(LoadLE(d + p, 2));
+    if (len >= kWriterIdentityBytes && len <= end - p - 2) {
+      std::memcpy(h->identity.boot_id, d + p + 2, sizeof(h->identity.boot_id));
+      h->identity.pid_ns = LoadLE(d + p + 18, 8);
+      h->identity.start_ticks = LoadLE(d + p + 26, 8);
+    }
+  }
   return true;
 }
 
@@ -414,6 +425,11 @@ bool Decoder::Footer(ByteCursor c, std::string* why) {
 }
 
 }  // namespace
+
+bool ReadSegmentHeader(const uint8_t* data, size_t size, SegmentHeader* header, std::string* why) {
+  bool truncated = false;
+  return ParseHeader(data, size, header, why, &truncated);
+}
 
 const char* SegmentStateName(SegmentState s) {
   switch (s) {

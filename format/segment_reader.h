@@ -19,6 +19,7 @@
 
 #include "format/block_scanner.h"
 #include "format/format_constants.h"
+#include "format/framing.h"
 
 namespace flightrec::format {
 
@@ -44,7 +45,12 @@ struct SegmentHeader {
   uint64_t anchor_monotonic_ns = 0;
   uint64_t anchor_realtime_ns = 0;
   std::string service, host;
+  WriterIdentity identity;  // all zero when the header carries none
 };
+
+// Parses the header at the start of data (SPEC.md 3), as ReadSegment does;
+// false with *why when it is unusable or cut short.
+bool ReadSegmentHeader(const uint8_t* data, size_t size, SegmentHeader* header, std::string* why);
 
 struct SchemaField {
   std::string name;

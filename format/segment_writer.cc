@@ -7,6 +7,7 @@
 #include "format/segment_writer.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <bit>
@@ -54,6 +55,13 @@ std::string ErrnoText(const char* what, const std::string& path, int err) {
 
 }  // namespace
 
+int SegmentFileAccess::Open(const std::string& name, int flags, unsigned mode) {
+  const int fd = ::openat(AT_FDCWD, name.c_str(), flags, static_cast<mode_t>(mode));
+  return MoveToOwnFdRange(fd);  // not onto a closed stdout, nor a low number the program picks
+}
+void SegmentFileAccess::Close(int fd) { ::close(fd); }
+void SegmentFileAccess::Unlink(const std::string& name) { ::unlinkat(AT_FDCWD, name.c_str(), 0); }
+
 struct SegmentWriter::Impl {
   struct Field {
     MiString name, unit;
@@ -87,10 +95,16 @@ struct SegmentWriter::Impl {
   InternTables tables;
   BlockEncoder blocks;
 
-  int fd = -1;
+  SegmentFileAccess default_access;
+  SegmentFileAccess* access = &default_access;
+  bool open = false;    // between Open and Seal/Abandon
+  int fd = -1;          // only while a write is in progress
   std::string path;
   bool failed = false;  // a write failed: only Seal/Abandon remain useful
   std::string fail_error;
+  bool deferred = false;  // the last write found no descriptor free: `out` waits
+  std::string deferred_error;
+  bool vanished = false;  // a write found the file gone
 
   // Per-segment counters.
   WriterStats stats;
@@ -128,6 +142,8 @@ struct SegmentWriter::Impl {
     rejected = 0;
     failed = false;
     fail_error.clear();
+    deferred = false;
+    vanished = false;
   }
 
   // Bookkeeping after an event of type_id (time: its first field) went into
@@ -230,12 +246,44 @@ struct SegmentWriter::Impl {
     ClearBatch(&t);
   }
 
-  // Writes `out` with write(2): retries EINTR and short writes.
+  // Writes `out` through a descriptor of its own, opened for this write only
+  // (SegmentWriter: no descriptor is held between writes). With no
+  // descriptor free, `out` waits for the next write (write_deferred());
+  // returns false only on a failure.
   bool WriteOut() {
     if (failed) return false;
+    if (out.empty()) return true;
+    const int f = access->Open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+    if (f < 0) {
+      const int err = errno;
+      if ((err == EMFILE || err == ENFILE) && out.size() <= kMaxDeferredBytes) {
+        deferred = true;
+        deferred_error = ErrnoText("open", path, err);
+        return true;
+      }
+      if (err == ENOENT) vanished = true;
+      Fail(ErrnoText("open", path, err));
+      return false;
+    }
+    fd = f;
+    const bool ok = WriteOutToFd();
+    if (fd >= 0) access->Close(fd);
+    fd = -1;
+    return ok;
+  }
+
+  // Writes `out` to fd at the file's known end with pwrite(2): retries EINTR
+  // and short writes. A descriptor the program took over (dup2) is neither
+  // written nor closed (fd becomes -1).
+  bool WriteOutToFd() {
     size_t off = 0;
     while (off < out.size()) {
-      ssize_t n = ::write(fd, out.data() + off, out.size() - off);
+      if (access->Lost(fd)) {
+        fd = -1;
+        Fail("write " + path + ": the application took over the segment's descriptor (dup2)");
+        return false;
+      }
+      ssize_t n = ::pwrite(fd, out.data() + off, out.size() - off, static_cast<off_t>(stats.bytes_written + off));
       if (n < 0) {
         if (errno == EINTR) continue;
         Fail(ErrnoText("write", path, errno));
@@ -247,6 +295,7 @@ struct SegmentWriter::Impl {
       }
       off += static_cast<size_t>(n);
     }
+    deferred = false;
     stats.bytes_written += out.size();
     stats.events_written += pending_events_in_out;
     pending_events_in_out = 0;
@@ -296,10 +345,7 @@ struct SegmentWriter::Impl {
     WriteOut();
   }
 
-  void CloseFd() {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-  }
+  static constexpr size_t kMaxDeferredBytes = SegmentWriter::kMaxDeferredBytes;
 };
 
 SegmentWriter::SegmentWriter() : impl_(std::make_unique<Impl>()), string_epoch_(impl_->tables.epoch_address()) {}
@@ -308,27 +354,35 @@ SegmentWriter::~SegmentWriter() { Abandon(); }
 
 void SegmentWriter::SetPcDescriber(PcDescriber* describer) { impl_->tables.SetPcDescriber(describer); }
 
-bool SegmentWriter::is_open() const { return impl_->fd >= 0; }
-int SegmentWriter::fd() const { return impl_->fd; }
-
-bool SegmentWriter::Open(const std::string& path, const SegmentHeaderInfo& header, std::string* error) {
-  return OpenAt(AT_FDCWD, path, header, error);
+void SegmentWriter::SetFileAccess(SegmentFileAccess* access) {
+  impl_->access = access ? access : &impl_->default_access;
 }
 
-bool SegmentWriter::OpenAt(int dir_fd, const std::string& path, const SegmentHeaderInfo& header,
-                           std::string* error) {
+bool SegmentWriter::is_open() const { return impl_->open; }
+int SegmentWriter::fd() const { return impl_->fd; }
+bool SegmentWriter::write_deferred() const { return impl_->deferred; }
+bool SegmentWriter::file_vanished() const { return impl_->vanished; }
+
+void SegmentWriter::Touch() {
   Impl& m = *impl_;
-  if (m.fd >= 0) {
+  if (!m.open || m.failed) return;
+  const int f = m.access->Open(m.path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+  if (f < 0) return;  // the next write reports what is wrong
+  m.fd = f;
+  if (!m.access->Lost(f)) {
+    ::futimens(f, nullptr);
+    m.access->Close(f);
+  }
+  m.fd = -1;
+}
+
+bool SegmentWriter::Open(const std::string& path, const SegmentHeaderInfo& header, std::string* error) {
+  Impl& m = *impl_;
+  if (m.open) {
     if (error) *error = "open " + path + ": writer already has " + m.path + " open";
     return false;
   }
   m.ResetSegmentState();
-  int fd = ::openat(dir_fd, path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    if (error) *error = ErrnoText("open", path, errno);
-    return false;
-  }
-  m.fd = MoveToOwnFdRange(fd);  // not onto a closed stdout, nor a low number the program picks
   m.path = path;
 
   std::string_view service = TruncateUtf8(header.service, kMaxHeaderString);
@@ -339,6 +393,7 @@ bool SegmentWriter::OpenAt(int dir_fd, const std::string& path, const SegmentHea
   PutFixed(&h, kFramingVersion, 2);
   PutFixed(&h, 0, 2);
   uint32_t header_len = kHeaderFixedBytes + 2 + service.size() + 2 + host.size() + 4;
+  if (header.identity.known()) header_len += 2 + kWriterIdentityBytes;
   PutFixed(&h, header_len, 4);
   PutFixed(&h, header.pid, 4);
   PutFixed(&h, 0, 4);
@@ -349,15 +404,31 @@ bool SegmentWriter::OpenAt(int dir_fd, const std::string& path, const SegmentHea
   PutBytes(&h, service.data(), service.size());
   PutFixed(&h, host.size(), 2);
   PutBytes(&h, host.data(), host.size());
+  if (header.identity.known()) {  // SPEC.md 3: the writer identity
+    PutFixed(&h, kWriterIdentityBytes, 2);
+    PutBytes(&h, header.identity.boot_id, sizeof(header.identity.boot_id));
+    PutFixed(&h, header.identity.pid_ns, 8);
+    PutFixed(&h, header.identity.start_ticks, 8);
+  }
   PutFixed(&h, Crc32c(0, h.data(), h.size()), 4);
-  if (!m.WriteOut()) {
-    if (error) *error = m.fail_error;
-    m.CloseFd();
-    // Created here (O_EXCL) and empty: a full disk must not collect one such
-    // file per attempt.
-    ::unlinkat(dir_fd, path.c_str(), 0);
+  const int fd = m.access->Open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (error) *error = ErrnoText("open", path, errno);
+    h.clear();
     return false;
   }
+  m.fd = fd;
+  const bool ok = m.WriteOutToFd();
+  if (m.fd >= 0) m.access->Close(m.fd);
+  m.fd = -1;
+  if (!ok) {
+    if (error) *error = m.fail_error;
+    // Created here (O_EXCL) and empty: a full disk must not collect one such
+    // file per attempt.
+    m.access->Unlink(path);
+    return false;
+  }
+  m.open = true;
   return true;
 }
 
@@ -409,7 +480,7 @@ uint32_t SegmentWriter::DefineEventType(const EventTypeSpec& spec) {
 
 void SegmentWriter::Append(uint32_t type_id, const Value* values, size_t nvalues) {
   Impl& m = *impl_;
-  if (m.fd < 0 || type_id == 0 || type_id > m.types.size() || values == nullptr ||
+  if (!m.open || type_id == 0 || type_id > m.types.size() || values == nullptr ||
       nvalues != m.types[type_id - 1].fields.size()) {
     m.rejected++;
     return;
@@ -443,7 +514,7 @@ void SegmentWriter::Append(uint32_t type_id, const Value* values, size_t nvalues
 
 void SegmentWriter::AppendColumns(uint32_t type_id, const uint64_t* column, size_t ncolumns) {
   Impl& m = *impl_;
-  if (m.fd < 0 || type_id == 0 || type_id > m.types.size() || column == nullptr ||
+  if (!m.open || type_id == 0 || type_id > m.types.size() || column == nullptr ||
       ncolumns != m.types[type_id - 1].fields.size() || !m.types[type_id - 1].columns_only) {
     m.rejected++;
     return;
@@ -457,7 +528,7 @@ uint32_t SegmentWriter::StringId(std::string_view s) { return impl_->tables.Stri
 
 bool SegmentWriter::Flush(std::string* error) {
   Impl& m = *impl_;
-  if (m.fd < 0) {
+  if (!m.open) {
     if (error) *error = "flush: no segment open";
     return false;
   }
@@ -470,7 +541,7 @@ bool SegmentWriter::Flush(std::string* error) {
 
 bool SegmentWriter::Seal(const std::vector<std::pair<std::string, uint64_t>>& footer_counters, std::string* error) {
   Impl& m = *impl_;
-  if (m.fd < 0) {
+  if (!m.open) {
     if (error) *error = "seal: no segment open";
     return false;
   }
@@ -491,22 +562,22 @@ bool SegmentWriter::Seal(const std::vector<std::pair<std::string, uint64_t>>& fo
     for (const auto& [k, v] : footer_counters) put(k, v);
     m.AddBlock(BlockKind::kFooter, p.data(), p.size());
     ok = m.WriteOut();
+    // No descriptor free even now: the footer (and what waited) is lost,
+    // counted by ReleaseSegmentMemory; the file reads up to its last write.
+    if (ok && m.deferred) {
+      ok = false;
+      m.fail_error = m.deferred_error;
+    }
   }
   if (!ok && error) *error = m.fail_error;
-  m.CloseFd();
+  m.open = false;
   m.ReleaseSegmentMemory();  // give intern memory back between segments
   return ok;
 }
 
 void SegmentWriter::Abandon() {
   Impl& m = *impl_;
-  m.CloseFd();
-  m.ReleaseSegmentMemory();
-}
-
-void SegmentWriter::ForgetFd() {
-  Impl& m = *impl_;
-  m.fd = -1;  // the number is someone else's now: never close or write it
+  m.open = false;
   m.ReleaseSegmentMemory();
 }
 

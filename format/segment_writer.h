@@ -9,6 +9,12 @@
 // Lifecycle: Open() -> {DefineEventType, Append, Flush}* -> Seal(). After
 // Seal() the same writer may Open() the next segment; event type ids stay
 // stable across segments (schemas are re-emitted in each segment).
+//
+// Descriptors: the writer holds none between writes. Each write (the header,
+// a flush, an auto-flush of a full batch, the footer) opens the file by name
+// through its SegmentFileAccess, writes at the file's known end and closes
+// it, so the program it records never sees (nor inherits through fork, nor
+// runs out of numbers because of) the segment's descriptor.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +24,7 @@
 #include <vector>
 
 #include "format/format_constants.h"
+#include "format/framing.h"
 
 namespace flightrec::format {
 
@@ -43,6 +50,7 @@ struct EventTypeSpec {
 
 struct SegmentHeaderInfo {
   uint32_t pid = 0;
+  WriterIdentity identity;
   uint64_t sequence = 0;              // segment number within this process
   uint64_t anchor_monotonic_ns = 0;   // taken together with anchor_realtime_ns
   uint64_t anchor_realtime_ns = 0;
@@ -110,6 +118,25 @@ class PcDescriber {
   }
 };
 
+// How the writer reaches its file between writes. The default opens names
+// relative to the current directory; the preload's opens them relative to a
+// freshly opened output directory, as protected descriptors
+// (preload/flush/segment_access.h).
+class SegmentFileAccess {
+ public:
+  virtual ~SegmentFileAccess() = default;
+  // Opens `name` with flags (O_WRONLY|O_NOFOLLOW|O_CLOEXEC, plus
+  // O_CREAT|O_EXCL and mode for a new segment). Returns the descriptor, or
+  // -1 with errno set (ENOENT: the file or its directory is gone;
+  // EMFILE/ENFILE: no descriptor free now).
+  virtual int Open(const std::string& name, int flags, unsigned mode);
+  // True if the descriptor Open returned is no longer ours (the program
+  // dup2'd over its number): the writer then neither writes to nor closes it.
+  virtual bool Lost(int /*fd*/) { return false; }
+  virtual void Close(int fd);
+  virtual void Unlink(const std::string& name);
+};
+
 struct WriterStats {
   uint64_t bytes_written = 0;   // file size so far
   uint64_t events_written = 0;  // events in blocks already written
@@ -126,18 +153,35 @@ class SegmentWriter {
   // Optional; used for kStack fields. Not owned; must outlive the writer.
   void SetPcDescriber(PcDescriber* describer);
 
-  // Creates `path` (O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, mode 0600) and writes
-  // the header. On failure returns false and sets *error (errno text); a file
-  // it created but could not write the header to is removed again.
+  // How files are reached (not owned; must outlive the writer). Default: by
+  // path, relative to the current directory. Set before Open.
+  void SetFileAccess(SegmentFileAccess* access);
+
+  // Creates `path` through the file access (O_CREAT|O_EXCL|O_NOFOLLOW|
+  // O_CLOEXEC, mode 0600), writes the header and closes it again. On failure
+  // returns false and sets *error (errno text); a file it created but could
+  // not write the header to is removed again.
   bool Open(const std::string& path, const SegmentHeaderInfo& header, std::string* error);
-  // The same, with `path` relative to the directory descriptor dir_fd: a
-  // process that dropped privileges writes where it can no longer reach by
-  // path (preload/flush/output_dir.h).
-  bool OpenAt(int dir_fd, const std::string& path, const SegmentHeaderInfo& header, std::string* error);
+  // A segment is open (between Open and Seal/Abandon): no descriptor is.
   bool is_open() const;
-  // The open segment's descriptor (-1 when closed), so the owner can protect
-  // it from applications that close every fd.
+  // The descriptor of a write in progress, -1 between writes: what a fork
+  // child of a process whose recorder was mid-write must close.
   int fd() const;
+
+  // The last write found no descriptor free (EMFILE/ENFILE): what it held
+  // stays buffered, in order, and goes out with the next write that can open
+  // the file. Nothing is lost unless that takes more than kMaxDeferredBytes
+  // of blocks (the write then fails as any other). Cleared by a write that
+  // succeeds.
+  bool write_deferred() const;
+  static constexpr size_t kMaxDeferredBytes = 32u << 20;
+  // The last write failed because the file (or its directory) was gone:
+  // removed under us. Valid until the next Open.
+  bool file_vanished() const;
+  // Updates the file's modification time (a live writer's sign for other
+  // processes' disk budgets, preload/flush/writer_liveness.h) if the segment
+  // is open and usable; nothing else changes.
+  void Touch();
 
   // Returns the event type id (dense, from 1). May be called before Open.
   uint32_t DefineEventType(const EventTypeSpec& spec);
@@ -170,11 +214,9 @@ class SegmentWriter {
   // file. Does not rename: the caller owns naming.
   bool Seal(const std::vector<std::pair<std::string, uint64_t>>& footer_counters, std::string* error);
 
-  // Closes without footer (used after write errors and in forked children).
+  // Gives the segment up without a footer (after write errors); the file
+  // stays as written.
   void Abandon();
-  // Drops the file without closing the descriptor, for when its number was
-  // taken over by someone else (an application's dup2 onto it).
-  void ForgetFd();
 
   // Events that never reached the file, per event type name, since the last
   // call (which resets them): those in a write that failed, appended after

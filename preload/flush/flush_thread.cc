@@ -35,7 +35,6 @@
 
 #include <linux/futex.h>
 #include <pthread.h>
-#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -63,8 +62,10 @@
 #include "preload/runtime/recorder_thread.h"
 #include "preload/runtime/runtime_state.h"
 #include "preload/threads/ring_growth.h"
+#include "preload/flush/segment_access.h"
 #include "preload/flush/segment_files.h"
 #include "preload/flush/window_keeper.h"
+#include "preload/flush/writer_liveness.h"
 #include "preload/threads/thread_registry.h"
 
 // The sampler supplies symbolization when it is linked in.
@@ -126,6 +127,7 @@ struct FlushState {
   std::string active_path;
   uint64_t opened_ns = 0;
   uint64_t last_block_ns = 0;
+  uint64_t touched_ns = 0;  // the writer's last Touch (writer_liveness.h)
   uint64_t last_rusage_ns = 0;
   uint64_t retry_at_ns = 0;
   bool opened = false;     // OpenFirstSegment ran: the writer exists, a segment was opened (or paused)
@@ -193,16 +195,6 @@ void SleepUnlessWoken(uint32_t seen, uint64_t ns) {
   g_sleepers.fetch_sub(1, std::memory_order_relaxed);
 }
 
-// Closes the writer's file (Seal or Abandon) and releases its fd protection.
-template <typename CloseFn>
-bool CloseWriter(FlushState& s, CloseFn close_fn) {
-  const int fd = s.writer->fd();
-  OwnFdChange change;  // no bulk close between the close and the unprotection
-  const bool ok = close_fn();
-  if (fd >= 0) UnprotectFd(fd);
-  return ok;
-}
-
 std::string BaseName(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 
 // A segment given up before any event reached it (a disk with room for a
@@ -219,12 +211,8 @@ void RemoveIfNothingWritten(FlushState& s) {
     unlinkat(dir.fd(), BaseName(s.active_path).c_str(), 0);
 }
 
-void Pause(FlushState& s, const std::string& why, bool fd_lost = false) {
-  if (fd_lost) {
-    s.writer->ForgetFd();
-  } else if (s.writer->is_open()) {
-    CloseWriter(s, [&] { s.writer->Abandon(); return true; });
-  }
+void Pause(FlushState& s, const std::string& why) {
+  if (s.writer->is_open()) s.writer->Abandon();
   RemoveIfNothingWritten(s);
   s.active_path.clear();
   s.paused = true;
@@ -253,6 +241,7 @@ bool OpenSegment(FlushState& s, uint64_t now) {
   }
   format::SegmentHeaderInfo h;
   h.pid = s.info.pid;
+  h.identity = OwnWriterIdentity();  // for other processes' disk budgets (writer_liveness.h)
   h.sequence = s.seq;
   h.anchor_monotonic_ns = s.info.monotonic_ns;
   h.anchor_realtime_ns = s.info.realtime_ns;
@@ -261,18 +250,13 @@ bool OpenSegment(FlushState& s, uint64_t now) {
   // Relative to the directory's descriptor: after a privilege drop the path
   // is no longer reachable.
   const std::string path = ActiveSegmentPath(dir.path(), s.info.service, s.info.pid, s.seq, RealtimeNs());
-  {
-    OwnFdChange opening;  // no bulk close between the open and the protection
-    if (!s.writer->OpenAt(dir.fd(), BaseName(path), h, &error)) {
-      Pause(s, "cannot create segment " + path + ": " + error);
-      return false;
-    }
-    // Daemons that close every fd must not close (or reuse) ours.
-    ProtectFd(s.writer->fd());
+  // The writer opens the file for each write and closes it after, so no
+  // descriptor of ours stays in the program's table (segment_access.h).
+  s.writer->SetFileAccess(OutputSegmentAccess());
+  if (!s.writer->Open(BaseName(path), h, &error)) {
+    Pause(s, "cannot create segment " + path + ": " + error);
+    return false;
   }
-  // Tells other processes' disk budgets a live process writes this file,
-  // whatever pid namespace they see it from (segment_files.h).
-  flock(s.writer->fd(), LOCK_SH | LOCK_NB);
   if (s.paused && s.paused_for_crash)
     Log(LogLevel::kDebug, "the program recovered from a fault; recording resumed in a new segment");
   else if (s.paused)
@@ -282,6 +266,7 @@ bool OpenSegment(FlushState& s, uint64_t now) {
   s.paused_logged = false;
   s.active_path = path;
   s.opened_ns = now;
+  s.touched_ns = now;  // the header's write
   s.seq++;
   g_next_seq = s.seq;
   EmitProcessStart(s.writer, s.info, now);
@@ -328,15 +313,12 @@ void ReportOutputLosses(FlushState& s, FlushContext& ctx) {
 void SealSegment(FlushState& s) {
   if (!s.writer->is_open()) return;
   std::string error;
-  if (FdWasLost(s.writer->fd())) {
-    CarryUnwrittenDrops(s, false);
-    Pause(s, "the application took over the segment's descriptor (dup2)", true);
-    return;
-  }
   const std::vector<std::pair<std::string, uint64_t>> totals = PeekFooterCounters();
-  if (!CloseWriter(s, [&] { return s.writer->Seal(totals, &error); })) {
-    CarryUnwrittenDrops(s, false);
-    Pause(s, "cannot seal segment " + s.active_path + ": " + error);
+  if (!s.writer->Seal(totals, &error)) {
+    const bool gone = s.writer->file_vanished();
+    CarryUnwrittenDrops(s, gone);
+    Pause(s, gone ? "segment " + s.active_path + " disappeared (removed under us)"
+                  : "cannot seal segment " + s.active_path + ": " + error);
     return;
   }
   TakeFooterCounters();  // in the footer now
@@ -481,15 +463,6 @@ void Tick(FlushState& s, bool final_tick, bool nudged) {
     EmitRusage(ctx);
     const uint64_t names_ns = MonotonicNs();  // not `now`: see RefreshThreadName
     s.slots.ForEachDue(final_tick, [&](ThreadState* ts) { RefreshThreadName(ctx, ts, names_ns); });
-    // The directory may have been removed under us: writes to an unlinked file
-    // succeed silently, so check the file still has a name. On the open file,
-    // not the path: a process that dropped root cannot stat the path at all.
-    struct stat st;
-    if (!s.active_path.empty() && fstat(s.writer->fd(), &st) == 0 && st.st_nlink == 0) {
-      CarryUnwrittenDrops(s, true);
-      Pause(s, "segment " + s.active_path + " disappeared (removed under us)");
-      return;
-    }
   }
   if (final_tick) {
     SealSegment(s);
@@ -498,20 +471,28 @@ void Tick(FlushState& s, bool final_tick, bool nudged) {
   if (StopRequested(s)) return;
   if (now - s.last_block_ns >= kBlockIntervalNs || s.writer->buffered_bytes() > kMaxBufferedBytes) {
     s.last_block_ns = now;
-    if (FdWasLost(s.writer->fd())) {
-      // Our descriptor number now belongs to the application: never write to it.
-      CarryUnwrittenDrops(s, false);
-      Pause(s, "the application took over the segment's descriptor (dup2)", true);
-      return;
-    }
+    // The file is opened for the write and closed after (segment_access.h):
+    // a file removed under us (the directory too) fails to open, ENOENT.
     std::string error;
     if (!s.writer->Flush(&error)) {
-      CarryUnwrittenDrops(s, false);
-      Pause(s, "cannot write segment " + s.active_path + ": " + error);
+      const bool gone = s.writer->file_vanished();
+      CarryUnwrittenDrops(s, gone);
+      Pause(s, gone ? "segment " + s.active_path + " disappeared (removed under us)"
+                    : "cannot write segment " + s.active_path + ": " + error);
       return;
     }
-    NoteDurable(s);
+    // With no descriptor free (the program holds them all) the blocks wait
+    // in the writer for the next write: not on disk yet.
+    if (!s.writer->write_deferred()) NoteDurable(s);
   }
+  // A live writer's sign for other processes' disk budgets: its file's
+  // modification time, a minute old at most (writer_liveness.h).
+  if (now - s.touched_ns >= kLiveWriterTouchNs) {
+    s.touched_ns = now;
+    s.writer->Touch();
+  }
+  // Not while writes wait for a descriptor: the seal would need one too.
+  if (s.writer->write_deferred()) return;
   if (incident_done || s.writer->stats().bytes_written + s.writer->buffered_bytes() >= cfg.segment_bytes ||
       now - s.opened_ns >= WindowKeeper::SegmentSecondsFor(cfg.segment_seconds) * 1000 * kMs) {
     SealSegment(s);

@@ -16,6 +16,8 @@
 
 #include "preload/fds/fd_guard.h"
 #include "preload/flush/safe_path.h"
+#include "preload/flush/writer_liveness.h"
+#include "preload/runtime/clock.h"
 #include "preload/runtime/utc_stamp.h"
 
 namespace flightrec {
@@ -51,11 +53,10 @@ pid_t SegmentPid(const std::string& file_name) {
 bool ProcessGone(pid_t pid) { return pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH; }
 
 // A .active segment whose process is gone (killed before it could seal):
-// nothing will ever seal it, so it must not hold the budget forever. A pid
-// reused since stays protected (kill succeeds); a live writer in another
-// pid namespace is protected by the shared flock it holds on its file
-// (flush_thread.cc), which the deletion below cannot take over.
-bool Abandoned(const std::string& name) { return ProcessGone(SegmentPid(name)); }
+// nothing will ever seal it, so it must not hold the budget forever. Who is
+// gone is writer_liveness.h's call, from the identity in the file's header
+// (a pid reused since, or a writer in another pid namespace, stays live).
+bool Abandoned(int fd, const std::string& name) { return ActiveFileWriterGone(fd, SegmentPid(name), RealtimeNs()); }
 
 }  // namespace
 
@@ -150,12 +151,14 @@ uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& 
   // Names start with a UTC timestamp, so name order is age order.
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
   // Deletes one entry unless someone holds a lock on it (the uploader holds
-  // an flock on a segment it is shipping, a live writer on its .active).
+  // an flock on a segment it is shipping, a writer on its .active while it writes).
+  // An .active file goes only if its writer is gone (Abandoned).
   auto remove = [&](const Entry& e) {
     const int fd = OpenTransientFdAt(dirfd(d), e.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);  // a planted FIFO never blocks
     if (fd < 0) return false;
     bool gone = false;
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0) gone = unlinkat(dirfd(d), e.name.c_str(), 0) == 0;
+    if ((e.kind != Kind::kActive || Abandoned(fd, e.name)) && flock(fd, LOCK_EX | LOCK_NB) == 0)
+      gone = unlinkat(dirfd(d), e.name.c_str(), 0) == 0;
     CloseTransientFd(fd);
     if (gone) total -= e.size;
     return gone;
@@ -178,7 +181,7 @@ uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& 
     for (size_t i = 0; i < entries.size() && total > max_bytes; ++i) {
       const Entry& e = entries[i];
       if (removed[i] || (e.kind == Kind::kIncident) != incidents) continue;
-      if (e.name == current_name || (e.kind == Kind::kActive && !Abandoned(e.name))) continue;
+      if (e.name == current_name) continue;
       if (!(removed[i] = remove(e))) continue;
       out.segments++;
       out.bytes += e.size;

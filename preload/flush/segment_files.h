@@ -47,7 +47,8 @@ uint64_t AllocatedBytes(const struct stat& st);
 // sealing), oldest first; kept incidents (NAME@TAG.seg) only after every
 // other, oldest first. `current` (our active file) counts but is never
 // deleted, nor is a file someone holds a flock on (an upload in progress, a
-// live writer). Returns how many files were deleted.
+// writer in the middle of a write); an .active file only when its writer is
+// gone (writer_liveness.h). Returns how many files were deleted.
 uint64_t EnforceDiskBudget(const std::string& dir, uint64_t max_bytes, const std::string& current);
 // The same for the directory open as dir_fd; current_name is a file name in
 // it. With total_after, also what the directory's segments total afterwards

@@ -94,3 +94,7 @@ def trace_dir(tmp_path):
     d = tmp_path / "trace"
     d.mkdir(mode=0o700)
     return d
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: a long run (minutes), e.g. CPython's own tests under the preload")

@@ -289,11 +289,14 @@ NOFILE = 64
 @pytest.mark.parametrize("sampler", ["sigprof", "auto"])
 def test_low_nofile_limit(fr, trace_dir, tmp_path, sampler):
     """fault_fds opens /dev/null until EMFILE, works with no fd left, then
-    gives them back. What is fair: the program gets every descriptor except
-    the one the recorder holds for the whole run, the segment file (with
-    perf: also two perf events per sampled thread and the sampler thread's
-    epoll set and eventfd) — and it can see exactly which ones those are.
-    Nothing else changes: same output, same exit status."""
+    gives them back. What is fair: the program gets every descriptor (the
+    recorder holds none for the whole run: its segment is open only while a
+    block is written, segment_access.h; with perf it holds two perf events
+    per sampled thread and the sampler thread's epoll set and eventfd) — and
+    it can see exactly which ones those are. While the program holds them
+    all, the blocks wait in the writer and are written once descriptors are
+    back: nothing is lost, nothing is logged. Nothing else changes: same
+    output, same exit status."""
     plain = launch(fr, tmp_path / "plain", ["--nofile", NOFILE], "fault_fds", preload=False)
     traced = launch(fr, trace_dir, ["--nofile", NOFILE], "fault_fds", env={"FLIGHTREC_SAMPLER": sampler})
     rest = lambda p: p.stdout.split("\n", 1)[1]
@@ -309,9 +312,10 @@ def test_low_nofile_limit(fr, trace_dir, tmp_path, sampler):
     perf = [t for _, t in held if t == "anon_inode:[perf_event]"]
     wakeups = [t for _, t in held if t in ("anon_inode:[eventpoll]", "anon_inode:[eventfd]")]
     # A recorder thread may be caught between open and close of a file it
-    # only reads (/proc files, ELF and debug files for symbols).
+    # only reads (/proc files, ELF and debug files for symbols), or of the
+    # segment while it writes a block.
     passing = [t for _, t in held if t.startswith(("/proc/", "/usr/", "/lib", "/work/", str(fr.build)))]
-    assert len(segments) == 1 and len(segments) + len(pipes) + len(perf) + len(wakeups) + len(passing) == len(held), held
+    assert len(segments) <= 1 and len(segments) + len(pipes) + len(perf) + len(wakeups) + len(passing) == len(held), held
     # libunwind's address checks use no pipe (preload/fds/validation_pipe.h);
     # both samplers here are SIGPROF timers, whose thread sleeps on a futex.
     assert not pipes and not perf and not wakeups, held
@@ -324,6 +328,7 @@ def test_low_nofile_limit(fr, trace_dir, tmp_path, sampler):
     assert all(s["state"] == "sealed" for s in doc["segments"]), doc["segments"]
     assert "exhausted" in ended(doc)
     assert doc["events"].get("alloc.sample", 0) > 0 and doc["events"].get("cpu.sample", 0) > 0
+    assert not doc["dropped"], doc["dropped"]
 
 
 def test_tight_nofile_limit_leaves_the_descriptors_to_the_program(fr, tmp_path):

@@ -4,8 +4,9 @@ pipes; issue #29, item 20).
 
 Each test runs a program of ours plain and under the preload. Before the fix:
  * fd_visible listed seven descriptors of ours at every point (libunwind's
-   two pipes, the sampler's epoll set and eventfd, the segment), now only
-   the segment;
+   two pipes, the sampler's epoll set and eventfd, the segment), then only
+   the segment, now none (the segment is open only while a block is
+   written: test_fds_invisible.py holds the strict version);
  * fd_numbers high, which puts its own files on the numbers under the fd
    limit where the recorder keeps its descriptors, exited 1 (libunwind kept
    reading from and writing memory bytes into the program's files there).
@@ -29,11 +30,13 @@ def by_phase(stdout):
     return phases
 
 
-def test_only_the_segment_is_visible(fr, trace_dir, tmp_path):
+def test_no_descriptor_of_ours_is_visible(fr, trace_dir, tmp_path):
     """At start, with threads allocating (every allocation unwound in place,
     libunwind's address checks included) and sampled, after they joined,
     after an idle spell and in a forked child, the program sees the
-    descriptors it sees without the recorder, plus the segment file."""
+    descriptors it sees without the recorder, and at most what a recorder
+    thread holds for a moment: a file it reads, the segment while a block
+    is written."""
     cmd = [fr.program("fd_visible")]
     plain = fr.run(cmd, tmp_path / "plain-out", preload=False)
     traced = fr.run(cmd, trace_dir, env=ALLOC_EVERY)
@@ -44,7 +47,7 @@ def test_only_the_segment_is_visible(fr, trace_dir, tmp_path):
         segments = [t for t in extra.values() if t.startswith(str(trace_dir)) and t.endswith(".active")]
         passing = [t for t in extra.values()
                    if t not in segments and (t.startswith(TRANSIENT) or t == str(trace_dir))]
-        assert len(segments) == 1 and len(segments) + len(passing) == len(extra), (phase, extra)
+        assert len(segments) <= 1 and len(segments) + len(passing) == len(extra), (phase, extra)
         assert not [t for t in extra.values() if re.match(r"pipe|anon_inode:", t)], (phase, extra)
     # The address checks answered without a pipe, and answered right: the
     # in-place stacks reach the program's own frames.

@@ -3,9 +3,12 @@
 // errors are reported instead of aborting.
 #include <doctest/doctest.h>
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "tests/unit/format_test_util.h"
@@ -467,4 +470,158 @@ TEST_CASE("format writer counts every event a failed write or a vanished file lo
   w.LoseWrittenEvents();
   w.Abandon();
   CHECK(w.TakeLostEvents() == Lost{{"o", 5}});
+}
+
+namespace {
+
+// Counts the writer's opens and closes, and can refuse opens with an errno
+// (EMFILE: the program holds every descriptor).
+struct CountingAccess : SegmentFileAccess {
+  int opens = 0, closes = 0, open_now = 0, max_open = 0;
+  int refuse = 0;  // errno to fail opens with; 0: open
+  int Open(const std::string& name, int flags, unsigned mode) override {
+    if (refuse) {
+      errno = refuse;
+      return -1;
+    }
+    const int fd = SegmentFileAccess::Open(name, flags, mode);
+    if (fd >= 0) {
+      opens++;
+      max_open = std::max(max_open, ++open_now);
+    }
+    return fd;
+  }
+  void Close(int fd) override {
+    closes++;
+    open_now--;
+    SegmentFileAccess::Close(fd);
+  }
+};
+
+size_t OpenFdCount() {
+  size_t n = 0;
+  DIR* d = opendir("/proc/self/fd");
+  REQUIRE(d != nullptr);
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n - 1;  // the listing's own
+}
+
+}  // namespace
+
+TEST_CASE("format writer holds no descriptor between writes") {
+  TempDir dir;
+  CountingAccess access;
+  SegmentWriter w;
+  w.SetFileAccess(&access);
+  uint32_t id = w.DefineEventType({"b", {{"time", FieldType::kTime, "ns"}, {"blob", FieldType::kBytes, ""}}});
+  const size_t before = OpenFdCount();
+  std::string err;
+  REQUIRE(w.Open(dir.File("a.active"), Header(), &err));
+  CHECK(w.is_open());
+  CHECK(w.fd() == -1);
+  CHECK(OpenFdCount() == before);
+  std::string big(200 * 1024, 'q');
+  for (int i = 0; i < 10; i++) {  // auto-flushes of full batches, between the flushes
+    Value v[] = {Value::U(i), Value::Str(big)};
+    w.Append(id, v, 2);
+    if (i % 3 == 0) REQUIRE(w.Flush(&err));
+    CHECK(OpenFdCount() == before);
+    CHECK(w.fd() == -1);
+  }
+  w.Touch();
+  REQUIRE(w.Seal({}, &err));
+  CHECK(OpenFdCount() == before);
+  CHECK(access.opens > 4);  // header, auto-flushes, flushes, touch, footer
+  CHECK(access.opens == access.closes);
+  CHECK(access.max_open == 1);
+  Segment seg = ReadSegmentFile(dir.File("a.active"));
+  CHECK(seg.state == SegmentState::kSealed);
+  CHECK(seg.events.size() == 10);
+}
+
+TEST_CASE("format writer keeps its blocks while no descriptor is free, and writes them later") {
+  TempDir dir;
+  CountingAccess access;
+  SegmentWriter w;
+  w.SetFileAccess(&access);
+  uint32_t id = w.DefineEventType({"o", {{"time", FieldType::kTime, "ns"}, {"n", FieldType::kUInt, ""}}});
+  std::string err;
+  REQUIRE(w.Open(dir.File("d.active"), Header(), &err));
+  const uint64_t header_bytes = w.stats().bytes_written;
+  access.refuse = EMFILE;
+  for (int i = 0; i < 100; i++) {
+    Value v[] = {Value::U(i), Value::U(i * 3)};
+    w.Append(id, v, 2);
+    if (i % 10 == 9) CHECK(w.Flush(&err));  // not an error: the blocks wait
+  }
+  CHECK(w.write_deferred());
+  CHECK(w.stats().bytes_written == header_bytes);
+  CHECK(ReadAll(dir.File("d.active")).size() == header_bytes);
+  access.refuse = 0;
+  REQUIRE(w.Flush(&err));
+  CHECK_FALSE(w.write_deferred());
+  CHECK(w.TakeLostEvents().empty());
+  REQUIRE(w.Seal({}, &err));
+  Segment seg = ReadSegmentFile(dir.File("d.active"));
+  CHECK(seg.state == SegmentState::kSealed);
+  REQUIRE(seg.events.size() == 100);
+  CHECK(seg.bad_blocks == 0);
+
+  // A seal that finds no descriptor either fails, and counts what it held.
+  REQUIRE(w.Open(dir.File("e.active"), Header(1), &err));
+  access.refuse = EMFILE;
+  for (int i = 0; i < 7; i++) {
+    Value v[] = {Value::U(i), Value::U(i)};
+    w.Append(id, v, 2);
+  }
+  REQUIRE(w.Flush(&err));
+  CHECK_FALSE(w.Seal({}, &err));
+  CHECK(err.find("Too many open files") != std::string::npos);
+  using Lost = std::vector<std::pair<std::string, uint64_t>>;
+  CHECK(w.TakeLostEvents() == Lost{{"o", 7}});
+  access.refuse = 0;
+}
+
+TEST_CASE("format writer: a file removed between writes is reported as vanished") {
+  TempDir dir;
+  SegmentWriter w;
+  uint32_t id = w.DefineEventType({"o", {{"time", FieldType::kTime, "ns"}}});
+  std::string err;
+  REQUIRE(w.Open(dir.File("v.active"), Header(), &err));
+  Value v[] = {Value::U(1)};
+  w.Append(id, v, 1);
+  REQUIRE(w.Flush(&err));
+  CHECK_FALSE(w.file_vanished());
+  REQUIRE(unlink(dir.File("v.active").c_str()) == 0);
+  w.Append(id, v, 1);
+  CHECK_FALSE(w.Flush(&err));
+  CHECK(w.file_vanished());
+  CHECK(err.find("No such file") != std::string::npos);
+  CHECK(access(dir.File("v.active").c_str(), F_OK) != 0);  // never created again by a write
+  w.Abandon();
+}
+
+TEST_CASE("format header carries the writer identity, which readers may skip") {
+  TempDir dir;
+  SegmentWriter w;
+  SegmentHeaderInfo h = Header(4);
+  for (int i = 0; i < 16; i++) h.identity.boot_id[i] = static_cast<uint8_t>(i * 7 + 1);
+  h.identity.pid_ns = 4026531836ull;
+  h.identity.start_ticks = 123456789ull;
+  std::string err;
+  REQUIRE(w.Open(dir.File("i.active"), h, &err));
+  REQUIRE(w.Seal({}, &err));
+  Segment seg = ReadSegmentFile(dir.File("i.active"));
+  CHECK(seg.state == SegmentState::kSealed);
+  CHECK(seg.header.sequence == 4u);
+  CHECK(seg.header.identity.pid_ns == h.identity.pid_ns);
+  CHECK(seg.header.identity.start_ticks == h.identity.start_ticks);
+  CHECK(std::memcmp(seg.header.identity.boot_id, h.identity.boot_id, 16) == 0);
+  // Without one, the header is as before.
+  REQUIRE(w.Open(dir.File("j.active"), Header(5), &err));
+  REQUIRE(w.Seal({}, &err));
+  Segment plain = ReadSegmentFile(dir.File("j.active"));
+  CHECK(plain.header.header_len + 2 + kWriterIdentityBytes == seg.header.header_len);
+  CHECK_FALSE(plain.header.identity.known());
 }

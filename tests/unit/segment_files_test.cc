@@ -14,7 +14,9 @@
 #include <ctime>
 #include <string>
 
+#include "format/segment_writer.h"
 #include "preload/flush/segment_files.h"
+#include "preload/flush/writer_liveness.h"
 #include "preload/runtime/utc_stamp.h"
 
 using namespace flightrec;
@@ -104,6 +106,36 @@ TEST_CASE("segment files: disk budget deletes the oldest sealed segments first")
   CHECK(system(cmd.c_str()) == 0);
 }
 
+// An .active file as a writer leaves it: a header naming pid and identity
+// (SPEC.md 3), then `bytes` in all.
+void WriteActive(const std::string& path, pid_t pid, const format::WriterIdentity& identity, size_t bytes) {
+  {
+    format::SegmentWriter w;
+    format::SegmentHeaderInfo h;
+    h.pid = static_cast<uint32_t>(pid);
+    h.identity = identity;
+    h.service = "svc";
+    std::string err;
+    REQUIRE_MESSAGE(w.Open(path, h, &err), err);
+    w.Abandon();
+  }
+  struct stat st;
+  REQUIRE(stat(path.c_str(), &st) == 0);
+  REQUIRE(static_cast<size_t>(st.st_size) < bytes);
+  int fd = open(path.c_str(), O_WRONLY | O_APPEND);
+  REQUIRE(fd >= 0);
+  std::string pad(bytes - static_cast<size_t>(st.st_size), 'x');
+  REQUIRE(write(fd, pad.data(), pad.size()) == static_cast<ssize_t>(pad.size()));
+  close(fd);
+}
+void SetAge(const std::string& path, time_t seconds) {
+  struct timespec ts[2];
+  clock_gettime(CLOCK_REALTIME, &ts[0]);
+  ts[0].tv_sec -= seconds;
+  ts[1] = ts[0];
+  REQUIRE(utimensat(AT_FDCWD, path.c_str(), ts, 0) == 0);
+}
+
 TEST_CASE("segment files: disk budget deletes the .active segments of dead processes, oldest first") {
   const std::string dir = TempDir();
   // A pid that is surely gone: a child that exited and was reaped.
@@ -118,33 +150,73 @@ TEST_CASE("segment files: disk budget deletes the .active segments of dead proce
     pause();
     _exit(0);
   }
-  auto name = [&](const char* stamp, pid_t pid, const char* ext) {
-    return dir + "/" + stamp + "-svc-" + std::to_string(pid) + "-0000." + ext;
+  const format::WriterIdentity own = OwnWriterIdentity();
+  REQUIRE(own.pid_ns != 0);
+  REQUIRE(own.start_ticks != 0);
+  format::WriterIdentity live_id = own, reused_id = own, dead_id = own, foreign_id = own, reboot_id = own;
+  live_id.start_ticks = ProcessStartTicks(live);
+  REQUIRE(live_id.start_ticks != 0);
+  reused_id.start_ticks = live_id.start_ticks + 1;  // the writer that had `live`'s pid before it
+  dead_id.start_ticks = own.start_ticks;
+  foreign_id.pid_ns = own.pid_ns + 1;  // a container's writer: its pid means nothing here
+  reboot_id.boot_id[0] ^= 0xff;       // from before a reboot, or another machine
+  auto name = [&](int stamp, pid_t pid, const char* ext) {
+    return dir + "/20250101T0000" + std::to_string(10 + stamp) + ".000Z-svc-" + std::to_string(pid) + "-0000." + ext;
   };
-  const std::string stale = name("20250101T000001.000Z", dead, "active");
-  const std::string running = name("20250101T000002.000Z", live, "active");
-  const std::string mine = name("20250101T000003.000Z", getpid(), "active");
-  const std::string locked = dir + "/20250101T000004.000Z-svc-" + std::to_string(dead) + "-0001.active";
-  const std::string sealed = name("20250101T000005.000Z", live, "seg");
-  const std::string current = name("20250101T000006.000Z", getpid(), "active");
-  for (const auto& p : {stale, running, mine, locked, sealed, current}) WriteFile(p, 1000);
-  // A writer in another pid namespace: the pid looks dead here, its flock says otherwise.
-  const int lock_fd = open(locked.c_str(), O_RDONLY);
+  const std::string stale = name(1, dead, "active");
+  const std::string running = name(2, live, "active");
+  const std::string reused = name(3, live, "active");
+  const std::string mine = name(4, getpid(), "active");
+  const std::string foreign_fresh = name(5, dead, "active");
+  const std::string foreign_quiet = name(6, dead, "active");
+  const std::string reboot_fresh = name(7, dead, "active");
+  const std::string legacy_fresh = name(8, dead, "active");
+  const std::string legacy_quiet = name(9, dead, "active");
+  const std::string writing = name(10, dead, "active");
+  const std::string sealed = name(11, live, "seg");
+  const std::string current = name(12, getpid(), "active");
+  WriteActive(stale, dead, dead_id, 1000);
+  WriteActive(running, live, live_id, 1000);
+  WriteActive(reused, live, reused_id, 1000);
+  WriteActive(mine, getpid(), own, 1000);
+  WriteActive(foreign_fresh, dead, foreign_id, 1000);
+  WriteActive(foreign_quiet, dead, foreign_id, 1000);
+  SetAge(foreign_quiet, 11 * 60);  // untouched for longer than a live writer ever is
+  WriteActive(reboot_fresh, dead, reboot_id, 1000);
+  WriteFile(legacy_fresh, 1000);  // no header: a writer of an older version (or not written yet)
+  WriteFile(legacy_quiet, 1000);
+  SetAge(legacy_quiet, 11 * 60);
+  WriteActive(writing, dead, foreign_id, 1000);
+  SetAge(writing, 11 * 60);
+  WriteFile(sealed, 1000);
+  WriteActive(current, getpid(), own, 1000);
+  // A writer in the middle of a write holds a shared flock on its file.
+  const int lock_fd = open(writing.c_str(), O_RDONLY);
   REQUIRE(lock_fd >= 0);
   REQUIRE(flock(lock_fd, LOCK_SH) == 0);
-  // 6000 bytes, budget 3500: the dead process's file (oldest) and the sealed one go.
-  CHECK(EnforceDiskBudget(dir, 3500, current) == 2);
+  // 12000 bytes, budget 8500: the oldest deletable ones go, the sealed one
+  // not reached: the dead process's, the one whose pid was reused since, the
+  // quiet foreign one and the quiet one without a header whose pid is gone.
+  CHECK(EnforceDiskBudget(dir, 8500, current) == 4);
   CHECK_FALSE(Exists(stale));
+  CHECK_FALSE(Exists(reused));
+  CHECK_FALSE(Exists(foreign_quiet));
+  CHECK_FALSE(Exists(legacy_quiet));
+  CHECK(Exists(sealed));
+  // However small the budget, nothing else but the sealed one may go.
+  CHECK(EnforceDiskBudget(dir, 0, current) == 1);
   CHECK_FALSE(Exists(sealed));
-  CHECK(Exists(running));
-  CHECK(Exists(mine));
-  CHECK(Exists(locked));
-  CHECK(Exists(current));
-  // Nothing else may go, however small the budget.
-  CHECK(EnforceDiskBudget(dir, 0, current) == 0);
+  for (const auto& kept : {running, mine, foreign_fresh, reboot_fresh, legacy_fresh, writing, current})
+    CHECK_MESSAGE(Exists(kept), kept);
   close(lock_fd);
+  // Once the write is over (no flock), a quiet foreign file goes too.
+  CHECK(EnforceDiskBudget(dir, 0, current) == 1);
+  CHECK_FALSE(Exists(writing));
   kill(live, SIGKILL);
   waitpid(live, nullptr, 0);
+  // The process is gone now: its file goes.
+  CHECK(EnforceDiskBudget(dir, 0, current) == 1);
+  CHECK_FALSE(Exists(running));
   std::string cmd = "rm -rf " + dir;
   CHECK(system(cmd.c_str()) == 0);
 }
