@@ -194,10 +194,16 @@ TEST_CASE("segment files: disk budget deletes the .active segments of dead proce
   const int lock_fd = open(writing.c_str(), O_RDONLY);
   REQUIRE(lock_fd >= 0);
   REQUIRE(flock(lock_fd, LOCK_SH) == 0);
-  // 12000 bytes, budget 8500: the oldest deletable ones go, the sealed one
-  // not reached: the dead process's, the one whose pid was reused since, the
-  // quiet foreign one and the quiet one without a header whose pid is gone.
-  CHECK(EnforceDiskBudget(dir, 8500, current) == 4);
+  // The budget counts allocated blocks (a 1000-byte file takes a block).
+  // Twelve files, budget eight and a half: the oldest deletable ones go, the
+  // sealed one not reached: the dead process's, the one whose pid was reused
+  // since, the quiet foreign one and the quiet one without a header whose
+  // pid is gone.
+  struct stat block_st;
+  REQUIRE(stat(stale.c_str(), &block_st) == 0);
+  const uint64_t per_file = static_cast<uint64_t>(block_st.st_blocks) * 512;
+  REQUIRE(per_file >= 1000);
+  CHECK(EnforceDiskBudget(dir, 8 * per_file + per_file / 2, current) == 4);
   CHECK_FALSE(Exists(stale));
   CHECK_FALSE(Exists(reused));
   CHECK_FALSE(Exists(foreign_quiet));
