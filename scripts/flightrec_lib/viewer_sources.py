@@ -199,6 +199,9 @@ class Sources:
             if not paths:
                 raise SourceError("no segments match %s" % (chosen.describe() or "this selection"))
         trace = cli.SelectedTrace(paths, chosen)
+        if not self.s3_url:
+            # Files that are no segment at all belong to no selection: every view names them.
+            trace.errors[:0] = [e for e in self._catalog[1].errors if e not in trace.errors]
         if chosen.incident is not None:
             try:
                 incidents.select(trace, chosen.incident)

@@ -181,9 +181,11 @@ def view_flame(ctx):
 
 
 def _kinds_links(ctx, view):
+    kind = _kind(ctx.params)
     return "<p>%s</p>" % " | ".join(
-        ('<b>%s</b>' if _kind(ctx.params) == k else '<a href="%s">%%s</a>' % esc(link(view, ctx.params, kind=k)))
-        % esc(profiles.KINDS[k]["title"]) for k in profiles.KINDS)
+        ("<b>%s</b>" % esc(profiles.KINDS[k]["title"])) if kind == k else
+        '<a href="%s">%s</a>' % (esc(link(view, ctx.params, kind=k)), esc(profiles.KINDS[k]["title"]))
+        for k in profiles.KINDS)
 
 
 def view_top(ctx):

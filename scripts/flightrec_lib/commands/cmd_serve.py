@@ -13,7 +13,7 @@ def register(subparsers):
     p.add_argument("--port", type=int, default=8470, metavar="N", help="port to listen on (default 8470; 0: any free)")
     p.add_argument("--bind", default="127.0.0.1", metavar="ADDR",
                    help="address to listen on (default 127.0.0.1: only this machine)")
-    p.add_argument("--max-mb", type=int, default=2048, metavar="MB",
+    p.add_argument("--max-mb", type=float, default=2048, metavar="MB",
                    help="largest selection (segment bytes) a view reads at once (default 2048)")
     p.set_defaults(func=run)
 
@@ -23,4 +23,4 @@ def run(args):
         raise cli.UsageError("--port must be 0..65535")
     if args.max_mb <= 0:
         raise cli.UsageError("--max-mb must be positive")
-    return viewer_server.serve(args.paths, args.bind, args.port, args.max_mb << 20)
+    return viewer_server.serve(args.paths, args.bind, args.port, int(args.max_mb * (1 << 20)))
