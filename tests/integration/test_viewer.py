@@ -244,6 +244,19 @@ def test_heap_page_lists_the_leaking_sites(recorded, viewer, tmp_path):
     assert shown[:5] == [s["function"] for s in doc["sites"][:5]]
 
 
+def test_compare_page_is_the_diff_report(recorded, viewer, tmp_path):
+    fr, out, pids, _ = recorded
+    dom, console = load(viewer.url("diff", a_pid=pids["cpu_split"], b_pid=pids["req_slow"]), tmp_path)
+    assert_clean(dom, console)
+    seg = {s: [p for p in fr.segments(out) if s in os.path.basename(p)][0] for s in pids}
+    doc = fr.dump_json("diff", "--json", seg["cpu_split"], seg["req_slow"])
+    shown = re.findall(r'<span class="fn">([^<]*)</span>', dom)
+    assert shown[:6] == [r["function"] for r in doc["functions"][:6]]
+    # Drawn from B (req_slow): its frames, coloured by change; A's hot leaf is not drawn.
+    widths, _ = frame_widths(flame_svgs(dom)[0])
+    assert "slow_path" in widths and "leaf_a" not in widths
+
+
 def test_click_on_a_frame_opens_it_in_the_call_tree(recorded, viewer, tmp_path):
     fr, out, pids, _ = recorded
     with DevTools(tmp_path) as dt:
