@@ -350,7 +350,8 @@ def view_requests(ctx):
     if details:
         out.append("<h2>Slowest %d</h2>" % len(details))
     for i, (r, trees) in enumerate(details, 1):
-        where = "%s %s %s" % (esc(r["local"] or "?"), "&lt;-" if r["role"] == "server" else "-&gt;", esc(r["peer"] or "?"))
+        arrow = "&lt;-" if r["role"] == "server" else "-&gt;"
+        where = "%s %s %s" % (esc(r["local"] or "?"), arrow, esc(r["peer"] or "?"))
         out.append('<h3 class="slow">#%d %s, %s request on conn %d (%s), pid %s tid %s %s at +%.3fs, %s in, %s out'
                    '</h3>' % (i, esc(fmt_ns(r["duration_ns"])), esc(r["role"]), r["connection"], where, r["pid"],
                               r["tid"], esc(thread_names.get((r["pid"], r["tid"]), "")),
