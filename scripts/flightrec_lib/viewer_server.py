@@ -56,6 +56,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     server_version = "flightrec-viewer"
     sys_version = ""
     protocol_version = "HTTP/1.1"
+    timeout = 120  # a connection that sends nothing for this long is closed (its thread ends)
 
     def log_message(self, fmt, *args):  # quiet: errors get their own line
         pass
