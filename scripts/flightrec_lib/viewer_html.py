@@ -17,6 +17,7 @@ notes) goes through esc(): the recorded program chose those strings.
 import base64
 import html
 import json
+import re
 import urllib.parse
 
 from . import calltree, flamegraph
@@ -282,9 +283,15 @@ def page(view, params, title, body, source, saved=False, problems=(), generated=
     if problems:
         out.append('<div class="problems"><b>Some input could not be read</b> (the rest is shown):<ul>%s</ul></div>'
                    % "".join("<li>%s: %s</li>" % (esc(p), esc(m)) for p, m in problems))
+    if saved:
+        # Links into the server lead nowhere from a file: keep their text.
+        body = _SERVER_LINK.sub(r"\1", body)
     out.append(body)
     out.append("</main><script>%s</script></body></html>" % _TREE_SCRIPT)
     return "".join(out)
+
+
+_SERVER_LINK = re.compile(r'<a href="/[^"]*">(.*?)</a>', re.S)
 
 
 def error_page(view, params, title, message, source):
