@@ -196,17 +196,25 @@ class SelectedTrace(Trace):
             self._progress.advance()
 
 
-def report_damage(trace):
-    """One line per damaged segment: how many blocks were bad and the first
-    problem, or else the first event type whose layout cannot be used."""
+def damage_lines(trace):
+    """(path, message) per damaged segment: how many blocks were bad and the
+    first problem, or else the first event type whose layout cannot be used."""
+    out = []
     for seg in trace.segments:
         if seg.bad_blocks:
             first = next((m for _, m in seg.problems), "")
-            err_file(seg.path, "%d damaged block%s skipped (%s); the rest was read" % (
-                seg.bad_blocks, "" if seg.bad_blocks == 1 else "s", first))
+            out.append((seg.path, "%d damaged block%s skipped (%s); the rest was read" % (
+                seg.bad_blocks, "" if seg.bad_blocks == 1 else "s", first)))
         elif seg.unusable_types:
             first = next(m for _, m in seg.problems if "fields of unexpected types" in m)
-            err_file(seg.path, first)
+            out.append((seg.path, first))
+    return out
+
+
+def report_damage(trace):
+    """One stderr line per damaged segment (damage_lines)."""
+    for path, message in damage_lines(trace):
+        err_file(path, message)
 
 
 def exit_status(trace):

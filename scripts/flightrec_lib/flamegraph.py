@@ -86,7 +86,7 @@ function init(evt) {
   FRAMES.forEach(function (g) {
     g.addEventListener("mouseover", function () { details.textContent = g.getAttribute("data-info"); });
     g.addEventListener("mouseout", function () { details.textContent = " "; });
-    g.addEventListener("click", function () { zoom(g); });
+    g.addEventListener("click", function () { zoom(g); tellParent(g); });
   });
   unzoomBtn.addEventListener("click", unzoom);
   searchBtn.addEventListener("click", function () { if (searching) resetSearch(); else search(); });
@@ -121,6 +121,18 @@ function zoom(node) {
     }
   });
   unzoomBtn.classList.remove("hide");
+}
+// Embedded in a page (flightrec-dump serve), the page shows the clicked
+// frame's call tree: it hears the frame's call path, root first.
+function tellParent(node) {
+  if (window.parent === window) return;
+  var x0 = num(node, "data-x"), w0 = num(node, "data-w"), d0 = num(node, "data-d"), eps = TOTAL * 1e-9;
+  var path = [];
+  FRAMES.forEach(function (g) {
+    var x = num(g, "data-x"), w = num(g, "data-w"), d = num(g, "data-d");
+    if (d > 0 && d <= d0 && x <= x0 + eps && x + w >= x0 + w0 - eps) path[d - 1] = g.getAttribute("data-n");
+  });
+  window.parent.postMessage({flightrecFrame: path}, "*");
 }
 function unzoom() {
   var scale = (W - 2 * PADX) / TOTAL;

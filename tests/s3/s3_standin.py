@@ -545,6 +545,19 @@ def _make_handler(standin):
             with standin.lock:
                 keys = sorted(k for k in standin.objects_by_key if k.startswith(prefix) and k > after)
                 sizes = {k: len(standin.objects_by_key[k]) for k in keys}
+            # delimiter: keys with it past the prefix roll up into CommonPrefixes
+            # (one entry each, as S3 lists them; the page holds both kinds).
+            delim = q.get("delimiter", "")
+            common = []
+            if delim:
+                plain = []
+                for k in keys:
+                    cut = k.find(delim, len(prefix))
+                    if cut < 0:
+                        plain.append(k)
+                    elif k[:cut + len(delim)] not in common:
+                        common.append(k[:cut + len(delim)])
+                keys = plain
             page, rest = keys[:max_keys], keys[max_keys:]
             root = ET.Element("ListBucketResult", xmlns=S3_NS)
             ET.SubElement(root, "Name").text = bucket
@@ -562,6 +575,9 @@ def _make_handler(standin):
                 ET.SubElement(c, "Key").text = quote(k, safe="/") if url_encoded else k
                 ET.SubElement(c, "Size").text = str(sizes[k])
                 ET.SubElement(c, "StorageClass").text = "STANDARD"
+            for cp in common:
+                ET.SubElement(ET.SubElement(root, "CommonPrefixes"), "Prefix").text = \
+                    quote(cp, safe="/") if url_encoded else cp
             return 200, ET.tostring(root), {}
 
         # ---- control endpoint (unsigned; tests only) -------------------------------------

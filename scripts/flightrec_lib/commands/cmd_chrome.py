@@ -20,9 +20,12 @@ def _labels(frames):
     return [profiles.frame_label(f) for f in frames]
 
 
-def run(args):
-    trace = cli.open_trace(args.paths)
-    ct = chrome_trace.ChromeTrace(spill_dir=os.path.dirname(os.path.abspath(args.output)))
+def timeline(trace, spill_dir=None, on_damage=None):
+    """The trace as a ChromeTrace (write() it out): what `chrome` writes and
+    the viewer draws. on_damage(path, message) hears of blocks found damaged
+    only now (default: one stderr line per file)."""
+    on_damage = on_damage or cli.err_file
+    ct = chrome_trace.ChromeTrace(spill_dir=spill_dir)
     for seg in trace.segments:
         pid = seg.pid
         ct.process(pid, "%s (pid %d)" % (seg.header.get("service") or "process", pid))
@@ -39,7 +42,7 @@ def run(args):
             if cols is None:
                 # Columns decode lazily: this damage is found only now (exit status 1
                 # follows from segment.bad_blocks).
-                cli.err_file(seg.path, "damaged %s block at offset %d skipped" % (batch.type.name, batch.offset))
+                on_damage(seg.path, "damaged %s block at offset %d skipped" % (batch.type.name, batch.offset))
                 continue
             # The row's keys, not the schema's names: a damaged schema can name a
             # stack field "type" or "pid", which rows() renames.
@@ -69,6 +72,12 @@ def run(args):
         ct.add(pid, "request", first_segment[pid].wall_ns(start),
                {"time": start, "tid": tid, "conn": conn, "duration_ns": dur, "bytes_in": bin_, "bytes_out": bout,
                 "role": role})
+    return ct
+
+
+def run(args):
+    trace = cli.open_trace(args.paths)
+    ct = timeline(trace, spill_dir=os.path.dirname(os.path.abspath(args.output)))
     try:
         with open(args.output, "w", encoding="utf-8") as f:
             n = ct.write(f)

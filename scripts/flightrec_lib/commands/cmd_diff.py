@@ -82,17 +82,16 @@ def run(args):
                              "(--a-from/--a-to, --b-from/--b-to)")
     trace_a = cli.open_trace([path_a])
     trace_b = trace_a if path_b == path_a else cli.open_trace([path_b])
-    sides = []
-    for trace, (lo, hi), path, label in ((trace_a, win_a, path_a, "A"), (trace_b, win_b, path_b, "B")):
-        try:
-            profile = profiles.build(trace, args.kind, thread=args.thread, t_from=lo, t_to=hi)
-        except profiles.ProfileError as e:
-            raise cli.UsageError("side %s: %s" % (label, e)) from None
-        for p, message in profile.problems:
-            cli.err_file(p, message)
-        if not profile.entries and trace.segments:  # no segments: each file has had its line already
-            cli.err("side %s (%s): %s" % (label, _describe(path, (lo, hi)), profiles.empty_message(profile, trace)))
-        sides.append((profile, diff.Side(profile.paths(trim=True), label=label), _describe(path, (lo, hi))))
+    notes = []
+    try:
+        sides = build_sides(args.kind, args.thread, (trace_a, win_a, path_a), (trace_b, win_b, path_b), notes)
+    except profiles.ProfileError as e:
+        raise cli.UsageError(str(e)) from None
+    for note in notes:
+        if isinstance(note, tuple):
+            cli.err_file(*note)
+        else:
+            cli.err(note)
     (pa, a, da), (pb, b, db) = sides
     status = max(cli.exit_status(trace_a), cli.exit_status(trace_b))
     if not a.entries and not b.entries and not args.flame:
@@ -104,6 +103,25 @@ def run(args):
         return status
     _top(args, pa, a, b, da, db)
     return status
+
+
+def build_sides(kind, thread, side_a, side_b, notes):
+    """[(profile, diff.Side, description)] for sides A and B, each given as
+    (trace, (from, to), name): what `diff` compares and the viewer draws.
+    Problems go to notes: (path, message) per file, or a line saying a side
+    is empty. A bad request raises profiles.ProfileError naming the side."""
+    sides = []
+    for (trace, (lo, hi), path), label in ((side_a, "A"), (side_b, "B")):
+        try:
+            profile = profiles.build(trace, kind, thread=thread, t_from=lo, t_to=hi)
+        except profiles.ProfileError as e:
+            raise profiles.ProfileError("side %s: %s" % (label, e)) from None
+        notes.extend(profile.problems)
+        if not profile.entries and trace.segments:  # no segments: each file has had its line already
+            notes.append("side %s (%s): %s" % (label, _describe(path, (lo, hi)),
+                                               profiles.empty_message(profile, trace)))
+        sides.append((profile, diff.Side(profile.paths(trim=True), label=label), _describe(path, (lo, hi))))
+    return sides
 
 
 def _fmt(unit):

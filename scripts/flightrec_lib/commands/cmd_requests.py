@@ -251,53 +251,10 @@ def run(args):
     if args.diff:
         from .. import requests_diff
         return requests_diff.diff_report(trace, args.role, args.json, None, args.min_pct)
-    conns = read_connections(trace)
-
-    # One pass over the requests, holding none of them: the summaries and
-    # histograms, the N slowest, and for --json every request as a line of
-    # a sorted spill (spill_sort.py).
-    reset_exact_budget()
-    stats = {}
-    listing = SpillSort(7, prefix="flightrec-requests-") if args.json else None
-    role_ids = {}  # a role's text may hold anything (older traces recorded it): listed by number
-
-    def tap():
-        for r in request_inference.iter_requests(trace, args.role):
-            st = stats.get(r[ROLE])
-            if st is None:
-                st = stats[r[ROLE]] = RoleStats()
-            st.add(r)
-            if listing is not None:
-                role = role_ids.setdefault(r[ROLE], str(len(role_ids)))
-                listing.add((r[START], r[PID], r[CONN], r[TID], r[DURATION], r[BYTES_IN], r[BYTES_OUT], role))
-            yield r
-
-    if args.slowest:
-        slowest = heapq.nsmallest(args.slowest, tap(), key=_slowest_key)
-    else:
-        slowest = []
-        for _ in tap():
-            pass
-    in_flight = concurrency(trace, args.role, slowest) if slowest else []
-    windows = {}
-    for r in slowest:
-        windows.setdefault((r[PID], r[TID]), []).append((r[START], r[START] + r[DURATION]))
-    samples = read_samples(trace, windows) if slowest else {}
-    details = []  # per slowest request: (dict as --json lists it, {kind: call tree})
-    for r, n in zip(slowest, in_flight):
-        lo, hi = r[START], r[START] + r[DURATION]
-        trees = {}
-        for kind in KINDS:
-            entries = window_entries(kind, samples[kind].get((r[PID], r[TID])), lo, hi)
-            if entries:
-                trees[kind] = calltree.build(entries)
-        d = request_dict(r, conns)
-        d["tree"] = {k: tree_json(t) for k, t in trees.items()}
-        d["concurrent"] = n
-        details.append((d, trees))
-
-    hist = {role: stats[role].histogram() for role in sorted(stats)}
-    summ = {role: stats[role].summary() for role in hist}
+    rep = analyse(trace, args.role, args.slowest, listing=args.json)
+    stats, slowest, details, hist, summ, conns = (rep["stats"], rep["slowest"], rep["details"], rep["histogram"],
+                                                 rep["summary"], rep["conns"])
+    listing, role_ids = rep["listing"], rep["role_ids"]
 
     if args.json:
         write_json(listing, list(role_ids), slowest, details, hist, summ, conns)
@@ -359,6 +316,64 @@ def run(args):
             for line in calltree.render(root, unit=KIND_UNITS[kind], min_pct=args.min_pct):
                 print("   " + line)
     return cli.exit_status(trace)
+
+
+def analyse(trace, role="all", slowest_n=5, listing=False):
+    """The requests report as data (the viewer shows it, run prints it):
+    {"stats": {role: RoleStats}, "slowest": [request tuples], "details":
+    [(request dict as --json lists it, {kind: call tree})], "histogram",
+    "summary" (per role), "conns", and with listing=True "listing" (the
+    sorted spill of every request, which the caller closes) and "role_ids"}."""
+    conns = read_connections(trace)
+
+    # One pass over the requests, holding none of them: the summaries and
+    # histograms, the N slowest, and for --json every request as a line of
+    # a sorted spill (spill_sort.py).
+    reset_exact_budget()
+    stats = {}
+    listing = SpillSort(7, prefix="flightrec-requests-") if listing else None
+    role_ids = {}  # a role's text may hold anything (older traces recorded it): listed by number
+
+    def tap():
+        for r in request_inference.iter_requests(trace, role):
+            st = stats.get(r[ROLE])
+            if st is None:
+                st = stats[r[ROLE]] = RoleStats()
+            st.add(r)
+            if listing is not None:
+                rid = role_ids.setdefault(r[ROLE], str(len(role_ids)))
+                listing.add((r[START], r[PID], r[CONN], r[TID], r[DURATION], r[BYTES_IN], r[BYTES_OUT], rid))
+            yield r
+
+    if slowest_n:
+        slowest = heapq.nsmallest(slowest_n, tap(), key=_slowest_key)
+    else:
+        slowest = []
+        for _ in tap():
+            pass
+    in_flight = concurrency(trace, role, slowest) if slowest else []
+    windows = {}
+    for r in slowest:
+        windows.setdefault((r[PID], r[TID]), []).append((r[START], r[START] + r[DURATION]))
+    samples = read_samples(trace, windows) if slowest else {}
+    details = []  # per slowest request: (dict as --json lists it, {kind: call tree})
+    for r, n in zip(slowest, in_flight):
+        lo, hi = r[START], r[START] + r[DURATION]
+        trees = {}
+        for kind in KINDS:
+            entries = window_entries(kind, samples[kind].get((r[PID], r[TID])), lo, hi)
+            if entries:
+                trees[kind] = calltree.build(entries)
+        d = request_dict(r, conns)
+        d["tree"] = {k: tree_json(t) for k, t in trees.items()}
+        d["concurrent"] = n
+        details.append((d, trees))
+
+    hist = {name: stats[name].histogram() for name in sorted(stats)}
+    summ = {name: stats[name].summary() for name in hist}
+
+    return {"stats": stats, "slowest": slowest, "details": details, "histogram": hist, "summary": summ,
+            "conns": conns, "listing": listing, "role_ids": role_ids}
 
 
 def request_dict(r, conns):
