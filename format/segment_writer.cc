@@ -17,6 +17,7 @@
 #include "format/column_encoder.h"
 #include "format/crc32c.h"
 #include "format/framing.h"
+#include "format/fsize_guard.h"
 #include "format/intern_tables.h"
 #include "format/mi_containers.h"
 #include "format/own_fds.h"
@@ -230,12 +231,19 @@ struct SegmentWriter::Impl {
     ClearBatch(&t);
   }
 
-  // Writes `out` with write(2): retries EINTR and short writes.
+  // Writes `out` with write(2): retries EINTR and short writes. A write
+  // that would take the file past RLIMIT_FSIZE is not attempted, and none
+  // raises SIGXFSZ (fsize_guard.h): the program would die of our write.
   bool WriteOut() {
     if (failed) return false;
+    const uint64_t limit = FileSizeLimit();
+    if (stats.bytes_written + out.size() > limit) {
+      Fail("write " + path + ": the file would pass RLIMIT_FSIZE (" + std::to_string(limit) + " bytes)");
+      return false;
+    }
     size_t off = 0;
     while (off < out.size()) {
-      ssize_t n = ::write(fd, out.data() + off, out.size() - off);
+      ssize_t n = WriteWithoutSigxfsz(fd, out.data() + off, out.size() - off);
       if (n < 0) {
         if (errno == EINTR) continue;
         Fail(ErrnoText("write", path, errno));

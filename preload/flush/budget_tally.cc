@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "format/fsize_guard.h"
 #include "preload/fds/fd_guard.h"
 #include "preload/flush/segment_files.h"
 #include "preload/runtime/clock.h"
@@ -61,7 +62,8 @@ uint64_t AccountSealedSegment(int dir_fd, uint64_t max_bytes, uint64_t sealed_by
     t.last_scan_ns = realtime_ns;
   }
   // A short or failed write leaves an unknown tally: the next seal scans.
-  (void)!pwrite(fd, &t, sizeof(t), 0);
+  // Never past RLIMIT_FSIZE, never SIGXFSZ (fsize_guard.h).
+  if (format::FileSizeAllows(sizeof(t))) (void)!format::PwriteWithoutSigxfsz(fd, &t, sizeof(t), 0);
   CloseTransientFd(fd);  // releases the flock
   return deleted;
 }

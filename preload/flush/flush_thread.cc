@@ -48,6 +48,7 @@
 #include <cstring>
 #include <map>
 
+#include "format/fsize_guard.h"
 #include "format/segment_writer.h"
 #include "preload/flush/budget_tally.h"
 #include "preload/runtime/clock.h"
@@ -121,6 +122,7 @@ struct FlushState {
   uint64_t seq = 0;
   std::string active_path;
   uint64_t opened_ns = 0;
+  uint64_t segment_cap = UINT64_MAX;  // FLIGHTREC_SEGMENT_BYTES, or half of RLIMIT_FSIZE if less
   uint64_t last_block_ns = 0;
   uint64_t last_rusage_ns = 0;
   uint64_t retry_at_ns = 0;
@@ -237,6 +239,16 @@ bool OpenSegment(FlushState& s, uint64_t now) {
                  std::to_string(kMinNofileForRecording) + " the recorder needs");
     return false;
   }
+  // The program lowered its file-size limit (setrlimit, prlimit): a segment
+  // must not take it to the limit (the write would fail, or on a program
+  // thread raise SIGXFSZ). Paused, retried; segments rotate at half of it.
+  const uint64_t fsize = format::FileSizeLimit();
+  if (fsize < kMinFileSizeForRecording) {
+    Pause(s, "RLIMIT_FSIZE lowered to " + std::to_string(fsize) + " bytes, under the " +
+                 std::to_string(kMinFileSizeForRecording) + " a segment needs");
+    return false;
+  }
+  s.segment_cap = std::min<uint64_t>(cfg.segment_bytes, fsize / 2);
   OutputDir dir;
   if (!OpenOutputDir(cfg.output, cfg.allow_foreign_dir, true, &dir, &error)) {
     Pause(s, error);
@@ -505,7 +517,7 @@ void Tick(FlushState& s, bool final_tick, bool nudged) {
     }
     NoteDurable(s);
   }
-  if (incident_done || s.writer->stats().bytes_written + s.writer->buffered_bytes() >= cfg.segment_bytes ||
+  if (incident_done || s.writer->stats().bytes_written + s.writer->buffered_bytes() >= s.segment_cap ||
       now - s.opened_ns >= WindowKeeper::SegmentSecondsFor(cfg.segment_seconds) * 1000 * kMs) {
     SealSegment(s);
     if (!s.paused) OpenSegment(s, MonotonicNs());

@@ -16,6 +16,7 @@
 
 #include <mimalloc.h>
 
+#include "format/fsize_guard.h"
 #include "preload/alloc/alloc_sampler.h"
 #include "preload/heap/address_space.h"
 #include "preload/runtime/clock.h"
@@ -32,6 +33,7 @@
 #include "preload/runtime/log.h"
 #include "preload/heap/recorder_heap.h"
 #include "preload/flush/output_dir.h"
+#include "preload/flush/segment_files.h"
 #include "preload/runtime/runtime_state.h"
 #include "preload/threads/ring_growth.h"
 #include "preload/threads/thread_registry.h"
@@ -185,6 +187,15 @@ void StartRecording() {
   if (!NofileLeavesRoomForRecorder(&nofile)) {
     Log(LogLevel::kWarn, "recording off: RLIMIT_NOFILE %lu leaves the program too few descriptors (the recorder "
         "needs a soft limit of at least %lu)", nofile, kMinNofileForRecording);
+    return;
+  }
+  // Under a tight file-size limit every segment write would pass it, and
+  // one on the program's thread (the first segment, opened here) raised
+  // SIGXFSZ: stay off (format/fsize_guard.h).
+  const uint64_t fsize = format::FileSizeLimit();
+  if (fsize < kMinFileSizeForRecording) {
+    Log(LogLevel::kWarn, "recording off: RLIMIT_FSIZE %llu bytes is under the %llu a segment needs",
+        static_cast<unsigned long long>(fsize), static_cast<unsigned long long>(kMinFileSizeForRecording));
     return;
   }
   // Under a tight address-space limit the room is the program's: stay off
