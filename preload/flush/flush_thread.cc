@@ -60,6 +60,7 @@
 #include "preload/flush/output_dir.h"
 #include "preload/threads/record_kinds.h"
 #include "preload/runtime/recorder_thread.h"
+#include "preload/runtime/thread_allowance.h"
 #include "preload/threads/ring_growth.h"
 #include "preload/flush/segment_files.h"
 #include "preload/flush/window_keeper.h"
@@ -588,6 +589,12 @@ void* FlushMain(void* arg) {
     const uint32_t now_seen = g_wake_word.load(std::memory_order_seq_cst);
     const bool nudged = now_seen != seen;  // not just the timer: scan every slot
     seen = now_seen;
+    // The program lowered RLIMIT_NPROC under what we need: this thread is
+    // one it may miss (thread_allowance.h). It leaves; the rings keep what
+    // they can (the rest is counted as dropped) and the exiting thread's
+    // final tick writes it, as after any stop.
+    if (!NprocStillLeavesRoom("the flush thread leaves (the rest is written at exit) and no thread of ours starts"))
+      break;
     if (!BeginTick(*s)) break;
     if (s->crash_requested.load(std::memory_order_acquire)) {
       // Seal now; do not open a new segment (the process is about to die).
@@ -636,7 +643,7 @@ bool Launch(const ProcessInfo& info, bool defer_open) {
   if (!defer_open) OpenFirstSegment(*s, MonotonicNs());
   const int rc = CreateRecorderThread(&s->thread, "flightrec-flush", FlushMain, s);
   if (rc != 0) {
-    Log(LogLevel::kWarn, "cannot start the flush thread: %s; recording disabled", strerror(rc));
+    if (rc != kRefusedForNproc) Log(LogLevel::kWarn, "cannot start the flush thread: %s; recording disabled", strerror(rc));
     if (s->writer && s->writer->is_open()) s->writer->Abandon();
     return false;
   }

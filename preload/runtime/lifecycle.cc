@@ -35,6 +35,7 @@
 #include "preload/flush/output_dir.h"
 #include "preload/flush/segment_files.h"
 #include "preload/runtime/runtime_state.h"
+#include "preload/runtime/thread_allowance.h"
 #include "preload/threads/ring_growth.h"
 #include "preload/threads/thread_registry.h"
 #include "preload/stacks/local_stack.h"
@@ -187,6 +188,14 @@ void StartRecording() {
   if (!NofileLeavesRoomForRecorder(&nofile)) {
     Log(LogLevel::kWarn, "recording off: RLIMIT_NOFILE %lu leaves the program too few descriptors (the recorder "
         "needs a soft limit of at least %lu)", nofile, kMinNofileForRecording);
+    return;
+  }
+  // Under a tight process-count limit the threads are the program's: stay
+  // off before any of ours starts (thread_allowance.h).
+  unsigned long nproc = 0;
+  if (!NprocLeavesRoomForRecorder(&nproc)) {
+    Log(LogLevel::kWarn, "recording off: RLIMIT_NPROC %lu leaves the program too few threads (the recorder "
+        "needs a soft limit of at least %lu)", nproc, kMinNprocForRecording);
     return;
   }
   // Under a tight file-size limit every segment write would pass it, and

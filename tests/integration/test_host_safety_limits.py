@@ -114,3 +114,74 @@ def test_execl_family_keeps_every_argument(fr, trace_dir, tmp_path, call):
     expected = "10000 bar\n" if call == "execle" else "10000 unset\n"
     assert (plain.returncode, plain.stdout) == (0, expected), plain
     assert (traced.returncode, traced.stdout) == (0, expected), traced
+
+
+# ---------------------------------------------------------------- item 11
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def nobody_dir():
+    """A directory uid 65534 can reach and record into (its parent root's,
+    0755; itself 65534's, 0700)."""
+    if os.geteuid() != 0 or not shutil.which("setpriv") or not shutil.which("prlimit"):
+        pytest.skip("needs root, setpriv and prlimit to run a program as another user")
+    import tempfile
+    top = tempfile.mkdtemp(prefix="fr-nproc-", dir="/tmp")
+    os.chmod(top, 0o755)
+    out = os.path.join(top, "trace")
+    os.mkdir(out, 0o700)
+    os.chown(out, NOBODY, NOBODY)
+    yield out
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def as_nobody_under_nproc(fr, nproc, args, out, preload):
+    """The program as uid 65534 (root is exempt from RLIMIT_NPROC) under
+    `prlimit --nproc=N`; the preload only in the program itself."""
+    env = fr.env(out, preload=False)
+    inner = ["env", f"LD_PRELOAD={fr.preload}"] if preload else []
+    cmd = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
+           "prlimit", f"--nproc={nproc}"] + inner + [fr.program("nproc_threads")] + args
+    return run(cmd, env, timeout=120)
+
+
+@pytest.mark.parametrize("nproc", [4, 8])
+def test_nproc_limit_leaves_the_program_its_threads(fr, nobody_dir, nproc):
+    """Under `prlimit --nproc=4` (or 8) the program creates as many threads
+    with the preload as without (before: two fewer, our flush and sampler
+    threads took them); the recorder stays off with one line."""
+    plain = as_nobody_under_nproc(fr, nproc, ["20"], nobody_dir, preload=False)
+    traced = as_nobody_under_nproc(fr, nproc, ["20"], nobody_dir, preload=True)
+    assert 0 < plain.returncode < 20, plain
+    assert traced.returncode == plain.returncode, (plain, traced)
+    lines = flightrec_lines(traced.stderr)
+    assert len(lines) == 1 and "RLIMIT_NPROC" in lines[0], traced.stderr
+    assert fr.segments(nobody_dir) == []
+
+
+def test_nproc_limit_lowered_by_the_program(fr, nobody_dir):
+    """The program starts under a limit we can live with (80), lowers its soft
+    limit to 4, waits until it is its only thread, and creates threads: the
+    recorder's threads have left (one line), so it creates as many as plain;
+    what was recorded is still sealed at exit."""
+    args = ["20", "0.2", "4"]
+    plain = as_nobody_under_nproc(fr, 80, args, nobody_dir + "-plain", preload=False)
+    traced = as_nobody_under_nproc(fr, 80, args, nobody_dir, preload=True)
+    assert 0 < plain.returncode < 20, plain
+    assert traced.returncode == plain.returncode, (plain, traced)
+    lines = flightrec_lines(traced.stderr)
+    assert len(lines) == 1 and "RLIMIT_NPROC lowered" in lines[0], traced.stderr
+    segments = fr.segments(nobody_dir)
+    assert segments and all(p.endswith(".seg") for p in segments), segments
+    assert fr.events(nobody_dir, "process.start")
+
+
+def test_nproc_limit_with_room_records_as_usual(fr, nobody_dir):
+    """A limit with room (80): the program's 20 threads, and a trace."""
+    plain = as_nobody_under_nproc(fr, 80, ["20"], nobody_dir + "-plain", preload=False)
+    traced = as_nobody_under_nproc(fr, 80, ["20"], nobody_dir, preload=True)
+    assert plain.returncode == traced.returncode == 20, (plain, traced)
+    assert flightrec_lines(traced.stderr) == []
+    assert len(fr.events(nobody_dir, "thread.start")) >= 20
