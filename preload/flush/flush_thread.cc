@@ -60,6 +60,7 @@
 #include "preload/flush/output_dir.h"
 #include "preload/threads/record_kinds.h"
 #include "preload/runtime/recorder_thread.h"
+#include "preload/runtime/seccomp_state.h"
 #include "preload/runtime/thread_allowance.h"
 #include "preload/threads/ring_growth.h"
 #include "preload/flush/segment_files.h"
@@ -485,6 +486,7 @@ void Tick(FlushState& s, bool final_tick, bool nudged) {
   if (cfg.rusage_ms && (now - s.last_rusage_ns >= cfg.rusage_ms * kMs || final_tick)) {
     s.last_rusage_ns = now;
     EmitRusage(ctx);
+    CheckSeccompStatus();  // a filter installed by a raw system call (seccomp_state.h)
     const uint64_t names_ns = MonotonicNs();  // not `now`: see RefreshThreadName
     s.slots.ForEachDue(final_tick, [&](ThreadState* ts) { RefreshThreadName(ctx, ts, names_ns); });
     // The directory may have been removed under us: writes to an unlinked file

@@ -35,6 +35,7 @@
 #include "preload/flush/output_dir.h"
 #include "preload/flush/segment_files.h"
 #include "preload/runtime/runtime_state.h"
+#include "preload/runtime/seccomp_state.h"
 #include "preload/runtime/thread_allowance.h"
 #include "preload/threads/ring_growth.h"
 #include "preload/threads/thread_registry.h"
@@ -224,6 +225,9 @@ void StartRecording() {
     Log(LogLevel::kWarn, "recording off: no memory for the recorder (address-space limit?)");
     return;
   }
+  // A filter inherited through exec (a sandbox's launcher): nothing of ours
+  // may make a call it could kill on, from the first unwind on.
+  CheckSeccompStatus();
   // Our descriptors go high, out of the numbers programs pick (fd_guard.h).
   SetOwnFdFloorFromLimit();
   // Started with stdin, stdout or stderr closed: what init opens (libunwind's

@@ -185,3 +185,32 @@ def test_nproc_limit_with_room_records_as_usual(fr, nobody_dir):
     assert plain.returncode == traced.returncode == 20, (plain, traced)
     assert flightrec_lines(traced.stderr) == []
     assert len(fr.events(nobody_dir, "thread.start")) >= 20
+
+
+# ---------------------------------------------------------------- item 6
+
+def stacks_with(events, function):
+    return [e for e in events if any(f.get("function") == function for f in e.get("stack") or [])]
+
+
+@pytest.mark.parametrize("mode", ["prctl", "tsync", "launch"])
+def test_seccomp_filter_that_kills_on_process_vm_readv(fr, trace_dir, tmp_path, mode):
+    """The program's filter kills the process on process_vm_readv, which it
+    never calls: installed by the main thread with prctl, on every thread
+    (ours too) with seccomp(2) and TSYNC, or by a launcher before the
+    recorder started. It exits 0, as plain, and its trace still has CPU
+    samples and allocation stacks through its own functions; the log says
+    once that a filter was seen."""
+    cmd = [fr.program("seccomp_work"), mode, "1"]
+    plain = run(cmd, fr.env(tmp_path / "plain", preload=False))
+    traced = run(cmd, fr.env(trace_dir, {"FLIGHTREC_LOG": "info"}))
+    assert (plain.returncode, plain.stdout) == (0, "done\n"), plain
+    assert (traced.returncode, traced.stdout) == (0, "done\n"), traced
+    seen = [line for line in flightrec_lines(traced.stderr) if "seccomp filter" in line]
+    # launch: the launcher's image saw it at its prctl, the target at start.
+    assert len(seen) == (2 if mode == "launch" else 1), traced.stderr
+    cpu = fr.events(trace_dir, "cpu.sample")
+    assert stacks_with(cpu, "burn_in_sandbox"), len(cpu)
+    if not fr.sanitized:
+        allocs = fr.events(trace_dir, "alloc.sample")
+        assert stacks_with(allocs, "worker"), len(allocs)
