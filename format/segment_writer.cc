@@ -18,6 +18,7 @@
 #include "format/column_encoder.h"
 #include "format/crc32c.h"
 #include "format/framing.h"
+#include "format/fsize_guard.h"
 #include "format/intern_tables.h"
 #include "format/mi_containers.h"
 #include "format/own_fds.h"
@@ -250,9 +251,16 @@ struct SegmentWriter::Impl {
   // (SegmentWriter: no descriptor is held between writes). With no
   // descriptor free, `out` waits for the next write (write_deferred());
   // returns false only on a failure.
+  // A write that would take the file past RLIMIT_FSIZE is not attempted,
+  // and none raises SIGXFSZ (fsize_guard.h): the program would die of it.
   bool WriteOut() {
     if (failed) return false;
     if (out.empty()) return true;
+    const uint64_t limit = FileSizeLimit();
+    if (stats.bytes_written + out.size() > limit) {
+      Fail("write " + path + ": the file would pass RLIMIT_FSIZE (" + std::to_string(limit) + " bytes)");
+      return false;
+    }
     const int f = access->Open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0);
     if (f < 0) {
       const int err = errno;
@@ -283,7 +291,7 @@ struct SegmentWriter::Impl {
         Fail("write " + path + ": the application took over the segment's descriptor (dup2)");
         return false;
       }
-      ssize_t n = ::pwrite(fd, out.data() + off, out.size() - off, static_cast<off_t>(stats.bytes_written + off));
+      ssize_t n = PwriteWithoutSigxfsz(fd, out.data() + off, out.size() - off, static_cast<off_t>(stats.bytes_written + off));
       if (n < 0) {
         if (errno == EINTR) continue;
         Fail(ErrnoText("write", path, errno));

@@ -29,6 +29,7 @@
 #include "preload/flush/flush_wakeup.h"
 #include "preload/runtime/log.h"
 #include "preload/runtime/recorder_thread.h"
+#include "preload/runtime/thread_allowance.h"
 #include "preload/threads/thread_registry.h"
 #include "sampler/perf_sampler.h"
 #include "sampler/sample_events.h"
@@ -188,6 +189,10 @@ void* SamplerMain(void*) {
     if (!first) WaitForWork(pressure ? kPressureWaitMs : wait_ms);
     first = false;
     CrashFreezePark();  // the program's crash handler is running: touch nothing
+    // The program lowered RLIMIT_NPROC under what we need: this thread is
+    // one it may miss (thread_allowance.h). It leaves between collections;
+    // the stopper's last collection takes what the rings hold then.
+    if (!NprocStillLeavesRoom("the sampler thread leaves (samples that do not fit the rings are dropped)")) break;
     int expected = kIdle;
     if (!g_ctl.phase.compare_exchange_strong(expected, kCollecting, std::memory_order_acq_rel)) break;
     const uint64_t offered = SamplesOffered();
@@ -209,7 +214,8 @@ bool Launch() {
   g_ctl.tid.store(0);
   const int rc = CreateRecorderThread(&g_ctl.thread, "flightrec-sampl", SamplerMain, nullptr);
   g_ctl.started.store(rc == 0, std::memory_order_release);
-  if (rc != 0) Log(LogLevel::kWarn, "cannot start the sampler thread (error %d); CPU samples are lost", rc);
+  if (rc != 0 && rc != kRefusedForNproc)
+    Log(LogLevel::kWarn, "cannot start the sampler thread (error %d); CPU samples are lost", rc);
   return rc == 0;
 }
 

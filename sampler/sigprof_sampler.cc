@@ -25,6 +25,8 @@
 #include "preload/runtime/core_events.h"
 #include "preload/crash/crash_freeze.h"
 #include "preload/runtime/log.h"
+#include "preload/runtime/seccomp_state.h"
+#include "preload/fds/validation_pipe.h"
 #include "preload/threads/ring.h"
 #include "preload/crash/raw_syscall.h"
 #include "preload/crash/signal_mask.h"
@@ -144,6 +146,13 @@ void CopyLiveStack(uint8_t* out, uint64_t addr, size_t len) {
 // Copies up to len bytes at addr into out without faulting; returns the bytes
 // of the readable prefix. Page-sized iovecs: process_vm_readv never splits one.
 size_t SafeCopyPrefix(uint64_t addr, uint8_t* out, size_t len) {
+  // Under a seccomp filter process_vm_readv may kill the process (this is
+  // the program's thread): probe page by page, copy what is readable.
+  if (SeccompFiltered()) {
+    const size_t readable = ReadablePrefix(static_cast<uintptr_t>(addr), len);
+    CopyLiveStack(out, addr, readable);
+    return readable;
+  }
   constexpr size_t kPage = 4096;
   constexpr int kMaxIov = 20;
   iovec remote[kMaxIov];

@@ -373,7 +373,7 @@ bool Start(Uploader* u) {
   // and has it call MarkRecorderThread() before ThreadMain runs.
   const int rc = CreateRecorderThread(&thread, "flightrec-upload", ThreadMain, u);
   if (rc != 0) {
-    Log(LogLevel::kWarn, "S3 upload off: cannot start its thread: %s", strerror(rc));
+    if (rc != kRefusedForNproc) Log(LogLevel::kWarn, "S3 upload off: cannot start its thread: %s", strerror(rc));
     return false;
   }
   pthread_detach(thread);

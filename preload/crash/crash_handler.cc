@@ -47,6 +47,8 @@
 #include <new>
 
 #include "preload/crash/call_on_stack.h"
+#include "preload/fds/validation_pipe.h"
+#include "preload/runtime/seccomp_state.h"
 #include "preload/runtime/clock.h"
 #include "preload/crash/crash_freeze.h"
 #include "preload/flush/flush_registry.h"
@@ -182,8 +184,23 @@ const char* SignalName(int sig) {
   }
 }
 
+// A copy of live stack bytes known to be readable: byte by byte (no libc
+// call in a crash handler), and not instrumented (ASan's redzones on the
+// stack are the program's business).
+__attribute__((no_sanitize("address"))) void CopyReadable(uint8_t* out, uint64_t addr, size_t len) {
+  const volatile uint8_t* src = reinterpret_cast<const volatile uint8_t*>(addr);
+  for (size_t i = 0; i < len; ++i) out[i] = src[i];
+}
+
 // Copies as much of [sp, sp + max) as is readable (the stack may end sooner).
 uint32_t CopyStack(uint64_t sp, uint8_t* out, uint32_t max) {
+  // Under a seccomp filter process_vm_readv may kill the process: probe page
+  // by page (preload/runtime/seccomp_state.h) and copy what is readable.
+  if (SeccompFiltered()) {
+    const size_t readable = ReadablePrefix(static_cast<uintptr_t>(sp), max);
+    CopyReadable(out, sp, readable);
+    return static_cast<uint32_t>(readable);
+  }
   for (uint32_t len = max; len >= 256; len /= 2) {
     iovec local{out, len};
     iovec remote{reinterpret_cast<void*>(sp), len};

@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 
 #include <atomic>
@@ -44,6 +45,7 @@
 #include "preload/crash/signal_mask.h"
 #include "preload/crash/term_signals.h"
 #include "preload/fds/validation_pipe.h"
+#include "preload/runtime/seccomp_state.h"
 #include "preload/threads/thread_registry.h"
 #include "preload/stacks/stack_unwinder.h"
 
@@ -344,6 +346,10 @@ FR_HOOK __attribute__((no_sanitize("address"))) long syscall(long nr, ...) {
   // (the kernel reads no more either).
   if (__builtin_expect(nr == SYS_write && static_cast<int>(a[0]) == flightrec::kValidationWriteFd, 0))
     return flightrec::ValidationPipeWrite(reinterpret_cast<const void*>(a[1]), static_cast<size_t>(a[2]));
+  // A seccomp filter about to be installed (seccomp_state.h): from now on
+  // nothing of ours makes a call it could kill on.
+  if (__builtin_expect(nr == SYS_seccomp || (nr == SYS_prctl && static_cast<int>(a[0]) == PR_SET_SECCOMP), 0))
+    flightrec::NoteSeccompFilter(nr == SYS_seccomp ? "the program's seccomp(2)" : "the program's prctl(PR_SET_SECCOMP)");
   const long ret = flightrec::RawSyscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
   if (ret < 0 && ret > -4096) {
     errno = static_cast<int>(-ret);

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "preload/crash/raw_syscall.h"
+#include "preload/runtime/seccomp_state.h"
 
 namespace flightrec {
 namespace {
@@ -74,7 +75,9 @@ bool MaskProbeUsable() {
 }
 
 bool ByteReadable(uintptr_t addr) {
-  if (g_vm_readv.load(std::memory_order_relaxed)) {
+  // Under a seccomp filter process_vm_readv may kill the process, not fail
+  // (seccomp_state.h): the probe alone.
+  if (g_vm_readv.load(std::memory_order_relaxed) && !SeccompFiltered()) {
     char byte;
     iovec local{&byte, 1};
     iovec remote{reinterpret_cast<void*>(addr), 1};
@@ -125,6 +128,19 @@ int MakeValidationPipe(int fds[2]) {
 ssize_t ValidationPipeRead() {
   errno = EAGAIN;
   return -1;
+}
+
+size_t ReadablePrefix(uintptr_t addr, size_t len) {
+  constexpr uintptr_t kPage = 4096;
+  if (addr + len < addr) len = static_cast<size_t>(UINTPTR_MAX - addr);
+  size_t ok = 0;
+  while (ok < len) {
+    const uintptr_t p = addr + ok;
+    if (!ByteReadable(p)) break;
+    const size_t to_page_end = static_cast<size_t>(kPage - (p & (kPage - 1)));
+    ok += to_page_end < len - ok ? to_page_end : len - ok;
+  }
+  return ok;
 }
 
 ssize_t ValidationPipeWrite(const void* addr, size_t n) {

@@ -26,6 +26,9 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
+#include <cstdint>
+
 namespace flightrec {
 
 // INT_MIN-based so that no fd arithmetic anywhere can land on a real number.
@@ -59,5 +62,10 @@ ssize_t ValidationPipeRead();
 // write(2) of n bytes at addr into the fake write end: n if our own memory
 // there is readable, -1 with errno EFAULT otherwise. Never faults.
 ssize_t ValidationPipeWrite(const void* addr, size_t n);
+
+// How many bytes from addr (up to len) are readable by us, a page at a
+// time, by the same check (never process_vm_readv under a seccomp filter).
+// For copies that must not fault where process_vm_readv is not allowed.
+size_t ReadablePrefix(uintptr_t addr, size_t len);
 
 }  // namespace flightrec

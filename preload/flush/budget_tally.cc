@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "format/fsize_guard.h"
 #include "preload/fds/fd_guard.h"
 #include "preload/runtime/clock.h"
 #include "preload/runtime/config.h"
@@ -102,7 +103,8 @@ uint64_t AccountSealedSegment(int dir_fd, const BudgetRules& rules, uint64_t sea
   if (scan.segments || scan.expired_windows || freed.segments || freed.expired_windows)
     t.last_deletion_ns = realtime_ns;
   // A short or failed write leaves an unknown tally: the next seal scans.
-  (void)!pwrite(fd, &t, sizeof(t), 0);
+  // Never past RLIMIT_FSIZE, never SIGXFSZ (fsize_guard.h).
+  if (format::FileSizeAllows(sizeof(t))) (void)!format::PwriteWithoutSigxfsz(fd, &t, sizeof(t), 0);
   CloseTransientFd(fd);  // releases the flock
   if (deletions) *deletions = scan;
   return deleted;

@@ -49,6 +49,7 @@
 #include <cstring>
 #include <map>
 
+#include "format/fsize_guard.h"
 #include "format/segment_writer.h"
 #include "preload/flush/budget_tally.h"
 #include "preload/runtime/clock.h"
@@ -61,6 +62,8 @@
 #include "preload/threads/record_kinds.h"
 #include "preload/runtime/recorder_thread.h"
 #include "preload/runtime/runtime_state.h"
+#include "preload/runtime/seccomp_state.h"
+#include "preload/runtime/thread_allowance.h"
 #include "preload/threads/ring_growth.h"
 #include "preload/flush/segment_access.h"
 #include "preload/flush/segment_files.h"
@@ -126,6 +129,7 @@ struct FlushState {
   uint64_t seq = 0;
   std::string active_path;
   uint64_t opened_ns = 0;
+  uint64_t segment_cap = UINT64_MAX;  // FLIGHTREC_SEGMENT_BYTES, or half of RLIMIT_FSIZE if less
   uint64_t last_block_ns = 0;
   uint64_t touched_ns = 0;  // the writer's last Touch (writer_liveness.h)
   uint64_t last_rusage_ns = 0;
@@ -234,6 +238,16 @@ bool OpenSegment(FlushState& s, uint64_t now) {
                  std::to_string(kMinNofileForRecording) + " the recorder needs");
     return false;
   }
+  // The program lowered its file-size limit (setrlimit, prlimit): a segment
+  // must not take it to the limit (the write would fail, or on a program
+  // thread raise SIGXFSZ). Paused, retried; segments rotate at half of it.
+  const uint64_t fsize = format::FileSizeLimit();
+  if (fsize < kMinFileSizeForRecording) {
+    Pause(s, "RLIMIT_FSIZE lowered to " + std::to_string(fsize) + " bytes, under the " +
+                 std::to_string(kMinFileSizeForRecording) + " a segment needs");
+    return false;
+  }
+  s.segment_cap = std::min<uint64_t>(cfg.segment_bytes, fsize / 2);
   OutputDir dir;
   if (!OpenOutputDir(cfg.output, cfg.allow_foreign_dir, true, &dir, &error)) {
     Pause(s, error);
@@ -461,6 +475,7 @@ void Tick(FlushState& s, bool final_tick, bool nudged) {
   if (cfg.rusage_ms && (now - s.last_rusage_ns >= cfg.rusage_ms * kMs || final_tick)) {
     s.last_rusage_ns = now;
     EmitRusage(ctx);
+    CheckSeccompStatus();  // a filter installed by a raw system call (seccomp_state.h)
     const uint64_t names_ns = MonotonicNs();  // not `now`: see RefreshThreadName
     s.slots.ForEachDue(final_tick, [&](ThreadState* ts) { RefreshThreadName(ctx, ts, names_ns); });
   }
@@ -493,7 +508,7 @@ void Tick(FlushState& s, bool final_tick, bool nudged) {
   }
   // Not while writes wait for a descriptor: the seal would need one too.
   if (s.writer->write_deferred()) return;
-  if (incident_done || s.writer->stats().bytes_written + s.writer->buffered_bytes() >= cfg.segment_bytes ||
+  if (incident_done || s.writer->stats().bytes_written + s.writer->buffered_bytes() >= s.segment_cap ||
       now - s.opened_ns >= WindowKeeper::SegmentSecondsFor(cfg.segment_seconds) * 1000 * kMs) {
     SealSegment(s);
     if (!s.paused) OpenSegment(s, MonotonicNs());
@@ -584,6 +599,11 @@ void* FlushMain(void* arg) {
     const uint32_t now_seen = g_wake_word.load(std::memory_order_seq_cst);
     const bool nudged = now_seen != seen;  // not just the timer: scan every slot
     seen = now_seen;
+    // The program lowered RLIMIT_NPROC under what we need: this thread is
+    // one it may miss (thread_allowance.h). It seals what it has (the final
+    // sequence below, with no request: no hooks) and leaves; what the rings
+    // hold after that is not written.
+    if (!NprocStillLeavesRoom("the flush thread seals and leaves, and no thread of ours starts")) break;
     if (FinalRequested(*s)) break;
     if (s->crash_requested.load(std::memory_order_acquire)) {
       // Seal now; do not open a new segment (the process is about to die).
@@ -629,7 +649,7 @@ bool Launch(const ProcessInfo& info, bool defer_open) {
   if (!defer_open) OpenFirstSegment(*s, MonotonicNs());
   const int rc = CreateRecorderThread(&s->thread, "flightrec-flush", FlushMain, s);
   if (rc != 0) {
-    Log(LogLevel::kWarn, "cannot start the flush thread: %s; recording disabled", strerror(rc));
+    if (rc != kRefusedForNproc) Log(LogLevel::kWarn, "cannot start the flush thread: %s; recording disabled", strerror(rc));
     if (s->writer && s->writer->is_open()) s->writer->Abandon();
     return false;
   }

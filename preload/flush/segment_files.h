@@ -11,6 +11,13 @@ struct stat;
 
 namespace flightrec {
 
+// The smallest soft RLIMIT_FSIZE (`ulimit -f`) the recorder writes under: a
+// segment grows by blocks of up to 1 MiB (what the flush thread buffers)
+// plus a footer. Under it recording stays off (or pauses, if the program
+// lowers the limit later); above it segments rotate at half the limit, so a
+// block never has to pass it (format/fsize_guard.h keeps the rest safe).
+inline constexpr uint64_t kMinFileSizeForRecording = 4ull << 20;
+
 // Creates (mode 0700) or checks `dir`, walking it from "/" (safe_path.h):
 // refuses a symlink, a non-directory, a directory others can write to (unless
 // sticky and ours), a component another user controls and (unless

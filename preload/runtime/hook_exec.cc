@@ -3,13 +3,18 @@
 // disarms its timers, so no SIGPROF reaches the new image); if the exec
 // fails, both start again and the process records on. An exec of a file
 // that does not exist (a shell's PATH search) changes nothing: no seal.
-// The variadic execl* forms are rebuilt as argv arrays on the stack.
+// The variadic execl* forms are rebuilt as argv arrays on the stack, sized
+// as glibc sizes its own (no more stack than the plain call uses).
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "preload/runtime/own_stack.h"
 
 namespace flightrec {
 void RecorderBeforeExec();
@@ -32,10 +37,18 @@ Fn Next(const char* name) {
   return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
 }
 
-void Before() {
-  if (flightrec::sampler::SamplerBeforeExec) flightrec::sampler::SamplerBeforeExec();
-  flightrec::RecorderBeforeExec();
+void BeforeOnOwnStack() {
+  // Out of memory in the seal: the exec goes on as it would have.
+  try {
+    if (flightrec::sampler::SamplerBeforeExec) flightrec::sampler::SamplerBeforeExec();
+    flightrec::RecorderBeforeExec();
+  } catch (...) {
+  }
 }
+
+// The seal runs on a stack of ours (own_stack.h): the thread that execs may
+// have as little as 16 KiB of its own.
+void Before() { flightrec::RunOnOwnStack(BeforeOnOwnStack); }
 
 int After(int rc) {
   const int saved = errno;
@@ -62,8 +75,6 @@ bool CannotFindFile(int dirfd, const char* path, int flags) {
   errno = saved;
   return missing;
 }
-
-constexpr int kMaxArgs = 4096;
 
 }  // namespace
 
@@ -113,35 +124,66 @@ __attribute__((visibility("default"))) int execveat(int dirfd, const char* path,
   return After(real(dirfd, path, argv, envp, flags));
 }
 
-#define COLLECT_EXEC_ARGS(first, argv, envp_out)           \
-  char* argv[kMaxArgs];                                         \
-  int argc = 0;                                                 \
-  va_list ap;                                                   \
-  va_start(ap, first);                                          \
-  argv[argc++] = const_cast<char*>(first);                      \
-  while (argc < kMaxArgs - 1) {                                 \
-    char* a = va_arg(ap, char*);                                \
-    argv[argc++] = a;                                           \
-    if (!a) break;                                              \
-  }                                                             \
-  argv[kMaxArgs - 1] = nullptr;                                 \
-  envp_out;                                                     \
-  va_end(ap)
+// The variadic forms, as glibc's own execl does it: count the arguments
+// first, then an array of exactly that many on the stack (a fixed array of
+// 4096 took 32 KiB of a thread's stack, more than a 16 KiB one has, and
+// dropped every argument past the 4095th). E2BIG past INT_MAX arguments.
+#define COUNT_EXEC_ARGS(first, argc_out)                  \
+  ptrdiff_t argc_out = 1;                                 \
+  {                                                       \
+    va_list count_ap;                                     \
+    va_start(count_ap, first);                            \
+    while (va_arg(count_ap, const char*)) {               \
+      if (argc_out == INT_MAX) {                          \
+        va_end(count_ap);                                 \
+        errno = E2BIG;                                    \
+        return -1;                                        \
+      }                                                   \
+      argc_out++;                                         \
+    }                                                     \
+    va_end(count_ap);                                     \
+  }
+
+// Fills argv[0..argc] (argv[argc] = nullptr) and leaves `ap` past the
+// terminating null pointer (execle's envp follows it).
+#define FILL_EXEC_ARGS(first, argv, argc, ap)             \
+  argv[0] = const_cast<char*>(first);                     \
+  for (ptrdiff_t i = 1; i <= argc; i++) argv[i] = va_arg(ap, char*)
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wvla"
 
 __attribute__((visibility("default"))) int execl(const char* path, const char* arg, ...) {
-  COLLECT_EXEC_ARGS(arg, argv, (void)0);
+  COUNT_EXEC_ARGS(arg, argc);
+  char* argv[argc + 1];
+  va_list ap;
+  va_start(ap, arg);
+  FILL_EXEC_ARGS(arg, argv, argc, ap);
+  va_end(ap);
   return execve(path, argv, environ);
 }
 
 __attribute__((visibility("default"))) int execlp(const char* file, const char* arg, ...) {
-  COLLECT_EXEC_ARGS(arg, argv, (void)0);
+  COUNT_EXEC_ARGS(arg, argc);
+  char* argv[argc + 1];
+  va_list ap;
+  va_start(ap, arg);
+  FILL_EXEC_ARGS(arg, argv, argc, ap);
+  va_end(ap);
   return execvpe(file, argv, environ);
 }
 
 __attribute__((visibility("default"))) int execle(const char* path, const char* arg, ...) {
-  char** envp = nullptr;
-  COLLECT_EXEC_ARGS(arg, argv, envp = va_arg(ap, char**));
+  COUNT_EXEC_ARGS(arg, argc);
+  char* argv[argc + 1];
+  va_list ap;
+  va_start(ap, arg);
+  FILL_EXEC_ARGS(arg, argv, argc, ap);
+  char** envp = va_arg(ap, char**);
+  va_end(ap);
   return execve(path, argv, envp);
 }
+
+#pragma GCC diagnostic pop
 
 }  // extern "C"

@@ -18,6 +18,7 @@
 
 #include <mimalloc.h>
 
+#include "format/fsize_guard.h"
 #include "preload/alloc/alloc_sampler.h"
 #include "preload/heap/address_space.h"
 #include "preload/runtime/clock.h"
@@ -34,7 +35,10 @@
 #include "preload/runtime/log.h"
 #include "preload/heap/recorder_heap.h"
 #include "preload/flush/output_dir.h"
+#include "preload/flush/segment_files.h"
 #include "preload/runtime/runtime_state.h"
+#include "preload/runtime/seccomp_state.h"
+#include "preload/runtime/thread_allowance.h"
 #include "preload/threads/ring_growth.h"
 #include "preload/threads/thread_registry.h"
 #include "preload/stacks/local_stack.h"
@@ -206,6 +210,23 @@ void StartRecording() {
         "needs a soft limit of at least %lu)", nofile, kMinNofileForRecording);
     return;
   }
+  // Under a tight process-count limit the threads are the program's: stay
+  // off before any of ours starts (thread_allowance.h).
+  unsigned long nproc = 0;
+  if (!NprocLeavesRoomForRecorder(&nproc)) {
+    Log(LogLevel::kWarn, "recording off: RLIMIT_NPROC %lu leaves the program too few threads (the recorder "
+        "needs a soft limit of at least %lu)", nproc, kMinNprocForRecording);
+    return;
+  }
+  // Under a tight file-size limit every segment write would pass it, and
+  // one on the program's thread (the first segment, opened here) raised
+  // SIGXFSZ: stay off (format/fsize_guard.h).
+  const uint64_t fsize = format::FileSizeLimit();
+  if (fsize < kMinFileSizeForRecording) {
+    Log(LogLevel::kWarn, "recording off: RLIMIT_FSIZE %llu bytes is under the %llu a segment needs",
+        static_cast<unsigned long long>(fsize), static_cast<unsigned long long>(kMinFileSizeForRecording));
+    return;
+  }
   // Under a tight address-space limit the room is the program's: stay off
   // before anything of ours is mapped.
   const char* limit = nullptr;
@@ -223,6 +244,9 @@ void StartRecording() {
     Log(LogLevel::kWarn, "recording off: no memory for the recorder (address-space limit?)");
     return;
   }
+  // A filter inherited through exec (a sandbox's launcher): nothing of ours
+  // may make a call it could kill on, from the first unwind on.
+  CheckSeccompStatus();
   // Our descriptors go high, out of the numbers programs pick (fd_guard.h).
   SetOwnFdFloorFromLimit();
   // Started with stdin, stdout or stderr closed: what init opens (libunwind's

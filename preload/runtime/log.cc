@@ -1,6 +1,8 @@
 // Log: formats into a stack buffer and write(2)s one line to stderr.
 #include "preload/runtime/log.h"
 
+#include "format/fsize_guard.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -55,8 +57,9 @@ void VLog(LogLevel level, const char* fmt, va_list ap) {
     if (static_cast<unsigned char>(buf[i]) < 0x20 || buf[i] == 0x7f) buf[i] = '?';
   buf[len++] = '\n';
   // The raw call: never our own write hook (a stderr pipe that blocks would
-  // otherwise be timed as the program's off-CPU time).
-  if (StderrIsOurs()) syscall(SYS_write, STDERR_FILENO, buf, len);
+  // otherwise be timed as the program's off-CPU time). A stderr file at its
+  // RLIMIT_FSIZE loses the line rather than raise SIGXFSZ (fsize_guard.h).
+  if (StderrIsOurs()) format::WriteWithoutSigxfsz(STDERR_FILENO, buf, len);
   errno = saved_errno;
 }
 }  // namespace

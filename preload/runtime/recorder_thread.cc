@@ -16,6 +16,7 @@
 #include "preload/crash/signal_mask.h"
 #include "preload/runtime/log.h"
 #include "preload/runtime/runtime_state.h"
+#include "preload/runtime/thread_allowance.h"
 #include "preload/threads/thread_registry.h"
 
 namespace flightrec {
@@ -90,6 +91,11 @@ PthreadCreateFn RecorderPthreadCreate() {
 int CreateRecorderThread(pthread_t* thread, const char* name, void* (*fn)(void*), void* arg) {
   PthreadCreateFn create = RecorderPthreadCreate();
   if (!create) return ENOSYS;
+  // The program may have lowered RLIMIT_NPROC since start: the threads it
+  // allows are the program's (thread_allowance.h).
+  if (!NprocStillLeavesRoom("it starts no more threads of its own")) {
+    return kRefusedForNproc;
+  }
   auto* s = new (std::nothrow) Start{fn, arg, {}};
   if (!s) return ENOMEM;
   strncpy(s->name, name, sizeof(s->name) - 1);

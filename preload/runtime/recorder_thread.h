@@ -8,9 +8,14 @@
 #include <pthread.h>
 #include <sys/types.h>
 
+#include <cerrno>
+
 namespace flightrec {
 
-// Returns 0 or an errno value, like pthread_create.
+// Returns 0 or an errno value, like pthread_create; kRefusedForNproc (logged
+// here, once) when RLIMIT_NPROC leaves no room for our threads
+// (thread_allowance.h): no thread is created, the caller need not log.
+inline constexpr int kRefusedForNproc = EUSERS;
 int CreateRecorderThread(pthread_t* thread, const char* name, void* (*fn)(void*), void* arg);
 
 // A thread about to wait for recorder thread `tid` (exit, exec) lets it run

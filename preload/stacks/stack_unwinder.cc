@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "preload/fds/fd_guard.h"
+#include "preload/runtime/seccomp_state.h"
 #include "preload/stacks/stack_limits.h"
 
 namespace flightrec::stacks {
@@ -240,7 +241,9 @@ void RegisterSetFromUcontext(const ucontext_t* uc, RegisterSet* out) {
 bool SafeReadSelf(uint64_t addr, void* out, size_t len) {
   if (len == 0) return true;
   if (addr + len < addr) return false;
-  if (g_vm_readv_ok.load(std::memory_order_relaxed)) {
+  // Under a seccomp filter process_vm_readv may kill rather than fail
+  // (preload/runtime/seccomp_state.h): the pipe only.
+  if (g_vm_readv_ok.load(std::memory_order_relaxed) && !SeccompFiltered()) {
     iovec local{out, len};
     iovec remote{reinterpret_cast<void*>(addr), len};
     const long n = syscall(SYS_process_vm_readv, static_cast<long>(syscall(SYS_getpid)), &local, 1ul,

@@ -4,13 +4,16 @@
 #include <doctest/doctest.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include "format/fsize_guard.h"
 #include "tests/unit/format_test_util.h"
 
 using namespace format_test;
@@ -352,6 +355,45 @@ TEST_CASE("format writer refuses bad specs and counts rejected events") {
   CHECK(seg.FooterValue("events") == 1u);
 }
 
+namespace {
+volatile sig_atomic_t g_xfsz_seen = 0;
+void CountXfsz(int) { g_xfsz_seen = g_xfsz_seen + 1; }
+}  // namespace
+
+TEST_CASE("fsize guard: a write past RLIMIT_FSIZE fails with EFBIG and raises no SIGXFSZ") {
+  // The race fsize_guard.h covers: the limit came down after the check.
+  TempDir dir;
+  const int fd = open(dir.File("f").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  REQUIRE(fd >= 0);
+  struct rlimit old;
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+  g_xfsz_seen = 0;
+  auto old_handler = signal(SIGXFSZ, CountXfsz);
+  struct rlimit lim = old;
+  lim.rlim_cur = 10;
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+  CHECK(flightrec::format::FileSizeLimit() == 10);
+  CHECK_FALSE(flightrec::format::FileSizeAllows(11));
+  const char bytes[32] = {};
+  const ssize_t first = flightrec::format::WriteWithoutSigxfsz(fd, bytes, sizeof(bytes));  // short: up to the limit
+  errno = 0;
+  const ssize_t second = flightrec::format::WriteWithoutSigxfsz(fd, bytes, sizeof(bytes));
+  const int second_errno = errno;
+  const ssize_t third = flightrec::format::PwriteWithoutSigxfsz(fd, bytes, 4, 20);
+  setrlimit(RLIMIT_FSIZE, &old);
+  sigset_t pending;
+  sigpending(&pending);
+  const bool still_pending = sigismember(&pending, SIGXFSZ) == 1;
+  signal(SIGXFSZ, old_handler);
+  close(fd);
+  CHECK(first == 10);
+  CHECK(second == -1);
+  CHECK(second_errno == EFBIG);
+  CHECK(third == -1);
+  CHECK(g_xfsz_seen == 0);
+  CHECK_FALSE(still_pending);
+}
+
 TEST_CASE("format writer reports open and write errors without aborting") {
   TempDir dir;
   SegmentWriter w;
@@ -368,11 +410,14 @@ TEST_CASE("format writer reports open and write errors without aborting") {
   std::string err_seal;
   CHECK_FALSE(w2.Seal({}, &err_seal));
 
-  // A full disk, simulated with RLIMIT_FSIZE (SIGXFSZ ignored -> EFBIG).
+  // A file-size limit (RLIMIT_FSIZE): the write that would pass it is not
+  // made, and nothing raises SIGXFSZ (counted by a handler: its default
+  // action would kill the program we run in; fsize_guard.h).
   REQUIRE(w.Open(dir.File("full"), Header(), &err));
   struct rlimit old;
   REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
-  auto old_handler = signal(SIGXFSZ, SIG_IGN);
+  g_xfsz_seen = 0;
+  auto old_handler = signal(SIGXFSZ, CountXfsz);
   struct rlimit lim = old;
   lim.rlim_cur = 4096;
   REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
@@ -394,7 +439,8 @@ TEST_CASE("format writer reports open and write errors without aborting") {
   setrlimit(RLIMIT_FSIZE, &old);
   signal(SIGXFSZ, old_handler);
   CHECK_FALSE(flushed);
-  CHECK(err.find("File too large") != std::string::npos);
+  CHECK(err.find("RLIMIT_FSIZE") != std::string::npos);
+  CHECK(g_xfsz_seen == 0);
   CHECK_FALSE(sealed);
   CHECK_FALSE(w.is_open());
   // What reached the disk is still a readable (truncated) segment.
