@@ -156,6 +156,13 @@ void* RecorderDlopen(const char* file, int flags) {
   return AsLoaderUser([&] { return dlopen(file, flags); });
 }
 
+void RecorderForkFenced(void (*fn)(void*), void* arg) {
+  AsLoaderUser([&] {
+    fn(arg);
+    return 0;
+  });
+}
+
 }  // namespace flightrec
 
 // Not instrumented: sanitizer runtimes list their modules with
