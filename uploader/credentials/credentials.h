@@ -11,9 +11,11 @@
 // file's profile may also name a web identity (ApplyProfileWebIdentity).
 //
 // The environment is snapshotted once (CredentialEnv) at init, while the
-// process is single-threaded, so the upload thread never calls getenv()
-// against a host that may setenv(). Error texts name variables, files and
-// profiles, never a key or token value.
+// process is single-threaded, so the credential chain never calls getenv()
+// against a host that may setenv() (libcurl and OpenSSL read their own
+// variables on the upload thread: uploader/library_environment.h). Error
+// texts name variables, files and profiles, never a key or token value.
+// Keys holding a control character are refused (uploader/s3/header_text.h).
 #pragma once
 #include <string>
 #include <string_view>
