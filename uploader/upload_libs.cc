@@ -36,10 +36,13 @@ void Load() {
   // libssl-dev); the unversioned names only exist with the -dev packages.
   static const char* const kCurl[] = {"libcurl.so.4", "libcurl.so", nullptr};
   static const char* const kCrypto[] = {"libcrypto.so.3", "libcrypto.so", nullptr};
+  static const char* const kSsl[] = {"libssl.so.3", "libssl.so", nullptr};
   void* curl = Open(kCurl, &g_error);
   if (!curl) return;
   void* crypto = Open(kCrypto, &g_error);
   if (!crypto) return;
+  void* ssl = Open(kSsl, &g_error);
+  if (!ssl) return;
   UploadLibs& l = g_libs;
   std::string& e = g_error;
   const bool ok =
@@ -60,7 +63,10 @@ void Load() {
       Resolve(crypto, "EVP_MD_CTX_free", &l.evp_md_ctx_free, &e) &&
       Resolve(crypto, "EVP_DigestInit_ex", &l.evp_digest_init_ex, &e) &&
       Resolve(crypto, "EVP_DigestUpdate", &l.evp_digest_update, &e) &&
-      Resolve(crypto, "EVP_DigestFinal_ex", &l.evp_digest_final_ex, &e) && Resolve(crypto, "HMAC", &l.hmac, &e);
+      Resolve(crypto, "EVP_DigestFinal_ex", &l.evp_digest_final_ex, &e) && Resolve(crypto, "HMAC", &l.hmac, &e) &&
+      Resolve(crypto, "CONF_get1_default_config_file", &l.conf_default_file, &e) &&
+      Resolve(crypto, "CRYPTO_free", &l.crypto_free, &e) &&
+      Resolve(ssl, "SSL_CTX_set_keylog_callback", &l.ssl_ctx_set_keylog_callback, &e);
   if (ok) g_loaded = &g_libs;
 }
 

@@ -7,13 +7,20 @@
 // to ~24 ms of CPU, ~18 ms of it libcurl's tree. Now a process maps them only
 // when FLIGHTREC_S3_BUCKET is set.
 //
+// Loaded on the upload thread (S3Client::GlobalInit), never in the
+// constructor or on a program's thread: loading maps files, and a slow
+// filesystem must not hold up the program's start.
+//
 // The libraries are opened RTLD_LOCAL (their symbols never join the host's
 // global scope) and never closed. A host that already uses libcurl or
 // OpenSSL shares the loaded copies, as it did when they were linked.
 #pragma once
 #include <curl/curl.h>
+#include <openssl/conf.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/ssl.h>
 
 #include <string>
 
@@ -47,6 +54,14 @@ struct UploadLibs {
   decltype(&EVP_DigestUpdate) evp_digest_update;
   decltype(&EVP_DigestFinal_ex) evp_digest_final_ex;
   decltype(&HMAC) hmac;
+  // The configuration file OpenSSL would load (OPENSSL_CONF, else
+  // OPENSSLDIR/openssl.cnf), checked before libcurl initialises OpenSSL
+  // (uploader/library_environment.h); freed with CRYPTO_free.
+  decltype(&CONF_get1_default_config_file) conf_default_file;
+  decltype(&CRYPTO_free) crypto_free;
+  // libssl (libssl.so.3, libcurl's own dependency): clears the key-log
+  // callback on our TLS contexts (uploader/s3/curl_transfer.h).
+  decltype(&SSL_CTX_set_keylog_callback) ssl_ctx_set_keylog_callback;
 };
 
 // Opens both libraries and resolves every function, once per process

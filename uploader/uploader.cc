@@ -158,6 +158,9 @@ void ReportFailure(Uploader* u, const S3Result& r, const CredentialProvider& pro
   if (r.local_error) {
     LogOnceForCause(u, cause, LogLevel::kWarn, "S3 upload skipped a segment in %s: %s", u->queue.where().c_str(),
                     cause.c_str());
+  } else if (r.not_sent) {
+    LogOnceForCause(u, cause, LogLevel::kWarn, "S3 upload to bucket %s: %s; segments stay in %s", u->bucket.c_str(),
+                    cause.c_str(), u->queue.where().c_str());
   } else if (r.verdict == Verdict::kFatal) {
     LogOnceForCause(u, cause, LogLevel::kWarn,
                     "S3 upload to bucket %s rejected: %s%s%s; check credentials, bucket and region. Segments stay "
@@ -302,6 +305,21 @@ void Rescan(Uploader* u) {
 
 void Run(Uploader* u) {
   u->random = JitterRandom(MonotonicNs() ^ (static_cast<uint64_t>(getpid()) << 20));
+  // libcurl and OpenSSL: loaded and initialised here, on this thread, never
+  // on the program's (S3Client::GlobalInit; fenced against the program's
+  // fork). Refused when the environment would make them block or log our
+  // TLS keys; the program's own use of them is untouched.
+  // Inside the step fence, like every libcurl call: an exiting process
+  // (OpenSSL's own atexit cleanup, if the program registered it) never
+  // runs while we are in there, past the shutdown hook's deadline.
+  if (!u->EnterStep()) return;
+  std::string libs_error;
+  const bool libs_ok = S3Client::GlobalInit(&libs_error);
+  u->LeaveStep();
+  if (!libs_ok) {
+    Log(LogLevel::kWarn, "S3 upload off: %s; segments stay in %s", libs_error.c_str(), u->queue.where().c_str());
+    return;
+  }
   // Declared before the client: destroyed after it, both inside the step fence.
   CredentialProvider provider(u->cred_env, u->endpoint.region, u);
   std::string error;
@@ -546,15 +564,9 @@ bool ParseSegmentName(std::string_view name, std::string* service, time_t* utc_s
 void UploaderInit(const Config& config) {
   using namespace uploader;
   if (config.s3_bucket.empty()) return;
-  // libcurl and OpenSSL are initialised here, while the process is still
-  // single-threaded, not on the upload thread: a host that forks early would
-  // otherwise hand its child curl's global-init spinlock held by a thread
-  // that does not exist there. Also tells OpenSSL not to clean up at exit.
-  std::string libs_error;
-  if (!S3Client::GlobalInit(&libs_error)) {
-    Log(LogLevel::kWarn, "S3 upload off: %s", libs_error.c_str());
-    return;
-  }
+  // Nothing here loads or initialises libcurl or OpenSSL: that reads files
+  // the environment names (OPENSSL_CONF may be a FIFO) and would block the
+  // program's start. The upload thread does it first thing (Run).
 
   EndpointSettings settings{config.s3_bucket, config.s3_region, config.s3_endpoint, config.s3_path_style};
   S3Endpoint endpoint;

@@ -6,8 +6,10 @@
 // FLIGHTREC_S3_BUCKET nothing happens. Otherwise UploaderInit resolves the
 // endpoint, snapshots the AWS_* environment, registers a seal hook (enqueue
 // and signal, never blocks) and a shutdown hook (ship what it can until the
-// deadline, then return), initialises libcurl/OpenSSL while the process is
-// still single-threaded, and starts the thread, which first scans
+// deadline, then return), and starts the thread. The thread loads and
+// initialises libcurl/OpenSSL itself (nothing that can block runs in the
+// constructor: OpenSSL reads the configuration file the environment names),
+// then scans
 // FLIGHTREC_OUTPUT (as root, its uid-N subdirectories too) for segments left
 // by earlier runs. After a privilege drop the seal hook hands the thread a
 // descriptor of the pinned OUTPUT/uid-N, where it works from then on

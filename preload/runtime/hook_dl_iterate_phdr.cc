@@ -19,7 +19,9 @@
 // forking thread's priority for the wait (LiftRecorderThread), then put back.
 // The application's own calls go straight through. The recorder's own
 // dlopen calls (libdw at the first symbolization, libcurl for S3) take the
-// same lock and go through RecorderDlopen (loader_quiesce.h).
+// same lock and go through RecorderDlopen (loader_quiesce.h); the uploader's
+// libcurl/OpenSSL initialisation, which takes their global locks, goes
+// through RecorderForkFenced.
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
@@ -154,6 +156,13 @@ namespace flightrec {
 
 void* RecorderDlopen(const char* file, int flags) {
   return AsLoaderUser([&] { return dlopen(file, flags); });
+}
+
+void RecorderForkFenced(void (*fn)(void*), void* arg) {
+  AsLoaderUser([&] {
+    fn(arg);
+    return 0;
+  });
 }
 
 }  // namespace flightrec

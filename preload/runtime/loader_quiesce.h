@@ -1,5 +1,6 @@
 // The recorder's own dlopen calls, made on its threads after start-up
-// (libdw at the first symbolization, libcurl and libcrypto for S3).
+// (libdw at the first symbolization, libcurl and libcrypto for S3), and the
+// uploader's library initialisation (RecorderForkFenced).
 //
 // Why: dlopen holds glibc's dl_load_write_lock while it adds the library to
 // the loaded list, and glibc 2.36 does not reset that lock in a fork child;
@@ -17,6 +18,23 @@ void* RecorderDlopen(const char* file, int flags) __attribute__((weak));
 
 inline void* OwnDlopen(const char* file, int flags) {
   return RecorderDlopen ? RecorderDlopen(file, flags) : dlopen(file, flags);
+}
+
+// Runs fn(arg) on one of the recorder's threads counted like a loader walk:
+// the application's fork waits for it (bounded, as for a walk), so a child
+// never inherits a lock fn held. For short, bounded work that takes a
+// library's global locks (the uploader's libcurl and OpenSSL initialisation:
+// curl's global-init lock, OpenSSL's run-once controls). Never nest it, or a
+// RecorderDlopen, inside fn. Weak, like RecorderDlopen: without the hooks
+// (unit tests) fn just runs.
+void RecorderForkFenced(void (*fn)(void*), void* arg) __attribute__((weak));
+
+inline void OwnForkFenced(void (*fn)(void*), void* arg) {
+  if (RecorderForkFenced) {
+    RecorderForkFenced(fn, arg);
+  } else {
+    fn(arg);
+  }
 }
 
 }  // namespace flightrec

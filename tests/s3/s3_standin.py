@@ -254,7 +254,8 @@ def _make_handler(standin):
                                access_key=m.group(1) if m else None,
                                sse=self.headers.get("x-amz-server-side-encryption"),
                                kms_key=self.headers.get("x-amz-server-side-encryption-aws-kms-key-id"),
-                               storage_class=self.headers.get("x-amz-storage-class"))
+                               storage_class=self.headers.get("x-amz-storage-class"),
+                               header_names=sorted({k.lower() for k in self.headers.keys()}))
 
             try:
                 fault = standin.take_fault(op)

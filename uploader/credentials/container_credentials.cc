@@ -6,6 +6,8 @@
 
 #include <cctype>
 
+#include "uploader/s3/header_text.h"
+
 namespace flightrec::uploader {
 namespace {
 
@@ -49,7 +51,6 @@ bool AllowedHttpHost(const std::string& host) {
   return false;
 }
 
-bool HasLineBreak(const std::string& s) { return s.find_first_of("\r\n") != std::string::npos; }
 
 }  // namespace
 
@@ -60,7 +61,7 @@ bool ContainerCredentialsConfigured(const CredentialEnv& env) {
 bool ContainerCredentialsUrl(const CredentialEnv& env, std::string* url, std::string* error) {
   if (!env.container_relative_uri.empty()) {
     const std::string& rel = env.container_relative_uri;
-    if (rel[0] != '/' || HasLineBreak(rel)) {
+    if (rel[0] != '/' || HasControlChar(rel)) {
       *error = "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI must start with '/'";
       return false;
     }
@@ -68,7 +69,7 @@ bool ContainerCredentialsUrl(const CredentialEnv& env, std::string* url, std::st
     return true;
   }
   std::string scheme, host;
-  if (!SplitUrl(env.container_full_uri, &scheme, &host) || HasLineBreak(env.container_full_uri)) {
+  if (!SplitUrl(env.container_full_uri, &scheme, &host) || HasControlChar(env.container_full_uri)) {
     *error = "AWS_CONTAINER_CREDENTIALS_FULL_URI is not an http(s) URL";
     return false;
   }
@@ -97,9 +98,12 @@ FetchOutcome FetchContainerCredentials(const CredentialEnv& env, HttpFetcher* ht
   } else {
     token = env.container_token;
   }
-  if (HasLineBreak(token)) {
+  if (HasControlChar(token)) {  // it goes out as the Authorization header (header_text.h)
     Wipe(&token);
-    o.error = "the container authorization token holds a line break";
+    o.error = std::string("refused: ") +
+              (env.container_token_file.empty() ? "AWS_CONTAINER_AUTHORIZATION_TOKEN"
+                                                : "the token in AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") +
+              " holds a control character";
     return o;
   }
   *token_seen = token;

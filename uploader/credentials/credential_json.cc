@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "uploader/retry_policy.h"
+#include "uploader/s3/header_text.h"
 #include "uploader/s3/s3_xml.h"  // AppendUtf8
 
 namespace flightrec::uploader {
@@ -173,6 +174,15 @@ bool ParseCredentialDocument(std::string_view json, ExpiringCredentials* out, st
   if (!have_key || !have_secret || c.credentials.access_key_id.empty() || c.credentials.secret_access_key.empty()) {
     c.Clear();
     *error = "the credential document is not JSON with AccessKeyId and SecretAccessKey";
+    return false;
+  }
+  // A control character would become header text (a CR LF in Token, an
+  // extra header line to S3): the whole document is refused (header_text.h).
+  const char* bad = CredentialFieldWithControlChar(c.credentials);
+  if (bad || HasControlChar(expiration)) {
+    c.Clear();
+    *error = std::string("refused: the credential document's ") + (bad ? bad : "Expiration") +
+             " holds a control character";
     return false;
   }
   if (have_expiration && !ParseHttpDate(expiration, &c.expires_at)) {

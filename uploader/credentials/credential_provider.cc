@@ -47,7 +47,12 @@ bool CredentialProvider::temporary() const {
 CredentialSource CredentialProvider::Select(std::string* why) {
   Credentials fixed;
   std::string static_why;
-  source_ = LoadCredentials(env_, &fixed, &static_why);
+  bool refused = false;
+  source_ = LoadCredentials(env_, &fixed, &static_why, &refused);
+  if (refused) {  // configured, but unusable: no later source stands in for them
+    *why = static_why;
+    return source_ = CredentialSource::kNone;
+  }
   if (source_ != CredentialSource::kNone) {
     current_.credentials = fixed;
     current_.expires_at = 0;
@@ -143,7 +148,10 @@ CredentialProvider::Status CredentialProvider::Get(bool last_chance, Credentials
       invalidated_ = false;
       Credentials fresh;
       std::string why;
-      if (LoadCredentials(env_, &fresh, &why) != CredentialSource::kNone &&
+      bool refused = false;
+      const CredentialSource found = LoadCredentials(env_, &fresh, &why, &refused);
+      if (refused) *error = why;  // said once; the current keys stay (S3 decides about them)
+      if (found != CredentialSource::kNone &&
           (fresh.access_key_id != current_.credentials.access_key_id ||
            fresh.secret_access_key != current_.credentials.secret_access_key ||
            fresh.session_token != current_.credentials.session_token)) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "preload/fds/fd_guard.h"
+#include "uploader/s3/header_text.h"
 
 namespace flightrec::uploader {
 namespace {
@@ -189,14 +190,21 @@ bool ParseSharedCredentials(std::string_view text, std::string_view profile, Cre
 
 namespace {
 
-// One INI file: "" on success, else why it gave nothing (no secret in it).
-std::string TryFile(const std::string& path, const std::string& section, Credentials* out) {
+// One INI file: "" on success, else why it gave nothing (no secret in it);
+// *refused when it gave keys with a control character.
+std::string TryFile(const std::string& path, const std::string& section, Credentials* out, bool* refused) {
   std::string text, read_error;
   if (!ReadSmallFile(path, &text, &read_error)) return read_error;
   bool ok = ParseSharedCredentials(text, section, out);
   if (!ok && section == "default") ok = ParseSharedCredentials(text, "profile default", out);
   Wipe(&text);
-  return ok ? std::string() : "[" + section + "] in " + path + " lacks aws_access_key_id/aws_secret_access_key";
+  if (!ok) return "[" + section + "] in " + path + " lacks aws_access_key_id/aws_secret_access_key";
+  if (const char* bad = CredentialFieldWithControlChar(*out)) {
+    out->Clear();
+    *refused = true;
+    return "refused: the " + std::string(bad) + " of [" + section + "] in " + path + " holds a control character";
+  }
+  return std::string();
 }
 
 std::string HomePath(const CredentialEnv& env, const std::string& set, const char* fallback) {
@@ -225,8 +233,20 @@ void ApplyProfileWebIdentity(CredentialEnv* env) {
   Wipe(&text);
 }
 
-CredentialSource LoadCredentials(const CredentialEnv& env, Credentials* out, std::string* error) {
+CredentialSource LoadCredentials(const CredentialEnv& env, Credentials* out, std::string* error, bool* refused) {
+  bool refused_here = false;
+  if (!refused) refused = &refused_here;
+  *refused = false;
   if (!env.access_key_id.empty() && !env.secret_access_key.empty()) {
+    const char* bad = HasControlChar(env.access_key_id)       ? "AWS_ACCESS_KEY_ID"
+                      : HasControlChar(env.secret_access_key) ? "AWS_SECRET_ACCESS_KEY"
+                      : HasControlChar(env.session_token)     ? "AWS_SESSION_TOKEN (or AWS_SECURITY_TOKEN)"
+                                                              : nullptr;
+    if (bad) {  // header text (uploader/s3/header_text.h): never sent
+      *refused = true;
+      *error = std::string("refused: ") + bad + " holds a control character";
+      return CredentialSource::kNone;
+    }
     out->access_key_id = env.access_key_id;
     out->secret_access_key = env.secret_access_key;
     out->session_token = env.session_token;
@@ -241,13 +261,21 @@ CredentialSource LoadCredentials(const CredentialEnv& env, Credentials* out, std
     return CredentialSource::kNone;
   }
   if (!credentials_path.empty()) {
-    const std::string miss = TryFile(credentials_path, profile, out);
+    const std::string miss = TryFile(credentials_path, profile, out, refused);
     if (miss.empty()) return CredentialSource::kSharedFile;
+    if (*refused) {
+      *error = miss;
+      return CredentialSource::kNone;
+    }
     why += "; " + miss;
   }
   if (!config_path.empty()) {
-    const std::string miss = TryFile(config_path, ConfigFileSection(profile), out);
+    const std::string miss = TryFile(config_path, ConfigFileSection(profile), out, refused);
     if (miss.empty()) return CredentialSource::kConfigFile;
+    if (*refused) {
+      *error = miss;
+      return CredentialSource::kNone;
+    }
     why += "; " + miss;
   }
   *error = why;

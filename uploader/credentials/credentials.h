@@ -11,9 +11,11 @@
 // file's profile may also name a web identity (ApplyProfileWebIdentity).
 //
 // The environment is snapshotted once (CredentialEnv) at init, while the
-// process is single-threaded, so the upload thread never calls getenv()
-// against a host that may setenv(). Error texts name variables, files and
-// profiles, never a key or token value.
+// process is single-threaded, so the credential chain never calls getenv()
+// against a host that may setenv() (libcurl and OpenSSL read their own
+// variables on the upload thread: uploader/library_environment.h). Error
+// texts name variables, files and profiles, never a key or token value.
+// Keys holding a control character are refused (uploader/s3/header_text.h).
 #pragma once
 #include <string>
 #include <string_view>
@@ -58,8 +60,12 @@ enum class CredentialSource {
 // Fills *out from the environment snapshot, the shared credentials file or
 // the shared config file. On kNone, *error says what was tried (e.g.
 // "AWS_ACCESS_KEY_ID is unset; profile 'x' has no keys in
-// /home/u/.aws/credentials (...)").
-CredentialSource LoadCredentials(const CredentialEnv& env, Credentials* out, std::string* error);
+// /home/u/.aws/credentials (...)"). Keys found with a control character in
+// any field (uploader/s3/header_text.h) are refused: kNone, *refused set,
+// and *error names the variable or the file and the field, never a value;
+// the chain stops there (no later source is tried in their place).
+CredentialSource LoadCredentials(const CredentialEnv& env, Credentials* out, std::string* error,
+                                 bool* refused = nullptr);
 
 // Parses an INI-style shared credentials file's text and fills *out from
 // section [section]. Returns false if the section or either key is missing.

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "uploader/s3/curl_transfer.h"
+#include "uploader/s3/header_text.h"
 #include "uploader/upload_libs.h"
 
 namespace flightrec::uploader {
@@ -32,6 +33,14 @@ HttpFetcher::~HttpFetcher() {
 
 bool HttpFetcher::Fetch(const HttpRequest& request, HttpResponse* response) {
   *response = HttpResponse();
+  // A header line or URL with a control character is never sent: a CR LF
+  // would add lines of its own to the request (header_text.h).
+  bool clean = !HasControlChar(request.url) && !HasControlChar(request.method);
+  for (const std::string& h : request.headers) clean = clean && HeaderLineClean(h);
+  if (!clean) {
+    response->error = "request not sent: a header or the URL holds a control character";
+    return false;
+  }
   if (dead_ || !S3Client::GlobalInit()) {
     response->error = "libcurl unavailable";
     return false;

@@ -5,6 +5,8 @@
 
 #include <cctype>
 
+#include "uploader/s3/header_text.h"
+
 namespace flightrec::uploader {
 namespace {
 
@@ -68,9 +70,9 @@ FetchOutcome FetchInstanceMetadataCredentials(const CredentialEnv& env, HttpFetc
   std::string token = resp.body;
   Wipe(&resp.body);
   while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-  if (token.empty() || token.find_first_of("\r\n") != std::string::npos) {
+  if (token.empty() || HasControlChar(token)) {  // it goes out as a header (header_text.h)
     Wipe(&token);
-    o.error = "instance metadata session token is empty or malformed";
+    o.error = "refused: the instance metadata session token is empty or holds a control character";
     return o;
   }
   *session_token_seen = token;
@@ -88,9 +90,10 @@ FetchOutcome FetchInstanceMetadataCredentials(const CredentialEnv& env, HttpFetc
     return failed(resp.status == 404 ? "role list (no instance role attached?)" : "role list");
   }
   Wipe(&req.headers.back());
-  if (!RoleName(resp.body, &role)) {
+  if (!RoleName(resp.body, &role)) {  // letters, digits and +=,.@_- only: never a control character
     Wipe(&resp.body);
-    o.error = "instance metadata lists no usable role name";
+    o.error = "refused: instance metadata lists no usable role name (empty, too long, or a character outside "
+              "letters, digits and +=,.@_-)";
     return o;
   }
   Wipe(&resp.body);

@@ -7,6 +7,7 @@
 
 #include "uploader/retry_policy.h"
 #include "uploader/s3/error_text.h"
+#include "uploader/s3/header_text.h"
 #include "uploader/s3/s3_xml.h"
 #include "uploader/s3/sigv4.h"
 
@@ -84,6 +85,14 @@ bool ParseAssumeRoleWithWebIdentityResponse(std::string_view xml, ExpiringCreden
   if (!ok || !c.credentials.valid() || c.credentials.session_token.empty()) {
     c.Clear();
     *error = "STS <Credentials> lacks AccessKeyId, SecretAccessKey, SessionToken or Expiration";
+    return false;
+  }
+  // XML entities decode to any character: a &#13;&#10; in a token would
+  // become an extra header line to S3 (header_text.h).
+  const char* bad = CredentialFieldWithControlChar(c.credentials);
+  if (bad || HasControlChar(expiration)) {
+    c.Clear();
+    *error = std::string("refused: STS <Credentials> ") + (bad ? bad : "Expiration") + " holds a control character";
     return false;
   }
   if (!ParseHttpDate(expiration, &c.expires_at)) {

@@ -12,6 +12,14 @@ const UploadLibs& Curl() { return *LoadUploadLibs(); }
 
 }  // namespace
 
+CURLcode NoTlsKeyLog(CURL*, void* ssl_ctx, void*) {
+  // libcurl has set its SSLKEYLOGFILE callback on this context already when
+  // its keylog file is open (7.88: ossl_connect_step1 sets it, then calls
+  // us): take it off again.
+  if (ssl_ctx) Curl().ssl_ctx_set_keylog_callback(static_cast<SSL_CTX*>(ssl_ctx), nullptr);
+  return CURLE_OK;
+}
+
 void SetCommonRequestOptions(CURL* e, const char* url, curl_slist* headers, long connect_timeout_ms) {
   Curl().easy_setopt(e, CURLOPT_URL, url);
   Curl().easy_setopt(e, CURLOPT_HTTPHEADER, headers);
@@ -20,6 +28,9 @@ void SetCommonRequestOptions(CURL* e, const char* url, curl_slist* headers, long
   Curl().easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
   Curl().easy_setopt(e, CURLOPT_USERAGENT, "flightrec");
   Curl().easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, connect_timeout_ms);
+  // Our TLS secrets never reach a key-log file, even one the program's own
+  // use of this libcurl opened (GlobalInit refuses to open one itself).
+  Curl().easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, NoTlsKeyLog);
 }
 
 TransferEnd StepTransfer(S3Control* control, CURLM* m, CURL* e, curl_slist* headers, long poll_ms,

@@ -11,9 +11,17 @@
 
 namespace flightrec::uploader {
 
-// URL, headers, no signals, http(s) only, no redirects, our user agent and
-// the connect timeout. Inside a step, on a handle just easy_reset.
+// URL, headers, no signals, http(s) only, no redirects, our user agent, the
+// connect timeout, and no TLS key log (NoTlsKeyLog). Inside a step, on a
+// handle just easy_reset.
 void SetCommonRequestOptions(CURL* easy, const char* url, curl_slist* headers, long connect_timeout_ms);
+
+// CURLOPT_SSL_CTX_FUNCTION of every request of ours: clears the key-log
+// callback libcurl puts on the TLS context when a key-log file is open in
+// the process (SSLKEYLOGFILE, read once at libcurl's global init, perhaps
+// by the program's own use of the same libcurl), so our secrets are never
+// written there. libcurl calls it after its own TLS settings.
+CURLcode NoTlsKeyLog(CURL* easy, void* ssl_ctx, void* unused);
 
 enum class TransferEnd {
   kFinished,   // *result holds libcurl's code, *status the HTTP status (0: none)

@@ -12,8 +12,11 @@
 #include <unistd.h>
 
 #include "preload/runtime/clock.h"
+#include "preload/runtime/loader_quiesce.h"
+#include "uploader/library_environment.h"
 #include "uploader/s3/curl_transfer.h"
 #include "uploader/s3/error_text.h"
+#include "uploader/s3/header_text.h"
 #include "uploader/s3/s3_xml.h"
 #include "uploader/s3/sha256_hmac.h"
 #include "uploader/upload_libs.h"
@@ -39,6 +42,7 @@ struct S3Client::Response {
   std::string date;
   std::string transport_error;  // libcurl's detailed text (host, port, timings)
   std::string transport_cause;  // libcurl's generic text for the code: stable, for "log once"
+  bool not_sent = false;        // refused before libcurl saw it (a control character in a header)
 };
 
 namespace {
@@ -161,12 +165,33 @@ bool S3Control::Sleep(uint64_t ns) {
 
 std::string S3Result::Cause() const {
   if (local_error) return "reading the segment failed: " + detail;
+  if (not_sent) return detail;
   if (verdict == Verdict::kAborted) return "stopped: " + detail;
   if (http_status == 0) return "connection failed: " + (error_code.empty() ? detail : error_code);
   std::string c = "HTTP " + std::to_string(http_status);
   if (!error_code.empty()) c += " " + error_code;
   return c;
 }
+
+namespace {
+
+struct GlobalInitStep {
+  const UploadLibs* libs;
+  bool ok = false;
+};
+
+// Inside RecorderForkFenced: a fork waits for this, so no child inherits
+// libcurl's global-init lock or an OpenSSL run-once half done.
+void RunGlobalInit(void* arg) {
+  auto* step = static_cast<GlobalInitStep*>(arg);
+  // First OpenSSL initialisation in the process wins the atexit decision.
+  // The configuration is left to libcurl's OPENSSL_init_ssl, as a program
+  // of its own would have it (LibraryEnvironmentSafe checked it first).
+  step->libs->openssl_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
+  step->ok = step->libs->global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+}
+
+}  // namespace
 
 bool S3Client::GlobalInit(std::string* error) {
   std::call_once(g_global_once, [] {
@@ -176,9 +201,16 @@ bool S3Client::GlobalInit(std::string* error) {
       g_global_error = error;
       return;
     }
-    // First OpenSSL initialisation in the process wins the atexit decision.
-    libs->openssl_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
-    g_global_ok = libs->global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+    // Before libcurl reads the environment: a configuration file that
+    // would block OpenSSL's reader, or SSLKEYLOGFILE, keeps both libraries
+    // uninitialised by us (library_environment.h).
+    if (!LibraryEnvironmentSafe(*libs, &error)) {
+      g_global_error = error;
+      return;
+    }
+    GlobalInitStep step{libs};
+    OwnForkFenced(RunGlobalInit, &step);
+    g_global_ok = step.ok;
     if (!g_global_ok) g_global_error = "libcurl could not be initialised";
   });
   if (!g_global_ok && error) *error = g_global_error;
@@ -243,6 +275,22 @@ Transport S3Client::PerformOnce(const char* method, const std::string& raw_path,
   std::string url = endpoint_.Url(EncodedPath(raw_path));
   const std::string canonical_query = CanonicalQuery(query);
   if (!canonical_query.empty()) url += "?" + canonical_query;  // the wire query is the canonical one
+
+  // Header text with a control character would put lines of its own on the
+  // wire (header_text.h): the request is not sent. Names only in the text.
+  const char* bad_header = nullptr;
+  for (const auto& [name, value] : req.headers)
+    if (!bad_header && (HasControlChar(name) || HasControlChar(value))) bad_header = name.c_str();
+  if (!bad_header && HasControlChar(signed_req.authorization)) bad_header = "authorization";
+  if (!bad_header && content_type && HasControlChar(content_type)) bad_header = "content-type";
+  if (bad_header || HasControlChar(url)) {
+    response->transport_error = response->transport_cause =
+        std::string("request not sent: ") + (bad_header ? "header " + std::string(bad_header) : std::string("URL")) +
+        " holds a control character";
+    response->not_sent = true;
+    explicit_bzero(signed_req.authorization.data(), signed_req.authorization.size());
+    return Transport::kFatal;
+  }
 
   if (dead_ || !control_->EnterStep()) {
     dead_ = true;
@@ -346,6 +394,7 @@ S3Result S3Client::Send(const char* method, const std::string& raw_path, const K
     r.error_code = response->transport_cause;
     r.detail = Shorten(response->transport_error);
     r.local_error = body && body->read_error;
+    r.not_sent = response->not_sent;
     // CompleteMultipartUpload may answer 200 with an <Error> body.
     const bool post_error = strcmp(method, "POST") == 0 && response->body.find("<Error>") != std::string::npos;
     if (t == Transport::kOk && (response->status >= 300 || post_error)) {

@@ -68,6 +68,7 @@ struct S3Result {
   std::string detail;      // shortened <Message> or libcurl's error text
   unsigned attempts = 0;
   bool local_error = false;  // reading the segment failed; S3 is not to blame
+  bool not_sent = false;     // a header held a control character: nothing went out (header_text.h)
   // We had to stop (S3Control::ShouldStop) while retrying; verdict and the
   // other fields describe the last failed attempt. A stop during the first
   // attempt is verdict kAborted instead.
@@ -103,9 +104,13 @@ class S3Client {
   uint64_t PartBytesFor(uint64_t size) const;
 
   // Process-wide libcurl/OpenSSL loading (upload_libs.h) and initialisation;
-  // idempotent and thread-safe. Tells OpenSSL not to register its atexit
-  // cleanup, so a host exiting while this thread is mid-TLS cannot free
-  // OpenSSL state underneath it. On failure, *error says why.
+  // idempotent and thread-safe. On the upload thread only, never in the
+  // constructor or on a program's thread: OpenSSL reads its configuration
+  // file here, which can block. Refused (false) when the environment would
+  // make libcurl or OpenSSL block or log our TLS keys
+  // (uploader/library_environment.h). Tells OpenSSL not to register its
+  // atexit cleanup, so a host exiting while this thread is mid-TLS cannot
+  // free OpenSSL state underneath it. On failure, *error says why.
   static bool GlobalInit(std::string* error = nullptr);
 
   struct Body;      // request body (defined in s3_client.cc)
