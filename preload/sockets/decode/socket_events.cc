@@ -31,6 +31,13 @@ std::vector<format::EventTypeSpec> SocketEventSpecs() {
       {"socket.gap",
        {{"time", T, "ns"}, {"tid", U, ""}, {"conn", U, ""}, {"bytes_in", U, "bytes"}, {"bytes_out", U, "bytes"},
         {"ops", U, "count"}, {"errors", U, "count"}}},
+      // Packed like socket.op: its times are on the same 128 ns grid.
+      {"socket.exchange",
+       {{"time", T, "ns"}, {"tid", U, ""}, {"fd", U, ""}, {"conn", U, "", 2}, {"flags", U, ""},
+        {"bytes_in", U, "bytes"}, {"bytes_out", U, "bytes"}, {"calls_in", U, "count"}, {"calls_out", U, "count"},
+        {"errors", U, "count"}, {"would_block", U, "count"}, {"ask_ns", U, "ns"}, {"wait_ns", U, "ns"},
+        {"answer_ns", U, "ns"}},
+       true},
   };
 }
 
@@ -43,6 +50,7 @@ void DefineAll(DefineFn define) {
   g_socket_types.close = define(specs[2]);
   g_socket_types.acceptq = define(specs[3]);
   g_socket_types.gap = define(specs[4]);
+  g_socket_types.exchange = define(specs[5]);
 }
 }  // namespace
 
