@@ -251,15 +251,13 @@ def _derive_exchanges(pid, segs, conns):
         for b in seg.batches:
             if b.type.name != "socket.exchange":
                 continue
-            cols = b.columns_named(["time", "tid", "conn", "flags", "bytes_in", "bytes_out", "ask_ns", "wait_ns",
-                                    "answer_ns"])
+            cols = b.columns_named(["time", "tid", "conn", "flags", "bytes_in", "bytes_out", "end"])
             if cols is None:
                 continue
-            for t, tid, conn, flags, bin_, bout, ask, wait, ans in zip(*cols):
+            for t, tid, conn, flags, bin_, bout, end in zip(*cols):
                 if conn not in conns:
                     continue
                 server = conns[conn][0]
-                end = t + ask + wait + ans
                 g = open_groups.pop(conn, None)
                 if g is not None and not flags & EX_CONT:
                     r = done(conn, g)  # its continuation never came: it ended with its last part

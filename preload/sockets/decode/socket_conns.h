@@ -40,13 +40,13 @@ struct ConnProbe {
 // A socket.exchange as the flush thread decoded it (socket_exchange.h):
 // times in CLOCK_MONOTONIC ns on the socket grid.
 struct ExchangeEvent {
-  uint64_t time = 0, ask_ns = 0, wait_ns = 0, answer_ns = 0;
+  uint64_t time = 0, ask_ns = 0, answer_ns = 0, end_ns = 0;
   uint64_t conn = 0, bytes_in = 0, bytes_out = 0;
   uint32_t calls_in = 0, calls_out = 0, errors = 0, would_block = 0;
   int32_t fd = -1;
   uint32_t tid = 0;
   uint16_t flags = 0;
-  uint64_t end() const { return time + ask_ns + wait_ns + answer_ns; }
+  uint64_t end() const { return end_ns; }
 };
 
 struct ListenerInfo {

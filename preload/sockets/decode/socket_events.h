@@ -21,14 +21,15 @@
 //                   ring), summed per connection (socket_gaps.h); already
 //                   in socket.close's totals
 //  socket.exchange time, tid, fd, conn, flags, bytes_in, bytes_out, calls_in,
-//                   calls_out, errors, would_block, ask_ns, wait_ns, answer_ns
+//                   calls_out, errors, would_block, ask_ns, answer_ns, end
 //                   one request/response exchange of a descriptor, or a part
 //                   of one (socket_exchange.h has the rules and the flags):
 //                   time = begin of its ask run (its answer run when it has
-//                   none), ask_ns = the ask run's span, wait_ns = from the
-//                   ask run's end to the answer run's first bytes, answer_ns
-//                   = the answer run's span (0 for an absent run). The ask
-//                   run is a server's receives, a client's sends.
+//                   none), ask_ns = the ask run's span, answer_ns = the
+//                   answer run's span (0 for an absent run), end = the end
+//                   of the last data call (the answer's first bytes at
+//                   end - answer_ns). The ask run is a server's receives, a
+//                   client's sends.
 #pragma once
 #include <cstdint>
 #include <vector>

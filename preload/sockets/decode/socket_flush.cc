@@ -105,7 +105,7 @@ void SocketFlushSide::OnExchange(format::SegmentWriter* w, const ExchangeEvent& 
                               e.conn,         e.flags,             e.bytes_in,
                               e.bytes_out,    e.calls_in,          e.calls_out,
                               e.errors,       e.would_block,       e.ask_ns,
-                              e.wait_ns,      e.answer_ns};
+                              e.answer_ns,    e.end_ns};
   w->AppendColumns(g_socket_types.exchange, columns, 14);
   if (e.conn == 0 || conns_.CountExchangeNow(e)) return;
   pending_.push_back(
@@ -277,18 +277,20 @@ void DecodeExchange(FlushContext& ctx, const RecordHeader& h, const void* payloa
   if (ask_end) {
     e.time = ask_begin;
     e.ask_ns = ask_end > ask_begin ? ask_end - ask_begin : 0;
+    e.end_ns = ask_end;
     if (ans_end) {
-      const uint64_t after_ask = e.time + e.ask_ns;
-      e.wait_ns = ans_begin > after_ask ? ans_begin - after_ask : 0;
-      e.answer_ns = ans_end > e.time + e.ask_ns + e.wait_ns ? ans_end - (e.time + e.ask_ns + e.wait_ns) : 0;
+      e.end_ns = std::max(ans_end, ask_end);
+      e.answer_ns = ans_end > ans_begin ? ans_end - ans_begin : 0;
     }
   } else if (ans_end) {
     e.time = ans_begin;
     e.answer_ns = ans_end > ans_begin ? ans_end - ans_begin : 0;
+    e.end_ns = ans_end;
   } else {
     const uint64_t at = ExchangeTime(r.at, tsc, ctx.now_ns);
-    e.time = at ? at : QuantizeSocketTime(ctx.now_ns);
+    e.time = e.end_ns = at ? at : QuantizeSocketTime(ctx.now_ns);
   }
+  if (e.end_ns < e.time) e.end_ns = e.time;
   g_flush->side->OnExchange(ctx.writer, e, TidOf(ctx));
 }
 

@@ -236,14 +236,13 @@ def collect(trace):
     # held its descriptor's exchange (counted as "single_calls").
     for b in trace.batches({"socket.exchange"}):
         cols = _field_cols(b, ["time", "conn", "fd", "bytes_in", "bytes_out", "calls_in", "calls_out", "errors",
-                               "would_block", "ask_ns", "wait_ns", "answer_ns"])
+                               "would_block", "end"])
         if cols is None:
             continue
         pid = b.segment.pid
-        for (t, conn, fd, bin_, bout, cin, cout, errors, wb, ask, wait, ans) in zip(
+        for (t, conn, fd, bin_, bout, cin, cout, errors, wb, end) in zip(
                 cols["time"], cols["conn"], cols["fd"], cols["bytes_in"], cols["bytes_out"], cols["calls_in"],
-                cols["calls_out"], cols["errors"], cols["would_block"], cols["ask_ns"], cols["wait_ns"],
-                cols["answer_ns"]):
+                cols["calls_out"], cols["errors"], cols["would_block"], cols["end"]):
             c = conns.get((pid, conn)) or get(pid, conn)
             c["bytes_in"] += bin_
             c["bytes_out"] += bout
@@ -259,7 +258,6 @@ def collect(trace):
             c["exchanges"] = c.get("exchanges", 0) + 1
             if c["first_ns"] is None or t < c["first_ns"]:
                 c["first_ns"] = t
-            end = t + ask + wait + ans
             if c["last_ns"] is None or end > c["last_ns"]:
                 c["last_ns"] = end
             if c["fd"] is None:
