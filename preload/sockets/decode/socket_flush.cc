@@ -251,7 +251,7 @@ void DecodeOp(FlushContext& ctx, const RecordHeader& h, const void* payload) {
 // One time of an exchange record in CLOCK_MONOTONIC ns on the socket grid (0 stays 0).
 uint64_t ExchangeTime(uint64_t t, bool tsc, uint64_t now_ns) {
   if (!t) return 0;
-  return QuantizeSocketTime(tsc ? sockclock::TicksToNs(t, now_ns) : t);
+  return QuantizeExchangeTime(tsc ? sockclock::TicksToNs(t, now_ns) : t);
 }
 
 void DecodeExchange(FlushContext& ctx, const RecordHeader& h, const void* payload) {
@@ -288,7 +288,7 @@ void DecodeExchange(FlushContext& ctx, const RecordHeader& h, const void* payloa
     e.end_ns = ans_end;
   } else {
     const uint64_t at = ExchangeTime(r.at, tsc, ctx.now_ns);
-    e.time = e.end_ns = at ? at : QuantizeSocketTime(ctx.now_ns);
+    e.time = e.end_ns = at ? at : QuantizeExchangeTime(ctx.now_ns);
   }
   if (e.end_ns < e.time) e.end_ns = e.time;
   g_flush->side->OnExchange(ctx.writer, e, TidOf(ctx));
