@@ -52,45 +52,68 @@ bool Init(size_t fds, uint64_t open_bound_ns) {
   return true;
 }
 
+namespace {
+// The slot's record (its connection and calls known to be non-zero).
+void Fill(const Slot& s, int fd, uint64_t now, uint16_t flags, bool partial, SocketExchangeRecord* r) {
+  if (s.word & kSCont) flags |= kExCont;
+  if (s.word & kSEof) flags |= kExEof;
+  if (partial) flags |= kExPartial;
+  if (s.word & kSTsc) flags |= kExTsc;
+  uint64_t at = s.ask_end > s.ans_end ? s.ask_end : s.ans_end;
+  if (!at) at = now;
+  r->conn = s.word & sockfd::kConnMask;
+  r->ask_begin = s.ask_begin;
+  r->ask_end = s.ask_end;
+  r->ans_begin = s.ans_begin;
+  r->ans_end = s.ans_end;
+  r->at = at;
+  r->bytes_in = s.bytes_in;
+  r->bytes_out = s.bytes_out;
+  r->calls_in = s.calls_in;
+  r->calls_out = s.calls_out;
+  r->errors = s.errors;
+  r->would_block = s.would_block;
+  r->fd = fd;
+  r->tid = s.tid;
+  r->flags = flags;
+  for (uint8_t& b : r->pad) b = 0;
+}
+}  // namespace
+
 __attribute__((noinline, cold)) void Emit(Slot& s, int fd, uint64_t now, uint16_t flags, bool partial) {
   const uint64_t conn = s.word & sockfd::kConnMask;
   const uint32_t calls = uint32_t(s.calls_in) + s.calls_out;
   const uint64_t keep = partial ? (s.word & (kSAsk | kSAns)) | kSCont : 0;
   if (conn && calls) {
-    if (s.word & kSCont) flags |= kExCont;
-    if (s.word & kSEof) flags |= kExEof;
-    if (partial) flags |= kExPartial;
-    const bool tsc = (s.word & kSTsc) != 0;
-    if (tsc) flags |= kExTsc;
-    uint64_t at = s.ask_end > s.ans_end ? s.ask_end : s.ans_end;
-    if (!at) at = now;
     ThreadState* ts = sockhot::ThreadStateViaHotLine();
     RecordWriter w(ts, kRecSocketExchange, sizeof(SocketExchangeRecord));
     if (w.ok()) {
-      auto* r = static_cast<SocketExchangeRecord*>(w.data());
-      r->conn = conn;
-      r->ask_begin = s.ask_begin;
-      r->ask_end = s.ask_end;
-      r->ans_begin = s.ans_begin;
-      r->ans_end = s.ans_end;
-      r->at = at;
-      r->bytes_in = s.bytes_in;
-      r->bytes_out = s.bytes_out;
-      r->calls_in = s.calls_in;
-      r->calls_out = s.calls_out;
-      r->errors = s.errors;
-      r->would_block = s.would_block;
-      r->fd = fd;
-      r->tid = s.tid;
-      r->flags = flags;
-      for (uint8_t& b : r->pad) b = 0;
+      Fill(s, fd, now, flags, partial, static_cast<SocketExchangeRecord*>(w.data()));
     } else if (ts) {
       // Dropped: the calls' bytes still reach the connection's totals.
+      uint64_t at = s.ask_end > s.ans_end ? s.ask_end : s.ans_end;
+      if (!at) at = now;
       SummarizeDroppedCalls(ts->sock_gaps, conn, s.bytes_in, s.bytes_out, calls, s.errors,
-                            tsc ? at | kGapTimeIsTsc : at);
+                            (s.word & kSTsc) ? at | kGapTimeIsTsc : at);
     }
   }
   Reset(s, (s.word & (sockfd::kConnMask | kSTsc)) | keep);
+}
+
+bool TakeForFlush(int fd, SocketExchangeRecord* out) {
+  if (!g_slots || fd < 0 || static_cast<size_t>(fd) >= g_slot_count) return false;
+  Slot& s = g_slots[fd];
+  uint32_t q = s.seq.load(std::memory_order_relaxed);
+  if ((q & 1) || !s.seq.compare_exchange_strong(q, q + 1, std::memory_order_acquire, std::memory_order_relaxed))
+    return false;
+  const bool any = (s.word & sockfd::kConnMask) && (s.calls_in || s.calls_out);
+  if (any) {
+    Fill(s, fd, 0, 0, true, out);
+    // A part: the exchange may still go on (the sweep runs where the process may live on).
+    Reset(s, (s.word & (sockfd::kConnMask | kSTsc | kSAsk | kSAns)) | kSCont);
+  }
+  s.seq.store(q + 2, std::memory_order_release);
+  return any;
 }
 
 __attribute__((noinline, cold)) void Rebind(Slot& s, int fd, uint64_t word, uint64_t now) {

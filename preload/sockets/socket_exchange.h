@@ -178,6 +178,11 @@ __attribute__((always_inline)) inline bool Account(uint64_t entry, int fd, bool 
 // reader's inference always had it); otherwise the slot is left as it is.
 void Flush(int fd, uint64_t conn, uint64_t now_ns, bool only_answered);
 
+// The flush thread's sweep at the process's end (socket_flush.cc): what fd's
+// slot holds, as a record (kExPartial), if the slot is free and holds calls;
+// the slot keeps the exchange's state. Returns whether *out was filled.
+bool TakeForFlush(int fd, SocketExchangeRecord* out);
+
 // A close of a tracked socket: its exchange, then the close record.
 inline void PushClose(int fd, uint64_t conn, uint64_t t0, uint64_t t1, int64_t result) {
   if (On()) Flush(fd, conn, t0, false);

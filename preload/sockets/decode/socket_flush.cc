@@ -254,10 +254,27 @@ uint64_t ExchangeTime(uint64_t t, bool tsc, uint64_t now_ns) {
   return QuantizeExchangeTime(tsc ? sockclock::TicksToNs(t, now_ns) : t);
 }
 
+void OnExchangeRecord(FlushContext& ctx, const SocketExchangeRecord& r, uint32_t ring_tid);
+
 void DecodeExchange(FlushContext& ctx, const RecordHeader& h, const void* payload) {
   if (!g_flush || !g_flush->side || h.size < sizeof(RecordHeader) + sizeof(SocketExchangeRecord)) return;
   SocketExchangeRecord r;
   memcpy(&r, payload, sizeof(r));
+  OnExchangeRecord(ctx, r, TidOf(ctx));
+}
+
+// At the process's end: exchanges still in their descriptors' slots (a
+// server that exits without closing its connections: redis's SHUTDOWN) are
+// written from the slots, before the final drain's records are processed.
+void SweepExchangeSlots(FlushContext& ctx) {
+  if (!sockex::On()) return;
+  const int hw = sockfd::HighWater();
+  SocketExchangeRecord r;
+  for (int fd = 0; fd < hw; ++fd)
+    if (sockex::TakeForFlush(fd, &r)) OnExchangeRecord(ctx, r, 0);
+}
+
+void OnExchangeRecord(FlushContext& ctx, const SocketExchangeRecord& r, uint32_t ring_tid) {
   const bool tsc = (r.flags & kExTsc) != 0;
   const uint64_t ask_begin = ExchangeTime(r.ask_begin, tsc, ctx.now_ns);
   const uint64_t ask_end = ExchangeTime(r.ask_end, tsc, ctx.now_ns);
@@ -291,7 +308,7 @@ void DecodeExchange(FlushContext& ctx, const RecordHeader& h, const void* payloa
     e.time = e.end_ns = at ? at : QuantizeExchangeTime(ctx.now_ns);
   }
   if (e.end_ns < e.time) e.end_ns = e.time;
-  g_flush->side->OnExchange(ctx.writer, e, TidOf(ctx));
+  g_flush->side->OnExchange(ctx.writer, e, ring_tid);
 }
 
 // After a thread's ring is drained: what its dropped data calls added to
@@ -364,11 +381,12 @@ void FlushSource(FlushContext& ctx) {
   // holds everything the exited threads pushed. (A tick that was already
   // draining when exit() began may have missed records of another ring.)
   const uint64_t exiting_since = g_finalize_ns.load(std::memory_order_acquire);
+  const bool final = exiting_since != 0 && ctx.now_ns > exiting_since;
+  if (final) SweepExchangeSlots(ctx);
   // Up to when every ring was last drained, not this tick's start: a thread
   // the tick passed over as quiet (slot_scan.h) may still hold an earlier
   // call on a connection another thread has since closed.
-  g->side->Process(ctx.writer, ctx.AllDrainedNs() - kSocketTimeGrainNs,
-                   exiting_since != 0 && ctx.now_ns > exiting_since);
+  g->side->Process(ctx.writer, ctx.AllDrainedNs() - kSocketTimeGrainNs, final);
 
   if (g->acceptq_ns && ctx.now_ns >= g->next_acceptq_ns) {
     g->next_acceptq_ns = ctx.now_ns + g->acceptq_ns;
