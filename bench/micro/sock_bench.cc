@@ -16,7 +16,8 @@
 //    per recorded call including the flush thread that encodes the events.
 // Times are the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
 //
-//   sock_bench LIB            compare (LIB = path to libflightrec.so)
+//   sock_bench LIB            compare (LIB = path to libflightrec.so; SOCK_BENCH_SOCKETS=calls
+//                             records one event per call instead of one per exchange)
 //   sock_bench --child        process-level measurement: "socket_ns pipe_ns process_ns"
 //   sock_bench --interleaved  in-process measurement: added ns per call, socket and pipe,
 //                             fastest batches then medians, then a non-blocking socket's
@@ -184,9 +185,15 @@ int main(int argc, char** argv) {
     env.insert(env.end(), extra.begin(), extra.end());
     return env;
   };
-  const std::vector<std::vector<std::string>> configs = {
-      {}, with({"FLIGHTREC_SOCKETS=0"}), with({"FLIGHTREC_RING_BYTES=1M"})};
-  const char* names[] = {"plain", "preloaded, FLIGHTREC_SOCKETS=0", "preloaded, recording"};
+  // SOCK_BENCH_SOCKETS=calls: the recording side records one event per call
+  // (FLIGHTREC_SOCKETS=calls) instead of one per exchange (the default).
+  const char* mode = getenv("SOCK_BENCH_SOCKETS");
+  std::vector<std::string> recording = {"FLIGHTREC_RING_BYTES=1M"};
+  if (mode && *mode) recording.push_back(std::string("FLIGHTREC_SOCKETS=") + mode);
+  const std::string recording_name = std::string("preloaded, recording") + (mode && *mode ? " (" : "") +
+                                     (mode && *mode ? mode : "") + (mode && *mode ? ")" : "");
+  const std::vector<std::vector<std::string>> configs = {{}, with({"FLIGHTREC_SOCKETS=0"}), with(recording)};
+  const char* names[] = {"plain", "preloaded, FLIGHTREC_SOCKETS=0", recording_name.c_str()};
 
   // 1. In-process, hooked vs direct; the two configurations alternate.
   constexpr int kProcesses = 5;

@@ -30,6 +30,7 @@
 #include "preload/fds/released_fds.h"
 #include "preload/fds/validation_pipe.h"
 #include "preload/sockets/socket_direct.h"
+#include "preload/sockets/socket_exchange.h"
 #include "preload/sockets/socket_hot_path.h"
 #include "preload/sockets/socket_real.h"
 
@@ -69,7 +70,7 @@ void ForgetSocketsInRange(unsigned first, unsigned last, uint64_t t0) {
     }
     if (flightrec::IsProtectedFd(static_cast<int>(fd))) continue;
     const uint64_t e = sockfd::Clear(static_cast<int>(fd));
-    if (e && recording) sockhot::PushOp(SockOp::kClose, static_cast<int>(fd), sockfd::EntryConn(e), t0, t0, 0);
+    if (e && recording) flightrec::sockex::PushClose(static_cast<int>(fd), sockfd::EntryConn(e), t0, t0, 0);
   }
 }
 
@@ -109,7 +110,7 @@ bool AnyProtectedIn(unsigned first, unsigned last) {
 // After a successful dup-style call made newfd a copy of oldfd.
 void NoteDup(int oldfd, int newfd, uint64_t old_entry, uint64_t replaced_entry, uint64_t t0, uint64_t t1) {
   if (replaced_entry && sockhot::Recording())  // dup2/dup3 closed the socket that was at newfd
-    sockhot::PushOp(SockOp::kClose, newfd, sockfd::EntryConn(replaced_entry), t0, t1, 0);
+    flightrec::sockex::PushClose(newfd, sockfd::EntryConn(replaced_entry), t0, t1, 0);
   if (old_entry) {
     // Two fds now reach one file: a flag change through either is not seen
     // through the other, so neither may skip libc's wrapper again.
@@ -188,7 +189,7 @@ FR_HOOK int close(int fd) {
   const int saved = errno;
   const uint64_t t1 = MonotonicNs();
   if (sockhot::Recording())
-    sockhot::PushOp(SockOp::kClose, fd, sockfd::EntryConn(e), t0, t1, rc < 0 ? -static_cast<int64_t>(saved) : 0);
+    flightrec::sockex::PushClose(fd, sockfd::EntryConn(e), t0, t1, rc < 0 ? -static_cast<int64_t>(saved) : 0);
   errno = saved;
   return rc;
 }

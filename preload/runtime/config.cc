@@ -213,7 +213,14 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
     }
     else if (name == "FLIGHTREC_OFFCPU") Bool(c, n, v, &cfg.offcpu);
     else if (name == "FLIGHTREC_OFFCPU_MIN_US") U64(c, n, v, &cfg.offcpu_min_us, 0, 60000000);
-    else if (name == "FLIGHTREC_SOCKETS") Bool(c, n, v, &cfg.sockets);
+    else if (name == "FLIGHTREC_SOCKETS") {
+      if (v == "calls") {
+        cfg.sockets = true;
+        cfg.socket_calls = true;
+      } else {
+        Bool(c, n, v, &cfg.sockets);
+      }
+    }
     else if (name == "FLIGHTREC_ACCEPTQ_MS") U64(c, n, v, &cfg.acceptq_ms, 0, 3600000);
     else if (name == "FLIGHTREC_SOCKET_TSC") Bool(c, n, v, &cfg.socket_tsc);
     else if (name == "FLIGHTREC_SOCKET_DIRECT") Bool(c, n, v, &cfg.socket_direct);

@@ -55,6 +55,7 @@ struct Config {
 
   // sockets
   bool sockets = true;                         // FLIGHTREC_SOCKETS
+  bool socket_calls = false;                   // FLIGHTREC_SOCKETS=calls: one record per call, not per exchange
   uint64_t acceptq_ms = 1000;                  // FLIGHTREC_ACCEPTQ_MS (0 = off)
   bool socket_tsc = true;                      // FLIGHTREC_SOCKET_TSC (0 = clock_gettime)
   bool socket_direct = true;                   // FLIGHTREC_SOCKET_DIRECT (0 = always through libc)

@@ -17,6 +17,7 @@
 #include "preload/fds/fd_guard.h"
 #include "preload/sockets/socket_clock.h"
 #include "preload/sockets/socket_direct.h"
+#include "preload/sockets/socket_exchange.h"
 #include "preload/sockets/socket_hot_path.h"
 #include "preload/sockets/socket_real.h"
 #include "preload/threads/block_notes.h"
@@ -30,6 +31,7 @@ using flightrec::SockOp;
 namespace sockclock = flightrec::sockclock;
 namespace sockfd = flightrec::sockfd;
 namespace sockhot = flightrec::sockhot;
+namespace sockex = flightrec::sockex;
 
 namespace {
 
@@ -267,6 +269,9 @@ FR_HOOK int shutdown(int fd, int how) {
   const int rc = g_real_sock.shutdown(fd, how);
   const int saved = errno;
   const uint64_t t1 = MonotonicNs();
+  // A server that shuts down has answered: its exchange is complete.
+  if (rc == 0 && sockex::On() && sockfd::EntryRole(e) == sockfd::SockRole::kServer)
+    sockex::Flush(fd, sockfd::EntryConn(e), t0, true);
   sockhot::PushOp(SockOp::kShutdown, fd, sockfd::EntryConn(e), t0, t1, Result(rc, saved), 0,
                   static_cast<uint16_t>(how & 0xffff));
   errno = saved;

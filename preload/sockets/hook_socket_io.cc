@@ -7,7 +7,9 @@
 // The fast path for everything else — read()/write() on files and pipes, or
 // any call while FLIGHTREC_SOCKETS=0 — is one fd-table load and a compare.
 // A recorded call adds two clock reads (raw TSC where invariant:
-// socket_clock.h) and one ring push (SocketOpRecord); errno is exactly what
+// socket_clock.h) and its share of the descriptor's exchange
+// (socket_exchange.h: one record per request/response exchange), or with
+// FLIGHTREC_SOCKETS=calls one ring push (SocketOpRecord); errno is exactly what
 // the real call left. On a non-blocking socket the system call itself is
 // made here rather than through libc's wrapper (socket_direct.h). MSG_PEEK receives are recorded
 // with kOpFlagPeek so their bytes are not counted as consumed.
@@ -21,6 +23,7 @@
 #include "preload/fds/validation_pipe.h"
 #include "preload/sockets/socket_clock.h"
 #include "preload/sockets/socket_direct.h"
+#include "preload/sockets/socket_exchange.h"
 #include "preload/sockets/socket_hot_path.h"
 #include "preload/sockets/socket_real.h"
 #include "preload/sockets/socket_records.h"
@@ -34,6 +37,7 @@ using flightrec::kOpFlagTsc;
 using flightrec::SockOp;
 namespace sockclock = flightrec::sockclock;
 namespace sockdirect = flightrec::sockdirect;
+namespace sockex = flightrec::sockex;
 namespace sockfd = flightrec::sockfd;
 namespace sockhot = flightrec::sockhot;
 
@@ -56,8 +60,13 @@ inline int64_t MmsgBytes(const mmsghdr* v, int n) {
 template <SockOp kOp>
 __attribute__((always_inline)) inline void Note(uint64_t entry, uint8_t flags, int fd, uint64_t word, bool tsc,
                                                 uint64_t t0, uint64_t t1, int64_t result) {
-  sockhot::PushOp(kOp, fd, sockfd::EntryConn(entry), t0, t1, result,
-                  tsc ? static_cast<uint8_t>(flags | kOpFlagTsc) : flags);
+  // The exchange accounting of fd's slot (socket_exchange.h); a call whose
+  // slot another thread holds, or every call with FLIGHTREC_SOCKETS=calls,
+  // is a record of its own.
+  if (!sockex::On() || !sockex::Account(entry, fd, flightrec::IsSendOp(static_cast<uint8_t>(kOp)),
+                                        (flags & kOpFlagPeek) != 0, tsc, t0, t1, result))
+    sockhot::PushOp(kOp, fd, sockfd::EntryConn(entry), t0, t1, result,
+                    tsc ? static_cast<uint8_t>(flags | kOpFlagTsc) : flags);
   if (__builtin_expect(t1 - t0 >= sockclock::BlockThreshold(word), 0) && flightrec::BlockNotesOn()) {
     const int saved_errno = errno;
     const uint64_t end = flightrec::MonotonicNs();

@@ -26,6 +26,8 @@ namespace flightrec::sockclock {
 FR_SOCK_HOT_DATA alignas(64) std::atomic<uint64_t> g_tsc_block_ticks{0};
 std::atomic<uint64_t> g_block_min_ns{UINT64_MAX};
 std::atomic<uint64_t> g_ns_per_tick_q32{0};
+std::atomic<uint64_t> g_open_bound_ns{UINT64_MAX};
+std::atomic<uint64_t> g_open_bound_ticks{UINT64_MAX};
 
 namespace {
 constexpr uint64_t kRefreshNs = 1000ull * 1000 * 1000;
@@ -47,6 +49,9 @@ void PublishBlockTicks() {
   const double want = min_ns == UINT64_MAX ? 1.8e19 : static_cast<double>(min_ns) / slope;
   uint64_t ticks = want >= 1.8e19 ? UINT64_MAX - 1 : static_cast<uint64_t>(want);
   if (ticks == 0) ticks = 1;
+  const uint64_t bound_ns = g_open_bound_ns.load(std::memory_order_relaxed);
+  const double bound = bound_ns == UINT64_MAX ? 1.8e19 : static_cast<double>(bound_ns) / slope;
+  g_open_bound_ticks.store(bound >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(bound), std::memory_order_relaxed);
   // Only while the TSC is on: never turns it back on after a disagreement.
   uint64_t word = g_tsc_block_ticks.load(std::memory_order_relaxed);
   // Release: a hook that reads these ticks also reads the ns-per-tick above.
@@ -69,6 +74,10 @@ void AddPairChecked() {
 
 void SetBlockMinNs(uint64_t min_ns) {
   g_block_min_ns.store(min_ns ? min_ns : 1, std::memory_order_relaxed);
+}
+
+void SetOpenBoundNs(uint64_t bound_ns) {
+  g_open_bound_ns.store(bound_ns ? bound_ns : 1, std::memory_order_relaxed);
 }
 
 bool CpuHasInvariantTsc() {

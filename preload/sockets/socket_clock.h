@@ -71,6 +71,17 @@ inline uint64_t ApproxTicksToNs(uint64_t ticks) {
 }
 void SetBlockMinNs(uint64_t min_ns);
 
+// How long an exchange's record may stay open in a descriptor's slot before
+// the hook writes what it has (socket_exchange.h), in each unit: the ns one
+// set at init (SetOpenBoundNs), the ticks one published with the block
+// threshold (before it, so a hook that reads ticks reads this too).
+extern std::atomic<uint64_t> g_open_bound_ns;
+extern std::atomic<uint64_t> g_open_bound_ticks;
+inline uint64_t OpenBound(bool tsc) {
+  return (tsc ? g_open_bound_ticks : g_open_bound_ns).load(std::memory_order_relaxed);
+}
+void SetOpenBoundNs(uint64_t bound_ns);
+
 // True when CPUID reports an invariant TSC.
 bool CpuHasInvariantTsc();
 

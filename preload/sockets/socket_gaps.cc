@@ -8,10 +8,16 @@ void Add(std::atomic<uint64_t>& v, uint64_t d) { v.store(v.load(std::memory_orde
 
 }  // namespace
 
-__attribute__((noinline)) void SummarizeDroppedDataOp(SockGapTable& t, uint64_t conn, uint64_t bytes_in,
-                                                      uint64_t bytes_out, bool error, uint64_t end_ns) {
+void SummarizeDroppedDataOp(SockGapTable& t, uint64_t conn, uint64_t bytes_in, uint64_t bytes_out, bool error,
+                            uint64_t end_ns) {
+  SummarizeDroppedCalls(t, conn, bytes_in, bytes_out, 1, error ? 1 : 0, end_ns);
+}
+
+__attribute__((noinline)) void SummarizeDroppedCalls(SockGapTable& t, uint64_t conn, uint64_t bytes_in,
+                                                     uint64_t bytes_out, uint64_t ops, uint64_t errors,
+                                                     uint64_t end_ns) {
   if (t.owner_busy) {  // a signal handler interrupted the owner in here
-    Add(t.unsummarized, 1);
+    Add(t.unsummarized, ops);
     Add(t.changes, 1);
     return;
   }
@@ -37,15 +43,15 @@ __attribute__((noinline)) void SummarizeDroppedDataOp(SockGapTable& t, uint64_t 
     }
   }
   if (!slot) {
-    Add(t.unsummarized, 1);
+    Add(t.unsummarized, ops);
   } else {
     const uint32_t s = slot->seq.load(std::memory_order_relaxed);
     slot->seq.store(s + 1, std::memory_order_relaxed);
     if (fresh) slot->conn.store(conn, std::memory_order_release);  // counters carry on (see the header)
     Add(slot->bytes_in, bytes_in);
     Add(slot->bytes_out, bytes_out);
-    Add(slot->ops, 1);
-    if (error) Add(slot->errors, 1);
+    Add(slot->ops, ops);
+    Add(slot->errors, errors);
     slot->last_ns.store(end_ns, std::memory_order_release);
     slot->seq.store(s + 2, std::memory_order_release);
   }

@@ -58,6 +58,10 @@ inline constexpr uint64_t kGapTimeIsTsc = 1ull << 63;
 // in/out: bytes moved in each direction (0 for an error or a peek).
 void SummarizeDroppedDataOp(SockGapTable& t, uint64_t conn, uint64_t bytes_in, uint64_t bytes_out, bool error,
                             uint64_t end_ns);
+// The same for several calls at once (a dropped socket.exchange record:
+// socket_exchange.h). ops must be > 0.
+void SummarizeDroppedCalls(SockGapTable& t, uint64_t conn, uint64_t bytes_in, uint64_t bytes_out, uint64_t ops,
+                           uint64_t errors, uint64_t end_ns);
 
 // Reader: calls fn(conn, bytes_in, bytes_out, ops, errors, last_ns) with what
 // was added since the last harvest, for each entry that reads consistently.

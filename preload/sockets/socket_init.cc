@@ -19,6 +19,7 @@
 #include "preload/runtime/log.h"
 #include "preload/sockets/socket_clock.h"
 #include "preload/sockets/socket_direct.h"
+#include "preload/sockets/socket_exchange.h"
 #include "preload/sockets/socket_fd_table.h"
 #include "preload/sockets/decode/socket_flush.h"
 #include "preload/sockets/socket_hot_path.h"
@@ -95,6 +96,15 @@ void SocketsInit(const Config& cfg) {
   Log(LogLevel::kInfo, "socket calls timed with %s", tsc ? "the TSC" : "clock_gettime");
   const bool direct = sockdirect::Init(cfg.socket_direct);
   Log(LogLevel::kInfo, "data calls on non-blocking sockets %s", direct ? "skip libc's wrapper" : "go through libc");
+  if (!cfg.socket_calls) {
+    // Records are written at most this long after an exchange began
+    // (socket_exchange.h); a slow-request trigger needs its exchanges sooner.
+    uint64_t bound_ns = 1000ull * 1000 * 1000;
+    if (cfg.trigger_slow_ms && cfg.trigger_slow_ms * 1000000ull < bound_ns) bound_ns = cfg.trigger_slow_ms * 1000000ull;
+    if (!sockex::Init(sockfd::g_table_size, bound_ns))
+      Log(LogLevel::kWarn, "cannot map the socket exchange slots; recording one record per socket call");
+  }
+  Log(LogLevel::kInfo, "socket data calls recorded %s", sockex::On() ? "per exchange" : "one by one");
   RegisterSocketFlushSide(cfg);
   AdoptExistingSockets();
   AdoptLiveSockets();

@@ -23,6 +23,7 @@ enum RecordKind : uint16_t {
   // sockets (preload/socket_*)
   kRecSocketOp = 30,
   kRecSocketAddr = 31,
+  kRecSocketExchange = 32,  // one request/response exchange of a descriptor (socket_exchange.h)
   // crash capture
   kRecCrash = 40,
   kRecCrashRecovered = 41,  // the application's handler returned: it went on

@@ -25,6 +25,15 @@ Rules, per connection, over its data calls in order of completion:
 Failed calls, zero-byte results and MSG_PEEK receives move no data. A
 zero-byte receive on a stream socket is EOF; a server's successful shutdown()
 ends its current exchange.
+
+Recorders since issue 39 keep that state machine in the hot path itself and
+write one `socket.exchange` per exchange (preload/sockets/socket_exchange.h,
+format/SPEC.md): a request is then read off it (iter_exchanges) — an
+exchange (its parts joined: flags PARTIAL/CONT) with bytes in both
+directions, from the begin of its ask run to the end of its answer run. A
+connection with exchanges takes its requests from them alone; its few
+socket.op data calls (made while another thread held the descriptor's
+accounting) count in the totals, not as requests.
 """
 
 import bisect
@@ -184,7 +193,12 @@ def iter_derived(trace, pids):
         if seg.pid in wanted:
             segments.setdefault(seg.pid, []).append(seg)
     for pid, segs in segments.items():
-        yield from _derive_process(pid, segs, wanted[pid])
+        conns = wanted[pid]
+        exchanged = _exchange_conns(segs, conns)
+        if exchanged:
+            yield from _derive_exchanges(pid, segs, conns)
+            conns = {c: v for c, v in conns.items() if c not in exchanged}
+        yield from _derive_process(pid, segs, conns)
 
 
 def _block_calls(b, conns):
@@ -201,6 +215,73 @@ def _block_calls(b, conns):
     # The hot loop of `requests` on a big trace: two membership tests per call.
     return [(t + dur, t, classes[op], nbytes, tid, conn)
             for t, tid, conn, op, nbytes, dur in zip(*cols) if op in used and conn in conns]
+
+
+# socket.exchange flags (preload/sockets/socket_exchange.h).
+EX_PARTIAL, EX_CONT = 2, 4
+
+
+def _exchange_conns(segs, conns):
+    """The connections of these segments that have socket.exchange events."""
+    seen = set()
+    for seg in segs:
+        for b in seg.batches:
+            if b.type.name != "socket.exchange":
+                continue
+            cols = b.columns_named(["conn"])
+            if cols is not None:
+                seen.update(c for c in set(cols[0]) if c in conns)
+    return seen
+
+
+def _derive_exchanges(pid, segs, conns):
+    """The requests of the socket.exchange events of one process: the parts
+    of one exchange (PARTIAL, then CONT) are joined; a joined exchange with
+    bytes in both directions is a request."""
+    open_groups = {}  # conn -> [start, end, bytes_in, bytes_out, tid] of an exchange whose last part was PARTIAL
+
+    def done(conn, g):
+        server = conns[conn][0]
+        ask, answer = (g[2], g[3]) if server else (g[3], g[2])
+        if ask > 0 and answer > 0:
+            return (g[0], pid, conn, g[4], "server" if server else "client", max(0, g[1] - g[0]), g[2], g[3])
+        return None
+
+    for seg in segs:
+        for b in seg.batches:
+            if b.type.name != "socket.exchange":
+                continue
+            cols = b.columns_named(["time", "tid", "conn", "flags", "bytes_in", "bytes_out", "end"])
+            if cols is None:
+                continue
+            for t, tid, conn, flags, bin_, bout, end in zip(*cols):
+                if conn not in conns:
+                    continue
+                server = conns[conn][0]
+                g = open_groups.pop(conn, None)
+                if g is not None and not flags & EX_CONT:
+                    r = done(conn, g)  # its continuation never came: it ended with its last part
+                    if r:
+                        yield r
+                    g = None
+                if g is None:
+                    g = [t, end, bin_, bout, tid]
+                else:
+                    g[1] = max(g[1], end)
+                    g[2] += bin_
+                    g[3] += bout
+                    if server and bout and tid:
+                        g[4] = tid
+                if flags & EX_PARTIAL:
+                    open_groups[conn] = g
+                    continue
+                r = done(conn, g)
+                if r:
+                    yield r
+    for conn, g in open_groups.items():
+        r = done(conn, g)  # the end of the trace
+        if r:
+            yield r
 
 
 def _derive_process(pid, segs, conns):

@@ -65,6 +65,8 @@ KNOWN_LAYOUTS = {
     "request": dict(tid=_I, conn=_I, duration_ns=_I, bytes_in=_I, bytes_out=_I, role=_S),
     "socket.acceptq": dict(conn=_I, fd=_I, local=_S, queued=_I, backlog=_I),
     "socket.gap": dict(tid=_I, conn=_I, bytes_in=_I, bytes_out=_I, ops=_I, errors=_I),
+    "socket.exchange": dict(tid=_I, fd=_I, conn=_I, flags=_I, bytes_in=_I, bytes_out=_I, calls_in=_I,
+                            calls_out=_I, errors=_I, would_block=_I, ask_ns=_I, answer_ns=_I, end=_I),
     "trigger": dict(reason=_S, detail=_I, note=_S, incident=_I, before_ns=_I, after_ns=_I, merged=_I,
                     suppressed=_I, mode=_S, tag=_S),
 }

@@ -14,7 +14,9 @@ import time
 
 import pytest
 
-ALL_ON = {"FLIGHTREC_ALLOC_SAMPLE_BYTES": 4096}
+# FLIGHTREC_SOCKETS=calls: the fault tests count every socket call as an
+# event or a counted drop, one record per call.
+ALL_ON = {"FLIGHTREC_ALLOC_SAMPLE_BYTES": 4096, "FLIGHTREC_SOCKETS": "calls"}
 
 
 def fr_lines(stderr):
@@ -453,7 +455,8 @@ def test_every_signal_blocked_in_every_thread(fr, trace_dir, tmp_path, sampler):
     (which the program has no handler for) out of what its threads block, so
     they are sampled too; the program's behaviour is unchanged."""
     cmd = [fr.program("fault_sigblock"), "4", "0.3"]
-    traced = compare(fr, cmd, trace_dir, tmp_path, env={"FLIGHTREC_SAMPLER": sampler})
+    # FLIGHTREC_SOCKETS=calls: every socket call below is counted one by one.
+    traced = compare(fr, cmd, trace_dir, tmp_path, env={"FLIGHTREC_SAMPLER": sampler, "FLIGHTREC_SOCKETS": "calls"})
     assert fr_lines(traced.stderr) == []
     doc = info(fr, trace_dir)
     assert all(s["state"] == "sealed" for s in doc["segments"])

@@ -14,7 +14,7 @@ RECV_OPS = {"read", "readv", "recv", "recvfrom", "recvmsg"}
 @pytest.mark.parametrize("direct", ["1", "0"])
 def test_data_calls_answer_as_libc_does(fr, trace_dir, direct):
     proc = fr.run([fr.program("sock_direct"), "calls"], trace_dir,
-                  env={"FLIGHTREC_SOCKET_DIRECT": direct, "FLIGHTREC_LOG": "info"})
+                  env={"FLIGHTREC_SOCKET_DIRECT": direct, "FLIGHTREC_LOG": "info", "FLIGHTREC_SOCKETS": "calls"})
     plain = fr.run([fr.program("sock_direct"), "calls"], trace_dir, preload=False)
     assert proc.stdout == plain.stdout == "sent=480 received=480 eagain=2 epipe=1\n"
     said = "skip libc's wrapper" if direct == "1" else "go through libc"
@@ -37,7 +37,8 @@ def test_a_thread_blocked_in_recv_can_still_be_cancelled(fr, trace_dir, mode):
     # blocking later (through another fd for "dup"). A hook that still took
     # it for non-blocking would make a direct call, which pthread_cancel
     # cannot interrupt: the program's alarm() would end it after 10 s.
-    proc = fr.run([fr.program("sock_direct"), "cancel", mode], trace_dir, timeout=60, check=False)
+    proc = fr.run([fr.program("sock_direct"), "cancel", mode], trace_dir, timeout=60, check=False,
+                  env={"FLIGHTREC_SOCKETS": "calls"})  # reads each call's socket.op
     assert (proc.returncode, proc.stdout) == (0, "cancelled\n"), proc.stderr
     recvs = [e for e in fr.events(trace_dir, "socket.op") if e["op"] == "recv"]
     assert [e["bytes"] for e in recvs][:3] == [1, 1, 1]

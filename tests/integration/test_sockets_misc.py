@@ -11,8 +11,10 @@ EAGAIN, ECONNREFUSED, EINPROGRESS = 11, 111, 115
 
 
 def run_misc(fr, trace_dir, *args, env=None):
+    # These scenarios read each call's socket.op (names, results): one record
+    # per call (the default sums calls per exchange; test_socket_exchanges.py).
     proc = fr.run([fr.program("sock_misc")] + [str(a) for a in args], trace_dir,
-                  env=dict({"FLIGHTREC_RING_BYTES": "1M"}, **(env or {})))
+                  env=dict({"FLIGHTREC_RING_BYTES": "1M", "FLIGHTREC_SOCKETS": "calls"}, **(env or {})))
     plain = fr.run([fr.program("sock_misc")] + [str(a) for a in args], trace_dir, preload=False)
     return proc, plain
 

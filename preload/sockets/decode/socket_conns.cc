@@ -8,6 +8,7 @@
 
 #include "preload/sockets/decode/socket_addr_format.h"
 #include "preload/sockets/decode/socket_events.h"
+#include "preload/sockets/socket_exchange.h"
 #include "preload/sockets/socket_fd_table.h"
 #include "preload/runtime/config.h"
 #include "preload/runtime/trigger.h"
@@ -184,6 +185,55 @@ void ConnTable::TrackExchange(Conn& c, const SocketOpRecord& r) {
     c.exchange_fired = true;
     RequestTrigger(TriggerReason::kSlowRequest, end - c.exchange_start_ns);
   }
+}
+
+void ConnTable::TrackExchange(Conn& c, const ExchangeEvent& e) {
+  const uint64_t slow_ns = GetConfig().trigger_slow_ms * 1000000ull;
+  if (!slow_ns) return;
+  const bool asked = (c.role == uint8_t(sockfd::SockRole::kServer) ? e.bytes_in : e.bytes_out) > 0;
+  if (!(e.flags & kExCont)) {  // a new exchange
+    c.exchange = asked ? 1 : 0;
+    c.exchange_fired = false;
+    c.exchange_start_ns = e.time;  // a server's: the end of the receive that brought the first bytes
+  } else if (c.exchange == 0 && asked) {
+    c.exchange = 1;
+    c.exchange_start_ns = e.time;
+  }
+  if (c.exchange == 0 || c.role != uint8_t(sockfd::SockRole::kServer) || e.bytes_out == 0) return;
+  c.exchange = 2;
+  const uint64_t end = e.end();
+  if (!c.exchange_fired && end > c.exchange_start_ns && end - c.exchange_start_ns >= slow_ns) {
+    c.exchange_fired = true;
+    RequestTrigger(TriggerReason::kSlowRequest, end - c.exchange_start_ns);
+  }
+}
+
+void ConnTable::CountExchange(Conn& c, const ExchangeEvent& e) {
+  c.ops += uint64_t(e.calls_in) + e.calls_out;
+  c.errors += e.errors;
+  c.bytes_in += e.bytes_in;
+  c.bytes_out += e.bytes_out;
+  c.last_ns = std::max(c.last_ns, e.end());
+  TrackExchange(c, e);
+}
+
+bool ConnTable::CountExchangeNow(const ExchangeEvent& e) {
+  if (e.conn == 0) return false;
+  Conn* c = Find(e.conn);
+  if (!c || !c->open_emitted) return false;
+  CountExchange(*c, e);
+  return true;
+}
+
+void ConnTable::OnExchange(format::SegmentWriter* w, const ExchangeEvent& e, uint32_t tid) {
+  if (e.conn == 0) return;
+  Conn* c = Find(e.conn);
+  if (!c) {
+    c = Adopt(e.conn, e.fd, e.time, tid);
+    if (!c) return;  // gone: a close we saw already (kExStale), or one we never knew
+  }
+  CountExchange(*c, e);
+  if (!c->open_emitted) EmitOpen(w, e.conn, *c);
 }
 
 bool ConnTable::CountDataOpNow(const SocketOpRecord& r) {

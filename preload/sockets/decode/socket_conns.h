@@ -37,6 +37,18 @@ struct ConnProbe {
   bool (*alive)(int fd, uint64_t conn) = nullptr;
 };
 
+// A socket.exchange as the flush thread decoded it (socket_exchange.h):
+// times in CLOCK_MONOTONIC ns on the socket grid.
+struct ExchangeEvent {
+  uint64_t time = 0, ask_ns = 0, answer_ns = 0, end_ns = 0;
+  uint64_t conn = 0, bytes_in = 0, bytes_out = 0;
+  uint32_t calls_in = 0, calls_out = 0, errors = 0, would_block = 0;
+  int32_t fd = -1;
+  uint32_t tid = 0;
+  uint16_t flags = 0;
+  uint64_t end() const { return end_ns; }
+};
+
 struct ListenerInfo {
   uint64_t conn;
   int32_t fd;
@@ -65,6 +77,12 @@ class ConnTable {
   // Data calls whose records were dropped (socket_gaps.h): writes socket.gap
   // and adds them to the connection's totals.
   void OnGap(format::SegmentWriter* w, const SocketGapRecord& g, uint32_t tid);
+  // An exchange record: its calls' share of the connection's totals, its
+  // socket.open if not written yet, and the slow-exchange trigger.
+  void OnExchange(format::SegmentWriter* w, const ExchangeEvent& e, uint32_t tid);
+  // The same when its connection's socket.open is already in this segment
+  // (additions commute, as CountDataOpNow); false otherwise.
+  bool CountExchangeNow(const ExchangeEvent& e);
 
   // A new segment began: socket.open again for every connection already described.
   void NewSegment(format::SegmentWriter* w);
@@ -107,6 +125,10 @@ class ConnTable {
   // A server connection's send that makes its exchange slower than
   // FLIGHTREC_TRIGGER_SLOW_MS asks for a trigger (once per exchange).
   static void TrackExchange(Conn& c, const SocketOpRecord& r);
+  // The same from an exchange record (FLIGHTREC_SOCKETS=1): its answer ends
+  // the exchange's time so far; parts of one exchange (kExCont) keep its start.
+  static void TrackExchange(Conn& c, const ExchangeEvent& e);
+  static void CountExchange(Conn& c, const ExchangeEvent& e);
   Conn* Adopt(uint64_t conn, int fd, uint64_t time_ns, uint32_t tid);
   void SetRole(Conn& c, uint8_t role);
   void EmitOpen(format::SegmentWriter* w, uint64_t id, Conn& c);

@@ -31,6 +31,17 @@ std::vector<format::EventTypeSpec> SocketEventSpecs() {
       {"socket.gap",
        {{"time", T, "ns"}, {"tid", U, ""}, {"conn", U, ""}, {"bytes_in", U, "bytes"}, {"bytes_out", U, "bytes"},
         {"ops", U, "count"}, {"errors", U, "count"}}},
+      // Packed like socket.op; its times are on a 512 ns grid
+      // (kExchangeTimeGrainNs). `end` is a time (delta-coded) rather than a
+      // duration: a server answers the requests of one loop in a row, so
+      // successive ends are close where the time from question to answer is
+      // not (redis-benchmark: 2.32 -> 2.05 bytes per exchange at 128 ns).
+      {"socket.exchange",
+       {{"time", T, "ns"}, {"tid", U, ""}, {"fd", U, ""}, {"conn", U, "", 2}, {"flags", U, ""},
+        {"bytes_in", U, "bytes"}, {"bytes_out", U, "bytes"}, {"calls_in", U, "count"}, {"calls_out", U, "count"},
+        {"errors", U, "count"}, {"would_block", U, "count"}, {"ask_ns", U, "ns"}, {"answer_ns", U, "ns"},
+        {"end", T, "ns"}},
+       true},
   };
 }
 
@@ -43,6 +54,7 @@ void DefineAll(DefineFn define) {
   g_socket_types.close = define(specs[2]);
   g_socket_types.acceptq = define(specs[3]);
   g_socket_types.gap = define(specs[4]);
+  g_socket_types.exchange = define(specs[5]);
 }
 }  // namespace
 

@@ -20,6 +20,16 @@
 //                   data calls whose socket.op records were dropped (full
 //                   ring), summed per connection (socket_gaps.h); already
 //                   in socket.close's totals
+//  socket.exchange time, tid, fd, conn, flags, bytes_in, bytes_out, calls_in,
+//                   calls_out, errors, would_block, ask_ns, answer_ns, end
+//                   one request/response exchange of a descriptor, or a part
+//                   of one (socket_exchange.h has the rules and the flags):
+//                   time = begin of its ask run (its answer run when it has
+//                   none), ask_ns = the ask run's span, answer_ns = the
+//                   answer run's span (0 for an absent run), end = the end
+//                   of the last data call (the answer's first bytes at
+//                   end - answer_ns). The ask run is a server's receives, a
+//                   client's sends.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -29,7 +39,7 @@
 namespace flightrec {
 
 struct SocketEventTypes {
-  uint32_t op = 0, open = 0, close = 0, acceptq = 0, gap = 0;
+  uint32_t op = 0, open = 0, close = 0, acceptq = 0, gap = 0, exchange = 0;
 };
 
 // Ids returned by DefineEventType; valid after DefineSocketEventTypes.

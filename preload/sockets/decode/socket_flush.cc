@@ -22,6 +22,7 @@
 #include "preload/sockets/decode/socket_acceptq.h"
 #include "preload/sockets/decode/socket_addr_format.h"
 #include "preload/sockets/socket_clock.h"
+#include "preload/sockets/socket_exchange.h"
 #include "preload/sockets/decode/socket_events.h"
 #include "preload/sockets/socket_fd_table.h"
 #include "preload/threads/thread_registry.h"
@@ -98,6 +99,20 @@ void SocketFlushSide::OnGap(const SocketGapRecord& g, uint32_t tid) {
   gaps_.push_back(q);
 }
 
+void SocketFlushSide::OnExchange(format::SegmentWriter* w, const ExchangeEvent& e, uint32_t tid) {
+  // socket.exchange's fields (socket_events.cc) as column values.
+  const uint64_t columns[] = {e.time,         e.tid ? e.tid : tid, static_cast<uint64_t>(e.fd < 0 ? 0 : e.fd),
+                              e.conn,         e.flags,             e.bytes_in,
+                              e.bytes_out,    e.calls_in,          e.calls_out,
+                              e.errors,       e.would_block,       e.ask_ns,
+                              e.answer_ns,    e.end_ns};
+  w->AppendColumns(g_socket_types.exchange, columns, 14);
+  if (e.conn == 0 || conns_.CountExchangeNow(e)) return;
+  pending_.push_back(
+      Pending{e.end(), seq_++, tid, kExchangeBit | static_cast<uint32_t>(exchanges_.size()), SocketOpRecord{}});
+  exchanges_.push_back(e);
+}
+
 void SocketFlushSide::Process(format::SegmentWriter* w, uint64_t watermark_ns, bool final) {
   if (!pending_.empty()) {
     auto before = [](const Pending& a, const Pending& b) { return a.key != b.key ? a.key < b.key : a.seq < b.seq; };
@@ -110,6 +125,8 @@ void SocketFlushSide::Process(format::SegmentWriter* w, uint64_t watermark_ns, b
       if (!final && p.key > watermark_ns) break;
       if (p.addr == kNoAddr) {
         conns_.OnOp(w, p.op, p.tid);
+      } else if (p.addr & kExchangeBit) {
+        conns_.OnExchange(w, exchanges_[p.addr & ~kExchangeBit], p.tid);
       } else if (p.addr & kGapBit) {
         conns_.OnGap(w, gaps_[p.addr & ~kGapBit], p.tid);
       } else {
@@ -120,14 +137,19 @@ void SocketFlushSide::Process(format::SegmentWriter* w, uint64_t watermark_ns, b
       pending_.clear();
       addrs_.clear();
       gaps_.clear();
+      exchanges_.clear();
     } else if (done > 0) {
       // Keep the rest; compact the address and gap records they still refer to.
       format::MiVector<SocketAddrRecord> kept;
       format::MiVector<SocketGapRecord> kept_gaps;
+      format::MiVector<ExchangeEvent> kept_exchanges;
       for (size_t i = done; i < pending_.size(); ++i) {
         Pending& p = pending_[i];
         if (p.addr == kNoAddr) continue;
-        if (p.addr & kGapBit) {
+        if (p.addr & kExchangeBit) {
+          kept_exchanges.push_back(exchanges_[p.addr & ~kExchangeBit]);
+          p.addr = kExchangeBit | static_cast<uint32_t>(kept_exchanges.size() - 1);
+        } else if (p.addr & kGapBit) {
           kept_gaps.push_back(gaps_[p.addr & ~kGapBit]);
           p.addr = kGapBit | static_cast<uint32_t>(kept_gaps.size() - 1);
         } else {
@@ -138,6 +160,7 @@ void SocketFlushSide::Process(format::SegmentWriter* w, uint64_t watermark_ns, b
       pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(done));
       addrs_.swap(kept);
       gaps_.swap(kept_gaps);
+      exchanges_.swap(kept_exchanges);
     }
   }
 }
@@ -225,6 +248,69 @@ void DecodeOp(FlushContext& ctx, const RecordHeader& h, const void* payload) {
   g_flush->side->OnOp(ctx.writer, r, TidOf(ctx));
 }
 
+// One time of an exchange record in CLOCK_MONOTONIC ns on the socket grid (0 stays 0).
+uint64_t ExchangeTime(uint64_t t, bool tsc, uint64_t now_ns) {
+  if (!t) return 0;
+  return QuantizeExchangeTime(tsc ? sockclock::TicksToNs(t, now_ns) : t);
+}
+
+void OnExchangeRecord(FlushContext& ctx, const SocketExchangeRecord& r, uint32_t ring_tid);
+
+void DecodeExchange(FlushContext& ctx, const RecordHeader& h, const void* payload) {
+  if (!g_flush || !g_flush->side || h.size < sizeof(RecordHeader) + sizeof(SocketExchangeRecord)) return;
+  SocketExchangeRecord r;
+  memcpy(&r, payload, sizeof(r));
+  OnExchangeRecord(ctx, r, TidOf(ctx));
+}
+
+// At the process's end: exchanges still in their descriptors' slots (a
+// server that exits without closing its connections: redis's SHUTDOWN) are
+// written from the slots, before the final drain's records are processed.
+void SweepExchangeSlots(FlushContext& ctx) {
+  if (!sockex::On()) return;
+  const int hw = sockfd::HighWater();
+  SocketExchangeRecord r;
+  for (int fd = 0; fd < hw; ++fd)
+    if (sockex::TakeForFlush(fd, &r)) OnExchangeRecord(ctx, r, 0);
+}
+
+void OnExchangeRecord(FlushContext& ctx, const SocketExchangeRecord& r, uint32_t ring_tid) {
+  const bool tsc = (r.flags & kExTsc) != 0;
+  const uint64_t ask_begin = ExchangeTime(r.ask_begin, tsc, ctx.now_ns);
+  const uint64_t ask_end = ExchangeTime(r.ask_end, tsc, ctx.now_ns);
+  const uint64_t ans_begin = ExchangeTime(r.ans_begin, tsc, ctx.now_ns);
+  const uint64_t ans_end = ExchangeTime(r.ans_end, tsc, ctx.now_ns);
+  ExchangeEvent e;
+  e.conn = r.conn;
+  e.fd = r.fd;
+  e.tid = r.tid;
+  e.flags = static_cast<uint16_t>(r.flags & ~kExTsc);
+  e.bytes_in = r.bytes_in;
+  e.bytes_out = r.bytes_out;
+  e.calls_in = r.calls_in;
+  e.calls_out = r.calls_out;
+  e.errors = r.errors;
+  e.would_block = r.would_block;
+  if (ask_end) {
+    e.time = ask_begin;
+    e.ask_ns = ask_end > ask_begin ? ask_end - ask_begin : 0;
+    e.end_ns = ask_end;
+    if (ans_end) {
+      e.end_ns = std::max(ans_end, ask_end);
+      e.answer_ns = ans_end > ans_begin ? ans_end - ans_begin : 0;
+    }
+  } else if (ans_end) {
+    e.time = ans_begin;
+    e.answer_ns = ans_end > ans_begin ? ans_end - ans_begin : 0;
+    e.end_ns = ans_end;
+  } else {
+    const uint64_t at = ExchangeTime(r.at, tsc, ctx.now_ns);
+    e.time = e.end_ns = at ? at : QuantizeExchangeTime(ctx.now_ns);
+  }
+  if (e.end_ns < e.time) e.end_ns = e.time;
+  g_flush->side->OnExchange(ctx.writer, e, ring_tid);
+}
+
 // After a thread's ring is drained: what its dropped data calls added to
 // their connections (socket_gaps.h), queued behind the records drained.
 void HarvestGaps(FlushContext& ctx) {
@@ -295,11 +381,12 @@ void FlushSource(FlushContext& ctx) {
   // holds everything the exited threads pushed. (A tick that was already
   // draining when exit() began may have missed records of another ring.)
   const uint64_t exiting_since = g_finalize_ns.load(std::memory_order_acquire);
+  const bool final = exiting_since != 0 && ctx.now_ns > exiting_since;
+  if (final) SweepExchangeSlots(ctx);
   // Up to when every ring was last drained, not this tick's start: a thread
   // the tick passed over as quiet (slot_scan.h) may still hold an earlier
   // call on a connection another thread has since closed.
-  g->side->Process(ctx.writer, ctx.AllDrainedNs() - kSocketTimeGrainNs,
-                   exiting_since != 0 && ctx.now_ns > exiting_since);
+  g->side->Process(ctx.writer, ctx.AllDrainedNs() - kSocketTimeGrainNs, final);
 
   if (g->acceptq_ns && ctx.now_ns >= g->next_acceptq_ns) {
     g->next_acceptq_ns = ctx.now_ns + g->acceptq_ns;
@@ -351,6 +438,7 @@ void RegisterSocketFlushSide(const Config& cfg) {
   RegisterRecordKind(kRecSocketOp, "socket.op", DecodeOp);
   RegisterThreadDrainedHook(HarvestGaps);
   RegisterRecordKind(kRecSocketAddr, "socket.addr", DecodeAddr);
+  RegisterRecordKind(kRecSocketExchange, "socket.exchange", DecodeExchange);
   RegisterFlushSource(FlushSource);
   RegisterSealHook(OnSeal);
 }

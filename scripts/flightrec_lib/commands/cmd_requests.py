@@ -263,7 +263,7 @@ def run(args):
     if not stats:
         if not trace.segments:
             print("no readable segments")
-        elif not any(True for _ in trace.batches({"socket.op"})):
+        elif not any(True for _ in trace.batches({"socket.op", "socket.exchange"})):
             print("no socket events in the trace (FLIGHTREC_SOCKETS=0, or the program used no sockets)")
         else:
             print("no requests: no connection had a request/response exchange "

@@ -227,6 +227,46 @@ def collect(trace):
             if op in BLOCKING and nbytes != -EAGAIN and nbytes != -EINPROGRESS:
                 c["_durations"].add(dur)
 
+    # Exchanges (FLIGHTREC_SOCKETS=1): a descriptor's data calls summed per
+    # request/response exchange by the hot path. Their calls count as ops
+    # ("in" and "out"), with their errors and would-blocks; the calls' own
+    # durations are not recorded, so they add nothing to the latency
+    # percentiles (FLIGHTREC_SOCKETS=calls records them). A socket.op data
+    # call in such a trace is one recorded on its own while another thread
+    # held its descriptor's exchange (counted as "single_calls").
+    for b in trace.batches({"socket.exchange"}):
+        cols = _field_cols(b, ["time", "conn", "fd", "bytes_in", "bytes_out", "calls_in", "calls_out", "errors",
+                               "would_block", "end"])
+        if cols is None:
+            continue
+        pid = b.segment.pid
+        for (t, conn, fd, bin_, bout, cin, cout, errors, wb, end) in zip(
+                cols["time"], cols["conn"], cols["fd"], cols["bytes_in"], cols["bytes_out"], cols["calls_in"],
+                cols["calls_out"], cols["errors"], cols["would_block"], cols["end"]):
+            c = conns.get((pid, conn)) or get(pid, conn)
+            c["bytes_in"] += bin_
+            c["bytes_out"] += bout
+            c["ops"] += cin + cout
+            if cin:
+                c["ops_by_name"]["in"] = c["ops_by_name"].get("in", 0) + cin
+            if cout:
+                c["ops_by_name"]["out"] = c["ops_by_name"].get("out", 0) + cout
+            c["errors"] += errors
+            if errors:
+                c["errors_by_name"]["data"] = c["errors_by_name"].get("data", 0) + errors
+            c["eagain"] += wb
+            c["exchanges"] = c.get("exchanges", 0) + 1
+            if c["first_ns"] is None or t < c["first_ns"]:
+                c["first_ns"] = t
+            if c["last_ns"] is None or end > c["last_ns"]:
+                c["last_ns"] = end
+            if c["fd"] is None:
+                c["fd"] = fd
+    exchanged = {key for key, c in conns.items() if c.get("exchanges")}
+    for key in exchanged:
+        c = conns[key]
+        c["single_calls"] = sum(n for op, n in c["ops_by_name"].items() if op in DATA_IN or op in DATA_OUT)
+
     # Data calls whose socket.op records were dropped (a full ring), summed per
     # connection by the recorder: their bytes, ops and errors still count.
     for b in trace.batches({"socket.gap"}):
@@ -325,7 +365,7 @@ def run(args):
     if not rows:
         if not trace.segments:
             print("no readable segments")
-        elif not any(True for _ in trace.batches({"socket.op", "socket.open"})):
+        elif not any(True for _ in trace.batches({"socket.op", "socket.open", "socket.exchange"})):
             print("no socket events in the trace (FLIGHTREC_SOCKETS=0, or the program used no sockets)")
         else:
             print("no connections match the selection")

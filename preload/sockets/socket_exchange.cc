@@ -1,0 +1,144 @@
+// Socket exchanges, the out-of-line side (see socket_exchange.h): mapping
+// the slots, writing a slot's record, close and shutdown.
+#include "preload/sockets/socket_exchange.h"
+
+#include <sys/mman.h>
+
+#include "preload/sockets/socket_gaps.h"
+#include "preload/sockets/socket_hot_data.h"
+#include "preload/threads/record_kinds.h"
+#include "preload/threads/thread_registry.h"
+
+namespace flightrec::sockex {
+
+FR_SOCK_HOT_DATA Slot* g_slots = nullptr;
+
+namespace {
+size_t g_slot_count = 0;
+
+void Reset(Slot& s, uint64_t word) {
+  s.word = word;
+  s.tid = 0;
+  s.ask_begin = s.ask_end = s.ans_begin = s.ans_end = 0;
+  s.bytes_in = s.bytes_out = 0;
+  s.calls_in = s.calls_out = s.errors = s.would_block = 0;
+}
+
+// Claims fd's slot for a close or shutdown: a data call holds it for tens of
+// ns, so a bounded wait (a few us) almost always gets it; a holder that was
+// preempted, or a signal handler interrupting the holder, is given up on.
+bool ClaimForClose(Slot& s, uint32_t* q) {
+  for (int i = 0; i < 2000; ++i) {
+    uint32_t v = s.seq.load(std::memory_order_relaxed);
+    if (!(v & 1) && s.seq.compare_exchange_strong(v, v + 1, std::memory_order_acquire, std::memory_order_relaxed)) {
+      *q = v;
+      return true;
+    }
+    __builtin_ia32_pause();
+  }
+  return false;
+}
+}  // namespace
+
+bool Init(size_t fds, uint64_t open_bound_ns) {
+  if (g_slots) return true;
+  if (!fds) return false;
+  void* mem = mmap(nullptr, fds * sizeof(Slot), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+  if (mem == MAP_FAILED) return false;
+  sockclock::SetOpenBoundNs(open_bound_ns);
+  g_slot_count = fds;
+  __atomic_store_n(&g_slots, static_cast<Slot*>(mem), __ATOMIC_RELEASE);  // zero pages: every slot empty
+  return true;
+}
+
+namespace {
+// The slot's record (its connection and calls known to be non-zero).
+void Fill(const Slot& s, int fd, uint64_t now, uint16_t flags, bool partial, SocketExchangeRecord* r) {
+  if (s.word & kSCont) flags |= kExCont;
+  if (s.word & kSEof) flags |= kExEof;
+  if (partial) flags |= kExPartial;
+  if (s.word & kSTsc) flags |= kExTsc;
+  uint64_t at = s.ask_end > s.ans_end ? s.ask_end : s.ans_end;
+  if (!at) at = now;
+  r->conn = s.word & sockfd::kConnMask;
+  r->ask_begin = s.ask_begin;
+  r->ask_end = s.ask_end;
+  r->ans_begin = s.ans_begin;
+  r->ans_end = s.ans_end;
+  r->at = at;
+  r->bytes_in = s.bytes_in;
+  r->bytes_out = s.bytes_out;
+  r->calls_in = s.calls_in;
+  r->calls_out = s.calls_out;
+  r->errors = s.errors;
+  r->would_block = s.would_block;
+  r->fd = fd;
+  r->tid = s.tid;
+  r->flags = flags;
+  for (uint8_t& b : r->pad) b = 0;
+}
+}  // namespace
+
+__attribute__((noinline, cold)) void Emit(Slot& s, int fd, uint64_t now, uint16_t flags, bool partial) {
+  const uint64_t conn = s.word & sockfd::kConnMask;
+  const uint32_t calls = uint32_t(s.calls_in) + s.calls_out;
+  const uint64_t keep = partial ? (s.word & (kSAsk | kSAns)) | kSCont : 0;
+  if (conn && calls) {
+    ThreadState* ts = sockhot::ThreadStateViaHotLine();
+    RecordWriter w(ts, kRecSocketExchange, sizeof(SocketExchangeRecord));
+    if (w.ok()) {
+      Fill(s, fd, now, flags, partial, static_cast<SocketExchangeRecord*>(w.data()));
+    } else if (ts) {
+      // Dropped: the calls' bytes still reach the connection's totals.
+      uint64_t at = s.ask_end > s.ans_end ? s.ask_end : s.ans_end;
+      if (!at) at = now;
+      SummarizeDroppedCalls(ts->sock_gaps, conn, s.bytes_in, s.bytes_out, calls, s.errors,
+                            (s.word & kSTsc) ? at | kGapTimeIsTsc : at);
+    }
+  }
+  Reset(s, (s.word & (sockfd::kConnMask | kSTsc)) | keep);
+}
+
+bool TakeForFlush(int fd, SocketExchangeRecord* out) {
+  if (!g_slots || fd < 0 || static_cast<size_t>(fd) >= g_slot_count) return false;
+  Slot& s = g_slots[fd];
+  uint32_t q = s.seq.load(std::memory_order_relaxed);
+  if ((q & 1) || !s.seq.compare_exchange_strong(q, q + 1, std::memory_order_acquire, std::memory_order_relaxed))
+    return false;
+  const bool any = (s.word & sockfd::kConnMask) && (s.calls_in || s.calls_out);
+  if (any) {
+    Fill(s, fd, 0, 0, true, out);
+    // A part: the exchange may still go on (the sweep runs where the process may live on).
+    Reset(s, (s.word & (sockfd::kConnMask | kSTsc | kSAsk | kSAns)) | kSCont);
+  }
+  s.seq.store(q + 2, std::memory_order_release);
+  return any;
+}
+
+__attribute__((noinline, cold)) void Rebind(Slot& s, int fd, uint64_t word, uint64_t now) {
+  const bool same_conn = ((s.word ^ word) & sockfd::kConnMask) == 0;
+  if (same_conn) {
+    // The clock changed unit mid-exchange: what the slot holds goes out as a
+    // part, the rest follows in the new unit.
+    Emit(s, fd, 0, 0, true);
+    s.word = word | (s.word & (kSAsk | kSAns | kSCont));
+    return;
+  }
+  Emit(s, fd, (s.word & kSTsc) == (word & kSTsc) ? now : 0, kExStale, false);
+  Reset(s, word);
+}
+
+void Flush(int fd, uint64_t conn, uint64_t now_ns, bool only_answered) {
+  if (!g_slots || fd < 0 || static_cast<size_t>(fd) >= g_slot_count) return;
+  Slot& s = g_slots[fd];
+  uint32_t q;
+  if (!ClaimForClose(s, &q)) return;
+  if ((s.word & sockfd::kConnMask) == conn && (!only_answered || (s.word & kSAns))) {
+    Emit(s, fd, (s.word & kSTsc) ? 0 : now_ns, kExClosed, false);
+    if (!only_answered) Reset(s, 0);
+  }
+  s.seq.store(q + 2, std::memory_order_release);
+}
+
+}  // namespace flightrec::sockex
