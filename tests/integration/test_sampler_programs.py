@@ -431,9 +431,19 @@ def test_unloaded_library_samples_are_never_named_after_its_successor(fr, trace_
             assert fn_tag == then[0], f"sample at {e['time']} in {then[0]} was named {fn}"
             named += 1
     print(f"flush {flush_ms} ms: {checked} samples in the libraries, {named} named; {reused} reloads at one address")
-    assert checked >= 100, checked
+    # How many are kept depends on the scheduler: on a loaded machine the
+    # sampler thread (nice +10) can be kept off the CPU for longer than its
+    # rings hold (sampler/ring_sizing.h: 250 ms at 499 Hz). What holds
+    # whatever it did: enough samples to check the names, and every sample
+    # lost is counted, so kept + lost covers the CPU the program burned
+    # (8 loads x 0.12 s) at the sampler's rate (SIGPROF: at most one a
+    # kernel tick, 100 Hz or more).
+    assert checked >= 50, checked
     lost = sum(e["count"] for e in fr.events(trace_dir, "sampler.lost"))
-    assert lost <= 0.05 * checked, f"{lost} samples lost against {checked} kept"
+    kept = len(fr.events(trace_dir, "cpu.sample"))
+    modes = {e["sampler"] for e in fr.events(trace_dir, "process.start")}
+    rate = 499 if modes == {"perf"} else 100
+    assert kept + lost >= 0.6 * 8 * 0.12 * rate, (kept, lost, modes)
     # Named from the maps while loaded, or from the unloaded library's file
     # after: either way nearly all (a sample at a pc without a symbol aside).
     assert named >= 0.9 * checked, (named, checked)
@@ -460,3 +470,35 @@ def test_a_missing_libdw_leaves_samples_unnamed_and_the_program_unharmed(fr, tra
     assert all(f["address"] for e in samples for f in e["stack"])
     named = {f.get("function") for e in samples for f in e["stack"]}
     assert not named & {"phase_one", "phase_two"}, named
+
+
+def test_perf_rings_ride_out_a_starved_sampler_thread(fr, trace_dir):
+    """The sampler thread runs at nice +10: on a machine whose CPUs are busy
+    it can be kept off the CPU for a long time while a program thread keeps
+    filling its perf ring. perf_starved_sampler holds it off on purpose (its
+    only CPU taken by a SCHED_FIFO spinner) while the main thread burns 300
+    ms of CPU at 499 Hz in one stretch the sampler thread never runs: the ring (sized for 250 ms past the kernel's
+    wake-up: sampler/ring_sizing.h) keeps every sample, and nothing is
+    reported lost. The ring this replaced held about 30 ms and lost most of
+    the window. Off-CPU sampling is off here: a thread preempted on a loaded
+    CPU is switch-sampled at every preemption until the (starved) sampler
+    thread thins it, which docs/LIMITS.md leaves out of the promise."""
+    proc = fr.run([fr.program("perf_starved_sampler"), "300"], trace_dir,
+                  env={"FLIGHTREC_SAMPLER": "perf", "FLIGHTREC_CPU_HZ": 499, "FLIGHTREC_OFFCPU": 0,
+                       "FLIGHTREC_FLUSH_MS": 20}, check=False)
+    if proc.returncode == 77:
+        pytest.skip(proc.stdout.strip())
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    _, stretch, burned, window = proc.stdout.split()
+    stretch, burned, window = int(stretch), int(burned), int(window)
+    # The starvation really happened: 300 ms of the main thread's CPU time
+    # during which the sampler thread did not run at all.
+    assert stretch >= 300_000_000, proc.stdout
+    lost = fr.events(trace_dir, "sampler.lost")
+    assert not lost, lost
+    starved = [e for e in fr.events(trace_dir, "cpu.sample") if "starved_burn" in names(e["stack"])]
+    # One sample per 2,004,008 ns of CPU (499 Hz): all of them are there.
+    expected = burned // (1_000_000_000 // 499)
+    assert len(starved) >= 0.95 * expected, (len(starved), expected, window)
+    print(f"sampler starved for {stretch / 1e6:.0f} ms of CPU ({window / 1e6:.0f} ms window): "
+          f"{len(starved)} samples of ~{expected}, 0 lost")
