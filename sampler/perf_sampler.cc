@@ -60,9 +60,10 @@ constexpr int kMaxSlots = 4096;
 constexpr uint64_t kHupCheckNs = 250'000'000;
 constexpr uint32_t kMaxStackBytes = 63 * 1024;
 // Ring memory is locked kernel memory mapped into the host. Past the soft
-// budget (summed over live threads) new threads get the smallest ring (one
-// sample); past the hard budget they are not armed with perf (in auto mode
-// they fall back to SIGPROF timers).
+// budget (summed over live threads) new threads get an eighth of the planned
+// ring (about 30 ms of samples instead of 250: PlanRing's small_pages);
+// past the hard budget they are not armed with perf (in auto mode they fall
+// back to SIGPROF timers).
 constexpr size_t kRingSoftBudget = 64u << 20;
 constexpr size_t kRingHardBudget = 256u << 20;
 // Switch-out samples per second per thread the thinning aims at, how often
@@ -894,7 +895,7 @@ bool PerfArmThread(pid_t tid, bool self) {
   // kernel refuses a ring, try smaller ones and remember the size that works.
   size_t pages = g->data_pages.load(std::memory_order_relaxed);
   const size_t in_use = g->ring_bytes.load(std::memory_order_relaxed);
-  if (in_use + (pages + 1) * g->page > kRingSoftBudget) pages = g->min_pages;
+  if (in_use + (pages + 1) * g->page > kRingSoftBudget) pages = std::max(g->min_pages, pages / 8);
   void* base = MAP_FAILED;
   if (in_use + (pages + 1) * g->page > kRingHardBudget) {
     errno = ENOMEM;
