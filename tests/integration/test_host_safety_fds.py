@@ -11,6 +11,7 @@ Each test runs a program of ours plain and under the preload. Before the fix:
    reading from and writing memory bytes into the program's files there).
 """
 import re
+import pytest
 
 ALLOC_EVERY = {"FLIGHTREC_ALLOC_SAMPLE_BYTES": "1"}
 
@@ -29,6 +30,7 @@ def by_phase(stdout):
     return phases
 
 
+@pytest.mark.slow
 def test_only_the_segment_is_visible(fr, trace_dir, tmp_path):
     """At start, with threads allocating (every allocation unwound in place,
     libunwind's address checks included) and sampled, after they joined,

@@ -3,6 +3,7 @@ a tiny ring so the recorder must drop. Every operation the program did is
 either in the trace or counted as dropped — never silently lost."""
 import re
 import time
+import pytest
 
 
 def test_every_operation_is_recorded_or_counted(fr, trace_dir):
@@ -45,6 +46,7 @@ def test_every_operation_is_recorded_or_counted(fr, trace_dir):
     assert gap_times and all(began <= t <= ended_at for t in gap_times), (began, ended_at, gap_times[:5])
 
 
+@pytest.mark.slow
 def test_a_thread_that_fills_its_ring_fast_gets_a_bigger_one(fr, trace_dir):
     """One thread making send+recv pairs as fast as it can writes far more
     than twice its 256 KiB ring a second: the flush thread offers it a ring

@@ -30,6 +30,7 @@ def leaf_counts(fr, trace_dir):
     return collections.Counter(names(e["stack"])[0] for e in fr.events(trace_dir, "cpu.sample") if e["stack"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", SAMPLERS + ["auto"])
 def test_app_sigprof_handler_is_respected(fr, trace_dir, sampler):
     for mode in ("handler", "signal"):
@@ -56,6 +57,7 @@ def test_app_sigprof_handler_is_respected(fr, trace_dir, sampler):
             assert [s["sampler"] for s in starts] == ["sigprof"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_app_sig_ign_and_sig_dfl_are_honoured(fr, trace_dir, sampler):
     env = {"FLIGHTREC_SAMPLER": sampler, "FLIGHTREC_CPU_HZ": 1000}
@@ -71,6 +73,7 @@ def test_app_sig_ign_and_sig_dfl_are_honoured(fr, trace_dir, sampler):
     assert proc.returncode == -signal.SIGPROF, (proc.returncode, proc.stdout, proc.stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_exec_chain_survives_and_is_profiled(fr, trace_dir, sampler):
     proc = fr.run([fr.program("cpu_exec"), "20"], trace_dir,
@@ -107,6 +110,7 @@ void ENTRY(double seconds) {
 PLUGIN_SRC = BURN_LIB_SRC.replace("TAG", "plugin").replace("ENTRY", "plugin_burn")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_dlopened_library_is_unwound_and_symbolized(fr, trace_dir, tmp_path, sampler):
     lib = build_plugin(tmp_path)
@@ -124,6 +128,7 @@ def test_dlopened_library_is_unwound_and_symbolized(fr, trace_dir, tmp_path, sam
     assert len(chained) >= 0.95 * len(in_plugin)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_500_threads_start_and_stop(fr, trace_dir, sampler):
     proc = fr.run([fr.program("cpu_threads"), "500", "50"], trace_dir,
@@ -142,6 +147,7 @@ def test_500_threads_start_and_stop(fr, trace_dir, sampler):
     assert len(tids) >= wanted, f"only {len(tids)} of 500 threads sampled"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_forked_child_is_profiled_on_its_own(fr, trace_dir, sampler):
     proc = fr.run([fr.program("cpu_fork")], trace_dir, env={"FLIGHTREC_SAMPLER": sampler, "FLIGHTREC_CPU_HZ": 1000})
@@ -163,6 +169,7 @@ def test_forked_child_is_profiled_on_its_own(fr, trace_dir, sampler):
     assert by_pid[children[0]]["child_burn"] >= 20
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_offcpu_blocking_calls(fr, trace_dir, sampler):
     proc = fr.run([fr.program("offcpu_mix")], trace_dir, env={"FLIGHTREC_SAMPLER": sampler})
@@ -214,6 +221,7 @@ def run_jit(fr, trace_dir, sampler, *args):
                 pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_jit_code_is_named_from_the_perf_map(fr, trace_dir, sampler):
     proc = run_jit(fr, trace_dir, sampler)
@@ -230,6 +238,7 @@ def test_jit_code_is_named_from_the_perf_map(fr, trace_dir, sampler):
     assert cpu["jit_alpha"] + cpu["jit_beta"] >= 0.9 * sum(cpu.values()), cpu.most_common(5)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="handing the map to another user needs root")
 def test_a_perf_map_owned_by_someone_else_is_not_believed(fr, trace_dir):
     run_jit(fr, trace_dir, "auto", "nobody")
@@ -240,6 +249,7 @@ def test_a_perf_map_owned_by_someone_else_is_not_believed(fr, trace_dir):
     assert top == "", leaves.most_common(5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_functions_of_a_stripped_binary_are_counted_as_functions(fr, trace_dir, tmp_path, sampler):
     # Without symbols each sampled instruction used to be a "function" of its
@@ -278,6 +288,7 @@ def test_functions_of_a_stripped_binary_are_counted_as_functions(fr, trace_dir, 
     assert len(callers) == 1 and next(iter(callers)).startswith("sub_"), callers
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_a_stack_cut_at_the_depth_limit_says_so(fr, trace_dir, sampler):
     # 300 frames of recursion: deeper than the 128 frames a CPU sample keeps
@@ -308,6 +319,7 @@ def test_a_stack_cut_at_the_depth_limit_says_so(fr, trace_dir, sampler):
     assert all("[truncated]" not in s and "main" in s for s in cpu + alloc)
 
 
+@pytest.mark.slow
 def test_symbolizing_keeps_no_program_file_open(fr, trace_dir):
     # libdw would hold each symbolized module's file open for good: one fd of
     # the host's per library, and the host's own files numbered differently
@@ -345,6 +357,7 @@ def resolv_debug_file():
     return ids and f"/usr/lib/debug/.build-id/{ids[0][:2]}/{ids[0][2:]}.debug"
 
 
+@pytest.mark.slow
 def test_a_released_debug_fd_number_is_never_closed_again(fr, trace_dir, tmp_path):
     # The symbolizer closes a debug file's descriptor as soon as libdw has
     # mapped it, but libdw closes "its" number again when it drops the
@@ -385,6 +398,7 @@ def reload_libs(tmp_path):
     return libs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler,flush_ms", [("auto", 20), ("auto", 1000), ("perf", 1000)])
 def test_unloaded_library_samples_are_never_named_after_its_successor(fr, trace_dir, tmp_path, sampler, flush_ms):
     """Two libraries take turns at the same addresses (dlclose, then dlopen
@@ -449,6 +463,7 @@ def test_unloaded_library_samples_are_never_named_after_its_successor(fr, trace_
     assert named >= 0.9 * checked, (named, checked)
 
 
+@pytest.mark.slow
 def test_a_missing_libdw_leaves_samples_unnamed_and_the_program_unharmed(fr, trace_dir, tmp_path):
     """libdw is loaded at the first symbolization (elfutils_lazy.cc), not
     linked. Where the file found under its name is not elfutils' (here a
@@ -472,6 +487,7 @@ def test_a_missing_libdw_leaves_samples_unnamed_and_the_program_unharmed(fr, tra
     assert not named & {"phase_one", "phase_two"}, named
 
 
+@pytest.mark.slow
 def test_perf_rings_ride_out_a_starved_sampler_thread(fr, trace_dir):
     """The sampler thread runs at nice +10: on a machine whose CPUs are busy
     it can be kept off the CPU for a long time while a program thread keeps

@@ -32,6 +32,7 @@ def run_echo(fr, trace_dir, conns, requests, cpu_us, family, extra_env=None):
     return parse_echo(proc.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family,conns,requests", [("tcp4", 8, 20), ("tcp6", 3, 6), ("unix", 3, 6)])
 def test_echo_exact_bytes_connections_and_requests(fr, trace_dir, family, conns, requests):
     expected, total = run_echo(fr, trace_dir, conns, requests, 0, family)
@@ -120,6 +121,7 @@ def tree_names(tree):
     return names
 
 
+@pytest.mark.slow
 def test_echo_request_trees_show_the_handler(fr, trace_dir):
     expected, total = run_echo(fr, trace_dir, 6, 20, 3000, "tcp4", {"FLIGHTREC_CPU_HZ": "499"})
     if not fr.events(trace_dir, "cpu.sample"):
