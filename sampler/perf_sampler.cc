@@ -716,7 +716,7 @@ bool DrainSlot(uint64_t now_ns, Slot& slot, bool first_chunk) {
 
 // Sampler thread, slot in kDraining: every chunk the ring holds.
 void DrainSlotFully(uint64_t now_ns, Slot& slot) {
-  for (bool first = true; DrainSlot(now_ns, slot, first); first = false) {
+  for (size_t chunk = 0; chunk <= kMaxRingBytes / kDrainChunkBytes && DrainSlot(now_ns, slot, chunk == 0); ++chunk) {
   }
 }
 
@@ -995,7 +995,10 @@ bool PerfCollect(uint64_t now_ns) {
   const bool on_sampler_thread = IsSamplerThread();
   for (int i = 0; i < n; ++i) {
     Slot& s = g->slots[i];
-    for (bool first = true;; first = false) {
+    // At most a ring's worth of chunks: a thread that writes as fast as
+    // this thread unwinds must not keep it from the other rings.
+    for (size_t chunk = 0; chunk <= kMaxRingBytes / kDrainChunkBytes; ++chunk) {
+      const bool first = chunk == 0;
       if (on_sampler_thread && SamplerStopRequested()) return g->pressure;  // the stopper collects the rest
       if (!TakeActiveSlot(s)) break;
       const bool more = DrainSlot(now_ns, s, first);
