@@ -4,6 +4,7 @@
 #   make deps       install the Debian packages the build, tests and tools need
 #   make demo       run the bundled demo service under the preload and dump its trace
 #   make test       deps + build + unit tests + sanitizer unit tests + integration tests
+#   make test-fast  build + unit tests + integration tests not marked slow (no sanitizers)
 #   make bench      benchmarks (never part of make test)
 #   make install    PREFIX=/usr/local, honours DESTDIR
 #
@@ -84,7 +85,7 @@ DEMO       := $(BUILD)/programs/demo_service
 PRELOAD_C  := $(wildcard tests/preloads/*.c)
 TEST_PRELOADS := $(PRELOAD_C:tests/preloads/%.c=$(BUILD)/preloads/%.so)
 
-.PHONY: all deps demo test unit integration check-sanitizers check-preload-asan check-preload-tsan fuzz bench install clean
+.PHONY: all deps demo test test-fast unit integration check-sanitizers check-preload-asan check-preload-tsan fuzz bench install clean
 all: $(BUILD)/libflightrec.so $(BUILD)/unit_tests $(PROGRAMS) $(TEST_PRELOADS)
 
 deps:
@@ -158,8 +159,20 @@ $(SPEEDSCOPE_VIEWER):
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q npm; }
 	npm install --prefix $(BUILD)/npm --no-audit --no-fund --loglevel=error speedscope@1.25.0
 
+# --durations: the 25 slowest tests of each run, so slow ones get noticed
+# (and marked @pytest.mark.slow: tests/integration/pytest.ini).
+PYTEST_DURATIONS := --durations=25
 integration: all $(SPEEDSCOPE_VIEWER)
-	cd tests/integration && FLIGHTREC_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -x -p no:cacheprovider .
+	cd tests/integration && FLIGHTREC_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -x -p no:cacheprovider \
+	  $(PYTEST_DURATIONS) .
+
+# The quick loop while working: unit tests, then the integration tests not
+# marked slow, against the production build; no sanitizers, no deps check.
+# make test stays the full suite that CI runs.
+test-fast: all $(SPEEDSCOPE_VIEWER)
+	$(BUILD)/unit_tests
+	cd tests/integration && FLIGHTREC_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -x -p no:cacheprovider \
+	  $(PYTEST_DURATIONS) -m "not slow" .
 
 test: deps all
 	$(MAKE) unit
@@ -255,14 +268,14 @@ check-preload-asan: $(BUILD)/asan/libflightrec.so all
 	  FLIGHTREC_LIB=$(abspath $(BUILD))/asan/libflightrec.so \
 	  FLIGHTREC_PRELOAD_FIRST=$$($(CXX) -print-file-name=libasan.so) \
 	  ASAN_OPTIONS=$(SAN_ASAN_OPTIONS) UBSAN_OPTIONS=$(SAN_UBSAN_OPTIONS) \
-	  $(PYTHON) -m pytest -q -x -p no:cacheprovider $(SAN_INTEGRATION)
+	  $(PYTHON) -m pytest -q -x -p no:cacheprovider $(PYTEST_DURATIONS) $(SAN_INTEGRATION)
 
 check-preload-tsan: $(BUILD)/tsan/libflightrec.so all
 	cd tests/integration && FLIGHTREC_BUILD=$(abspath $(BUILD)) \
 	  FLIGHTREC_LIB=$(abspath $(BUILD))/tsan/libflightrec.so \
 	  FLIGHTREC_PRELOAD_FIRST=$$($(CXX) -print-file-name=libtsan.so) \
 	  TSAN_OPTIONS=$(SAN_TSAN_OPTIONS) \
-	  $(PYTHON) -m pytest -q -x -p no:cacheprovider $(TSAN_INTEGRATION)
+	  $(PYTHON) -m pytest -q -x -p no:cacheprovider $(PYTEST_DURATIONS) $(TSAN_INTEGRATION)
 
 # ---- fuzzing: libFuzzer on the C++ segment reader, then the corruption fuzzer on
 # flightrec-dump (tests/fuzz/dump_corruption.py: real segments recorded by the test

@@ -47,6 +47,7 @@
 
 #include "preload/fds/fd_guard.h"
 #include "sampler/cpu_credit.h"
+#include "sampler/ring_sizing.h"
 #include "sampler/sample_events.h"
 #include "sampler/sampler_thread.h"
 #include "sampler/slot_claim.h"
@@ -59,9 +60,10 @@ constexpr int kMaxSlots = 4096;
 constexpr uint64_t kHupCheckNs = 250'000'000;
 constexpr uint32_t kMaxStackBytes = 63 * 1024;
 // Ring memory is locked kernel memory mapped into the host. Past the soft
-// budget (summed over live threads) new threads get the smallest ring (one
-// sample); past the hard budget they are not armed with perf (in auto mode
-// they fall back to SIGPROF timers).
+// budget (summed over live threads) new threads get an eighth of the planned
+// ring (about 30 ms of samples instead of 250: PlanRing's small_pages);
+// past the hard budget they are not armed with perf (in auto mode they fall
+// back to SIGPROF timers).
 constexpr size_t kRingSoftBudget = 64u << 20;
 constexpr size_t kRingHardBudget = 256u << 20;
 // Switch-out samples per second per thread the thinning aims at, how often
@@ -73,6 +75,17 @@ constexpr uint64_t kMaxSwitchPeriod = 1u << 20;
 // Ring room for the SWITCH records (32 bytes, two per switch) that arrive
 // between drains: ~40 ms of a thread switching 20,000 times a second.
 constexpr size_t kSwitchRecordRoom = 48u << 10;
+// How long the sampler thread may go unscheduled without a busy thread's
+// ring losing a sample: it runs at nice +10, and on a machine whose CPUs are
+// all busy the scheduler can keep it off the CPU for tens to hundreds of
+// milliseconds (the kernel's watermark wake-up cannot help a thread that is
+// woken but not run). The ring holds the watermark plus this much of the
+// configured rate (CPU samples, thinned switch samples); the cap below and
+// the budgets above bound what that costs.
+constexpr uint64_t kStarvationBudgetNs = 250'000'000;
+constexpr size_t kMaxRingBytes = 4u << 20;
+// The most of a ring the sampler thread takes out at once (DrainSlot).
+constexpr size_t kDrainChunkBytes = 256u << 10;
 
 // kDraining: the sampler thread is reading the ring. kClosing: the exiting
 // owner is saving what is left and unmapping it. Whoever moved the slot out
@@ -110,9 +123,17 @@ struct Slot {
   uint32_t windows_since_change = 0;
   bool lost_since_switch_sample = false;  // LOST records since the last switch sample
   uint64_t last_switch_count = 0;  // the count in the last switch sample
-  // Sampler-thread private: lost-record counts of one batch, reported once.
-  uint64_t batch_lost = 0;
-  uint64_t batch_lost_time = 0;
+  // Sampler-thread private (the owner's in kClosing): samples lost to a full
+  // ring. The kernel writes a LOST record only once the ring has room again
+  // and the thread writes its next record, so a thread that overflowed its
+  // ring and then went idle or exited would never report its loss; the CPU
+  // event's own count (PERF_FORMAT_LOST, read at each drain that found
+  // records) has it at once. A slot reports the larger of the two totals
+  // (LOST records also count the switch event's records), in increments.
+  uint64_t lost_records = 0;   // sum of the LOST records' counts
+  uint64_t cpu_lost_read = 0;  // the CPU event's lost count when last read
+  uint64_t lost_reported = 0;  // queued as sampler.lost so far
+  uint64_t batch_lost_time = 0;  // the first LOST record of the batch (0: none)
   // Sampler-thread private: the thread's CPU time against its samples'.
   CpuCredit cpu_credit;
 };
@@ -129,6 +150,7 @@ struct Orphan {
   uint64_t pending_time;
   uint64_t pending_weight;
   uint64_t last_switch_count, sw_period, prev_sw_period;  // for the weights of saved switch samples
+  uint64_t lost_records, cpu_lost_read, lost_reported;     // lost-sample accounting (Slot)
   int pending_n;
   uint64_t pending_pcs[kMaxFrames];
   size_t len;
@@ -146,8 +168,12 @@ struct PerfState {
   bool switch_ok = false, kernel = false;
   size_t page = 4096;
   size_t min_pages = 8;
+  size_t watermark_bytes = 4096;  // wake the sampler thread after this many bytes (PlanRing)
   std::atomic<size_t> data_pages{32};  // halves when the kernel refuses locked memory
   std::atomic<size_t> ring_bytes{0};   // mapped by live slots
+  // The CPU event reads its lost-sample count (PERF_FORMAT_LOST, Linux 6.0);
+  // cleared for good when the kernel refuses the format.
+  std::atomic<bool> format_lost{true};
   Slot* slots = nullptr;
   std::atomic<int> hwm{0};
   std::atomic<bool> shutdown{false};
@@ -217,6 +243,9 @@ perf_event_attr Attr(const PerfOptions& o, bool switch_event, bool kernel) {
   // kernel's perf_swevent_event), which would defeat the thinning. It samples
   // READ, its count of switches, in the same place of the record instead.
   a.sample_type |= switch_event ? PERF_SAMPLE_READ : PERF_SAMPLE_PERIOD;
+  // The CPU event's read() gives its count of samples lost to a full ring
+  // (it samples no READ, so its records are unchanged).
+  if (!switch_event && g && g->format_lost.load(std::memory_order_relaxed)) a.read_format = PERF_FORMAT_LOST;
   a.sample_regs_user = stacks::PerfRegsUserMask();
   a.sample_stack_user = o.stack_bytes;
   a.use_clockid = 1;
@@ -226,10 +255,12 @@ perf_event_attr Attr(const PerfOptions& o, bool switch_event, bool kernel) {
   return a;
 }
 
-size_t RoundUpPow2(size_t v) {
-  size_t p = 1;
-  while (p < v) p <<= 1;
-  return p;
+// One PERF_RECORD_SAMPLE as Attr() asks for it: header, id, ip, pid/tid,
+// time, period (READ's count for the switch event: also 8 bytes), abi, the
+// registers, size, the stack copy (reserved whole) and dyn_size.
+size_t PerfSampleBytes(uint32_t stack_bytes) {
+  return sizeof(perf_event_header) + 8 * 8 +
+         8 * static_cast<size_t>(__builtin_popcountll(stacks::PerfRegsUserMask())) + stack_bytes;
 }
 
 bool HasSlotFor(pid_t tid) {
@@ -259,7 +290,8 @@ void ResetSwitchThinning(Slot& s, uint64_t start_ns) {
   s.tune_count_ok = start_ns != 0;
   s.lost_since_switch_sample = false;
   s.windows_since_change = 0;
-  s.batch_lost = 0;
+  s.lost_records = s.cpu_lost_read = s.lost_reported = 0;
+  s.batch_lost_time = 0;
   s.cpu_credit = CpuCredit{};
 }
 
@@ -466,10 +498,10 @@ void HandleRecord(Slot& slot, const Batch& b, uint64_t pos, const perf_event_hea
       uint64_t time = now_ns;
       uint32_t tid = 0;
       ParseTrailer(rec, h.size, &time, &tid);
-      // One sampler.lost per thread and drain, not one per kernel record.
-      if (!slot.batch_lost) slot.batch_lost_time = time;
-      slot.batch_lost += lost;
-      c.lost += lost;
+      // One sampler.lost per thread and drain, not one per kernel record
+      // (ReportLost, at the end of the batch).
+      if (!slot.batch_lost_time) slot.batch_lost_time = time;
+      slot.lost_records += lost;
       slot.lost_since_switch_sample = true;
       // A lost switch-in would pair this switch-out with a much later one.
       slot.pending = false;
@@ -536,7 +568,9 @@ uint64_t ThreadCpuNs(pid_t tid) {
 }
 
 // The factor for the CPU samples of a live thread's batch (cpu_credit.h).
-double CpuFactor(Slot& slot, const Batch& b) {
+// A drain's later chunks carry the whole credit of its first: they claim the
+// CPU time gained before the drain began, chunk by chunk.
+double CpuFactor(Slot& slot, const Batch& b, bool first_chunk) {
   uint64_t periods = 0;
   for (size_t pos = 0; pos + sizeof(perf_event_header) <= b.len;) {
     perf_event_header h;
@@ -550,12 +584,36 @@ double CpuFactor(Slot& slot, const Batch& b) {
   if (!periods) return 1.0;
   const uint64_t cpu = ThreadCpuNs(slot.tid);
   if (!cpu) return 1.0;
-  return slot.cpu_credit.Take(cpu, periods, 1000000000ull / (g->opts.hz ? g->opts.hz : 1));
+  return slot.cpu_credit.Take(cpu, periods, first_chunk ? 1000000000ull / (g->opts.hz ? g->opts.hz : 1) : UINT64_MAX);
+}
+
+// The slot's losses not yet queued, as one sampler.lost (see Slot).
+void ReportLost(Slot& slot, uint64_t now_ns) {
+  const uint64_t total = std::max(slot.lost_records, slot.cpu_lost_read);
+  if (total > slot.lost_reported) {
+    const uint64_t n = total - slot.lost_reported;
+    QueueSamplerLost(slot.batch_lost_time ? slot.batch_lost_time : now_ns, static_cast<uint32_t>(slot.tid), n);
+    g->counters.lost += n;
+    slot.lost_reported = total;
+  }
+  slot.batch_lost_time = 0;
+}
+
+// The CPU event's count of samples lost to a full ring (PERF_FORMAT_LOST),
+// into slot.cpu_lost_read. By the slot's owner, after taking its records:
+// a loss needs a full ring, so the count read then holds every loss before
+// those records. The raw syscall: read() is one of our own socket hooks.
+void ReadCpuLost(Slot& slot) {
+  if (slot.cpu_fd < 0 || !g->format_lost.load(std::memory_order_relaxed)) return;
+  if (FdWasLost(slot.cpu_fd) || !IsProtectedFd(slot.cpu_fd)) return;  // the application's file now
+  uint64_t v[2];
+  if (syscall(SYS_read, slot.cpu_fd, v, sizeof(v)) == static_cast<long>(sizeof(v)) && v[1] > slot.cpu_lost_read)
+    slot.cpu_lost_read = v[1];
 }
 
 // live: the slot's thread is alive (not an orphan's saved records).
-void ProcessBatch(uint64_t now_ns, Slot& slot, const Batch& b, bool live) {
-  const double cpu_factor = live ? CpuFactor(slot, b) : 1.0;
+void ProcessBatch(uint64_t now_ns, Slot& slot, const Batch& b, bool live, bool first_chunk = true) {
+  const double cpu_factor = live ? CpuFactor(slot, b, first_chunk) : 1.0;
   for (size_t pos = 0; pos + sizeof(perf_event_header) <= b.len;) {
     perf_event_header h;
     std::memcpy(&h, b.data + pos, sizeof(h));
@@ -563,10 +621,7 @@ void ProcessBatch(uint64_t now_ns, Slot& slot, const Batch& b, bool live) {
     HandleRecord(slot, b, pos, h, b.data + pos, now_ns, cpu_factor);
     pos += h.size;
   }
-  if (slot.batch_lost) {
-    QueueSamplerLost(slot.batch_lost_time, static_cast<uint32_t>(slot.tid), slot.batch_lost);
-    slot.batch_lost = 0;
-  }
+  ReportLost(slot, now_ns);
   // A block still open at the end of the batch is long enough to matter:
   // unwind its sample now, before the batch is reused.
   if (slot.pending && !slot.pending_unwound && !slot.pending_preempted) UnwindPending(slot, b);
@@ -630,11 +685,18 @@ void TuneSwitchPeriod(Slot& s, uint64_t now_ns, bool overflowed) {
   }
 }
 
-// Sampler thread, slot in kDraining.
-void DrainSlot(uint64_t now_ns, Slot& slot) {
-  if (!slot.base) return;
-  size_t want = Unread(ViewOf(slot));
-  if (want * 4 >= slot.map_len - g->page) g->pressure = true;
+// Sampler thread, slot in kDraining: processes one chunk of at most
+// kDrainChunkBytes of the ring (first_chunk: the first of this drain).
+// Returns true when the ring holds more. In chunks, so that the records this
+// thread holds outside the ring stay few: an exit that finds it in the
+// middle of a collection (starved, its priority only just lifted) waits for
+// one chunk, not for a whole 4 MiB ring to be unwound, and what is still in
+// the ring is the exiting thread's to collect (SamplerStopRequested).
+bool DrainSlot(uint64_t now_ns, Slot& slot, bool first_chunk) {
+  if (!slot.base) return false;
+  const size_t unread = Unread(ViewOf(slot));
+  if (first_chunk && unread * 4 >= slot.map_len - g->page) g->pressure = true;
+  const size_t want = std::min(unread, kDrainChunkBytes);
   if (want > g->batch_cap) {
     void* grown = mi_realloc(g->batch, want);
     if (grown) {
@@ -642,12 +704,20 @@ void DrainSlot(uint64_t now_ns, Slot& slot) {
       g->batch_cap = want;
     }
   }
-  const size_t got = TakeRecords(slot, g->batch, g->batch_cap);
+  const size_t got = TakeRecords(slot, g->batch, std::min(g->batch_cap, want));
+  if (got) ReadCpuLost(slot);
   const uint64_t lost_then = g->counters.lost;
-  ProcessBatch(now_ns, slot, Batch{g->batch, got}, true);
+  ProcessBatch(now_ns, slot, Batch{g->batch, got}, true, first_chunk);
   const bool overflowed = g->counters.lost != lost_then;
   if (overflowed) g->pressure = true;
   TuneSwitchPeriod(slot, now_ns, overflowed);
+  return got && got < unread;
+}
+
+// Sampler thread, slot in kDraining: every chunk the ring holds.
+void DrainSlotFully(uint64_t now_ns, Slot& slot) {
+  for (size_t chunk = 0; chunk <= kMaxRingBytes / kDrainChunkBytes && DrainSlot(now_ns, slot, chunk == 0); ++chunk) {
+  }
 }
 
 // Exiting owner, slot in kClosing: saves the unread records (no unwinding on
@@ -671,6 +741,10 @@ void SaveAndClose(Slot& slot) {
       o->pending_n = o->pending ? slot.pending_n : 0;
       std::memcpy(o->pending_pcs, slot.pending_pcs, static_cast<size_t>(o->pending_n) * sizeof(uint64_t));
       o->len = TakeRecords(slot, o->data, unread);
+      ReadCpuLost(slot);
+      o->lost_records = slot.lost_records;
+      o->cpu_lost_read = slot.cpu_lost_read;
+      o->lost_reported = slot.lost_reported;
       o->next = g->orphans.load(std::memory_order_relaxed);
       while (!g->orphans.compare_exchange_weak(o->next, o, std::memory_order_release, std::memory_order_relaxed)) {
       }
@@ -698,6 +772,10 @@ void ProcessOrphans(uint64_t now_ns) {
     ctx.sw_period = o->sw_period;
     ctx.prev_sw_period = o->prev_sw_period;
     ctx.lost_since_switch_sample = false;
+    ctx.lost_records = o->lost_records;
+    ctx.cpu_lost_read = o->cpu_lost_read;
+    ctx.lost_reported = o->lost_reported;
+    ctx.batch_lost_time = 0;
     ctx.pending_n = o->pending_n;
     std::memcpy(ctx.pending_pcs, o->pending_pcs, static_cast<size_t>(o->pending_n) * sizeof(uint64_t));
     ProcessBatch(now_ns, ctx, Batch{o->data, o->len}, false);
@@ -754,31 +832,24 @@ bool PerfConfigure(const PerfOptions& opts_in, bool kernel, bool switch_ok) {
   st->kernel = kernel;
   st->switch_ok = switch_ok && opts_in.offcpu;
   st->page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  // One sample: header, ids, registers and the whole stack copy (the kernel
-  // reserves sample_stack_user bytes whatever the stack's depth). The ring
-  // holds at least one; by default about 30 ms of samples and at least three
-  // (16 pages at 99 Hz with 16 KiB stacks; 32 with off-CPU, whose thinned
-  // switch samples and SWITCH records share it), so the sampler thread
-  // (nice +10) can fall behind a few periods without losing any. Capped at
-  // 1 MiB per thread: it is locked memory (see also the budgets above).
-  const size_t per_sample = st->opts.stack_bytes + 512;
-  const uint64_t rate = st->opts.hz + (st->switch_ok ? kSwitchSamplesPerSec : 0);
-  const size_t want_samples = std::max<size_t>(3, static_cast<size_t>(rate / 33));
-  const size_t want_bytes = want_samples * per_sample + (st->switch_ok ? kSwitchRecordRoom : 0);
-  const size_t max_pages = std::max<size_t>(1, (1u << 20) / st->page);
-  st->min_pages = RoundUpPow2((per_sample + st->page - 1) / st->page);
-  st->data_pages.store(std::max(st->min_pages,
-                                std::min(max_pages, RoundUpPow2((want_bytes + st->page - 1) / st->page))));
+  // Ring size (ring_sizing.h): a sample reserves its whole stack copy, so the
+  // ring's cost is the record size times the samples of the starvation
+  // budget, rounded up to a power of two of pages.
+  const RingPlan plan = PlanRing(RingInputs{PerfSampleBytes(st->opts.stack_bytes), st->opts.hz,
+                                            st->switch_ok ? kSwitchSamplesPerSec : 0,
+                                            st->switch_ok ? kSwitchRecordRoom : 0, kStarvationBudgetNs,
+                                            st->page, kMaxRingBytes});
+  st->min_pages = plan.min_pages;
+  st->data_pages.store(plan.data_pages);
+  st->watermark_bytes = plan.watermark_bytes;
   g = st;
   return true;
 }
 
 uint64_t PerfRingHalfFillNs() {
   if (!g) return UINT64_MAX;
-  const uint64_t per_sample = g->opts.stack_bytes + 512;
-  const uint64_t rate = std::max<uint64_t>(1, g->opts.hz + (g->switch_ok ? kSwitchSamplesPerSec : 0));
-  const uint64_t samples = std::max<uint64_t>(1, g->data_pages.load(std::memory_order_relaxed) * g->page / 2 / per_sample);
-  return samples * 1000000000ull / rate;
+  return RingFillNs(PerfSampleBytes(g->opts.stack_bytes), g->opts.hz + (g->switch_ok ? kSwitchSamplesPerSec : 0),
+                    g->data_pages.load(std::memory_order_relaxed) * g->page / 2);
 }
 
 bool PerfArmThread(pid_t tid, bool self) {
@@ -802,15 +873,19 @@ bool PerfArmThread(pid_t tid, bool self) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   ResetSwitchThinning(s, static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec));
   perf_event_attr a = Attr(g->opts, false, g->kernel);
-  // The kernel wakes the sampler thread (its epoll set) when a quarter of the
-  // ring is written: it runs at nice +10 and may be slow to come, so it needs
-  // the other three quarters of margin (a thread switching 16,000 times a
-  // second fills a ring in ~70 ms with SWITCH records alone). A ring mapped
-  // smaller than planned below wakes it later, at worst when full; the
-  // thread's FLIGHTREC_FLUSH_MS timeout still bounds that.
+  // The kernel wakes the sampler thread (its epoll set) when the watermark's
+  // bytes are written (ring_sizing.h: at most a quarter of the ring, and the
+  // rest holds the starvation budget): it runs at nice +10 and may be slow
+  // to come. A ring mapped smaller than planned below wakes it later, at
+  // worst when full; the thread's FLIGHTREC_FLUSH_MS timeout still bounds that.
   a.watermark = 1;
-  a.wakeup_watermark = static_cast<uint32_t>(g->data_pages.load(std::memory_order_relaxed) * g->page / 4);
+  a.wakeup_watermark = static_cast<uint32_t>(g->watermark_bytes);
   s.cpu_fd = OpenGuarded(&a, tid);
+  if (s.cpu_fd < 0 && errno == EINVAL && a.read_format) {  // a kernel before 6.0: LOST records alone
+    g->format_lost.store(false, std::memory_order_relaxed);
+    a.read_format = 0;
+    s.cpu_fd = OpenGuarded(&a, tid);
+  }
   if (s.cpu_fd < 0) {
     s.state.store(kFree, std::memory_order_release);
     g->counters.arm_failed.fetch_add(1, std::memory_order_relaxed);
@@ -820,7 +895,7 @@ bool PerfArmThread(pid_t tid, bool self) {
   // kernel refuses a ring, try smaller ones and remember the size that works.
   size_t pages = g->data_pages.load(std::memory_order_relaxed);
   const size_t in_use = g->ring_bytes.load(std::memory_order_relaxed);
-  if (in_use + (pages + 1) * g->page > kRingSoftBudget) pages = g->min_pages;
+  if (in_use + (pages + 1) * g->page > kRingSoftBudget) pages = std::max(g->min_pages, pages / 8);
   void* base = MAP_FAILED;
   if (in_use + (pages + 1) * g->page > kRingHardBudget) {
     errno = ENOMEM;
@@ -916,19 +991,28 @@ bool PerfCollect(uint64_t now_ns) {
   const bool hup_check = now_ns - g->last_hup_check >= kHupCheckNs;
   if (hup_check) g->last_hup_check = now_ns;
   const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxSlots);
+  // Off the sampler thread (the exit's last collection) nobody asks to stop.
+  const bool on_sampler_thread = IsSamplerThread();
   for (int i = 0; i < n; ++i) {
     Slot& s = g->slots[i];
-    if (!TakeActiveSlot(s)) continue;
-    DrainSlot(now_ns, s);
-    // An owner that exited during a drain asked for reclaim; threads armed
-    // from outside (at init) have no exit observer, but the kernel reports
-    // their events as hung up once the task is gone.
-    if (s.retire.load(std::memory_order_acquire) || (hup_check && TaskGone(s))) {
-      DrainSlot(now_ns, s);
-      if (s.pending) EndBlock(s, nullptr, now_ns);
-      Reclaim(s);
-    } else {
+    // At most a ring's worth of chunks: a thread that writes as fast as
+    // this thread unwinds must not keep it from the other rings.
+    for (size_t chunk = 0; chunk <= kMaxRingBytes / kDrainChunkBytes; ++chunk) {
+      const bool first = chunk == 0;
+      if (on_sampler_thread && SamplerStopRequested()) return g->pressure;  // the stopper collects the rest
+      if (!TakeActiveSlot(s)) break;
+      const bool more = DrainSlot(now_ns, s, first);
+      // An owner that exited during a drain asked for reclaim; threads armed
+      // from outside (at init) have no exit observer, but the kernel reports
+      // their events as hung up once the task is gone.
+      if (s.retire.load(std::memory_order_acquire) || (hup_check && first && TaskGone(s))) {
+        DrainSlotFully(now_ns, s);
+        if (s.pending) EndBlock(s, nullptr, now_ns);
+        Reclaim(s);
+        break;
+      }
       s.state.store(kActive, std::memory_order_release);
+      if (!more) break;
     }
   }
   ProcessOrphans(now_ns);

@@ -171,7 +171,8 @@ bool Collect() {
   if (void (*task)() = g_task.exchange(nullptr, std::memory_order_acq_rel)) task();
   const uint64_t now = MonotonicNs();
   const bool pressure = PerfCollect(now);
-  SigprofCollect(now);
+  // A stop that came meanwhile collects the rest on the stopping thread.
+  if (!(IsSamplerThread() && SamplerStopRequested())) SigprofCollect(now);
   return pressure;
 }
 
@@ -229,6 +230,13 @@ void WatchRingFd(int fd) {
   e.events = EPOLLIN | EPOLLET;
   e.data.fd = fd;
   epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
+}
+
+bool SamplerStopRequested() { return g_ctl.phase.load(std::memory_order_acquire) == kStopRequested; }
+
+bool IsSamplerThread() {
+  const pid_t tid = g_ctl.tid.load(std::memory_order_acquire);
+  return tid != 0 && tid == static_cast<pid_t>(syscall(SYS_gettid));
 }
 
 void NudgeSamplerThread() {

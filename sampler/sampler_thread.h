@@ -21,6 +21,11 @@ namespace flightrec::sampler {
 // Adds a perf ring's fd to the wake-up set, made with the first (any
 // thread; at arming).
 void WatchRingFd(int fd);
+// True while a stopper waits for the thread's collection to end: the
+// collection leaves what the rings still hold to the stopper's last one.
+bool SamplerStopRequested();
+// True on the sampler thread itself.
+bool IsSamplerThread();
 // A SIGPROF ring passed a quarter full: async-signal-safe, keeps errno.
 void NudgeSamplerThread();
 // Asks the sampler thread to run `task` once, before its next collection

@@ -44,6 +44,7 @@ def check_total(fr, out, truth):
     return doc
 
 
+@pytest.mark.slow
 def test_dropped_samples_keep_their_weight(fr, trace_dir):
     # A 4 KiB ring holds a few dozen samples: most of the burst is dropped.
     truth = run_burst(fr, trace_dir, {"FLIGHTREC_RING_BYTES": 4096})
@@ -91,6 +92,7 @@ def test_reports_of_dropped_weight_in_pprof_and_flame(fr, trace_dir, tmp_path):
     assert flat and abs(int(flat[0].rstrip("B")) - est) <= 1.0, (flat, est)
 
 
+@pytest.mark.slow
 def test_burst_under_a_cpu_hog_keeps_the_total(fr, trace_dir):
     # A busy loop on every core starves the flush thread (nice +10); the
     # total must hold whatever was dropped.

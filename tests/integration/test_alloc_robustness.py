@@ -37,6 +37,7 @@ def stream_samples(fr, out):
         proc.wait(timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rate,pairs", [(524288, 1000000), (4096, 150000)])
 def test_eight_threads_of_malloc_free_match_the_plain_run(fr, trace_dir, rate, pairs):
     # (The 8 x 10M is scaled down to keep the suite fast; bench/ runs more.)
@@ -75,6 +76,7 @@ def test_allocating_in_a_signal_handler(fr, trace_dir, rate, iterations):
         assert main_loop >= iterations
 
 
+@pytest.mark.slow
 def test_fork_while_other_threads_allocate(fr, trace_dir):
     # A small mean interval keeps the other threads inside the sampled path
     # (stack capture, ring push, address set) often when fork happens.

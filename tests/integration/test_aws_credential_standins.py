@@ -44,6 +44,7 @@ def s3_client(s3, creds):
         config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
 
 
+@pytest.mark.slow
 def test_botocore_gets_imds_credentials_that_s3_accepts_until_they_expire(s3):
     with ImdsStandIn(s3, lifetime=3) as imds:
         # env={}: botocore's own AWS_EC2_METADATA_DISABLED check reads os.environ otherwise.

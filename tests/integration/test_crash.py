@@ -1,6 +1,7 @@
 """Crash capture: the host's exit status is unchanged, and the trace ends
 with a sealed segment holding the crash and its symbolized stack."""
 import signal
+import pytest
 
 
 def frames_of(event):
@@ -86,6 +87,7 @@ def test_handler_that_reraises_like_redis(fr, trace_dir, tmp_path):
     assert len(crashes) == 1 and "crash_here" in frames_of(crashes[0]), [frames_of(c)[:4] for c in crashes]
 
 
+@pytest.mark.slow
 def test_faults_the_application_recovers_from_keep_it_running(fr, trace_dir, tmp_path):
     """1000 SIGSEGVs a handler recovers from (siglongjmp), as a JVM's implicit
     null checks do: the program goes on exactly as without us and its handler
@@ -103,6 +105,7 @@ def test_faults_the_application_recovers_from_keep_it_running(fr, trace_dir, tmp
     assert [c["recovered"] for c in doc["crashes"]] == [True], doc["crashes"]
 
 
+@pytest.mark.slow
 def test_a_crash_after_siglongjmp_recoveries_is_recorded(fr, trace_dir, tmp_path):
     """After 1000 faults its handler left by siglongjmp, the same thread calls
     abort(): that crash is recorded too, with its own stack (the first fault
@@ -128,6 +131,7 @@ def test_application_handler_runs_on_the_threads_own_stack(fr, trace_dir, tmp_pa
     assert len(crashes) == 1 and "crash_here" in frames_of(crashes[0]), crashes
 
 
+@pytest.mark.slow
 def test_faults_whose_handler_returns_are_recovered_not_crashes(fr, trace_dir, tmp_path):
     """1000 faults whose handler fixes the page and returns (a JVM's handler
     returns too): the first is recorded before the handler runs, then marked

@@ -111,6 +111,7 @@ CRASHERS = [
 ]
 
 
+@pytest.mark.slow
 def test_seeds_hold_every_block_kind_and_event_type(seeds):
     """The fuzzer mutates what the seeds hold: all seven block kinds, compressed
     and plain blocks, and every event type the reports read. (Tables spread
@@ -129,6 +130,7 @@ def test_seeds_hold_every_block_kind_and_event_type(seeds):
             "process.start", "process.rusage"} <= types
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CRASHERS, ids=[c[0] for c in CRASHERS])
 def test_crasher_stays_fixed(seeds, runner, case):
     _, seed_name, mutations, kind = case[:4]
@@ -139,6 +141,7 @@ def test_crasher_stays_fixed(seeds, runner, case):
     assert all(r is not None for r in results)
 
 
+@pytest.mark.slow
 def test_fixed_seed_fuzz_run(seeds, runner):
     """Every subcommand on FIXED_ITERATIONS mutants: no traceback, hang,
     memory blow-up, second stderr line, bad JSON or lost intact event."""
@@ -205,6 +208,7 @@ def sabotaged_lib(tmp_path_factory):
     return str(root)
 
 
+@pytest.mark.slow
 def test_the_judge_sees_every_kind_of_failure(seeds, sabotaged_lib):
     """The fuzzer can fail: a traceback, a hang, a memory blow-up, two lines
     for one file, a usage error on a bad file, bad JSON and lost events are

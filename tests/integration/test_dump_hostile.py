@@ -81,6 +81,7 @@ def assert_intact_reported(stdout):
 
 # ---------------------------------------------------------------- 1. memory bombs
 
+@pytest.mark.slow
 def test_events_bomb_is_refused_in_bounded_memory(tdir):
     """Three EVENTS blocks of 1M events x 255 zero-width columns (a 1 KB
     file): each refused with one line; the intact segment beside it reads."""
@@ -100,6 +101,7 @@ def test_events_bomb_is_refused_in_bounded_memory(tdir):
             assert bomb_doc["bad_blocks"] == 3 and bomb_doc["events"] == 0
 
 
+@pytest.mark.slow
 def test_deep_stack_is_cut_in_bounded_memory(tdir):
     """One stack of 4M frames in a few hundred bytes: cut to 4096 frames (and
     said so), the tree still drawn, memory bounded."""
@@ -116,6 +118,7 @@ def test_deep_stack_is_cut_in_bounded_memory(tdir):
     assert rss < RSS_BOUND_KB, rss
 
 
+@pytest.mark.slow
 def test_empty_strings_bomb_is_refused_in_bounded_memory(tdir):
     """A 2 KiB STRINGS block that inflates to 64M empty strings."""
     bomb = hs.header(pid=9) + hs.empty_strings_block()
@@ -150,6 +153,7 @@ def test_a_megabyte_of_false_sync_words_costs_linear_time(tdir):
 
 # ---------------------------------------------------------------- 3. odd files
 
+@pytest.mark.slow
 def test_only_regular_files_are_read(tdir, tmp_path):
     """A FIFO, a link to /dev/zero, a link to an intact segment and an 8 GiB
     sparse file, all named *.seg inside the directory: none is read (no hang,
@@ -199,6 +203,7 @@ def s3_env(standin, tmpdir):
     return env
 
 
+@pytest.mark.slow
 def test_s3_keys_that_nest_collide_or_are_long(standin, tmp_path):
     """`a/x.seg` and `a/x.seg/b.seg` (a file and a directory of one name),
     `a//x.seg` (collapses onto `a/x.seg` as a path) and a 300-character
@@ -234,6 +239,7 @@ EVIL_THREAD = "evil\x1b]0;pwned\x07\x1b[2J\u202e"
 EVIL_FUNC = "fn\x1b[31mred\x9b1m\uffff\x00end"
 
 
+@pytest.mark.slow
 def test_names_with_terminal_escapes_are_escaped(tmp_path):
     seg = tmp_path / "evil.seg"
     seg.write_bytes(hs.intact_segment(pid=5, thread_name=EVIL_THREAD, function=EVIL_FUNC))
@@ -292,6 +298,7 @@ def test_minimal_header_is_56_bytes_as_spec_says(tmp_path):
     assert "below 56" in spec and "below 58" not in spec
 
 
+@pytest.mark.slow
 def test_one_bad_schema_block_does_not_blind_a_real_segment(fr, trace_dir):
     """The writer defines every type twice per segment, in SCHEMA blocks of
     different writes; with the first SCHEMA block damaged, flightrec-dump
@@ -324,6 +331,7 @@ def test_one_bad_schema_block_does_not_blind_a_real_segment(fr, trace_dir):
     assert sum(counts.values()) == intact > 0, (counts, intact)
 
 
+@pytest.mark.slow
 def test_a_file_of_tiny_bad_blocks_lists_a_bounded_number_of_problems(tdir):
     """1 MiB of alternating bad and good tiny blocks: every bad one counted,
     1000 problems listed (not tens of thousands), memory bounded."""
@@ -340,6 +348,7 @@ def test_a_file_of_tiny_bad_blocks_lists_a_bounded_number_of_problems(tdir):
     assert rss < RSS_BOUND_KB, rss
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("use_crcmod", [True, False])
 def test_range_crcs_from_prefix_registers_match_the_plain_loop(use_crcmod):
     """What resynchronisation relies on: CrcIndex.crc(a, b, crc) equals the

@@ -86,6 +86,7 @@ def long_trace(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow
 def test_heap_memory_follows_one_segment(long_trace):
     status, out, err, rss = run_dump("heap", "--json", long_trace, timeout=300)
     assert status == 0, err
@@ -98,6 +99,7 @@ def test_heap_memory_follows_one_segment(long_trace):
     assert rss < RSS_BOUND_KB, "heap: peak RSS %d MiB" % (rss >> 10)
 
 
+@pytest.mark.slow
 def test_speedscope_samples_past_the_bound_go_through_a_file(long_trace, tmp_path):
     """1.9M allocation samples, past cmd_speedscope.SPILL_SAMPLES: sorted
     through a temporary file, not held (326 MiB before, ~24 bytes each)."""
@@ -117,6 +119,7 @@ def test_speedscope_samples_past_the_bound_go_through_a_file(long_trace, tmp_pat
     assert rss < SPEEDSCOPE_RSS_BOUND_KB, "speedscope: peak RSS %d MiB" % (rss >> 10)
 
 
+@pytest.mark.slow
 def test_live_profile_memory_follows_one_segment(long_trace):
     status, out, err, rss = run_dump("top", "--kind", "live", "--json", long_trace, timeout=300)
     assert status == 0, err
@@ -126,6 +129,7 @@ def test_live_profile_memory_follows_one_segment(long_trace):
     assert rss < RSS_BOUND_KB, "top --kind live: peak RSS %d MiB" % (rss >> 10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["info"], ["top", "--kind", "alloc"]])
 def test_aggregating_reports_stay_bounded(long_trace, args):
     status, out, err, rss = run_dump(*args, long_trace, timeout=300)
@@ -191,6 +195,7 @@ def tables_trace(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow
 def test_segment_tables_are_not_all_held(tables_trace):
     status, out, err, rss = run_dump("info", "--json", tables_trace, timeout=300)
     assert status == 0, err
@@ -200,6 +205,7 @@ def test_segment_tables_are_not_all_held(tables_trace):
     assert rss < TABLES_RSS_BOUND_KB, "info: peak RSS %d MiB" % (rss >> 10)
 
 
+@pytest.mark.slow
 def test_profile_reads_each_segments_tables_again(tables_trace):
     status, out, err, rss = run_dump("top", "--json", "--limit", "5", tables_trace, timeout=300)
     assert status == 0, err
@@ -211,6 +217,7 @@ def test_profile_reads_each_segments_tables_again(tables_trace):
     assert rss < TABLES_RSS_BOUND_KB, "top: peak RSS %d MiB" % (rss >> 10)
 
 
+@pytest.mark.slow
 def test_chrome_timeline_is_written_as_it_goes(tables_trace, tmp_path):
     path = tmp_path / "trace.json"
     status, _, err, rss = run_dump("chrome", "-o", path, tables_trace, timeout=300)
@@ -224,6 +231,7 @@ def test_chrome_timeline_is_written_as_it_goes(tables_trace, tmp_path):
     assert rss < TABLES_RSS_BOUND_KB, "chrome: peak RSS %d MiB" % (rss >> 10)
 
 
+@pytest.mark.slow
 def test_speedscope_is_written_as_it_goes(tables_trace, tmp_path):
     path = tmp_path / "cpu.speedscope.json"
     status, _, err, rss = run_dump("speedscope", "-o", path, tables_trace, timeout=300)
@@ -255,6 +263,7 @@ def every_stack_trace(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow
 def test_profile_entries_follow_distinct_stacks_not_segments(every_stack_trace, tmp_path):
     path = tmp_path / "cpu.pb.gz"
     status, _, err, rss = run_dump("pprof", "-o", path, every_stack_trace, timeout=300)
@@ -300,6 +309,7 @@ def socket_trace(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow
 def test_socket_latency_percentiles_are_bounded(socket_trace):
     status, out, err, rss = run_dump("sockets", "--json", socket_trace, timeout=300)
     assert status == 0, err
@@ -375,6 +385,7 @@ def requests_trace(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow
 def test_requests_memory_follows_a_segment_not_the_calls(requests_trace):
     status, out, err, rss = run_dump("requests", "--slowest", "3", requests_trace, timeout=600)
     assert status == 0, err
@@ -393,6 +404,7 @@ def test_requests_memory_follows_a_segment_not_the_calls(requests_trace):
     assert "#3 server request" in out and "#4 " not in out
 
 
+@pytest.mark.slow
 def test_requests_json_is_complete_and_in_order(requests_trace):
     paths = sorted(requests_trace.iterdir())[:2]
     status, out, err, rss = run_dump("requests", "--json", "--slowest", "2", *paths, timeout=600)
@@ -461,6 +473,7 @@ EVENTS_BLOCKS = 8
 EVENTS_RSS_BOUND_KB = 250 << 10
 
 
+@pytest.mark.slow
 def test_events_of_processes_recording_at_once_are_merged_in_slices(tmp_path):
     """8 processes x 800,000 events, all at once: one cluster of overlapping
     segments, 6.4M events (the one-sort merge decoded them all before the

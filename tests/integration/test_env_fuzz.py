@@ -69,6 +69,7 @@ def run(fr, out, extra, preload):
                           cwd=os.path.dirname(str(out)))
 
 
+@pytest.mark.slow
 def test_junk_in_every_variable_leaves_the_host_alone(fr, tmp_path):
     names = knobs()
     paths = path_junk(tmp_path)

@@ -183,6 +183,7 @@ def check_fault_run(fr, tmp_path, out, driven, answers, fault_text):
     return doc
 
 
+@pytest.mark.slow
 def test_full_disk_pauses_and_resumes(fr, tmp_path, tmpfs):
     out = tmpfs / "trace"
     driven = Driven(fr, out, {})
@@ -201,6 +202,7 @@ def test_full_disk_pauses_and_resumes(fr, tmp_path, tmpfs):
     assert {"before-0", "before-1"} <= thread_names(doc)
 
 
+@pytest.mark.slow
 def test_full_disk_leaves_no_empty_segment_behind(fr, tmp_path, tmpfs):
     """Issue 29 item 17. A disk that is full from the start: each retry (every
     5 s) creates a segment file whose first write fails. A file holding
@@ -230,6 +232,7 @@ def test_full_disk_leaves_no_empty_segment_behind(fr, tmp_path, tmpfs):
     assert {"after-0", "after-1"} <= ended(info(fr, out))
 
 
+@pytest.mark.slow
 def test_output_directory_removed_while_running(fr, tmp_path, trace_dir):
     out = trace_dir / "removed"
     driven = Driven(fr, out, {})
@@ -245,6 +248,7 @@ def test_output_directory_removed_while_running(fr, tmp_path, trace_dir):
     assert os.stat(out).st_mode & 0o777 == 0o700
 
 
+@pytest.mark.slow
 def test_read_only_output_until_remounted(fr, tmp_path, tmpfs):
     out = tmpfs / "trace"
     out.mkdir(mode=0o700)
@@ -288,6 +292,7 @@ def leaf_tids(fr, out, function):
 NOFILE = 64
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["sigprof", "auto"])
 def test_low_nofile_limit(fr, trace_dir, tmp_path, sampler):
     """fault_fds opens /dev/null until EMFILE, works with no fd left, then
@@ -355,6 +360,7 @@ def test_tight_nofile_limit_leaves_the_descriptors_to_the_program(fr, tmp_path):
     assert not out.exists() or os.listdir(out) == []
 
 
+@pytest.mark.slow
 def test_symbols_come_back_after_fd_exhaustion(fr, trace_dir):
     """burn()'s pcs are first sampled under burn_exhausted(), when the
     recorder cannot open the program's ELF file (no descriptor is left):
@@ -382,6 +388,7 @@ def test_symbols_come_back_after_fd_exhaustion(fr, trace_dir):
           f"{sorted(map(hex, burn_pcs & unnamed))}")
 
 
+@pytest.mark.slow
 def test_low_memlock_falls_back_to_sigprof(fr, trace_dir, tmp_path):
     """RLIMIT_MEMLOCK=0 without CAP_IPC_LOCK: once the per-user perf allowance
     (perf_event_mlock_kb) is used up, the kernel refuses perf ring mmaps. 16
@@ -404,6 +411,7 @@ def test_low_memlock_falls_back_to_sigprof(fr, trace_dir, tmp_path):
     assert len(sampled) > on_perf, sampled  # the SIGPROF fallback produced samples too
 
 
+@pytest.mark.slow
 def test_low_memlock_every_thread_sampled(fr, trace_dir, tmp_path):
     # Debug log: each thread's arming outcome, for the report below.
     proc = launch(fr, trace_dir, ["--memlock", 0], "fault_burn", [16, 0.3],
@@ -424,6 +432,7 @@ def test_low_memlock_every_thread_sampled(fr, trace_dir, tmp_path):
                     f"stderr: {proc.stderr}\ninfo:\n{info_text}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("errno_name", ["EACCES", "ENOSYS"])
 def test_perf_refused_by_seccomp(fr, trace_dir, tmp_path, errno_name):
     """A seccomp filter (as container runtimes install) makes perf_event_open
@@ -448,6 +457,7 @@ def test_perf_refused_by_seccomp(fr, trace_dir, tmp_path, errno_name):
 
 # ---- signals, processes, threads -----------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["perf", "sigprof"])
 def test_every_signal_blocked_in_every_thread(fr, trace_dir, tmp_path, sampler):
     """The recorder needs no signal to record threads, allocations and
@@ -496,6 +506,7 @@ def test_vfork_and_posix_spawn(fr, trace_dir, tmp_path):
     assert len(parent) == 1, files
 
 
+@pytest.mark.slow
 def test_exec_from_a_multithreaded_process(fr, trace_dir, tmp_path):
     """Four threads allocate and send without pause while main execs, five
     times over: each image seals its own segment before it goes, with its
@@ -511,6 +522,7 @@ def test_exec_from_a_multithreaded_process(fr, trace_dir, tmp_path):
         assert {f"gen{gen}-{i}" for i in range(4)} <= names, names
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("main_exit", [1, 0])
 def test_threads_leave_through_pthread_exit_and_cancellation(fr, trace_dir, tmp_path, main_exit):
     """Threads that return, pthread_exit, are cancelled (deferred and
@@ -529,6 +541,7 @@ def test_threads_leave_through_pthread_exit_and_cancellation(fr, trace_dir, tmp_
 
 # ---- exit with starved recorder threads ----------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["auto", "sigprof"])
 def test_exit_takes_over_a_starved_sampler_thread(fr, trace_dir, sampler):
     """starve_exit pins itself to one CPU and keeps it busy with SCHED_RR
@@ -562,6 +575,7 @@ def test_exit_takes_over_a_starved_sampler_thread(fr, trace_dir, sampler):
 
 # ---- a killed process's segment and the disk budget -----------------------------------------
 
+@pytest.mark.slow
 def test_budget_evicts_the_active_segment_of_a_killed_process(fr, tmp_path, trace_dir):
     """A process SIGKILLed mid-run leaves its segment .active; nothing will
     ever seal it. With a 1 MiB budget and that file over 1 MiB, the next run

@@ -40,6 +40,7 @@ def frames_of(ev):
     return [f["function"] for f in ev["stack"]]
 
 
+@pytest.mark.slow
 def test_go_functions_have_their_own_files_and_the_true_split(fr, trace_dir, go_cgo):
     plain = subprocess.run([go_cgo, "60"], capture_output=True, text=True, timeout=120)
     proc = fr.run([go_cgo, "60"], trace_dir, env={"FLIGHTREC_OFFCPU": "0"})

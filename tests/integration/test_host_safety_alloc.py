@@ -123,6 +123,7 @@ def test_python_loading_a_cxx_plugin_sees_what_it_sees_plain(fr, trace_dir):
 LIMITS_KIB = [30000, 40000, 60000, 100000, 300000, 700000, 2000000]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("limit_kib", LIMITS_KIB)
 def test_address_space_limit_same_output_and_status(fr, trace_dir, limit_kib):
     # As `ulimit -v N; LD_PRELOAD=... bash -c 'echo hi'`: the limit is set in

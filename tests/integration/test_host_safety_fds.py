@@ -12,6 +12,7 @@ Each test runs a program of ours plain and under the preload. Before the fix:
    reading from and writing memory bytes into the program's files there).
 """
 import re
+import pytest
 
 ALLOC_EVERY = {"FLIGHTREC_ALLOC_SAMPLE_BYTES": "1"}
 
@@ -30,6 +31,7 @@ def by_phase(stdout):
     return phases
 
 
+@pytest.mark.slow
 def test_no_descriptor_of_ours_is_visible(fr, trace_dir, tmp_path):
     """At start, with threads allocating (every allocation unwound in place,
     libunwind's address checks included) and sampled, after they joined,

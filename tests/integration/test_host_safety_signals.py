@@ -30,6 +30,7 @@ def same_as_plain(fr, trace_dir, args, sampler, extra=None):
     return plain, pre
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize("mode", ["sigwait", "signalfd"])
 def test_program_collecting_its_own_sigprof(fr, trace_dir, sampler, mode):
@@ -40,6 +41,7 @@ def test_program_collecting_its_own_sigprof(fr, trace_dir, sampler, mode):
     assert plain.returncode == 0 and plain.stdout == "collected 20, SIGPROF blocked\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize("mode", ["sigset", "sigignore", "syscall"])
 def test_sigprof_reset_behind_sigaction(fr, trace_dir, sampler, mode):
@@ -50,6 +52,7 @@ def test_sigprof_reset_behind_sigaction(fr, trace_dir, sampler, mode):
     assert plain.returncode == 0 and plain.stdout == "done\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_sigprof_changed_by_inline_syscall_is_noticed(fr, trace_dir, sampler):
     # Item 2, the part no hook can see: an inline rt_sigaction (SIG_IGN, so
@@ -60,6 +63,7 @@ def test_sigprof_changed_by_inline_syscall_is_noticed(fr, trace_dir, sampler):
     assert "SIGPROF's disposition was changed past our hooks" in pre.stderr, pre.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_small_thread_stack_survives_sampling(fr, trace_dir, sampler):
     # Item 7: less than half a signal frame left on a PTHREAD_STACK_MIN
@@ -83,6 +87,7 @@ def test_crash_signal_handler_restarts_calls_like_the_programs(fr, trace_dir):
     assert plain.returncode == 0 and plain.stdout == "read 1 byte\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_crash_handler_keeps_the_programs_sa_mask(fr, trace_dir, sampler):
     # Suspected item, confirmed: the program's sa_mask was applied only after

@@ -44,6 +44,7 @@ def test_registered_frames_still_profiled(fr, trace_dir, tmp_path):
     assert any(len(s.get("stack") or []) >= 3 for s in samples), samples[:3]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", range(6))
 def test_sigterm_during_exceptions_kills(fr, trace_dir, tmp_path, run):
     # Plain: killed by SIGTERM (-15). Preloaded: the same, never a hang.
@@ -85,6 +86,7 @@ def test_crash_in_a_vfork_child_is_not_the_parents(fr, trace_dir, tmp_path):
     assert [c["fault_addr"] for c in crashes] == [32], crashes
 
 
+@pytest.mark.slow
 def test_fork_while_our_threads_walk_the_loaded_objects(fr, trace_dir, tmp_path):
     """#34, suspected then confirmed: libunwind's lookups on the sampler and
     flush threads hold glibc's dl_load_write_lock inside dl_iterate_phdr,

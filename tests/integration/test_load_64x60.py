@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import time
+import pytest
 
 THREADS = 64
 SECONDS = float(os.environ.get("FLIGHTREC_LOAD_SECONDS", "60"))
@@ -39,6 +40,7 @@ def memory_kb(pid):
         return None
 
 
+@pytest.mark.slow
 def test_64_threads_drops_counted_memory_flat(fr, trace_dir):
     env = fr.env(trace_dir, {"FLIGHTREC_RING_BYTES": 4096, "FLIGHTREC_ALLOC_SAMPLE_BYTES": 1})
     proc = subprocess.Popen([fr.program("load_soak"), str(THREADS), str(SECONDS)], env=env,

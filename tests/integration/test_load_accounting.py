@@ -6,6 +6,7 @@ call is what fills the rings. (The exchange records' own drop path, summed
 into socket.gap like a call's, is not exercised by this test.)"""
 import re
 import time
+import pytest
 
 
 def test_every_operation_is_recorded_or_counted(fr, trace_dir):
@@ -48,6 +49,7 @@ def test_every_operation_is_recorded_or_counted(fr, trace_dir):
     assert gap_times and all(began <= t <= ended_at for t in gap_times), (began, ended_at, gap_times[:5])
 
 
+@pytest.mark.slow
 def test_a_thread_that_fills_its_ring_fast_gets_a_bigger_one(fr, trace_dir):
     """One thread making send+recv pairs as fast as it can writes far more
     than twice its 256 KiB ring a second: the flush thread offers it a ring

@@ -7,6 +7,7 @@ records are dropped; every call must still be in the trace, recorded or in
 offcpu.unattributed, and the reports show the dropped time as
 "[unattributed: ring full]". No assertion depends on timing."""
 import json
+import pytest
 
 UNATTRIBUTED = "[unattributed: ring full]"
 CALLS = 100000
@@ -16,6 +17,7 @@ def names(stack):
     return [f["function"] for f in stack]
 
 
+@pytest.mark.slow
 def test_dropped_blocks_keep_their_count_and_time(fr, trace_dir):
     proc = fr.run([fr.program("offcpu_burst"), str(CALLS)], trace_dir,
                   env={"FLIGHTREC_SAMPLER": "sigprof", "FLIGHTREC_OFFCPU_MIN_US": "0",

@@ -56,6 +56,7 @@ def child_trace_is_whole(fr, trace_dir, child, doc):
     return len(burns)
 
 
+@pytest.mark.slow
 def test_child_that_drops_root_keeps_recording(fr, trace_dir):
     child, uid, output, doc = run(fr, trace_dir, "drop")
     # The switch really cut the child off from the output directory.
@@ -86,6 +87,7 @@ def test_child_that_drops_root_keeps_recording(fr, trace_dir):
           % (child, len(before), len(after), sub, burns))
 
 
+@pytest.mark.slow
 def test_root_to_root_changes_nothing(fr, trace_dir):
     child, uid, output, doc = run(fr, trace_dir, "stay")
     assert (uid, output) == (0, "OK")

@@ -32,6 +32,7 @@ def cpu_samples(fr, out):
     return len(fr.events(out, "cpu.sample"))
 
 
+@pytest.mark.slow
 def test_two_traces(phases):
     fr, base = phases
     doc = fr.dump_json("diff", "--json", base / "one_only", base / "split")
@@ -63,6 +64,7 @@ def boundary(fr, out):
     return max(ones), min(twos)
 
 
+@pytest.mark.slow
 def test_two_windows_of_one_trace(phases):
     fr, base = phases
     end_one, start_two = boundary(fr, base / "halves")
@@ -119,6 +121,7 @@ def slow_requests(tmp_path_factory):
     return fr, out
 
 
+@pytest.mark.slow
 def test_requests_diff_names_the_slow_path(slow_requests):
     fr, out = slow_requests
     doc = fr.dump_json("requests", "--diff", "--json", "--role", "server", out)
@@ -137,6 +140,7 @@ def test_requests_diff_names_the_slow_path(slow_requests):
     assert json.dumps(doc)  # the document is plain JSON
 
 
+@pytest.mark.slow
 def test_hostile_inputs_give_one_line_and_still_a_report(phases, tmp_path):
     """Random bytes and a real segment with a damaged middle, fed to diff, diff --flame and speedscope:
     one stderr line per bad file, exit status 1, no traceback, and output files that parse."""

@@ -77,6 +77,7 @@ def pids_of(doc):
     return {s["pid"] for s in doc["segments"]}
 
 
+@pytest.mark.slow
 def test_local_filters_narrow_every_report(fleet):
     fr, out, segs = fleet
     every = info(fr, out)
@@ -176,6 +177,7 @@ def run_on_terminal(fr, env, *args):
     return proc.returncode, stdout, seen.decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 def test_progress_only_on_a_terminal(served, fleet):
     fr, standin, keys, env = served
     _, out, segs = fleet

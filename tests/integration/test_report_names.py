@@ -73,6 +73,7 @@ def demo(tmp_path_factory):
     return fr, out
 
 
+@pytest.mark.slow
 def test_reports_show_short_names_and_full_names_on_request(demo):
     fr, out = demo
     top = fr.dump_run("top", "--limit", "50", out).stdout
@@ -109,6 +110,7 @@ def test_heap_site_is_the_programs_function(demo):
     assert "(anon)::build_index" in text[2] and "demo_service.cc:" in text[2] and " via " in text[2], text[:3]
 
 
+@pytest.mark.slow
 def test_make_demo_shows_short_names_and_the_programs_heap_site(tmp_path):
     """What `make demo` prints (scripts/flightrec-demo, run on a copy of the build's
     pieces so the shared build/demo-trace is left alone)."""

@@ -92,6 +92,7 @@ def recorded(tmp_path_factory):
     return fr, out
 
 
+@pytest.mark.slow
 def test_cpu_profile_per_thread_as_the_viewer_shows_it(recorded, tmp_path):
     fr, out = recorded
     path = tmp_path / "cpu.speedscope.json"
@@ -120,6 +121,7 @@ def test_cpu_profile_per_thread_as_the_viewer_shows_it(recorded, tmp_path):
     assert self_ == 0 and total == pytest.approx(top["total_ns"], rel=0.01), (total, top["total_ns"])
 
 
+@pytest.mark.slow
 def test_one_profile_per_thread(tmp_path):
     from conftest import Flightrec
     fr = Flightrec()

@@ -37,6 +37,7 @@ def leaf_counts_from_events(events):
     return counts
 
 
+@pytest.mark.slow
 def test_top_tree_folded_agree_with_the_events(recorded):
     fr, out = recorded
     events = cpu_events(fr, out)
@@ -77,6 +78,7 @@ def test_offcpu_is_led_by_the_blocking_function(recorded):
     assert callers and callers[0]["total_ns"] >= 0.5 * doc["total_ns"]
 
 
+@pytest.mark.slow
 def test_pprof_flame_chrome_show_the_leaves(recorded, tmp_path):
     fr, out = recorded
     truth = leaf_counts_from_events(cpu_events(fr, out))

@@ -299,6 +299,7 @@ def test_tree_of_one_thread_starts_at_its_start_routine(fr, cpu_dir):
     assert (1, ms(1), ms(1), "╰─ [unknown] libc.so.6+0x59234") in everything
 
 
+@pytest.mark.slow
 def test_tree_min_pct_and_time_range(fr, cpu_dir):
     rows = tree_rows(dump(fr, "tree", "--min-pct", "25", cpu_dir).stdout)
     assert [r[3].strip("┬─├╰│ ") for r in rows] == ["worker_main", "outer_step", "hot_loop", "leaf_a",
@@ -313,6 +314,7 @@ def test_tree_min_pct_and_time_range(fr, cpu_dir):
     rows = tree_rows(dump(fr, "tree", "--thread", "worker", "--from=-100ms", cpu_dir).stdout)
     assert rows[0][0] == 1
 
+@pytest.mark.slow
 def test_top_json(fr, cpu_dir):
     doc = json.loads(dump(fr, "top", "--json", cpu_dir).stdout)
     assert doc["kind"] == "cpu" and doc["samples"] == 351
@@ -331,6 +333,7 @@ def test_top_json(fr, cpu_dir):
     assert text[2].split()[0] == "210" and "leaf_a" in text[2]
 
 
+@pytest.mark.slow
 def test_offcpu_profile_leads_with_the_blocking_function(fr, cpu_dir):
     doc = json.loads(dump(fr, "top", "--kind", "offcpu", "--json", cpu_dir).stdout)
     assert doc["samples"] == 4 and doc["total_ns"] == 310 * MS
@@ -441,6 +444,7 @@ def test_chrome_timeline(fr, cpu_dir, tmp_path):
 
 # ---- alloc / live -----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_alloc_and_live_weights(fr, alloc_dir):
     doc = json.loads(dump(fr, "top", "--kind", "alloc", "--json", alloc_dir).stdout)
     fns = {f["function"]: f for f in doc["functions"]}
@@ -465,6 +469,7 @@ def test_alloc_and_live_weights(fr, alloc_dir):
 
 # ---- bad input and empty profiles -------------------------------------------------------
 
+@pytest.mark.slow
 def test_bad_requests_give_one_line(fr, cpu_dir, tmp_path):
     for args in (["tree", "--thread", "nosuch", cpu_dir], ["top", "--from", "soon", cpu_dir],
                  ["tree", "--from", "2s", "--to", "1s", cpu_dir], ["tree", "--min-pct", "200", cpu_dir],
@@ -478,6 +483,7 @@ def test_bad_requests_give_one_line(fr, cpu_dir, tmp_path):
     assert proc.returncode == 2 and "cannot write" in proc.stderr
 
 
+@pytest.mark.slow
 def test_not_a_segment_and_missing_files(fr, cpu_dir, tmp_path):
     junk = tmp_path / "junk.seg"
     junk.write_bytes(b"this is not a flightrec segment at all")
@@ -513,6 +519,7 @@ def test_damaged_events_block_is_reported_and_skipped(fr, tmp_path):
     assert sum(e.get("cat") == "cpu" for e in evs) == 3
 
 
+@pytest.mark.slow
 def test_empty_profiles_say_so(fr, alloc_dir, cpu_dir, tmp_path):
     proc = dump(fr, "tree", "--kind", "offcpu", alloc_dir)
     assert "no offcpu.sample events" in proc.stdout

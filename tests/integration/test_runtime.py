@@ -12,6 +12,7 @@ def info(fr, out):
     return fr.dump_json("info", "--json", out)
 
 
+@pytest.mark.slow
 def test_threads_show_up_by_name(fr, trace_dir):
     proc = fr.run([fr.program("threads_basic"), "6"], trace_dir)
     assert "6 threads done" in proc.stdout
@@ -39,6 +40,7 @@ def test_threads_show_up_by_name(fr, trace_dir):
     assert os.stat(trace_dir).st_mode & 0o777 == 0o700
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill", [0, 1])
 def test_threads_renamed_without_pthread_setname_np_show_their_new_names(fr, trace_dir, kill):
     """prctl(PR_SET_NAME) and a write to another thread's comm file leave no
@@ -74,6 +76,7 @@ def test_sigkill_leaves_a_readable_trace(fr, trace_dir):
     assert all(s["state"] in ("active", "truncated") for s in doc["segments"])
 
 
+@pytest.mark.slow
 def test_a_raw_exit_loses_at_most_the_last_quarter_second(fr, trace_dir):
     # Go's runtime, SIGKILL and the OOM killer end a process without any exit
     # code: what the flush thread had not written yet is gone. It writes an
@@ -88,6 +91,7 @@ def test_a_raw_exit_loses_at_most_the_last_quarter_second(fr, trace_dir):
     assert len(burn) >= 25, len(burn)
 
 
+@pytest.mark.slow
 def test_fork_without_exec_gives_the_child_its_own_segments(fr, trace_dir):
     proc = fr.run([fr.program("threads_basic"), "2", "1"], trace_dir)
     child_pid = int(proc.stdout.split("child ")[1].split()[0])
@@ -102,6 +106,7 @@ def test_fork_without_exec_gives_the_child_its_own_segments(fr, trace_dir):
     assert {"tb-worker-0", "tb-worker-1"} <= child_doc_threads
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("found", [True, False])
 def test_a_path_search_seals_one_segment(fr, trace_dir, tmp_path, found):
     """Issue 29 item 18. dash searches PATH itself, one execve per directory;
@@ -139,6 +144,7 @@ def test_relative_output_stays_where_the_process_started(fr, tmp_path):
     assert not os.path.exists("/traces")
 
 
+@pytest.mark.slow
 def test_thread_churn_is_counted_and_bounded(fr, trace_dir):
     fr.run([fr.program("threads_basic"), "2000"], trace_dir, env={"FLIGHTREC_RING_BYTES": 4096})
     doc = info(fr, trace_dir)
@@ -177,6 +183,7 @@ def test_enable_zero_records_nothing(fr, trace_dir):
     assert fr.segments(trace_dir) == []
 
 
+@pytest.mark.slow
 def test_thousand_live_threads_memory_bound(fr, trace_dir):
     if fr.sanitized:
         pytest.skip("memory bound is for the production build (ASan's shadow memory dominates)")
@@ -250,6 +257,7 @@ def _recorder_wakeups(pid):
     return total
 
 
+@pytest.mark.slow
 def test_an_idle_process_wakes_the_recorder_rarely_and_its_trace_still_advances(fr, trace_dir):
     # A process that does nothing: the recorder's threads back off to about
     # one wake-up a second each (they woke 40 times a second before the idle

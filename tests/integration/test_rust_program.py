@@ -39,6 +39,7 @@ def thread_names(fr, trace_dir):
     return names
 
 
+@pytest.mark.slow
 def test_rust_names_cpu_split_and_allocations(fr, trace_dir, rust_program):
     scheme, program = rust_program
     proc = fr.run([program, "300"], trace_dir, env={"FLIGHTREC_CPU_HZ": 499})

@@ -105,6 +105,7 @@ def assert_no_secrets(stderr, *secrets_):
         assert minted not in stderr, stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("configured_by", ["variables", "profile"])
 def test_web_identity_alone_uploads_through_a_refresh(fr, trace_dir, tmp_path, s3, spy, configured_by):
     # A JWT-shaped token, as EKS projects into the pod.
@@ -136,6 +137,7 @@ def test_web_identity_alone_uploads_through_a_refresh(fr, trace_dir, tmp_path, s
     assert any(port == str(sts.port) for _, _, port in connections(spy)), connections(spy)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("token_from", ["file", "variable"])
 def test_container_credentials_alone_upload_through_a_refresh(fr, trace_dir, tmp_path, s3, spy, token_from):
     auth = "container-auth-" + secrets.token_urlsafe(24)
@@ -158,6 +160,7 @@ def test_container_credentials_alone_upload_through_a_refresh(fr, trace_dir, tmp
     assert_loopback_only(spy)
 
 
+@pytest.mark.slow
 def test_instance_metadata_alone_uploads_through_a_refresh_imdsv2_only(fr, trace_dir, tmp_path, s3, spy):
     with ImdsStandIn(s3, lifetime=LIFETIME) as imds:
         proc = fr.run([fr.program("s3_worker"), "6000"], trace_dir, env=run_env(
@@ -200,6 +203,7 @@ def test_the_connection_spy_sees_the_recorders_connections(fr, trace_dir, tmp_pa
     assert_loopback_only(spy)
 
 
+@pytest.mark.slow
 def test_failed_fetch_keeps_segments_queued_logs_one_line_and_a_later_run_ships_them(fr, trace_dir, tmp_path, s3,
                                                                                       spy):
     with ImdsStandIn(s3, lifetime=3600) as imds:
@@ -228,6 +232,7 @@ def test_failed_fetch_keeps_segments_queued_logs_one_line_and_a_later_run_ships_
     assert_loopback_only(spy)
 
 
+@pytest.mark.slow
 def test_a_metadata_endpoint_that_never_answers_does_not_hold_up_the_host(fr, trace_dir, tmp_path, s3, spy):
     # A black hole where IMDS should be: each request ends at its own bound
     # (2 s) on the upload thread, and at exit at the shutdown deadline; the
@@ -251,6 +256,7 @@ def test_a_metadata_endpoint_that_never_answers_does_not_hold_up_the_host(fr, tr
 
 @pytest.mark.parametrize("variable", ["AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
                                       "AWS_WEB_IDENTITY_TOKEN_FILE"])
+@pytest.mark.slow
 def test_a_fifo_as_a_credential_file_is_refused_not_waited_on(fr, trace_dir, tmp_path, s3, spy, variable):
     """Issue 29 item 19. Opening a FIFO for reading waits for a writer: the
     upload thread used to wait forever, and every exit the whole shutdown
@@ -273,6 +279,7 @@ def test_a_fifo_as_a_credential_file_is_refused_not_waited_on(fr, trace_dir, tmp
     assert_loopback_only(spy)
 
 
+@pytest.mark.slow
 def test_a_refresh_that_fails_stops_uploads_before_the_credentials_expire(fr, trace_dir, tmp_path, s3, spy):
     with ImdsStandIn(s3, lifetime=LIFETIME) as imds:
         imds.fail_after(1)  # the first set, then every refresh fails
@@ -346,6 +353,7 @@ def big_leftover(fr, trace_dir, size):
     return name
 
 
+@pytest.mark.slow
 def test_sse_kms_and_storage_class_are_signed_on_put_and_multipart(fr, trace_dir, tmp_path, spy):
     # A bucket whose policy demands SSE-KMS with one key and a storage class;
     # credentials from instance metadata, refreshed during the run.

@@ -79,6 +79,7 @@ def flightrec_lines(proc):
     return [line for line in proc.stderr.splitlines() if line.startswith("flightrec:")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep_local", [0, 1])
 def test_dropped_childs_segments_reach_s3(fr, trace_dir, tmp_path, s3, keep_local):
     # The child lives well under 5 s, so it never starts an uploader of its
@@ -113,6 +114,7 @@ def test_dropped_childs_segments_reach_s3(fr, trace_dir, tmp_path, s3, keep_loca
     assert len(puts) == len(objects) and all(r["status"] == 200 for r in puts), puts  # each exactly once
 
 
+@pytest.mark.slow
 def test_long_lived_dropped_child_ships_from_its_own_directory(fr, trace_dir, tmp_path, s3):
     # An nginx worker: the child lingers past the 5 s after which a forked
     # child starts an uploader of its own, rotating every second meanwhile.
@@ -127,6 +129,7 @@ def test_long_lived_dropped_child_ships_from_its_own_directory(fr, trace_dir, tm
     assert local_segments(trace_dir) == set()
 
 
+@pytest.mark.slow
 def test_process_that_drops_root_ships_from_its_own_directory(fr, trace_dir, tmp_path, s3):
     # No fork: the process itself switches to nobody while its upload thread
     # runs; nobody else could upload its uid-N segments.
@@ -156,6 +159,7 @@ def test_process_that_drops_root_ships_from_its_own_directory(fr, trace_dir, tmp
     assert local_segments(trace_dir) == set()
 
 
+@pytest.mark.slow
 def test_root_run_ships_leftovers_in_uid_dirs_not_through_symlinks(fr, trace_dir, tmp_path, s3):
     # S3 down: the dropped process leaves everything behind.
     down = f"http://127.0.0.1:{free_port()}"

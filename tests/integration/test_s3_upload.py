@@ -93,6 +93,7 @@ def make_leftovers(fr, out, count):
     return names
 
 
+@pytest.mark.slow
 def test_every_segment_arrives_byte_identical(fr, trace_dir, s3):
     proc = fr.run([fr.program("s3_worker"), "2200"], trace_dir,
                   env=s3_env(s3.endpoint, FLIGHTREC_KEEP_LOCAL=1))
@@ -224,6 +225,7 @@ def test_forked_childrens_segments_are_shipped_too(fr, trace_dir, s3):
     assert len(puts) == len(names), puts  # each exactly once
 
 
+@pytest.mark.slow
 def test_a_program_closing_every_descriptor_never_loses_an_upload_or_its_own_files(fr, trace_dir, s3):
     # sock_misc closestorm: close_range(3, ~0U)/closefrom(3) about every
     # millisecond, then a socket pair on the lowest numbers carrying 16 bytes.

@@ -78,6 +78,7 @@ def check_offcpu(offcpu_samples, reason):
     assert durations[len(durations) // 2] >= 15_000_000
 
 
+@pytest.mark.slow
 def test_perf_split_chain_and_offcpu(fr, trace_dir):
     ev = run_split(fr, trace_dir, "perf", 2)
     assert ev["process.start"][0]["sampler"] == "perf"
@@ -86,6 +87,7 @@ def test_perf_split_chain_and_offcpu(fr, trace_dir):
     check_offcpu(ev["offcpu.sample"], "switch")
 
 
+@pytest.mark.slow
 def test_sigprof_split_chain_and_offcpu(fr, trace_dir):
     # Thread CPU-time timers fire on scheduler ticks (250 Hz here): run longer.
     ev = run_split(fr, trace_dir, "sigprof", 3)
@@ -101,6 +103,7 @@ def test_sampler_off_records_no_samples(fr, trace_dir):
     assert not ev["cpu.sample"] and not ev["offcpu.sample"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["perf", "sigprof"])
 def test_offcpu_knobs(fr, trace_dir, sampler):
     # FLIGHTREC_OFFCPU_MIN_US above the program's 20 ms polls: only blocks
@@ -118,6 +121,7 @@ def test_offcpu_knobs(fr, trace_dir, sampler):
     assert ev["cpu.sample"] and not ev["offcpu.sample"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["perf", "sigprof"])
 def test_time_in_the_kernel_is_charged_to_its_caller(fr, trace_dir, sampler):
     """cpu_syscall_split: one thread burns user time, the other the same CPU
@@ -147,6 +151,7 @@ def test_time_in_the_kernel_is_charged_to_its_caller(fr, trace_dir, sampler):
     assert "read" in " ".join(fn for fn, _ in sys_leaves.most_common(2)), sys_leaves
 
 
+@pytest.mark.slow
 def test_switch_storm_keeps_cpu_samples_and_weighs_offcpu(fr, trace_dir):
     """offcpu_switch_storm: two threads ping-pong over pipes (thousands of
     context switches a second, each with ~20 us of work) next to a thread

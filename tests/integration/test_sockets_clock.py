@@ -38,6 +38,7 @@ def invariant_tsc():
 SLACK_NS = 50_000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tsc", ["1", "0"])
 def test_send_times_fall_inside_the_monotonic_window_around_each_call(fr, trace_dir, tsc):
     proc = fr.run([sys.executable, "-c", PROGRAM], trace_dir,

@@ -11,6 +11,7 @@ SEND_OPS = {"write", "writev", "send", "sendto", "sendmsg"}
 RECV_OPS = {"read", "readv", "recv", "recvfrom", "recvmsg"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("direct", ["1", "0"])
 def test_data_calls_answer_as_libc_does(fr, trace_dir, direct):
     proc = fr.run([fr.program("sock_direct"), "calls"], trace_dir,
@@ -31,6 +32,7 @@ def test_data_calls_answer_as_libc_does(fr, trace_dir, direct):
     assert all(e["duration_ns"] >= 0 for e in ops)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["blocking", "fcntl", "ioctl", "dup"])
 def test_a_thread_blocked_in_recv_can_still_be_cancelled(fr, trace_dir, mode):
     # "fcntl", "ioctl", "dup": the socket was created non-blocking and made

@@ -32,6 +32,7 @@ def run_echo(fr, trace_dir, conns, requests, cpu_us, family, extra_env=None):
     return parse_echo(proc.stdout)
 
 
+@pytest.mark.slow
 # Default: data calls summed per exchange in the hot path (socket.exchange);
 # FLIGHTREC_SOCKETS=calls: one socket.op per call. Both give the same report.
 @pytest.mark.parametrize("family,conns,requests,mode", [("tcp4", 8, 20, "exchanges"), ("tcp6", 3, 6, "exchanges"),
@@ -130,6 +131,7 @@ def tree_names(tree):
     return names
 
 
+@pytest.mark.slow
 def test_echo_request_trees_show_the_handler(fr, trace_dir):
     expected, total = run_echo(fr, trace_dir, 6, 20, 3000, "tcp4", {"FLIGHTREC_CPU_HZ": "499"})
     if not fr.events(trace_dir, "cpu.sample"):

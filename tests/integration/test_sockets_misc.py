@@ -33,6 +33,7 @@ def ops(fr, trace_dir):
     return fr.events(trace_dir, "socket.op")
 
 
+@pytest.mark.slow
 def test_epoll_nonblocking_event_loop(fr, trace_dir):
     proc, plain = run_misc(fr, trace_dir, "epoll", 4, 20)
     n = numbers(proc.stdout)
@@ -76,6 +77,7 @@ def test_unix_sockets_and_socketpair(fr, trace_dir):
     assert all(c["close_ns"] is not None for c in doc["connections"])
 
 
+@pytest.mark.slow
 def test_a_connection_handed_from_a_quiet_thread_to_a_busy_one_keeps_exact_totals(fr, trace_dir):
     """The reader slept first, so the flush thread passes over its slot until
     its next full scan, while the thread that answers and closes is drained
@@ -197,6 +199,7 @@ def test_closing_every_fd_leaves_the_program_unharmed(fr, trace_dir, mode):
     assert kept == before and before == 0, proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["range", "loop"])
 def test_closing_every_fd_keeps_the_trace_complete(fr, trace_dir, mode):
     run_misc(fr, trace_dir, "closeall", mode)
@@ -208,6 +211,7 @@ def test_closing_every_fd_keeps_the_trace_complete(fr, trace_dir, mode):
     assert served == [1000, 2000]
 
 
+@pytest.mark.slow
 def test_a_storm_of_close_everything_never_hits_the_programs_own_descriptors(fr, trace_dir):
     # Tens of thousands of close_range/closefrom(3) a second, each followed by
     # a socket pair that takes the lowest numbers, while the flush thread

@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import time
+import pytest
 
 
 SCRIPTS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
@@ -86,6 +87,7 @@ def socket_event_bytes(trace_dir):
     return events, stored
 
 
+@pytest.mark.slow
 def test_redis_keeps_working_and_byte_totals_match_its_own_counters(fr, trace_dir, tmp_path):
     for tool in ("redis-server", "redis-benchmark"):
         assert shutil.which(tool), "%s is missing: run `make deps`" % tool
@@ -170,6 +172,7 @@ def test_redis_keeps_working_and_byte_totals_match_its_own_counters(fr, trace_di
     assert stored / events < 3.5
 
 
+@pytest.mark.slow
 def test_redis_crash_is_captured_behind_its_own_handler(fr, trace_dir, tmp_path):
     """redis-server installs its own SIGSEGV handler (a crash report, a memory
     test, then it re-raises). DEBUG SEGFAULT under the preload: redis still

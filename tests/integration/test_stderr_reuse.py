@@ -5,6 +5,7 @@ The S3 endpoint is a closed loopback port, so the uploader logs "S3
 unavailable" mid-run, after the program has opened its data file as fd 2.
 Before the fix those lines were written into the program's file."""
 import os
+import pytest
 
 PROG = r"""
 import os, time
@@ -21,6 +22,7 @@ print(open(os.environ["DATA"]).read().count("flightrec"), "foreign lines")
 """
 
 
+@pytest.mark.slow
 def test_log_lines_never_reach_a_reused_fd2(fr, trace_dir, tmp_path):
     env = {
         "FLIGHTREC_S3_BUCKET": "fr-test",

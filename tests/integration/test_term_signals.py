@@ -39,6 +39,7 @@ def killed_events(fr, trace_dir):
     return fr.events(trace_dir, "process.killed")
 
 
+@pytest.mark.slow
 def test_sigterm_seals_the_trace_up_to_the_end_and_names_the_sender(fr, trace_dir):
     proc = start(fr, trace_dir, "burn", env={"FLIGHTREC_CPU_HZ": 499})
     time.sleep(1.0)
@@ -61,6 +62,7 @@ def test_sigterm_seals_the_trace_up_to_the_end_and_names_the_sender(fr, trace_di
     assert "killed: SIGTERM sent by pid %d" % os.getpid() in info
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGALRM])
 def test_the_process_dies_as_without_the_preload(fr, trace_dir, tmp_path, sig):
     statuses = []
@@ -84,6 +86,7 @@ def test_sigpipe_is_recorded_and_still_kills(fr, trace_dir):
     assert all(s.endswith(".seg") for s in fr.segments(trace_dir))
 
 
+@pytest.mark.slow
 def test_handled_and_ignored_signals_stay_the_programs(fr, trace_dir):
     proc = start(fr, trace_dir, "handler")
     proc.send_signal(signal.SIGTERM)

@@ -5,6 +5,7 @@ its own readable segments."""
 import os
 import shutil
 import subprocess
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(HERE, "..", "transparency")
@@ -39,6 +40,7 @@ def test_bash_pipelines_subshells_traps(fr, trace_dir, tmp_path):
     check_segments(fr, trace_dir, min_processes=6)
 
 
+@pytest.mark.slow
 def test_make_j2_builds_a_c_project(fr, trace_dir, tmp_path):
     results = []
     for name, preload in (("plain", False), ("traced", True)):
@@ -55,6 +57,7 @@ def test_make_j2_builds_a_c_project(fr, trace_dir, tmp_path):
     check_segments(fr, trace_dir, min_processes=15)
 
 
+@pytest.mark.slow
 def test_python_threads_asyncio_subprocess_signals(fr, trace_dir, tmp_path):
     proc = compare(fr, ["/usr/bin/python3", os.path.join(WORK, "workload.py")], trace_dir, tmp_path)
     assert "pong:ping True 7 sub err 499500" in proc.stdout

@@ -203,6 +203,7 @@ def need_nginx_and_wrk():
         pytest.skip("nginx or wrk is not installed (make deps installs both)")
 
 
+@pytest.mark.slow
 def test_nginx_master_and_workers_under_wrk(fr, trace_dir, tmp_path):
     need_nginx_and_wrk()
     plain = serve(fr, tmp_path / "plain", None, preload=False)

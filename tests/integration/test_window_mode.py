@@ -95,6 +95,7 @@ def puts(s3):
     return [r for r in s3.requests() if r["method"] in ("PUT", "POST")]
 
 
+@pytest.mark.slow
 def test_window_uploads_nothing_without_a_trigger_and_keeps_the_disk_near_the_window(fr, trace_dir, s3):
     # Window 2 s: the recorder rotates every second (a quarter of the
     # window, at least 1 s) and keeps segments sealed in the last 2 s.
@@ -129,6 +130,7 @@ def test_window_uploads_nothing_without_a_trigger_and_keeps_the_disk_near_the_wi
     assert doc["incidents"] == [] and doc["total_events"] > 0
 
 
+@pytest.mark.slow
 def test_on_demand_trigger_uploads_the_window_around_it(fr, trace_dir, s3, tmp_path):
     window, after = 3, 2
     proc = start(fr, [fr.program("s3_worker"), "10000"], trace_dir,
@@ -175,6 +177,7 @@ def test_on_demand_trigger_uploads_the_window_around_it(fr, trace_dir, s3, tmp_p
     assert bad.returncode == 2 and "incident" in bad.stderr
 
 
+@pytest.mark.slow
 def test_slow_request_triggers(fr, trace_dir):
     # Each request burns 200 ms of CPU in the server: slower than 100 ms.
     proc = fr.run([fr.program("sock_echo"), "1", "2", "200000"], trace_dir,
@@ -220,6 +223,7 @@ def test_crash_keeps_its_window_and_the_next_run_ships_it(fr, trace_dir, s3, tmp
     assert len(crashes) == 1 and doc["crashes"], doc["incidents"]
 
 
+@pytest.mark.slow
 def test_continuous_mode_triggers_mark_the_trace(fr, trace_dir):
     # The window and after-period still shape the incident's span in continuous mode.
     proc = start(fr, [fr.program("s3_worker"), "6000"], trace_dir,
@@ -245,6 +249,7 @@ def test_trigger_refuses_what_is_not_recording(fr, trace_dir):
     assert bad.returncode == 2 and "no live process" in bad.stderr
 
 
+@pytest.mark.slow
 def test_rss_above_the_limit_triggers_once(fr, trace_dir):
     # Every process is above 1 MiB resident: the first look triggers, and
     # only once (re-armed only below 7/8 of the limit).
