@@ -4,8 +4,11 @@
  * "busy" renames itself with prctl(PR_SET_NAME, "prctl-busy") and keeps
  * making socket calls; "sleeper" renames itself "prctl-sleeper" and sleeps;
  * main renames SLEEPERS other sleeping threads by writing their comm files
- * ("renamed-<i>"). After 2.5 s main exits, or with KILL=1 sends itself
- * SIGKILL (no exit code runs: only what was written while it lived counts). */
+ * ("renamed-<i>"). After 2.5 s main exits; with KILL=1 it prints
+ * "renamed", waits for a line on stdin (the test sends one once the trace on
+ * disk names the busy thread: no wall-clock guess on a busy machine), then
+ * sends itself SIGKILL (no exit code runs: only what was written while it
+ * lived counts). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -65,7 +68,14 @@ int main(int argc, char** argv) {
     FILE* f = fopen(path, "w");
     if (!f || fputs(name, f) < 0 || fclose(f) != 0) return 1;
   }
-  usleep(2500000);
+  if (kill_self) {
+    char line[16];
+    printf("renamed\n");
+    fflush(stdout);
+    if (!fgets(line, sizeof line, stdin)) return 1;
+  } else {
+    usleep(2500000);
+  }
   printf("done\n");
   fflush(stdout);
   if (kill_self) kill(getpid(), SIGKILL);
