@@ -20,7 +20,8 @@ stderr line naming the damaged file, --json output that is not JSON, or an
 event of an intact block missing from `events --json`. Each command's peak
 RSS is measured (VmHWM, reset before it through /proc/self/clear_refs) and a
 command over RSS_BUDGET_MB fails; `--max-seconds` (make fuzz) also fails a
-command slower than that. Besides small damage, mutations insert hand-made
+command that used more CPU seconds than that. Time limits count CPU seconds,
+never wall seconds, so a busy machine cannot fail a finite command. Besides small damage, mutations insert hand-made
 hostile blocks (hostile_segments.py: value, frame and string bombs, walls of
 false sync words) into real seeds.
 
@@ -1014,9 +1015,13 @@ def run_command(argv, soft_timeout):
         os.unlink(outfile)
     res = {"argv": argv, "status": None, "escaped": None}
     measured = _reset_peak_rss()
-    t0 = time.monotonic()
-    signal.signal(signal.SIGALRM, _on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, soft_timeout)
+    t0 = time.process_time()  # `seconds` and --max-seconds are CPU seconds too
+    # CPU seconds, not wall seconds (ITIMER_PROF): a loop that never ends
+    # burns CPU, and a busy machine that gives this worker a fifth of a core
+    # must not make a slow-but-finite command a "hang". A command that blocks
+    # without CPU is the Runner's hard timeout's.
+    signal.signal(signal.SIGPROF, _on_alarm)
+    signal.setitimer(signal.ITIMER_PROF, soft_timeout)
     try:
         sys.stdout, sys.stderr = out, err
         try:
@@ -1024,13 +1029,13 @@ def run_command(argv, soft_timeout):
         except SystemExit as e:
             res["status"] = e.code if isinstance(e.code, int) else 1
     except Hang:
-        res["escaped"] = "hang: still running after %.0f s\n%s" % (soft_timeout, traceback.format_exc())
+        res["escaped"] = "hang: still running after %.0f s of CPU\n%s" % (soft_timeout, traceback.format_exc())
     except BaseException:  # noqa: BLE001 - an escaped exception is the finding
         res["escaped"] = traceback.format_exc()
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.setitimer(signal.ITIMER_PROF, 0)
         sys.stdout, sys.stderr = saved
-    res["seconds"] = time.monotonic() - t0
+    res["seconds"] = time.process_time() - t0
     res["peak_rss_kb"] = _peak_rss_kb() if measured else None
     res["stderr"] = err.getvalue()[-20000:]
     stdout = out.getvalue()
@@ -1081,6 +1086,16 @@ def worker_main(conn, mem_bytes, soft_timeout, lib_dir, tmp):
         conn.close()
 
 
+def _cpu_seconds(pid):
+    """User + system CPU seconds of pid; 0 once it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Runner:
     """Owns one worker process; restarts it after a hang or a death."""
 
@@ -1129,12 +1144,21 @@ class Runner:
         self.conn.send(("run", files, argvs))
         results = [None] * len(argvs)
         current = None
+        # No answer: killed once the worker has burned `hard` CPU seconds
+        # since the last answer (its own CPU timer failed), or after 8 times
+        # that in wall seconds, at least 120 (it blocks without CPU). Wall
+        # time alone would call a starved worker on a busy machine hung.
+        cpu0, wall0 = _cpu_seconds(self.proc.pid), time.monotonic()
         while True:
-            if not self.conn.poll(self.hard):
-                results[current or 0] = {"argv": argvs[current or 0], "fatal": "killed: no answer in %.0f s"
-                                         % self.hard}
-                self._kill()
-                return results
+            if not self.conn.poll(1.0):
+                cpu, wall = _cpu_seconds(self.proc.pid) - cpu0, time.monotonic() - wall0
+                if cpu > self.hard or wall > max(8 * self.hard, 120):
+                    results[current or 0] = {"argv": argvs[current or 0], "fatal": "killed: no answer after "
+                                             "%.0f s of CPU, %.0f s of wall time" % (cpu, wall)}
+                    self._kill()
+                    return results
+                continue
+            cpu0, wall0 = _cpu_seconds(self.proc.pid), time.monotonic()
             try:
                 msg = self.conn.recv()
             except (EOFError, OSError):
@@ -1311,9 +1335,9 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
     ap.add_argument("--only", type=int, default=None, help="run only mutant number N of --seed")
     ap.add_argument("--mem-mb", type=int, default=1024, help="worker address-space limit")
-    ap.add_argument("--timeout", type=float, default=10.0, help="seconds after which a command is a hang")
+    ap.add_argument("--timeout", type=float, default=10.0, help="CPU seconds after which a command is a hang")
     ap.add_argument("--max-seconds", type=float, default=None,
-                    help="fail a command slower than this (a resource check, unlike --timeout's hang)")
+                    help="fail a command that uses more CPU seconds than this (a resource check, unlike --timeout's hang)")
     ap.add_argument("--save", default=None, help="directory for crashing mutants (default BUILD/fuzz-dump-crashers)")
     args = ap.parse_args(argv)
     if args.seconds is None and args.iterations is None and args.only is None:

@@ -169,15 +169,17 @@ def run(args):
     path = args.paths[0]
     if args.how == "raise":
         return {}["missing"]
-    if args.how == "hang":
+    if args.how == "hang":  # a loop that never ends burns CPU
         while True:
-            time.sleep(0.05)
+            pass
     if args.how == "eat":
         return len(bytearray(3 << 30))
     if args.how == "bloat":  # within the address-space limit, over the RSS budget
         return 0 if len(b"x" * (600 << 20)) else 1
-    if args.how == "slow":
-        time.sleep(1.5)
+    if args.how == "slow":  # 1.5 s of CPU
+        t0 = time.process_time()
+        while time.process_time() - t0 < 1.5:
+            pass
     if args.how == "twolines":
         cli.err("%s: first" % path)
         cli.err("%s: second" % path)
@@ -228,8 +230,8 @@ def test_the_judge_sees_every_kind_of_failure(seeds, sabotaged_lib):
         assert "boom: exit status 2" in sigs, sigs
         assert dc.judge(results[5:], "m.seg", {}) == []
         # Peak RSS and time are watched too (make fuzz passes --max-seconds).
-        # (The slow command sleeps 1.5 s, so it is over a 1 s budget however
-        # fast the machine; the bloat one is judged on memory alone.)
+        # (The slow command burns 1.5 s of CPU, so it is over a 1 s budget
+        # however fast the machine; the bloat one is judged on memory alone.)
         results = r.run(files, [["boom", "bloat"], ["boom", "slow"]])
         assert [s for s, _ in dc.judge(results[:1], "m.seg", {})] == ["boom: peak RSS over 400 MiB"]
         assert [s for s, _ in dc.judge(results[1:], "m.seg", {}, max_seconds=1.0)] == ["boom: slower than 1 s"]
