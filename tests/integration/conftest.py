@@ -9,6 +9,7 @@ Fixtures:
 import json
 import os
 import subprocess
+import time
 import sys
 
 import pytest
@@ -77,6 +78,16 @@ class Flightrec:
             args += ["--type", event_type]
         proc = self.dump_run(*args, out)
         return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+    @staticmethod
+    def wait_until(check, what, timeout=120):
+        """Polls check() until it is true: for what a running program's trace
+        on disk must show before the test goes on. A wall-clock sleep instead
+        would test the scheduler of a busy machine, not the recorder."""
+        deadline = time.monotonic() + timeout
+        while not check():
+            assert time.monotonic() < deadline, "not seen in %d s: %s" % (timeout, what)
+            time.sleep(0.1)
 
     @staticmethod
     def segments(out):

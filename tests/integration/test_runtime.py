@@ -80,9 +80,14 @@ def test_threads_renamed_without_pthread_setname_np_show_their_new_names(fr, tra
 
 def test_sigkill_leaves_a_readable_trace(fr, trace_dir):
     env = fr.env(trace_dir)
-    proc = subprocess.Popen([fr.program("threads_basic"), "3", "0", "5000"], env=env,
+    proc = subprocess.Popen([fr.program("threads_basic"), "3", "0", "120000"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(1.0)  # an active process's blocks are written every 250 ms
+    # An active process's blocks are written every 250 ms: killed once they
+    # name its threads (polled: a sanitizer's start on a busy machine can
+    # take seconds), what was written while it lived must read back.
+    want = {"tb-worker-0", "tb-worker-1", "tb-worker-2"}
+    fr.wait_until(lambda: want <= {e["name"] for e in fr.events(trace_dir, "thread.start") if e.get("name")}
+                  | {e["name"] for e in fr.events(trace_dir, "thread.name")}, "the workers' names")
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     files = fr.segments(trace_dir)
