@@ -231,8 +231,11 @@ def test_requests_page_counts_what_the_program_served(recorded, viewer, tmp_path
     dom, console = load(viewer.url("requests", pid=pids["req_slow"], role="server"), tmp_path)
     assert_clean(dom, console)
     slowest = dom.split("<h2>Slowest", 1)[1]
-    # (CPU samples count CPU time: ~15 per slow request at 1000 Hz, however busy the machine.)
-    assert "slow_path" in slowest.split('<h3 class="slow">')[1]
+    # (CPU samples count CPU time: ~15 per slow request at 1000 Hz, however busy the machine.
+    # Which request is the very slowest is the scheduler's: on a busy machine a preempted
+    # fast one can be; so slow_path must be in the trees the section shows, not the first.)
+    trees = slowest.split('<h3 class="slow">')[1:]
+    assert trees and any("slow_path" in t for t in trees), text_of(slowest)[:1500]
 
 
 def test_heap_page_lists_the_leaking_sites(recorded, viewer, tmp_path):
