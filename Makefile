@@ -85,7 +85,7 @@ DEMO       := $(BUILD)/programs/demo_service
 PRELOAD_C  := $(wildcard tests/preloads/*.c)
 TEST_PRELOADS := $(PRELOAD_C:tests/preloads/%.c=$(BUILD)/preloads/%.so)
 
-.PHONY: all deps demo test test-fast unit integration check-sanitizers check-preload-asan check-preload-tsan fuzz bench install clean
+.PHONY: all deps demo test test-fast check-layering unit integration check-sanitizers check-preload-asan check-preload-tsan fuzz bench install clean
 all: $(BUILD)/libflightrec.so $(BUILD)/unit_tests $(PROGRAMS) $(TEST_PRELOADS)
 
 deps:
@@ -169,12 +169,17 @@ integration: all $(SPEEDSCOPE_VIEWER)
 # The quick loop while working: unit tests, then the integration tests not
 # marked slow, against the production build; no sanitizers, no deps check.
 # make test stays the full suite that CI runs.
-test-fast: all $(SPEEDSCOPE_VIEWER)
+# The dependency rule of docs/ARCHITECTURE.md (its include exceptions are the allow-list).
+check-layering:
+	$(PYTHON) tests/layering/check_includes.py
+
+test-fast: all $(SPEEDSCOPE_VIEWER) check-layering
 	$(BUILD)/unit_tests
 	cd tests/integration && FLIGHTREC_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -x -p no:cacheprovider \
 	  $(PYTEST_DURATIONS) -m "not slow" .
 
 test: deps all
+	$(MAKE) check-layering
 	$(MAKE) unit
 	$(MAKE) -j2 check-sanitizers
 	$(MAKE) integration
