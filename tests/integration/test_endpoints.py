@@ -31,7 +31,12 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
-    do_GET = do_POST = _answer
+    def do_GET(self):
+        if self.path.startswith("/slow/"):
+            import time
+            time.sleep(0.3)
+        self._answer()
+    do_POST = _answer
     def log_message(self, *a):
         pass
 s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
@@ -303,3 +308,29 @@ def test_nginx_static_and_numeric_id_paths(fr, trace_dir, tmp_path):
     rows = by_endpoint(fr, trace_dir)
     got = {ep: r["count"] for (role, ep), r in rows.items() if role == "server"}
     assert got == {"GET /static/a.css": 4, "GET /items/:id": 6, "GET /": 1}, rows
+
+
+def slow_client(port):
+    http_get(port, "/fast/a")
+    http_get(port, "/slow/1")
+    http_get(port, "/fast/b")
+
+
+@pytest.mark.parametrize("rules,fires", [
+    ("GET /slow/*=100,*=60000", True),   # the slow endpoint's own threshold
+    ("GET /slow/*=0,*=100", False),      # 0: never for it, though slower than the rule for the rest
+    ("GET /fast/*=100", False),          # no rule for it at all
+])
+def test_slow_trigger_per_endpoint(fr, trace_dir, rules, fires):
+    env = {"FLIGHTREC_MODE": "window", "FLIGHTREC_WINDOW_SECONDS": 2, "FLIGHTREC_TRIGGER_AFTER_SECONDS": 1,
+           "FLIGHTREC_TRIGGER_SLOW_MS": rules}
+    run_http_server(fr, trace_dir, env, slow_client)
+    triggers = fr.events(trace_dir, "trigger")
+    if fires:
+        assert triggers and {e["reason"] for e in triggers} == {"slow_request"}, triggers
+        assert all(e["detail"] >= 100_000_000 for e in triggers), triggers
+    else:
+        assert triggers == []
+    # The request was slow either way (the rules decide, not the timing).
+    doc = fr.dump_json("requests", "--json", "--endpoint", "GET /slow/*", trace_dir)
+    assert len(doc["requests"]) == 1 and doc["requests"][0]["duration_ns"] >= 300_000_000
