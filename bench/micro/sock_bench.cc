@@ -22,6 +22,11 @@
 //   sock_bench --interleaved  in-process measurement: added ns per call, socket and pipe,
 //                             fastest batches then medians, then a non-blocking socket's
 //                             fastest and median: "sock pipe sock_med pipe_med nb nb_med"
+//   sock_bench --endpoints LIB  the cost of endpoint names (issue 41): redis-shaped
+//                             exchanges (a 36-byte question, an 8-byte answer, both ends of a
+//                             non-blocking socketpair: every exchange copies its question's
+//                             prefix) hooked vs direct, in processes with FLIGHTREC_ENDPOINTS=on
+//                             and =off alternating; added ns per call, and on minus off
 #include <dlfcn.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -165,11 +170,89 @@ int Interleaved() {
   return 0;
 }
 
+// One batch of n redis-shaped exchanges (question on a, answer from b, and
+// the mirror on b's side: each end sees a question then an answer); thread
+// CPU ns per exchange (4 calls).
+double ExchangeBatch(const Io& io, int a, int b, int n) {
+  char q[36], r[40];
+  memcpy(q, "*2\r\n$3\r\nGET\r\n$16\r\nkey:000000000001\r\n", 36);
+  const double t0 = ThreadCpuNs();
+  for (int i = 0; i < n; ++i) {
+    if (io.send(a, q, 36, 0) != 36 || io.recv(b, r, 36, 0) != 36) exit(2);
+    if (io.send(b, "$1\r\nx\r\n\0", 8, 0) != 8 || io.recv(a, r, 8, 0) != 8) exit(2);
+  }
+  return (ThreadCpuNs() - t0) / n;
+}
+
+// In-process: added ns per call over exchanges, "fastest median".
+int ExchangeChild() {
+  int nb[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, nb) != 0) return 1;
+  Io direct;
+  if (!DirectIo(&direct)) return 1;
+  const Io hooked = HookedIo();
+  for (int i = 0; i < 20; ++i) {
+    ExchangeBatch(hooked, nb[0], nb[1], kInterleavedPairs);
+    ExchangeBatch(direct, nb[0], nb[1], kInterleavedPairs);
+  }
+  std::vector<double> h, d;
+  for (int r = 0; r < kInterleavedRounds; ++r) {
+    const bool hooked_first = r & 1;
+    for (int side = 0; side < 2; ++side) {
+      const bool hooked_now = (side == 0) == hooked_first;
+      (hooked_now ? h : d).push_back(ExchangeBatch(hooked_now ? hooked : direct, nb[0], nb[1], kInterleavedPairs));
+    }
+  }
+  std::vector<double> diff;
+  for (size_t i = 0; i < h.size(); ++i) diff.push_back((h[i] - d[i]) / 4);
+  printf("%.1f %.1f\n", (*std::min_element(h.begin(), h.end()) - *std::min_element(d.begin(), d.end())) / 4,
+         Median(diff));
+  return 0;
+}
+
+int Endpoints(const char* libpath) {
+  char dir[] = "/tmp/fr-sock-bench-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  const std::string lib = std::string("LD_PRELOAD=") + libpath;
+  const std::string out = std::string("FLIGHTREC_OUTPUT=") + dir;
+  const std::vector<std::string> base = {lib, out, "FLIGHTREC_SAMPLER=off", "FLIGHTREC_ALLOC_SAMPLE_BYTES=0",
+                                         "FLIGHTREC_RING_BYTES=1M"};
+  std::vector<std::string> on = base, off = base;
+  on.push_back("FLIGHTREC_ENDPOINTS=on");
+  off.push_back("FLIGHTREC_ENDPOINTS=off");
+  std::vector<double> v, fast[2], med[2], delta;
+  constexpr int kProcesses = 7;
+  for (int round = 0; round < kProcesses; ++round) {
+    double m[2];
+    for (int c = 0; c < 2; ++c) {
+      if (!bench::RunSelf("sock_bench", "--exchange-child", c == 0 ? on : off, 2, &v)) {
+        fprintf(stderr, "sock_bench: exchange run failed\n");
+        return 1;
+      }
+      fast[c].push_back(v[0]);
+      med[c].push_back(v[1]);
+      m[c] = v[1];
+    }
+    delta.push_back(m[0] - m[1]);
+  }
+  printf("endpoint names: added ns per call over redis-shaped exchanges (36-byte question, 8-byte answer,\n"
+         "non-blocking socketpair, hooked vs libc direct in-process; median of %d processes each)\n", kProcesses);
+  printf("  %-28s %10s %10s\n", "", "fastest", "median");
+  printf("  %-28s %10.1f %10.1f\n", "FLIGHTREC_ENDPOINTS=on", Median(fast[0]), Median(med[0]));
+  printf("  %-28s %10.1f %10.1f\n", "FLIGHTREC_ENDPOINTS=off", Median(fast[1]), Median(med[1]));
+  printf("  endpoints on minus off, per call: %+.1f ns (median over paired processes)\n", Median(delta));
+  std::string rm = std::string("rm -rf ") + dir;
+  if (system(rm.c_str()) != 0) return 1;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1 && strcmp(argv[1], "--child") == 0) return Child();
   if (argc > 1 && strcmp(argv[1], "--interleaved") == 0) return Interleaved();
+  if (argc > 1 && strcmp(argv[1], "--exchange-child") == 0) return ExchangeChild();
+  if (argc > 2 && strcmp(argv[1], "--endpoints") == 0) return Endpoints(argv[2]);
   if (argc < 2) {
     fprintf(stderr, "usage: sock_bench PATH/libflightrec.so\n");
     return 2;

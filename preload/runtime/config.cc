@@ -144,6 +144,73 @@ void HeaderToken(Ctx& c, const char* name, const std::string& text, std::string*
 
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
+std::string Trimmed(const std::string& s) {
+  size_t a = 0, b = s.size();
+  while (a < b && s[a] == ' ') ++a;
+  while (b > a && s[b - 1] == ' ') --b;
+  return s.substr(a, b - a);
+}
+
+// FLIGHTREC_ENDPOINTS: on/off or a list of classifiers
+// (preload/sockets/decode/endpoint_classify.h parses it again at init).
+void Endpoints(Ctx& c, const char* name, const std::string& text, std::string* field) {
+  std::string t;
+  for (char ch : text) t.push_back(static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch));
+  static const char* const kWords[] = {"1", "0", "on", "off", "true", "false", "yes", "no", "all"};
+  for (const char* w : kWords)
+    if (t == w) {
+      *field = t;
+      return;
+    }
+  bool ok = !t.empty() && t.size() <= 256;
+  size_t at = 0;
+  while (ok) {
+    const size_t comma = t.find(',', at);
+    const std::string item = Trimmed(t.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    ok = item == "http" || item == "redis" || item == "postgres" || item == "pg" || item == "postgresql";
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  if (ok) {
+    *field = t;
+    return;
+  }
+  c.Say(std::string(name) + "='" + Shown(text) + "' is not on, off or a list of http, redis, postgres; using '" +
+        *field + "'");
+}
+
+// FLIGHTREC_TRIGGER_SLOW_MS: a number of ms, or rules "GET /api/*=200,*=1000"
+// (checked here; preload/sockets/decode/endpoint_names.h applies them).
+void SlowMs(Ctx& c, const char* name, const std::string& text, uint64_t* ms, std::string* rules) {
+  uint64_t v = 0;
+  if (ParseU64Text(text, &v) || text.find('=') == std::string::npos) {
+    U64(c, name, text, ms, 0, 3600000);
+    rules->clear();
+    return;
+  }
+  uint64_t least = 0;
+  bool ok = text.size() <= 4096;
+  size_t at = 0;
+  while (ok) {
+    const size_t comma = text.find(',', at);
+    const std::string item = Trimmed(text.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    const size_t eq = item.rfind('=');
+    uint64_t r = 0;
+    ok = eq != std::string::npos && !Trimmed(item.substr(0, eq)).empty() &&
+         ParseU64Text(Trimmed(item.substr(eq + 1)), &r) && r <= 3600000;
+    if (ok && r && (!least || r < least)) least = r;
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  if (!ok) {
+    c.Say(std::string(name) + "='" + Shown(text) +
+          "' is neither a number of ms nor rules like 'GET /api/*=200,*=1000'; using " + std::to_string(*ms));
+    return;
+  }
+  *ms = least;
+  *rules = text;
+}
+
 }  // namespace
 
 Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) {
@@ -195,7 +262,7 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
     }
     else if (name == "FLIGHTREC_WINDOW_SECONDS") U64(c, n, v, &cfg.window_seconds, 1, 86400);
     else if (name == "FLIGHTREC_TRIGGER_AFTER_SECONDS") U64(c, n, v, &cfg.trigger_after_seconds, 0, 3600);
-    else if (name == "FLIGHTREC_TRIGGER_SLOW_MS") U64(c, n, v, &cfg.trigger_slow_ms, 0, 3600000);
+    else if (name == "FLIGHTREC_TRIGGER_SLOW_MS") SlowMs(c, n, v, &cfg.trigger_slow_ms, &cfg.trigger_slow_rules);
     else if (name == "FLIGHTREC_TRIGGER_RSS_MB") U64(c, n, v, &cfg.trigger_rss_mb, 0, 1ull << 30);
     else if (name == "FLIGHTREC_ALLOC_SAMPLE_BYTES") U64(c, n, v, &cfg.alloc_sample_bytes, 0, 1ull << 40);
     else if (name == "FLIGHTREC_ALLOC_TABLE_ENTRIES") U64(c, n, v, &cfg.alloc_table_entries, 1024, 1ull << 26);
@@ -224,6 +291,9 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
     else if (name == "FLIGHTREC_ACCEPTQ_MS") U64(c, n, v, &cfg.acceptq_ms, 0, 3600000);
     else if (name == "FLIGHTREC_SOCKET_TSC") Bool(c, n, v, &cfg.socket_tsc);
     else if (name == "FLIGHTREC_SOCKET_DIRECT") Bool(c, n, v, &cfg.socket_direct);
+    else if (name == "FLIGHTREC_ENDPOINTS") Endpoints(c, n, v, &cfg.endpoints);
+    else if (name == "FLIGHTREC_TRACE_CONTEXT") Bool(c, n, v, &cfg.trace_context);
+    else if (name == "FLIGHTREC_ENDPOINT_NAMES") U64(c, n, v, &cfg.endpoint_names, 16, 1000000);
     else if (name == "FLIGHTREC_S3_BUCKET") Str(c, n, v, &cfg.s3_bucket, true);
     else if (name == "FLIGHTREC_S3_PREFIX") Str(c, n, v, &cfg.s3_prefix, true);
     else if (name == "FLIGHTREC_S3_REGION") Str(c, n, v, &cfg.s3_region, true);

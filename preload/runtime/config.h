@@ -39,7 +39,8 @@ struct Config {
   bool window_mode = false;                    // FLIGHTREC_MODE=continuous|window
   uint64_t window_seconds = 300;               // FLIGHTREC_WINDOW_SECONDS
   uint64_t trigger_after_seconds = 10;         // FLIGHTREC_TRIGGER_AFTER_SECONDS
-  uint64_t trigger_slow_ms = 0;                // FLIGHTREC_TRIGGER_SLOW_MS (0 = off)
+  uint64_t trigger_slow_ms = 0;                // FLIGHTREC_TRIGGER_SLOW_MS (0 = off; with rules: the smallest)
+  std::string trigger_slow_rules;              // FLIGHTREC_TRIGGER_SLOW_MS as per-endpoint rules ("" = plain ms)
   uint64_t trigger_rss_mb = 0;                 // FLIGHTREC_TRIGGER_RSS_MB (0 = off)
 
   // allocations
@@ -59,6 +60,9 @@ struct Config {
   uint64_t acceptq_ms = 1000;                  // FLIGHTREC_ACCEPTQ_MS (0 = off)
   bool socket_tsc = true;                      // FLIGHTREC_SOCKET_TSC (0 = clock_gettime)
   bool socket_direct = true;                   // FLIGHTREC_SOCKET_DIRECT (0 = always through libc)
+  std::string endpoints = "on";                // FLIGHTREC_ENDPOINTS: on, off, or http,redis,postgres
+  bool trace_context = false;                  // FLIGHTREC_TRACE_CONTEXT (traceparent, x-request-id)
+  uint64_t endpoint_names = 1000;              // FLIGHTREC_ENDPOINT_NAMES (distinct names kept per process)
 
   // S3 upload
   std::string s3_bucket;                       // FLIGHTREC_S3_BUCKET (empty = no upload)

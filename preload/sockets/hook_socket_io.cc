@@ -25,6 +25,7 @@
 #include "preload/sockets/socket_direct.h"
 #include "preload/sockets/socket_exchange.h"
 #include "preload/sockets/socket_hot_path.h"
+#include "preload/sockets/socket_prefix.h"
 #include "preload/sockets/socket_real.h"
 #include "preload/sockets/socket_records.h"
 #include "preload/threads/block_notes.h"
@@ -59,12 +60,13 @@ inline int64_t MmsgBytes(const mmsghdr* v, int n) {
 // clock, and in ticks it is the block threshold.
 template <SockOp kOp>
 __attribute__((always_inline)) inline void Note(uint64_t entry, uint8_t flags, int fd, uint64_t word, bool tsc,
-                                                uint64_t t0, uint64_t t1, int64_t result) {
+                                                uint64_t t0, uint64_t t1, int64_t result,
+                                                const flightrec::sockpfx::Src& src) {
   // The exchange accounting of fd's slot (socket_exchange.h); a call whose
   // slot another thread holds, or every call with FLIGHTREC_SOCKETS=calls,
   // is a record of its own.
   if (!sockex::On() || !sockex::Account(entry, fd, flightrec::IsSendOp(static_cast<uint8_t>(kOp)),
-                                        (flags & kOpFlagPeek) != 0, tsc, t0, t1, result))
+                                        (flags & kOpFlagPeek) != 0, tsc, t0, t1, result, src))
     sockhot::PushOp(kOp, fd, sockfd::EntryConn(entry), t0, t1, result,
                     tsc ? static_cast<uint8_t>(flags | kOpFlagTsc) : flags);
   if (__builtin_expect(t1 - t0 >= sockclock::BlockThreshold(word), 0) && flightrec::BlockNotesOn()) {
@@ -75,6 +77,26 @@ __attribute__((always_inline)) inline void Note(uint64_t entry, uint8_t flags, i
     // stack starts at the application's caller; the reason names the call.
     flightrec::NoteBlock(end - took, end, flightrec::SockOpName(static_cast<uint8_t>(kOp)), 1);
     errno = saved_errno;
+  }
+}
+
+// Where a call's bytes are (socket_prefix.h), from its arguments after the
+// call: the buffer, the iovec array, the message, the first of the messages;
+// nothing for sendfile and splice.
+template <SockOp kOp, typename... A>
+__attribute__((always_inline)) inline flightrec::sockpfx::Src PrefixSrc(A... args) {
+  namespace pfx = flightrec::sockpfx;
+  const auto first = std::get<0>(std::tie(args...));
+  if constexpr (kOp == SockOp::kReadv || kOp == SockOp::kWritev) {
+    return pfx::FromIov(first, std::get<1>(std::tie(args...)));
+  } else if constexpr (kOp == SockOp::kSendmsg || kOp == SockOp::kRecvmsg) {
+    return pfx::FromMsg(first);
+  } else if constexpr (kOp == SockOp::kSendmmsg || kOp == SockOp::kRecvmmsg) {
+    return pfx::FromMmsg(first, std::get<1>(std::tie(args...)));
+  } else if constexpr (kOp == SockOp::kSendfile || kOp == SockOp::kSpliceIn || kOp == SockOp::kSpliceOut) {
+    return pfx::Src{};
+  } else {
+    return pfx::FromBuf(first);
   }
 }
 
@@ -103,7 +125,7 @@ __attribute__((noinline)) auto TimedCall(uint64_t entry, uint8_t flags, int fd, 
       // call goes through libc below, blocking and cancellable as it should.
       if (__builtin_expect(r != -ENOTSOCK, 1)) {
         const uint64_t t1 = sockclock::Read(tsc);
-        Note<kOp>(entry, flags, fd, word, tsc, t0, t1, r);
+        Note<kOp>(entry, flags, fd, word, tsc, t0, t1, r, PrefixSrc<kOp>(args...));
         if (__builtin_expect(r < 0, 0)) {
           errno = static_cast<int>(-r);  // as libc's wrapper sets it
           return Result{-1};
@@ -123,7 +145,7 @@ __attribute__((noinline)) auto TimedCall(uint64_t entry, uint8_t flags, int fd, 
   } else {
     result = static_cast<int64_t>(rc);
   }
-  Note<kOp>(entry, flags, fd, word, tsc, t0, t1, result);
+  Note<kOp>(entry, flags, fd, word, tsc, t0, t1, result, PrefixSrc<kOp>(args...));
   return rc;
 }
 

@@ -4,6 +4,8 @@
 
 #include <sys/mman.h>
 
+#include <cstring>
+
 #include "preload/sockets/socket_gaps.h"
 #include "preload/sockets/socket_hot_data.h"
 #include "preload/threads/record_kinds.h"
@@ -76,7 +78,21 @@ void Fill(const Slot& s, int fd, uint64_t now, uint16_t flags, bool partial, Soc
   r->fd = fd;
   r->tid = s.tid;
   r->flags = flags;
+  r->prefix_len = 0;
   for (uint8_t& b : r->pad) b = 0;
+}
+
+// The bytes of fd's prefix buffer that belong to the slot's exchange (0 if none).
+size_t PrefixLen(const Slot& s, int fd) {
+  if (!(s.word & kSPfx) || !sockpfx::On()) return 0;
+  const size_t len = sockpfx::Of(fd).len;
+  return len < sockpfx::Cap() ? len : sockpfx::Cap();
+}
+
+void AttachPrefix(int fd, size_t len, SocketExchangeRecord* r) {
+  if (!len) return;
+  r->prefix_len = static_cast<uint16_t>(len);
+  memcpy(reinterpret_cast<uint8_t*>(r) + sizeof(SocketExchangeRecord), sockpfx::Of(fd).bytes, len);
 }
 }  // namespace
 
@@ -86,9 +102,12 @@ __attribute__((noinline, cold)) void Emit(Slot& s, int fd, uint64_t now, uint16_
   const uint64_t keep = partial ? (s.word & (kSAsk | kSAns)) | kSCont : 0;
   if (conn && calls) {
     ThreadState* ts = sockhot::ThreadStateViaHotLine();
-    RecordWriter w(ts, kRecSocketExchange, sizeof(SocketExchangeRecord));
+    const size_t pfx = PrefixLen(s, fd);
+    RecordWriter w(ts, kRecSocketExchange, static_cast<uint32_t>(sizeof(SocketExchangeRecord) + pfx));
     if (w.ok()) {
-      Fill(s, fd, now, flags, partial, static_cast<SocketExchangeRecord*>(w.data()));
+      auto* r = static_cast<SocketExchangeRecord*>(w.data());
+      Fill(s, fd, now, flags, partial, r);
+      AttachPrefix(fd, pfx, r);
     } else if (ts) {
       // Dropped: the calls' bytes still reach the connection's totals.
       uint64_t at = s.ask_end > s.ans_end ? s.ask_end : s.ans_end;
@@ -100,7 +119,7 @@ __attribute__((noinline, cold)) void Emit(Slot& s, int fd, uint64_t now, uint16_
   Reset(s, (s.word & (sockfd::kConnMask | kSTsc)) | keep);
 }
 
-bool TakeForFlush(int fd, SocketExchangeRecord* out) {
+bool TakeForFlush(int fd, SocketExchangeRecord* out, uint8_t* prefix, size_t prefix_cap) {
   if (!g_slots || fd < 0 || static_cast<size_t>(fd) >= g_slot_count) return false;
   Slot& s = g_slots[fd];
   uint32_t q = s.seq.load(std::memory_order_relaxed);
@@ -109,6 +128,12 @@ bool TakeForFlush(int fd, SocketExchangeRecord* out) {
   const bool any = (s.word & sockfd::kConnMask) && (s.calls_in || s.calls_out);
   if (any) {
     Fill(s, fd, 0, 0, true, out);
+    size_t pfx = PrefixLen(s, fd);
+    if (pfx > prefix_cap) pfx = prefix_cap;
+    if (pfx && prefix) {
+      memcpy(prefix, sockpfx::Of(fd).bytes, pfx);
+      out->prefix_len = static_cast<uint16_t>(pfx);
+    }
     // A part: the exchange may still go on (the sweep runs where the process may live on).
     Reset(s, (s.word & (sockfd::kConnMask | kSTsc | kSAsk | kSAns)) | kSCont);
   }

@@ -39,6 +39,7 @@
 #include "preload/sockets/socket_clock.h"
 #include "preload/sockets/socket_fd_table.h"
 #include "preload/sockets/socket_hot_path.h"
+#include "preload/sockets/socket_prefix.h"
 #include "preload/sockets/socket_records.h"
 
 namespace flightrec {
@@ -65,6 +66,9 @@ inline constexpr uint16_t kExTsc = 0x100;    // record only: times are TSC ticks
 //     EINPROGRESS (IsSocketError); would_block: EAGAIN results.
 //   tid: the thread that began a server's answer, or a client's question
 //     (where the work for the request most likely ran); 0 if none.
+//   prefix_len: the first bytes of the question follow the record (the
+//     record's ring size covers them; socket_prefix.h), 0 if none: only in
+//     an exchange's first record, with FLIGHTREC_ENDPOINTS on.
 struct SocketExchangeRecord {
   uint64_t conn;
   uint64_t ask_begin, ask_end, ans_begin, ans_end, at;
@@ -73,7 +77,8 @@ struct SocketExchangeRecord {
   int32_t fd;
   uint32_t tid;
   uint16_t flags;
-  uint8_t pad[6];
+  uint16_t prefix_len;
+  uint8_t pad[4];
 };
 static_assert(sizeof(SocketExchangeRecord) == 96);
 
@@ -95,6 +100,8 @@ inline constexpr uint64_t kSAns = uint64_t{1} << 49;   // ... and been answered
 inline constexpr uint64_t kSCont = uint64_t{1} << 50;  // the next record continues a partial one
 inline constexpr uint64_t kSTsc = uint64_t{1} << 51;   // times in TSC ticks
 inline constexpr uint64_t kSEof = uint64_t{1} << 52;   // end of stream seen
+inline constexpr uint64_t kSPfx = uint64_t{1} << 53;   // fd's prefix buffer holds this exchange's question
+inline constexpr uint64_t kSPfxDone = uint64_t{1} << 54;  // ... and is full: no more copying this exchange
 
 // The slots (mapped at init when exchanges are on; null otherwise): also the
 // switch the data hooks test. In the hot line (socket_hot_data.h).
@@ -119,9 +126,11 @@ inline uint32_t CallerTid() {
 
 // One data call's share. Returns false when the slot is held: the caller
 // records the call on its own (per-call record). `send`: the call's
-// direction.
+// direction. `src`: where its bytes are, for the question's prefix
+// (socket_prefix.h).
 __attribute__((always_inline)) inline bool Account(uint64_t entry, int fd, bool send, bool peek, bool tsc,
-                                                   uint64_t t0, uint64_t t1, int64_t result) {
+                                                   uint64_t t0, uint64_t t1, int64_t result,
+                                                   const sockpfx::Src& src = sockpfx::Src{}) {
   Slot& s = g_slots[fd];
   uint32_t q = s.seq.load(std::memory_order_relaxed);
   if (__builtin_expect((q & 1) != 0, 0) ||
@@ -146,6 +155,13 @@ __attribute__((always_inline)) inline bool Account(uint64_t entry, int fd, bool 
         if (client) s.tid = CallerTid();
       }
       s.ask_end = t1;
+      // The question's first bytes (not a continuation's: those are the
+      // middle of a long question), copied once, up to the cap.
+      if (sockpfx::On() && !(s.word & (kSPfxDone | kSCont))) {
+        const bool fresh = !(s.word & kSPfx);
+        s.word |= kSPfx;
+        if (sockpfx::Capture(fd, src, static_cast<size_t>(result), fresh)) s.word |= kSPfxDone;
+      }
     } else {
       s.word |= kSAns;
       if (!s.ans_end) {
@@ -180,8 +196,10 @@ void Flush(int fd, uint64_t conn, uint64_t now_ns, bool only_answered);
 
 // The flush thread's sweep at the process's end (socket_flush.cc): what fd's
 // slot holds, as a record (kExPartial), if the slot is free and holds calls;
-// the slot keeps the exchange's state. Returns whether *out was filled.
-bool TakeForFlush(int fd, SocketExchangeRecord* out);
+// the slot keeps the exchange's state. Returns whether *out was filled. The
+// question's prefix, if the record carries one, goes to prefix (at most
+// prefix_cap bytes; out->prefix_len says how many).
+bool TakeForFlush(int fd, SocketExchangeRecord* out, uint8_t* prefix, size_t prefix_cap);
 
 // A close of a tracked socket: its exchange, then the close record.
 inline void PushClose(int fd, uint64_t conn, uint64_t t0, uint64_t t1, int64_t result) {

@@ -19,7 +19,9 @@
 #include "preload/runtime/log.h"
 #include "preload/sockets/socket_clock.h"
 #include "preload/sockets/socket_direct.h"
+#include "preload/sockets/decode/endpoint_classify.h"
 #include "preload/sockets/socket_exchange.h"
+#include "preload/sockets/socket_prefix.h"
 #include "preload/sockets/socket_fd_table.h"
 #include "preload/sockets/decode/socket_flush.h"
 #include "preload/sockets/socket_hot_path.h"
@@ -103,6 +105,13 @@ void SocketsInit(const Config& cfg) {
     if (cfg.trigger_slow_ms && cfg.trigger_slow_ms * 1000000ull < bound_ns) bound_ns = cfg.trigger_slow_ms * 1000000ull;
     if (!sockex::Init(sockfd::g_table_size, bound_ns))
       Log(LogLevel::kWarn, "cannot map the socket exchange slots; recording one record per socket call");
+    // Endpoint names (issue 41): the first bytes of each question, per descriptor.
+    unsigned mask = 0;
+    if (sockex::On() && ParseEndpointClassifiers(cfg.endpoints, &mask) && mask) {
+      const size_t cap = cfg.trace_context ? sockpfx::kCapTraceContext : sockpfx::kCapDefault;
+      if (!sockpfx::Init(sockfd::g_table_size, cap))
+        Log(LogLevel::kWarn, "cannot map the request prefix buffers; requests are recorded without endpoint names");
+    }
   }
   Log(LogLevel::kInfo, "socket data calls recorded %s", sockex::On() ? "per exchange" : "one by one");
   RegisterSocketFlushSide(cfg);

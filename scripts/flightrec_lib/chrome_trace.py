@@ -33,7 +33,7 @@ from .spill_sort import SpillSort
 _COMPACT = (",", ":")
 
 # String fields that make an event's name more telling than its bare type.
-_NAME_FIELDS = ("op", "method", "reason", "name", "kind", "path")
+_NAME_FIELDS = ("op", "method", "reason", "name", "kind", "path", "endpoint")
 
 
 class ChromeTrace:

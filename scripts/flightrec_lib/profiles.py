@@ -44,6 +44,7 @@ first for one pc), address, mapping (path, build_id, start, end, offset, or
 None) and inlined (True when the frame was inlined into the next one, i.e.
 both stand for the same pc).
 """
+import bisect
 import fnmatch
 import math
 import operator
@@ -313,7 +314,7 @@ def parse_time(text):
     return ns, m.group(1) == "-"
 
 
-def add_arguments(parser, kinds=tuple(KINDS), default="cpu", kind=True):
+def add_arguments(parser, kinds=tuple(KINDS), default="cpu", kind=True, endpoint=True):
     """--kind, --thread, --from, --to: the selection every profile report takes
     (kind=False: the caller defines its own --kind)."""
     if kind:
@@ -325,6 +326,10 @@ def add_arguments(parser, kinds=tuple(KINDS), default="cpu", kind=True):
                         help="start of the time range, from the start of the trace "
                              "(seconds, or 250ms, 1.5s; negative counts from the end)")
     parser.add_argument("--to", dest="t_to", metavar="TIME", help="end of the time range (as --from)")
+    if endpoint:  # (otlp has an --endpoint of its own: the collector)
+        parser.add_argument("--endpoint", metavar="E",
+                            help="only samples taken on a request's handling thread while a request of endpoint "
+                                 "E was in flight (shell wildcards: 'GET /api/*'; docs/REQUESTS.md)")
     cli.add_paths_argument(parser)
 
 
@@ -333,7 +338,8 @@ def open_profile(args):
     cli.UsageError, unreadable input is reported by cli.open_trace."""
     trace = cli.open_trace(args.paths)
     try:
-        profile = build(trace, args.kind, thread=args.thread, t_from=args.t_from, t_to=args.t_to)
+        profile = build(trace, args.kind, thread=args.thread, t_from=args.t_from, t_to=args.t_to,
+                        endpoint=getattr(args, "endpoint", None))
     except ProfileError as e:
         raise cli.UsageError(str(e)) from None
     for path, message in profile.problems:
@@ -639,14 +645,52 @@ class _Entries:
             e.objects += c
 
 
-def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline=False):
+def endpoint_windows(trace, pattern):
+    """{pid: {tid: (starts, ends)}}: the merged time windows (monotonic ns) of
+    the requests whose endpoint matches the shell pattern, on their handling
+    threads (issue 41). Memory follows the matching requests."""
+    from . import request_inference
+    spans = {}
+    for r in request_inference.iter_requests(trace):
+        ep = r[request_inference.ENDPOINT]
+        if not ep or not fnmatch.fnmatchcase(ep, pattern):
+            continue
+        start = r[request_inference.START]
+        spans.setdefault(r[request_inference.PID], {}).setdefault(r[request_inference.TID], []).append(
+            (start, start + r[request_inference.DURATION]))
+    out = {}
+    for pid, threads in spans.items():
+        for tid, ws in threads.items():
+            los, his = [], []
+            for lo, hi in sorted(ws):
+                if his and lo <= his[-1]:
+                    his[-1] = max(his[-1], hi)
+                else:
+                    los.append(lo)
+                    his.append(hi)
+            out.setdefault(pid, {})[tid] = (los, his)
+    return out
+
+
+def _in_windows(windows, tid, t):
+    w = windows.get(tid)
+    if w is None:
+        return False
+    i = bisect.bisect_right(w[0], t) - 1
+    return i >= 0 and t <= w[1][i]
+
+
+def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline=False, endpoint=None):
     """The profile of one kind over a Trace, filtered by thread and time
     (merge: see _Entries). timeline: every entry also keeps each event's time
     and values (Entry.points), for exports that carry per-sample timestamps
-    (OTLP); memory then grows with the events, not only the stacks."""
+    (OTLP); memory then grows with the events, not only the stacks.
+    endpoint: a shell pattern; only samples inside the windows of requests of
+    a matching endpoint on their handling thread (endpoint_windows)."""
     if kind not in KINDS:
         raise ProfileError("unknown profile kind %r (kinds: %s)" % (kind, ", ".join(KINDS)))
     prof = Profile(kind)
+    windows = endpoint_windows(trace, endpoint) if endpoint else None
     names = _thread_names(trace)
     procs = _processes(trace)
     selector = _select_threads(thread, names, procs)
@@ -684,6 +728,8 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
             live_filter[si] = (lo, hi, tids)  # the second pass takes the same events
         for batch in seg.batches:
             if kind in UNATTRIBUTED_EVENTS and batch.type.name == UNATTRIBUTED_EVENTS[kind][0]:
+                if windows is not None:
+                    continue  # lost samples have no thread time to match a request against
                 for t, tid, n, b, c in unattributed_rows(batch, problems, lo, hi, tids):
                     # cpu: weighed by the profile's period once it is known (below).
                     _accumulate(acc, (si, tid, UNATTRIBUTED_SID), n, b, c, t)
@@ -716,6 +762,10 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
             if tids is not None:
                 by_thread = [t in tids for t in columns[1]]
                 mask = by_thread if mask is None else list(map(operator.and_, mask, by_thread))
+            if windows is not None:
+                pw = windows.get(pid, {})
+                in_req = [_in_windows(pw, tid, t) for t, tid in zip(columns[0], columns[1])]
+                mask = in_req if mask is None else list(map(operator.and_, mask, in_req))
             if mask is not None:
                 columns = [list(compress(c, mask)) for c in columns]
             times, tidc, stacks = columns[:3]

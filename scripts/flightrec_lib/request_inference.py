@@ -101,12 +101,39 @@ class Exchange:
 
 # A request as the functions below yield it: a tuple, in this order (a
 # trace may hold millions; as_dict gives the form reports print).
-START, PID, CONN, TID, ROLE, DURATION, BYTES_IN, BYTES_OUT = range(8)
+# ENDPOINT: the name the recorder gave its question (issue 41: "GET
+# /users/:id", "HSET", "Query SELECT"), "" when none (older recorders,
+# FLIGHTREC_ENDPOINTS=off, requests derived from socket.op). TRACE: with
+# FLIGHTREC_TRACE_CONTEXT=1, (trace id hex, parent span hex, sampled,
+# request id) of its traceparent / x-request-id, else None.
+START, PID, CONN, TID, ROLE, DURATION, BYTES_IN, BYTES_OUT, ENDPOINT, TRACE = range(10)
 
 
 def as_dict(r):
-    return {"connection": r[CONN], "pid": r[PID], "tid": r[TID], "role": r[ROLE], "start_ns": r[START],
-            "duration_ns": r[DURATION], "bytes_in": r[BYTES_IN], "bytes_out": r[BYTES_OUT]}
+    d = {"connection": r[CONN], "pid": r[PID], "tid": r[TID], "role": r[ROLE], "start_ns": r[START],
+         "duration_ns": r[DURATION], "bytes_in": r[BYTES_IN], "bytes_out": r[BYTES_OUT]}
+    if len(r) > ENDPOINT and r[ENDPOINT]:
+        d["endpoint"] = r[ENDPOINT]
+    if len(r) > TRACE and r[TRACE]:
+        d["trace"] = trace_dict(r[TRACE])
+    return d
+
+
+def trace_dict(t):
+    out = {}
+    if t[0]:
+        out.update({"trace_id": t[0], "parent_span_id": t[1], "sampled": t[2]})
+    if t[3]:
+        out["request_id"] = t[3]
+    return out
+
+
+def trace_of(hi, lo, span, flags, request_id):
+    """The TRACE member from socket.exchange's columns (None when absent)."""
+    if not (hi or lo) and not request_id:
+        return None
+    tid = "%016x%016x" % (hi, lo) if (hi or lo) else ""
+    return (tid, "%016x" % span if tid else "", bool(flags & 1) if tid else False, request_id or "")
 
 
 def recorded_pids(trace):
@@ -124,7 +151,7 @@ def iter_recorded(trace):
         roles = {sid: seg.string(sid) for sid in set(cols[6])}
         pid = seg.pid
         for t, tid, conn, dur, bin_, bout, rid in zip(*cols):
-            yield (t, pid, conn, tid, roles[rid], dur, bin_, bout)
+            yield (t, pid, conn, tid, roles[rid], dur, bin_, bout, "", None)
 
 
 def latest_connections(trace, fields, pids=None):
@@ -238,13 +265,14 @@ def _derive_exchanges(pid, segs, conns):
     """The requests of the socket.exchange events of one process: the parts
     of one exchange (PARTIAL, then CONT) are joined; a joined exchange with
     bytes in both directions is a request."""
-    open_groups = {}  # conn -> [start, end, bytes_in, bytes_out, tid] of an exchange whose last part was PARTIAL
+    open_groups = {}  # conn -> [start, end, bytes_in, bytes_out, tid, endpoint, trace] of an exchange whose last part was PARTIAL
 
     def done(conn, g):
         server = conns[conn][0]
         ask, answer = (g[2], g[3]) if server else (g[3], g[2])
         if ask > 0 and answer > 0:
-            return (g[0], pid, conn, g[4], "server" if server else "client", max(0, g[1] - g[0]), g[2], g[3])
+            return (g[0], pid, conn, g[4], "server" if server else "client", max(0, g[1] - g[0]), g[2], g[3],
+                    g[5], g[6])
         return None
 
     for seg in segs:
@@ -254,7 +282,18 @@ def _derive_exchanges(pid, segs, conns):
             cols = b.columns_named(["time", "tid", "conn", "flags", "bytes_in", "bytes_out", "end"])
             if cols is None:
                 continue
-            for t, tid, conn, flags, bin_, bout, end in zip(*cols):
+            # Endpoint and trace context (issue 41): absent in older segments.
+            named = b.columns_named(["endpoint"])
+            names = None
+            if named is not None:
+                strings = {sid: seg.string(sid) for sid in set(named[0])}
+                names = [strings[sid] if isinstance(strings[sid], str) else "" for sid in named[0]]
+            traced = b.columns_named(["trace_hi", "trace_lo", "parent_span", "trace_flags", "request_id"])
+            traces = None
+            if traced is not None and (any(traced[0]) or any(traced[1]) or any(traced[4])):
+                traces = [trace_of(hi, lo, sp, fl, seg.string(rid) if rid else "")
+                          for hi, lo, sp, fl, rid in zip(*traced)]
+            for i, (t, tid, conn, flags, bin_, bout, end) in enumerate(zip(*cols)):
                 if conn not in conns:
                     continue
                 server = conns[conn][0]
@@ -265,7 +304,7 @@ def _derive_exchanges(pid, segs, conns):
                         yield r
                     g = None
                 if g is None:
-                    g = [t, end, bin_, bout, tid]
+                    g = [t, end, bin_, bout, tid, names[i] if names else "", traces[i] if traces else None]
                 else:
                     g[1] = max(g[1], end)
                     g[2] += bin_
@@ -306,7 +345,7 @@ def _derive_process(pid, segs, conns):
             if ex.phase == Exchange.IDLE:
                 del exchanges[conn]  # an idle machine is a new one: keep none
             if r:
-                yield (r[0], pid, conn, r[4], "server" if server else "client", r[1] - r[0], r[2], r[3])
+                yield (r[0], pid, conn, r[4], "server" if server else "client", r[1] - r[0], r[2], r[3], "", None)
 
     for seg in segs:
         for b in seg.batches:
@@ -325,7 +364,8 @@ def _derive_process(pid, segs, conns):
     for conn, ex in exchanges.items():
         r = ex.finish()  # the end of the trace
         if r:
-            yield (r[0], pid, conn, r[4], "server" if conns[conn][0] else "client", r[1] - r[0], r[2], r[3])
+            yield (r[0], pid, conn, r[4], "server" if conns[conn][0] else "client", r[1] - r[0], r[2], r[3], "",
+                   None)
 
 
 def iter_unrecorded(trace, recorded=None):

@@ -188,13 +188,13 @@ void ConnTable::TrackExchange(Conn& c, const SocketOpRecord& r) {
 }
 
 void ConnTable::TrackExchange(Conn& c, const ExchangeEvent& e) {
-  const uint64_t slow_ns = GetConfig().trigger_slow_ms * 1000000ull;
-  if (!slow_ns) return;
+  if (!GetConfig().trigger_slow_ms) return;  // no rule at all
   const bool asked = (c.role == uint8_t(sockfd::SockRole::kServer) ? e.bytes_in : e.bytes_out) > 0;
   if (!(e.flags & kExCont)) {  // a new exchange
     c.exchange = asked ? 1 : 0;
     c.exchange_fired = false;
     c.exchange_start_ns = e.time;  // a server's: the end of the receive that brought the first bytes
+    c.exchange_slow_ns = e.slow_ns;  // its endpoint's threshold (the first part names it)
   } else if (c.exchange == 0 && asked) {
     c.exchange = 1;
     c.exchange_start_ns = e.time;
@@ -202,7 +202,8 @@ void ConnTable::TrackExchange(Conn& c, const ExchangeEvent& e) {
   if (c.exchange == 0 || c.role != uint8_t(sockfd::SockRole::kServer) || e.bytes_out == 0) return;
   c.exchange = 2;
   const uint64_t end = e.end();
-  if (!c.exchange_fired && end > c.exchange_start_ns && end - c.exchange_start_ns >= slow_ns) {
+  const uint64_t slow_ns = c.exchange_slow_ns;
+  if (slow_ns && !c.exchange_fired && end > c.exchange_start_ns && end - c.exchange_start_ns >= slow_ns) {
     c.exchange_fired = true;
     RequestTrigger(TriggerReason::kSlowRequest, end - c.exchange_start_ns);
   }

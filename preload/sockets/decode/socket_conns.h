@@ -46,6 +46,8 @@ struct ExchangeEvent {
   int32_t fd = -1;
   uint32_t tid = 0;
   uint16_t flags = 0;
+  uint32_t endpoint = 0;  // the process's endpoint name index (endpoint_names.h), 0: none
+  uint64_t slow_ns = 0;   // FLIGHTREC_TRIGGER_SLOW_MS for this exchange's endpoint (0: never)
   uint64_t end() const { return end_ns; }
 };
 
@@ -115,6 +117,7 @@ class ConnTable {
     uint8_t exchange = 0;       // 0 idle, 1 receiving, 2 answering
     bool exchange_fired = false;  // this exchange already triggered
     uint64_t exchange_start_ns = 0;
+    uint64_t exchange_slow_ns = 0;  // its threshold (per endpoint: its first part's)
     format::MiString local, peer;
   };
 

@@ -40,7 +40,8 @@ std::vector<format::EventTypeSpec> SocketEventSpecs() {
        {{"time", T, "ns"}, {"tid", U, ""}, {"fd", U, ""}, {"conn", U, "", 2}, {"flags", U, ""},
         {"bytes_in", U, "bytes"}, {"bytes_out", U, "bytes"}, {"calls_in", U, "count"}, {"calls_out", U, "count"},
         {"errors", U, "count"}, {"would_block", U, "count"}, {"ask_ns", U, "ns"}, {"answer_ns", U, "ns"},
-        {"end", T, "ns"}},
+        {"end", T, "ns"}, {"endpoint", STR, ""}, {"trace_hi", U, ""}, {"trace_lo", U, ""},
+        {"parent_span", U, ""}, {"trace_flags", U, ""}, {"request_id", STR, ""}},
        true},
   };
 }

@@ -30,6 +30,12 @@
 //                   of the last data call (the answer's first bytes at
 //                   end - answer_ns). The ask run is a server's receives, a
 //                   client's sends.
+//                 + endpoint STR, trace_hi, trace_lo, parent_span, trace_flags,
+//                   request_id STR (issue 41): the question's name
+//                   (endpoint_classify.h; "" when none: endpoints off, a
+//                   continuation part), and with FLIGHTREC_TRACE_CONTEXT=1 its
+//                   W3C traceparent (trace id = trace_hi:trace_lo, both 0
+//                   when absent) and x-request-id.
 #pragma once
 #include <cstdint>
 #include <vector>

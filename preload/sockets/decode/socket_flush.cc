@@ -25,6 +25,7 @@
 #include "preload/sockets/socket_exchange.h"
 #include "preload/sockets/decode/socket_events.h"
 #include "preload/sockets/socket_fd_table.h"
+#include "preload/sockets/socket_prefix.h"
 #include "preload/threads/thread_registry.h"
 
 namespace flightrec {
@@ -99,14 +100,40 @@ void SocketFlushSide::OnGap(const SocketGapRecord& g, uint32_t tid) {
   gaps_.push_back(q);
 }
 
-void SocketFlushSide::OnExchange(format::SegmentWriter* w, const ExchangeEvent& e, uint32_t tid) {
+void SocketFlushSide::ConfigureEndpoints(unsigned mask, bool trace_context, size_t name_cap,
+                                         const format::MiVector<SlowRule>* rules) {
+  classify_mask_ = mask;
+  trace_context_ = trace_context;
+  names_.~EndpointNames();
+  new (&names_) EndpointNames(name_cap);
+  names_.SetSlowRules(rules);
+}
+
+void SocketFlushSide::Classify(const uint8_t* p, size_t n, ExchangeEvent* e, EndpointInfo* info) {
+  ClassifyQuestion(p, n, classify_mask_, trace_context_, info);
+  e->endpoint = names_.Admit(info->Name());
+  e->slow_ns = names_.SlowNs(e->endpoint);
+}
+
+void SocketFlushSide::OnExchange(format::SegmentWriter* w, const ExchangeEvent& e, uint32_t tid,
+                                 const EndpointInfo* info) {
+  uint64_t hi = 0, lo = 0, span = 0, tflags = 0, rid = 0;
+  if (info && info->has_trace) {
+    hi = info->trace_hi;
+    lo = info->trace_lo;
+    span = info->parent_span;
+    tflags = info->trace_flags;
+  }
+  if (info && info->request_id_len) rid = w->StringId(info->RequestId());
   // socket.exchange's fields (socket_events.cc) as column values.
   const uint64_t columns[] = {e.time,         e.tid ? e.tid : tid, static_cast<uint64_t>(e.fd < 0 ? 0 : e.fd),
                               e.conn,         e.flags,             e.bytes_in,
                               e.bytes_out,    e.calls_in,          e.calls_out,
                               e.errors,       e.would_block,       e.ask_ns,
-                              e.answer_ns,    e.end_ns};
-  w->AppendColumns(g_socket_types.exchange, columns, 14);
+                              e.answer_ns,    e.end_ns,            names_.StringId(w, e.endpoint),
+                              hi,             lo,                  span,
+                              tflags,         rid};
+  w->AppendColumns(g_socket_types.exchange, columns, 20);
   if (e.conn == 0 || conns_.CountExchangeNow(e)) return;
   pending_.push_back(
       Pending{e.end(), seq_++, tid, kExchangeBit | static_cast<uint32_t>(exchanges_.size()), SocketOpRecord{}});
@@ -207,6 +234,9 @@ struct FlushGlobals {
   uint64_t next_evict_ns = 0;
   uint64_t beyond_reported = 0;
   bool acceptq_failed_logged = false;
+  bool names_capped_logged = false;
+  uint64_t names_capped_reported = 0;
+  format::MiVector<SlowRule> slow_rules;
   bool atexit_registered = false;
   bool stale_logged = false;
   format::MiVector<ListenQueue> queues;
@@ -230,6 +260,15 @@ void MakeGlobals(uint64_t acceptq_ms) {
   g_flush->side = MiNew<SocketFlushSide>(LiveConnProbe());
   g_flush->acceptq = MiNew<ListenQueueProbe>();
   g_flush->acceptq_ns = acceptq_ms * kMs;
+  // The endpoint side (issue 41) from the configuration.
+  const Config& cfg = GetConfig();
+  unsigned mask = 0;
+  if (!ParseEndpointClassifiers(cfg.endpoints, &mask)) mask = kClassifyAll;
+  uint64_t least = 0;
+  if (!cfg.trigger_slow_rules.empty()) ParseSlowRules(cfg.trigger_slow_rules, &g_flush->slow_rules, &least);
+  else ParseSlowRules(std::to_string(cfg.trigger_slow_ms), &g_flush->slow_rules, &least);
+  if (g_flush->side)
+    g_flush->side->ConfigureEndpoints(mask, cfg.trace_context, cfg.endpoint_names, &g_flush->slow_rules);
 }
 
 uint32_t TidOf(const FlushContext& ctx) { return ctx.thread ? static_cast<uint32_t>(ctx.thread->tid) : 0; }
@@ -254,13 +293,17 @@ uint64_t ExchangeTime(uint64_t t, bool tsc, uint64_t now_ns) {
   return QuantizeExchangeTime(tsc ? sockclock::TicksToNs(t, now_ns) : t);
 }
 
-void OnExchangeRecord(FlushContext& ctx, const SocketExchangeRecord& r, uint32_t ring_tid);
+void OnExchangeRecord(FlushContext& ctx, const SocketExchangeRecord& r, uint32_t ring_tid, const uint8_t* prefix);
 
 void DecodeExchange(FlushContext& ctx, const RecordHeader& h, const void* payload) {
   if (!g_flush || !g_flush->side || h.size < sizeof(RecordHeader) + sizeof(SocketExchangeRecord)) return;
   SocketExchangeRecord r;
   memcpy(&r, payload, sizeof(r));
-  OnExchangeRecord(ctx, r, TidOf(ctx));
+  // The question's first bytes follow the record (socket_prefix.h), if the
+  // record's size holds them all.
+  const size_t room = h.size - sizeof(RecordHeader) - sizeof(SocketExchangeRecord);
+  if (r.prefix_len > room) r.prefix_len = 0;
+  OnExchangeRecord(ctx, r, TidOf(ctx), static_cast<const uint8_t*>(payload) + sizeof(SocketExchangeRecord));
 }
 
 // At the process's end: exchanges still in their descriptors' slots (a
@@ -270,11 +313,12 @@ void SweepExchangeSlots(FlushContext& ctx) {
   if (!sockex::On()) return;
   const int hw = sockfd::HighWater();
   SocketExchangeRecord r;
+  uint8_t prefix[sockpfx::kCapTraceContext];
   for (int fd = 0; fd < hw; ++fd)
-    if (sockex::TakeForFlush(fd, &r)) OnExchangeRecord(ctx, r, 0);
+    if (sockex::TakeForFlush(fd, &r, prefix, sizeof(prefix))) OnExchangeRecord(ctx, r, 0, prefix);
 }
 
-void OnExchangeRecord(FlushContext& ctx, const SocketExchangeRecord& r, uint32_t ring_tid) {
+void OnExchangeRecord(FlushContext& ctx, const SocketExchangeRecord& r, uint32_t ring_tid, const uint8_t* prefix) {
   const bool tsc = (r.flags & kExTsc) != 0;
   const uint64_t ask_begin = ExchangeTime(r.ask_begin, tsc, ctx.now_ns);
   const uint64_t ask_end = ExchangeTime(r.ask_end, tsc, ctx.now_ns);
@@ -308,7 +352,23 @@ void OnExchangeRecord(FlushContext& ctx, const SocketExchangeRecord& r, uint32_t
     e.time = e.end_ns = at ? at : QuantizeExchangeTime(ctx.now_ns);
   }
   if (e.end_ns < e.time) e.end_ns = e.time;
-  g_flush->side->OnExchange(ctx.writer, e, ring_tid);
+  SocketFlushSide& side = *g_flush->side;
+  if (r.prefix_len && prefix) {
+    EndpointInfo info;
+    const size_t capped_before = side.names().capped();
+    side.Classify(prefix, r.prefix_len, &e, &info);
+    if (side.names().capped() != capped_before && !g_flush->names_capped_logged) {
+      g_flush->names_capped_logged = true;
+      Log(LogLevel::kWarn, "endpoint names: %zu distinct names reached (FLIGHTREC_ENDPOINT_NAMES); further names "
+          "are recorded as 'other' (counted as endpoint.names_capped)", side.names().size() - 1);
+    }
+    side.OnExchange(ctx.writer, e, ring_tid, &info);
+    return;
+  }
+  // No name: the default threshold (for an exchange's continuation, the
+  // connection keeps its first part's).
+  e.slow_ns = side.names().SlowNs(0);
+  side.OnExchange(ctx.writer, e, ring_tid);
 }
 
 // After a thread's ring is drained: what its dropped data calls added to
@@ -391,6 +451,11 @@ void FlushSource(FlushContext& ctx) {
   if (g->acceptq_ns && ctx.now_ns >= g->next_acceptq_ns) {
     g->next_acceptq_ns = ctx.now_ns + g->acceptq_ns;
     SampleAcceptQueues(ctx, *g);
+  }
+  const uint64_t capped = g->side->names().capped();
+  if (capped != g->names_capped_reported) {
+    EmitGlobalDrops(ctx, "endpoint.names_capped", capped - g->names_capped_reported);
+    g->names_capped_reported = capped;
   }
   const uint64_t beyond = sockfd::BeyondTableCount();
   if (beyond != g->beyond_reported) {

@@ -48,6 +48,8 @@
 
 #include "format/mi_containers.h"
 #include "format/segment_writer.h"
+#include "preload/sockets/decode/endpoint_classify.h"
+#include "preload/sockets/decode/endpoint_names.h"
 #include "preload/sockets/decode/socket_conns.h"
 #include "preload/sockets/socket_records.h"
 
@@ -74,7 +76,17 @@ class SocketFlushSide {
   void OnAddr(const SocketAddrRecord& r, uint32_t tid);
   void OnGap(const SocketGapRecord& g, uint32_t tid);
   // An exchange record, times already in ns: writes socket.exchange at once.
-  void OnExchange(format::SegmentWriter* w, const ExchangeEvent& e, uint32_t tid);
+  // `info`: the classified question when the record carried one (its name is
+  // e.endpoint; the trace context is written from info).
+  void OnExchange(format::SegmentWriter* w, const ExchangeEvent& e, uint32_t tid,
+                  const EndpointInfo* info = nullptr);
+
+  // The endpoint side (issue 41): classifiers, names, trace context.
+  void ConfigureEndpoints(unsigned mask, bool trace_context, size_t name_cap,
+                          const format::MiVector<SlowRule>* rules);
+  // Names the question's bytes: sets e->endpoint and e->slow_ns, fills *info.
+  void Classify(const uint8_t* p, size_t n, ExchangeEvent* e, EndpointInfo* info);
+  EndpointNames& names() { return names_; }
 
   // Feeds queued records completed at or before watermark_ns (all of them
   // when final) to the connection table, in completion order.
@@ -105,6 +117,9 @@ class SocketFlushSide {
   uint64_t op_ids_epoch_ = 0;
 
   ConnTable conns_;
+  EndpointNames names_{1000};
+  unsigned classify_mask_ = 0;
+  bool trace_context_ = false;
   format::MiVector<Pending> pending_;
   format::MiVector<SocketAddrRecord> addrs_;
   format::MiVector<SocketGapRecord> gaps_;

@@ -68,10 +68,15 @@ def timeline(trace, spill_dir=None, on_damage=None):
     first_segment = {}
     for seg in trace.segments:
         first_segment.setdefault(seg.pid, seg)
-    for start, pid, conn, tid, role, dur, bin_, bout in request_inference.iter_unrecorded(trace):
-        ct.add(pid, "request", first_segment[pid].wall_ns(start),
-               {"time": start, "tid": tid, "conn": conn, "duration_ns": dur, "bytes_in": bin_, "bytes_out": bout,
-                "role": role})
+    for start, pid, conn, tid, role, dur, bin_, bout, endpoint, tr in request_inference.iter_unrecorded(trace):
+        fields = {"time": start, "tid": tid, "conn": conn, "duration_ns": dur, "bytes_in": bin_, "bytes_out": bout,
+                  "role": role}
+        # Issue 41: the slice is labelled with its endpoint (and trace id).
+        if endpoint:
+            fields["endpoint"] = endpoint
+        if tr:
+            fields.update(request_inference.trace_dict(tr))
+        ct.add(pid, "request", first_segment[pid].wall_ns(start), fields)
     return ct
 
 

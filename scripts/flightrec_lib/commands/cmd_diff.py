@@ -84,7 +84,8 @@ def run(args):
     trace_b = trace_a if path_b == path_a else cli.open_trace([path_b])
     notes = []
     try:
-        sides = build_sides(args.kind, args.thread, (trace_a, win_a, path_a), (trace_b, win_b, path_b), notes)
+        sides = build_sides(args.kind, args.thread, (trace_a, win_a, path_a), (trace_b, win_b, path_b), notes,
+                            endpoint=args.endpoint)
     except profiles.ProfileError as e:
         raise cli.UsageError(str(e)) from None
     for note in notes:
@@ -105,7 +106,7 @@ def run(args):
     return status
 
 
-def build_sides(kind, thread, side_a, side_b, notes):
+def build_sides(kind, thread, side_a, side_b, notes, endpoint=None):
     """[(profile, diff.Side, description)] for sides A and B, each given as
     (trace, (from, to), name): what `diff` compares and the viewer draws.
     Problems go to notes: (path, message) per file, or a line saying a side
@@ -113,7 +114,7 @@ def build_sides(kind, thread, side_a, side_b, notes):
     sides = []
     for (trace, (lo, hi), path), label in ((side_a, "A"), (side_b, "B")):
         try:
-            profile = profiles.build(trace, kind, thread=thread, t_from=lo, t_to=hi)
+            profile = profiles.build(trace, kind, thread=thread, t_from=lo, t_to=hi, endpoint=endpoint)
         except profiles.ProfileError as e:
             raise profiles.ProfileError("side %s: %s" % (label, e)) from None
         notes.extend(profile.problems)

@@ -27,7 +27,7 @@ def register(subparsers):
                    help="one aggregated value per stack and thread instead of one value and "
                         "timestamp per event (smaller; memory follows the stacks, not the events)")
     export_io.add_push_arguments(p, "an OTLP/HTTP receiver: POST URL (a URL with no path gets %s)" % SIGNAL_PATH)
-    profiles.add_arguments(p, kind=False)
+    profiles.add_arguments(p, kind=False, endpoint=False)
     p.set_defaults(func=run)
 
 

@@ -14,12 +14,13 @@ they are derived (RoleStats), the slowest kept in a bounded heap, and
 `--json` lists them from a sorted spill file (spill_sort.py).
 """
 import bisect
+import fnmatch
 import heapq
 import json
 import sys
 
 from .. import calltree, cli, profiles, request_inference
-from ..request_inference import BYTES_IN, BYTES_OUT, CONN, DURATION, PID, ROLE, START, TID
+from ..request_inference import BYTES_IN, BYTES_OUT, CONN, DURATION, ENDPOINT, PID, ROLE, START, TID, TRACE
 from ..spill_sort import SpillSort
 from .cmd_sockets import EXACT_TOTAL, Durations, format_ns, reset_exact_budget
 
@@ -41,6 +42,14 @@ def register(subparsers):
                         "where the slow ones spend more time, per request")
     p.add_argument("--min-pct", type=float, default=1.0, metavar="P",
                    help="leave call paths below P%% of a request's samples out of its tree (default 1)")
+    p.add_argument("--by", choices=("endpoint",),
+                   help="one line per endpoint: count, latency percentiles, CPU, off-CPU, sampled allocations "
+                        "and bytes per request, sorted by total time")
+    p.add_argument("--endpoint", metavar="E",
+                   help="only requests whose endpoint matches E (shell wildcards: 'GET /api/*')")
+    p.add_argument("--trace-id", metavar="T",
+                   help="the requests of W3C trace T (a prefix of the trace id, or an x-request-id): "
+                        "their call trees and socket activity (FLIGHTREC_TRACE_CONTEXT=1)")
     cli.add_paths_argument(p)
     p.set_defaults(func=run)
 
@@ -251,7 +260,22 @@ def run(args):
     if args.diff:
         from .. import requests_diff
         return requests_diff.diff_report(trace, args.role, args.json, None, args.min_pct)
-    rep = analyse(trace, args.role, args.slowest, listing=args.json)
+    only = request_filter(args.endpoint, args.trace_id)
+    if args.by == "endpoint":
+        rows = by_endpoint(trace, args.role, only)
+        if args.json:
+            json.dump({"endpoints": rows}, sys.stdout, separators=(",", ":"))
+            sys.stdout.write("\n")
+        else:
+            print_by_endpoint(rows)
+        return cli.exit_status(trace)
+    slowest_n = args.slowest
+    if args.trace_id is not None:
+        slowest_n = max(slowest_n, 20)  # every request of the trace, up to 20, with its trees
+    rep = analyse(trace, args.role, slowest_n, listing=args.json, only=only)
+    if args.trace_id is not None and not rep["slowest"] and not args.json:
+        print("no request with trace id or request id %r (recorded with FLIGHTREC_TRACE_CONTEXT=1?)" % args.trace_id)
+        return cli.exit_status(trace)
     stats, slowest, details, hist, summ, conns = (rep["stats"], rep["slowest"], rep["details"], rep["histogram"],
                                                  rep["summary"], rep["conns"])
     listing, role_ids = rep["listing"], rep["role_ids"]
@@ -298,10 +322,15 @@ def run(args):
         where = "%s <- %s" % (r["local"] or "?", r["peer"] or "?") if r["role"] == "server" else \
             "%s -> %s" % (r["local"] or "?", r["peer"] or "?")
         print()
-        print("#%d %s request on conn %d (%s), pid %s tid %s%s, at +%.3fs: %s, %s in, %s out" % (
-            i, r["role"], r["connection"], where, r["pid"], r["tid"],
-            ' "%s"' % names[key] if key in names else "", (r["start_ns"] - t0) / 1e9,
+        print("#%d %s request%s on conn %d (%s), pid %s tid %s%s, at +%.3fs: %s, %s in, %s out" % (
+            i, r["role"], " " + cli.escape_text(r["endpoint"]) if r.get("endpoint") else "", r["connection"], where,
+            r["pid"], r["tid"], ' "%s"' % names[key] if key in names else "", (r["start_ns"] - t0) / 1e9,
             format_ns(r["duration_ns"]), cli.format_bytes(r["bytes_in"]), cli.format_bytes(r["bytes_out"])))
+        tr = r.get("trace")
+        if tr:
+            print("   trace %s parent span %s%s%s" % (
+                tr.get("trace_id", "-"), tr.get("parent_span_id", "-"), " sampled" if tr.get("sampled") else "",
+                ", request id " + cli.escape_text(tr["request_id"]) if tr.get("request_id") else ""))
         if r["concurrent"]:
             print("   shared: %d other request%s in flight on this thread (event loop?); the samples below "
                   "belong to all of them" % (r["concurrent"], "" if r["concurrent"] == 1 else "s"))
@@ -318,7 +347,25 @@ def run(args):
     return cli.exit_status(trace)
 
 
-def analyse(trace, role="all", slowest_n=5, listing=False):
+def request_filter(endpoint=None, trace_id=None):
+    """A predicate over request tuples for --endpoint (shell pattern) and
+    --trace-id (a prefix of the trace id, or the x-request-id), or None."""
+    if endpoint is None and trace_id is None:
+        return None
+    want = trace_id.strip().lower() if trace_id is not None else None
+
+    def keep(r):
+        if endpoint is not None and not fnmatch.fnmatchcase(r[ENDPOINT] or "", endpoint):
+            return False
+        if want is not None:
+            t = r[TRACE]
+            if not t or not want or not ((t[0] and t[0].startswith(want)) or (t[3] and t[3].lower() == want)):
+                return False
+        return True
+    return keep
+
+
+def analyse(trace, role="all", slowest_n=5, listing=False, only=None):
     """The requests report as data (the viewer shows it, run prints it):
     {"stats": {role: RoleStats}, "slowest": [request tuples], "details":
     [(request dict as --json lists it, {kind: call tree})], "histogram",
@@ -336,13 +383,16 @@ def analyse(trace, role="all", slowest_n=5, listing=False):
 
     def tap():
         for r in request_inference.iter_requests(trace, role):
+            if only is not None and not only(r):
+                continue
             st = stats.get(r[ROLE])
             if st is None:
                 st = stats[r[ROLE]] = RoleStats()
             st.add(r)
             if listing is not None:
                 rid = role_ids.setdefault(r[ROLE], str(len(role_ids)))
-                listing.add((r[START], r[PID], r[CONN], r[TID], r[DURATION], r[BYTES_IN], r[BYTES_OUT], rid))
+                listing.add((r[START], r[PID], r[CONN], r[TID], r[DURATION], r[BYTES_IN], r[BYTES_OUT],
+                             json.dumps([rid, r[ENDPOINT], r[TRACE]], separators=(",", ":"))))
             yield r
 
     if slowest_n:
@@ -390,8 +440,9 @@ def write_json(listing, roles, slowest, details, hist, summ, conns):
     detail_of = {r: d for r, (d, _) in zip(slowest, details)}
     index_of = {}
     out.write('{"requests":[')
-    for i, (start, pid, conn, tid, dur, bin_, bout, role) in enumerate(listing.sorted()):
-        r = (start, pid, conn, tid, roles[int(role)], dur, bin_, bout)
+    for i, (start, pid, conn, tid, dur, bin_, bout, extra) in enumerate(listing.sorted()):
+        role, endpoint, tr = json.loads(extra)
+        r = (start, pid, conn, tid, roles[int(role)], dur, bin_, bout, endpoint, tuple(tr) if tr else None)
         d = detail_of.get(r)
         if d is None:
             d = request_dict(r, conns)
@@ -403,3 +454,94 @@ def write_json(listing, roles, slowest, details, hist, summ, conns):
     out.write('],"slowest":' + json.dumps([index_of[r] for r in slowest], separators=(",", ":")))
     out.write(',"histogram":' + json.dumps(hist, separators=(",", ":")))
     out.write(',"summary":' + json.dumps(summ, separators=(",", ":")) + "}\n")
+
+
+# ------------------------------------------------------------------ by endpoint
+
+def by_endpoint(trace, role="all", only=None):
+    """[{role, endpoint, count, p50, p90, p99, max, total_ns, cpu_ns, offcpu_ns,
+    alloc_bytes (sampled, scaled), bytes_in, bytes_out (all per request but
+    count and total_ns)}], by total time. Samples count for the request in
+    flight on their thread at their time (on an event loop's thread, where
+    requests overlap, for the one that began last). Memory: a window per
+    request (issue 41 asks for every request's share)."""
+    reset_exact_budget()
+    groups = {}   # (role, endpoint) -> [Durations, total, bytes_in, bytes_out, cpu, offcpu, alloc]
+    windows = {}  # (pid, tid) -> [(start, end, group key)]
+    for r in request_inference.iter_requests(trace, role):
+        if only is not None and not only(r):
+            continue
+        key = (r[ROLE], r[ENDPOINT] or "(unnamed)")
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = [Durations(limit=EXACT_TOTAL), 0, 0, 0, 0, 0, 0]
+        g[0].add(r[DURATION])
+        g[1] += r[DURATION]
+        g[2] += r[BYTES_IN]
+        g[3] += r[BYTES_OUT]
+        windows.setdefault((r[PID], r[TID]), []).append((r[START], r[START] + r[DURATION], key))
+    index = {}
+    for k, ws in windows.items():
+        ws.sort()
+        index[k] = ([w[0] for w in ws], ws)
+    if index:
+        pids = {k[0] for k in index}
+        for kind, slot in (("cpu", 4), ("offcpu", 5), ("alloc", 6)):
+            for b in trace.batches({KIND_EVENTS[kind]}):
+                pid = b.segment.pid
+                if pid not in pids:
+                    continue
+                if kind == "alloc":
+                    cols = b.columns_named(["time", "tid", "size", "sample_bytes"])
+                else:
+                    cols = b.columns_named(["time", "tid", "period_ns" if kind == "cpu" else "duration_ns"])
+                if cols is None:
+                    continue
+                for row in zip(*cols):
+                    ix = index.get((pid, row[1]))
+                    if ix is None:
+                        continue
+                    t = row[0]
+                    i = bisect.bisect_right(ix[0], t) - 1
+                    if i < 0:
+                        continue
+                    lo, hi, key = ix[1][i]
+                    if t > hi:
+                        continue
+                    if kind == "alloc":
+                        w = profiles.alloc_weight(row[2], row[3])[0]
+                    elif kind == "offcpu":
+                        w = max(0, min(t + row[2], hi) - t)  # the part of the block inside the request
+                    else:
+                        w = row[2]
+                    groups[key][slot] += w
+    rows = []
+    for (rl, ep), (d, total, bin_, bout, cpu, off, alloc) in groups.items():
+        n = d.count
+        p50, p90, p99 = d.percentiles((50, 90, 99))
+        row = {"role": rl, "endpoint": ep, "count": n, "p50": p50, "p90": p90, "p99": p99, "max": d.max,
+               "total_ns": total, "cpu_ns": cpu // n, "offcpu_ns": off // n, "alloc_bytes": int(alloc // n),
+               "bytes_in": bin_ // n, "bytes_out": bout // n}
+        if d.hist is not None:
+            row["approximate"] = True
+        rows.append(row)
+    rows.sort(key=lambda x: (-x["total_ns"], x["role"], x["endpoint"]))
+    return rows
+
+
+def print_by_endpoint(rows):
+    if not rows:
+        print("no requests (see docs/REQUESTS.md for what counts as one)")
+        return
+    print("%-6s %-36s %8s %9s %9s %9s %9s %9s %9s %9s %9s %9s" % (
+        "role", "endpoint", "count", "p50", "p90", "p99", "max", "cpu/req", "offcpu/req", "alloc/req",
+        "in/req", "out/req"))
+    for r in rows:
+        approx = "~" if r.get("approximate") else ""
+        print("%-6s %-36s %8d %9s %9s %9s %9s %9s %9s %9s %9s %9s" % (
+            r["role"], cli.escape_text(r["endpoint"]), r["count"], approx + format_ns(r["p50"]),
+            approx + format_ns(r["p90"]), approx + format_ns(r["p99"]), format_ns(r["max"]), format_ns(r["cpu_ns"]),
+            format_ns(r["offcpu_ns"]), cli.format_bytes(r["alloc_bytes"]), cli.format_bytes(r["bytes_in"]),
+            cli.format_bytes(r["bytes_out"])))
+    if any(r.get("approximate") for r in rows):
+        print("(~: from a histogram of the durations, within 0.8%)")

@@ -100,7 +100,7 @@ class _Thread(_Samples):
 SPILL_SAMPLES = 1 << 20
 
 
-def per_thread(trace, kind, spill, thread=None, t_from=None, t_to=None, spill_at=SPILL_SAMPLES):
+def per_thread(trace, kind, spill, thread=None, t_from=None, t_to=None, spill_at=SPILL_SAMPLES, endpoint=None):
     """({(pid, tid): _Thread}, distinct stacks (frame keys, leaf first), thread
     names, processes, problems). The samples stay in their threads' columns
     while there are fewer than spill_at of them; past that, every sample
@@ -112,6 +112,7 @@ def per_thread(trace, kind, spill, thread=None, t_from=None, t_to=None, spill_at
     names, procs = profiles._thread_names(trace), profiles._processes(trace)
     selector = profiles._select_threads(thread, names, procs)
     bounds = profiles._time_bounds(trace, t_from, t_to)
+    windows = profiles.endpoint_windows(trace, endpoint) if endpoint else None
     t0 = _trace_start(trace)
     problems = set()
     threads = {}
@@ -137,6 +138,8 @@ def per_thread(trace, kind, spill, thread=None, t_from=None, t_to=None, spill_at
                     if selector[0] == "keys" and (pid, tid) not in selector[1]:
                         continue
                 if bounds is not None and not bounds[0] <= seg.wall_ns(t) <= bounds[1]:
+                    continue
+                if windows is not None and not profiles._in_windows(windows.get(pid, {}), tid, t):
                     continue
                 si = index_of.get(sid)
                 if si is None:
@@ -184,13 +187,13 @@ def _number(text):
     return int(text) if text.lstrip("-").isdigit() else float(text)
 
 
-def build(trace, kind, doc, thread=None, t_from=None, t_to=None, spill_at=SPILL_SAMPLES):
+def build(trace, kind, doc, thread=None, t_from=None, t_to=None, spill_at=SPILL_SAMPLES, endpoint=None):
     """Adds the profiles to doc (a speedscope.Document); returns the problems
     met on the way."""
     unit = UNITS[kind]
     if kind == "live":
         profile = profiles.build(trace, kind, thread=thread, t_from=t_from, t_to=t_to,
-                                 merge=False)  # one sample per segment and stack, as before
+                                 merge=False, endpoint=endpoint)  # one sample per segment and stack, as before
         t0 = _trace_start(trace)
         threads = {}
         for e in profile.entries:
@@ -200,7 +203,8 @@ def build(trace, kind, doc, thread=None, t_from=None, t_to=None, spill_at=SPILL_
             doc.sampled("%s (pid %d, tid %d): live heap" % (tname or "thread", pid, tid), unit, samples)
         return profile.problems
     spill = SpillSort(4, prefix="flightrec-speedscope-")
-    threads, stacks, names, procs, problems = per_thread(trace, kind, spill, thread, t_from, t_to, spill_at)
+    threads, stacks, names, procs, problems = per_thread(trace, kind, spill, thread, t_from, t_to, spill_at,
+                                                         endpoint)
     title = profiles.KINDS[kind]["title"]
 
     def label(pid, tid):
@@ -252,7 +256,8 @@ def run(args):
     with spill:
         doc = speedscope.Document("flightrec %s: %s" % (args.kind, " ".join(args.paths)), spill)
         try:
-            problems = build(trace, args.kind, doc, thread=args.thread, t_from=args.t_from, t_to=args.t_to)
+            problems = build(trace, args.kind, doc, thread=args.thread, t_from=args.t_from, t_to=args.t_to,
+                             endpoint=args.endpoint)
         except profiles.ProfileError as e:
             raise cli.UsageError(str(e)) from None
         for path, message in problems:
