@@ -615,6 +615,7 @@ void* FlushMain(void* arg) {
       s->retry_at_ns = MonotonicNs() + kRetryNs;
       s->crash_requested.store(false, std::memory_order_relaxed);
       s->crash_done.store(true, std::memory_order_release);
+      SettleRecorderThread();  // lifted by the asker; the process may live on
       continue;
     }
     Tick(*s, false, nudged);
@@ -718,8 +719,12 @@ bool RequestCrashFlushAndWait(uint64_t deadline_ns) {
   s->crash_done.store(false, std::memory_order_relaxed);
   s->crash_requested.store(true, std::memory_order_release);
   NudgeFlushThread();
+  // As at exit: the crashing thread lifts the flush thread to its own
+  // priority, or a busy machine keeps a nice +10 thread off the CPU past the
+  // deadline and the crash leaves nothing (seen under ASan on a loaded host).
   while (!s->crash_done.load(std::memory_order_acquire)) {
     if (MonotonicNs() >= deadline_ns) return false;
+    BoostFlushThread(*s);
     SleepNs(1000000);  // raw: async-signal-safe, and not our nanosleep hook
   }
   return true;

@@ -63,6 +63,17 @@ void LiftRecorderThread(pid_t tid) {
   errno = saved_errno;
 }
 
+void SettleRecorderThread() {
+  const int saved_errno = errno;
+  const pid_t self = static_cast<pid_t>(syscall(SYS_gettid));
+  if (sched_getscheduler(0) != SCHED_OTHER) {
+    sched_param param{};
+    sched_setscheduler(self, SCHED_OTHER, &param);
+  }
+  setpriority(PRIO_PROCESS, static_cast<id_t>(self), 10);
+  errno = saved_errno;
+}
+
 PthreadCreateFn RealPthreadCreate() {
   static PthreadCreateFn real = [] {
     auto fn = reinterpret_cast<PthreadCreateFn>(dlsym(RTLD_NEXT, "pthread_create"));

@@ -18,12 +18,17 @@ namespace flightrec {
 inline constexpr int kRefusedForNproc = EUSERS;
 int CreateRecorderThread(pthread_t* thread, const char* name, void* (*fn)(void*), void* arg);
 
-// A thread about to wait for recorder thread `tid` (exit, exec) lets it run
+// A thread about to wait for recorder thread `tid` (exit, exec, crash) lets it run
 // in the caller's scheduling class at the caller's priority, where the system
 // allows it (root, CAP_SYS_NICE, RLIMIT_RTPRIO / RLIMIT_NICE): busy host
 // threads, real-time ones above all, would otherwise keep a nice +10 thread
 // off the CPU for as long as they run. Failures are ignored; errno is kept.
 void LiftRecorderThread(pid_t tid);
+
+// The calling recorder thread back to where it started (SCHED_OTHER, nice
+// +10) after a lift for a crash flush the process survived: a thread lifted
+// into the program's real-time class must not stay there.
+void SettleRecorderThread();
 
 // The libc pthread_create, never our hook.
 using PthreadCreateFn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
