@@ -380,7 +380,7 @@ def main():
     perf = load_json(d, "perf_profile.json")
     paced = load_json(d, "paced_latency.json")
     texts = {k: load_text(d, k + ".txt") for k in ("runtime", "sockets", "alloc", "cpu", "capture", "idle",
-                                                   "short", "trace_figures", "perf_profile", "settings")}
+                                                   "short", "trace_figures", "perf_profile", "settings", "pg_memory")}
     out = []
     add = out.append
 
@@ -757,6 +757,19 @@ def main():
         add("")
 
     # -- raw
+    if texts["pg_memory"]:
+        add("## Memory and threads per process: PostgreSQL (issue #44)")
+        add("")
+        add("`make -C bench pg-memory` (`bench/run_pg_memory.py BUILD 16,64`): two PostgreSQL clusters started by the "
+            "script, plain and under the preload, side by side under `pgbench -S`; PSS from `/proc/PID/smaps_rollup` of "
+            "the postmaster and every child, threads from `/proc/PID/task`, and the added PSS sorted by mapping "
+            "(`bench/process_memory.py` says how each mapping is classified).")
+        add("")
+        add("```")
+        out.extend(texts["pg_memory"].rstrip("\n").split("\n"))
+        add("```")
+        add("")
+
     add("## Raw outputs")
     add("")
     for name, title in (("runtime", "ring_bench + flush_socket_bench + flush_live_bench + run_pipeline_bench.py"), ("sockets", "sock_bench"),

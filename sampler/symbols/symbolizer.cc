@@ -31,6 +31,7 @@
 #include "sampler/symbols/perf_map.h"
 #include "sampler/symbols/proc_maps.h"
 #include "sampler/sample_events.h"
+#include "sampler/symbols/inherited_indexes.h"
 #include "sampler/symbols/symbol_index.h"
 #include "sampler/symbols/unloaded_code.h"
 
@@ -261,6 +262,9 @@ struct Symbolizer::Impl {
   MiHashMap<uint64_t, MiString> build_id_by_module;  // keyed by module low address
   MiHashMap<uint64_t, bool> dwarf_loaded;             // module low address -> DWARF used
   MiHashMap<uint64_t, SymbolIndex> symbol_indexes;    // module low address -> its ELF symbols
+  // module low address -> an index published before a fork (ours or an
+  // ancestor's; inherited_indexes.h), or null: none, build our own
+  MiHashMap<uint64_t, const SymbolIndex*> inherited_indexes;
   PerfMap perf_map;  // JIT code names (/tmp/perf-PID.map)
   uint64_t last_perf_map_ns = 0;
   // module low address -> where its PT_LOAD segments lie ([lo, hi) pairs)
@@ -273,7 +277,12 @@ struct Symbolizer::Impl {
   uint64_t world_start_ns = 0;
   ProcMaps maps_before;
 
+  void UnpublishIndexes() {
+    for (const auto& [low, index] : symbol_indexes) UnpublishSymbolIndex(&index);
+  }
+
   ~Impl() {
+    UnpublishIndexes();
     if (!dwfl) return;
     {
       ReleasedFdScope scope;  // libdw closes the debug fds released below
@@ -311,7 +320,9 @@ struct Symbolizer::Impl {
     g_debug_fds_pending = 0;  // their modules may be gone: those fds stay libdw's
     build_id_by_module.clear();
     dwarf_loaded.clear();
+    UnpublishIndexes();      // before they go: a fork from now on must not find them
     symbol_indexes.clear();  // names point into the modules just dropped
+    inherited_indexes.clear();
     load_ranges.clear();
     cu_index.clear();  // keyed by module pointers, which a re-report may recycle
     cu_ranges.clear();
@@ -507,13 +518,32 @@ struct Symbolizer::Impl {
   MiString SymbolName(Dwfl_Module* mod, uint64_t pc) {
     Dwarf_Addr low = 0;
     dwfl_module_info(mod, nullptr, &low, nullptr, nullptr, nullptr, nullptr, nullptr);
-    auto it = symbol_indexes.find(low);
-    if (it == symbol_indexes.end()) {
-      it = symbol_indexes.try_emplace(low).first;
-      it->second.Build(mod);
-      stats.symbol_tables++;
+    const SymbolIndex* index = nullptr;
+    if (auto own = symbol_indexes.find(low); own != symbol_indexes.end()) {
+      index = &own->second;
+    } else if (auto in = inherited_indexes.find(low); in != inherited_indexes.end() && in->second) {
+      index = in->second;
+    } else {
+      // A module forked from the parent with the same file at the same
+      // place: its published index, shared with the parent (no copy).
+      Dwarf_Addr high = 0;
+      const char* name = dwfl_module_info(mod, nullptr, nullptr, &high, nullptr, nullptr, nullptr, nullptr);
+      const MapEntry* m = maps.Find(low);
+      const ModuleIdentity id = MakeModuleIdentity(name, low, high, m ? m->inode : 0);
+      const SymbolIndex* published = m && m->inode ? FindPublishedSymbolIndex(id) : nullptr;
+      inherited_indexes[low] = published;
+      if (published) {
+        index = published;
+        stats.symbol_tables_inherited++;
+      } else {
+        auto it = symbol_indexes.try_emplace(low).first;
+        it->second.Build(mod);
+        stats.symbol_tables++;
+        index = &it->second;
+        if (m && m->inode) PublishSymbolIndex(id, index);
+      }
     }
-    const SymbolIndex::Symbol* sym = it->second.Find(pc);
+    const SymbolIndex::Symbol* sym = index->Find(pc);
     if (!sym) return MiString();
     return FunctionNameOfSymbol(sym->name);
   }

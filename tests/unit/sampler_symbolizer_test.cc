@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <climits>
@@ -234,4 +235,51 @@ TEST_CASE("sampler_symbolizer: a library dlopen'ed after the first lookup is pic
   CHECK(lines.back().function == symbol);
   CHECK(sym.stats().reports >= 2);
   dlclose(handle);
+}
+
+// Issue #44: a forked child uses the symbol index its parent built for a
+// module they share (shared copy-on-write) instead of building its own; one
+// the parent dropped is never offered.
+namespace {
+
+// In a forked child: describe getpid with a fresh symbolizer. Exit status:
+// 0 = named and inherited, 1 = named but built its own, 2 = not named.
+int ChildDescribesGetpid() {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    int code = 2;
+    {
+      Symbolizer child;
+      MappingInfo m;
+      std::vector<FrameLine> lines;
+      void* fn = dlsym(RTLD_DEFAULT, "getpid");
+      if (child.Describe(reinterpret_cast<uint64_t>(fn) + 1, &m, &lines) && !lines.empty() &&
+          lines.back().function.find("getpid") != std::string::npos) {
+        const auto st = child.stats();
+        code = st.symbol_tables_inherited >= 1 && st.symbol_tables == 0 ? 0 : 1;
+      }
+    }
+    _exit(code);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+}  // namespace
+
+TEST_CASE("sampler_symbolizer: a forked child inherits the parent's symbol index, not a dropped one") {
+  void* fn = dlsym(RTLD_DEFAULT, "getpid");
+  REQUIRE(fn);
+  {
+    Symbolizer parent;
+    MappingInfo m;
+    std::vector<FrameLine> lines;
+    REQUIRE(parent.Describe(reinterpret_cast<uint64_t>(fn) + 1, &m, &lines));
+    REQUIRE(parent.stats().symbol_tables + parent.stats().symbol_tables_inherited >= 1);
+    CHECK(ChildDescribesGetpid() == 0);
+  }
+  // The parent's symbolizer is gone (its indexes unpublished before they
+  // were freed): a child forked now builds its own.
+  CHECK(ChildDescribesGetpid() == 1);
 }
