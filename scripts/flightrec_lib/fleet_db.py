@@ -115,10 +115,20 @@ class Connection:
         except ImportError:
             raise FleetError("--clickhouse needs the Python ClickHouse driver (Debian: python3-clickhouse-driver)") \
                 from None
+        # The driver logs each failed connection attempt with a traceback; the
+        # failure reaches the user once, as FleetError's line.
+        import logging
+        logging.getLogger("clickhouse_driver").addHandler(logging.NullHandler())
+        logging.getLogger("clickhouse_driver").propagate = False
         self.target = target
+        settings = {"max_block_size": 65536}
+        if target.cluster:
+            # Inserts through a Distributed table return once every shard has its
+            # rows, so a load that ends has loaded (and the ledger follows the data).
+            settings["insert_distributed_sync"] = 1
         self.client = Client(target.host, port=target.port, user=target.user, password=target.password,
                              database="default", connect_timeout=10, send_receive_timeout=timeout,
-                             sync_request_timeout=10, settings={"max_block_size": 65536})
+                             sync_request_timeout=10, settings=settings)
 
     def execute(self, sql, params=None, **kw):
         try:
@@ -176,6 +186,8 @@ def create_schema(conn):
                           {"c": t.cluster})
     if not shards:
         raise FleetError("no cluster %r in the server's remote_servers" % t.cluster)
+    # Local tables on every shard, and the Distributed tables over them on
+    # every shard too, so any server of the cluster answers the reports.
     for host, port in shards:
         sub = Target.__new__(Target)
         sub.__dict__.update(t.__dict__)
@@ -185,13 +197,13 @@ def create_schema(conn):
             c.execute("CREATE DATABASE IF NOT EXISTS %s" % t.database)
             for name, cols, engine, part, order in TABLES:
                 c.execute(_create(name, cols, engine, part, order, t.table(name, local=True)))
+            for name, cols, engine, part, order in TABLES:
+                key = "cityHash64(seg_name)" if name == "segments" else (
+                    "stack_id" if name == "stacks" else "rand()")
+                c.execute("CREATE TABLE IF NOT EXISTS %s AS %s ENGINE = Distributed(%s, %s, %s_local, %s)" % (
+                    t.table(name), t.table(name, local=True), t.cluster, t.database, name, key))
         finally:
             c.close()
-    for name, cols, engine, part, order in TABLES:
-        key = "cityHash64(seg_name)" if name == "segments" else (
-            "stack_id" if name == "stacks" else "cityHash64(host, service, pid)")
-        conn.execute("CREATE TABLE IF NOT EXISTS %s AS %s ENGINE = Distributed(%s, %s, %s_local, %s)" % (
-            t.table(name), t.table(name, local=True), t.cluster, t.database, name, key))
 
 
 def shard_of(name, n):

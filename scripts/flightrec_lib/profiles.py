@@ -644,6 +644,8 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
     (merge: see _Entries). timeline: every entry also keeps each event's time
     and values (Entry.points), for exports that carry per-sample timestamps
     (OTLP); memory then grows with the events, not only the stacks."""
+    if getattr(trace, "fleet", False):  # --clickhouse: aggregated in the database (fleet_profiles.py)
+        return trace.build_profile(kind, thread=thread, t_from=t_from, t_to=t_to)
     if kind not in KINDS:
         raise ProfileError("unknown profile kind %r (kinds: %s)" % (kind, ", ".join(KINDS)))
     prof = Profile(kind)
