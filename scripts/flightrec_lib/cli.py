@@ -146,6 +146,7 @@ def _fetch_remote(paths):
 # --clickhouse of the command being run (a fleet_db.Target; main sets it):
 # open_trace then returns the fleet database (fleet_profiles.FleetTrace).
 _fleet = None
+_command = None
 
 
 def open_trace(paths):
@@ -157,6 +158,7 @@ def open_trace(paths):
         if _incident is not None:
             raise UsageError("--incident is not available with --clickhouse yet")
         trace = fleet_profiles.FleetTrace(_fleet, _selection)
+        trace.merge_threads = _command in fleet_profiles.PATH_ONLY_COMMANDS
         if _selection and not trace.segments and trace.skipped:
             err("no segments match %s (%d processes skipped)" % (_selection.describe(), trace.skipped))
         return trace
@@ -283,6 +285,8 @@ def main(argv=None):
             _selection = selection.apply_args(args)
         except selection.SelectionError as e:
             raise UsageError(str(e)) from None
+        global _command
+        _command = args.command
         _fleet = None
         if hasattr(args, "paths") and hasattr(args, "clickhouse") and args.command != "load":
             _fleet = _fleet_target(args)

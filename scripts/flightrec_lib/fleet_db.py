@@ -20,34 +20,38 @@ DEFAULT_PORT = 9000
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 # Tables, in the order they are created. Each: (name, columns, engine, order by).
-_COMMON = """load_id UInt64, day Date, proc_id UInt64, host String, service String, pid UInt32"""
+_COMMON = """load_id UInt64, proc_id UInt64, host String, service String, pid UInt32"""
+_DAY = "day Date DEFAULT toDate(toDateTime(intDiv(time, 1000000000)))"
 TABLES = [
-    ("segments", """seg_name String, crc_head UInt32, crc_tail UInt32, size UInt64, load_id UInt64, day Date,
+    ("segments", """seg_name String, crc_head UInt32, crc_tail UInt32, size UInt64, load_id UInt64,
         proc_id UInt64, host String, service String, pid UInt32, sequence UInt64, state String,
-        first_ns Int64, last_ns Int64, events UInt64, loaded_ns Int64, problems UInt32""",
+        first_ns Int64, last_ns Int64, events UInt64, loaded_ns Int64, problems UInt32,
+        day Date DEFAULT toDate(toDateTime(intDiv(first_ns, 1000000000)))""",
      "MergeTree", "day", "(seg_name, crc_head, crc_tail)"),
-    ("processes", _COMMON + """, time Int64, exe String, names Array(String), values Array(String)""",
+    ("processes", _COMMON + """, time Int64, exe String, names Array(String), values Array(String), """ + _DAY,
      "MergeTree", "day", "(service, host, pid)"),
-    ("threads", _COMMON + """, time Int64, tid UInt32, type String, name String""",
+    ("threads", _COMMON + """, time Int64, tid UInt32, type String, name String, """ + _DAY,
      "MergeTree", "day", "(service, host, pid, time)"),
     ("stacks", """stack_id UInt64, depth UInt16, frames Nested(function String, short String, file String,
         line UInt32, module String, build_id String, address UInt64, map_start UInt64, map_end UInt64,
         map_offset UInt64, mapped UInt8, inlined UInt8)""",
      "ReplacingMergeTree", None, "stack_id"),
-    # kind: cpu, offcpu, alloc. stack_id 0: no stack; 1: the unattributed pseudo-frame
-    # (samples dropped in the recorder's rings; cpu weight 0, weighed by the period at query time).
-    # request_id/endpoint/trace_id: the request the sample fell in (left empty until issue 41 lands).
-    ("samples", _COMMON + """, time Int64, tid UInt32, kind Enum8('cpu' = 1, 'offcpu' = 2, 'alloc' = 3),
-        samples UInt32, weight Float64, objects Float64, stack_id UInt64, period UInt64, address UInt64,
-        size UInt64, request_id UInt64, endpoint String, trace_id String""",
+    # kind: 1 cpu, 2 offcpu, 3 alloc (KIND_CODES). stack_id 0: no stack; 1: the
+    # unattributed pseudo-frame (samples dropped in the recorder's rings; cpu
+    # weight 0, weighed by the period at query time). request_id, endpoint,
+    # trace_id: the request a sample fell in (defaults until issue 41 lands).
+    ("samples", _COMMON + """, time Int64, tid UInt32, kind UInt8, samples UInt32, weight Float64,
+        objects Float64, stack_id UInt64, period UInt64, address UInt64, size UInt64,
+        request_id UInt64 DEFAULT 0, endpoint String DEFAULT '', trace_id String DEFAULT '', """ + _DAY,
      "MergeTree", "day", "(kind, service, host, time)"),
-    ("frees", _COMMON + """, time Int64, tid UInt32, address UInt64""",
+    ("frees", _COMMON + """, time Int64, tid UInt32, address UInt64, """ + _DAY,
      "MergeTree", "day", "(service, host, pid, time)"),
     # Every other event (sockets, exchanges, crashes, incidents, counters), field by field as text.
     ("events", _COMMON + """, time Int64, tid UInt32, type String, names Array(String), values Array(String),
-        endpoint String, trace_id String""",
+        endpoint String DEFAULT '', trace_id String DEFAULT '', """ + _DAY,
      "MergeTree", "day", "(type, service, host, time)"),
 ]
+KIND_CODES = {"cpu": 1, "offcpu": 2, "alloc": 3}
 TABLE_NAMES = [t[0] for t in TABLES]
 
 

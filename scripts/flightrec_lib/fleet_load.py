@@ -17,7 +17,6 @@ Parallel: --workers N forks N loaders over the list (segment i goes to worker
 i mod N); --shard I/N keeps the segments whose name hashes to I, so N
 machines split one prefix with no coordination. `.active` files are skipped
 (not sealed yet); a segment that cannot be read is reported and skipped."""
-import datetime
 import hashlib
 import os
 import random
@@ -61,10 +60,6 @@ def stack_id(frames):
     return (int.from_bytes(h, "little") >> 1) | 2
 
 
-def _day(wall_ns):
-    return datetime.datetime.fromtimestamp(wall_ns / 1e9, tz=datetime.timezone.utc).date()
-
-
 def _text(v):
     if isinstance(v, list):  # a stack: its leaf function
         return v[0].get("function") or "" if v else ""
@@ -74,9 +69,13 @@ def _text(v):
 
 
 class Loader:
+    """Buffers rows column by column (clickhouse-driver's columnar inserts:
+    a column of a batch goes in as one list), inserts every BATCH_ROWS."""
+
     def __init__(self, conn, quiet=False):
         self.conn = conn
-        self.buf = {name: [] for name in fleet_db.TABLE_NAMES}
+        self.columns = {name: _column_names(cols) for name, cols, _, _, _ in fleet_db.TABLES}
+        self.buf = {name: [[] for _ in cols] for name, cols in self.columns.items()}
         self.nrows = 0
         self.pending_ledger = []
         self.stacks_sent = set()
@@ -86,26 +85,31 @@ class Loader:
     # -- buffering
 
     def _add(self, table, row):
-        self.buf[table].append(row)
+        for col, v in zip(self.buf[table], row):
+            col.append(v)
         self.nrows += 1
 
-    def _extend(self, table, rows):
-        self.buf[table].extend(rows)
-        self.nrows += len(rows)
+    def _extend(self, table, cols, n):
+        """cols: per column a list of n values, or one value for all n rows."""
+        for col, v in zip(self.buf[table], cols):
+            if isinstance(v, list):
+                col.extend(v)
+            else:
+                col.extend([v] * n)
+        self.nrows += n
 
     def flush(self):
         t = self.conn.target
-        for name, cols, _, _, _ in fleet_db.TABLES:
-            rows = self.buf[name]
-            if not rows or name == "segments":
+        for name, _, _, _, _ in fleet_db.TABLES:
+            cols = self.buf[name]
+            if not cols[0] or name == "segments":
                 continue
-            colnames = _column_names(cols)
-            self.conn.execute("INSERT INTO %s (%s) VALUES" % (t.table(name), ", ".join(colnames)), rows)
-            self.rows += len(rows)
-            self.buf[name] = []
+            self.conn.execute("INSERT INTO %s (%s) VALUES" % (t.table(name), ", ".join(self.columns[name])), cols,
+                              columnar=True)
+            self.rows += len(cols[0])
+            self.buf[name] = [[] for _ in cols]
         if self.pending_ledger:
-            cols = _column_names(fleet_db.TABLES[0][1])
-            self.conn.execute("INSERT INTO %s (%s) VALUES" % (t.table("segments"), ", ".join(cols)),
+            self.conn.execute("INSERT INTO %s (%s) VALUES" % (t.table("segments"), ", ".join(self.columns["segments"])),
                               self.pending_ledger)
             self.pending_ledger = []
         self.nrows = 0
@@ -125,7 +129,7 @@ class Loader:
         lo, hi = seg.time_range()
         first = seg.wall_ns(lo) if lo is not None else h["anchor_realtime_ns"]
         last = seg.wall_ns(hi) if hi is not None else first
-        base = (load_id, _day(first), pkey, host, service, pid)
+        base = (load_id, pkey, host, service, pid)
         shift = h["anchor_realtime_ns"] - h["anchor_monotonic_ns"]
         problems = set()
         sids = {}
@@ -155,13 +159,14 @@ class Loader:
             elif name == "alloc.free":
                 cols = profiles.select_columns(batch, ["time", "tid", "address"], problems)
                 if cols is not None:
-                    self._extend("frees", [base + (t + shift, tid, a) for t, tid, a in
-                                           zip(cols["time"], cols["tid"], cols["address"])])
+                    n = len(cols["time"])
+                    self._extend("frees", list(base) + [[t + shift for t in cols["time"]], list(cols["tid"]),
+                                                        list(cols["address"])], n)
             else:
                 self._generic(seg, batch, base, shift)
             if self.nrows >= BATCH_ROWS:
                 self.flush()
-        self.pending_ledger.append((key[0], key[1], key[2], key[3], load_id, _day(first), pkey, host, service,
+        self.pending_ledger.append((key[0], key[1], key[2], key[3], load_id, pkey, host, service,
                                     pid, h.get("sequence") or 0, seg.state, first, last, nevents,
                                     time.time_ns(), len(problems) + seg.bad_blocks))
         for p, message in sorted(problems):
@@ -173,47 +178,42 @@ class Loader:
         return True
 
     def _samples(self, batch, base, shift, sid_of, problems):
-        kind = {"cpu.sample": "cpu", "offcpu.sample": "offcpu", "alloc.sample": "alloc"}[batch.type.name]
-        if kind == "alloc":
+        kind = {"cpu.sample": 1, "offcpu.sample": 2, "alloc.sample": 3}[batch.type.name]
+        if kind == 3:
             cols = profiles.select_columns(batch, ["time", "tid", "stack", "address", "size", "sample_bytes"],
                                            problems)
             if cols is None:
                 return
             weigh = {}
-            rows = []
-            for t, tid, s, a, size, rate in zip(cols["time"], cols["tid"], cols["stack"], cols["address"],
-                                                cols["size"], cols["sample_bytes"]):
-                wc = weigh.get((size, rate))
-                if wc is None:
-                    wc = weigh[(size, rate)] = profiles.alloc_weight(size, rate)
-                rows.append(base + (t + shift, tid, kind, 1, wc[0], wc[1], sid_of(s), rate, a, size, 0, "", ""))
-            self._extend("samples", rows)
+            for sr in set(zip(cols["size"], cols["sample_bytes"])):
+                weigh[sr] = profiles.alloc_weight(*sr)
+            wc = list(map(weigh.__getitem__, zip(cols["size"], cols["sample_bytes"])))
+            n = len(wc)
+            self._extend("samples", list(base) + [
+                [t + shift for t in cols["time"]], list(cols["tid"]), kind, 1, [w for w, _ in wc], [c for _, c in wc],
+                list(map(sid_of, cols["stack"])), list(cols["sample_bytes"]), list(cols["address"]),
+                list(cols["size"])], n)
             return
-        field = "period_ns" if kind == "cpu" else "duration_ns"
+        field = "period_ns" if kind == 1 else "duration_ns"
         cols = profiles.select_columns(batch, ["time", "tid", "stack", field], problems)
         if cols is None:
             return
         weights = cols[field]
-        mult = None
-        if kind == "offcpu" and "weight" in batch.type.field_names:
+        if kind == 2 and "weight" in batch.type.field_names:
             wcol = profiles.select_columns(batch, ["weight"], problems)
-            if wcol is not None:
-                mult = wcol["weight"]
-        if mult is None:
-            rows = [base + (t + shift, tid, kind, 1, float(w), 0.0, sid_of(s), w if kind == "cpu" else 0, 0, 0, 0,
-                            "", "")
-                    for t, tid, s, w in zip(cols["time"], cols["tid"], cols["stack"], weights)]
-        else:
-            rows = [base + (t + shift, tid, kind, 1, float(w * max(m, 1)), 0.0, sid_of(s), 0, 0, 0, 0, "", "")
-                    for t, tid, s, w, m in zip(cols["time"], cols["tid"], cols["stack"], weights, mult)]
-        self._extend("samples", rows)
+            if wcol is not None and any(m != 1 for m in wcol["weight"]):
+                weights = [d * max(m, 1) for d, m in zip(weights, wcol["weight"])]
+        n = len(weights)
+        self._extend("samples", list(base) + [
+            [t + shift for t in cols["time"]], list(cols["tid"]), kind, 1, list(map(float, weights)), 0.0,
+            list(map(sid_of, cols["stack"])), list(weights) if kind == 1 else 0, 0, 0], n)
 
     def _unattributed(self, batch, base, shift, problems):
-        kind = UNATTRIBUTED_BY_NAME[batch.type.name]
+        kind = fleet_db.KIND_CODES[UNATTRIBUTED_BY_NAME[batch.type.name]]
         for t, tid, n, b, c in profiles.unattributed_rows(batch, problems, None, None, None):
             # cpu: weight 0 here, n x the profile's period at query time (as the file reader).
-            self._add("samples", base + (t + shift, tid, kind, n, 0.0 if kind == "cpu" else float(b),
-                                         float(c), STACK_UNATTRIBUTED, 0, 0, 0, 0, "", ""))
+            self._add("samples", base + (t + shift, tid, kind, n, 0.0 if kind == 1 else float(b),
+                                         float(c), STACK_UNATTRIBUTED, 0, 0, 0))
 
     def _generic(self, seg, batch, base, shift):
         cols = seg.resolved_columns(batch)
@@ -244,7 +244,7 @@ class Loader:
         for row in zip(*cols):
             tid = row[di] if di is not None and isinstance(row[di], int) else 0
             self._add("events", base + ((row[ti] + shift) if ti is not None else 0, tid & 0xffffffff, name,
-                                        rest_names, [_text(row[i]) for i in rest], "", ""))
+                                        rest_names, [_text(row[i]) for i in rest]))
 
 
 def _column_names(cols):
@@ -263,6 +263,8 @@ def _column_names(cols):
     names_ = []
     for c in out:
         c = c.strip()
+        if " DEFAULT " in c:  # filled by the server
+            continue
         n = c.split()[0]
         if c.split()[1].startswith("Nested"):
             inner = c[c.index("(") + 1:c.rindex(")")]

@@ -17,6 +17,10 @@ from . import fleet_db, profiles
 from .profiles import Entry, Profile, ProfileError
 
 
+# Commands whose reports use only call paths, never the thread or process of an entry.
+PATH_ONLY_COMMANDS = frozenset(["top", "tree", "flame", "folded", "diff"])
+
+
 class FleetSegment:
     """A ledger row, standing where a Trace holds a Segment (exit status, counts)."""
     bad_blocks = 0
@@ -28,8 +32,13 @@ class FleetSegment:
 
 
 class FleetTrace:
-    """The selected processes of a ClickHouse fleet database, in place of a Trace."""
+    """The selected processes of a ClickHouse fleet database, in place of a Trace.
+    merge_threads: the reports that only follow call paths (top, tree, flame,
+    folded, diff) get one entry per distinct stack over all processes and
+    threads (GROUP BY stack_id), which is what they compute anyway; pprof keeps
+    one per (process, thread, stack) for its thread labels."""
     fleet = True
+    merge_threads = False
 
     def __init__(self, target, chosen):
         self.target = target
@@ -61,7 +70,7 @@ class FleetTrace:
 
     def batches(self, types=None):
         """Something per event type present (profiles.empty_message asks)."""
-        kinds = {"cpu.sample": "cpu", "offcpu.sample": "offcpu", "alloc.sample": "alloc"}
+        kinds = {"cpu.sample": 1, "offcpu.sample": 2, "alloc.sample": 3}
         w, p = self.where()
         for t in types or ():
             if t in kinds:
@@ -148,26 +157,29 @@ class FleetTrace:
             cond.append("time >= %(lo)s AND time <= %(hi)s")
             p["lo"], p["hi"] = bounds
         samples = self.target.table("samples")
-        p["kind"] = "alloc" if kind == "live" else kind
+        p["kind"] = fleet_db.KIND_CODES["alloc" if kind == "live" else kind]
         where = " AND ".join(cond + ["kind = %(kind)s"])
+        merged = self.merge_threads
         if kind != "live":
+            keys = "0, toUInt32(0), stack_id" if merged else "proc_id, tid, stack_id"
             rows = self.conn.execute(
-                "SELECT proc_id, tid, stack_id, sum(samples), sum(weight), sum(objects), min(time), max(time) "
-                "FROM %s WHERE %s GROUP BY proc_id, tid, stack_id" % (samples, where), p)
+                "SELECT %s, sum(samples), sum(weight), sum(objects), min(time), max(time) "
+                "FROM %s WHERE %s GROUP BY %s" % (keys, samples, where, keys), p)
         else:
             frees = self.target.table("frees")
             fcond = w + (" AND time <= %(hi)s" if bounds is not None else "")
             # Each address's last event (an allocation goes first at equal times);
             # an allocation that is last was never freed.
+            keys = "0, toUInt32(0), s" if merged else "proc_id, t, s"
             rows = self.conn.execute(
-                "SELECT proc_id, t, s, count(), sum(wt), sum(ob), min(tm), max(tm) FROM ("
+                "SELECT " + keys + ", count(), sum(wt), sum(ob), min(tm), max(tm) FROM ("
                 " SELECT proc_id, address, argMax(tid, k) AS t, argMax(stack_id, k) AS s, argMax(weight, k) AS wt,"
                 " argMax(objects, k) AS ob, argMax(time, k) AS tm, argMax(a, k) AS isalloc FROM ("
                 "  SELECT proc_id, address, tid, stack_id, weight, objects, time, toUInt8(1) AS a,"
                 "   time * 2 AS k FROM %s WHERE %s AND stack_id != 1"
                 "  UNION ALL SELECT proc_id, address, toUInt32(0) AS tid, toUInt64(0) AS stack_id, toFloat64(0) AS weight,"
                 "   toFloat64(0) AS objects, time, toUInt8(0) AS a, time * 2 + 1 AS k FROM %s WHERE %s)"
-                " GROUP BY proc_id, address) WHERE isalloc = 1 GROUP BY proc_id, t, s" % (samples, where, frees, fcond),
+                " GROUP BY proc_id, address) WHERE isalloc = 1 GROUP BY %s" % (samples, where, frees, fcond, keys),
                 p)
         period = 0
         pr = self.conn.execute(
@@ -180,8 +192,8 @@ class FleetTrace:
         span = [None, None]
         thread_names = {}
         for pkey, tid, sid, n, wt, ob, t0, t1 in rows:
-            host, service, pid = self.procs[pkey]
-            tname = thread_names.get((pid, tid))
+            host, service, pid = self.procs[pkey] if not merged else (None, None, None)
+            tname = "" if merged else thread_names.get((pid, tid))
             if tname is None:
                 tnames = names.get((pid, tid))
                 if tnames:
@@ -198,7 +210,7 @@ class FleetTrace:
             else:
                 fr = frames.get(sid) or [{"function": "<missing stack>", "file": "", "line": 0, "address": 0,
                                           "mapping": None, "inlined": False}]
-            e = Entry(fr, pid, tid, tname, t0, process=(host, service, pid))
+            e = Entry(fr, pid, tid, tname, t0, process=None if merged else (host, service, pid))
             e.samples, e.weight, e.objects = n, (n * period if (kind == "cpu" and sid == 1) else wt), ob
             entries.append(e)
             span[0] = t0 if span[0] is None or t0 < span[0] else span[0]
@@ -206,7 +218,7 @@ class FleetTrace:
         if kind == "live":  # the span of the allocations taken, freed or not (as the file reader)
             span = list(self.conn.execute("SELECT min(time), max(time), count() FROM %s WHERE %s AND stack_id != 1" % (
                 samples, where), p)[0][:2])
-        entries.sort(key=lambda e: (e.first_time, e.process, e.tid))
+        entries.sort(key=lambda e: (e.first_time, e.process or (), e.tid or 0))
         prof.entries = entries
         prof.period = period
         prof.start_wall_ns, prof.end_wall_ns = span[0] or 0, span[1] or 0
