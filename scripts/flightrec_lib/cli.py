@@ -287,6 +287,7 @@ def main(argv=None):
             raise UsageError(str(e)) from None
         global _command
         _command = args.command
+        _apply_since(args)
         _fleet = None
         if hasattr(args, "paths") and hasattr(args, "clickhouse") and args.command != "load":
             _fleet = _fleet_target(args)
@@ -322,6 +323,25 @@ def main(argv=None):
             traceback.print_exc()
         err("internal error: %s: %s (set FLIGHTREC_DUMP_DEBUG=1 for details)" % (type(e).__name__, e))
         return 3
+
+
+def _apply_since(args):
+    """--since DURATION: --from at now minus DURATION (an absolute time)."""
+    since = getattr(args, "since", None)
+    if since is None:
+        return
+    if getattr(args, "t_from", None) is not None:
+        raise UsageError("give --since or --from, not both")
+    import time
+    from . import profiles
+    try:
+        ns, from_end = profiles.parse_time(since)
+    except profiles.ProfileError as e:
+        raise UsageError(str(e)) from None
+    if from_end or ns <= 0:
+        raise UsageError("--since takes a positive duration, e.g. 30m, 2h, 1d")
+    t = time.time_ns() - ns
+    args.t_from = "%s.%09dZ" % (time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t // 10 ** 9)), t % 10 ** 9)
 
 
 def _fleet_target(args):

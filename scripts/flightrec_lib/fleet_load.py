@@ -153,7 +153,7 @@ class Loader:
             name = batch.type.name
             nevents += batch.count
             if name in ("cpu.sample", "offcpu.sample", "alloc.sample"):
-                self._samples(batch, base, shift, sid_of, problems)
+                self._samples(batch, base, shift, sid_of, sids, problems)
             elif name in UNATTRIBUTED_BY_NAME:
                 self._unattributed(batch, base, shift, problems)
             elif name == "alloc.free":
@@ -177,7 +177,7 @@ class Loader:
         self.events += nevents
         return True
 
-    def _samples(self, batch, base, shift, sid_of, problems):
+    def _samples(self, batch, base, shift, sid_of, sids, problems):
         kind = {"cpu.sample": 1, "offcpu.sample": 2, "alloc.sample": 3}[batch.type.name]
         if kind == 3:
             cols = profiles.select_columns(batch, ["time", "tid", "stack", "address", "size", "sample_bytes"],
@@ -191,7 +191,7 @@ class Loader:
             n = len(wc)
             self._extend("samples", list(base) + [
                 [t + shift for t in cols["time"]], list(cols["tid"]), kind, 1, [w for w, _ in wc], [c for _, c in wc],
-                list(map(sid_of, cols["stack"])), list(cols["sample_bytes"]), list(cols["address"]),
+                _map_stacks(sid_of, sids, cols["stack"]), list(cols["sample_bytes"]), list(cols["address"]),
                 list(cols["size"])], n)
             return
         field = "period_ns" if kind == 1 else "duration_ns"
@@ -206,7 +206,7 @@ class Loader:
         n = len(weights)
         self._extend("samples", list(base) + [
             [t + shift for t in cols["time"]], list(cols["tid"]), kind, 1, list(map(float, weights)), 0.0,
-            list(map(sid_of, cols["stack"])), list(weights) if kind == 1 else 0, 0, 0], n)
+            _map_stacks(sid_of, sids, cols["stack"]), list(weights) if kind == 1 else 0, 0, 0], n)
 
     def _unattributed(self, batch, base, shift, problems):
         kind = fleet_db.KIND_CODES[UNATTRIBUTED_BY_NAME[batch.type.name]]
@@ -245,6 +245,14 @@ class Loader:
             tid = row[di] if di is not None and isinstance(row[di], int) else 0
             self._add("events", base + ((row[ti] + shift) if ti is not None else 0, tid & 0xffffffff, name,
                                         rest_names, [_text(row[i]) for i in rest]))
+
+
+def _map_stacks(sid_of, sids, column):
+    """The content ids of a column of segment stack ids: each distinct id
+    resolved once (sid_of), then a C-speed lookup per event."""
+    for s in set(column).difference(sids):
+        sid_of(s)
+    return list(map(sids.__getitem__, column))
 
 
 def _column_names(cols):
@@ -314,8 +322,9 @@ def candidates(paths, shard=None):
     return found, skipped_active, missing
 
 
-def run_load(target, paths, workers=1, shard=None):
-    """Loads; returns the exit status (0, or 1 when some input was bad)."""
+def run_load(target, paths, workers=1, shard=None, quiet_if_none=False):
+    """Loads; returns the exit status (0, or 1 when some input was bad).
+    quiet_if_none: no summary line when there was nothing new (--watch rounds)."""
     found, active, missing = candidates(paths, shard)
     for p in missing:
         cli.err_file(p, "no such file or directory")
@@ -343,10 +352,12 @@ def run_load(target, paths, workers=1, shard=None):
         stats = _fork_workers(target, todo, workers)
     loaded, events, failed = stats
     took = time.monotonic() - started
+    if quiet_if_none and not todo and not failed and not missing and not bad:
+        return 0
     print("loaded %d segment%s (%d events) in %.1fs; %d already loaded%s%s" % (
         loaded, "" if loaded == 1 else "s", events, took, skipped,
         "; %d active skipped" % active if active else "",
-        "; %d unreadable" % failed if failed else ""))
+        "; %d unreadable" % failed if failed else ""), flush=True)
     return 1 if (failed or missing or bad) else 0
 
 

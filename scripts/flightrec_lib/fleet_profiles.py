@@ -229,20 +229,13 @@ class FleetTrace:
     def _bounds(self, t_from, t_to):
         if t_from is None and t_to is None:
             return None
-        specs = [None if t is None else profiles.parse_time(t) for t in (t_from, t_to)]
+        for t in (t_from, t_to):  # bad specs fail first
+            if t is not None and profiles.parse_iso(t) is None:
+                profiles.parse_time(t)
         first, last = self.time_range()
         if first is None:
             return None
-        bounds = []
-        for spec, default in zip(specs, (first, last)):
-            if spec is None:
-                bounds.append(default)
-            else:
-                ns, from_end = spec
-                bounds.append(last - ns if from_end else first + ns)
-        if bounds[0] > bounds[1]:
-            raise ProfileError("empty time range: --from is after --to")
-        return bounds[0], bounds[1]
+        return profiles.resolve_bounds(first, last, t_from, t_to)
 
     def _frames(self, ids):
         out = {}

@@ -47,7 +47,7 @@ def run(args):
         while args.watch is not None:
             time.sleep(args.watch)
             paths, _ = cli._fetch_remote(args.paths)
-            status = fleet_load.run_load(target, paths, args.workers, shard) or status
+            status = fleet_load.run_load(target, paths, args.workers, shard, quiet_if_none=True) or status
         return 1 if (status or errors) else 0
     except fleet_db.FleetError as e:
         cli.err(str(e))
