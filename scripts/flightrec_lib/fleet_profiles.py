@@ -47,6 +47,10 @@ class FleetTrace:
         self.notes = []
         self.skipped = 0
         self.g = "GLOBAL " if target.cluster else ""
+        if not self.conn.execute("SELECT count() FROM system.tables WHERE database = %(db)s AND name = 'segments'",
+                                 {"db": target.database})[0][0]:
+            raise fleet_db.FleetError("no flightrec tables in database %s of %s: load segments first "
+                                      "(flightrec-dump load --clickhouse URL PATH)" % (target.database, target.shown))
         self.live = "(SELECT argMin(load_id, loaded_ns) FROM %s GROUP BY seg_name, crc_head, crc_tail)" % (
             target.table("segments"))
         rows = self.conn.execute(

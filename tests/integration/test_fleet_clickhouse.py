@@ -208,6 +208,8 @@ def test_workers_and_shards_split_the_load(traces, tmp_path):
     fr, d = traces
     with clickhouse_server.ClickHouseServers(1) as servers:
         url = servers.url(0)
+        empty = dump(fr, "top", "--clickhouse", servers.url(0, database="empty"))
+        assert empty.returncode == 4 and b"load segments first" in empty.stderr, empty.stderr
         for i in range(3):
             r = dump(fr, "load", "--clickhouse", url, "--shard", "%d/3" % i, "--workers", "2", d)
             assert r.returncode == 0, r.stderr
