@@ -56,7 +56,6 @@ def main():
     args = ap.parse_args()
     tmp = args.keep or tempfile.mkdtemp(prefix="flightrec-fleet-")
     fleet = os.path.join(tmp, "fleet")
-    rows = []
     try:
         t = time.monotonic()
         if not os.path.isdir(fleet):

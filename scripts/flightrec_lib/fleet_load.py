@@ -72,7 +72,7 @@ class Loader:
     """Buffers rows column by column (clickhouse-driver's columnar inserts:
     a column of a batch goes in as one list), inserts every BATCH_ROWS."""
 
-    def __init__(self, conn, quiet=False):
+    def __init__(self, conn):
         self.conn = conn
         self.columns = {name: _column_names(cols) for name, cols, _, _, _ in fleet_db.TABLES}
         self.buf = {name: [[] for _ in cols] for name, cols in self.columns.items()}
