@@ -29,6 +29,16 @@ def available():
     return importlib.util.find_spec("clickhouse_driver") is not None
 
 
+def _die_with_parent():
+    """preexec_fn: the server gets SIGKILL if the test process dies without
+    stopping it (a killed pytest must not leave servers on a shared machine)."""
+    import ctypes
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -117,7 +127,8 @@ class ClickHouseServers:
                 log = open(os.path.join(d, "stdout.log"), "w")
                 self.procs.append(subprocess.Popen(
                     [SERVER, "--config-file=" + os.path.join(d, "config.xml")], cwd=d,
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                    preexec_fn=_die_with_parent))
                 log.close()
             for i in range(self.n):
                 self.wait_ready(i)
@@ -176,7 +187,8 @@ class ClickHouseServers:
         log = open(os.path.join(d, "stdout.log"), "a")
         self.procs[i] = subprocess.Popen(
             [SERVER, "--config-file=" + os.path.join(d, "config.xml")], cwd=d,
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=_die_with_parent)
         log.close()
         self.wait_ready(i)
 

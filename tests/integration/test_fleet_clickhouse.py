@@ -129,6 +129,7 @@ def _same_files(fr, d, url, tmp_path, cluster=None):
         assert ba == bb, (cmd, args, ba[at - 200:at + 200], bb[at - 200:at + 200])
 
 
+@pytest.mark.slow  # ~40 report runs (100 s on a busy machine); the faster tests below compare a few reports each
 def test_reports_from_clickhouse_equal_the_files(traces, tmp_path):
     fr, d = traces
     with clickhouse_server.ClickHouseServers(1, password=PASSWORD) as servers:
