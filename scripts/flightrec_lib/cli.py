@@ -15,6 +15,7 @@ import sys
 import traceback
 
 from . import progress, selection
+from .fleet_db import FleetError
 from .trace import Trace
 
 PROG = "flightrec-dump"
@@ -92,9 +93,15 @@ def err_file(path, message):
 def add_paths_argument(parser):
     """PATH... plus the options every report takes (selection.py: --pid,
     --service, --host, --full-names)."""
-    parser.add_argument("paths", nargs="+", metavar="PATH",
+    parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="segment files (*.seg, *.active), directories holding them, or s3://bucket/prefix")
     selection.add_arguments(parser)
+    group = parser.add_argument_group("fleet (docs/FLEET.md)")
+    group.add_argument("--clickhouse", metavar="URL",
+                       help="read the segments loaded into ClickHouse (flightrec-dump load) instead of PATHs: "
+                            "clickhouse://[user[:password]@]host[:port][/database]")
+    group.add_argument("--cluster", metavar="NAME",
+                       help="with --clickhouse: query the Distributed tables over cluster NAME")
     parser.add_argument("--incident", type=int, metavar="N",
                         help="only incident N (as `info` numbers them): its process's segments around it")
 
@@ -136,10 +143,25 @@ def _fetch_remote(paths):
     return local, errors
 
 
+# --clickhouse of the command being run (a fleet_db.Target; main sets it):
+# open_trace then returns the fleet database (fleet_profiles.FleetTrace).
+_fleet = None
+_command = None
+
+
 def open_trace(paths):
     """Opens a Trace and reports, one stderr line per file, what could not be
     read: missing/unreadable files, non-segments, damaged blocks. Paths may
     also be s3://bucket/prefix URLs (segments the uploader shipped)."""
+    if _fleet is not None:
+        from . import fleet_profiles
+        if _incident is not None:
+            raise UsageError("--incident is not available with --clickhouse yet")
+        trace = fleet_profiles.FleetTrace(_fleet, _selection)
+        trace.merge_threads = _command in fleet_profiles.PATH_ONLY_COMMANDS
+        if _selection and not trace.segments and trace.skipped:
+            err("no segments match %s (%d processes skipped)" % (_selection.describe(), trace.skipped))
+        return trace
     local, remote_errors = _fetch_remote(paths)
     trace = SelectedTrace(local, _selection)
     trace.errors[:0] = remote_errors
@@ -258,11 +280,17 @@ def main(argv=None):
         if not getattr(args, "func", None):
             parser.print_help(sys.stderr)
             return 2
-        global _selection
+        global _selection, _fleet
         try:
             _selection = selection.apply_args(args)
         except selection.SelectionError as e:
             raise UsageError(str(e)) from None
+        global _command
+        _command = args.command
+        _apply_since(args)
+        _fleet = None
+        if hasattr(args, "paths") and hasattr(args, "clickhouse") and args.command != "load":
+            _fleet = _fleet_target(args)
         saved = sys.stdout
         sys.stdout = EscapingStream(saved, bool(getattr(args, "json", False)))
         try:
@@ -274,6 +302,9 @@ def main(argv=None):
     except UsageError as e:
         err(str(e))
         return 2
+    except FleetError as e:  # --clickhouse: server down, query refused (one line, no credentials)
+        err(str(e))
+        return 4
     except BrokenPipeError:
         # The reader went away (| head): not an error. Point stdout at
         # /dev/null so the interpreter's final flush does not fail again.
@@ -292,6 +323,45 @@ def main(argv=None):
             traceback.print_exc()
         err("internal error: %s: %s (set FLIGHTREC_DUMP_DEBUG=1 for details)" % (type(e).__name__, e))
         return 3
+
+
+def _apply_since(args):
+    """--since DURATION: --from at now minus DURATION (an absolute time)."""
+    since = getattr(args, "since", None)
+    if since is None:
+        return
+    if getattr(args, "t_from", None) is not None:
+        raise UsageError("give --since or --from, not both")
+    import time
+    from . import profiles
+    try:
+        ns, from_end = profiles.parse_time(since)
+    except profiles.ProfileError as e:
+        raise UsageError(str(e)) from None
+    if from_end or ns <= 0:
+        raise UsageError("--since takes a positive duration, e.g. 30m, 2h, 1d")
+    t = time.time_ns() - ns
+    args.t_from = "%s.%09dZ" % (time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t // 10 ** 9)), t % 10 ** 9)
+
+
+def _fleet_target(args):
+    """The fleet_db.Target of --clickhouse (None without it); PATHs are
+    required without it and refused with it."""
+    if args.clickhouse is None:
+        if args.cluster:
+            raise UsageError("--cluster needs --clickhouse URL")
+        if not args.paths:
+            raise UsageError("%s: give segment PATHs (or --clickhouse URL)" % args.command)
+        return None
+    if args.paths:
+        raise UsageError("give either PATHs or --clickhouse URL, not both")
+    from . import fleet_db
+    try:
+        target = fleet_db.Target(args.clickhouse, args.cluster)
+    except fleet_db.FleetError as e:
+        raise UsageError(str(e)) from None
+    args.paths = [target.shown]
+    return target
 
 
 # ---- small formatting helpers shared by subcommands

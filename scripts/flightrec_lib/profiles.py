@@ -300,8 +300,52 @@ UNATTRIBUTED_EVENTS = {"alloc": ("alloc.unattributed", ["time", "tid", "samples"
 _UNATTRIBUTED_FIELDS = {name: fields for name, fields in UNATTRIBUTED_EVENTS.values()}
 _FLOAT_FIELDS = {"alloc.unattributed": ("bytes", "count")}
 
-_TIME_RE = re.compile(r"^(-?)(\d+(?:\.\d*)?|\.\d+)(ns|us|ms|s|m)?$")
-_TIME_UNITS = {"ns": 1, "us": 1000, "ms": 10 ** 6, "s": 10 ** 9, "m": 60 * 10 ** 9}
+_TIME_RE = re.compile(r"^(-?)(\d+(?:\.\d*)?|\.\d+)(ns|us|ms|s|m|h|d)?$")
+_TIME_UNITS = {"ns": 1, "us": 1000, "ms": 10 ** 6, "s": 10 ** 9, "m": 60 * 10 ** 9, "h": 3600 * 10 ** 9,
+               "d": 86400 * 10 ** 9}
+_ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?(Z|[+-]\d{2}:?\d{2})?$")
+
+
+def parse_iso(text):
+    """Wall-clock ns of an ISO 8601 time (UTC unless it names an offset), or
+    None if text is not one."""
+    import datetime
+    text = (text or "").strip()
+    m = _ISO_RE.match(text)
+    if not m:
+        return None
+    frac = m.group(3) or ""
+    base = text.replace(frac, "", 1) if frac else text
+    try:
+        dt = datetime.datetime.fromisoformat(base.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=datetime.timezone.utc)
+    ns = int(dt.timestamp()) * 10 ** 9
+    if frac:
+        ns += int((frac[1:] + "000000000")[:9])
+    return ns
+
+
+def resolve_bounds(first, last, t_from, t_to):
+    """(lo, hi) wall-clock ns of --from/--to against a trace's first and last
+    event: relative (seconds, 250ms, 2h; negative from the end) or absolute
+    (ISO 8601: 2026-12-04T16:41:22.5Z, UTC unless an offset is given)."""
+    bounds = []
+    for spec, default in zip((t_from, t_to), (first, last)):
+        if spec is None:
+            bounds.append(default)
+            continue
+        absolute = parse_iso(spec)
+        if absolute is not None:
+            bounds.append(absolute)
+            continue
+        ns, from_end = parse_time(spec)
+        bounds.append(last - ns if from_end else first + ns)
+    if bounds[0] > bounds[1]:
+        raise ProfileError("empty time range: --from is after --to")
+    return bounds[0], bounds[1]
 
 
 def parse_time(text):
@@ -309,7 +353,8 @@ def parse_time(text):
     a leading minus counts from the end of the trace."""
     m = _TIME_RE.match(text.strip()) if text is not None else None
     if not m:
-        raise ProfileError("bad time %r: use a number of seconds or e.g. 250ms, 1.5s, -10s" % (text,))
+        raise ProfileError("bad time %r: use a number of seconds or e.g. 250ms, 1.5s, -10s, 2h, "
+                           "or an ISO time (2026-12-04T16:41:22Z)" % (text,))
     ns = int(round(float(m.group(2)) * _TIME_UNITS[m.group(3) or "s"]))
     return ns, m.group(1) == "-"
 
@@ -324,12 +369,16 @@ def add_arguments(parser, kinds=tuple(KINDS), default="cpu", kind=True, endpoint
                         help="only thread T: a tid, or a thread name (shell wildcards allowed)")
     parser.add_argument("--from", dest="t_from", metavar="TIME",
                         help="start of the time range, from the start of the trace "
-                             "(seconds, or 250ms, 1.5s; negative counts from the end)")
+                             "(seconds, or 250ms, 1.5s, 2h; negative counts from the end), "
+                             "or an ISO time (2026-12-04T16:41:22Z)")
     parser.add_argument("--to", dest="t_to", metavar="TIME", help="end of the time range (as --from)")
     if endpoint:  # (otlp has an --endpoint of its own: the collector)
         parser.add_argument("--endpoint", metavar="E",
                             help="only samples taken on a request's handling thread while a request of endpoint "
                                  "E was in flight (shell wildcards: 'GET /api/*'; docs/REQUESTS.md)")
+    parser.add_argument("--since", metavar="DURATION",
+                        help="only the last DURATION before now (e.g. 30m, 2h, 1d; wall clock): "
+                             "--from at now minus DURATION")
     cli.add_paths_argument(parser)
 
 
@@ -417,7 +466,9 @@ def _time_bounds(trace, t_from, t_to):
     against the trace's first and last event."""
     if t_from is None and t_to is None:
         return None
-    specs = [None if t is None else parse_time(t) for t in (t_from, t_to)]  # bad specs fail first
+    for t in (t_from, t_to):  # bad specs fail first
+        if t is not None and parse_iso(t) is None:
+            parse_time(t)
     first = last = None
     for seg in trace.segments:
         lo, hi = seg.time_range()
@@ -428,16 +479,7 @@ def _time_bounds(trace, t_from, t_to):
         last = b if last is None or b > last else last
     if first is None:
         return None
-    bounds = []
-    for spec, default in zip(specs, (first, last)):
-        if spec is None:
-            bounds.append(default)
-        else:
-            ns, from_end = spec
-            bounds.append(last - ns if from_end else first + ns)
-    if bounds[0] > bounds[1]:
-        raise ProfileError("empty time range: --from is after --to")
-    return bounds[0], bounds[1]
+    return resolve_bounds(first, last, t_from, t_to)
 
 
 # Type codes the reports accept for the fields they read: a stack field must
@@ -687,6 +729,10 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
     (OTLP); memory then grows with the events, not only the stacks.
     endpoint: a shell pattern; only samples inside the windows of requests of
     a matching endpoint on their handling thread (endpoint_windows)."""
+    if getattr(trace, "fleet", False):  # --clickhouse: aggregated in the database (fleet_profiles.py)
+        if endpoint:
+            raise ProfileError("--endpoint is not available with --clickhouse yet (docs/FLEET.md)")
+        return trace.build_profile(kind, thread=thread, t_from=t_from, t_to=t_to)
     if kind not in KINDS:
         raise ProfileError("unknown profile kind %r (kinds: %s)" % (kind, ", ".join(KINDS)))
     prof = Profile(kind)

@@ -1,0 +1,223 @@
+"""fleet_db: the connection to a ClickHouse server holding a fleet's traces
+(issue 42, docs/FLEET.md) and the schema it holds: URL parsing (credentials
+never shown), name validation, one clear error line for a server that is
+down or refuses a query, and the CREATE TABLE statements (local tables, and
+with --cluster the same tables on every shard plus Distributed tables over
+them).
+
+Values never go into SQL as text: queries take %(name)s parameters, which
+clickhouse-driver sends as escaped literals; only validated identifiers
+(database, cluster, table names) are formatted into statements.
+
+Works with Debian's ClickHouse 18.16 and current releases: no DateTime64 (times
+are Int64 nanoseconds since the epoch), no LowCardinality (experimental in
+18.16), the MergeTree `PARTITION BY ... ORDER BY ...` syntax of both."""
+import re
+import urllib.parse
+import zlib
+
+DEFAULT_PORT = 9000
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+# Tables, in the order they are created. Each: (name, columns, engine, order by).
+_COMMON = """load_id UInt64, proc_id UInt64, host String, service String, pid UInt32"""
+_DAY = "day Date DEFAULT toDate(toDateTime(intDiv(time, 1000000000)))"
+TABLES = [
+    ("segments", """seg_name String, crc_head UInt32, crc_tail UInt32, size UInt64, load_id UInt64,
+        proc_id UInt64, host String, service String, pid UInt32, sequence UInt64, state String,
+        first_ns Int64, last_ns Int64, events UInt64, loaded_ns Int64, problems UInt32,
+        day Date DEFAULT toDate(toDateTime(intDiv(first_ns, 1000000000)))""",
+     "MergeTree", "day", "(seg_name, crc_head, crc_tail)"),
+    ("processes", _COMMON + """, time Int64, exe String, names Array(String), values Array(String), """ + _DAY,
+     "MergeTree", "day", "(service, host, pid)"),
+    ("threads", _COMMON + """, time Int64, tid UInt32, type String, name String, """ + _DAY,
+     "MergeTree", "day", "(service, host, pid, time)"),
+    ("stacks", """stack_id UInt64, depth UInt16, frames Nested(function String, short String, file String,
+        line UInt32, module String, build_id String, address UInt64, map_start UInt64, map_end UInt64,
+        map_offset UInt64, mapped UInt8, inlined UInt8)""",
+     "ReplacingMergeTree", None, "stack_id"),
+    # kind: 1 cpu, 2 offcpu, 3 alloc (KIND_CODES). stack_id 0: no stack; 1: the
+    # unattributed pseudo-frame (samples dropped in the recorder's rings; cpu
+    # weight 0, weighed by the period at query time). request_id, endpoint,
+    # trace_id: the request a sample fell in (defaults until issue 41 lands).
+    ("samples", _COMMON + """, time Int64, tid UInt32, kind UInt8, samples UInt32, weight Float64,
+        objects Float64, stack_id UInt64, period UInt64, address UInt64, size UInt64,
+        request_id UInt64 DEFAULT 0, endpoint String DEFAULT '', trace_id String DEFAULT '', """ + _DAY,
+     "MergeTree", "day", "(kind, service, host, time)"),
+    ("frees", _COMMON + """, time Int64, tid UInt32, address UInt64, """ + _DAY,
+     "MergeTree", "day", "(service, host, pid, time)"),
+    # Every other event (sockets, exchanges, crashes, incidents, counters), field by field as text.
+    ("events", _COMMON + """, time Int64, tid UInt32, type String, names Array(String), values Array(String),
+        endpoint String DEFAULT '', trace_id String DEFAULT '', """ + _DAY,
+     "MergeTree", "day", "(type, service, host, time)"),
+]
+KIND_CODES = {"cpu": 1, "offcpu": 2, "alloc": 3}
+TABLE_NAMES = [t[0] for t in TABLES]
+
+
+class FleetError(Exception):
+    """One clear line for the user (bad URL, server down, query refused)."""
+
+
+def check_name(name, what):
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise FleetError("bad %s name %r: use letters, digits and _ (at most 63, not starting with a digit)" % (
+            what, name))
+    return name
+
+
+class Target:
+    """A parsed --clickhouse URL: clickhouse://[user[:password]@]host[:port][/database]."""
+
+    def __init__(self, url, cluster=None):
+        try:
+            u = urllib.parse.urlsplit(url)
+            port = u.port
+        except ValueError as e:
+            raise FleetError("bad --clickhouse URL %s: %s" % (redact(url), e)) from None
+        if u.scheme not in ("clickhouse", "tcp") or not u.hostname:
+            raise FleetError("bad --clickhouse URL %s: use clickhouse://[user[:password]@]host[:port][/database]"
+                             % redact(url))
+        self.host = u.hostname
+        self.port = port or DEFAULT_PORT
+        self.user = urllib.parse.unquote(u.username) if u.username else "default"
+        self.password = urllib.parse.unquote(u.password) if u.password else ""
+        db = u.path.strip("/") or "default"
+        self.database = check_name(db, "database")
+        self.cluster = check_name(cluster, "cluster") if cluster else None
+        self.shown = redact(url)
+
+    def table(self, name, local=False):
+        """The table a query reads or an insert writes: with a cluster, the
+        Distributed table (name) unless local (name_local)."""
+        assert name in TABLE_NAMES
+        if self.cluster and local:
+            return "%s.%s_local" % (self.database, name)
+        return "%s.%s" % (self.database, name)
+
+
+def redact(url):
+    """The URL with any password (and user) left out, for messages."""
+    try:
+        u = urllib.parse.urlsplit(url)
+        if u.username is None and u.password is None:
+            return url
+        host = u.hostname or ""
+        if u.port:
+            host = "%s:%d" % (host, u.port)
+        return urllib.parse.urlunsplit((u.scheme, "***@" + host, u.path, "", ""))
+    except ValueError:
+        return "<the --clickhouse URL>"
+
+
+class Connection:
+    """A client with errors turned into FleetError (one line, no credentials)."""
+
+    def __init__(self, target, timeout=300):
+        try:
+            from clickhouse_driver import Client
+        except ImportError:
+            raise FleetError("--clickhouse needs the Python ClickHouse driver (Debian: python3-clickhouse-driver)") \
+                from None
+        # The driver logs each failed connection attempt with a traceback; the
+        # failure reaches the user once, as FleetError's line.
+        import logging
+        logging.getLogger("clickhouse_driver").addHandler(logging.NullHandler())
+        logging.getLogger("clickhouse_driver").propagate = False
+        self.target = target
+        settings = {"max_block_size": 65536}
+        if target.cluster:
+            # Inserts through a Distributed table return once every shard has its
+            # rows, so a load that ends has loaded (and the ledger follows the data).
+            settings["insert_distributed_sync"] = 1
+        self.client = Client(target.host, port=target.port, user=target.user, password=target.password,
+                             database="default", connect_timeout=10, send_receive_timeout=timeout,
+                             sync_request_timeout=10, settings=settings)
+
+    def execute(self, sql, params=None, **kw):
+        try:
+            return self.client.execute(sql, params, **kw)
+        except Exception as e:
+            raise FleetError(_describe(self.target, e)) from None
+
+    def execute_iter(self, sql, params=None):
+        try:
+            yield from self.client.execute_iter(sql, params, settings={"max_block_size": 65536})
+        except FleetError:
+            raise
+        except Exception as e:
+            raise FleetError(_describe(self.target, e)) from None
+
+    def close(self):
+        try:
+            self.client.disconnect()
+        except Exception:
+            pass
+
+
+def _describe(target, e):
+    name = type(e).__name__
+    text = str(e).strip().splitlines()
+    first = text[0] if text else name
+    if len(text) > 1 and first.startswith("Code:"):
+        first = "%s %s" % (first, text[1])
+    first = first.split(". Stack trace")[0]
+    if name in ("NetworkError", "SocketTimeoutError", "ConnectionRefusedError", "OSError", "EOFError") or \
+            "Connection refused" in first or "timed out" in first:
+        return "ClickHouse server %s:%d unreachable or not answering: %s" % (target.host, target.port, first)
+    if target.password:
+        first = first.replace(target.password, "***")
+    return "ClickHouse %s:%d: %s" % (target.host, target.port, first)
+
+
+def _create(name, columns, engine, partition, order, table, on_cluster=""):
+    part = " PARTITION BY %s" % partition if partition else ""
+    return "CREATE TABLE IF NOT EXISTS %s%s (%s) ENGINE = %s()%s ORDER BY %s" % (
+        table, on_cluster, " ".join(columns.split()), engine, part, order)
+
+
+def create_schema(conn):
+    """Creates the database and tables if missing (on every shard with a cluster)."""
+    t = conn.target
+    if not t.cluster:
+        conn.execute("CREATE DATABASE IF NOT EXISTS %s" % t.database)
+        for name, cols, engine, part, order in TABLES:
+            conn.execute(_create(name, cols, engine, part, order, t.table(name)))
+        return
+    # 18.16 has ON CLUSTER only with ZooKeeper (distributed DDL): connect to each
+    # shard in turn instead (they are listed in system.clusters).
+    shards = conn.execute("SELECT host_address, port FROM system.clusters WHERE cluster = %(c)s",
+                          {"c": t.cluster})
+    if not shards:
+        raise FleetError("no cluster %r in the server's remote_servers" % t.cluster)
+    # Local tables on every shard, and the Distributed tables over them on
+    # every shard too, so any server of the cluster answers the reports.
+    for host, port in shards:
+        sub = Target.__new__(Target)
+        sub.__dict__.update(t.__dict__)
+        sub.host, sub.port = host, port
+        c = Connection(sub)
+        try:
+            c.execute("CREATE DATABASE IF NOT EXISTS %s" % t.database)
+            for name, cols, engine, part, order in TABLES:
+                c.execute(_create(name, cols, engine, part, order, t.table(name, local=True)))
+            for name, cols, engine, part, order in TABLES:
+                key = "cityHash64(seg_name)" if name == "segments" else (
+                    "stack_id" if name == "stacks" else "rand()")
+                c.execute("CREATE TABLE IF NOT EXISTS %s AS %s ENGINE = Distributed(%s, %s, %s_local, %s)" % (
+                    t.table(name), t.table(name, local=True), t.cluster, t.database, name, key))
+        finally:
+            c.close()
+
+
+def shard_of(name, n):
+    """Which of n shards (--shard I/N) a segment name belongs to: stable across machines."""
+    return zlib.crc32(name.encode("utf-8", "surrogateescape")) % n
+
+
+def proc_id(host, service, pid):
+    """The 64-bit id of a process (host, service, pid) used to filter by process."""
+    import hashlib
+    h = hashlib.blake2b(("%s\0%s\0%d" % (host or "", service or "", pid or 0)).encode("utf-8", "surrogateescape"),
+                        digest_size=8).digest()
+    return int.from_bytes(h, "little") >> 1

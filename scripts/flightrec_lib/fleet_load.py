@@ -1,0 +1,422 @@
+"""fleet_load: loads segments into ClickHouse (`flightrec-dump load
+--clickhouse URL PATH`, issue 42; schema in fleet_db.py and docs/FLEET.md).
+
+Idempotent without coordination: every segment is keyed by its file name and
+two CRC-32Cs (of its first and last 64 KiB; a sealed segment never changes).
+Its rows are written under a fresh random load_id, and only once all of them
+are in does a ledger row (table `segments`) name that load_id. Reports read
+only rows whose load_id the ledger names (the first ledger row of a segment
+wins), so a load killed halfway leaves rows nobody reads, and running the
+command again loads the segment under a new load_id: no duplicates.
+
+Streaming: rows are buffered up to BATCH_ROWS over all tables and inserted
+in batches; a segment's ledger row goes in only after the batch holding its
+last rows. Memory is the buffer plus one segment's decoded tables.
+
+Parallel: --workers N forks N loaders over the list (segment i goes to worker
+i mod N); --shard I/N keeps the segments whose name hashes to I, so N
+machines split one prefix with no coordination. `.active` files are skipped
+(not sealed yet); a segment that cannot be read is reported and skipped."""
+import hashlib
+import os
+import random
+import sys
+import time
+
+from . import cli, fleet_db, names, profiles, progress, segment
+from .crc32c import crc32c
+
+BATCH_ROWS = 100000
+CRC_SPAN = 64 << 10
+PROCESS_TYPES = {"process.start"}
+THREAD_TYPES = {"thread.start", "thread.name", "thread.end"}
+STACK_NONE, STACK_UNATTRIBUTED = 0, 1
+UNATTRIBUTED_BY_NAME = {name: kind for kind, (name, _) in profiles.UNATTRIBUTED_EVENTS.items()}
+
+
+def segment_key(path):
+    """(name, crc of the first CRC_SPAN bytes, crc of the last, size)."""
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        head = f.read(CRC_SPAN)
+        if st.st_size > CRC_SPAN:
+            f.seek(max(CRC_SPAN, st.st_size - CRC_SPAN))
+            tail = f.read(CRC_SPAN)
+        else:
+            tail = b""
+    return os.path.basename(path), crc32c(head), crc32c(tail), st.st_size
+
+
+def _frame_key(f):
+    m = f["mapping"]
+    return (f["function"], f["file"], f["line"], f["address"], f["inlined"],
+            None if m is None else (m["path"], m["build_id"], m["start"], m["end"], m["offset"]))
+
+
+def stack_id(frames):
+    """Content address of a stack (2 and up; 0 and 1 are reserved)."""
+    h = hashlib.blake2b(repr([_frame_key(f) for f in frames]).encode("utf-8", "surrogateescape"),
+                        digest_size=8).digest()
+    return (int.from_bytes(h, "little") >> 1) | 2
+
+
+def _text(v):
+    if isinstance(v, list):  # a stack: its leaf function
+        return v[0].get("function") or "" if v else ""
+    if isinstance(v, (bytes, bytearray)):
+        return v.hex()
+    return str(v)
+
+
+class Loader:
+    """Buffers rows column by column (clickhouse-driver's columnar inserts:
+    a column of a batch goes in as one list), inserts every BATCH_ROWS."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.columns = {name: _column_names(cols) for name, cols, _, _, _ in fleet_db.TABLES}
+        self.buf = {name: [[] for _ in cols] for name, cols in self.columns.items()}
+        self.nrows = 0
+        self.pending_ledger = []
+        self.stacks_sent = set()
+        self.loaded = self.events = self.rows = 0
+        self.failed = []
+
+    # -- buffering
+
+    def _add(self, table, row):
+        for col, v in zip(self.buf[table], row):
+            col.append(v)
+        self.nrows += 1
+
+    def _extend(self, table, cols, n):
+        """cols: per column a list of n values, or one value for all n rows."""
+        for col, v in zip(self.buf[table], cols):
+            if isinstance(v, list):
+                col.extend(v)
+            else:
+                col.extend([v] * n)
+        self.nrows += n
+
+    def flush(self):
+        t = self.conn.target
+        for name, _, _, _, _ in fleet_db.TABLES:
+            cols = self.buf[name]
+            if not cols[0] or name == "segments":
+                continue
+            self.conn.execute("INSERT INTO %s (%s) VALUES" % (t.table(name), ", ".join(self.columns[name])), cols,
+                              columnar=True)
+            self.rows += len(cols[0])
+            self.buf[name] = [[] for _ in cols]
+        if self.pending_ledger:
+            self.conn.execute("INSERT INTO %s (%s) VALUES" % (t.table("segments"), ", ".join(self.columns["segments"])),
+                              self.pending_ledger)
+            self.pending_ledger = []
+        self.nrows = 0
+
+    # -- one segment
+
+    def load(self, path, key):
+        try:
+            seg = segment.read_segment(path, follow=False)
+        except (segment.SegmentError, OSError, MemoryError) as e:
+            self.failed.append((path, str(e)))
+            return False
+        h = seg.header
+        host, service, pid = h.get("host") or "", h.get("service") or "", h.get("pid") or 0
+        pkey = fleet_db.proc_id(host, service, pid)
+        load_id = random.getrandbits(63) | 1
+        lo, hi = seg.time_range()
+        first = seg.wall_ns(lo) if lo is not None else h["anchor_realtime_ns"]
+        last = seg.wall_ns(hi) if hi is not None else first
+        base = (load_id, pkey, host, service, pid)
+        shift = h["anchor_realtime_ns"] - h["anchor_monotonic_ns"]
+        problems = set()
+        sids = {}
+
+        def sid_of(s):
+            v = sids.get(s)
+            if v is None:
+                frames = seg.frames(s)
+                if not frames:
+                    v = STACK_NONE
+                else:
+                    v = stack_id(frames)
+                    if v not in self.stacks_sent:
+                        self.stacks_sent.add(v)
+                        self._add("stacks", _stack_row(v, frames))
+                sids[s] = v
+            return v
+
+        nevents = 0
+        for batch in seg.batches:
+            name = batch.type.name
+            nevents += batch.count
+            if name in ("cpu.sample", "offcpu.sample", "alloc.sample"):
+                self._samples(batch, base, shift, sid_of, sids, problems)
+            elif name in UNATTRIBUTED_BY_NAME:
+                self._unattributed(batch, base, shift, problems)
+            elif name == "alloc.free":
+                cols = profiles.select_columns(batch, ["time", "tid", "address"], problems)
+                if cols is not None:
+                    n = len(cols["time"])
+                    self._extend("frees", list(base) + [[t + shift for t in cols["time"]], list(cols["tid"]),
+                                                        list(cols["address"])], n)
+            else:
+                self._generic(seg, batch, base, shift)
+            if self.nrows >= BATCH_ROWS:
+                self.flush()
+        self.pending_ledger.append((key[0], key[1], key[2], key[3], load_id, pkey, host, service,
+                                    pid, h.get("sequence") or 0, seg.state, first, last, nevents,
+                                    time.time_ns(), len(problems) + seg.bad_blocks))
+        for p, message in sorted(problems):
+            cli.err_file(p, message)
+        if seg.bad_blocks:
+            cli.err_file(path, "%d damaged block(s) skipped; the rest was loaded" % seg.bad_blocks)
+        self.loaded += 1
+        self.events += nevents
+        return True
+
+    def _samples(self, batch, base, shift, sid_of, sids, problems):
+        kind = {"cpu.sample": 1, "offcpu.sample": 2, "alloc.sample": 3}[batch.type.name]
+        if kind == 3:
+            cols = profiles.select_columns(batch, ["time", "tid", "stack", "address", "size", "sample_bytes"],
+                                           problems)
+            if cols is None:
+                return
+            weigh = {}
+            for sr in set(zip(cols["size"], cols["sample_bytes"])):
+                weigh[sr] = profiles.alloc_weight(*sr)
+            wc = list(map(weigh.__getitem__, zip(cols["size"], cols["sample_bytes"])))
+            n = len(wc)
+            self._extend("samples", list(base) + [
+                [t + shift for t in cols["time"]], list(cols["tid"]), kind, 1, [w for w, _ in wc], [c for _, c in wc],
+                _map_stacks(sid_of, sids, cols["stack"]), list(cols["sample_bytes"]), list(cols["address"]),
+                list(cols["size"])], n)
+            return
+        field = "period_ns" if kind == 1 else "duration_ns"
+        cols = profiles.select_columns(batch, ["time", "tid", "stack", field], problems)
+        if cols is None:
+            return
+        weights = cols[field]
+        if kind == 2 and "weight" in batch.type.field_names:
+            wcol = profiles.select_columns(batch, ["weight"], problems)
+            if wcol is not None and any(m != 1 for m in wcol["weight"]):
+                weights = [d * max(m, 1) for d, m in zip(weights, wcol["weight"])]
+        n = len(weights)
+        self._extend("samples", list(base) + [
+            [t + shift for t in cols["time"]], list(cols["tid"]), kind, 1, list(map(float, weights)), 0.0,
+            _map_stacks(sid_of, sids, cols["stack"]), list(weights) if kind == 1 else 0, 0, 0], n)
+
+    def _unattributed(self, batch, base, shift, problems):
+        kind = fleet_db.KIND_CODES[UNATTRIBUTED_BY_NAME[batch.type.name]]
+        for t, tid, n, b, c in profiles.unattributed_rows(batch, problems, None, None, None):
+            # cpu: weight 0 here, n x the profile's period at query time (as the file reader).
+            self._add("samples", base + (t + shift, tid, kind, n, 0.0 if kind == 1 else float(b),
+                                         float(c), STACK_UNATTRIBUTED, 0, 0, 0))
+
+    def _generic(self, seg, batch, base, shift):
+        cols = seg.resolved_columns(batch)
+        if cols is None:
+            return
+        name = batch.type.name
+        fields = segment.row_field_names(batch.type)
+        ti = fields.index("time") if "time" in fields else None
+        di = fields.index("tid") if "tid" in fields else None
+        if name in THREAD_TYPES:
+            ni = fields.index("name") if "name" in fields else None
+            for row in zip(*cols):
+                tid = row[di] if di is not None else 0
+                if not isinstance(tid, int):
+                    continue
+                nm = row[ni] if ni is not None and isinstance(row[ni], str) else ""
+                self._add("threads", base + ((row[ti] + shift) if ti is not None else 0, tid, name, nm))
+            return
+        if name in PROCESS_TYPES:
+            ei = fields.index("exe") if "exe" in fields else None
+            for row in zip(*cols):
+                self._add("processes", base + ((row[ti] + shift) if ti is not None else 0,
+                                               str(row[ei]) if ei is not None else "",
+                                               list(fields), [_text(v) for v in row]))
+            return
+        rest = [i for i, f in enumerate(fields) if f not in ("time", "tid")]
+        rest_names = [fields[i] for i in rest]
+        for row in zip(*cols):
+            tid = row[di] if di is not None and isinstance(row[di], int) else 0
+            self._add("events", base + ((row[ti] + shift) if ti is not None else 0, tid & 0xffffffff, name,
+                                        rest_names, [_text(row[i]) for i in rest]))
+
+
+def _map_stacks(sid_of, sids, column):
+    """The content ids of a column of segment stack ids: each distinct id
+    resolved once (sid_of), then a C-speed lookup per event."""
+    for s in set(column).difference(sids):
+        sid_of(s)
+    return list(map(sids.__getitem__, column))
+
+
+def _column_names(cols):
+    out, depth, cur = [], 0, ""
+    for ch in cols:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    names_ = []
+    for c in out:
+        c = c.strip()
+        if " DEFAULT " in c:  # filled by the server
+            continue
+        n = c.split()[0]
+        if c.split()[1].startswith("Nested"):
+            inner = c[c.index("(") + 1:c.rindex(")")]
+            names_.extend("%s.%s" % (n, p.strip().split()[0]) for p in inner.split(","))
+        else:
+            names_.append(n)
+    return names_
+
+
+def _stack_row(sid, frames):
+    cols = ([], [], [], [], [], [], [], [], [], [], [], [])
+    for f in frames:
+        m = f["mapping"]
+        fn = f["function"] or ""
+        vals = (fn, names.simplify(fn) if fn else "", f["file"] or "", f["line"] or 0,
+                (m["path"] or "") if m else "", (m["build_id"] or "") if m else "", f["address"] or 0,
+                m["start"] if m else 0, m["end"] if m else 0, m["offset"] if m else 0, 1 if m else 0,
+                1 if f["inlined"] else 0)
+        for c, v in zip(cols, vals):
+            c.append(v)
+    return (sid, len(frames)) + cols
+
+
+def candidates(paths, shard=None):
+    """Segment files under the paths (sorted), .active left out; with
+    shard=(I, N) only those whose name hashes to I."""
+    found, skipped_active, missing = [], 0, []
+    for p in paths:
+        if os.path.isdir(p):
+            for root, dirs, files in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for f in sorted(files):
+                    if f.endswith(".active"):
+                        skipped_active += 1
+                    elif segment.is_segment_name(f):
+                        found.append(os.path.join(root, f))
+        elif os.path.isfile(p):
+            if p.endswith(".active"):
+                skipped_active += 1
+            else:
+                found.append(p)
+        else:
+            missing.append(p)
+    if shard is not None:
+        i, n = shard
+        found = [f for f in found if fleet_db.shard_of(os.path.basename(f), n) == i]
+    return found, skipped_active, missing
+
+
+def run_load(target, paths, workers=1, shard=None, quiet_if_none=False):
+    """Loads; returns the exit status (0, or 1 when some input was bad).
+    quiet_if_none: no summary line when there was nothing new (--watch rounds)."""
+    found, active, missing = candidates(paths, shard)
+    for p in missing:
+        cli.err_file(p, "no such file or directory")
+    conn = fleet_db.Connection(target)
+    fleet_db.create_schema(conn)
+    done = set(conn.execute("SELECT seg_name, crc_head, crc_tail FROM %s" % target.table("segments")))
+    conn.close()
+    todo = []
+    bad = 0
+    for p in found:
+        try:
+            k = segment_key(p)
+        except OSError as e:
+            cli.err_file(p, "cannot read: %s" % (e.strerror or e))
+            bad += 1
+            continue
+        if k[:3] not in done:
+            todo.append((p, k))
+    skipped = len(found) - len(todo) - bad
+    workers = max(1, min(workers, len(todo) or 1))
+    started = time.monotonic()
+    if workers == 1:
+        stats = _work(target, todo)
+    else:
+        stats = _fork_workers(target, todo, workers)
+    loaded, events, failed = stats
+    took = time.monotonic() - started
+    if quiet_if_none and not todo and not failed and not missing and not bad:
+        return 0
+    print("loaded %d segment%s (%d events) in %.1fs; %d already loaded%s%s" % (
+        loaded, "" if loaded == 1 else "s", events, took, skipped,
+        "; %d active skipped" % active if active else "",
+        "; %d unreadable" % failed if failed else ""), flush=True)
+    return 1 if (failed or missing or bad) else 0
+
+
+def _work(target, todo):
+    conn = fleet_db.Connection(target)
+    loader = Loader(conn)
+    shown = progress.Progress("loading segments", total=len(todo))
+    try:
+        for path, key in todo:
+            loader.load(path, key)
+            shown.advance(nbytes=key[3])
+        loader.flush()
+    finally:
+        shown.done()
+        conn.close()
+    for path, message in loader.failed:
+        cli.err_file(path, message)
+    return loader.loaded, loader.events, len(loader.failed)
+
+
+def _fork_workers(target, todo, n):
+    pids = []
+    for w in range(n):
+        r, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            status = 3
+            try:
+                stats = _work(target, todo[w::n])
+                os.write(wfd, ("%d %d %d" % stats).encode())
+                status = 0
+            except fleet_db.FleetError as e:
+                cli.err(str(e))
+                status = 1
+            except BaseException as e:  # noqa: BLE001 - a worker must report and exit
+                cli.err("load worker %d: %s: %s" % (w, type(e).__name__, e))
+            finally:
+                sys.stdout.flush()
+                os._exit(status)
+        os.close(wfd)
+        pids.append((pid, r))
+    loaded = events = failed = 0
+    errors = 0
+    for pid, r in pids:
+        data = b""
+        while True:
+            chunk = os.read(r, 4096)
+            if not chunk:
+                break
+            data += chunk
+        os.close(r)
+        _, status = os.waitpid(pid, 0)
+        if data:
+            a, b, c = map(int, data.split())
+            loaded, events, failed = loaded + a, events + b, failed + c
+        if status != 0:
+            errors += 1
+    if errors:
+        raise fleet_db.FleetError("%d of %d load workers failed (see above); run the command again to resume" % (
+            errors, n))
+    return loaded, events, failed

@@ -1,0 +1,269 @@
+"""fleet_profiles: the profiles of reports given --clickhouse URL (issue 42):
+the same profiles.Profile the file reader builds (so top, tree, flame,
+folded, pprof and diff format it unchanged), aggregated in ClickHouse.
+
+The database does the work per event: samples are summed per (process,
+thread, stack) with GROUP BY, the live heap is each address's last
+allocation without a later free (argMax), the period is the most common
+one. Python receives one row per distinct (process, thread, stack), the
+frames of those stacks, and the thread and process starts (to name threads
+as the file reader does), so its memory follows the distinct stacks, not the
+events. Selections (--service/--host/--pid, --thread, --from/--to) resolve
+as the file reader resolves them, then become query parameters (never SQL
+text). Rows count only if the ledger names their load_id (fleet_load.py)."""
+import os
+
+from . import fleet_db, profiles
+from .profiles import Entry, Profile, ProfileError
+
+
+# Commands whose reports use only call paths, never the thread or process of an entry.
+PATH_ONLY_COMMANDS = frozenset(["top", "tree", "flame", "folded", "diff"])
+
+
+class FleetSegment:
+    """A ledger row, standing where a Trace holds a Segment (exit status, counts)."""
+    bad_blocks = 0
+    unusable_types = 0
+
+    def __init__(self, host, service, pid, first, last):
+        self.header = {"host": host, "service": service, "pid": pid}
+        self.first, self.last = first, last
+
+
+class FleetTrace:
+    """The selected processes of a ClickHouse fleet database, in place of a Trace.
+    merge_threads: the reports that only follow call paths (top, tree, flame,
+    folded, diff) get one entry per distinct stack over all processes and
+    threads (GROUP BY stack_id), which is what they compute anyway; pprof keeps
+    one per (process, thread, stack) for its thread labels."""
+    fleet = True
+    merge_threads = False
+
+    def __init__(self, target, chosen):
+        self.target = target
+        self.conn = fleet_db.Connection(target)
+        self.errors = []
+        self.notes = []
+        self.skipped = 0
+        self.g = "GLOBAL " if target.cluster else ""
+        if not self.conn.execute("SELECT count() FROM system.tables WHERE database = %(db)s AND name = 'segments'",
+                                 {"db": target.database})[0][0]:
+            raise fleet_db.FleetError("no flightrec tables in database %s of %s: load segments first "
+                                      "(flightrec-dump load --clickhouse URL PATH)" % (target.database, target.shown))
+        self.live = "(SELECT argMin(load_id, loaded_ns) FROM %s GROUP BY seg_name, crc_head, crc_tail)" % (
+            target.table("segments"))
+        rows = self.conn.execute(
+            "SELECT host, service, pid, proc_id, min(first_ns), max(last_ns) FROM %s WHERE load_id %sIN %s "
+            "GROUP BY host, service, pid, proc_id ORDER BY service, pid, host" % (
+                target.table("segments"), self.g, self.live))
+        self.procs = {}
+        self.segments = []
+        for host, service, pid, pkey, first, last in rows:
+            if chosen and not chosen.matches({"host": host, "service": service, "pid": pid}):
+                self.skipped += 1
+                continue
+            self.procs[pkey] = (host, service, pid)
+            self.segments.append(FleetSegment(host, service, pid, first, last))
+        self._names = self._starts = None
+
+    def where(self, alias=""):
+        """The clause every query of this trace starts with, and its parameters."""
+        return ("load_id %sIN %s AND proc_id IN %%(procs)s" % (self.g, self.live),
+                {"procs": tuple(self.procs) or (0,)})
+
+    def batches(self, types=None):
+        """Something per event type present (profiles.empty_message asks)."""
+        kinds = {"cpu.sample": 1, "offcpu.sample": 2, "alloc.sample": 3}
+        w, p = self.where()
+        for t in types or ():
+            if t in kinds:
+                p = dict(p, kind=kinds[t])
+                n = self.conn.execute("SELECT count() FROM %s WHERE %s AND kind = %%(kind)s AND stack_id != 1" % (
+                    self.target.table("samples"), w), p)[0][0]
+                if n:
+                    yield t
+
+    def time_range(self):
+        if not self.segments:
+            return None, None
+        return min(s.first for s in self.segments), max(s.last for s in self.segments)
+
+    # -- thread names and process starts, as the file reader finds them
+
+    def thread_names(self):
+        if self._names is None:
+            w, p = self.where()
+            rows = self.conn.execute(
+                "SELECT pid, tid, type, name, time FROM %s WHERE %s ORDER BY time, pid, tid" % (
+                    self.target.table("threads"), w), p)
+            out, live = [], {}
+            renames = []
+            for pid, tid, kind, name, _t in rows:
+                key = (pid, tid)
+                if kind == "thread.name":
+                    renames.append((key, name))
+                if kind == "thread.start":
+                    rec = {"pid": pid, "tid": tid, "name": name or ""}
+                    live[key] = rec
+                    out.append(rec)
+                    continue
+                rec = live.get(key)
+                if rec is None:
+                    rec = live[key] = {"pid": pid, "tid": tid, "name": ""}
+                    out.append(rec)
+                if name:
+                    rec["name"] = name
+                if kind == "thread.end":
+                    del live[key]
+            names = {}
+            for rec in out:
+                if rec["name"]:
+                    lst = names.setdefault((rec["pid"], rec["tid"]), [])
+                    if rec["name"] not in lst:
+                        lst.append(rec["name"])
+            for key, name in renames:
+                if name and name not in names.setdefault(key, []):
+                    names[key].insert(0, name)
+            self._names = names
+        return self._names
+
+    def process_starts(self):
+        if self._starts is None:
+            w, p = self.where()
+            rows = self.conn.execute("SELECT pid, exe FROM %s WHERE %s ORDER BY time, pid" % (
+                self.target.table("processes"), w), p)
+            self._starts = {}
+            for pid, exe in rows:
+                self._starts[pid] = {"pid": pid, "exe": exe}
+        return self._starts
+
+    # -- profiles
+
+    def build_profile(self, kind, thread=None, t_from=None, t_to=None):
+        if kind not in profiles.KINDS:
+            raise ProfileError("unknown profile kind %r (kinds: %s)" % (kind, ", ".join(profiles.KINDS)))
+        prof = Profile(kind)
+        names = self.thread_names()
+        procs = self.process_starts()
+        selector = profiles._select_threads(thread, names, procs)
+        bounds = self._bounds(t_from, t_to)
+        w, p = self.where()
+        cond = [w]
+        if selector is not None:
+            if selector[0] == "tid":
+                cond.append("tid = %(tid)s")
+                p["tid"] = selector[1]
+            else:
+                cond.append("bitOr(bitShiftLeft(toUInt64(pid), 32), tid) IN %(pt)s")
+                p["pt"] = tuple((pid << 32) | tid for pid, tid in selector[1]) or (0,)
+        if bounds is not None:
+            cond.append("time >= %(lo)s AND time <= %(hi)s")
+            p["lo"], p["hi"] = bounds
+        samples = self.target.table("samples")
+        p["kind"] = fleet_db.KIND_CODES["alloc" if kind == "live" else kind]
+        where = " AND ".join(cond + ["kind = %(kind)s"])
+        merged = self.merge_threads
+        if kind != "live":
+            keys = "0, toUInt32(0), stack_id" if merged else "proc_id, tid, stack_id"
+            rows = self.conn.execute(
+                "SELECT %s, sum(samples), sum(weight), sum(objects), min(time), max(time) "
+                "FROM %s WHERE %s GROUP BY %s" % (keys, samples, where, keys), p)
+        else:
+            frees = self.target.table("frees")
+            fcond = w + (" AND time <= %(hi)s" if bounds is not None else "")
+            # Each address's last event (an allocation goes first at equal times);
+            # an allocation that is last was never freed.
+            keys = "0, toUInt32(0), s" if merged else "proc_id, t, s"
+            rows = self.conn.execute(
+                "SELECT " + keys + ", count(), sum(wt), sum(ob), min(tm), max(tm) FROM ("
+                " SELECT proc_id, address, argMax(tid, k) AS t, argMax(stack_id, k) AS s, argMax(weight, k) AS wt,"
+                " argMax(objects, k) AS ob, argMax(time, k) AS tm, argMax(a, k) AS isalloc FROM ("
+                "  SELECT proc_id, address, tid, stack_id, weight, objects, time, toUInt8(1) AS a,"
+                "   time * 2 AS k FROM %s WHERE %s AND stack_id != 1"
+                "  UNION ALL SELECT proc_id, address, toUInt32(0) AS tid, toUInt64(0) AS stack_id, toFloat64(0) AS weight,"
+                "   toFloat64(0) AS objects, time, toUInt8(0) AS a, time * 2 + 1 AS k FROM %s WHERE %s)"
+                " GROUP BY proc_id, address) WHERE isalloc = 1 GROUP BY %s" % (samples, where, frees, fcond, keys),
+                p)
+        period = 0
+        pr = self.conn.execute(
+            "SELECT period, count() AS c FROM %s WHERE %s AND stack_id != 1 GROUP BY period "
+            "ORDER BY c DESC, period LIMIT 1" % (samples, where), p) if kind != "offcpu" else []
+        if pr:
+            period = pr[0][0]
+        frames = self._frames({r[2] for r in rows if r[2] > 1})
+        entries = []
+        span = [None, None]
+        thread_names = {}
+        for pkey, tid, sid, n, wt, ob, t0, t1 in rows:
+            host, service, pid = self.procs[pkey] if not merged else (None, None, None)
+            tname = "" if merged else thread_names.get((pid, tid))
+            if tname is None:
+                tnames = names.get((pid, tid))
+                if tnames:
+                    tname = tnames[-1]
+                elif tid == pid and pid in procs:
+                    tname = os.path.basename(procs[pid].get("exe") or "")
+                else:
+                    tname = ""
+                thread_names[(pid, tid)] = tname
+            if sid == 1:
+                fr = profiles.UNATTRIBUTED_FRAMES
+            elif sid == 0:
+                fr = profiles.NO_STACK
+            else:
+                fr = frames.get(sid) or [{"function": "<missing stack>", "file": "", "line": 0, "address": 0,
+                                          "mapping": None, "inlined": False}]
+            e = Entry(fr, pid, tid, tname, t0, process=None if merged else (host, service, pid))
+            e.samples, e.weight, e.objects = n, (n * period if (kind == "cpu" and sid == 1) else wt), ob
+            entries.append(e)
+            span[0] = t0 if span[0] is None or t0 < span[0] else span[0]
+            span[1] = t1 if span[1] is None or t1 > span[1] else span[1]
+        if kind == "live":  # the span of the allocations taken, freed or not (as the file reader)
+            span = list(self.conn.execute("SELECT min(time), max(time), count() FROM %s WHERE %s AND stack_id != 1" % (
+                samples, where), p)[0][:2])
+        entries.sort(key=lambda e: (e.first_time, e.process or (), e.tid or 0))
+        prof.entries = entries
+        prof.period = period
+        prof.start_wall_ns, prof.end_wall_ns = span[0] or 0, span[1] or 0
+        if procs:
+            prof.main_path = next(iter(procs.values())).get("exe") or None
+        return prof
+
+    def _bounds(self, t_from, t_to):
+        if t_from is None and t_to is None:
+            return None
+        for t in (t_from, t_to):  # bad specs fail first
+            if t is not None and profiles.parse_iso(t) is None:
+                profiles.parse_time(t)
+        first, last = self.time_range()
+        if first is None:
+            return None
+        return profiles.resolve_bounds(first, last, t_from, t_to)
+
+    def _frames(self, ids):
+        out = {}
+        ids = sorted(ids)
+        mappings = {}
+        for i in range(0, len(ids), 5000):
+            part = tuple(ids[i:i + 5000])
+            for row in self.conn.execute(
+                    "SELECT stack_id, frames.function, frames.file, frames.line, frames.module, frames.build_id,"
+                    " frames.address, frames.map_start, frames.map_end, frames.map_offset, frames.mapped,"
+                    " frames.inlined FROM %s WHERE stack_id IN %%(ids)s" % self.target.table("stacks"),
+                    {"ids": part}):
+                sid = row[0]
+                if sid in out:
+                    continue
+                frames = []
+                for fn, fl, line, mod, bid, addr, ms, me, mo, mapped, inl in zip(*row[1:]):
+                    m = None
+                    if mapped:
+                        mk = (mod, bid, ms, me, mo)
+                        m = mappings.get(mk)
+                        if m is None:
+                            m = mappings[mk] = {"path": mod, "build_id": bid, "start": ms, "end": me, "offset": mo}
+                    frames.append({"function": fn, "file": fl, "line": line, "address": addr, "mapping": m,
+                                   "inlined": bool(inl)})
+                out[sid] = frames
+        return out

@@ -1,0 +1,330 @@
+"""The fleet in ClickHouse (issue 42): real programs recorded under the
+preload (several processes and services, one with a hostile service name)
+are loaded with `flightrec-dump load --clickhouse`, and every profile report
+(top, tree, folded, flame, pprof, diff; each kind, with --thread, --from/--to,
+--service, --pid) prints exactly what it prints from the files. Loading is
+idempotent (a second run loads nothing; the rows of a load killed before its
+ledger row are never read, and loading again adds no duplicates), skips
+.active files, reports a bad segment and loads the rest; a server that is
+down gives one line (no password) and exit status 4. With --cluster the
+tables spread over two servers through Distributed tables and the reports
+still equal the files'.
+
+Each test starts its own clickhouse-server processes on loopback ports
+(tests/integration/clickhouse_server.py), never a system one."""
+import gzip
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+import clickhouse_server
+
+pytestmark = pytest.mark.skipif(not clickhouse_server.available(),
+                                reason="needs clickhouse-server and python3-clickhouse-driver (make deps)")
+
+PYTHON = "/usr/bin/python3"
+HOSTILE = "x'); DROP TABLE samples; --"
+PASSWORD = "s3cret-pw"
+
+
+def dump(fr, *args, timeout=600):
+    return subprocess.run([PYTHON, fr.dump] + [str(a) for a in args], capture_output=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    from conftest import Flightrec
+    fr = Flightrec()
+    out = tmp_path_factory.mktemp("fleet-ch")
+    d = out / "trace"
+    d.mkdir()
+    fr.run([fr.program("cpu_split"), "0.4"], d, env={"FLIGHTREC_SERVICE": "api"})
+    fr.run([fr.program("cpu_split"), "0.3"], d, env={"FLIGHTREC_SERVICE": "api"})
+    fr.run([fr.program("alloc_known")], d, env={"FLIGHTREC_SERVICE": HOSTILE})
+    fr.run([fr.program("offcpu_mix")], d, env={"FLIGHTREC_SERVICE": "batch"})
+    segs = fr.segments(d)
+    assert len(segs) >= 4 and not any(s.endswith(".active") for s in segs)
+    return fr, d
+
+
+def _info(fr, d):
+    import json
+    return json.loads(dump(fr, "info", "--json", d).stdout)
+
+
+def _pids(fr, d):
+    return sorted({s["pid"] for s in _info(fr, d)["segments"]})
+
+
+def _iso(ns):
+    import datetime
+    dt = datetime.datetime.fromtimestamp(ns // 10 ** 9, tz=datetime.timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S") + ".%09dZ" % (ns % 10 ** 9)
+
+
+REPORTS = [
+    ["top"], ["top", "--json"], ["top", "--kind", "offcpu"], ["top", "--kind", "alloc"], ["top", "--kind", "live"],
+    ["tree"], ["tree", "--kind", "alloc"], ["folded"], ["folded", "--kind", "offcpu"], ["folded", "--kind", "live"],
+    ["folded", "--thread", "cpu-worker"], ["top", "--from", "0.2s", "--to=-0.1s"],
+    ["top", "--service", HOSTILE, "--kind", "alloc"], ["folded", "--service", "api"], ["top", "--service", "nope"],
+    ["top", "--full-names", "--kind", "alloc"],
+    ["diff", "--a-to", "0.5s", "--b-from", "0.5s"], ["diff", "--tree", "--a-to", "0.5s", "--b-from", "0.5s"],
+]
+
+
+_NUMBER = re.compile(rb"\d[\d,]*(?:\.\d+)?")
+
+
+def _close(a, b):
+    """a == b, but for numbers within one unit of their last shown digit (or
+    1e-9 relative): estimated bytes (alloc, live) are float sums, which the
+    database adds in another order than the file reader."""
+    if _NUMBER.sub(b"#", a) != _NUMBER.sub(b"#", b):
+        return False
+    for x, y in zip(_NUMBER.findall(a), _NUMBER.findall(b)):
+        if x == y:
+            continue
+        fx, fy = float(x.replace(b",", b"")), float(y.replace(b",", b""))
+        unit = 10.0 ** -len(x.split(b".")[1]) if b"." in x else 1.0
+        if abs(fx - fy) > max(unit, 1e-9 * abs(fx)) * 1.0000001:
+            return False
+    return True
+
+
+def _same(fr, d, url, args, tmp_path, cluster=None):
+    extra = ["--cluster", cluster] if cluster else []
+    a = dump(fr, *args, d)
+    b = dump(fr, *args, "--clickhouse", url, *extra)
+    out_a, out_b = a.stdout, b.stdout
+    if args[0] == "diff":  # the header names the source: the directory, or the URL
+        out_a = out_a.replace(str(d).encode(), b"SRC")
+        out_b = out_b.replace(re.sub(r"//[^@/]*@", "//***@", url).encode(), b"SRC")
+    if "alloc" in args or "live" in args:
+        assert a.returncode == b.returncode and _close(out_a, out_b), (args, out_a, out_b, a.stderr, b.stderr)
+    else:
+        assert (a.returncode, out_a) == (b.returncode, out_b), (args, a.stderr, b.stderr)
+    assert a.returncode in (0, 1) or args[-1] == "nope", (args, a.stderr)
+
+
+def _same_files(fr, d, url, tmp_path, cluster=None):
+    extra = ["--cluster", cluster] if cluster else []
+    for cmd, args in (("flame", ["-o"]), ("pprof", ["-o"]), ("flame", ["--kind", "alloc", "-o"]),
+                      ("pprof", ["--kind", "live", "-o"])):
+        fa, fb = tmp_path / ("a-" + cmd), tmp_path / ("b-" + cmd)
+        a = dump(fr, cmd, *args, fa, d)
+        b = dump(fr, cmd, *args, fb, "--clickhouse", url, *extra)
+        assert a.returncode == b.returncode == 0, (cmd, a.stderr, b.stderr)
+        ba, bb = fa.read_bytes(), fb.read_bytes()
+        if cmd == "pprof":  # gzip: compare the profiles, not the compressed bytes
+            ba, bb = gzip.decompress(ba), gzip.decompress(bb)
+        if cmd == "flame":
+            # Estimated bytes are float sums; the database adds them in another
+            # order, so the last bits of the SVG's decimal totals may differ.
+            ba, bb = (re.sub(rb"\d+\.\d+", lambda m: b"%.9g" % float(m.group()), x) for x in (ba, bb))
+        at = next((i for i, (x, y) in enumerate(zip(ba, bb)) if x != y), min(len(ba), len(bb)))
+        assert ba == bb, (cmd, args, ba[at - 200:at + 200], bb[at - 200:at + 200])
+
+
+@pytest.mark.slow  # ~40 report runs (100 s on a busy machine); the faster tests below compare a few reports each
+def test_reports_from_clickhouse_equal_the_files(traces, tmp_path):
+    fr, d = traces
+    with clickhouse_server.ClickHouseServers(1, password=PASSWORD) as servers:
+        url = servers.url(0, database="fleet")
+        load = dump(fr, "load", "--clickhouse", url, d)
+        assert load.returncode == 0, load.stderr
+        assert PASSWORD.encode() not in load.stdout + load.stderr
+        c = servers.client(0)
+        nseg = len(fr.segments(d))
+        assert c.execute("SELECT count() FROM fleet.segments")[0][0] == nseg
+        # The hostile name is a string like any other, and samples survived it.
+        assert c.execute("SELECT count() FROM fleet.samples WHERE service = %(s)s", {"s": HOSTILE})[0][0] > 0
+        for args in REPORTS:
+            _same(fr, d, url, args, tmp_path)
+        pids = _pids(fr, d)
+        _same(fr, d, url, ["folded", "--pid", pids[1]], tmp_path)
+        # Absolute times: ISO 8601 bounds, and --since (a window ending now that takes it all).
+        first = _info(fr, d)["time_range"]["first_wall_ns"]
+        _same(fr, d, url, ["top", "--from", _iso(first + 300 * 10 ** 6), "--to", _iso(first + 900 * 10 ** 6)], tmp_path)
+        _same(fr, d, url, ["folded", "--kind", "alloc", "--since", "3650d"], tmp_path)
+        _same_files(fr, d, url, tmp_path)
+
+        # Idempotent: nothing is loaded twice.
+        before = c.execute("SELECT count() FROM fleet.samples")[0][0]
+        again = dump(fr, "load", "--clickhouse", url, d)
+        assert again.returncode == 0 and b"loaded 0 segments" in again.stdout, again.stdout
+        assert c.execute("SELECT count() FROM fleet.samples")[0][0] == before
+
+
+def test_interrupted_load_leaves_no_duplicates(traces, tmp_path):
+    """Rows written without their ledger row (a load killed before it ended)
+    are never read; loading again gives the same reports as the files."""
+    fr, d = traces
+    import sys
+    sys.path.insert(0, os.path.join(fr.root, "scripts"))
+    from flightrec_lib import fleet_db, fleet_load
+    with clickhouse_server.ClickHouseServers(1) as servers:
+        url = servers.url(0)
+        target = fleet_db.Target(url)
+        conn = fleet_db.Connection(target)
+        fleet_db.create_schema(conn)
+        loader = fleet_load.Loader(conn)
+        for p in fr.segments(d):
+            loader.load(p, fleet_load.segment_key(p))
+        loader.pending_ledger = []  # killed after the data, before the ledger
+        loader.flush()
+        conn.close()
+        c = servers.client(0)
+        orphans = c.execute("SELECT count() FROM samples")[0][0]
+        assert orphans > 0 and c.execute("SELECT count() FROM segments")[0][0] == 0
+        load = dump(fr, "load", "--clickhouse", url, d)
+        assert load.returncode == 0, load.stderr
+        assert c.execute("SELECT count() FROM samples")[0][0] == 2 * orphans  # loaded again, under new ids
+        for args in (["top"], ["folded", "--kind", "alloc"], ["top", "--kind", "live"]):
+            _same(fr, d, url, args, tmp_path)
+
+
+def test_load_skips_active_and_bad_segments(traces, tmp_path):
+    fr, d = traces
+    mixed = tmp_path / "mixed"
+    shutil.copytree(d, mixed)
+    good = fr.segments(mixed)
+    (mixed / "20261204T000000.000Z-bad-1-0000.seg").write_bytes(b"FLTRECSG" + b"\xff" * 200)
+    shutil.copy(good[0], mixed / "20261204T000000.000Z-live-2-0000.active")
+    with clickhouse_server.ClickHouseServers(1) as servers:
+        url = servers.url(0)
+        load = dump(fr, "load", "--clickhouse", url, mixed)
+        assert load.returncode == 1, (load.stdout, load.stderr)
+        err = load.stderr.decode()
+        assert "-bad-1-0000.seg" in err and len(err.strip().splitlines()) == 1, err
+        assert b"1 active skipped" in load.stdout and b"1 unreadable" in load.stdout, load.stdout
+        assert servers.client(0).execute("SELECT count() FROM segments")[0][0] == len(good)
+        _same(fr, d, url, ["top"], tmp_path)
+
+
+def test_workers_and_shards_split_the_load(traces, tmp_path):
+    fr, d = traces
+    with clickhouse_server.ClickHouseServers(1) as servers:
+        url = servers.url(0)
+        empty = dump(fr, "top", "--clickhouse", servers.url(0, database="empty"))
+        assert empty.returncode == 4 and b"load segments first" in empty.stderr, empty.stderr
+        for i in range(3):
+            r = dump(fr, "load", "--clickhouse", url, "--shard", "%d/3" % i, "--workers", "2", d)
+            assert r.returncode == 0, r.stderr
+        c = servers.client(0)
+        assert c.execute("SELECT count(), uniqExact(seg_name) FROM segments")[0] == (len(fr.segments(d)),) * 2
+        _same(fr, d, url, ["folded", "--kind", "alloc"], tmp_path)
+
+
+def test_server_down_is_one_line_without_credentials(traces):
+    fr, d = traces
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nobody listens once closed
+    url = "clickhouse://admin:%s@127.0.0.1:%d/fleet" % (PASSWORD, port)
+    for args in (["load", "--clickhouse", url, d], ["top", "--clickhouse", url]):
+        r = dump(fr, *args, timeout=120)
+        assert r.returncode == 4, (args, r.stdout, r.stderr)
+        err = r.stderr.decode()
+        assert len(err.strip().splitlines()) == 1 and "unreachable" in err, err
+        assert PASSWORD not in err and "Traceback" not in err
+    bad = dump(fr, "top", "--clickhouse", "clickhouse://127.0.0.1:1/no-such;db")
+    assert bad.returncode == 2 and b"bad database name" in bad.stderr
+
+
+@pytest.mark.slow
+def test_cluster_of_two_shards_equals_files(traces, tmp_path):
+    fr, d = traces
+    with clickhouse_server.ClickHouseServers(2, cluster="fleet2") as servers:
+        url = servers.url(0, database="fleet")
+        load = dump(fr, "load", "--clickhouse", url, "--cluster", "fleet2", d)
+        assert load.returncode == 0, load.stderr
+        # Rows really spread: each shard's local table holds some, together all of them.
+        local = [servers.client(i).execute("SELECT count() FROM fleet.samples_local")[0][0] for i in range(2)]
+        assert all(n > 0 for n in local), local
+        assert sum(local) == servers.client(0).execute("SELECT count() FROM fleet.samples")[0][0]
+        for args in REPORTS:
+            _same(fr, d, url, args, tmp_path, cluster="fleet2")
+        _same_files(fr, d, url, tmp_path, cluster="fleet2")
+
+
+def _copies(d, dst, n):
+    """dst holding n copies of d's segments under new names (each a segment of its own)."""
+    dst.mkdir()
+    for i in range(n):
+        for p in sorted(os.listdir(d)):
+            if p.endswith(".seg"):  # not the disk budget's .flightrec-budget
+                shutil.copy(d / p, dst / ("c%02d-%s" % (i, p)))
+    return dst
+
+
+def test_load_interrupted_by_a_server_restart_resumes(traces, tmp_path):
+    """The server stops while a load runs (whenever that falls: the outcome
+    must not depend on it); the load fails with one line, and once the server
+    is back the same command loads the rest: every segment once, reports equal
+    the files'."""
+    fr, d = traces
+    many = _copies(d, tmp_path / "many", 8)
+    with clickhouse_server.ClickHouseServers(1) as servers:
+        url = servers.url(0)
+        fleet = subprocess.Popen([PYTHON, fr.dump, "load", "--clickhouse", url, many],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        c = servers.client(0)
+        deadline = time.monotonic() + 300
+        while fleet.poll() is None and time.monotonic() < deadline:
+            try:
+                if c.execute("SELECT count() FROM segments")[0][0] > 0:
+                    break
+            except Exception:  # tables not created yet
+                pass
+            time.sleep(0.05)
+        servers.stop(0)
+        out, err = fleet.communicate(timeout=300)
+        if fleet.returncode != 0:  # it was cut short: one line, no traceback
+            assert fleet.returncode == 4 and len(err.strip().splitlines()) == 1, err
+        servers.restart(0)
+        again = dump(fr, "load", "--clickhouse", url, many)
+        assert again.returncode == 0, again.stderr
+        c = servers.client(0)
+        n = len(os.listdir(many))
+        assert c.execute("SELECT count(), uniqExact(seg_name) FROM segments")[0] == (n, n)
+        for args in (["top"], ["folded", "--kind", "alloc"], ["top", "--kind", "live"]):
+            _same(fr, many, url, args, tmp_path)
+
+
+def test_watch_loads_segments_as_they_appear(traces, tmp_path):
+    fr, d = traces
+    watched = tmp_path / "watched"
+    watched.mkdir()
+    segs = [os.path.basename(p) for p in fr.segments(d)]
+    shutil.copy(d / segs[0], watched / segs[0])
+    with clickhouse_server.ClickHouseServers(1) as servers:
+        url = servers.url(0)
+        watcher = subprocess.Popen([PYTHON, fr.dump, "load", "--clickhouse", url, "--watch", "0.2", watched],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            c = servers.client(0)
+
+            def loaded():
+                try:
+                    return c.execute("SELECT count() FROM segments")[0][0]
+                except Exception:
+                    return 0
+            deadline = time.monotonic() + 300
+            while loaded() < 1 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert loaded() == 1
+            for s in segs[1:]:
+                shutil.copy(d / s, watched / (s + ".tmp"))
+                os.rename(watched / (s + ".tmp"), watched / s)
+            while loaded() < len(segs) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert loaded() == len(segs)
+        finally:
+            watcher.terminate()
+            watcher.wait(60)
+        _same(fr, d, url, ["top", "--kind", "alloc"], tmp_path)
