@@ -125,7 +125,7 @@ function zoom(node) {
 // Embedded in a page (flightrec-dump serve), the page shows the clicked
 // frame's call tree: it hears the frame's call path, root first.
 function tellParent(node) {
-  if (window.parent === window) return;
+  if (!window.parent || window.parent === window) return;  // standalone (or a DOM without frames)
   var x0 = num(node, "data-x"), w0 = num(node, "data-w"), d0 = num(node, "data-d"), eps = TOTAL * 1e-9;
   var path = [];
   FRAMES.forEach(function (g) {
