@@ -1,5 +1,6 @@
 """The runtime under real programs: threads by name, SIGKILL, fork without
 exec, thread churn, bad settings, unusable output directories, memory bound."""
+import json
 import os
 
 import pytest
@@ -86,8 +87,11 @@ def test_sigkill_leaves_a_readable_trace(fr, trace_dir):
     # name its threads (polled: a sanitizer's start on a busy machine can
     # take seconds), what was written while it lived must read back.
     want = {"tb-worker-0", "tb-worker-1", "tb-worker-2"}
-    fr.wait_until(lambda: want <= {e["name"] for e in fr.events(trace_dir, "thread.start") if e.get("name")}
-                  | {e["name"] for e in fr.events(trace_dir, "thread.name")}, "the workers' names")
+
+    def named():
+        proc = fr.dump_run("info", "--json", trace_dir, check=False)  # no segment yet: exit 1
+        return proc.returncode == 0 and want <= {t["name"] for t in json.loads(proc.stdout)["threads"]}
+    fr.wait_until(named, "the workers' names")
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     files = fr.segments(trace_dir)
