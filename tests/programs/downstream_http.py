@@ -5,7 +5,7 @@ request) a known number of times depending on the path: the downstream
 calls of issue 45 (tests/integration/test_downstream.py). Nothing in it
 knows about the recorder.
 
-argv: redis port, postgres port, postgres socket directory. Prints the
+argv: redis port, postgres port (both on 127.0.0.1). Prints the
 HTTP port, serves until stdin closes.
 
   GET  /elections      15 x SELECT (the N+1: one per row), 1 x INCR

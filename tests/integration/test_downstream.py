@@ -1,0 +1,177 @@
+"""Downstream calls per request (issue 45) on real programs under the
+preload, nothing in them changed: a thread-per-request Python HTTP server
+(tests/programs/downstream_http.py: ThreadingHTTPServer, python3-redis,
+python3-psycopg2) against a redis-server and a PostgreSQL cluster the test
+starts on loopback ports. Each request's calls, per peer and endpoint, must
+be exactly what its handler makes, aggregated per endpoint to exact calls
+per request, and the time waited on them must fit inside the request.
+An event-loop server (tests/programs/downstream_node.js: node's http and a
+hand-written RESP client) shows its ambiguous share: calls made while
+several requests were in flight on its one thread are counted as
+ambiguous, never given to one of them."""
+import glob
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import urllib.request
+
+import pytest
+
+from test_endpoints import free_port, start_redis, stop_redis, wait_listening
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PYTHON = "/usr/bin/python3"
+SERVER = os.path.join(ROOT, "tests", "programs", "downstream_http.py")
+NODE_SERVER = os.path.join(ROOT, "tests", "programs", "downstream_node.js")
+
+
+def pg_bin(name):
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/" + name))
+    assert found, "PostgreSQL is missing (%s): run `make deps`" % name
+    return found[-1]
+
+
+class Postgres:
+    """A throwaway cluster on a loopback port, trust authentication. initdb
+    refuses to run as root: as root it runs as the `postgres` user."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="flightrec-pg-")
+        self.port = free_port()
+        self.proc = None
+        kw = {}
+        if os.geteuid() == 0:
+            pw = pwd.getpwnam("postgres")
+            os.chown(self.dir, pw.pw_uid, pw.pw_gid)
+            kw = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+        self.kw = kw
+        data = os.path.join(self.dir, "data")
+        init = subprocess.run([pg_bin("initdb"), "-D", data, "--auth=trust", "-U", "postgres", "--no-sync"],
+                              capture_output=True, text=True, timeout=300, cwd=self.dir, **kw)
+        assert init.returncode == 0, init.stdout + init.stderr
+        self.proc = subprocess.Popen(
+            [pg_bin("postgres"), "-D", data, "-k", self.dir, "-p", str(self.port), "-c", "listen_addresses=127.0.0.1",
+             "-c", "fsync=off", "-c", "synchronous_commit=off"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=self.dir, **kw)
+        for _ in range(600):
+            ready = subprocess.run([pg_bin("pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)],
+                                   capture_output=True, timeout=30)
+            if ready.returncode == 0:
+                return
+            assert self.proc.poll() is None, self.proc.stdout.read()
+            subprocess.run(["sleep", "0.1"])
+        raise AssertionError("postgres did not start")
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # fast shutdown
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def services(fr, tmp_path):
+    pg = Postgres()
+    redis_proc, redis_port = None, None
+    try:
+        redis_proc, redis_port = start_redis(fr, tmp_path / "redis-trace", tmp_path)
+        wait_listening(redis_port).close()
+        yield pg.port, redis_port
+    finally:
+        if redis_proc is not None:
+            stop_redis(redis_proc, redis_port)
+        pg.stop()
+
+
+def http(port, path, method="GET", body=None):
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), method=method, data=body)
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return r.read()
+
+
+# What each path's handler calls (tests/programs/downstream_http.py): {(peer kind, endpoint): calls}.
+PER_REQUEST = {
+    "GET /elections": {("pg", "Startup"): 1, ("pg", "Query SELECT"): 15, ("redis", "INCRBY"): 1},
+    "GET /users/:id": {("pg", "Startup"): 1, ("pg", "Query SELECT"): 1, ("redis", "GET"): 1, ("redis", "SET"): 1},
+    "POST /votes": {("pg", "Startup"): 1, ("pg", "Query INSERT"): 1, ("redis", "INCRBY"): 2},
+    "GET /health": {},
+}
+SENT = {"GET /elections": 4, "GET /users/:id": 5, "POST /votes": 3, "GET /health": 2}
+
+
+@pytest.mark.slow
+def test_thread_per_request_server_downstream_calls_exact(fr, trace_dir, services):
+    pg_port, redis_port = services
+    peers = {"pg": "127.0.0.1:%d" % pg_port, "redis": "127.0.0.1:%d" % redis_port}
+    proc = subprocess.Popen([PYTHON, SERVER, str(redis_port), str(pg_port)],
+                            env=fr.env(trace_dir, {"FLIGHTREC_RING_BYTES": "8M"}), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline())
+        for i in range(5):
+            assert http(port, "/users/%d" % (100 + i)) == b"user %d" % (2 * (100 + i))
+            if i < 4:
+                assert http(port, "/elections") == b"elections 120"
+            if i < 3:
+                assert http(port, "/votes", "POST", b"v" * (i + 1)) == b"voted"
+            if i < 2:
+                assert http(port, "/health") == b"ok"
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+    want = {ep: {(peers[k], e): n for (k, e), n in calls.items()} for ep, calls in PER_REQUEST.items()}
+
+    # Per endpoint: exact calls, and calls per request.
+    rep = fr.dump_json("requests", "--tree", "--json", trace_dir)
+    rows = {r["endpoint"]: r for r in rep["endpoints"]}
+    assert {ep: r["requests"] for ep, r in rows.items()} == SENT, rows
+    for ep, row in rows.items():
+        got = {(c["peer"], c["endpoint"]): c["calls"] for c in row["downstream"]}
+        assert got == {k: n * SENT[ep] for k, n in want[ep].items()}, (ep, row)
+        for c in row["downstream"]:
+            assert c["calls_per_request"] == want[ep][(c["peer"], c["endpoint"])], (ep, c)
+        assert row["ambiguous_calls"] == 0
+        assert 0 <= row["own_ns"] <= row["wall_ns"]
+        assert sum(c["wall_ns"] for c in row["downstream"]) <= row["wall_ns"], row
+    # Every client exchange is accounted for: the handlers' calls are all
+    # attributed; the server's setup (Startup, CREATE TABLE on the main
+    # thread, which serves no request) is on a thread that served none.
+    handler_calls = sum(n * SENT[ep] for ep, calls in want.items() for n in calls.values())
+    assert rep["calls"] == {"client_calls": handler_calls + 2, "attributed": handler_calls, "ambiguous": 0,
+                            "outside": 0, "other_thread": 2}, rep["calls"]
+
+    # Per request (--slowest lists them all): each one's own calls, inside its wall time.
+    doc = fr.dump_json("requests", "--json", "--role", "server", "--slowest", "100", trace_dir)
+    assert len(doc["slowest"]) == sum(SENT.values())
+    for i in doc["slowest"]:
+        r = doc["requests"][i]
+        ds = r["downstream"]
+        got = {(c["peer"], c["endpoint"]): c["calls"] for c in ds["calls"]}
+        assert got == want[r["endpoint"]], r
+        assert ds["wall_ns"] == r["duration_ns"]
+        assert sum(c["wall_ns"] for c in ds["calls"]) <= r["duration_ns"], r
+        assert ds["waited_ns"] + ds["own_ns"] == r["duration_ns"] and ds["own_ns"] >= 0
+        assert ds["ambiguous_calls"] == 0
+
+    # The text layout: reqray's columns, the N+1 stands out as calls per request.
+    text = fr.dump_run("requests", "--tree", trace_dir).stdout
+    assert "[# calls]      wall ms |     own ms | name" in text
+    assert "15.0 × Query SELECT per GET /elections" in text, text
+    assert "[     60]" in text, text
+    # --endpoint narrows the tree to the matching requests.
+    one = fr.dump_json("requests", "--tree", "--json", "--endpoint", "POST /*", trace_dir)
+    assert [r["endpoint"] for r in one["endpoints"]] == ["POST /votes"]
+    slow = fr.dump_run("requests", "--role", "server", "--slowest", "20", trace_dir).stdout
+    assert slow.count("downstream calls (own = wall minus the time waiting on them):") == sum(SENT.values()) - 2
