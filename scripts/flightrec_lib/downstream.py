@@ -133,10 +133,18 @@ def attribute(trace, only=None, keep=(), conns=None):
                 continue
             totals["ambiguous"] += 1
             i = upto - 1
+            eps = set()  # the endpoints of the selected requests it overlapped: each counts the call once
             while i >= 0 and starts[i] >= cs - longest:
                 if srv[i][1] >= cs:
                     shared[i] += 1
+                    if srv[i][4]:
+                        eps.add(srv[i][3])
                 i -= 1
+            for e in eps:
+                t = endpoints.get(e)
+                if t is None:
+                    t = endpoints[e] = EndpointTree()
+                t.ambiguous += 1
         for i, s in enumerate(srv):
             if s[4] or (key[0], s[2], s[0]) in keep:
                 _fold(endpoints, kept, keep, key[0], s, mine[i], shared[i])
@@ -163,7 +171,6 @@ def _fold(endpoints, kept, keep, pid, s, calls, ambiguous):
         t.requests += 1
         t.wall_ns += wall
         t.own_ns += own
-        t.ambiguous += ambiguous
         if ambiguous:
             t.ambiguous_requests += 1
         for k, (c, w) in groups.items():
@@ -197,7 +204,7 @@ def render_request(d, name):
         branch = "└─ " if j == len(calls) - 1 else "├─ "
         lines.append(_row(c["calls"], c["wall_ns"], c["wall_ns"], branch + "%s → %s" % (c["endpoint"], c["peer"])))
     if d["ambiguous_calls"]:
-        lines.append("  + %d ambiguous call%s on this thread while other requests were in flight (not counted above)"
+        lines.append("  + %d ambiguous call%s on this thread while other requests were in flight (not counted above; own includes them)"
                      % (d["ambiguous_calls"], "" if d["ambiguous_calls"] == 1 else "s"))
     return lines
 
@@ -214,7 +221,7 @@ def render_endpoint(row, escape=str):
             branch, escape(c["endpoint"]), escape(c["peer"]), c["calls_per_request"], escape(c["endpoint"]), ep)))
     if row["ambiguous_calls"]:
         lines.append("  + %d ambiguous call%s overlapped %d of these requests while other requests were in flight "
-                     "on the thread (event loop): not counted above" % (
+                     "on the thread (event loop): not counted above, own includes them" % (
                          row["ambiguous_calls"], "" if row["ambiguous_calls"] == 1 else "s",
                          row["ambiguous_requests"]))
     return lines

@@ -9,12 +9,12 @@ An event-loop server (tests/programs/downstream_node.js: node's http and a
 hand-written RESP client) shows its ambiguous share: calls made while
 several requests were in flight on its one thread are counted as
 ambiguous, never given to one of them."""
+import concurrent.futures
 import glob
 import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import urllib.request
@@ -175,3 +175,63 @@ def test_thread_per_request_server_downstream_calls_exact(fr, trace_dir, service
     assert [r["endpoint"] for r in one["endpoints"]] == ["POST /votes"]
     slow = fr.dump_run("requests", "--role", "server", "--slowest", "20", trace_dir).stdout
     assert slow.count("downstream calls (own = wall minus the time waiting on them):") == sum(SENT.values()) - 2
+
+
+@pytest.fixture
+def redis_only(fr, tmp_path):
+    redis_proc, redis_port = start_redis(fr, tmp_path / "redis-trace", tmp_path)
+    try:
+        wait_listening(redis_port).close()
+        yield redis_port
+    finally:
+        stop_redis(redis_proc, redis_port)
+
+
+@pytest.mark.slow
+def test_event_loop_server_ambiguous_share(fr, trace_dir, redis_only):
+    node = shutil.which("node") or shutil.which("nodejs")
+    assert node, "node is missing: run `make deps`"
+    batch, items = 4, 6
+    proc = subprocess.Popen([node, NODE_SERVER, str(redis_only), str(batch)], env=fr.env(trace_dir),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline())
+        # One at a time: only one request in flight on the loop, each call is exactly its request's.
+        for i in range(items):
+            assert http(port, "/item/%d" % i) == b"item %d" % (i + 1)
+        # A batch in flight together: the server makes its calls only once all
+        # of them have arrived, so every call overlaps `batch` requests.
+        with concurrent.futures.ThreadPoolExecutor(batch) as pool:
+            got = list(pool.map(lambda i: http(port, "/batch/%d" % i), range(batch)))
+        assert got == [b"batched"] * batch
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    rep = fr.dump_json("requests", "--tree", "--json", trace_dir)
+    rows = {r["endpoint"]: r for r in rep["endpoints"]}
+    peer = "127.0.0.1:%d" % redis_only
+    assert {ep: r["requests"] for ep, r in rows.items()} == {"GET /item/:id": items, "GET /batch/:id": batch}
+    item = rows["GET /item/:id"]
+    assert {(c["peer"], c["endpoint"]): c["calls"] for c in item["downstream"]} == {
+        (peer, "GET"): items, (peer, "INCR"): items}, item
+    assert item["ambiguous_calls"] == 0
+    # The batch's calls are never given to one of its requests: all ambiguous.
+    b = rows["GET /batch/:id"]
+    assert b["downstream"] == [] and b["ambiguous_calls"] == batch and b["ambiguous_requests"] == batch, b
+    # PING before listening: outside any request.
+    assert rep["calls"] == {"client_calls": 2 * items + batch + 1, "attributed": 2 * items, "ambiguous": batch,
+                            "outside": 1, "other_thread": 0}, rep["calls"]
+    doc = fr.dump_json("requests", "--json", "--role", "server", "--slowest", "100", trace_dir)
+    for i in doc["slowest"]:
+        r = doc["requests"][i]
+        ds = r["downstream"]
+        if r["endpoint"] == "GET /batch/:id":
+            assert ds["calls"] == [] and ds["ambiguous_calls"] == batch and ds["own_ns"] == r["duration_ns"]
+        else:
+            assert {c["endpoint"]: c["calls"] for c in ds["calls"]} == {"GET": 1, "INCR": 1}
+            assert ds["ambiguous_calls"] == 0 and sum(c["wall_ns"] for c in ds["calls"]) <= r["duration_ns"]
+    text = fr.dump_run("requests", "--tree", trace_dir).stdout
+    assert "%d ambiguous calls overlapped %d of these requests" % (batch, batch) in text, text
