@@ -78,15 +78,19 @@ def _union_within(spans, lo, hi):
     return total
 
 
-def attribute(trace, only=None, keep=(), conns=None):
+def attribute(trace, only=None, keep=(), conns=None, threads=None):
     """{"endpoints": {endpoint: EndpointTree} of the server requests `only`
     accepts (all when None), "requests": {request_key: dict} for the keys in
     `keep` (their calls, own time, ambiguous count), "totals": counts of the
-    client exchanges by outcome}."""
+    client exchanges by outcome}. threads: only these (pid, tid) are looked
+    at (the threads of the kept requests, for `requests --slowest`)."""
     if conns is None:
         conns = request_inference.latest_connections(trace, ("peer",))
     servers, clients = {}, {}
-    for r in request_inference.iter_requests(trace, "all"):
+    pids = {t[0] for t in threads} if threads is not None else None
+    for r in request_inference.iter_requests(trace, "all", pids):
+        if threads is not None and (r[PID], r[TID]) not in threads:
+            continue
         end = r[START] + r[DURATION]
         if r[ROLE] == "server":
             servers.setdefault((r[PID], r[TID]), []).append(
@@ -204,8 +208,9 @@ def render_request(d, name):
         branch = "└─ " if j == len(calls) - 1 else "├─ "
         lines.append(_row(c["calls"], c["wall_ns"], c["wall_ns"], branch + "%s → %s" % (c["endpoint"], c["peer"])))
     if d["ambiguous_calls"]:
-        lines.append("  + %d ambiguous call%s on this thread while other requests were in flight (not counted above; own includes them)"
-                     % (d["ambiguous_calls"], "" if d["ambiguous_calls"] == 1 else "s"))
+        lines.append("  + %d ambiguous call%s on this thread while other requests were in flight "
+                     "(not counted above; own includes them)" % (d["ambiguous_calls"], "" if d["ambiguous_calls"] == 1
+                                                                  else "s"))
     return lines
 
 

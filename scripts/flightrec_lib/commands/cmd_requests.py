@@ -425,7 +425,7 @@ def analyse(trace, role="all", slowest_n=5, listing=False, only=None):
     # What each slow server request waited on (downstream.py): one more pass over the requests.
     served = [r for r in slowest if r[ROLE] == "server"]
     waited = downstream.attribute(trace, only=lambda r: False, keep=[downstream.request_key(r) for r in served],
-                                  conns=None)["requests"] if served else {}
+                                  threads={(r[PID], r[TID]) for r in served})["requests"] if served else {}
     details = []  # per slowest request: (dict as --json lists it, {kind: call tree})
     for r, n in zip(slowest, in_flight):
         lo, hi = r[START], r[START] + r[DURATION]
