@@ -31,7 +31,7 @@ exchange, like `requests --by endpoint` (every request's share is asked for).
 import bisect
 
 from . import request_inference
-from .request_inference import CONN, DURATION, ENDPOINT, PID, ROLE, START, TID
+from .request_inference import CONN, DURATION, ENDPOINT, PID, START, TID
 
 UNNAMED = "(unnamed)"
 
@@ -81,36 +81,57 @@ def _union_within(spans, lo, hi):
 def attribute(trace, only=None, keep=(), conns=None, threads=None):
     """{"endpoints": {endpoint: EndpointTree} of the server requests `only`
     accepts (all when None), "requests": {request_key: dict} for the keys in
-    `keep` (their calls, own time, ambiguous count), "totals": counts of the
-    client exchanges by outcome}. threads: only these (pid, tid) are looked
+    `keep` (their calls, own time, ambiguous count; a kept request missing
+    from it waited on nothing: no_calls), "totals": counts of the client
+    exchanges by outcome}. threads: only these (pid, tid) are looked
     at (the threads of the kept requests, for `requests --slowest`)."""
     if conns is None:
         conns = request_inference.latest_connections(trace, ("peer",))
-    servers, clients = {}, {}
     pids = {t[0] for t in threads} if threads is not None else None
-    for r in request_inference.iter_requests(trace, "all", pids):
-        if threads is not None and (r[PID], r[TID]) not in threads:
-            continue
-        end = r[START] + r[DURATION]
-        if r[ROLE] == "server":
-            servers.setdefault((r[PID], r[TID]), []).append(
-                (r[START], end, r[CONN], r[ENDPOINT] or UNNAMED, only is None or only(r)))
-        elif r[ROLE] == "client":
-            clients.setdefault((r[PID], r[TID]), []).append((r[START], end, r[CONN], r[ENDPOINT] or UNNAMED))
     keep = set(keep)
     totals = {"client_calls": 0, "attributed": 0, "ambiguous": 0, "outside": 0, "other_thread": 0}
     endpoints = {}
     kept = {}
-    for key, srv in servers.items():
-        if key not in clients:
-            for s in srv:  # no client exchange on this thread: all own time
-                if s[4] or (key[0], s[2], s[0]) in keep:
-                    _fold(endpoints, kept, keep, key[0], s, [], 0)
+    # Two passes, so that what is held follows the downstream calls, not the
+    # requests: the client exchanges first, then only the server requests
+    # that overlap one (the others waited on nothing: folded as they pass).
+    clients = {}
+    for r in request_inference.iter_requests(trace, "client", pids):
+        if threads is None or (r[PID], r[TID]) in threads:
+            clients.setdefault((r[PID], r[TID]), []).append(
+                (r[START], r[START] + r[DURATION], r[CONN], r[ENDPOINT] or UNNAMED))
+    cover = {}  # (pid, tid) -> (los, his): the union of its client exchanges' spans
+    for key, calls in clients.items():
+        los, his = [], []
+        for lo, hi, _, _ in sorted(calls):
+            if his and lo <= his[-1]:
+                his[-1] = max(his[-1], hi)
+            else:
+                los.append(lo)
+                his.append(hi)
+        cover[key] = (los, his)
+    servers, served = {}, set()
+    if clients or threads is None:  # (for given threads with no client exchange: nothing was waited on)
+        for r in request_inference.iter_requests(trace, "server", pids):
+            key = (r[PID], r[TID])
+            if threads is not None and key not in threads:
+                continue
+            selected = only is None or only(r)
+            s = (r[START], r[START] + r[DURATION], r[CONN], r[ENDPOINT] or UNNAMED, selected)
+            served.add(key)
+            c = cover.get(key)
+            if c is not None:
+                i = bisect.bisect_right(c[0], s[1]) - 1
+                if i >= 0 and c[1][i] >= s[0]:
+                    servers.setdefault(key, []).append(s)  # some client exchange overlaps it
+                    continue
+            if selected or (r[PID], r[CONN], r[START]) in keep:
+                _fold(endpoints, kept, keep, r[PID], s, [], 0)
     for key, calls in clients.items():
         totals["client_calls"] += len(calls)
         srv = servers.get(key)
         if not srv:
-            totals["other_thread"] += len(calls)
+            totals["outside" if key in served else "other_thread"] += len(calls)
             continue
         srv.sort()
         starts = [s[0] for s in srv]
@@ -153,6 +174,11 @@ def attribute(trace, only=None, keep=(), conns=None, threads=None):
             if s[4] or (key[0], s[2], s[0]) in keep:
                 _fold(endpoints, kept, keep, key[0], s, mine[i], shared[i])
     return {"endpoints": endpoints, "requests": kept, "totals": totals}
+
+
+def no_calls(r):
+    """The "requests" entry of a request that waited on nothing."""
+    return {"wall_ns": r[DURATION], "own_ns": r[DURATION], "waited_ns": 0, "calls": [], "ambiguous_calls": 0}
 
 
 def _fold(endpoints, kept, keep, pid, s, calls, ambiguous):

@@ -438,7 +438,7 @@ def analyse(trace, role="all", slowest_n=5, listing=False, only=None):
         d["tree"] = {k: tree_json(t) for k, t in trees.items()}
         d["concurrent"] = n
         if r[ROLE] == "server":
-            d["downstream"] = waited.get(downstream.request_key(r))
+            d["downstream"] = waited.get(downstream.request_key(r)) or downstream.no_calls(r)
         details.append((d, trees))
 
     hist = {name: stats[name].histogram() for name in sorted(stats)}
