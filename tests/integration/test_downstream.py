@@ -116,14 +116,20 @@ def test_thread_per_request_server_downstream_calls_exact(fr, trace_dir, service
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         port = int(proc.stdout.readline())
+        calls = []
         for i in range(5):
-            assert http(port, "/users/%d" % (100 + i)) == b"user %d" % (2 * (100 + i))
+            calls.append(("/users/%d" % (100 + i), "GET", None, b"user %d" % (2 * (100 + i))))
             if i < 4:
-                assert http(port, "/elections") == b"elections 120"
+                calls.append(("/elections", "GET", None, b"elections 120"))
             if i < 3:
-                assert http(port, "/votes", "POST", b"v" * (i + 1)) == b"voted"
+                calls.append(("/votes", "POST", b"v" * (i + 1), b"voted"))
             if i < 2:
-                assert http(port, "/health") == b"ok"
+                calls.append(("/health", "GET", None, b"ok"))
+        # Four clients at once: however the requests overlap in time, each
+        # runs on its own thread, and so do its calls.
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(lambda c: http(port, c[0], c[1], c[2]), calls))
+        assert got == [c[3] for c in calls]
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0, proc.stderr.read()
     finally:
