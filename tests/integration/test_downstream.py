@@ -22,6 +22,7 @@ import urllib.request
 import pytest
 
 from test_endpoints import free_port, start_redis, stop_redis, wait_listening
+from test_viewer import Viewer
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PYTHON = "/usr/bin/python3"
@@ -181,6 +182,16 @@ def test_thread_per_request_server_downstream_calls_exact(fr, trace_dir, service
     assert [r["endpoint"] for r in one["endpoints"]] == ["POST /votes"]
     slow = fr.dump_run("requests", "--role", "server", "--slowest", "20", trace_dir).stdout
     assert slow.count("downstream calls (own = wall minus the time waiting on them):") == sum(SENT.values()) - 2
+    # The viewer's requests page shows the same tree under each slow request
+    # (its 10 slowest: at most the two /health requests have none).
+    v = Viewer(fr, [trace_dir])
+    try:
+        status, _, body = v.get("requests", role="server")
+    finally:
+        v.stop()
+    assert status == 200
+    assert body.count('<pre class="downstream">') >= 8, body
+    assert "Query SELECT → %s" % peers["pg"] in body
 
 
 @pytest.fixture
