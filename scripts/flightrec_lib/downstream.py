@@ -31,7 +31,7 @@ exchange, like `requests --by endpoint` (every request's share is asked for).
 import bisect
 
 from . import request_inference
-from .request_inference import CONN, DURATION, ENDPOINT, PID, START, TID
+from .request_inference import CONN, DURATION, ENDPOINT, PID, ROLE, START, TID
 
 UNNAMED = "(unnamed)"
 
@@ -78,13 +78,31 @@ def _union_within(spans, lo, hi):
     return total
 
 
-def attribute(trace, only=None, keep=(), conns=None, threads=None):
+class ClientCollector:
+    """The client-side exchanges of the given threads (all when None), fed a
+    request at a time: attribute()'s first pass, or a caller's pass over
+    the requests that has another job (cmd_requests.concurrency)."""
+
+    def __init__(self, threads=None):
+        self.threads = threads
+        self.clients = {}  # (pid, tid) -> [(start, end, conn, endpoint)]
+
+    def add(self, r):
+        if r[ROLE] != "client":
+            return
+        key = (r[PID], r[TID])
+        if self.threads is None or key in self.threads:
+            self.clients.setdefault(key, []).append((r[START], r[START] + r[DURATION], r[CONN], r[ENDPOINT] or UNNAMED))
+
+
+def attribute(trace, only=None, keep=(), conns=None, threads=None, clients=None):
     """{"endpoints": {endpoint: EndpointTree} of the server requests `only`
     accepts (all when None), "requests": {request_key: dict} for the keys in
     `keep` (their calls, own time, ambiguous count; a kept request missing
     from it waited on nothing: no_calls), "totals": counts of the client
     exchanges by outcome}. threads: only these (pid, tid) are looked
-    at (the threads of the kept requests, for `requests --slowest`)."""
+    at (the threads of the kept requests, for `requests --slowest`).
+    clients: a ClientCollector's clients, when the caller's pass took them."""
     if conns is None:
         conns = request_inference.latest_connections(trace, ("peer",))
     pids = {t[0] for t in threads} if threads is not None else None
@@ -95,11 +113,11 @@ def attribute(trace, only=None, keep=(), conns=None, threads=None):
     # Two passes, so that what is held follows the downstream calls, not the
     # requests: the client exchanges first, then only the server requests
     # that overlap one (the others waited on nothing: folded as they pass).
-    clients = {}
-    for r in request_inference.iter_requests(trace, "client", pids):
-        if threads is None or (r[PID], r[TID]) in threads:
-            clients.setdefault((r[PID], r[TID]), []).append(
-                (r[START], r[START] + r[DURATION], r[CONN], r[ENDPOINT] or UNNAMED))
+    if clients is None:
+        col = ClientCollector(threads)
+        for r in request_inference.iter_requests(trace, "client", pids):
+            col.add(r)
+        clients = col.clients
     cover = {}  # (pid, tid) -> (los, his): the union of its client exchanges' spans
     for key, calls in clients.items():
         los, his = [], []

@@ -173,14 +173,19 @@ def tree_json(root):
     return top
 
 
-def concurrency(trace, role, slowest):
+def concurrency(trace, role, slowest, also=None):
     """[how many other requests were in flight on r's thread during r] for
-    each r of slowest: a second pass over the requests of their processes."""
+    each r of slowest: a second pass over the requests of their processes,
+    every one of which (of any role) also goes to also(r) when given."""
     counts = [0] * len(slowest)
     on_thread = {}
     for i, r in enumerate(slowest):
         on_thread.setdefault((r[PID], r[TID]), []).append((i, r))
-    for x in request_inference.iter_requests(trace, role, {r[PID] for r in slowest}):
+    for x in request_inference.iter_requests(trace, "all" if also else role, {r[PID] for r in slowest}):
+        if also is not None:
+            also(x)
+            if role != "all" and x[ROLE] != role:
+                continue
         mine = on_thread.get((x[PID], x[TID]))
         if not mine:
             continue
@@ -417,15 +422,20 @@ def analyse(trace, role="all", slowest_n=5, listing=False, only=None):
         slowest = []
         for _ in tap():
             pass
-    in_flight = concurrency(trace, role, slowest) if slowest else []
+    # What each slow server request waited on (downstream.py): the client
+    # exchanges of their threads are taken in the same pass.
+    served = [r for r in slowest if r[ROLE] == "server"]
+    slow_threads = {(r[PID], r[TID]) for r in served}
+    clients = downstream.ClientCollector(slow_threads)
+    in_flight = concurrency(trace, role, slowest, clients.add if served else None) if slowest else []
+    waited = {}
+    if clients.clients:  # else none of them waited on anything
+        waited = downstream.attribute(trace, only=lambda r: False, keep=[downstream.request_key(r) for r in served],
+                                      threads=slow_threads, clients=clients.clients)["requests"]
     windows = {}
     for r in slowest:
         windows.setdefault((r[PID], r[TID]), []).append((r[START], r[START] + r[DURATION]))
     samples = read_samples(trace, windows) if slowest else {}
-    # What each slow server request waited on (downstream.py): one more pass over the requests.
-    served = [r for r in slowest if r[ROLE] == "server"]
-    waited = downstream.attribute(trace, only=lambda r: False, keep=[downstream.request_key(r) for r in served],
-                                  threads={(r[PID], r[TID]) for r in served})["requests"] if served else {}
     details = []  # per slowest request: (dict as --json lists it, {kind: call tree})
     for r, n in zip(slowest, in_flight):
         lo, hi = r[START], r[START] + r[DURATION]
