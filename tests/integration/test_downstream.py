@@ -16,6 +16,7 @@ import pwd
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import urllib.request
 
@@ -252,3 +253,81 @@ def test_event_loop_server_ambiguous_share(fr, trace_dir, redis_only):
             assert ds["ambiguous_calls"] == 0 and sum(c["wall_ns"] for c in ds["calls"]) <= r["duration_ns"]
     text = fr.dump_run("requests", "--tree", trace_dir).stdout
     assert "%d ambiguous calls overlapped %d of these requests" % (batch, batch) in text, text
+
+
+# ------------------------------------------------------------------ the rules, on a trace built by hand
+
+def rules_segment(pid=77):
+    """One process, by hand from format/SPEC.md: server requests and client
+    exchanges on three threads, each placed to hit one rule of downstream.py."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "fuzz"))
+    import hostile_segments as hs
+    strings = ["server", "client", "ipv4", "stream", "127.0.0.1:80", "10.0.0.9:1", "127.0.0.1:5432",
+               "127.0.0.1:6379", "GET /a", "GET /b", "GET /c", "GET /d", "Query SELECT", "GET", "SET"]
+    sid = {s: i + 1 for i, s in enumerate(strings)}
+    open_type = (1, "socket.open", [("time", hs.TIME, "ns"), ("tid", hs.UINT, ""), ("fd", hs.UINT, ""),
+                                    ("conn", hs.UINT, ""), ("role", hs.STRING, ""), ("family", hs.STRING, ""),
+                                    ("sock_type", hs.STRING, ""), ("local", hs.STRING, ""),
+                                    ("peer", hs.STRING, ""), ("listener", hs.UINT, "")])
+    ex_type = (2, "socket.exchange", [("time", hs.TIME, "ns"), ("tid", hs.UINT, ""), ("fd", hs.UINT, ""),
+                                      ("conn", hs.UINT, ""), ("flags", hs.UINT, ""), ("bytes_in", hs.UINT, "bytes"),
+                                      ("bytes_out", hs.UINT, "bytes"), ("end", hs.TIME, "ns"),
+                                      ("endpoint", hs.STRING, "")])
+    t0 = 1_000_000_000
+    # conn: (role, peer)
+    conns = {1: ("server", "10.0.0.9:1"), 2: ("server", "10.0.0.9:1"), 3: ("server", "10.0.0.9:1"),
+             4: ("server", "10.0.0.9:1"), 10: ("client", "127.0.0.1:5432"), 11: ("client", "127.0.0.1:6379"),
+             12: ("client", "127.0.0.1:5432"), 13: ("client", "127.0.0.1:6379"), 14: ("client", "127.0.0.1:5432")}
+    # (start, end, tid, conn, endpoint), times after t0
+    exchanges = [
+        (100, 200, 7, 14, "Query SELECT"),     # a thread that serves no request: other_thread
+        (1000, 5000, 5, 1, "GET /a"),          # A
+        (1200, 1800, 5, 10, "Query SELECT"),   # A's
+        (1500, 2500, 5, 11, "GET"),            # A's too, overlapping the first: waited 1300, not 1600
+        (5100, 5200, 5, 10, "Query SELECT"),   # between requests: outside
+        (5500, 6500, 5, 12, "Query SELECT"),   # begun before B arrived: outside
+        (6000, 9000, 5, 2, "GET /b"),          # B
+        (10000, 20000, 6, 3, "GET /c"),        # C
+        (10100, 11000, 6, 13, "SET"),          # C's: D not yet in flight
+        (12000, 18000, 6, 4, "GET /d"),        # D, C still in flight
+        (13000, 14000, 6, 13, "SET"),          # C and D in flight: ambiguous
+    ]
+    opens = sorted(conns)
+    seg = hs.header(pid=pid) + hs.block(hs.SCHEMA, hs.schema([open_type, ex_type]))
+    seg += hs.block(hs.STRINGS, hs.table(1, [hs.text(s) for s in strings]))
+    seg += hs.block(hs.EVENTS, hs.events(1, len(opens), [
+        hs.plain([t0] * len(opens)), hs.plain([5] * len(opens)), hs.plain(opens), hs.plain(opens),
+        hs.plain([sid[conns[c][0]] for c in opens]), hs.plain([sid["ipv4"]] * len(opens)),
+        hs.plain([sid["stream"]] * len(opens)), hs.plain([sid["127.0.0.1:80"]] * len(opens)),
+        hs.plain([sid[conns[c][1]] for c in opens]), hs.plain([0] * len(opens))]))
+    n = len(exchanges)
+    seg += hs.block(hs.EVENTS, hs.events(2, n, [
+        hs.plain([t0 + e[0] for e in exchanges]), hs.plain([e[2] for e in exchanges]),
+        hs.plain([e[3] for e in exchanges]), hs.plain([e[3] for e in exchanges]), hs.plain([0] * n),
+        hs.plain([10 if conns[e[3]][0] == "server" else 20 for e in exchanges]),
+        hs.plain([20 if conns[e[3]][0] == "server" else 10 for e in exchanges]),
+        hs.plain([t0 + e[1] for e in exchanges]), hs.plain([sid[e[4]] for e in exchanges])]))
+    return seg
+
+
+def test_attribution_rules_exact(fr, tmp_path):
+    (tmp_path / "svc-77-0000.seg").write_bytes(rules_segment())
+    rep = fr.dump_json("requests", "--tree", "--json", tmp_path)
+    assert rep["calls"] == {"client_calls": 7, "attributed": 3, "ambiguous": 1, "outside": 2, "other_thread": 1}
+    rows = {r["endpoint"]: r for r in rep["endpoints"]}
+    a = rows["GET /a"]
+    assert (a["requests"], a["wall_ns"], a["own_ns"]) == (1, 4000, 2700), a
+    assert [(c["peer"], c["endpoint"], c["calls"], c["wall_ns"]) for c in a["downstream"]] == [
+        ("127.0.0.1:5432", "Query SELECT", 1, 600), ("127.0.0.1:6379", "GET", 1, 1000)]
+    assert (rows["GET /b"]["own_ns"], rows["GET /b"]["downstream"]) == (3000, [])
+    c, d = rows["GET /c"], rows["GET /d"]
+    assert (c["own_ns"], c["ambiguous_calls"], c["ambiguous_requests"]) == (9100, 1, 1), c
+    assert [(x["endpoint"], x["calls"]) for x in c["downstream"]] == [("SET", 1)]
+    assert (d["own_ns"], d["downstream"], d["ambiguous_calls"]) == (6000, [], 1), d
+    doc = fr.dump_json("requests", "--json", "--role", "server", "--slowest", "10", tmp_path)
+    per = {doc["requests"][i]["endpoint"]: doc["requests"][i]["downstream"] for i in doc["slowest"]}
+    assert per["GET /a"]["waited_ns"] == 1300 and per["GET /a"]["own_ns"] == 2700
+    assert per["GET /c"]["ambiguous_calls"] == 1 and per["GET /d"]["ambiguous_calls"] == 1
+    assert per["GET /b"] == {"wall_ns": 3000, "own_ns": 3000, "waited_ns": 0, "calls": [], "ambiguous_calls": 0}
+    only = fr.dump_json("requests", "--tree", "--json", "--endpoint", "GET /d", tmp_path)
+    assert [r["endpoint"] for r in only["endpoints"]] == ["GET /d"] and only["endpoints"][0]["ambiguous_calls"] == 1
