@@ -31,7 +31,7 @@ exchange, like `requests --by endpoint` (every request's share is asked for).
 import bisect
 
 from . import request_inference
-from .request_inference import CONN, DURATION, ENDPOINT, PID, ROLE, START, TID
+from .request_inference import BYTES_IN, BYTES_OUT, CONN, DURATION, ENDPOINT, PID, ROLE, START, TID
 
 UNNAMED = "(unnamed)"
 
@@ -53,7 +53,8 @@ class EndpointTree:
     def as_dict(self, endpoint):
         n = self.requests or 1
         calls = [{"peer": peer, "endpoint": ep, "calls": c, "calls_per_request": round(c / n, 3),
-                  "wall_ns": w} for (peer, ep), (c, w) in self.calls.items()]
+                  "wall_ns": w, "bytes_in": bi, "bytes_out": bo}
+                 for (peer, ep), (c, w, bi, bo) in self.calls.items()]
         calls.sort(key=lambda x: (x["peer"], -x["wall_ns"], x["endpoint"]))
         return {"endpoint": endpoint, "requests": self.requests, "wall_ns": self.wall_ns, "own_ns": self.own_ns,
                 "downstream_calls": sum(c["calls"] for c in calls), "downstream": calls,
@@ -85,14 +86,15 @@ class ClientCollector:
 
     def __init__(self, threads=None):
         self.threads = threads
-        self.clients = {}  # (pid, tid) -> [(start, end, conn, endpoint)]
+        self.clients = {}  # (pid, tid) -> [(start, end, conn, endpoint, bytes_in, bytes_out)]
 
     def add(self, r):
         if r[ROLE] != "client":
             return
         key = (r[PID], r[TID])
         if self.threads is None or key in self.threads:
-            self.clients.setdefault(key, []).append((r[START], r[START] + r[DURATION], r[CONN], r[ENDPOINT] or UNNAMED))
+            self.clients.setdefault(key, []).append((r[START], r[START] + r[DURATION], r[CONN],
+                                                     r[ENDPOINT] or UNNAMED, r[BYTES_IN], r[BYTES_OUT]))
 
 
 def attribute(trace, only=None, keep=(), conns=None, threads=None, clients=None):
@@ -121,7 +123,7 @@ def attribute(trace, only=None, keep=(), conns=None, threads=None, clients=None)
     cover = {}  # (pid, tid) -> (los, his): the union of its client exchanges' spans
     for key, calls in clients.items():
         los, his = [], []
-        for lo, hi, _, _ in sorted(calls):
+        for lo, hi, *_ in sorted(calls):
             if his and lo <= his[-1]:
                 his[-1] = max(his[-1], hi)
             else:
@@ -157,7 +159,7 @@ def attribute(trace, only=None, keep=(), conns=None, threads=None, clients=None)
         longest = max(s[1] - s[0] for s in srv)
         mine = [[] for _ in srv]        # attributed calls per server request
         shared = [0] * len(srv)         # ambiguous calls overlapping it
-        for cs, ce, conn, ep in calls:
+        for cs, ce, conn, ep, bi, bo in calls:
             upto = bisect.bisect_right(starts, ce)
             n = upto - bisect.bisect_left(ends, cs)
             if n <= 0:
@@ -172,7 +174,7 @@ def attribute(trace, only=None, keep=(), conns=None, threads=None, clients=None)
                     continue
                 totals["attributed"] += 1
                 peer = conns.get((key[0], conn), ("",))[0] or "?"
-                mine[i].append((cs, ce, peer, ep))
+                mine[i].append((cs, ce, peer, ep, bi, bo))
                 continue
             totals["ambiguous"] += 1
             i = upto - 1
@@ -196,19 +198,26 @@ def attribute(trace, only=None, keep=(), conns=None, threads=None, clients=None)
 
 def no_calls(r):
     """The "requests" entry of a request that waited on nothing."""
-    return {"wall_ns": r[DURATION], "own_ns": r[DURATION], "waited_ns": 0, "calls": [], "ambiguous_calls": 0}
+    return {"wall_ns": r[DURATION], "own_ns": r[DURATION], "waited_ns": 0, "calls": [], "ambiguous_calls": 0,
+            "each": [], "each_truncated": False}
+
+
+# A kept request lists its calls one by one (start, wall, bytes) up to this many.
+EACH_LIMIT = 1000
 
 
 def _fold(endpoints, kept, keep, pid, s, calls, ambiguous):
     """Adds one server request s (start, end, conn, endpoint, selected) and its calls."""
     start, end, conn, ep = s[0], s[1], s[2], s[3]
     groups = {}
-    for cs, ce, peer, cep in calls:
+    for cs, ce, peer, cep, bi, bo in calls:
         g = groups.get((peer, cep))
         if g is None:
-            g = groups[(peer, cep)] = [0, 0]
+            g = groups[(peer, cep)] = [0, 0, 0, 0]
         g[0] += 1
         g[1] += ce - cs
+        g[2] += bi
+        g[3] += bo
     waited = _union_within([(c[0], c[1]) for c in calls], start, end)
     wall = end - start
     own = wall - waited
@@ -221,18 +230,22 @@ def _fold(endpoints, kept, keep, pid, s, calls, ambiguous):
         t.own_ns += own
         if ambiguous:
             t.ambiguous_requests += 1
-        for k, (c, w) in groups.items():
+        for k, v in groups.items():
             g = t.calls.get(k)
             if g is None:
-                t.calls[k] = [c, w]
+                t.calls[k] = list(v)
             else:
-                g[0] += c
-                g[1] += w
+                for j in range(4):
+                    g[j] += v[j]
     rk = (pid, conn, start)
     if rk in keep:
-        lst = [{"peer": peer, "endpoint": cep, "calls": c, "wall_ns": w} for (peer, cep), (c, w) in groups.items()]
+        lst = [{"peer": peer, "endpoint": cep, "calls": c, "wall_ns": w, "bytes_in": bi, "bytes_out": bo}
+               for (peer, cep), (c, w, bi, bo) in groups.items()]
         lst.sort(key=lambda x: (x["peer"], -x["wall_ns"], x["endpoint"]))
-        kept[rk] = {"wall_ns": wall, "own_ns": own, "waited_ns": waited, "calls": lst, "ambiguous_calls": ambiguous}
+        each = [{"start_ns": cs, "wall_ns": ce - cs, "peer": peer, "endpoint": cep, "bytes_in": bi, "bytes_out": bo}
+                for cs, ce, peer, cep, bi, bo in sorted(calls)[:EACH_LIMIT]]
+        kept[rk] = {"wall_ns": wall, "own_ns": own, "waited_ns": waited, "calls": lst, "ambiguous_calls": ambiguous,
+                    "each": each, "each_truncated": len(calls) > EACH_LIMIT}
 
 
 # ------------------------------------------------------------------ rendering

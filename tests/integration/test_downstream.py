@@ -172,6 +172,11 @@ def test_thread_per_request_server_downstream_calls_exact(fr, trace_dir, service
         assert sum(c["wall_ns"] for c in ds["calls"]) <= r["duration_ns"], r
         assert ds["waited_ns"] + ds["own_ns"] == r["duration_ns"] and ds["own_ns"] >= 0
         assert ds["ambiguous_calls"] == 0
+        # Each call, one by one: inside the request, with bytes both ways.
+        assert len(ds["each"]) == sum(want[r["endpoint"]].values()) and not ds["each_truncated"]
+        for c in ds["each"]:
+            assert r["start_ns"] <= c["start_ns"] <= c["start_ns"] + c["wall_ns"] <= r["start_ns"] + r["duration_ns"]
+            assert c["bytes_in"] > 0 and c["bytes_out"] > 0
 
     # The text layout: reqray's columns, the N+1 stands out as calls per request.
     text = fr.dump_run("requests", "--tree", trace_dir).stdout
@@ -328,6 +333,14 @@ def test_attribution_rules_exact(fr, tmp_path):
     per = {doc["requests"][i]["endpoint"]: doc["requests"][i]["downstream"] for i in doc["slowest"]}
     assert per["GET /a"]["waited_ns"] == 1300 and per["GET /a"]["own_ns"] == 2700
     assert per["GET /c"]["ambiguous_calls"] == 1 and per["GET /d"]["ambiguous_calls"] == 1
-    assert per["GET /b"] == {"wall_ns": 3000, "own_ns": 3000, "waited_ns": 0, "calls": [], "ambiguous_calls": 0}
+    assert per["GET /b"] == {"wall_ns": 3000, "own_ns": 3000, "waited_ns": 0, "calls": [], "ambiguous_calls": 0,
+                             "each": [], "each_truncated": False}
+    t0 = 1_000_000_000
+    assert per["GET /a"]["each"] == [
+        {"start_ns": t0 + 1200, "wall_ns": 600, "peer": "127.0.0.1:5432", "endpoint": "Query SELECT",
+         "bytes_in": 20, "bytes_out": 10},
+        {"start_ns": t0 + 1500, "wall_ns": 1000, "peer": "127.0.0.1:6379", "endpoint": "GET", "bytes_in": 20,
+         "bytes_out": 10}]
+    assert a["downstream"][0]["bytes_in"] == 20 and a["downstream"][0]["bytes_out"] == 10
     only = fr.dump_json("requests", "--tree", "--json", "--endpoint", "GET /d", tmp_path)
     assert [r["endpoint"] for r in only["endpoints"]] == ["GET /d"] and only["endpoints"][0]["ambiguous_calls"] == 1
