@@ -24,8 +24,9 @@ A request's own time is its wall time minus the union of its attributed
 calls' spans clipped to the request (concurrent calls are not counted
 twice).
 
-Memory: a (start, end, endpoint) per server request and per client
-exchange, like `requests --by endpoint` (every request's share is asked for).
+Memory: the client exchanges (of the given threads), and the server
+requests that overlap one; a server request that overlaps none waited on
+nothing and is summed as it is read.
 """
 
 import bisect
@@ -48,7 +49,7 @@ class EndpointTree:
 
     def __init__(self):
         self.requests = self.wall_ns = self.own_ns = self.ambiguous = self.ambiguous_requests = 0
-        self.calls = {}  # (peer, endpoint) -> [calls, wall_ns]
+        self.calls = {}  # (peer, endpoint) -> [calls, wall_ns, bytes_in, bytes_out]
 
     def as_dict(self, endpoint):
         n = self.requests or 1
