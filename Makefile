@@ -65,7 +65,8 @@ DEBIAN_PACKAGES := g++ make pkg-config libunwind-dev libdw-dev libelf-dev libzst
   python3-botocore python3-crcmod python3-pytest zstd clang libclang-rt-14-dev golang-go procps \
   redis-server redis-tools nginx wrk heaptrack google-perftools libgoogle-perftools4 linux-perf \
   python3-matplotlib time rustc chromium protobuf-compiler libpython3.11-testsuite \
-  clickhouse-server clickhouse-client python3-clickhouse-driver
+  clickhouse-server clickhouse-client python3-clickhouse-driver \
+  postgresql python3-psycopg2 python3-redis nodejs
 
 LIB_SRCS   := $(sort $(shell find format sampler uploader preload -name '*.cc'))
 HOOK_SRCS  := $(filter $(foreach d,$(sort $(dir $(LIB_SRCS))),$(d)hook_%.cc),$(LIB_SRCS)) \

@@ -17,7 +17,7 @@ import re
 import tempfile
 import time
 
-from . import calltree, cli, diff, flamegraph, incidents, profiles, viewer_sources
+from . import calltree, cli, diff, downstream, flamegraph, incidents, profiles, viewer_sources
 from .commands import cmd_chrome, cmd_diff, cmd_flame, cmd_heap, cmd_info, cmd_requests, cmd_sockets
 from .viewer_html import bars, call_tree, esc, flame_frame, fmt_bytes, fmt_ns, fmt_value, link, table, text_tree
 
@@ -359,6 +359,10 @@ def view_requests(ctx):
         if r["concurrent"]:
             out.append('<p class="note">shared: %d other requests in flight on this thread; the samples below '
                        'belong to all of them</p>' % r["concurrent"])
+        ds = r.get("downstream")
+        if ds and (ds["calls"] or ds["ambiguous_calls"]):
+            out.append('<div>Downstream calls</div><pre class="downstream">%s</pre>' % esc("\n".join(
+                downstream.render_request(ds, r.get("endpoint") or "request"))))
         if not trees:
             out.append('<p class="note">no samples on this thread inside the request</p>')
         for kind in cmd_requests.KINDS:

@@ -19,7 +19,7 @@ import heapq
 import json
 import sys
 
-from .. import calltree, cli, profiles, request_inference
+from .. import calltree, cli, downstream, profiles, request_inference
 from ..request_inference import BYTES_IN, BYTES_OUT, CONN, DURATION, ENDPOINT, PID, ROLE, START, TID, TRACE
 from ..spill_sort import SpillSort
 from .cmd_sockets import EXACT_TOTAL, Durations, format_ns, reset_exact_budget
@@ -45,6 +45,9 @@ def register(subparsers):
     p.add_argument("--by", choices=("endpoint",),
                    help="one line per endpoint: count, latency percentiles, CPU, off-CPU, sampled allocations "
                         "and bytes per request, sorted by total time")
+    p.add_argument("--tree", action="store_true",
+                   help="per server endpoint, the downstream calls its requests made (to databases, caches, other "
+                        "services), counted and timed: [# calls] wall ms | own ms | name (docs/REQUESTS.md)")
     p.add_argument("--endpoint", metavar="E",
                    help="only requests whose endpoint matches E (shell wildcards: 'GET /api/*')")
     p.add_argument("--trace-id", metavar="T",
@@ -170,14 +173,19 @@ def tree_json(root):
     return top
 
 
-def concurrency(trace, role, slowest):
+def concurrency(trace, role, slowest, also=None):
     """[how many other requests were in flight on r's thread during r] for
-    each r of slowest: a second pass over the requests of their processes."""
+    each r of slowest: a second pass over the requests of their processes,
+    every one of which (of any role) also goes to also(r) when given."""
     counts = [0] * len(slowest)
     on_thread = {}
     for i, r in enumerate(slowest):
         on_thread.setdefault((r[PID], r[TID]), []).append((i, r))
-    for x in request_inference.iter_requests(trace, role, {r[PID] for r in slowest}):
+    for x in request_inference.iter_requests(trace, "all" if also else role, {r[PID] for r in slowest}):
+        if also is not None:
+            also(x)
+            if role != "all" and x[ROLE] != role:
+                continue
         mine = on_thread.get((x[PID], x[TID]))
         if not mine:
             continue
@@ -261,6 +269,14 @@ def run(args):
         from .. import requests_diff
         return requests_diff.diff_report(trace, args.role, args.json, None, args.min_pct)
     only = request_filter(args.endpoint, args.trace_id)
+    if args.tree:
+        rep = downstream_report(trace, only)
+        if args.json:
+            json.dump(rep, sys.stdout, separators=(",", ":"))
+            sys.stdout.write("\n")
+        else:
+            print_downstream(rep)
+        return cli.exit_status(trace)
     if args.by == "endpoint":
         rows = by_endpoint(trace, args.role, only)
         if args.json:
@@ -334,6 +350,11 @@ def run(args):
         if r["concurrent"]:
             print("   shared: %d other request%s in flight on this thread (event loop?); the samples below "
                   "belong to all of them" % (r["concurrent"], "" if r["concurrent"] == 1 else "s"))
+        ds = r.get("downstream")
+        if ds is not None and (ds["calls"] or ds["ambiguous_calls"]):
+            print("   downstream calls (own = wall minus the time waiting on them):")
+            for line in downstream.render_request(ds, cli.escape_text(r.get("endpoint") or "request")):
+                print("   " + line)
         if not trees:
             print("   no CPU, off-CPU or allocation samples on this thread inside the request")
             continue
@@ -401,7 +422,16 @@ def analyse(trace, role="all", slowest_n=5, listing=False, only=None):
         slowest = []
         for _ in tap():
             pass
-    in_flight = concurrency(trace, role, slowest) if slowest else []
+    # What each slow server request waited on (downstream.py): the client
+    # exchanges of their threads are taken in the same pass.
+    served = [r for r in slowest if r[ROLE] == "server"]
+    slow_threads = {(r[PID], r[TID]) for r in served}
+    clients = downstream.ClientCollector(slow_threads)
+    in_flight = concurrency(trace, role, slowest, clients.add if served else None) if slowest else []
+    waited = {}
+    if clients.clients:  # else none of them waited on anything
+        waited = downstream.attribute(trace, only=lambda r: False, keep=[downstream.request_key(r) for r in served],
+                                      threads=slow_threads, clients=clients.clients)["requests"]
     windows = {}
     for r in slowest:
         windows.setdefault((r[PID], r[TID]), []).append((r[START], r[START] + r[DURATION]))
@@ -417,6 +447,8 @@ def analyse(trace, role="all", slowest_n=5, listing=False, only=None):
         d = request_dict(r, conns)
         d["tree"] = {k: tree_json(t) for k, t in trees.items()}
         d["concurrent"] = n
+        if r[ROLE] == "server":
+            d["downstream"] = waited.get(downstream.request_key(r)) or downstream.no_calls(r)
         details.append((d, trees))
 
     hist = {name: stats[name].histogram() for name in sorted(stats)}
@@ -454,6 +486,36 @@ def write_json(listing, roles, slowest, details, hist, summ, conns):
     out.write('],"slowest":' + json.dumps([index_of[r] for r in slowest], separators=(",", ":")))
     out.write(',"histogram":' + json.dumps(hist, separators=(",", ":")))
     out.write(',"summary":' + json.dumps(summ, separators=(",", ":")) + "}\n")
+
+
+# ------------------------------------------------------------------ downstream tree
+
+def downstream_report(trace, only=None):
+    """{"endpoints": [per server endpoint: requests, wall/own ns, downstream
+    calls by peer and endpoint with calls per request, ambiguous calls], by
+    total wall time; "calls": the client exchanges by outcome}."""
+    att = downstream.attribute(trace, only=only)
+    rows = [t.as_dict(ep) for ep, t in att["endpoints"].items()]
+    rows.sort(key=lambda x: (-x["wall_ns"], x["endpoint"]))
+    return {"endpoints": rows, "calls": att["totals"]}
+
+
+def print_downstream(rep):
+    rows, tot = rep["endpoints"], rep["calls"]
+    if not rows:
+        print("no server-side requests (see docs/REQUESTS.md for what counts as one)")
+        return
+    print("downstream calls per endpoint (wall and own summed over the requests; own = wall minus the time "
+          "waiting on downstream calls):")
+    print()
+    print(downstream.HEADER)
+    for row in rows:
+        for line in downstream.render_endpoint(row, cli.escape_text):
+            print(line)
+    print()
+    print("client-side exchanges: %d; attributed to a request %d, ambiguous %d (several requests in flight on "
+          "the thread), outside any request %d, on threads that served none %d" % (
+              tot["client_calls"], tot["attributed"], tot["ambiguous"], tot["outside"], tot["other_thread"]))
 
 
 # ------------------------------------------------------------------ by endpoint
