@@ -306,7 +306,11 @@ def _derive_exchanges(pid, segs, conns):
                 if g is None:
                     g = [t, end, bin_, bout, tid, names[i] if names else "", traces[i] if traces else None]
                 else:
-                    g[1] = max(g[1], end)
+                    # A part that moved no data (a would-block or peek on a
+                    # pooled connection, counted until the next question)
+                    # carries only the time it was written: no later end.
+                    if bin_ or bout:
+                        g[1] = max(g[1], end)
                     g[2] += bin_
                     g[3] += bout
                     if server and bout and tid:
