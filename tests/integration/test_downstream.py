@@ -41,7 +41,8 @@ class Postgres:
     """A throwaway cluster on a loopback port, trust authentication. initdb
     refuses to run as root: as root it runs as the `postgres` user."""
 
-    def __init__(self):
+    def __init__(self, env=None):
+        """env: the server's environment (e.g. the preload's), else the test's."""
         self.dir = tempfile.mkdtemp(prefix="flightrec-pg-")
         self.port = free_port()
         self.proc = None
@@ -58,7 +59,7 @@ class Postgres:
         self.proc = subprocess.Popen(
             [pg_bin("postgres"), "-D", data, "-k", self.dir, "-p", str(self.port), "-c", "listen_addresses=127.0.0.1",
              "-c", "fsync=off", "-c", "synchronous_commit=off"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=self.dir, **kw)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=self.dir, env=env, **kw)
         for _ in range(600):
             ready = subprocess.run([pg_bin("pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)],
                                    capture_output=True, timeout=30)
