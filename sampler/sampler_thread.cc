@@ -28,6 +28,7 @@
 #include "preload/fds/fd_guard.h"
 #include "preload/flush/flush_wakeup.h"
 #include "preload/runtime/log.h"
+#include "preload/runtime/recorder_caps.h"
 #include "preload/runtime/recorder_thread.h"
 #include "preload/runtime/thread_allowance.h"
 #include "preload/threads/thread_registry.h"
@@ -186,9 +187,11 @@ void* SamplerMain(void*) {
   // this thread existed (it starts when the recorder goes live), and the
   // nudges that said so bumped the futex word before there was a sleeper.
   bool first = true;
+  RecorderCapsSetWaker(&Wake);
   for (;;) {
     if (!first) WaitForWork(pressure ? kPressureWaitMs : wait_ms);
     first = false;
+    RecorderCapsApply();  // the program's capset, made on this thread too
     CrashFreezePark();  // the program's crash handler is running: touch nothing
     // The program lowered RLIMIT_NPROC under what we need: this thread is
     // one it may miss (thread_allowance.h). It leaves between collections;

@@ -17,6 +17,7 @@
 #include "preload/fds/fd_guard.h"
 #include "preload/runtime/log.h"
 #include "preload/flush/output_dir.h"
+#include "preload/runtime/recorder_caps.h"
 #include "preload/runtime/recorder_thread.h"
 #include "uploader/credentials/credential_provider.h"
 #include "uploader/credentials/credentials.h"
@@ -344,6 +345,7 @@ void Run(Uploader* u) {
     bool shutting;
     pthread_mutex_lock(&u->mu);
     for (;;) {
+      RecorderCapsApply();  // the program's capset, made on this thread too
       if (u->shutdown) break;
       const uint64_t now = MonotonicNs();
       if (now >= next_rescan) break;
@@ -375,8 +377,18 @@ void Run(Uploader* u) {
   }
 }
 
+// The program made a capset (recorder_caps.h): out of the wait, to take it on.
+void WakeForCaps() {
+  Uploader* u = g_uploader.load(std::memory_order_acquire);
+  if (!u) return;
+  pthread_mutex_lock(&u->mu);
+  pthread_cond_broadcast(&u->cv);
+  pthread_mutex_unlock(&u->mu);
+}
+
 void* ThreadMain(void* arg) {
   auto* u = static_cast<Uploader*>(arg);
+  RecorderCapsSetWaker(&WakeForCaps);
   Run(u);
   pthread_mutex_lock(&u->mu);
   u->drained = true;

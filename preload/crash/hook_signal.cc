@@ -45,6 +45,7 @@
 #include "preload/crash/signal_mask.h"
 #include "preload/crash/term_signals.h"
 #include "preload/fds/validation_pipe.h"
+#include "preload/runtime/recorder_caps.h"
 #include "preload/runtime/seccomp_state.h"
 #include "preload/threads/thread_registry.h"
 #include "preload/stacks/stack_unwinder.h"
@@ -350,7 +351,13 @@ FR_HOOK __attribute__((no_sanitize("address"))) long syscall(long nr, ...) {
   // nothing of ours makes a call it could kill on.
   if (__builtin_expect(nr == SYS_seccomp || (nr == SYS_prctl && static_cast<int>(a[0]) == PR_SET_SECCOMP), 0))
     flightrec::NoteSeccompFilter(nr == SYS_seccomp ? "the program's seccomp(2)" : "the program's prctl(PR_SET_SECCOMP)");
-  const long ret = flightrec::RawSyscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+  // The program's capset, mirrored onto our threads (recorder_caps.h).
+  const long ret = __builtin_expect(nr == SYS_capset, 0)
+                       ? flightrec::CapsetThroughHook(reinterpret_cast<const void*>(a[0]),
+                                                      reinterpret_cast<const void*>(a[1]))
+                       : flightrec::RawSyscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+  if (__builtin_expect(nr == SYS_prctl && static_cast<int>(a[0]) == PR_SET_KEEPCAPS && ret == 0, 0))
+    flightrec::RecorderCapsAfterKeepCaps(static_cast<unsigned long>(a[1]));
   if (ret < 0 && ret > -4096) {
     errno = static_cast<int>(-ret);
     return -1;

@@ -60,6 +60,7 @@
 #include "preload/runtime/log.h"
 #include "preload/flush/output_dir.h"
 #include "preload/threads/record_kinds.h"
+#include "preload/runtime/recorder_caps.h"
 #include "preload/runtime/recorder_thread.h"
 #include "preload/runtime/runtime_state.h"
 #include "preload/runtime/seccomp_state.h"
@@ -591,10 +592,13 @@ void* FlushMain(void* arg) {
   uint64_t sleep_ns = std::min(period, GoLiveWithinNs());
   uint64_t idle_ns = period;  // doubles with every quiet tick, up to kIdleMaxNs
   CrashFreezeJoin();
+  RecorderCapsSetWaker(&NudgeFlushThread);
+  RecorderCapsApply();
   // `seen` is read before final_request is looked at: a stop asked after the
   // look bumps the word and cuts the sleep short.
   while (!FinalRequested(*s)) {
     SleepUnlessWoken(seen, sleep_ns);
+    RecorderCapsApply();  // the program's capset, made on this thread too
     CrashFreezePark();  // the program's crash handler is running: touch nothing
     const uint32_t now_seen = g_wake_word.load(std::memory_order_seq_cst);
     const bool nudged = now_seen != seen;  // not just the timer: scan every slot

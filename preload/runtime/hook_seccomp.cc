@@ -3,6 +3,8 @@
 // call of ours after it is one the filter may kill on. The seccomp(2) and
 // raw prctl forms through libc's syscall() are seen by the syscall hook
 // (preload/crash/hook_signal.cc). The call itself is made as asked.
+// PR_SET_KEEPCAPS, per thread, is then made on the recorder's threads too
+// (recorder_caps.h).
 #include <errno.h>
 #include <linux/seccomp.h>
 #include <stdarg.h>
@@ -10,6 +12,7 @@
 #include <sys/syscall.h>
 
 #include "preload/crash/raw_syscall.h"
+#include "preload/runtime/recorder_caps.h"
 #include "preload/runtime/seccomp_state.h"
 
 extern "C" __attribute__((visibility("default"))) int prctl(int option, ...) {
@@ -24,6 +27,12 @@ extern "C" __attribute__((visibility("default"))) int prctl(int option, ...) {
   if (ret < 0 && ret > -4096) {
     errno = static_cast<int>(-ret);
     return -1;
+  }
+  // Keep-caps is per thread: ours follow the program's (recorder_caps.h).
+  if (option == PR_SET_KEEPCAPS) {
+    const int saved = errno;
+    flightrec::RecorderCapsAfterKeepCaps(a[0]);
+    errno = saved;
   }
   return static_cast<int>(ret);
 }

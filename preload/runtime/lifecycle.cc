@@ -33,6 +33,7 @@
 #include "preload/flush/window_keeper.h"
 #include "preload/runtime/last_thread_exit.h"
 #include "preload/runtime/log.h"
+#include "preload/runtime/recorder_caps.h"
 #include "preload/heap/recorder_heap.h"
 #include "preload/flush/output_dir.h"
 #include "preload/flush/segment_files.h"
@@ -119,6 +120,7 @@ void RestartInForkChild();
 void AtForkChild() {
   // A parent thread mid-open or mid-close-all is not in the child.
   format::ResetFdOpeningAfterFork();
+  RecorderCapsResetAfterFork();  // nor are our threads
   if (!RuntimeRecording()) return;
   try {
     RestartInForkChild();

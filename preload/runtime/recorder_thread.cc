@@ -15,6 +15,7 @@
 
 #include "preload/crash/signal_mask.h"
 #include "preload/runtime/log.h"
+#include "preload/runtime/recorder_caps.h"
 #include "preload/runtime/runtime_state.h"
 #include "preload/runtime/thread_allowance.h"
 #include "preload/threads/thread_registry.h"
@@ -26,6 +27,7 @@ struct Start {
   void* (*fn)(void*);
   void* arg;
   char name[16];
+  uint32_t caps_created_at;  // recorder_caps.h
 };
 
 void* Trampoline(void* p) {
@@ -34,16 +36,19 @@ void* Trampoline(void* p) {
   MarkRecorderThread();
   pthread_setname_np(pthread_self(), s.name);
   setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
+  RecorderCapsRegisterSelf(s.caps_created_at);  // the program's capsets are made here too (recorder_caps.h)
   // The recorder's heap throws std::bad_alloc when memory runs out
   // (recorder_heap.h): this thread ends and recording stops; the host goes on.
+  void* ret = nullptr;
   try {
-    return s.fn(s.arg);
+    ret = s.fn(s.arg);
   } catch (const std::bad_alloc&) {
     SetRuntimeRecording(false);
     static std::atomic<bool> said{false};
     if (!said.exchange(true)) Log(LogLevel::kWarn, "recording off: out of memory in %s", s.name);
-    return nullptr;
   }
+  RecorderCapsUnregisterSelf();
+  return ret;
 }
 
 }  // namespace
@@ -107,7 +112,7 @@ int CreateRecorderThread(pthread_t* thread, const char* name, void* (*fn)(void*)
   if (!NprocStillLeavesRoom("it starts no more threads of its own")) {
     return kRefusedForNproc;
   }
-  auto* s = new (std::nothrow) Start{fn, arg, {}};
+  auto* s = new (std::nothrow) Start{fn, arg, {}, 0};
   if (!s) return ENOMEM;
   strncpy(s->name, name, sizeof(s->name) - 1);
   // Block everything while creating so the new thread starts with all signals
@@ -116,7 +121,9 @@ int CreateRecorderThread(pthread_t* thread, const char* name, void* (*fn)(void*)
   sigfillset(&all);
   RealPthreadSigmask(SIG_SETMASK, &all, &old);
   tls_creating_recorder_thread = true;  // our pthread_create hook, if reached, must not register it
+  s->caps_created_at = RecorderCapsCreating();
   const int rc = create(thread, nullptr, Trampoline, s);
+  if (rc != 0) RecorderCapsCreateFailed();
   tls_creating_recorder_thread = false;
   RealPthreadSigmask(SIG_SETMASK, &old, nullptr);
   if (rc != 0) delete s;
