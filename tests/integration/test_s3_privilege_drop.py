@@ -84,7 +84,9 @@ def flightrec_lines(proc):
 def test_dropped_childs_segments_reach_s3(fr, trace_dir, tmp_path, s3, keep_local):
     # The child lives well under 5 s, so it never starts an uploader of its
     # own: its uid-N segments are shipped by its root parent at exit.
-    proc, child = run(fr, trace_dir, "drop", s3_env(s3.endpoint, FLIGHTREC_KEEP_LOCAL=keep_local))
+    # Per-call socket records (FLIGHTREC_SOCKETS=calls): every call is counted below.
+    proc, child = run(fr, trace_dir, "drop", s3_env(s3.endpoint, FLIGHTREC_KEEP_LOCAL=keep_local,
+                                                    FLIGHTREC_SOCKETS="calls"))
     assert flightrec_lines(proc) == [], proc.stderr
     objects = remote(s3)
     copy, doc = decoded(fr, tmp_path, objects)
