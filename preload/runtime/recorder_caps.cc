@@ -35,9 +35,10 @@ Slot g_slots[kSlots];
 // hook writes it. Even values are generations; 0 is "none yet".
 std::atomic<uint32_t> g_seq{0};
 std::atomic<bool> g_writing{false};  // one publisher at a time
-uint32_t g_version = 0;               // 0: no capset published yet
-uint32_t g_data[2 * 3] = {};          // {effective, permitted, inheritable} x 1 or 2
-int g_keepcaps = -1;                  // PR_SET_KEEPCAPS's value; -1: not published
+// Relaxed atomics: the sequence lock orders them (and TSan sees no race).
+std::atomic<uint32_t> g_version{0};   // 0: no capset published yet
+std::atomic<uint32_t> g_data[2 * 3];  // {effective, permitted, inheritable} x 1 or 2
+std::atomic<int> g_keepcaps{-1};      // PR_SET_KEEPCAPS's value; -1: not published
 // Recorder threads created but not registered yet: the hook waits for them too.
 std::atomic<int> g_starting{0};
 
@@ -89,13 +90,13 @@ void RecorderCapsApply() {
     const uint32_t s1 = g_seq.load(std::memory_order_acquire);
     if (s1 == slot.applied.load(std::memory_order_relaxed)) return;
     if (s1 & 1) continue;  // being written: look again
-    const int keepcaps = g_keepcaps;
-    __user_cap_header_struct header{g_version, 0};
+    const int keepcaps = g_keepcaps.load(std::memory_order_relaxed);
+    __user_cap_header_struct header{g_version.load(std::memory_order_relaxed), 0};
     __user_cap_data_struct data[2] = {};
     for (int w = 0; header.version && w < Words(header.version); w++) {
-      data[w].effective = g_data[3 * w];
-      data[w].permitted = g_data[3 * w + 1];
-      data[w].inheritable = g_data[3 * w + 2];
+      data[w].effective = g_data[3 * w].load(std::memory_order_relaxed);
+      data[w].permitted = g_data[3 * w + 1].load(std::memory_order_relaxed);
+      data[w].inheritable = g_data[3 * w + 2].load(std::memory_order_relaxed);
     }
     std::atomic_thread_fence(std::memory_order_acquire);
     if (g_seq.load(std::memory_order_relaxed) != s1) continue;
@@ -161,18 +162,18 @@ void RecorderCapsAfterCapset(const void* header_p, const void* data_p) {
   const uint32_t v = header->version;
   if (v != _LINUX_CAPABILITY_VERSION_1 && v != _LINUX_CAPABILITY_VERSION_2 && v != _LINUX_CAPABILITY_VERSION_3) return;
   PublishAndWait([&] {
-    g_version = v;
+    g_version.store(v, std::memory_order_relaxed);
     for (int w = 0; w < Words(v); w++) {
-      g_data[3 * w] = data[w].effective;
-      g_data[3 * w + 1] = data[w].permitted;
-      g_data[3 * w + 2] = data[w].inheritable;
+      g_data[3 * w].store(data[w].effective, std::memory_order_relaxed);
+      g_data[3 * w + 1].store(data[w].permitted, std::memory_order_relaxed);
+      g_data[3 * w + 2].store(data[w].inheritable, std::memory_order_relaxed);
     }
   });
 }
 
 void RecorderCapsAfterKeepCaps(unsigned long keep) {
   if (tls_slot >= 0 || keep > 1) return;
-  PublishAndWait([&] { g_keepcaps = static_cast<int>(keep); });
+  PublishAndWait([&] { g_keepcaps.store(static_cast<int>(keep), std::memory_order_relaxed); });
 }
 
 void RecorderCapsResetAfterFork() {
