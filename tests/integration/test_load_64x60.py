@@ -42,7 +42,9 @@ def memory_kb(pid):
 
 @pytest.mark.slow
 def test_64_threads_drops_counted_memory_flat(fr, trace_dir):
-    env = fr.env(trace_dir, {"FLIGHTREC_RING_BYTES": 4096, "FLIGHTREC_ALLOC_SAMPLE_BYTES": 1})
+    # Per-call socket records (FLIGHTREC_SOCKETS=calls): produced and recorded are counted per call.
+    env = fr.env(trace_dir, {"FLIGHTREC_RING_BYTES": 4096, "FLIGHTREC_ALLOC_SAMPLE_BYTES": 1,
+                             "FLIGHTREC_SOCKETS": "calls"})
     proc = subprocess.Popen([fr.program("load_soak"), str(THREADS), str(SECONDS)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     samples = []

@@ -19,7 +19,9 @@ NOBODY = 65534
 # work, so it rotates after the switch whatever the machine's load (rotation
 # by size depends on how the drains happened to cut the work); rings big
 # enough and every allocation sampled, so the counts below are exact.
-ENV = {"FLIGHTREC_SEGMENT_SECONDS": 1, "FLIGHTREC_ALLOC_SAMPLE_BYTES": 1, "FLIGHTREC_RING_BYTES": "8M"}
+# Per-call socket records (FLIGHTREC_SOCKETS=calls): the tests count every call.
+ENV = {"FLIGHTREC_SEGMENT_SECONDS": 1, "FLIGHTREC_ALLOC_SAMPLE_BYTES": 1, "FLIGHTREC_RING_BYTES": "8M",
+       "FLIGHTREC_SOCKETS": "calls"}
 LINGER_S = 2
 
 
