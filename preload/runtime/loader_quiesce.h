@@ -10,13 +10,22 @@
 #pragma once
 #include <dlfcn.h>
 
+#include "format/own_fds.h"
+
 namespace flightrec {
 
 // Defined beside the dl_iterate_phdr hook; weak so that code linked without
 // the hooks (unit tests) falls back to a plain dlopen.
 void* RecorderDlopen(const char* file, int flags) __attribute__((weak));
 
+// Also one of our descriptor changes (format/own_fds.h): the loader's opens
+// take the lowest free numbers, and a program's close_range/closefrom in
+// the middle would close one under the loader and hand its number to the
+// program's next file, which the loader then maps or closes (seen: libdw
+// "failed to map segment" and a program's socket closed, in a close storm).
+// The program's bulk close waits for the load (bounded).
 inline void* OwnDlopen(const char* file, int flags) {
+  format::OwnFdChange loading;
   return RecorderDlopen ? RecorderDlopen(file, flags) : dlopen(file, flags);
 }
 
