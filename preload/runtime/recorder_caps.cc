@@ -90,16 +90,17 @@ void RecorderCapsApply() {
     const uint32_t s1 = g_seq.load(std::memory_order_acquire);
     if (s1 == slot.applied.load(std::memory_order_relaxed)) return;
     if (s1 & 1) continue;  // being written: look again
-    const int keepcaps = g_keepcaps.load(std::memory_order_relaxed);
-    __user_cap_header_struct header{g_version.load(std::memory_order_relaxed), 0};
+    // Acquire loads: none of them may move after the second look at the
+    // sequence below (TSan supports no standalone fence).
+    const int keepcaps = g_keepcaps.load(std::memory_order_acquire);
+    __user_cap_header_struct header{g_version.load(std::memory_order_acquire), 0};
     __user_cap_data_struct data[2] = {};
     for (int w = 0; header.version && w < Words(header.version); w++) {
-      data[w].effective = g_data[3 * w].load(std::memory_order_relaxed);
-      data[w].permitted = g_data[3 * w + 1].load(std::memory_order_relaxed);
-      data[w].inheritable = g_data[3 * w + 2].load(std::memory_order_relaxed);
+      data[w].effective = g_data[3 * w].load(std::memory_order_acquire);
+      data[w].permitted = g_data[3 * w + 1].load(std::memory_order_acquire);
+      data[w].inheritable = g_data[3 * w + 2].load(std::memory_order_acquire);
     }
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (g_seq.load(std::memory_order_relaxed) != s1) continue;
+    if (g_seq.load(std::memory_order_acquire) != s1) continue;
     // Whatever the kernel says, this generation is done with: a set this
     // thread cannot take (it never had the permitted bits) is not retried.
     // Keep-caps first: a uid switch after it must leave this thread its
