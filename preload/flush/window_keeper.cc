@@ -14,6 +14,7 @@
 #include "preload/fds/fd_guard.h"
 #include "preload/flush/flush_registry_internal.h"
 #include "preload/flush/output_dir.h"
+#include "preload/runtime/proc_stat.h"
 #include "preload/runtime/clock.h"
 #include "preload/runtime/config.h"
 #include "preload/runtime/core_events.h"
@@ -58,17 +59,9 @@ std::string TaggedName(const std::string& name, const std::string& tag) {
 // reads from /proc/PID/stat to name the control file), and the wall-clock
 // time it falls at. False if /proc cannot be read.
 bool ReadOwnStart(uint64_t* ticks, int64_t* started_sec) {
-  const int fd = OpenTransientFd("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
   char buf[1024];
-  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  CloseTransientFd(fd);
-  if (n <= 0) return false;
-  buf[n] = 0;
-  // The command name (field 2) may hold spaces and ')': fields 3.. follow its last ')'.
-  const char* p = strrchr(buf, ')');
+  const char* p = ReadOwnStatFields(buf, sizeof(buf));  // at field 3
   if (!p) return false;
-  p++;
   for (int field = 3; field < 22; field++) {
     while (*p == ' ') p++;
     while (*p && *p != ' ') p++;

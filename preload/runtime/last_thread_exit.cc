@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "preload/runtime/proc_stat.h"
 #include "preload/fds/fd_guard.h"
 #include "preload/threads/thread_registry.h"
 
@@ -66,18 +67,12 @@ bool LiveApplicationThread(const char* tid) {
 // exit system call. Its exit status is field 52 of /proc/self/stat
 // (exit_code, as waitpid reports it; Linux 3.5 and later).
 bool MainThreadIsZombie(int* status) {
-  const int fd = OpenTransientFd("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
   char buf[1024];
-  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  CloseTransientFd(fd);
-  if (n <= 0) return false;
-  buf[n] = 0;
-  const char* close_paren = strrchr(buf, ')');
-  if (!close_paren || close_paren[1] != ' ' || close_paren[2] != 'Z') return false;
+  const char* state = ReadOwnStatFields(buf, sizeof(buf));  // field 3
+  if (!state || *state != 'Z') return false;
   int field = 3;  // the state
   long code = 0;
-  for (const char* p = close_paren + 2; *p; ++p) {
+  for (const char* p = state; *p; ++p) {
     if (*p != ' ') continue;
     if (++field == 52) {
       code = strtol(p + 1, nullptr, 10);
