@@ -59,6 +59,8 @@ namespace {
 void Fill(const Slot& s, int fd, uint64_t now, uint16_t flags, bool partial, SocketExchangeRecord* r) {
   if (s.word & kSCont) flags |= kExCont;
   if (s.word & kSEof) flags |= kExEof;
+  if (s.word & kSErrIn) flags |= kExErrIn;
+  if (s.word & kSErrOut) flags |= kExErrOut;
   if (partial) flags |= kExPartial;
   if (s.word & kSTsc) flags |= kExTsc;
   uint64_t at = s.ask_end > s.ans_end ? s.ask_end : s.ans_end;

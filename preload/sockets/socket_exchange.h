@@ -51,6 +51,8 @@ inline constexpr uint16_t kExCont = 4;       // continues the descriptor's previ
 inline constexpr uint16_t kExEof = 8;        // a receive returned end of stream
 inline constexpr uint16_t kExClosed = 16;    // written at close or shutdown
 inline constexpr uint16_t kExStale = 32;     // left in the slot by a connection whose close was not seen
+inline constexpr uint16_t kExErrIn = 64;     // a receive failed (its errors count among `errors`)
+inline constexpr uint16_t kExErrOut = 128;   // a send failed
 inline constexpr uint16_t kExTsc = 0x100;    // record only: times are TSC ticks (socket_clock.h)
 
 // One exchange (or part of one: kExPartial/kExCont). 96 bytes + the 8-byte
@@ -102,6 +104,8 @@ inline constexpr uint64_t kSTsc = uint64_t{1} << 51;   // times in TSC ticks
 inline constexpr uint64_t kSEof = uint64_t{1} << 52;   // end of stream seen
 inline constexpr uint64_t kSPfx = uint64_t{1} << 53;   // fd's prefix buffer holds this exchange's question
 inline constexpr uint64_t kSPfxDone = uint64_t{1} << 54;  // ... and is full: no more copying this exchange
+inline constexpr uint64_t kSErrIn = uint64_t{1} << 55;    // this record's calls include a failed receive
+inline constexpr uint64_t kSErrOut = uint64_t{1} << 56;   // ... a failed send
 
 // The slots (mapped at init when exchanges are on; null otherwise): also the
 // switch the data hooks test. In the hot line (socket_hot_data.h).
@@ -177,7 +181,10 @@ __attribute__((always_inline)) inline bool Account(uint64_t entry, int fd, bool 
   } else {
     calls++;
     if (result == -EAGAIN) s.would_block++;
-    else if (IsSocketError(result)) s.errors++;
+    else if (IsSocketError(result)) {
+      s.errors++;
+      s.word |= send ? kSErrOut : kSErrIn;  // which way failed: a reset recv and a refused send read differently
+    }
     // End of stream: the peer will ask nothing more.
     if (result == 0 && !send && sockfd::EntryType(entry) != sockfd::SockType::kDgram) {
       s.word |= kSEof;

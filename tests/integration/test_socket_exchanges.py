@@ -100,6 +100,9 @@ def test_would_block_and_errors_are_counted(fr, trace_dir):
     doc, _ = by_role(fr, trace_dir)
     assert doc["totals"]["eagain"] == 7
     assert doc["totals"]["errors"] == 1
+    # The exchange says which way failed: the send to the reset peer.
+    failed = [c for c in doc["connections"] if c["errors"]]
+    assert len(failed) == 1 and failed[0]["errors_by_name"] == {"out": 1}, failed
     evs = exchanges(fr, trace_dir)
     assert sum(e["would_block"] for e in evs) == 7 and sum(e["calls_in"] for e in evs) == 7
     assert sum(e["errors"] for e in evs) == 1

@@ -79,6 +79,8 @@ TEST_CASE("socket exchange: a server's receives then sends are one exchange; the
   CHECK(sockex::Account(e, fd, true, false, false, 340, 350, -ECONNRESET));
   CHECK(s.errors == 1);
   CHECK(s.calls_out == 1);
+  CHECK((s.word & sockex::kSErrOut) != 0);  // the record will say a send failed ...
+  CHECK((s.word & sockex::kSErrIn) == 0);   // ... and no receive
   // End of stream with an exchange in progress: written, the slot is empty again.
   CHECK(sockex::Account(e, fd, false, false, false, 360, 370, 0));
   CHECK(s.calls_in == 0);

@@ -140,6 +140,17 @@ def _new_conn(pid, conn):
             "acceptq": None}
 
 
+# socket.exchange flags: which way its failed calls went (socket_exchange.h).
+EX_ERR_IN, EX_ERR_OUT = 64, 128
+
+
+def _error_direction(flags):
+    """An exchange's failed calls by direction: "in" (receives), "out" (sends),
+    or "data" when both failed in one record (or an older recorder said neither)."""
+    way = flags & (EX_ERR_IN | EX_ERR_OUT)
+    return "in" if way == EX_ERR_IN else "out" if way == EX_ERR_OUT else "data"
+
+
 def _field_cols(batch, names):
     """{name: column} for the given fields, or None if the block lacks one or is damaged."""
     cols = batch.columns_named(names)
@@ -236,13 +247,13 @@ def collect(trace):
     # held its descriptor's exchange (counted as "single_calls").
     for b in trace.batches({"socket.exchange"}):
         cols = _field_cols(b, ["time", "conn", "fd", "bytes_in", "bytes_out", "calls_in", "calls_out", "errors",
-                               "would_block", "end"])
+                               "would_block", "end", "flags"])
         if cols is None:
             continue
         pid = b.segment.pid
-        for (t, conn, fd, bin_, bout, cin, cout, errors, wb, end) in zip(
+        for (t, conn, fd, bin_, bout, cin, cout, errors, wb, end, flags) in zip(
                 cols["time"], cols["conn"], cols["fd"], cols["bytes_in"], cols["bytes_out"], cols["calls_in"],
-                cols["calls_out"], cols["errors"], cols["would_block"], cols["end"]):
+                cols["calls_out"], cols["errors"], cols["would_block"], cols["end"], cols["flags"]):
             c = conns.get((pid, conn)) or get(pid, conn)
             c["bytes_in"] += bin_
             c["bytes_out"] += bout
@@ -253,7 +264,8 @@ def collect(trace):
                 c["ops_by_name"]["out"] = c["ops_by_name"].get("out", 0) + cout
             c["errors"] += errors
             if errors:
-                c["errors_by_name"]["data"] = c["errors_by_name"].get("data", 0) + errors
+                way = _error_direction(flags)
+                c["errors_by_name"][way] = c["errors_by_name"].get(way, 0) + errors
             c["eagain"] += wb
             c["exchanges"] = c.get("exchanges", 0) + 1
             if c["first_ns"] is None or t < c["first_ns"]:
