@@ -161,6 +161,14 @@ struct FlushState {
   bool in_final = false;                    // the final tick runs: no early return
   std::atomic<bool> final_sealed{false};    // the final drain and seal are done
   std::atomic<bool> final_finished{false};  // and the shutdown hooks ran
+  // Bumped (and woken) whenever one of the flags a stopper waits on is set:
+  // final_sealed, final_finished, crash_done, done. A stopper sleeps on it
+  // rather than polling, so it leaves the moment the work is done.
+  std::atomic<uint32_t> progress{0};
+  // A forked child's race between its exec and its flush thread's first
+  // tick (kPhase*): whoever moves it from kPhaseAsleep first decides whether
+  // the child goes live or is dropped unseen.
+  std::atomic<int> phase{0};
   std::atomic<pid_t> tid{0};       // the flush thread's, once it runs
   std::atomic<bool> done{false};
   std::atomic<bool> crash_requested{false};
@@ -171,6 +179,19 @@ struct FlushState {
   // may both give up waiting): a thread is detached once.
   std::atomic<bool> thread_detached{false};
 };
+
+constexpr int kPhaseAsleep = 0;     // no tick has begun
+constexpr int kPhaseTicking = 1;    // the flush thread began its first tick
+constexpr int kPhaseDiscarded = 2;  // an exec took the child first: nothing to write, nobody to wait for
+
+// Sets `flag` and wakes whoever waits for it (WaitFor).
+void Announce(FlushState& s, std::atomic<bool>& flag) {
+  flag.store(true, std::memory_order_release);
+  s.progress.fetch_add(1, std::memory_order_seq_cst);
+  const int saved = errno;
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&s.progress), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+  errno = saved;
+}
 
 FlushState* g_state = nullptr;
 uint64_t g_next_seq = 0;  // segment numbers continue across restarts (failed exec)
@@ -548,10 +569,10 @@ void FinalSequence(FlushState& s) {
   // Never live (a forked child exec'ing at once): no segment at all. What its
   // rings hold stays there; a failed exec records it into its next segment.
   if (req & kFinalProcessEnding) SetRuntimeRecording(false);
-  s.final_sealed.store(true, std::memory_order_release);
+  Announce(s, s.final_sealed);
   if (req & kFinalProcessEnding)
     RunShutdownHooks(MonotonicNs() + GetConfig().upload_shutdown_ms * kMs);
-  s.final_finished.store(true, std::memory_order_release);
+  Announce(s, s.final_finished);
 }
 
 // The application's last thread is gone and only ours keep the process
@@ -609,6 +630,11 @@ void* FlushMain(void* arg) {
     // hold after that is not written.
     if (!NprocStillLeavesRoom("the flush thread seals and leaves, and no thread of ours starts")) break;
     if (FinalRequested(*s)) break;
+    // The first tick: unless an exec in a forked child got here first.
+    int asleep = kPhaseAsleep;
+    if (!s->phase.compare_exchange_strong(asleep, kPhaseTicking, std::memory_order_acq_rel) &&
+        asleep == kPhaseDiscarded)
+      break;
     if (s->crash_requested.load(std::memory_order_acquire)) {
       // Seal now; do not open a new segment (the process is about to die).
       // If it survives, the pause ends after kRetryNs and recording resumes.
@@ -618,7 +644,7 @@ void* FlushMain(void* arg) {
       s->paused_for_crash = true;
       s->retry_at_ns = MonotonicNs() + kRetryNs;
       s->crash_requested.store(false, std::memory_order_relaxed);
-      s->crash_done.store(true, std::memory_order_release);
+      Announce(*s, s->crash_done);
       SettleRecorderThread();  // lifted by the asker; the process may live on
       continue;
     }
@@ -636,7 +662,7 @@ void* FlushMain(void* arg) {
     if (ApplicationThreadsGone(MonotonicNs(), &how)) EndProcess(*s, how);
   }
   FinalSequence(*s);
-  s->done.store(true, std::memory_order_release);
+  Announce(*s, s->done);
   CrashFreezeLeave();
   return nullptr;
 }
@@ -672,14 +698,22 @@ void NudgeFlushThread() {
 bool StartFlushThread(const ProcessInfo& info) { return Launch(info, /*defer_open=*/false); }
 
 namespace {
-// Waits (raw sleeps: async-signal-safe) until `flag` is set or deadline_ns.
-bool WaitFor(const FlushState& s, const std::atomic<bool>& flag, uint64_t deadline_ns) {
-  while (!flag.load(std::memory_order_acquire)) {
-    if (MonotonicNs() >= deadline_ns) return false;
-    BoostFlushThread(s);  // again: the thread may not have had a tid at the first ask
-    SleepNs(500000);
+// Waits until `flag` is set or deadline_ns: on the progress futex (a raw
+// system call: async-signal-safe), woken the moment the flag is announced;
+// each wait at most 2 ms, to lift the thread again (it may not have had a
+// tid at the first ask).
+bool WaitFor(FlushState& s, const std::atomic<bool>& flag, uint64_t deadline_ns) {
+  for (;;) {
+    const uint32_t seen = s.progress.load(std::memory_order_seq_cst);
+    if (flag.load(std::memory_order_acquire)) return true;
+    const uint64_t now = MonotonicNs();
+    if (now >= deadline_ns) return false;
+    BoostFlushThread(s);
+    const timespec ts = NsToTimespec(std::min<uint64_t>(deadline_ns - now, 2000000));
+    const int saved = errno;
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&s.progress), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+    errno = saved;
   }
-  return true;
 }
 }  // namespace
 
@@ -698,6 +732,19 @@ bool StopFlushThread(uint64_t deadline_ns, StopReason why) {
   }
   int expected = 0;
   const bool first = s->final_request.compare_exchange_strong(expected, flags, std::memory_order_acq_rel);
+  int asleep = kPhaseAsleep;
+  if (first && (flags & kFinalDiscardUnlessLive) &&
+      s->phase.compare_exchange_strong(asleep, kPhaseDiscarded, std::memory_order_acq_rel)) {
+    // A forked child exec'ing before its first tick: the thread has touched
+    // nothing (no writer, no file, no ring drained) and never will (it
+    // leaves at its next wake-up without a tick), so there is nothing to
+    // wait for; the exec ends it. Should the exec fail, its successor may
+    // start while it is still on its way out: harmless, it ticks no more.
+    NudgeFlushThread();
+    if (!s->thread_detached.exchange(true, std::memory_order_acq_rel)) pthread_detach(s->thread);
+    g_state = nullptr;
+    return true;
+  }
   NudgeFlushThread();
   if (!WaitFor(*s, s->final_sealed, deadline_ns)) {
     Log(LogLevel::kWarn, "flush thread did not finish before the exit deadline; the last segment stays .active");
@@ -726,12 +773,7 @@ bool RequestCrashFlushAndWait(uint64_t deadline_ns) {
   // As at exit: the crashing thread lifts the flush thread to its own
   // priority, or a busy machine keeps a nice +10 thread off the CPU past the
   // deadline and the crash leaves nothing (seen under ASan on a loaded host).
-  while (!s->crash_done.load(std::memory_order_acquire)) {
-    if (MonotonicNs() >= deadline_ns) return false;
-    BoostFlushThread(*s);
-    SleepNs(1000000);  // raw: async-signal-safe, and not our nanosleep hook
-  }
-  return true;
+  return WaitFor(*s, s->crash_done, deadline_ns);
 }
 
 void ResumeAfterCrash() {
