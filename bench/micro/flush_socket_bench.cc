@@ -7,7 +7,10 @@
 // encode, zstd, write) exactly as the flush thread drives them: Process()
 // once per drained batch, Flush() every 50 ms of record time. The TSC
 // conversion and the ring are not included (ring_bench times the push).
-//   flush_socket_bench [EVENTS [RUNS]]   the median of RUNS runs of EVENTS events
+// With `exchanges`, the default FLIGHTREC_SOCKETS=1 path instead: one
+// socket.exchange per request (a RESP question's first bytes classified into
+// its endpoint name, the event written), as OnExchangeRecord drives it.
+//   flush_socket_bench [EVENTS [RUNS [exchanges]]]   the median of RUNS runs of EVENTS events
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <time.h>
@@ -67,7 +70,7 @@ SocketOpRecord Op(SockOp op, int fd, uint64_t conn, uint64_t start, uint64_t dur
 
 // One run: flush-side CPU ns per event; *bytes_per_event from the sealed file.
 // Returns a negative value on a writer error.
-double RunOnce(long events, double* bytes_per_event) {
+double RunOnce(long events, bool exchanges, double* bytes_per_event) {
   char dir[] = "/tmp/flush_socket_bench.XXXXXX";
   if (!mkdtemp(dir)) return perror("mkdtemp"), -1;
   const std::string path = std::string(dir) + "/s.active";
@@ -79,6 +82,14 @@ double RunOnce(long events, double* bytes_per_event) {
   std::string err;
   if (!w.Open(path, header, &err)) return fprintf(stderr, "open: %s\n", err.c_str()), -1;
   SocketFlushSide side{ConnProbe{}};
+  side.ConfigureEndpoints(~0u, false, 1000, nullptr);
+  // redis-benchmark's questions (their first bytes, as the hooks copy them).
+  static const char* const kQuestions[] = {
+      "*3\r\n$3\r\nSET\r\n$16\r\nkey:000000000042\r\n$3\r\nxxx\r\n",
+      "*2\r\n$3\r\nGET\r\n$16\r\nkey:000000000042\r\n",
+      "*3\r\n$5\r\nLPUSH\r\n$6\r\nmylist\r\n$3\r\nxxx\r\n",
+      "*2\r\n$4\r\nLPOP\r\n$6\r\nmylist\r\n",
+  };
 
   constexpr int kConns = 20, kListenFd = 6, kFirstFd = 8;
   constexpr uint64_t kListener = 1;
@@ -100,7 +111,35 @@ double RunOnce(long events, double* bytes_per_event) {
   const double cpu0 = ThreadCpuNs();
   uint64_t next_flush = t + kFlushEveryNs;
   long n = 0;
-  while (n < events) {
+  while (exchanges && n < events) {
+    for (long i = 0; i < kDrain && n < events; i++, n++) {
+      const int c = static_cast<int>(rnd() % kConns);
+      const char* q = kQuestions[rnd() % 4];
+      ExchangeEvent e;
+      e.conn = 2 + c;
+      e.fd = kFirstFd + c;
+      e.tid = kTid;
+      e.time = QuantizeExchangeTime(t);
+      e.ask_ns = 0;
+      e.answer_ns = QuantizeExchangeTime(900 + rnd() % 600);
+      e.end_ns = QuantizeExchangeTime(t + 1600 + rnd() % 300);
+      e.bytes_in = strlen(q);
+      e.bytes_out = 5;
+      e.calls_in = 2;  // the data, then the read that finds nothing more
+      e.calls_out = 1;
+      e.would_block = 1;
+      EndpointInfo info;
+      side.Classify(reinterpret_cast<const uint8_t*>(q), strlen(q), &e, &info);
+      side.OnExchange(&w, e, kTid, &info);
+      t += 3300 + rnd() % 600;
+    }
+    side.Process(&w, t - kSocketTimeGrainNs, false);
+    if (t >= next_flush) {
+      next_flush = t + kFlushEveryNs;
+      if (!w.Flush(&err)) return fprintf(stderr, "flush: %s\n", err.c_str()), -1;
+    }
+  }
+  while (!exchanges && n < events) {
     for (long i = 0; i < kDrain && n < events; i += 2, n += 2) {
       const int c = static_cast<int>(rnd() % kConns);
       const int fd = kFirstFd + c;
@@ -131,16 +170,18 @@ double RunOnce(long events, double* bytes_per_event) {
 int main(int argc, char** argv) {
   const long events = argc > 1 ? atol(argv[1]) : 4'000'000;
   const int runs = argc > 2 ? atoi(argv[2]) : 5;
+  const bool exchanges = argc > 3 && strcmp(argv[3], "exchanges") == 0;
   std::vector<double> ns;
   double bytes = 0;
   for (int i = 0; i < runs; i++) {
-    const double v = RunOnce(events, &bytes);
+    const double v = RunOnce(events, exchanges, &bytes);
     if (v < 0) return 1;
     ns.push_back(v);
   }
   std::sort(ns.begin(), ns.end());
-  printf("flush_socket_bench: median %.1f ns per socket.op event (min %.1f, max %.1f; %d runs of %ld events), "
+  printf("flush_socket_bench: median %.1f ns per %s event (min %.1f, max %.1f; %d runs of %ld events), "
          "%.2f bytes per event on disk\n",
-         ns[ns.size() / 2], ns.front(), ns.back(), runs, events, bytes);
+         ns[ns.size() / 2], exchanges ? "socket.exchange (RESP endpoint classified)" : "socket.op", ns.front(),
+         ns.back(), runs, events, bytes);
   return 0;
 }
