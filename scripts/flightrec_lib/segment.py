@@ -674,9 +674,19 @@ class Segment:
             self._types_by_name = {t.name: t for t in self.schema.values()}
         return self._types_by_name.get(name)
 
+    # The one place the reader converts between the segment's monotonic clock
+    # and the wall clock (its header's anchors, taken together).
     def wall_ns(self, t):
         """Wall-clock ns (since the epoch) of a monotonic time in this segment."""
         return self.header["anchor_realtime_ns"] + (t - self.header["anchor_monotonic_ns"])
+
+    def monotonic_ns(self, wall):
+        """The monotonic time in this segment of a wall-clock ns (wall_ns's inverse)."""
+        return wall - self.header["anchor_realtime_ns"] + self.header["anchor_monotonic_ns"]
+
+    def wall_offset(self):
+        """What to add to this segment's monotonic times for wall-clock ns."""
+        return self.header["anchor_realtime_ns"] - self.header["anchor_monotonic_ns"]
 
     def event_counts(self):
         counts = {}
