@@ -174,6 +174,8 @@ integration: all $(SPEEDSCOPE_VIEWER)
 # The dependency rule of docs/ARCHITECTURE.md (its include exceptions are the allow-list).
 check-layering:
 	$(PYTHON) tests/layering/check_includes.py
+	$(PYTHON) tests/layering/check_reader_imports.py --self-test
+	$(PYTHON) tests/layering/check_reader_imports.py
 
 test-fast: all $(SPEEDSCOPE_VIEWER) check-layering
 	$(BUILD)/unit_tests

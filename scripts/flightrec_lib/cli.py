@@ -14,7 +14,8 @@ import shutil
 import sys
 import traceback
 
-from . import progress, selection
+from . import progress, report_scope, selection
+from .units import format_bytes, format_seconds, format_wall  # noqa: F401  (commands call them as cli.format_*)
 from .fleet_db import FleetError
 from .trace import Trace
 
@@ -333,10 +334,9 @@ def _apply_since(args):
     if getattr(args, "t_from", None) is not None:
         raise UsageError("give --since or --from, not both")
     import time
-    from . import profiles
     try:
-        ns, from_end = profiles.parse_time(since)
-    except profiles.ProfileError as e:
+        ns, from_end = report_scope.parse_time(since)
+    except report_scope.ProfileError as e:
         raise UsageError(str(e)) from None
     if from_end or ns <= 0:
         raise UsageError("--since takes a positive duration, e.g. 30m, 2h, 1d")
@@ -362,28 +362,3 @@ def _fleet_target(args):
         raise UsageError(str(e)) from None
     args.paths = [target.shown]
     return target
-
-
-# ---- small formatting helpers shared by subcommands
-
-def format_wall(ns):
-    """UTC wall-clock time of ns since the epoch, millisecond precision."""
-    import datetime
-    if ns is None:
-        return "-"
-    try:
-        dt = datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        return "?"
-    return dt.strftime("%Y-%m-%d %H:%M:%S.") + "%03dZ" % (dt.microsecond // 1000)
-
-
-def format_seconds(ns):
-    return "-" if ns is None else "%.3fs" % (ns / 1e9)
-
-
-def format_bytes(n):
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return ("%d %s" % (n, unit)) if unit == "B" else ("%.1f %s" % (n, unit))
-        n /= 1024.0

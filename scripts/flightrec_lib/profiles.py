@@ -44,17 +44,19 @@ first for one pc), address, mapping (path, build_id, start, end, offset, or
 None) and inlined (True when the frame was inlined into the next one, i.e.
 both stand for the same pc).
 """
-import bisect
-import fnmatch
 import math
 import operator
 import os
-import re
 from array import array
 from collections import Counter
 from itertools import compress, repeat
 
-from . import cli, names, replay, segment
+from . import names, replay, segment
+from .report_scope import (ProfileError, endpoint_windows, in_windows, parse_iso, parse_time,  # noqa: F401
+                           process_key, processes, resolve_bounds, select_threads, thread_names, time_bounds)
+
+# fleet_profiles.py still calls select_threads by its old private name.
+_select_threads = select_threads
 
 KINDS = {
     "cpu": {"event": "cpu.sample", "unit": "ns", "title": "CPU",
@@ -80,10 +82,6 @@ BOOTSTRAP_FUNCTIONS = frozenset([
     "start_thread", "clone", "clone3", "__clone", "__clone3", "__clone_internal",
     "__GI___clone", "__GI___clone3", "__GI___clone_internal",
 ])
-
-
-class ProfileError(Exception):
-    """Bad request (unknown kind, bad filter): one clear line for the user."""
 
 
 def alloc_weight(size, sample_bytes):
@@ -300,102 +298,6 @@ UNATTRIBUTED_EVENTS = {"alloc": ("alloc.unattributed", ["time", "tid", "samples"
 _UNATTRIBUTED_FIELDS = {name: fields for name, fields in UNATTRIBUTED_EVENTS.values()}
 _FLOAT_FIELDS = {"alloc.unattributed": ("bytes", "count")}
 
-_TIME_RE = re.compile(r"^(-?)(\d+(?:\.\d*)?|\.\d+)(ns|us|ms|s|m|h|d)?$")
-_TIME_UNITS = {"ns": 1, "us": 1000, "ms": 10 ** 6, "s": 10 ** 9, "m": 60 * 10 ** 9, "h": 3600 * 10 ** 9,
-               "d": 86400 * 10 ** 9}
-_ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?(Z|[+-]\d{2}:?\d{2})?$")
-
-
-def parse_iso(text):
-    """Wall-clock ns of an ISO 8601 time (UTC unless it names an offset), or
-    None if text is not one."""
-    import datetime
-    text = (text or "").strip()
-    m = _ISO_RE.match(text)
-    if not m:
-        return None
-    frac = m.group(3) or ""
-    base = text.replace(frac, "", 1) if frac else text
-    try:
-        dt = datetime.datetime.fromisoformat(base.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=datetime.timezone.utc)
-    ns = int(dt.timestamp()) * 10 ** 9
-    if frac:
-        ns += int((frac[1:] + "000000000")[:9])
-    return ns
-
-
-def resolve_bounds(first, last, t_from, t_to):
-    """(lo, hi) wall-clock ns of --from/--to against a trace's first and last
-    event: relative (seconds, 250ms, 2h; negative from the end) or absolute
-    (ISO 8601: 2026-12-04T16:41:22.5Z, UTC unless an offset is given)."""
-    bounds = []
-    for spec, default in zip((t_from, t_to), (first, last)):
-        if spec is None:
-            bounds.append(default)
-            continue
-        absolute = parse_iso(spec)
-        if absolute is not None:
-            bounds.append(absolute)
-            continue
-        ns, from_end = parse_time(spec)
-        bounds.append(last - ns if from_end else first + ns)
-    if bounds[0] > bounds[1]:
-        raise ProfileError("empty time range: --from is after --to")
-    return bounds[0], bounds[1]
-
-
-def parse_time(text):
-    """"1.5", "1.5s", "200ms", "-2s" -> (ns, from_end). Plain numbers are seconds;
-    a leading minus counts from the end of the trace."""
-    m = _TIME_RE.match(text.strip()) if text is not None else None
-    if not m:
-        raise ProfileError("bad time %r: use a number of seconds or e.g. 250ms, 1.5s, -10s, 2h, "
-                           "or an ISO time (2026-12-04T16:41:22Z)" % (text,))
-    ns = int(round(float(m.group(2)) * _TIME_UNITS[m.group(3) or "s"]))
-    return ns, m.group(1) == "-"
-
-
-def add_arguments(parser, kinds=tuple(KINDS), default="cpu", kind=True, endpoint=True):
-    """--kind, --thread, --from, --to: the selection every profile report takes
-    (kind=False: the caller defines its own --kind)."""
-    if kind:
-        parser.add_argument("--kind", choices=kinds, default=default,
-                            help="which profile (default %s)" % default)
-    parser.add_argument("--thread", metavar="T",
-                        help="only thread T: a tid, or a thread name (shell wildcards allowed)")
-    parser.add_argument("--from", dest="t_from", metavar="TIME",
-                        help="start of the time range, from the start of the trace "
-                             "(seconds, or 250ms, 1.5s, 2h; negative counts from the end), "
-                             "or an ISO time (2026-12-04T16:41:22Z)")
-    parser.add_argument("--to", dest="t_to", metavar="TIME", help="end of the time range (as --from)")
-    if endpoint:  # (otlp has an --endpoint of its own: the collector)
-        parser.add_argument("--endpoint", metavar="E",
-                            help="only samples taken on a request's handling thread while a request of endpoint "
-                                 "E was in flight (shell wildcards: 'GET /api/*'; docs/REQUESTS.md)")
-    parser.add_argument("--since", metavar="DURATION",
-                        help="only the last DURATION before now (e.g. 30m, 2h, 1d; wall clock): "
-                             "--from at now minus DURATION")
-    cli.add_paths_argument(parser)
-
-
-def open_profile(args):
-    """(trace, profile) for a command's parsed arguments; bad requests raise
-    cli.UsageError, unreadable input is reported by cli.open_trace."""
-    trace = cli.open_trace(args.paths)
-    try:
-        profile = build(trace, args.kind, thread=args.thread, t_from=args.t_from, t_to=args.t_to,
-                        endpoint=getattr(args, "endpoint", None))
-    except ProfileError as e:
-        raise cli.UsageError(str(e)) from None
-    for path, message in profile.problems:
-        cli.err_file(path, message)
-    return trace, profile
-
-
 def empty_message(profile, trace):
     """Why a profile has no samples, in one line."""
     event = profile.spec["event"]
@@ -406,80 +308,6 @@ def empty_message(profile, trace):
     if profile.kind == "live":
         return "no live allocations: every sampled allocation in the selection was freed"
     return "no %s events match the selection (--thread/--from/--to)" % event
-
-
-def _process_key(seg):
-    h = seg.header
-    return (h.get("host"), h.get("service"), h.get("pid"))
-
-
-def _thread_names(trace):
-    """{(pid, tid): [every name the thread had, the latest last]} from the
-    thread.start / thread.name / thread.end events."""
-    names = {}
-    for rec in trace.threads():
-        key = (rec["pid"], rec["tid"])
-        if rec.get("name"):
-            names.setdefault(key, [])
-            if rec["name"] not in names[key]:
-                names[key].append(rec["name"])
-    for e in trace.events({"thread.name"}):
-        key = (e.get("pid"), e.get("tid"))
-        if e.get("name") and e["name"] not in names.setdefault(key, []):
-            names[key].insert(0, e["name"])  # an earlier name; threads() has the last
-    return names
-
-
-def _processes(trace):
-    """{pid: process.start event dict}."""
-    return {e.get("pid"): e for e in trace.events({"process.start"})}
-
-
-def _select_threads(spec, names, procs):
-    """The (pid, tid) pairs --thread selects, or a set of tids for a numeric spec."""
-    if spec is None:
-        return None
-    spec = spec.strip()
-    if spec.isdigit():
-        return ("tid", int(spec))
-    known = {}
-    for key, ns in names.items():
-        for n in ns:
-            known.setdefault(n, set()).add(key)
-    for pid, e in procs.items():  # a main thread nobody named answers to its exe
-        exe = os.path.basename(e.get("exe") or "")
-        if exe and not names.get((pid, pid)):
-            known.setdefault(exe, set()).add((pid, pid))
-            known.setdefault(exe[:15], set()).add((pid, pid))  # as the kernel truncates comm
-    picked = set()
-    for n, keys in known.items():
-        if n == spec or fnmatch.fnmatchcase(n, spec):
-            picked |= keys
-    if not picked:
-        listed = ", ".join(sorted(known)[:12]) or "none recorded"
-        raise ProfileError("no thread named %r in the trace (thread names: %s)" % (spec, listed))
-    return ("keys", picked)
-
-
-def _time_bounds(trace, t_from, t_to):
-    """(lo_wall, hi_wall) in wall-clock ns or None: --from/--to resolved
-    against the trace's first and last event."""
-    if t_from is None and t_to is None:
-        return None
-    for t in (t_from, t_to):  # bad specs fail first
-        if t is not None and parse_iso(t) is None:
-            parse_time(t)
-    first = last = None
-    for seg in trace.segments:
-        lo, hi = seg.time_range()
-        if lo is None:
-            continue
-        a, b = seg.wall_ns(lo), seg.wall_ns(hi)
-        first = a if first is None or a < first else first
-        last = b if last is None or b > last else last
-    if first is None:
-        return None
-    return resolve_bounds(first, last, t_from, t_to)
 
 
 # Type codes the reports accept for the fields they read: a stack field must
@@ -551,42 +379,19 @@ def _accumulate(acc, key, samples, weight, objects, first_time):
             a[3] = first_time
 
 
-def _live_frees(cols, hi):
-    """(time, 1, 0, address, None, 0, 0) per alloc.free event at or before hi."""
-    return [(t, 1, 0, a, None, 0, 0) for t, a in zip(cols["time"], cols["address"]) if hi is None or t <= hi]
-
-
-def _live_events(trace, members, live_filter, fields, problems):
-    """The --kind live events of a cluster of segments (replay.py), taken as
-    the first pass of build took them, sorted: (time, 0 alloc / 1 free, seq,
-    address, aggregation key, size, rate)."""
-    events = []
-    seq = 0
-    for si in members:
-        seg = trace.segments[si]
+def _live_samples(live_filter):
+    """LiveHeap.events' take for --kind live: the alloc.sample events the
+    first pass of build took (its live_filter), each held as (aggregation
+    key, time, size, rate)."""
+    def take(si, cols):
         lo, hi, tids = live_filter[si]
-        for batch in seg.batches:
-            if batch.type.name == "alloc.free":
-                cols = select_columns(batch, ["time", "address"], problems)
-                if cols is not None:
-                    events.extend(_live_frees(cols, hi))
-                continue
-            if batch.type.name != "alloc.sample":
-                continue
-            cols = select_columns(batch, fields, problems)
-            if cols is None:
-                continue
-            times, tidc, stacks, addrs, sizes, rates = [cols[f] for f in fields]
-            keep = [(lo is None or lo <= t <= hi) and (tids is None or tid in tids) for t, tid in zip(times, tidc)]
-            n = sum(keep)
-            if not n:
-                continue
-            events.extend(zip(compress(times, keep), repeat(0), range(seq, seq + n), compress(addrs, keep),
-                              zip(repeat(si), compress(tidc, keep), compress(stacks, keep)),
-                              compress(sizes, keep), compress(rates, keep)))
-            seq += n
-    events.sort(key=operator.itemgetter(0, 1, 2))
-    return events
+        times, tidc, stacks = cols["time"], cols["tid"], cols["stack"]
+        keep = [(lo is None or lo <= t <= hi) and (tids is None or tid in tids) for t, tid in zip(times, tidc)]
+        kept_times = list(compress(times, keep))
+        blocks = zip(zip(repeat(si), compress(tidc, keep), compress(stacks, keep)), kept_times,
+                     compress(cols["size"], keep), compress(cols["sample_bytes"], keep))
+        return kept_times, list(compress(cols["address"], keep)), blocks
+    return take
 
 
 def _frame_key(f):
@@ -656,7 +461,7 @@ class _Entries:
         for (si, tid, sid), (n, w, c, t) in acc.items():
             seg = self.segs[si]
             pid = seg.pid
-            process = _process_key(seg)
+            process = process_key(seg)
             tname = self._thread(pid, tid)
             if self.merge:
                 skey, frames, table = self._stack(seg, sid)
@@ -687,41 +492,6 @@ class _Entries:
             e.objects += c
 
 
-def endpoint_windows(trace, pattern):
-    """{pid: {tid: (starts, ends)}}: the merged time windows (monotonic ns) of
-    the requests whose endpoint matches the shell pattern, on their handling
-    threads (issue 41). Memory follows the matching requests."""
-    from . import request_inference
-    spans = {}
-    for r in request_inference.iter_requests(trace):
-        ep = r[request_inference.ENDPOINT]
-        if not ep or not fnmatch.fnmatchcase(ep, pattern):
-            continue
-        start = r[request_inference.START]
-        spans.setdefault(r[request_inference.PID], {}).setdefault(r[request_inference.TID], []).append(
-            (start, start + r[request_inference.DURATION]))
-    out = {}
-    for pid, threads in spans.items():
-        for tid, ws in threads.items():
-            los, his = [], []
-            for lo, hi in sorted(ws):
-                if his and lo <= his[-1]:
-                    his[-1] = max(his[-1], hi)
-                else:
-                    los.append(lo)
-                    his.append(hi)
-            out.setdefault(pid, {})[tid] = (los, his)
-    return out
-
-
-def _in_windows(windows, tid, t):
-    w = windows.get(tid)
-    if w is None:
-        return False
-    i = bisect.bisect_right(w[0], t) - 1
-    return i >= 0 and t <= w[1][i]
-
-
 def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline=False, endpoint=None):
     """The profile of one kind over a Trace, filtered by thread and time
     (merge: see _Entries). timeline: every entry also keeps each event's time
@@ -737,10 +507,10 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
         raise ProfileError("unknown profile kind %r (kinds: %s)" % (kind, ", ".join(KINDS)))
     prof = Profile(kind)
     windows = endpoint_windows(trace, endpoint) if endpoint else None
-    names = _thread_names(trace)
-    procs = _processes(trace)
-    selector = _select_threads(thread, names, procs)
-    bounds = _time_bounds(trace, t_from, t_to)
+    names = thread_names(trace)
+    procs = processes(trace)
+    selector = select_threads(thread, names, procs)
+    bounds = time_bounds(trace, t_from, t_to)
     problems = set()
     event = prof.spec["event"]
     alloc = kind in ("alloc", "live")
@@ -764,9 +534,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
                 continue
         lo = hi = None
         if bounds is not None:
-            h = seg.header
-            lo = bounds[0] - h["anchor_realtime_ns"] + h["anchor_monotonic_ns"]
-            hi = bounds[1] - h["anchor_realtime_ns"] + h["anchor_monotonic_ns"]
+            lo, hi = seg.monotonic_ns(bounds[0]), seg.monotonic_ns(bounds[1])
         seg_lo = seg_hi = None  # monotonic span of the events taken from this segment
         acc = {}  # this segment's (si, tid, stack id) -> [samples, weight, objects, first mono time]
         points = {} if timeline else None  # same key -> Points of its events (monotonic times)
@@ -789,10 +557,10 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
                 if cols is None:
                     continue
                 # Frees from any thread count; a free after --to leaves the block live at --to.
-                frees = _live_frees(cols, hi)
-                seg_spans = live.setdefault(_process_key(seg), {})
+                frees = [t for t in cols["time"] if hi is None or t <= hi]
+                seg_spans = live.setdefault(process_key(seg), {})
                 if frees:
-                    replay.widen(seg_spans, si, [f[0] for f in frees])
+                    replay.widen(seg_spans, si, frees)
                 continue
             if batch.type.name != event:
                 continue
@@ -810,7 +578,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
                 mask = by_thread if mask is None else list(map(operator.and_, mask, by_thread))
             if windows is not None:
                 pw = windows.get(pid, {})
-                in_req = [_in_windows(pw, tid, t) for t, tid in zip(columns[0], columns[1])]
+                in_req = [in_windows(pw, tid, t) for t, tid in zip(columns[0], columns[1])]
                 mask = in_req if mask is None else list(map(operator.and_, mask, in_req))
             if mask is not None:
                 columns = [list(compress(c, mask)) for c in columns]
@@ -822,7 +590,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
             seg_hi = t1 if seg_hi is None or t1 > seg_hi else seg_hi
             if kind == "live":
                 periods.update(columns[5][:PERIOD_PROBE])
-                replay.widen(live.setdefault(_process_key(seg), {}), si, (t0, t1))
+                replay.widen(live.setdefault(process_key(seg), {}), si, (t0, t1))
                 continue
             # (tid, stack) -> time of its first occurrence: reversed, so the earliest wins.
             first = dict(zip(zip(reversed(tidc), reversed(stacks)), reversed(times)))
@@ -866,18 +634,14 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
         # Replay each process's allocations and frees in time order (at equal
         # times an allocation goes first), a cluster of segments at a time
         # (replay.py): what is left was never freed.
+        take = _live_samples(live_filter)
         for seg_spans in live.values():
-            held = {}
+            heap = replay.LiveHeap(trace.segments, seg_spans, lambda batch, f: select_columns(batch, f, problems))
+            for members in heap.clusters():
+                heap.replay(heap.events(members, fields, take, free_until=lambda si: live_filter[si][1]))
             acc = {}
-            for members in replay.clusters([(lo, hi, si) for si, (lo, hi) in seg_spans.items()]):
-                for t, what, _, addr, key, size, rate in _live_events(trace, members, live_filter, fields,
-                                                                      problems):
-                    if what == 0:
-                        held[addr] = (key, t, size, rate)
-                    else:
-                        held.pop(addr, None)
             points = {} if timeline else None
-            for key, t, size, rate in held.values():
+            for key, t, size, rate in heap.held.values():
                 w, c = alloc_weight(size, rate)
                 _accumulate(acc, key, 1, w, c, t)
                 if timeline:

@@ -6,7 +6,7 @@ The slow group is every request at or above the 90th percentile of latency
 (at least one); the typical group is the requests between the 25th and
 75th percentiles. Each group's CPU and off-CPU samples are those taken on
 the handling thread inside its requests' windows (attribution as in
-cmd_requests), divided by the group's size: the table compares one slow
+request_samples.py), divided by the group's size: the table compares one slow
 request with one typical request, function by function (diff.py), the
 largest growth of self time first.
 """
@@ -15,7 +15,8 @@ import sys
 from array import array
 
 from . import cli, diff, request_inference
-from .commands.cmd_sockets import EXACT_TOTAL, Durations, format_ns, reset_exact_budget
+from .request_samples import read_samples, window_entries
+from .units import EXACT_TOTAL, Durations, format_ns, reset_exact_budget
 from .request_inference import DURATION, PID, START, TID
 
 KINDS = ("cpu", "offcpu")
@@ -55,7 +56,7 @@ def groups(trace, role):
     """(number of requests, slow group, typical group); the groups are empty
     when there are too few requests to compare. Two passes over the requests:
     their percentiles first (exact up to EXACT_TOTAL durations, then within
-    0.8%: cmd_sockets.Durations), then the members."""
+    0.8%: units.Durations), then the members."""
     reset_exact_budget()
     durations = Durations(limit=EXACT_TOTAL)
     for r in request_inference.iter_requests(trace, role):
@@ -94,7 +95,6 @@ def _entries(kind, group, samples, window_entries):
 
 def diff_report(trace, role, as_json, limit, min_pct):
     """Prints the slow-against-typical comparison; returns the exit status."""
-    from .commands import cmd_requests  # the sample attribution lives there
     total, slow, typical = groups(trace, role)
     doc = {"slow": slow.stats(), "typical": typical.stats(), "kinds": {}}
     if slow.count and typical.count:
@@ -102,12 +102,12 @@ def diff_report(trace, role, as_json, limit, min_pct):
         for g in (slow, typical):
             for key, w in g.windows.items():
                 windows.setdefault(key, []).extend(zip(w[::2], w[1::2]))
-        samples = cmd_requests.read_samples(trace, windows)
+        samples = read_samples(trace, windows)
         del windows
         for kind in KINDS:
-            a = diff.Side(_entries(kind, typical, samples, cmd_requests.window_entries), per=typical.count,
+            a = diff.Side(_entries(kind, typical, samples, window_entries), per=typical.count,
                           label="typical")
-            b = diff.Side(_entries(kind, slow, samples, cmd_requests.window_entries), per=slow.count,
+            b = diff.Side(_entries(kind, slow, samples, window_entries), per=slow.count,
                           label="slow")
             if not a.entries and not b.entries:
                 continue

@@ -1,7 +1,7 @@
 """segment: decodes one flightrec segment file (format/SPEC.md).
 
-This module knows the block framing and the seven field type codes, nothing
-else: every event type, field name and unit comes from the segment's own
+This module (with block_scanner.py, the framing, and column_decoder.py, the
+type codes and columns) knows the format, nothing else: every event type, field name and unit comes from the segment's own
 SCHEMA blocks. Damage is handled as SPEC.md 4.2 prescribes: a bad block is
 reported in `problems` and skipped (resynchronising on the sync word), a
 block cut short at end of file ends the read as "truncated", unknown kinds
@@ -35,36 +35,26 @@ a trace of many segments costs a few segments' tables, not all of them.
 import operator
 import os
 import struct
-import sys
 import weakref
-from array import array
 from collections import OrderedDict
-from itertools import accumulate, islice, repeat
+from itertools import islice, repeat
 
 import zstandard
 
-from .crc32c import CrcIndex, crc32c
+# Split as format/ splits the C++ reader: the framing (block_scanner.py), the
+# payload primitives and column decoding (column_decoder.py), and here what
+# a segment's blocks mean (header, schema, tables, batches of events). The
+# type codes and decode_column stay importable from here.
+from .block_scanner import (FLAG_ZSTD, FRAMING_VERSION, HEADER_FIXED, INFLATE_BASE, KIND_EVENTS,  # noqa: F401
+                            KIND_FOOTER, KIND_LOCATIONS, KIND_MAPPINGS, KIND_NAMES, KIND_SCHEMA, KIND_STACKS,
+                            KIND_STRINGS, MAGIC, MAX_HEADER_LEN, MIN_HEADER_LEN, BlockScanner, inflate)
+from .column_decoder import (BYTES, F64, SINT, STACK, STRING, TIME, TYPE_NAMES, UINT, Corrupt,  # noqa: F401
+                             column_end, decode_column, read_str, signed_type, uvarint)
+from .crc32c import crc32c
 from .segment_file import SegmentFileError, close_source, open_sources, read_file, source_budget
 
-MAGIC = b"FLTRECSG"
-FRAMING_VERSION = 1
-SYNC = 0x4B4C4246
-SYNC_BYTES = struct.pack("<I", SYNC)
-HEADER_FIXED = 48
-MIN_HEADER_LEN = HEADER_FIXED + 2 + 2 + 4
-MAX_HEADER_LEN = 1 << 20
-BLOCK_HEADER = 20
-MAX_BLOCK = 64 << 20
-FLAG_ZSTD = 1
-KNOWN_FLAGS = FLAG_ZSTD
-MAX_EVENTS_PER_BLOCK = 1 << 20
-# Decompression budget of one segment: INFLATE_BASE + INFLATE_RATIO x file
-# size. Recorded segments inflate about 2-30x in all; a small file whose
-# frames declare gigabytes (each legal on its own, 64 MiB of zeros is a 2 KiB
-# frame) would otherwise cost that much time and memory on every read.
-INFLATE_BASE = 64 << 20
-INFLATE_RATIO = 256
 MAX_FIELDS = 255
+MAX_EVENTS_PER_BLOCK = 1 << 20
 
 # Bounds on what a segment may make the reader hold (docs/LIMITS.md). Each is
 # far above anything the recorder writes (it writes <= 65536 events per
@@ -97,40 +87,6 @@ DECODED_CACHE_CELLS = 1 << 22
 LOADED_TABLE_UNITS = 1 << 20
 TABLES_KEPT_MIN = 2
 
-KIND_SCHEMA, KIND_STRINGS, KIND_MAPPINGS, KIND_LOCATIONS, KIND_STACKS, KIND_EVENTS, KIND_FOOTER = range(1, 8)
-KIND_NAMES = {1: "SCHEMA", 2: "STRINGS", 3: "MAPPINGS", 4: "LOCATIONS", 5: "STACKS", 6: "EVENTS",
-              7: "FOOTER"}
-
-# Field type codes (format/format_constants.h FieldType).
-TIME, UINT, SINT, STRING, STACK, F64, BYTES = range(1, 8)
-TYPE_NAMES = {TIME: "time", UINT: "uint", SINT: "sint", STRING: "string", STACK: "stack",
-              F64: "f64", BYTES: "bytes"}
-
-# Column schemes (SPEC.md 5.4): encoding byte = scheme << 4 | width. The
-# packed forms of PLAIN, ZIGZAG and DELTA (scheme + 5) store the same integers
-# shifted right by `shift` bits, as byte planes; PACKED_REL stores differences
-# from an earlier column of the block.
-(PLAIN, ZIGZAG, DELTA, SCHEME_F64, SCHEME_BYTES, PACKED_PLAIN, PACKED_ZIGZAG, PACKED_DELTA,
- PACKED_REL) = range(9)
-_INT_SCHEMES = (PLAIN, ZIGZAG, DELTA, PACKED_PLAIN, PACKED_ZIGZAG, PACKED_DELTA, PACKED_REL)
-_SCHEMES_FOR = {TIME: _INT_SCHEMES, UINT: _INT_SCHEMES, SINT: _INT_SCHEMES, STRING: _INT_SCHEMES,
-                STACK: _INT_SCHEMES, F64: (SCHEME_F64,), BYTES: (SCHEME_BYTES,)}
-_WIDTHS = (0, 1, 2, 4, 8)
-
-
-def _typecode(signed, size):
-    for tc in ("bhilq" if signed else "BHILQ"):
-        if array(tc).itemsize == size:
-            return tc
-    raise RuntimeError("no %d-byte array type" % size)  # pragma: no cover
-
-
-_UNSIGNED = {w: _typecode(False, w) for w in (1, 2, 4, 8)}
-_SIGNED = {w: _typecode(True, w) for w in (1, 2, 4, 8)}
-_F64 = "d"
-_BIG_ENDIAN = sys.byteorder == "big"
-_U64 = 1 << 64
-
 
 class SegmentError(Exception):
     """The file cannot be read as a segment at all (message: one line).
@@ -140,278 +96,6 @@ class SegmentError(Exception):
     def __init__(self, message, truncated=False):
         super().__init__(message)
         self.truncated = truncated
-
-
-class _Corrupt(Exception):
-    """A payload that does not parse; becomes one entry in Segment.problems."""
-
-
-# ---------------------------------------------------------------- primitives
-
-def _uvarint(b, p):
-    """(value, next position) of the LEB128 varint at b[p]; at most 10 bytes."""
-    try:
-        byte = b[p]
-        if byte < 0x80:
-            return byte, p + 1
-        value = byte & 0x7F
-        shift = 7
-        while True:
-            p += 1
-            byte = b[p]
-            if shift == 63 and byte > 1:
-                raise _Corrupt("varint overflows 64 bits")
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return value, p + 1
-            shift += 7
-            if shift > 63:
-                raise _Corrupt("varint longer than 10 bytes")
-    except IndexError:
-        raise _Corrupt("payload ends inside a varint") from None
-
-
-def _str(b, p):
-    n, p = _uvarint(b, p)
-    end = p + n
-    if end > len(b):
-        raise _Corrupt("string runs past the end of the block")
-    return b[p:end].decode("utf-8", "replace"), end
-
-
-def _fixed(b, p, n, w):
-    """n unsigned little-endian integers of width w at b[p] -> (sequence, next).
-    An array, not a list: building n int objects up front costs more than the
-    whole decode, and consumers that only aggregate never need most of them."""
-    if w == 0:
-        return [0] * n, p
-    end = p + n * w
-    if end > len(b):
-        raise _Corrupt("column data runs past the end of the block")
-    a = array(_UNSIGNED[w])
-    a.frombytes(b[p:end])
-    if _BIG_ENDIAN:
-        a.byteswap()
-    return a, end
-
-
-def _unzigzag(b, p, n, w):
-    """n zigzag-coded values of width w -> (sequence of signed ints, next).
-
-    Decoded for the whole column at once with big-int arithmetic: for each
-    w-byte lane u, (u >> 1) ^ -(u & 1). `low` holds every lane's bit 0; the
-    shifted value has each lane's top bit cleared (it received the next
-    lane's bit 0); (low << 8w) - low turns each set bit 0 into an all-ones
-    lane without borrowing across lanes. The result's lanes are the signed
-    values in two's complement, which array reads directly."""
-    if w == 0:
-        return [0] * n, p
-    end = p + n * w
-    if end > len(b):
-        raise _Corrupt("column data runs past the end of the block")
-    x = int.from_bytes(b[p:end], "little")
-    ones = int.from_bytes((b"\x01" + bytes(w - 1)) * n, "little")
-    keep = int.from_bytes((b"\xff" * (w - 1) + b"\x7f") * n, "little")
-    low = x & ones
-    x = ((x >> 1) & keep) ^ ((low << (8 * w)) - low)
-    a = array(_SIGNED[w])
-    a.frombytes(x.to_bytes(n * w, "little"))
-    if _BIG_ENDIAN:
-        a.byteswap()
-    return a, end
-
-
-def _planes(b, p, n, w, lane):
-    """The n integers stored as w byte planes at b[p] (all first bytes, then
-    all second bytes, ...) -> (bytearray of n little-endian lanes of `lane` >= w
-    bytes, next). Extended-slice assignment interleaves a plane at C speed."""
-    end = p + n * w
-    if end > len(b):
-        raise _Corrupt("column data runs past the end of the block")
-    buf = bytearray(n * lane)
-    for k in range(w):
-        buf[k::lane] = b[p + k * n:p + (k + 1) * n]
-    return buf, end
-
-
-def _packed_header(b, p, scheme, index=None):
-    """(shift, base, next) of a packed column's data at b[p]; for PACKED_REL
-    `base` is the referenced column's index, which must be below `index` (the
-    column's own, when known)."""
-    base = 0
-    if scheme == PACKED_REL:
-        if p >= len(b):
-            raise _Corrupt("relative column reference runs past the end of the block")
-        base = b[p]
-        if index is not None and base >= index:
-            raise _Corrupt("relative column refers to column %d, not an earlier one" % base)
-        p += 1
-    if p >= len(b):
-        raise _Corrupt("packed column shift runs past the end of the block")
-    shift = b[p]
-    if shift > 63:
-        raise _Corrupt("packed column shift %d" % shift)
-    p += 1
-    if scheme == PACKED_DELTA:
-        if p + 8 > len(b):
-            raise _Corrupt("delta base runs past the end of the block")
-        base = int.from_bytes(b[p:p + 8], "little")
-        p += 8
-    return shift, base, p
-
-
-def _decode_packed(b, p, n, w, scheme, earlier=None):
-    """A packed column (schemes 5-8) -> (values, next), as its unpacked scheme
-    would decode them; PACKED_REL as signed differences from earlier[ref]
-    (the caller reduces them to the field's range)."""
-    shift, base, p = _packed_header(b, p, scheme, None if earlier is None else len(earlier))
-    if scheme == PACKED_REL:
-        if earlier is None or base >= len(earlier) or earlier[base] is None:
-            raise _Corrupt("relative column refers to column %d, not an earlier integer one" % base)
-        ref = earlier[base]
-        if w == 0:
-            return list(ref), p
-        buf, p = _planes(b, p, n, w, w)
-        diffs, _ = _unzigzag(buf, 0, n, w)
-        if shift:
-            diffs = map((1 << shift).__mul__, diffs)
-        return list(map(operator.add, ref, diffs)), p
-    if w == 0:
-        return ([base] * n if scheme == PACKED_DELTA else [0] * n), p
-    if scheme == PACKED_PLAIN:
-        # Shifted in place: lanes wide enough for value << shift never carry
-        # into their neighbour, so one big-int shift does the whole column.
-        lane = next((x for x in (1, 2, 4, 8) if 8 * x >= 8 * w + shift), None)
-        if lane is None:  # wider than 64 bits after the shift: mod 2^64, value by value
-            buf, p = _planes(b, p, n, w, w)
-            return [(v << shift) % _U64 for v in _fixed(buf, 0, n, w)[0]], p
-        buf, p = _planes(b, p, n, w, lane)
-        if shift:
-            buf = (int.from_bytes(buf, "little") << shift).to_bytes(n * lane, "little")
-        return _fixed(buf, 0, n, lane)[0], p
-    buf, p = _planes(b, p, n, w, w)
-    signed, _ = _unzigzag(buf, 0, n, w)
-    if scheme == PACKED_ZIGZAG:
-        return (list(map((1 << shift).__mul__, signed)) if shift else signed), p
-    # PACKED_DELTA (the shift applied by a C-level map feeding accumulate)
-    values = list(accumulate(map((1 << shift).__mul__, signed) if shift else signed, initial=base))
-    del values[0]
-    if min(values) < 0 or max(values) >= _U64:
-        values = [v % _U64 for v in values]  # wrapped: arithmetic is mod 2^64
-    return values, p
-
-
-def _column_encoding(b, p, field_type):
-    """A column's encoding byte at b[p], checked against field_type ->
-    (scheme, width, next)."""
-    try:
-        enc = b[p]
-    except IndexError:
-        raise _Corrupt("missing column") from None
-    p += 1
-    scheme, w = enc >> 4, enc & 0x0F
-    if w not in _WIDTHS:
-        raise _Corrupt("bad column width %d" % w)
-    allowed = _SCHEMES_FOR.get(field_type)
-    if scheme > PACKED_REL or (allowed is not None and scheme not in allowed):
-        raise _Corrupt("column encoding %d does not fit field type %d" % (scheme, field_type))
-    return scheme, w, p
-
-
-def decode_column(b, p, n, field_type, earlier=None):
-    """Decodes one column (SPEC.md 5.4) of n values at b[p] -> (sequence, next).
-    The sequence is a list or an array (index it, iterate it, len() it; do not
-    assume list methods). Integers come out as ints (kSInt signed, others
-    unsigned), F64 as floats, BYTES as bytes objects. `earlier`: the block's
-    columns decoded so far (None where a column is not an integer one), for
-    a PACKED_REL column."""
-    scheme, w, p = _column_encoding(b, p, field_type)
-    if scheme == PACKED_REL:
-        values, p = _decode_packed(b, p, n, w, scheme, earlier)
-        if min(values) < 0 or max(values) >= _U64:  # sums are mod 2^64
-            values = [v % _U64 for v in values]
-        if field_type == SINT:
-            values = [v - _U64 if v >= 1 << 63 else v for v in values]
-        return values, p
-    if scheme >= PACKED_PLAIN:
-        values, p = _decode_packed(b, p, n, w, scheme, earlier)
-        scheme -= PACKED_PLAIN  # the fix-ups below are those of the unpacked scheme
-    elif scheme == PLAIN:
-        values, p = _fixed(b, p, n, w)
-    elif scheme == ZIGZAG:
-        values, p = _unzigzag(b, p, n, w)
-    elif scheme == DELTA:
-        if p + 8 > len(b):
-            raise _Corrupt("delta base runs past the end of the block")
-        base = int.from_bytes(b[p:p + 8], "little")
-        if w == 0:  # every delta 0: a constant column (a one-thread batch's tids, say)
-            values, p = array("Q", [base]) * n, p + 8
-        else:
-            deltas, p = _unzigzag(b, p + 8, n, w)
-            values = list(accumulate(deltas, initial=base))
-            del values[0]
-            if values[0] < 0 or values[0] >= _U64 or min(values) < 0 or max(values) >= _U64:
-                values = [v % _U64 for v in values]  # wrapped: arithmetic is mod 2^64
-    elif scheme == SCHEME_F64:
-        if w != 8:
-            raise _Corrupt("F64 column with width %d" % w)
-        end = p + 8 * n
-        if end > len(b):
-            raise _Corrupt("column data runs past the end of the block")
-        a = array(_F64)
-        a.frombytes(b[p:end])
-        if _BIG_ENDIAN:
-            a.byteswap()
-        values, p = a, end
-    else:  # SCHEME_BYTES
-        lens, p = _fixed(b, p, n, w)
-        offsets = list(accumulate(lens, initial=p))
-        if offsets[-1] > len(b):
-            raise _Corrupt("bytes column runs past the end of the block")
-        values = list(map(b.__getitem__, map(slice, offsets, islice(offsets, 1, None))))
-        p = offsets[-1]
-    if signed_type(field_type) is False and scheme == ZIGZAG:
-        values = [v % _U64 for v in values]  # an unsigned field stored zigzag
-    elif field_type == SINT and scheme in (PLAIN, DELTA):
-        values = [v - _U64 if v >= 1 << 63 else v for v in values]
-    return values, p
-
-
-def column_end(b, p, n, field_type, index=None, fields=None):
-    """Where a column of n values at b[p] ends, checking everything
-    decode_column checks (encoding, width, extent, what a PACKED_REL column
-    refers to: `fields` are the block's schema fields) without decoding the
-    values; raises _Corrupt. EVENTS blocks are checked with it when read, so
-    their damage is known (and reported, the same way for every command)
-    before any report decodes them."""
-    scheme, w, p = _column_encoding(b, p, field_type)
-    if scheme >= PACKED_PLAIN:
-        ref = b[p] if scheme == PACKED_REL and p < len(b) else None
-        _, _, p = _packed_header(b, p, scheme, index)
-        if ref is not None and fields is not None and signed_type(fields[ref].type) is None:
-            raise _Corrupt("relative column refers to column %d, not an earlier integer one" % ref)
-    if scheme == SCHEME_F64 and w != 8:
-        raise _Corrupt("F64 column with width %d" % w)
-    if scheme == DELTA:
-        p += 8
-    end = p + n * w
-    if scheme == SCHEME_BYTES and w:
-        if end > len(b):
-            raise _Corrupt("column data runs past the end of the block")
-        lens, _ = _fixed(b, p, n, w)
-        end += sum(lens)
-    if end > len(b):
-        raise _Corrupt("column data runs past the end of the block")
-    return end
-
-
-def signed_type(field_type):
-    """True for kSInt, False for the other integer types, None otherwise."""
-    if field_type == SINT:
-        return True
-    if field_type in (TIME, UINT, STRING, STACK):
-        return False
-    return None
 
 
 # ------------------------------------------------------------------ schema
@@ -491,9 +175,9 @@ class Batch:
         try:
             data = os.pread(fd, length, start)
         except OSError as e:
-            raise _Corrupt("cannot read it again: %s" % (e.strerror or e)) from None
+            raise Corrupt("cannot read it again: %s" % (e.strerror or e)) from None
         if len(data) != length or crc32c(data, crc32c(head)) != crc:
-            raise _Corrupt("the file changed since it was read")
+            raise Corrupt("the file changed since it was read")
         return data
 
     def columns(self):
@@ -513,12 +197,12 @@ class Batch:
         try:
             b = self._stored()
             if self._raw_len is not None:
-                b = _inflate(zstandard.ZstdDecompressor(), b, self._raw_len)
+                b = inflate(zstandard.ZstdDecompressor(), b, self._raw_len)
             for f in self.type.fields:
                 col, p = decode_column(b, p, n, f.type, [c if signed_type(g.type) is not None else None
                                                           for c, g in zip(cols, self.type.fields)])
                 cols.append(col)
-        except _Corrupt as e:
+        except Corrupt as e:
             self.segment._problem(self.offset, "bad EVENTS block at offset %d: %s" % (self.offset, e))
             self.segment.bad_blocks += 1
             self._payload = self._where = None
@@ -544,9 +228,9 @@ class Batch:
             try:
                 b = self._stored()
                 if self._raw_len is not None:
-                    b = _inflate(zstandard.ZstdDecompressor(), b, self._raw_len)
+                    b = inflate(zstandard.ZstdDecompressor(), b, self._raw_len)
                 col, _ = decode_column(b, self._pos, self.count, self.type.fields[0].type, [])
-            except _Corrupt:
+            except Corrupt:
                 return None
         return (min(col), max(col)) if len(col) else None
 
@@ -641,12 +325,12 @@ class Segment:
                 try:
                     data = os.pread(self._fd, length, start)
                     if len(data) != length or crc32c(data, crc32c(head)) != crc:
-                        raise _Corrupt("the file changed since it was read")
+                        raise Corrupt("the file changed since it was read")
                     if flags & FLAG_ZSTD:
                         dctx = dctx or zstandard.ZstdDecompressor()
-                        data = _inflate(dctx, data, raw_len)
+                        data = inflate(dctx, data, raw_len)
                     _PARSERS[kind](self, data, offset)
-                except (OSError, _Corrupt) as e:
+                except (OSError, Corrupt) as e:
                     self._table_blocks.remove(entry)
                     self.bad_blocks += 1
                     self._quiet = False
@@ -674,9 +358,19 @@ class Segment:
             self._types_by_name = {t.name: t for t in self.schema.values()}
         return self._types_by_name.get(name)
 
+    # The one place the reader converts between the segment's monotonic clock
+    # and the wall clock (its header's anchors, taken together).
     def wall_ns(self, t):
         """Wall-clock ns (since the epoch) of a monotonic time in this segment."""
         return self.header["anchor_realtime_ns"] + (t - self.header["anchor_monotonic_ns"])
+
+    def monotonic_ns(self, wall):
+        """The monotonic time in this segment of a wall-clock ns (wall_ns's inverse)."""
+        return wall - self.header["anchor_realtime_ns"] + self.header["anchor_monotonic_ns"]
+
+    def wall_offset(self):
+        """What to add to this segment's monotonic times for wall-clock ns."""
+        return self.header["anchor_realtime_ns"] - self.header["anchor_monotonic_ns"]
 
     def event_counts(self):
         counts = {}
@@ -930,7 +624,9 @@ def parse_segment(data, path="<bytes>", fd=None):
     seg = Segment(path)
     seg.size = len(data)
     header_len = _parse_header(data, seg)
-    reader = _Reader(seg, data, fd)
+    seg.table_left = TABLE_BASE + TABLE_PER_BYTE * len(data)
+    seg.cells_left = SEGMENT_CELLS + CELLS_PER_FILE_BYTE * len(data)
+    reader = BlockScanner(seg, data, fd, _read_block)
     reader.run(header_len)
     del reader  # the file's bytes go; batches keep only their own payloads
     _late_events(seg)
@@ -987,168 +683,43 @@ def _parse_header(d, seg):
     return header_len
 
 
-class _Reader:
-    """The block loop of SPEC.md 4.2 over one segment's bytes."""
-
-    def __init__(self, seg, data, fd=None):
-        self.seg = seg
-        self.data = data
-        self.fd = fd
-        self.size = len(data)
-        self.dctx = None
-        self.inflate_left = INFLATE_BASE + INFLATE_RATIO * len(data)
-        seg.table_left = TABLE_BASE + TABLE_PER_BYTE * len(data)
-        seg.cells_left = SEGMENT_CELLS + CELLS_PER_FILE_BYTE * len(data)
-        self.crc_index = None  # built on the first resynchronisation
-
-    def run(self, pos):
-        seg, size = self.seg, self.size
-        while pos < size:
-            if size - pos < BLOCK_HEADER:
-                seg.truncated_at = pos
-                return
-            check = self._check(pos)
-            if check == "past end":
-                q = self._resync(pos + 1)
-                if q is None:
-                    seg.truncated_at = pos
-                    return
-                seg.bad_blocks += 1
-                seg._problem(pos, "corrupt block length at offset %d" % pos)
-                pos = self._skip(pos, q)
-                continue
-            if check is not None or not self._crc_ok(pos):
-                seg.bad_blocks += 1
-                seg._problem(pos, "%s at offset %d" % (check or "bad CRC", pos))
-                pos = self._skip(pos, self._resync(pos + 1))
-                continue
-            payload_len, kind, flags, raw_len = struct.unpack_from("<IHHI", self.data, pos + 4)
-            self._block(pos, kind, flags, raw_len, pos + BLOCK_HEADER, payload_len)
-            pos += BLOCK_HEADER + payload_len
-
-    def _check(self, p):
-        sync, payload_len, _, flags, raw_len = struct.unpack_from("<IIHHI", self.data, p)
-        if sync != SYNC:
-            return "no block sync word"
-        if payload_len > MAX_BLOCK or raw_len > MAX_BLOCK or (not flags & FLAG_ZSTD and payload_len != raw_len):
-            return "impossible block length"
-        if payload_len > self.size - p - BLOCK_HEADER:
-            return "past end"
-        return None
-
-    def _crc_ok(self, p):
-        d = self.data
-        (payload_len,) = struct.unpack_from("<I", d, p + 4)
-        (stored,) = struct.unpack_from("<I", d, p + 16)
-        return crc32c(d[p + BLOCK_HEADER:p + BLOCK_HEADER + payload_len], crc32c(d[p + 4:p + 16])) == stored
-
-    def _resync(self, q):
-        """First offset >= q holding a complete block with a good CRC, or None.
-        Every candidate is examined once per file (the caller continues past
-        the answer) and its CRC comes from the CrcIndex in time independent of
-        the length it declares: linear in the file, whatever it holds."""
-        d = self.data
-        while True:
-            q = d.find(SYNC_BYTES, q)
-            if q < 0 or q + BLOCK_HEADER > self.size:
-                return None
-            if self._check(q) is None:
-                if self.crc_index is None:
-                    self.crc_index = CrcIndex(d)
-                (payload_len,) = struct.unpack_from("<I", d, q + 4)
-                (stored,) = struct.unpack_from("<I", d, q + 16)
-                head = crc32c(d[q + 4:q + 16])
-                if self.crc_index.crc(q + BLOCK_HEADER, q + BLOCK_HEADER + payload_len, head) == stored:
-                    return q
-            q += 1
-
-    def _skip(self, p, q):
-        if q is None:
-            self.seg._problem(p, "no good block after offset %d; %d bytes unreadable" % (p, self.size - p))
-            return self.size
-        self.seg._problem(p, "skipped %d bytes to the next good block at offset %d" % (q - p, q))
-        return q
-
-    def _block(self, offset, kind, flags, raw_len, start, length):
-        seg = self.seg
-        if flags & ~KNOWN_FLAGS:
-            seg.unknown_blocks += 1
-            seg._problem(offset, "unsupported block flags 0x%x at offset %d" % (flags, offset))
-            return
-        if kind not in KIND_NAMES:
-            seg.unknown_blocks += 1
-            seg._problem(offset, "skipped block of unknown kind %d at offset %d" % (kind, offset))
-            return
-        if seg.footer is not None:
-            seg._problem(offset, "%s block after the footer at offset %d" % (KIND_NAMES[kind], offset))
-        stored = self.data[start:start + length]
-        payload = stored
-        try:
-            if flags & FLAG_ZSTD:
-                payload = self._decompress(stored, raw_len)
-            if kind == KIND_EVENTS:
-                where = None
-                if self.fd is not None:
-                    where = (self.fd, start, length, bytes(self.data[offset + 4:offset + 16]),
-                             struct.unpack_from("<I", self.data, offset + 16)[0])
-                _parse_events(seg, payload, offset, bytes(stored) if flags & FLAG_ZSTD else None, where)
-            else:
-                _PARSERS[kind](seg, payload, offset)
-                if self.fd is not None and kind in _TABLE_KINDS:
-                    seg._table_blocks.append((kind, offset, start, length, flags, raw_len,
-                                              bytes(self.data[offset + 4:offset + 16]),
-                                              struct.unpack_from("<I", self.data, offset + 16)[0]))
-        except _Corrupt as e:
-            seg.bad_blocks += 1
-            seg._problem(offset, "bad %s block at offset %d: %s" % (KIND_NAMES[kind], offset, e))
-
-    def _decompress(self, payload, raw_len):
-        # Check the frame's declared size before letting zstd allocate for it.
-        try:
-            declared = zstandard.frame_content_size(payload)
-        except zstandard.ZstdError:
-            raise _Corrupt("not a zstd frame") from None
-        if declared != raw_len:
-            raise _Corrupt("zstd frame size %d does not match raw_len %d" % (declared, raw_len))
-        if raw_len > self.inflate_left:
-            raise _Corrupt("would inflate past the segment's budget (%d MiB for a %d-byte file)"
-                           % ((INFLATE_BASE + INFLATE_RATIO * self.size) >> 20, self.size))
-        self.inflate_left -= raw_len
-        if self.dctx is None:
-            self.dctx = zstandard.ZstdDecompressor()
-        return _inflate(self.dctx, payload, raw_len)
-
-
-def _inflate(dctx, payload, raw_len):
-    try:
-        raw = dctx.decompress(payload, max_output_size=raw_len)
-    except zstandard.ZstdError as e:
-        raise _Corrupt("zstd: %s" % e) from None
-    if len(raw) != raw_len:
-        raise _Corrupt("zstd frame decompressed to %d bytes, expected %d" % (len(raw), raw_len))
-    return raw
+def _read_block(scanner, offset, kind, flags, raw_len, start, length, stored, payload):
+    """BlockScanner's on_block: one good block's payload into the segment."""
+    seg, data = scanner.seg, scanner.data
+    if kind == KIND_EVENTS:
+        where = None
+        if scanner.fd is not None:
+            where = (scanner.fd, start, length, bytes(data[offset + 4:offset + 16]),
+                     struct.unpack_from("<I", data, offset + 16)[0])
+        _parse_events(seg, payload, offset, bytes(stored) if flags & FLAG_ZSTD else None, where)
+    else:
+        _PARSERS[kind](seg, payload, offset)
+        if scanner.fd is not None and kind in _TABLE_KINDS:
+            seg._table_blocks.append((kind, offset, start, length, flags, raw_len,
+                                      bytes(data[offset + 4:offset + 16]),
+                                      struct.unpack_from("<I", data, offset + 16)[0]))
 
 
 # ----------------------------------------------------------- payload parsers
 
 def _parse_schema(seg, b, offset):
-    count, p = _uvarint(b, 0)
+    count, p = uvarint(b, 0)
     if count > len(b) - p:
-        raise _Corrupt("bad type count")
+        raise Corrupt("bad type count")
     defs = []
     for _ in range(count):
-        tid, p = _uvarint(b, p)
-        name, p = _str(b, p)
-        nfields, p = _uvarint(b, p)
+        tid, p = uvarint(b, p)
+        name, p = read_str(b, p)
+        nfields, p = uvarint(b, p)
         if tid == 0 or tid >= 1 << 32 or nfields == 0 or nfields > MAX_FIELDS:
-            raise _Corrupt("bad type definition")
+            raise Corrupt("bad type definition")
         fields = []
         for _ in range(nfields):
-            fname, p = _str(b, p)
+            fname, p = read_str(b, p)
             if p >= len(b):
-                raise _Corrupt("bad field definition in type %s" % name)
+                raise Corrupt("bad field definition in type %s" % name)
             code = b[p]
-            unit, p = _str(b, p + 1)
+            unit, p = read_str(b, p + 1)
             fields.append(Field(fname, code, unit))
         defs.append(EventType(tid, name, fields))
     for t in defs:
@@ -1170,12 +741,12 @@ def _parse_schema(seg, b, offset):
 
 
 def _table(seg, b, offset, table, parse_entry):
-    first, p = _uvarint(b, 0)
-    count, p = _uvarint(b, p)
+    first, p = uvarint(b, 0)
+    count, p = uvarint(b, p)
     if first == 0 or count > len(b) - p or first + count > 1 << 32:
-        raise _Corrupt("bad table id range")
+        raise Corrupt("bad table id range")
     if count > seg.table_left:
-        raise _Corrupt("%d table entries, past what the segment may define (%d left of %d)"
+        raise Corrupt("%d table entries, past what the segment may define (%d left of %d)"
                        % (count, seg.table_left, TABLE_BASE + TABLE_PER_BYTE * seg.size))
     entries = []
     units = [count]  # entries, plus each stack frame and inline line
@@ -1183,7 +754,7 @@ def _table(seg, b, offset, table, parse_entry):
         entry, p = parse_entry(b, p, units)
         entries.append(entry)
         if units[0] > seg.table_left:
-            raise _Corrupt("table entries, frames and lines past what the segment may define (%d)"
+            raise Corrupt("table entries, frames and lines past what the segment may define (%d)"
                            % (TABLE_BASE + TABLE_PER_BYTE * seg.size))
     seg.table_left -= units[0]
     if units[1:]:
@@ -1200,43 +771,43 @@ def _table(seg, b, offset, table, parse_entry):
 
 
 def _mapping_entry(b, p, units):
-    start, p = _uvarint(b, p)
-    end, p = _uvarint(b, p)
-    off, p = _uvarint(b, p)
-    path, p = _uvarint(b, p)
-    build, p = _uvarint(b, p)
+    start, p = uvarint(b, p)
+    end, p = uvarint(b, p)
+    off, p = uvarint(b, p)
+    path, p = uvarint(b, p)
+    build, p = uvarint(b, p)
     return (start, end, off, path, build), p
 
 
 def _location_entry(b, p, units):
-    mapping, p = _uvarint(b, p)
-    address, p = _uvarint(b, p)
-    nlines, p = _uvarint(b, p)
+    mapping, p = uvarint(b, p)
+    address, p = uvarint(b, p)
+    nlines, p = uvarint(b, p)
     if nlines > (len(b) - p) // 3:
-        raise _Corrupt("bad line count")
+        raise Corrupt("bad line count")
     units[0] += nlines
     lines = []
     for _ in range(nlines):
-        fn, p = _uvarint(b, p)
-        fl, p = _uvarint(b, p)
-        line, p = _uvarint(b, p)
+        fn, p = uvarint(b, p)
+        fl, p = uvarint(b, p)
+        line, p = uvarint(b, p)
         lines.append((fn, fl, line))
     return (mapping, address, tuple(lines)), p
 
 
 def _stack_entry(b, p, units):
-    n, p = _uvarint(b, p)
+    n, p = uvarint(b, p)
     if n > len(b) - p:
-        raise _Corrupt("bad frame count")
+        raise Corrupt("bad frame count")
     locs = []
     for _ in range(min(n, MAX_STACK_DEPTH)):
-        lid, p = _uvarint(b, p)
+        lid, p = uvarint(b, p)
         locs.append(lid)
     if n > MAX_STACK_DEPTH:
         # Kept: the leaf end (where time was spent); the rest is skipped, not
         # stored. The cut is said once per block (units[1] counts the stacks).
         for _ in range(n - MAX_STACK_DEPTH):
-            _, p = _uvarint(b, p)
+            _, p = uvarint(b, p)
         if len(units) == 1:
             units.append(0)
         units[1] += 1
@@ -1245,7 +816,7 @@ def _stack_entry(b, p, units):
 
 
 def _string_entry(b, p, units):
-    return _str(b, p)
+    return read_str(b, p)
 
 
 def _parse_strings(seg, b, offset):
@@ -1257,10 +828,10 @@ def _parse_events(seg, b, offset, stored=None, where=None):
     """stored: the block's zstd frame when it was compressed (what the batch
     keeps, instead of the decompressed payload b); where: (fd, payload
     offset, length, header fields, CRC) to read it again from instead."""
-    tid, p = _uvarint(b, 0)
-    count, p = _uvarint(b, p)
+    tid, p = uvarint(b, 0)
+    count, p = uvarint(b, p)
     if count == 0 or count > MAX_EVENTS_PER_BLOCK:
-        raise _Corrupt("bad event count")
+        raise Corrupt("bad event count")
     t = seg.schema.get(tid)
     if t is None:
         # Kept as stored until the end of the segment: writers define every
@@ -1270,10 +841,10 @@ def _parse_events(seg, b, offset, stored=None, where=None):
         return
     cells = count * len(t.fields)
     if cells > BLOCK_CELLS or cells > CELL_SLACK + CELLS_PER_BYTE * len(b):
-        raise _Corrupt("%d events x %d fields in a %d-byte payload: more values than a block may declare"
+        raise Corrupt("%d events x %d fields in a %d-byte payload: more values than a block may declare"
                        % (count, len(t.fields), len(b)))
     if cells > seg.cells_left:
-        raise _Corrupt("%d events x %d fields: past the values the segment may hold (%d)"
+        raise Corrupt("%d events x %d fields: past the values the segment may hold (%d)"
                        % (count, len(t.fields), SEGMENT_CELLS + CELLS_PER_FILE_BYTE * seg.size))
     q = p
     for i, f in enumerate(t.fields):
@@ -1310,9 +881,9 @@ def _late_events(seg):
                 _parse_events(seg, kept, offset)
             else:
                 dctx = dctx or zstandard.ZstdDecompressor()
-                _parse_events(seg, _inflate(dctx, kept, raw_len), offset, kept)
+                _parse_events(seg, inflate(dctx, kept, raw_len), offset, kept)
             late = True
-        except _Corrupt as e:
+        except Corrupt as e:
             seg.bad_blocks += 1
             seg._problem(offset, "bad EVENTS block at offset %d: %s" % (offset, e))
     if late:
@@ -1320,13 +891,13 @@ def _late_events(seg):
 
 
 def _parse_footer(seg, b, offset):
-    count, p = _uvarint(b, 0)
+    count, p = uvarint(b, 0)
     if count > len(b) - p:
-        raise _Corrupt("bad footer count")
+        raise Corrupt("bad footer count")
     entries = {}
     for _ in range(count):
-        key, p = _str(b, p)
-        value, p = _uvarint(b, p)
+        key, p = read_str(b, p)
+        value, p = uvarint(b, p)
         entries[key] = value
     if seg.footer is None:
         seg.footer = entries

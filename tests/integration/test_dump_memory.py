@@ -397,7 +397,7 @@ def test_requests_memory_follows_a_segment_not_the_calls(requests_trace):
                   out, re.M)
     assert m, out
     assert int(m.group(1)) == n and int(m.group(2)) == REQ_CONNS
-    from flightrec_lib.commands.cmd_sockets import format_ns
+    from flightrec_lib.units import format_ns
     for group, pct in ((3, 50), (4, 90), (5, 99)):
         assert m.group(group) == format_ns(exact[-(-pct * n // 100) - 1]), (pct, m.group(group))
     assert m.group(6) == format_ns(exact[-1])

@@ -14,7 +14,7 @@ import pytest
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("FLIGHTREC_BUILD", os.path.join(ROOT, "build"))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from flightrec_lib import segment  # noqa: E402
+from flightrec_lib import column_decoder  # noqa: E402
 from flightrec_lib.segment import SINT, TIME, UINT, column_end, decode_column, read_segment  # noqa: E402
 
 U64 = 1 << 64
@@ -100,15 +100,15 @@ def test_damaged_packed_columns_are_reported_not_misread():
     enc = spec_encode(7, t, 5, 4)
     assert list(decode_column(enc, 0, 4, TIME)[0]) == t
     for cut in range(len(enc)):
-        with pytest.raises(segment._Corrupt):
+        with pytest.raises(column_decoder.Corrupt):
             decode_column(enc[:cut], 0, 4, TIME)
-        with pytest.raises(segment._Corrupt):
+        with pytest.raises(column_decoder.Corrupt):
             column_end(enc[:cut], 0, 4, TIME)
     bad = bytearray(enc)
     bad[1] = 64  # shift beyond 63
-    with pytest.raises(segment._Corrupt, match="shift"):
+    with pytest.raises(column_decoder.Corrupt, match="shift"):
         decode_column(bytes(bad), 0, 4, TIME)
-    with pytest.raises(segment._Corrupt):
+    with pytest.raises(column_decoder.Corrupt):
         decode_column(bytes([9 << 4 | 1, 0, 0]), 0, 1, UINT)  # scheme 9 is not defined
 
 
@@ -120,8 +120,8 @@ def test_a_segment_written_by_the_cpp_writer_with_a_packed_type(tmp_path, monkey
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     packed_calls = []
-    real = segment._decode_packed
-    monkeypatch.setattr(segment, "_decode_packed", lambda b, p, n, w, scheme, earlier=None:
+    real = column_decoder._decode_packed
+    monkeypatch.setattr(column_decoder, "_decode_packed", lambda b, p, n, w, scheme, earlier=None:
                         packed_calls.append(scheme) or real(b, p, n, w, scheme, earlier))
     seg = read_segment(str(tmp_path / "packed.seg"))
     assert not seg.problems
@@ -155,12 +155,12 @@ def test_relative_column_exact_bytes_and_damage():
               for v, f in zip(s, [8, 8, 8, 8])) for k in range(8))
     assert list(decode_column(rel_s, 0, 4, SINT, [[8, 8, 8, 8]])[0]) == s
     # The reference must be an earlier column.
-    with pytest.raises(segment._Corrupt, match="earlier"):
+    with pytest.raises(column_decoder.Corrupt, match="earlier"):
         decode_column(rel, 0, 4, UINT, [None])           # column 1 does not exist yet
-    with pytest.raises(segment._Corrupt, match="earlier"):
+    with pytest.raises(column_decoder.Corrupt, match="earlier"):
         decode_column(rel, 0, 4, UINT, [None, None])     # column 1 is not an integer one
-    with pytest.raises(segment._Corrupt, match="earlier"):
+    with pytest.raises(column_decoder.Corrupt, match="earlier"):
         column_end(rel, 0, 4, UINT, 1)                   # it is this very column
     for cut in range(len(rel)):
-        with pytest.raises(segment._Corrupt):
+        with pytest.raises(column_decoder.Corrupt):
             decode_column(rel[:cut], 0, 4, UINT, [None, fds])

@@ -18,7 +18,7 @@ bytes), or with --tree {"tree": [{"path": [...], "a", "b"}]}.
 import json
 import sys
 
-from .. import cli, diff, flamegraph, profiles
+from .. import cli, diff, flamegraph, profile_cli, profiles
 
 
 def register(subparsers):
@@ -41,7 +41,7 @@ def register(subparsers):
                        help="start of side %s's window (as --from)" % side.upper())
         p.add_argument("--%s-to" % side, dest="%s_to" % side, metavar="TIME",
                        help="end of side %s's window (as --to)" % side.upper())
-    profiles.add_arguments(p)
+    profile_cli.add_arguments(p)
     p.set_defaults(func=run)
 
 

@@ -1,8 +1,7 @@
 """flame: a self-contained interactive SVG flame graph (hover for details,
 click to zoom, search), or with --folded the collapsed stacks the `folded`
 command prints."""
-from .. import cli, flamegraph, profiles
-from . import cmd_folded
+from .. import cli, flamegraph, profile_cli, profiles
 
 PALETTE = {"cpu": "hot", "offcpu": "io", "alloc": "mem", "live": "mem"}
 
@@ -12,16 +11,16 @@ def register(subparsers):
     p.add_argument("-o", "--output", metavar="FILE.svg", help="where to write the SVG (or the folded stacks with --folded)")
     p.add_argument("--folded", action="store_true", help="print collapsed stacks instead (see `folded`)")
     p.add_argument("--title", help="the graph's title")
-    profiles.add_arguments(p)
+    profile_cli.add_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args):
     if args.folded:
-        return cmd_folded.run(args)
+        return profile_cli.print_folded(args)
     if not args.output:
         raise cli.UsageError("flame needs -o FILE.svg (or --folded to print collapsed stacks)")
-    trace, profile = profiles.open_profile(args)
+    trace, profile = profile_cli.open_profile(args)
     title = args.title or "%s flame graph" % profile.spec["title"]
     if profile.entries:
         title += " (%s samples)" % "{:,}".format(profile.samples)

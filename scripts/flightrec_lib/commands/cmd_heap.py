@@ -36,7 +36,6 @@ in allocated_bytes_est and also given alone as "unattributed_bytes_est"
 alloc.unattributed) is reported on stderr: estimates are then low (drops) or
 live is high (lost frees)."""
 import json
-import operator
 import re
 import sys
 from collections import Counter
@@ -172,7 +171,7 @@ def build(trace):
     unattributed = Site(profiles.UNATTRIBUTED, "", 0, profiles.UNATTRIBUTED)
     unattributed_samples = 0
     for si, seg in enumerate(trace.segments):
-        key = profiles._process_key(seg)
+        key = profiles.process_key(seg)
         for batch in seg.batches:
             name = batch.type.name
             if name == "alloc.free":
@@ -211,15 +210,15 @@ def build(trace):
     # before a free at equal times): the blocks left are live at the end.
     # Changes of the live total are merged on the wall clock so the peak
     # is that of all processes together.
-    replays = [_Replay(trace, seg_spans, site_of, problems) for seg_spans in spans.values()]
+    replays = [_changes(trace, seg_spans, site_of, problems) for seg_spans in spans.values()]
     running = peak_total = 0.0
-    for _, d in replay.merge_streams([r.changes() for r in replays]):
+    for _, d in replay.merge_streams([changes for _, changes in replays]):
         running += d
         if running > peak_total:
             peak_total = running
     live_total = 0.0
-    for r in replays:
-        for site, path, w in r.held.values():
+    for heap, _ in replays:
+        for site, path, w in heap.held.values():
             site.live += w
             live_total += w
 
@@ -255,73 +254,33 @@ def build(trace):
     return doc, notes
 
 
-class _Replay:
-    """One process's allocations and frees replayed in time order, a cluster
-    of overlapping segments at a time (replay.py). `held`: address ->
-    (site, path, estimated bytes) of the blocks live so far."""
+def _changes(trace, seg_spans, site_of, problems):
+    """(LiveHeap, its live total's changes): (wall time, +/- estimated bytes),
+    sorted by wall time (stable: replay order on ties). Each block is held
+    as (site, path, estimated bytes)."""
+    heap = replay.LiveHeap(trace.segments, seg_spans, lambda batch, f: profiles.select_columns(batch, f, problems))
+    fields = ["time", "address", "size", "stack", "sample_bytes"]
 
-    def __init__(self, trace, seg_spans, site_of, problems):
-        self.trace = trace
-        self.spans = seg_spans  # {segment index: [lo, hi]}, in the order first seen
-        self.site_of = site_of
-        self.problems = problems
-        self.held = {}
+    def take(si, cols):
+        blocks = []
+        for size, sid, rate in zip(cols["size"], cols["stack"], cols["sample_bytes"]):
+            site, path, _ = site_of[(si, sid)]
+            blocks.append((site, path, profiles.alloc_weight(size, rate)[0]))
+        return cols["time"], cols["address"], blocks
 
-    def _offset(self, si):
-        h = self.trace.segments[si].header
-        return h["anchor_realtime_ns"] - h["anchor_monotonic_ns"]  # monotonic -> wall clock
-
-    def changes(self):
-        """(wall time, +/- estimated bytes) of the live total, sorted by wall
-        time (stable: replay order on ties)."""
-        groups = list(replay.clusters([(lo, hi, si) for si, (lo, hi) in self.spans.items()]))
-        # The earliest wall time each cluster can hold, and from it what any later one can.
-        floors = [min(self.spans[si][0] + self._offset(si) for si in g) for g in groups]
-        later = [None] * len(groups)
-        for i in range(len(groups) - 2, -1, -1):
-            later[i] = floors[i + 1] if later[i + 1] is None else min(floors[i + 1], later[i + 1])
-        return replay.wall_ordered(zip(later, map(self._replay, groups)))
-
-    def _replay(self, members):
-        held, changes = self.held, []
-        for t, what, _, addr, site, path, w, off in self._events(members):
-            if what == 0:
-                old = held.get(addr)
-                if old is not None:  # its free was lost (dropped): do not count it twice
-                    changes.append((t + off, -old[2]))
-                held[addr] = (site, path, w)
-                changes.append((t + off, w))
-            else:
-                old = held.pop(addr, None)
-                if old is not None:
-                    changes.append((t + off, -old[2]))
+    def replayed(members):
+        changes = []
+        heap.replay(heap.events(members, fields, take), changes)
         return changes
 
-    def _events(self, members):
-        """The cluster's events, sorted: (time, 0 sample / 1 free, seq, address,
-        site, path, w, wall offset)."""
-        events = []
-        seq = 0
-        for si in members:  # segment order, as the first pass met them
-            seg = self.trace.segments[si]
-            off = self._offset(si)
-            for batch in seg.batches:
-                name = batch.type.name
-                if name == "alloc.free":
-                    cols = _columns(batch, ["time", "address"], self.problems)
-                    if cols is not None:
-                        events.extend((t, 1, 0, a, None, None, 0.0, off) for t, a in zip(*cols))
-                elif name == "alloc.sample":
-                    cols = _columns(batch, ["time", "address", "size", "stack", "sample_bytes"], self.problems)
-                    if cols is None:
-                        continue
-                    for t, addr, size, sid, rate in zip(*cols):
-                        site, path, _ = self.site_of[(si, sid)]
-                        w, _ = profiles.alloc_weight(size, rate)
-                        events.append((t, 0, seq, addr, site, path, w, off))
-                        seq += 1
-        events.sort(key=operator.itemgetter(0, 1, 2))
-        return events
+    groups = list(heap.clusters())
+    segs = trace.segments
+    # The earliest wall time each cluster can hold, and from it what any later one can.
+    floors = [min(seg_spans[si][0] + segs[si].wall_offset() for si in g) for g in groups]
+    later = [None] * len(groups)
+    for i in range(len(groups) - 2, -1, -1):
+        later[i] = floors[i + 1] if later[i + 1] is None else min(floors[i + 1], later[i + 1])
+    return heap, replay.wall_ordered(zip(later, map(replayed, groups)))
 
 
 def _resolve_site(frames, sites):

@@ -7,7 +7,7 @@ import gzip
 import os
 import urllib.parse
 
-from .. import cli, export_io, http_push, profiles
+from .. import cli, export_io, http_push, profile_cli, profiles
 from ..otlp import request as otlp_request
 
 SIGNAL_PATH = "/v1development/profiles"
@@ -27,7 +27,7 @@ def register(subparsers):
                    help="one aggregated value per stack and thread instead of one value and "
                         "timestamp per event (smaller; memory follows the stacks, not the events)")
     export_io.add_push_arguments(p, "an OTLP/HTTP receiver: POST URL (a URL with no path gets %s)" % SIGNAL_PATH)
-    profiles.add_arguments(p, kind=False, endpoint=False)
+    profile_cli.add_arguments(p, kind=False, endpoint=False)
     p.set_defaults(func=run)
 
 

@@ -7,7 +7,7 @@ instead of (or as well as) writing it: one request per process
 import os
 import urllib.parse
 
-from .. import cli, export_io, http_push, pprof_proto, profiles, pyroscope
+from .. import cli, export_io, http_push, pprof_proto, profile_cli, profiles, pyroscope
 
 
 def register(subparsers):
@@ -15,7 +15,7 @@ def register(subparsers):
     p.add_argument("-o", "--output", metavar="FILE", help="where to write it")
     export_io.add_push_arguments(p, "Pyroscope: POST URL/ingest?format=pprof&name=SERVICE{host=,pid=}, "
                                    "one request per process", flag="--push")
-    profiles.add_arguments(p)
+    profile_cli.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -62,7 +62,7 @@ def run(args):
     if not args.output and not args.push:
         raise cli.UsageError("say where the profile goes: -o FILE and/or --push URL")
     headers = export_io.push_settings(args) if args.push else []
-    trace, profile = profiles.open_profile(args)
+    trace, profile = profile_cli.open_profile(args)
     if args.output:
         export_io.write_atomically(args.output, encode(profile))
         if not profile.entries:

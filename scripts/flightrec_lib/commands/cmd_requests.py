@@ -22,10 +22,9 @@ import sys
 from .. import calltree, cli, downstream, profiles, request_inference
 from ..request_inference import BYTES_IN, BYTES_OUT, CONN, DURATION, ENDPOINT, PID, ROLE, START, TID, TRACE
 from ..spill_sort import SpillSort
-from .cmd_sockets import EXACT_TOTAL, Durations, format_ns, reset_exact_budget
+from ..request_samples import KIND_EVENTS, KINDS, read_samples, window_entries
+from ..units import EXACT_TOTAL, Durations, format_ns, reset_exact_budget
 
-KINDS = ("cpu", "offcpu", "alloc")
-KIND_EVENTS = {"cpu": "cpu.sample", "offcpu": "offcpu.sample", "alloc": "alloc.sample"}
 KIND_UNITS = {"cpu": "ns", "offcpu": "ns", "alloc": "bytes"}
 KIND_TITLES = {"cpu": "CPU", "offcpu": "Off-CPU", "alloc": "Allocations"}
 
@@ -62,99 +61,6 @@ def register(subparsers):
 def read_connections(trace):
     """{(pid, conn): (local, peer)} from socket.open (the latest description)."""
     return request_inference.latest_connections(trace, ("local", "peer"))
-
-
-def merge_windows(windows):
-    """{thread: [(lo, hi)]} -> {thread: (los, his)}: the union of each
-    thread's windows as sorted, disjoint intervals."""
-    out = {}
-    for key, spans in windows.items():
-        los, his = [], []
-        for lo, hi in sorted(spans):
-            if his and lo <= his[-1]:
-                if hi > his[-1]:
-                    his[-1] = hi
-            else:
-                los.append(lo)
-                his.append(hi)
-        out[key] = (los, his)
-    return out
-
-
-def read_samples(trace, windows):
-    """{kind: {(pid, tid): (times, [(time, weight, end, segment, stack id)])}}, time-sorted,
-    of the samples inside the given windows ({(pid, tid): [(lo, hi)]}): what
-    is held follows the requests asked about, not the trace.
-    end is time + duration for off-CPU blocks (they are clipped to the window), else time."""
-    merged = merge_windows(windows)
-    out = {k: {} for k in KINDS}
-    for kind in KINDS:
-        for b in trace.batches({KIND_EVENTS[kind]}):
-            seg = b.segment
-            pid = seg.pid
-            if not any(k[0] == pid for k in merged):
-                continue
-            if kind == "cpu":
-                cols = b.columns_named(["time", "tid", "stack", "period_ns"])
-            elif kind == "offcpu":
-                cols = b.columns_named(["time", "tid", "stack", "duration_ns"])
-            else:
-                cols = b.columns_named(["time", "tid", "stack", "size", "sample_bytes"])
-            if cols is None:
-                continue
-            for row in zip(*cols):
-                key = (pid, row[1])
-                spans = merged.get(key)
-                if spans is None:
-                    continue
-                t, stack = row[0], row[2]
-                end = t + row[3] if kind == "offcpu" else t
-                los, his = spans
-                i = bisect.bisect_right(los, end) - 1
-                if i < 0 or his[i] < t:
-                    continue  # in no window
-                if kind == "cpu":
-                    item = (t, row[3], t, seg, stack)
-                elif kind == "offcpu":
-                    item = (t, row[3], end, seg, stack)
-                else:
-                    item = (t, profiles.alloc_weight(row[3], row[4])[0], t, seg, stack)
-                out[kind].setdefault(key, []).append(item)
-    for per_thread in out.values():
-        for key, items in per_thread.items():
-            items.sort(key=lambda x: x[0])
-            per_thread[key] = ([x[0] for x in items], items)
-    return out
-
-
-# ------------------------------------------------------------------ attribution
-
-def window_entries(kind, thread_samples, lo, hi):
-    """(root-first labels, samples, weight) of the samples of one thread in [lo, hi].
-    Off-CPU blocks count for the part of them inside the window."""
-    if not thread_samples:
-        return []
-    times, items = thread_samples
-    start = bisect.bisect_left(times, lo)
-    if kind == "offcpu":
-        # A block that began before the window may reach into it. A thread has
-        # one block at a time, so only the last one before the window can.
-        start = max(0, start - 1)
-    entries = []
-    for i in range(start, len(items)):
-        t, w, end, seg, stack = items[i]
-        if t > hi:
-            break
-        if kind == "offcpu":
-            overlap = min(end, hi) - max(t, lo)
-            if overlap <= 0:
-                continue
-            w = overlap
-        elif t < lo:
-            continue
-        frames = profiles.trim_bootstrap(seg.frames(stack)) if stack else profiles.NO_STACK
-        entries.append(([profiles.frame_label(f) for f in reversed(frames)], 1, w))
-    return entries
 
 
 def tree_json(root):
@@ -215,7 +121,7 @@ class RoleStats:
     """What the summary and histogram of one role need, kept as requests go
     by: counts, sums, the connections, 1-2-5 bucket counts, and the durations
     (exact up to EXACT_TOTAL over the command, then a histogram whose
-    percentiles are within 0.8%: cmd_sockets.Durations)."""
+    percentiles are within 0.8%: units.Durations)."""
 
     def __init__(self):
         self.durations = Durations(limit=EXACT_TOTAL)

@@ -11,14 +11,14 @@ import os
 import tempfile
 from array import array
 
-from .. import cli, profiles, speedscope
+from .. import cli, profile_cli, profiles, report_scope, speedscope
 from ..spill_sort import SpillSort
 
 
 def register(subparsers):
     p = subparsers.add_parser("speedscope", help="export a profile as a speedscope file, one profile per thread")
     p.add_argument("-o", "--output", required=True, metavar="FILE.json", help="where to write it")
-    profiles.add_arguments(p)
+    profile_cli.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -109,10 +109,10 @@ def per_thread(trace, kind, spill, thread=None, t_from=None, t_to=None, spill_at
     Memory: a few numbers per sample up to spill_at, each distinct stack once
     (keys: what the file shows of a frame), not frames or events; a
     segment's tables are needed only while it is read."""
-    names, procs = profiles._thread_names(trace), profiles._processes(trace)
-    selector = profiles._select_threads(thread, names, procs)
-    bounds = profiles._time_bounds(trace, t_from, t_to)
-    windows = profiles.endpoint_windows(trace, endpoint) if endpoint else None
+    names, procs = report_scope.thread_names(trace), report_scope.processes(trace)
+    selector = report_scope.select_threads(thread, names, procs)
+    bounds = report_scope.time_bounds(trace, t_from, t_to)
+    windows = report_scope.endpoint_windows(trace, endpoint) if endpoint else None
     t0 = _trace_start(trace)
     problems = set()
     threads = {}
@@ -139,7 +139,7 @@ def per_thread(trace, kind, spill, thread=None, t_from=None, t_to=None, spill_at
                         continue
                 if bounds is not None and not bounds[0] <= seg.wall_ns(t) <= bounds[1]:
                     continue
-                if windows is not None and not profiles._in_windows(windows.get(pid, {}), tid, t):
+                if windows is not None and not report_scope.in_windows(windows.get(pid, {}), tid, t):
                     continue
                 si = index_of.get(sid)
                 if si is None:

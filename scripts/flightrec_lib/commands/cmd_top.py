@@ -7,7 +7,7 @@ and total count samples."""
 import json
 import sys
 
-from .. import cli, profiles
+from .. import cli, profile_cli, profiles
 
 
 def register(subparsers):
@@ -15,7 +15,7 @@ def register(subparsers):
     p.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="show the first N functions (text default 30, JSON default all)")
-    profiles.add_arguments(p)
+    profile_cli.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -26,7 +26,7 @@ def _value_key(profile):
 def run(args):
     if args.limit is not None and args.limit < 0:
         raise cli.UsageError("--limit must be >= 0")
-    trace, profile = profiles.open_profile(args)
+    trace, profile = profile_cli.open_profile(args)
     rows = profile.functions()
     limit = args.limit if args.limit is not None else (None if args.json else 30)
     shown = rows if limit is None else rows[:limit]

@@ -333,7 +333,7 @@ def process_starts(trace):
     (each segment's own, so processes of two hosts that share a pid stay apart)."""
     out = {}
     for seg in trace.segments:
-        key = profiles._process_key(seg)
+        key = profiles.process_key(seg)
         if key in out:
             continue
         for batch in seg.batches:
