@@ -66,6 +66,8 @@ class FleetTrace:
             self.procs[pkey] = (host, service, pid)
             self.segments.append(FleetSegment(host, service, pid, first, last))
         self._names = self._starts = None
+        self._shifts = self._types = None
+        self.ledger_times = fleet_db.ledger_has_times(self.conn)
 
     def where(self, alias=""):
         """The clause every query of this trace starts with, and its parameters."""
@@ -77,12 +79,79 @@ class FleetTrace:
         kinds = {"cpu.sample": 1, "offcpu.sample": 2, "alloc.sample": 3}
         w, p = self.where()
         for t in types or ():
+            if t not in kinds:
+                if self.ledger_times and t in self.event_types():
+                    yield t
+                continue
             if t in kinds:
                 p = dict(p, kind=kinds[t])
                 n = self.conn.execute("SELECT count() FROM %s WHERE %s AND kind = %%(kind)s AND stack_id != 1" % (
                     self.target.table("samples"), w), p)[0][0]
                 if n:
                     yield t
+
+    # -- clocks, drops and event types (the ledger's per-segment columns; fleet_reports.py)
+
+    def shifts(self):
+        """{proc_id: {load_id: wall minus monotonic ns}} of the selected segments."""
+        if self._shifts is None:
+            w, p = self.where()
+            self._shifts = {}
+            self._shift_of = {}
+            for pk, load_id, sh in self.conn.execute("SELECT proc_id, load_id, shift_ns FROM %s WHERE %s" % (
+                    self.target.table("segments"), w), p):
+                self._shifts.setdefault(pk, {})[load_id] = sh
+                self._shift_of[load_id] = sh
+        return self._shifts
+
+    def shift_of(self, load_id):
+        self.shifts()
+        return self._shift_of.get(load_id, 0)
+
+    def mono_range(self):
+        """(first, last) event time on the monotonic clock, as Trace.time_range gives it."""
+        w, p = self.where()
+        first, last, n = self.conn.execute("SELECT min(mono_first), max(mono_last), count() FROM %s WHERE %s AND "
+                                           "has_times" % (self.target.table("segments"), w), p)[0]
+        return (first, last) if n else (None, None)
+
+    def dropped(self):
+        w, p = self.where()
+        from .fleet_reports import sum_map
+        return sum_map(self.conn, self.target.table("segments"), "dropped_kinds", "dropped_counts", ("toUInt8(0)",),
+                       w, p).get((0,), {})
+
+    def event_types(self):
+        if self._types is None:
+            w, p = self.where()
+            self._types = {r[0] for r in self.conn.execute("SELECT DISTINCT arrayJoin(type_names) FROM %s WHERE %s" % (
+                self.target.table("segments"), w), p)}
+        return self._types
+
+    def threads(self):
+        """Trace.threads's list (start/end on the monotonic clock), from the threads table."""
+        w, p = self.where()
+        out, live = [], {}
+        for pid, tid, kind, name, t, load_id in self.conn.execute(
+                "SELECT pid, tid, type, name, time, load_id FROM %s WHERE %s ORDER BY time, pid, tid" % (
+                    self.target.table("threads"), w), p):
+            key = (pid, tid)
+            mono = t - self.shift_of(load_id)
+            if kind == "thread.start":
+                rec = {"pid": pid, "tid": tid, "name": name or "", "start": mono, "end": None}
+                live[key] = rec
+                out.append(rec)
+                continue
+            rec = live.get(key)
+            if rec is None:
+                rec = live[key] = {"pid": pid, "tid": tid, "name": "", "start": None, "end": None}
+                out.append(rec)
+            if name:
+                rec["name"] = name
+            if kind == "thread.end":
+                rec["end"] = mono
+                del live[key]
+        return out
 
     def time_range(self):
         if not self.segments:

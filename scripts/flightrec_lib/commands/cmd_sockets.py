@@ -380,7 +380,12 @@ def format_ns(ns):
 
 def run(args):
     trace = cli.open_trace(args.paths)
-    conns, unattributed = collect(trace)
+    if getattr(trace, "fleet", False):  # --clickhouse: merged in the database (fleet_reports.py)
+        from .. import fleet_reports
+        fleet_reports.check_loaded_by_this_version(trace)
+        conns, unattributed = fleet_reports.socket_connections(trace)
+    else:
+        conns, unattributed = collect(trace)
     rows = sorted(conns.values(), key=lambda c: (c["pid"] or 0, c["open_ns"] or 0, c["id"]))
     if args.role:
         rows = [c for c in rows if c["role"] in args.role]
@@ -400,7 +405,7 @@ def run(args):
         else:
             print("no connections match the selection")
         return cli.exit_status(trace)
-    t0 = trace.time_range()[0] or 0
+    t0 = getattr(trace, "mono_range", trace.time_range)()[0] or 0
     by_role = ", ".join("%d %s" % (v["connections"], k) for k, v in sorted(totals["by_role"].items()))
     print("%d connections (%s): %s in, %s out in %d ops, %d errors, %d would-block" % (
         totals["connections"], by_role, _bytes(totals["bytes_in"]), _bytes(totals["bytes_out"]), totals["ops"],

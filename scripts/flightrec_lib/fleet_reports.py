@@ -1,0 +1,342 @@
+"""fleet_reports: the socket, request and info reports of a ClickHouse fleet
+database (`sockets`, `requests`, `info` given --clickhouse URL; issue 42,
+docs/FLEET.md). Each function here builds, aggregated in the database, the
+same intermediate the file reader builds (cmd_sockets.collect's connection
+dicts, cmd_requests.analyse's summaries, histograms and slowest requests,
+cmd_info.summarize's document), so the commands format it with their own
+code, unchanged.
+
+What it reads was derived at load time by the file reader's own code run on
+each segment (fleet_load.py): `socket_conns` holds each segment's partial
+connection dicts, `requests` each segment's requests. Here they are merged
+with GROUP BY (sums, min/max, the latest description by argMax, op counts by
+sumMap, latency percentiles by nearest rank over the sorted durations) and
+ranked (ORDER BY ... LIMIT). Times are on each process's monotonic clock,
+as the file reader reports them. Values are query parameters, never SQL
+text; tables come from fleet_db.Target."""
+import json
+
+from . import fleet_db
+
+
+def _p(pcts):
+    """SQL of nearest-rank percentiles (cmd_sockets.percentile) of a sorted array `d` of length `n`."""
+    return ", ".join("d[toUInt64(greatest(1, ceil(%r * n)))]" % (p / 100.0) for p in pcts)
+
+
+def sum_map(conn, table, keys, values, group, where, p):
+    """{group values: {key: summed value}} of parallel arrays of string keys and
+    counts (sumMap takes no String keys in ClickHouse 18.16: ARRAY JOIN, then GROUP BY)."""
+    g = ", ".join(group)
+    out = {}
+    for row in conn.execute(
+            "SELECT %s, k, sum(v) FROM %s ARRAY JOIN %s AS k, %s AS v WHERE %s GROUP BY %s, k ORDER BY k" % (
+                g, table, keys, values, where, g), p):
+        out.setdefault(tuple(row[:len(group)]), {})[row[-2]] = row[-1]
+    return out
+
+
+# ------------------------------------------------------------------ sockets
+
+def socket_connections(trace):
+    """{(pid, conn): connection dict}, unattributed {"ops", "errors"}: what
+    cmd_sockets.collect returns for the same segments."""
+    from .commands import cmd_sockets
+    w, p = trace.where()
+    t = trace.target.table("socket_conns")
+    rows = trace.conn.execute(
+        "SELECT pid, conn, max(desc_time) AS dt, argMax(role, desc_time), argMax(family, desc_time),"
+        " argMax(sock_type, desc_time), argMax(local, desc_time), argMax(peer, desc_time),"
+        " argMax(listener, desc_time), argMax(fd, desc_time), argMax(tid, desc_time),"
+        " argMinIf(fd, first_ns, fd >= 0), countIf(open_ns >= 0), minIf(open_ns, open_ns >= 0), max(close_ns),"
+        " countIf(first_ns >= 0), minIf(first_ns, first_ns >= 0), max(last_ns),"
+        " sum(bytes_in), sum(bytes_out), sum(ops), sum(errors), sum(eagain),"
+        " sum(exchanges), max(gap), sum(summarized_ops),"
+        " max(acceptq), sum(aq_samples), max(aq_max_queued), max(aq_backlog), sum(aq_full)"
+        " FROM %s WHERE %s AND kind = 0 GROUP BY proc_id, pid, conn" % (t, w), p)
+    stats = trace.conn.execute(
+        "SELECT pid, conn, n, d[n], %s FROM (SELECT pid, conn, arraySort(groupArrayArray(durations)) AS d,"
+        " length(d) AS n FROM %s WHERE %s AND kind = 0 GROUP BY proc_id, pid, conn) WHERE n > 0" % (
+            _p((50, 90, 99)), t, w), p)
+    opm = sum_map(trace.conn, t, "op_names", "op_counts", ("pid", "conn"), w + " AND kind = 0", p)
+    errm = sum_map(trace.conn, t, "err_names", "err_counts", ("pid", "conn"), w + " AND kind = 0", p)
+    lat = {}
+    for pid, conn, n, mx, p50, p90, p99 in stats:
+        s = {"count": n, "p50": p50, "p90": p90, "p99": p99, "max": mx}
+        if n >= cmd_sockets.EXACT_PER_CONN:
+            s["approximate"] = True  # the file reader's histogram (within 0.8%); exact here
+        lat[(pid, conn)] = s
+    conns = {}
+    for (pid, conn, dt, role, family, stype, local, peer, listener, dfd, dtid, opfd, nopen, open_ns, close_ns,
+         nfirst, first_ns, last_ns, bin_, bout, ops, errors, eagain, exchanges, gap, summarized,
+         aq, aq_samples, aq_maxq, aq_backlog, aq_full) in rows:
+        c = cmd_sockets._new_conn(pid, conn)
+        described = dt >= 0
+        c.update(role=role if described else "?", family=family if described else "",
+                 sock_type=stype if described else "", local=local if described else "",
+                 peer=peer if described else "", listener=listener if described else 0,
+                 fd=dfd if described else (opfd if opfd >= 0 else None), tid=dtid if described else None,
+                 open_ns=open_ns if nopen else None, close_ns=close_ns if close_ns >= 0 else None,
+                 first_ns=first_ns if nfirst else None, last_ns=last_ns if last_ns >= 0 else None,
+                 bytes_in=bin_, bytes_out=bout, ops=ops, errors=errors, eagain=eagain,
+                 ops_by_name=opm.get((pid, conn), {}), errors_by_name=errm.get((pid, conn), {}))
+        if aq:
+            c["acceptq"] = {"samples": aq_samples, "max_queued": aq_maxq, "backlog": aq_backlog,
+                            "full_samples": aq_full}
+        if exchanges:
+            c["exchanges"] = exchanges
+            c["single_calls"] = sum(n for op, n in c["ops_by_name"].items()
+                                    if op in cmd_sockets.DATA_IN or op in cmd_sockets.DATA_OUT)
+        if gap:
+            c["summarized_ops"] = summarized
+        del c["_durations"], c["_open_time"]
+        if c["open_ns"] is None:
+            c["open_ns"] = c["first_ns"]
+        c["latency_ns"] = lat.get((pid, conn))
+        conns[(pid, conn)] = c
+    ops, errors = trace.conn.execute("SELECT sum(ops), sum(errors) FROM %s WHERE %s AND kind = 1" % (t, w), p)[0]
+    return conns, {"ops": ops or 0, "errors": errors or 0}
+
+
+# ------------------------------------------------------------------ requests
+
+REQ_COLUMNS = ("start_mono, pid, conn, tid, role, duration, bytes_in, bytes_out, endpoint, has_trace, trace_id,"
+               " parent_span, sampled, request_id, proc_id")
+
+
+def as_request(row):
+    """A requests row (REQ_COLUMNS) as request_inference's request tuple."""
+    start, pid, conn, tid, role, dur, bin_, bout, ep, has_trace, tr, span, sampled, rid, _ = row
+    return (start, pid, conn, tid, role, dur, bin_, bout, ep, (tr, span, bool(sampled), rid) if has_trace else None)
+
+
+def request_where(trace, role="all", endpoint=None, trace_id=None):
+    """The WHERE clause and parameters of the selected requests (--role,
+    --endpoint as a shell pattern, --trace-id as cmd_requests.request_filter)."""
+    w, p = trace.where()
+    cond = [w]
+    if role != "all":
+        cond.append("role = %(role)s")
+        p["role"] = role
+    if endpoint is not None:
+        cond.append("match(endpoint, %(ep_re)s)")
+        p["ep_re"] = glob_regex(endpoint)
+    if trace_id is not None:
+        want = trace_id.strip().lower()
+        if not want:
+            cond.append("0")
+        else:
+            cond.append("has_trace AND ((trace_id != '' AND startsWith(trace_id, %(tr)s)) OR "
+                        "(request_id != '' AND lower(request_id) = %(tr)s))")
+            p["tr"] = want
+    return " AND ".join(cond), p
+
+
+def glob_regex(pattern):
+    """fnmatch.fnmatchcase's pattern as an RE2 regular expression (anchored)."""
+    import re
+    out, i = ["^"], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "*":
+            out.append("(?s:.*)")
+        elif ch == "?":
+            out.append("(?s:.)")
+        elif ch == "[":
+            j = pattern.find("]", i + 2 if i + 1 < len(pattern) and pattern[i + 1] in "!]" else i + 1)
+            if j < 0:
+                out.append("\\[")
+            else:
+                body = pattern[i + 1:j].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append("[%s]" % body)
+                i = j
+        else:
+            out.append(re.escape(ch) if not ch.isalnum() else ch)
+        i += 1
+    out.append("$")
+    return "".join(out)
+
+
+def request_stats(trace, where, p):
+    """{role: (summary dict, histogram list)} as cmd_requests.RoleStats gives them."""
+    from .commands import cmd_requests
+    t = trace.target.table("requests")
+    summ = {}
+    for role, n, mx, total, bin_, bout, nconn, p50, p90, p99 in trace.conn.execute(
+            "SELECT role, n, d[n], total, bi, bo, nc, %s FROM (SELECT role, arraySort(groupArray(duration)) AS d,"
+            " length(d) AS n, sum(duration) AS total, sum(bytes_in) AS bi, sum(bytes_out) AS bo,"
+            " uniqExact(proc_id, conn) AS nc FROM %s WHERE %s GROUP BY role) ORDER BY role" % (
+                _p((50, 90, 99)), t, where), p):
+        s = {"count": n, "p50": p50, "p90": p90, "p99": p99, "max": mx, "mean": total // n, "bytes_in": bin_,
+             "bytes_out": bout, "connections": nconn}
+        if n >= cmd_requests.EXACT_TOTAL:
+            s["approximate"] = True  # the file reader's histogram (within 0.8%); exact here
+        summ[role] = s
+    # 1-2-5 buckets: the bucket of a duration is the last edge <= it (cmd_requests.EDGES).
+    edges = cmd_requests.EDGES
+    buckets = {}
+    for role, i, n in trace.conn.execute(
+            "SELECT role, b, count() FROM (SELECT role, arrayFirstIndex(e -> e > duration, %%(edges)s) - 2 AS b"
+            " FROM %s WHERE %s) GROUP BY role, b" % (t, where), dict(p, edges=list(edges[:60]))):
+        buckets.setdefault(role, {})[i] = n
+    hist = {}
+    for role in sorted(summ):
+        b = buckets.get(role, {})
+        hist[role] = [{"lo_ns": edges[i], "hi_ns": edges[i + 1], "count": b.get(i, 0)}
+                      for i in range(min(b), max(b) + 1)] if b else []
+    return summ, hist
+
+
+def slowest(trace, where, p, n):
+    """The n slowest requests, as request tuples (cmd_requests._slowest_key's order), and their proc ids."""
+    rows = trace.conn.execute(
+        "SELECT %s FROM %s WHERE %s ORDER BY duration DESC, start_mono, pid, conn LIMIT %d" % (
+            REQ_COLUMNS, trace.target.table("requests"), where, int(n)), p)
+    return [as_request(r) for r in rows], [r[-1] for r in rows]
+
+
+def concurrency(trace, reqs, procs, role):
+    """[how many other requests (of role, or all) were in flight on r's thread during r] for each r."""
+    out = []
+    w, p = trace.where()
+    t = trace.target.table("requests")
+    for r, pk in zip(reqs, procs):
+        q = dict(p, pk=pk, tid=r[3], lo=r[0], hi=r[0] + r[5], role=role)
+        n = trace.conn.execute(
+            "SELECT count() FROM %s WHERE %s AND proc_id = %%(pk)s AND tid = %%(tid)s AND start_mono <= %%(hi)s"
+            " AND start_mono + duration >= %%(lo)s%s" % (t, w, "" if role == "all" else " AND role = %(role)s"),
+            q)[0][0]
+        out.append(max(0, n - 1))
+    return out
+
+
+def thread_requests(trace, threads, role):
+    """The requests (tuples) of the given (pid, tid) threads, of one role."""
+    if not threads:
+        return []
+    w, p = trace.where()
+    p = dict(p, pt=tuple((pid << 32) | tid for pid, tid in threads), role=role)
+    return [as_request(r) for r in trace.conn.execute(
+        "SELECT %s FROM %s WHERE %s AND role = %%(role)s AND bitOr(bitShiftLeft(toUInt64(pid), 32), tid) IN %%(pt)s"
+        % (REQ_COLUMNS, trace.target.table("requests"), w), p)]
+
+
+def latest_connections(trace, pids=None):
+    """{(pid, conn): (local, peer)} of each connection's latest description."""
+    w, p = trace.where()
+    return {(pid, conn): (local, peer) for pid, conn, local, peer in trace.conn.execute(
+        "SELECT pid, conn, argMax(local, desc_time), argMax(peer, desc_time) FROM %s WHERE %s AND kind = 0"
+        " AND desc_time >= 0 GROUP BY proc_id, pid, conn" % (trace.target.table("socket_conns"), w), p)}
+
+
+def window_samples(trace, reqs, procs):
+    """cmd_requests.read_samples's result for the windows of reqs:
+    {kind: {(pid, tid): (times, [(time, weight, end, frames, stack)])}} on
+    the monotonic clock. The stack slot holds the frames (window_entries
+    reads them through FleetFrames)."""
+    from .commands import cmd_requests
+    out = {k: {} for k in cmd_requests.KINDS}
+    if not reqs:
+        return out
+    w, p = trace.where()
+    shifts = trace.shifts()
+    windows = {}
+    for r, pk in zip(reqs, procs):
+        windows.setdefault((pk, r[1], r[3]), []).append((r[0], r[0] + r[5]))
+    merged = cmd_requests.merge_windows(windows)
+    rows = []
+    samples = trace.target.table("samples")
+    margin = 10 ** 9  # the wall clock of a sample's segment may differ from the request's by its anchors
+    for (pk, pid, tid), (los, his) in merged.items():
+        conds = []
+        q = dict(p, pk=pk, tid=tid)
+        for i, (lo, hi) in enumerate(zip(los, his)):
+            q["lo%d" % i], q["hi%d" % i] = lo, hi
+            conds.append("(time - %%(sh)s <= %%(hi%d)s + %d AND time - %%(sh)s + if(kind = 2, toInt64(period), 0)"
+                         " >= %%(lo%d)s - %d)" % (i, margin, i, margin))
+        q["sh"] = min((s for s in shifts.get(pk, {}).values()), default=0)
+        for row in trace.conn.execute(
+                "SELECT kind, time, load_id, stack_id, weight, period FROM %s WHERE %s AND proc_id = %%(pk)s AND"
+                " tid = %%(tid)s AND kind IN (1, 2, 3) AND stack_id != 1 AND (%s)" % (samples, w, " OR ".join(conds)),
+                q):
+            rows.append((pid, tid, los, his) + row)
+    import bisect
+    frames = trace._frames({r[7] for r in rows if r[7] > 1})
+    kinds = {1: "cpu", 2: "offcpu", 3: "alloc"}
+    for pid, tid, los, his, kind, wall, load_id, sid, weight, period in rows:
+        t = wall - trace.shift_of(load_id)
+        k = kinds[kind]
+        end = t + period if k == "offcpu" else t
+        i = bisect.bisect_right(los, end) - 1
+        if i < 0 or his[i] < t:
+            continue  # in no window
+        fr = None
+        if sid > 1:
+            fr = frames.get(sid) or [{"function": "<missing stack>", "file": "", "line": 0, "address": 0,
+                                      "mapping": None, "inlined": False}]
+        out[k].setdefault((pid, tid), []).append((t, weight if k == "alloc" else period, end, FRAMES, fr))
+    for per_thread in out.values():
+        for key, items in per_thread.items():
+            items.sort(key=lambda x: x[0])
+            per_thread[key] = ([x[0] for x in items], items)
+    return out
+
+
+class _Frames:
+    """Stands where window_entries expects a segment: frames(stack) gives the stack's frames."""
+
+    @staticmethod
+    def frames(fr):
+        return fr
+
+
+FRAMES = _Frames()
+
+
+# ------------------------------------------------------------------ info
+
+def info_document(trace):
+    """The info document (cmd_info.summarize's) of the selected processes."""
+    w, p = trace.where()
+    t = trace.target.table("segments")
+    segs = []
+    for (info,) in trace.conn.execute(
+            "SELECT any(info) FROM %s WHERE %s GROUP BY seg_name, crc_head, crc_tail ORDER BY any(service),"
+            " any(pid), any(host), any(sequence), seg_name" % (t, w), p):
+        segs.append(json.loads(info))
+    counts = sum_map(trace.conn, t, "type_names", "type_counts", ("toUInt8(0)",), w, p).get((0,), {})
+    first, last = trace.mono_range()
+    wall = None
+    if first is not None:
+        wall = tuple(trace.conn.execute(
+            "SELECT argMin(mono_first + shift_ns, mono_first), argMax(mono_last + shift_ns, mono_last) FROM %s"
+            " WHERE %s AND has_times" % (t, w), p)[0])
+        # the file reader converts both ends with the anchors of the segment holding the first event
+        anchor = trace.conn.execute("SELECT argMin(shift_ns, mono_first) FROM %s WHERE %s AND has_times" % (t, w),
+                                    p)[0][0]
+        wall = (first + anchor, last + anchor)
+    return {
+        "segments": segs,
+        "events": dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "total_events": sum(counts.values()),
+        "dropped": dict(sorted(trace.dropped().items())),
+        "threads": trace.threads(),
+        "crashes": [],
+        "killed": [],
+        "incidents": [],
+        "time_range": {"first_ns": first, "last_ns": last,
+                       "first_wall_ns": wall[0] if wall else None, "last_wall_ns": wall[1] if wall else None},
+        "disk_budget": [],
+        "errors": [],
+        "notes": [],
+    }
+
+
+def check_loaded_by_this_version(trace):
+    """A FleetError when the database predates the tables these reports read."""
+    if not fleet_db.ledger_has_times(trace.conn):
+        raise fleet_db.FleetError(
+            "database %s was loaded by an older flightrec-dump, without the tables `sockets`, `requests` and `info` "
+            "read: load the segments again into a new database (docs/FLEET.md)" % trace.target.database)
