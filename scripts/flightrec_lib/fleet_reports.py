@@ -177,9 +177,15 @@ def request_stats(trace, where, p):
     # 1-2-5 buckets: the bucket of a duration is the last edge <= it (cmd_requests.EDGES).
     edges = cmd_requests.EDGES
     buckets = {}
+    usable = [e for e in edges if e < 1 << 62]
+    q = dict(p)
+    arms = []
+    for i, e in enumerate(usable[1:]):
+        q["e%d" % i] = e
+        arms.append("duration < %%(e%d)s, %d" % (i, i))
     for role, i, n in trace.conn.execute(
-            "SELECT role, b, count() FROM (SELECT role, arrayFirstIndex(e -> e > duration, %%(edges)s) - 2 AS b"
-            " FROM %s WHERE %s) GROUP BY role, b" % (t, where), dict(p, edges=list(edges[:60]))):
+            "SELECT role, multiIf(%s, %d) AS b, count() FROM %s WHERE %s GROUP BY role, b" % (
+                ", ".join(arms), len(usable) - 1, t, where), q):
         buckets.setdefault(role, {})[i] = n
     hist = {}
     for role in sorted(summ):
@@ -340,3 +346,57 @@ def check_loaded_by_this_version(trace):
         raise fleet_db.FleetError(
             "database %s was loaded by an older flightrec-dump, without the tables `sockets`, `requests` and `info` "
             "read: load the segments again into a new database (docs/FLEET.md)" % trace.target.database)
+
+
+def iter_requests(trace, role="all", pids=None):
+    """request_inference.iter_requests over the requests table (streamed)."""
+    w, p = trace.where()
+    if role != "all":
+        w += " AND role = %(role)s"
+        p["role"] = role
+    if pids is not None:
+        w += " AND pid IN %(pids)s"
+        p["pids"] = tuple(pids) or (0,)
+    for row in trace.conn.execute_iter("SELECT %s FROM %s WHERE %s" % (REQ_COLUMNS, trace.target.table("requests"),
+                                                                       w), p):
+        yield as_request(row)
+
+
+def analyse(trace, role="all", slowest_n=5, endpoint=None, trace_id=None):
+    """cmd_requests.analyse's report (without the listing), aggregated in ClickHouse."""
+    from . import calltree, downstream
+    from .commands import cmd_requests
+    from .request_inference import PID, ROLE, TID
+    check_loaded_by_this_version(trace)
+    where, p = request_where(trace, role, endpoint, trace_id)
+    summ, hist = request_stats(trace, where, p)
+    slow, procs = slowest(trace, where, p, slowest_n) if slowest_n else ([], [])
+    conns = latest_connections(trace)
+    in_flight = concurrency(trace, slow, procs, role)
+    served = [r for r in slow if r[ROLE] == "server"]
+    slow_threads = {(r[PID], r[TID]) for r in served}
+    clients = downstream.ClientCollector(slow_threads)
+    for r in thread_requests(trace, slow_threads, "client"):
+        clients.add(r)
+    waited = {}
+    if clients.clients:
+        waited = downstream.attribute(trace, only=lambda r: False, keep=[downstream.request_key(r) for r in served],
+                                      conns={k: (v[1],) for k, v in conns.items()}, threads=slow_threads,
+                                      clients=clients.clients)["requests"]
+    samples = window_samples(trace, slow, procs)
+    details = []
+    for r, n in zip(slow, in_flight):
+        lo, hi = r[0], r[0] + r[5]
+        trees = {}
+        for kind in cmd_requests.KINDS:
+            entries = cmd_requests.window_entries(kind, samples[kind].get((r[PID], r[TID])), lo, hi)
+            if entries:
+                trees[kind] = calltree.build(entries)
+        d = cmd_requests.request_dict(r, conns)
+        d["tree"] = {k: cmd_requests.tree_json(t) for k, t in trees.items()}
+        d["concurrent"] = n
+        if r[ROLE] == "server":
+            d["downstream"] = waited.get(downstream.request_key(r)) or downstream.no_calls(r)
+        details.append((d, trees))
+    return {"stats": summ, "slowest": slow, "details": details, "histogram": hist, "summary": summ,
+            "conns": conns, "listing": None, "role_ids": {}}

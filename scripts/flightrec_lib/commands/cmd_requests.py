@@ -265,6 +265,11 @@ def run(args):
     if not 0 <= args.min_pct <= 100:
         raise cli.UsageError("--min-pct must be between 0 and 100")
     trace = cli.open_trace(args.paths)
+    fleet = getattr(trace, "fleet", False)
+    if fleet and (args.diff or args.tree or args.by or args.json):
+        raise cli.UsageError("requests --clickhouse prints the summary, histogram and slowest requests (with --role, "
+                             "--endpoint, --trace-id, --slowest); --json, --by, --tree and --diff read files only "
+                             "for now (docs/FLEET.md)")
     if args.diff:
         from .. import requests_diff
         return requests_diff.diff_report(trace, args.role, args.json, None, args.min_pct)
@@ -288,7 +293,11 @@ def run(args):
     slowest_n = args.slowest
     if args.trace_id is not None:
         slowest_n = max(slowest_n, 20)  # every request of the trace, up to 20, with its trees
-    rep = analyse(trace, args.role, slowest_n, listing=args.json, only=only)
+    if fleet:  # aggregated in ClickHouse (fleet_reports.py), formatted below as from files
+        from .. import fleet_reports
+        rep = fleet_reports.analyse(trace, args.role, slowest_n, args.endpoint, args.trace_id)
+    else:
+        rep = analyse(trace, args.role, slowest_n, listing=args.json, only=only)
     if args.trace_id is not None and not rep["slowest"] and not args.json:
         print("no request with trace id or request id %r (recorded with FLIGHTREC_TRACE_CONTEXT=1?)" % args.trace_id)
         return cli.exit_status(trace)
@@ -314,7 +323,7 @@ def run(args):
     for t in trace.threads():
         if t.get("name"):
             names[(t["pid"], t["tid"])] = t["name"]
-    t0 = trace.time_range()[0] or 0
+    t0 = getattr(trace, "mono_range", trace.time_range)()[0] or 0
     for role, s in summ.items():
         approx = "~" if s.get("approximate") else ""
         print("%d %s-side requests on %d connections: p50 %s  p90 %s  p99 %s  max %s  (%s in, %s out)" % (
