@@ -51,6 +51,58 @@ def traces(tmp_path_factory):
     return fr, d
 
 
+# One process serving HTTP to itself (a server thread, the main thread its
+# client): named endpoints, W3C trace context on every other request, CPU
+# work inside the /work/ requests.
+HTTP_PAIR = r"""
+import http.server, socket, threading, time
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        if self.path.startswith("/work/"):
+            end = time.process_time() + 0.05
+            while time.process_time() < end:
+                pass
+        body = b"ok" * 50
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+threading.Thread(target=s.serve_forever, daemon=True).start()
+c = socket.create_connection(("127.0.0.1", s.server_address[1]))
+for i in range(12):
+    path = "/work/%d" % i if i % 3 == 0 else "/users/%d" % i
+    hdr = "traceparent: 00-%032x-%016x-01\r\nx-request-id: req-%d\r\n" % (0xabc000 + i, 0x1234 + i, i) if i % 2 else ""
+    c.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n" % (path, hdr)).encode())
+    data = b""
+    while not data.endswith(b"ok" * 50):
+        data += c.recv(4096)
+c.close()
+s.shutdown()
+"""
+
+
+@pytest.fixture(scope="module")
+def socket_fleet(tmp_path_factory):
+    """Socket traces (an HTTP server and client in one process with endpoint
+    names and trace context; sock_exchanges' echo) loaded into one server
+    that the socket, request and info tests share."""
+    from conftest import Flightrec
+    fr = Flightrec()
+    d = tmp_path_factory.mktemp("fleet-sockets") / "trace"
+    d.mkdir()
+    fr.run([PYTHON, "-c", HTTP_PAIR], d, env={"FLIGHTREC_SERVICE": "web", "FLIGHTREC_TRACE_CONTEXT": "1"})
+    fr.run([fr.program("sock_exchanges"), "echo", "5", "100", "300"], d, env={"FLIGHTREC_SERVICE": "echo"})
+    with clickhouse_server.ClickHouseServers(1) as servers:
+        url = servers.url(0, database="fleet")
+        load = dump(fr, "load", "--clickhouse", url, d)
+        assert load.returncode == 0, load.stderr
+        yield fr, d, url, servers
+
+
 def _info(fr, d):
     import json
     return json.loads(dump(fr, "info", "--json", d).stdout)
@@ -328,3 +380,47 @@ def test_watch_loads_segments_as_they_appear(traces, tmp_path):
             watcher.terminate()
             watcher.wait(60)
         _same(fr, d, url, ["top", "--kind", "alloc"], tmp_path)
+
+
+def test_exchange_endpoints_and_trace_ids_are_loaded(socket_fleet):
+    """Rows carry what the recorder wrote on socket.exchange: the endpoint
+    and trace id on the exchange's event, the request table's, and the
+    server request a CPU sample fell in."""
+    fr, d, url, servers = socket_fleet
+    c = servers.client(0)
+    eps = dict(c.execute("SELECT endpoint, count() FROM fleet.events WHERE type = 'socket.exchange' AND service = 'web'"
+                         " AND endpoint != '' GROUP BY endpoint"))
+    assert set(eps) == {"GET /users/:id", "GET /work/:id"}, eps
+    traced = c.execute("SELECT DISTINCT trace_id FROM fleet.events WHERE type = 'socket.exchange' AND trace_id != ''")
+    # every other request sent a traceparent (1, 3, 5, 7, 9, 11): both ends see it
+    assert {t for (t,) in traced} == {"%032x" % (0xabc000 + i) for i in range(1, 12, 2)}, traced
+    reqs = c.execute("SELECT role, endpoint, trace_id, request_id FROM fleet.requests WHERE service = 'web'"
+                     " AND request_id = 'req-3'")
+    assert sorted(reqs) == [(r, "GET /work/:id", "%032x" % 0xabc003, "req-3") for r in ("client", "server")], reqs
+    # The CPU work of /work/ requests ran on the server thread inside them.
+    n = c.execute("SELECT count() FROM fleet.samples WHERE kind = 1 AND endpoint = 'GET /work/:id' AND request_id != 0"
+                  " AND request_id IN (SELECT req_id FROM fleet.requests WHERE role = 'server')")[0][0]
+    assert n > 0
+
+
+SOCKET_REPORTS = [
+    ["sockets"], ["sockets", "--role", "server"], ["sockets", "--service", "echo"],
+    ["requests"], ["requests", "--slowest", "12"], ["requests", "--role", "server", "--slowest", "3"],
+    ["requests", "--role", "client", "--slowest", "0"], ["requests", "--endpoint", "GET /work/*"],
+    ["requests", "--trace-id", "0000000000000000000000000000abc00"], ["requests", "--trace-id", "REQ-7"],
+    ["requests", "--trace-id", "nope"], ["requests", "--service", "echo"],
+]
+
+
+def test_socket_and_request_reports_equal_the_files(socket_fleet, tmp_path):
+    fr, d, url, _ = socket_fleet
+    for args in SOCKET_REPORTS:
+        _same(fr, d, url, args, tmp_path)
+    # JSON: the same document (a connection's op counts may be listed in another order).
+    import json
+    a, b = dump(fr, "sockets", "--json", d), dump(fr, "sockets", "--json", "--clickhouse", url)
+    assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
+    assert json.loads(a.stdout) == json.loads(b.stdout)
+    # What is not there yet says so.
+    r = dump(fr, "requests", "--by", "endpoint", "--clickhouse", url)
+    assert r.returncode == 2 and b"files only" in r.stderr, r.stderr
