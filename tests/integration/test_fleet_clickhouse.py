@@ -421,6 +421,13 @@ def test_socket_and_request_reports_equal_the_files(socket_fleet, tmp_path):
     a, b = dump(fr, "sockets", "--json", d), dump(fr, "sockets", "--json", "--clickhouse", url)
     assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
     assert json.loads(a.stdout) == json.loads(b.stdout)
+    # info: the same, but for the paths (the database keeps the file names) and
+    # the disk budget (a directory's state, not the segments').
+    for extra in ([], ["--service", "web"]):
+        a, b = dump(fr, "info", *extra, d), dump(fr, "info", *extra, "--clickhouse", url)
+        assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
+        text = re.sub(rb"\ndisk budget \(.*?\n\n", b"\n", a.stdout.replace(str(d).encode() + b"/", b""), flags=re.S)
+        assert text == b.stdout, (text, b.stdout)
     # What is not there yet says so.
     r = dump(fr, "requests", "--by", "endpoint", "--clickhouse", url)
     assert r.returncode == 2 and b"files only" in r.stderr, r.stderr

@@ -113,7 +113,12 @@ def killed(trace):
 
 def run(args):
     trace = cli.open_trace(args.paths)
-    doc = summarize(trace, args.paths)
+    if getattr(trace, "fleet", False):  # --clickhouse: from the ledger and tables (fleet_reports.py)
+        from .. import fleet_reports
+        fleet_reports.check_loaded_by_this_version(trace)
+        doc = fleet_reports.info_document(trace)
+    else:
+        doc = summarize(trace, args.paths)
     if args.json:
         print(json.dumps(doc, indent=1))
     else:
