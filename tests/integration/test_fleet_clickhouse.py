@@ -125,6 +125,8 @@ REPORTS = [
     ["top", "--service", HOSTILE, "--kind", "alloc"], ["folded", "--service", "api"], ["top", "--service", "nope"],
     ["top", "--full-names", "--kind", "alloc"],
     ["diff", "--a-to", "0.5s", "--b-from", "0.5s"], ["diff", "--tree", "--a-to", "0.5s", "--b-from", "0.5s"],
+    # the live heap: sites, live at the end, the peak (alloc_known leaks, frees, reallocs)
+    ["heap"], ["heap", "--json"], ["heap", "--sort", "live", "--service", HOSTILE], ["heap", "--service", "batch"],
 ]
 
 
@@ -155,7 +157,7 @@ def _same(fr, d, url, args, tmp_path, cluster=None):
     if args[0] == "diff":  # the header names the source: the directory, or the URL
         out_a = out_a.replace(str(d).encode(), b"SRC")
         out_b = out_b.replace(re.sub(r"//[^@/]*@", "//***@", url).encode(), b"SRC")
-    if "alloc" in args or "live" in args:
+    if "alloc" in args or "live" in args or args[0] == "heap":
         assert a.returncode == b.returncode and _close(out_a, out_b), (args, out_a, out_b, a.stderr, b.stderr)
     else:
         assert (a.returncode, out_a) == (b.returncode, out_b), (args, a.stderr, b.stderr)
@@ -409,6 +411,7 @@ SOCKET_REPORTS = [
     ["requests", "--role", "client", "--slowest", "0"], ["requests", "--endpoint", "GET /work/*"],
     ["requests", "--trace-id", "0000000000000000000000000000abc00"], ["requests", "--trace-id", "REQ-7"],
     ["requests", "--trace-id", "nope"], ["requests", "--service", "echo"],
+    ["heap"], ["heap", "--json", "--service", "web"],
 ]
 
 
