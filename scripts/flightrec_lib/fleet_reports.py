@@ -1,10 +1,11 @@
 """fleet_reports: the socket, request and info reports of a ClickHouse fleet
-database (`sockets`, `requests`, `info` given --clickhouse URL; issue 42,
-docs/FLEET.md). Each function here builds, aggregated in the database, the
-same intermediate the file reader builds (cmd_sockets.collect's connection
-dicts, cmd_requests.analyse's summaries, histograms and slowest requests,
-cmd_info.summarize's document), so the commands format it with their own
-code, unchanged.
+database (`sockets`, `requests` with --json/--by endpoint/--tree/--diff,
+`info` given --clickhouse URL; issue 42, docs/FLEET.md). Each function here
+builds, aggregated in the database, the same intermediate the file reader
+builds (cmd_sockets.collect's connection dicts, cmd_requests.analyse's
+summaries, histograms, slowest requests and listing, by_endpoint's rows,
+downstream.attribute's trees, requests_diff's groups, cmd_info.summarize's
+document), so the commands format it with their own code, unchanged.
 
 What it reads was derived at load time by the file reader's own code run on
 each segment (fleet_load.py): `socket_conns` holds each segment's partial
@@ -242,15 +243,34 @@ def window_samples(trace, reqs, procs):
     {kind: {(pid, tid): (times, [(time, weight, end, frames, stack)])}} on
     the monotonic clock. The stack slot holds the frames (window_entries
     reads them through FleetFrames)."""
-    from .commands import cmd_requests
-    out = {k: {} for k in cmd_requests.KINDS}
-    if not reqs:
-        return out
-    w, p = trace.where()
-    shifts = trace.shifts()
     windows = {}
     for r, pk in zip(reqs, procs):
         windows.setdefault((pk, r[1], r[3]), []).append((r[0], r[0] + r[5]))
+    return samples_in_windows(trace, windows)
+
+
+def read_samples(trace, windows):
+    """cmd_requests.read_samples(trace, windows) ({(pid, tid): [(lo, hi)]})
+    of a fleet: the samples of every selected process with that pid (the
+    file reader keys threads by pid too)."""
+    by_pid = {}
+    for pk, (_, _, pid) in trace.procs.items():
+        by_pid.setdefault(pid, []).append(pk)
+    out = {}
+    for (pid, tid), spans in windows.items():
+        for pk in by_pid.get(pid, ()):
+            out[(pk, pid, tid)] = list(spans)
+    return samples_in_windows(trace, out)
+
+
+def samples_in_windows(trace, windows):
+    """read_samples's result for windows {(proc_id, pid, tid): [(lo, hi)]}."""
+    from .commands import cmd_requests
+    out = {k: {} for k in cmd_requests.KINDS}
+    if not windows:
+        return out
+    w, p = trace.where()
+    shifts = trace.shifts()
     merged = cmd_requests.merge_windows(windows)
     rows = []
     samples = trace.target.table("samples")
@@ -364,8 +384,151 @@ def iter_requests(trace, role="all", pids=None):
         yield as_request(row)
 
 
-def analyse(trace, role="all", slowest_n=5, endpoint=None, trace_id=None):
-    """cmd_requests.analyse's report (without the listing), aggregated in ClickHouse."""
+def by_endpoint(trace, role="all", endpoint=None, trace_id=None):
+    """cmd_requests.by_endpoint's rows, aggregated in ClickHouse.
+
+    Per (role, endpoint): the durations' nearest-rank percentiles and sums
+    (GROUP BY). The samples count for the request of their thread that
+    began last at or before them (when they are not past its end), as the
+    file reader's bisect finds it: per thread, the requests (in the file
+    reader's order of equal starts) and the samples go into one array sorted
+    by time, a request first at equal times; each request carries the change
+    of "current end" and "current group" from the request before it, so a
+    running sum (arrayCumSum) gives every sample the request in flight
+    without a join. Then GROUP BY the group."""
+    from .commands import cmd_requests
+    check_loaded_by_this_version(trace)
+    where, p = request_where(trace, role, endpoint, trace_id)
+    t = trace.target.table("requests")
+    ep = "if(endpoint = '', '(unnamed)', endpoint)"
+    groups = {}
+    for h, rl, name, n, mx, total, bin_, bout, p50, p90, p99 in trace.conn.execute(
+            "SELECT cityHash64(role, ep), role, ep, n, d[n], total, bi, bo, %s FROM (SELECT role, %s AS ep,"
+            " arraySort(groupArray(duration)) AS d, length(d) AS n, sum(duration) AS total, sum(bytes_in) AS bi,"
+            " sum(bytes_out) AS bo FROM %s WHERE %s GROUP BY role, ep)" % (_p((50, 90, 99)), ep, t, where), p):
+        row = {"role": rl, "endpoint": name, "count": n, "p50": p50, "p90": p90, "p99": p99, "max": mx,
+               "total_ns": total, "cpu_ns": 0, "offcpu_ns": 0, "alloc_bytes": 0,
+               "bytes_in": bin_ // n, "bytes_out": bout // n}
+        if n >= cmd_requests.EXACT_TOTAL:
+            row["approximate"] = True  # the file reader's histogram (within 0.8%); exact here
+        groups[h] = row
+    if groups:
+        w, _ = trace.where()
+        reqs = (
+            "SELECT proc_id, tid, rt AS t, toUInt8(0) AS o, ri, rde AS de, rdh AS dh, toUInt8(0) AS k,"
+            " toInt64(0) AS per, toFloat64(0) AS wt FROM ("
+            "  SELECT proc_id, tid, arraySort(x -> (x.1, x.2, x.3, x.4), groupArray((time, time + duration, role, %s)))"
+            "   AS rs, arrayMap(x -> x.1, rs) AS starts, arrayMap(x -> x.2, rs) AS ends,"
+            "   arrayMap(x -> toInt64(cityHash64(x.3, x.4)), rs) AS hs,"
+            "   arrayMap((a, b) -> a - b, ends, arrayPopBack(arrayPushFront(ends, toInt64(0)))) AS des,"
+            "   arrayMap((a, b) -> a - b, hs, arrayPopBack(arrayPushFront(hs, toInt64(0)))) AS dhs"
+            "  FROM %s WHERE %s GROUP BY proc_id, tid)"
+            " ARRAY JOIN starts AS rt, des AS rde, dhs AS rdh, arrayEnumerate(starts) AS ri" % (ep, t, where))
+        samples = (
+            "SELECT proc_id, tid, time AS t, toUInt8(1) AS o, toUInt32(0) AS ri, toInt64(0) AS de, toInt64(0) AS dh,"
+            " kind AS k, toInt64(period) AS per, weight AS wt FROM %s WHERE %s AND kind IN (1, 2, 3) AND"
+            " stack_id != 1 AND (proc_id, tid) %sIN (SELECT proc_id, tid FROM %s WHERE %s)" % (
+                trace.target.table("samples"), w, trace.g, t, where))
+        for h, cpu, off, alloc in trace.conn.execute(
+                "SELECT toUInt64(ch), sumIf(tupleElement(e, 7), tupleElement(e, 6) = 1),"
+                " sumIf(greatest(0, least(tupleElement(e, 1) + tupleElement(e, 7), ce) - tupleElement(e, 1)),"
+                "  tupleElement(e, 6) = 2), sumIf(tupleElement(e, 8), tupleElement(e, 6) = 3) FROM ("
+                "  SELECT arraySort(x -> (x.1, x.2, x.3), groupArray((t, o, ri, de, dh, k, per, wt))) AS ev,"
+                "   arrayCumSum(arrayMap(x -> x.4, ev)) AS ces, arrayCumSum(arrayMap(x -> x.5, ev)) AS chs,"
+                "   arrayCumSum(arrayMap(x -> toUInt32(x.2 = 0), ev)) AS nrs"
+                "  FROM (%s UNION ALL %s) GROUP BY proc_id, tid)"
+                " ARRAY JOIN ev AS e, ces AS ce, chs AS ch, nrs AS nr"
+                " WHERE tupleElement(e, 2) = 1 AND nr > 0 AND tupleElement(e, 1) <= ce GROUP BY ch" % (reqs, samples),
+                p):
+            g = groups.get(h)
+            if g is None:
+                continue
+            n = g["count"]
+            g["cpu_ns"], g["offcpu_ns"], g["alloc_bytes"] = cpu // n, off // n, int(alloc // n)
+    rows = list(groups.values())
+    rows.sort(key=lambda x: (-x["total_ns"], x["role"], x["endpoint"]))
+    return rows
+
+
+def downstream_attribution(trace, endpoint=None, trace_id=None):
+    """downstream.attribute's result over every server request (`requests
+    --tree`). The server requests on threads that made no client exchange
+    waited on nothing: summed per endpoint in the database (GROUP BY). The
+    threads that made client exchanges are attributed by downstream.py
+    itself, from their requests streamed out of the database (the overlap
+    rules; memory: those threads' client exchanges, as from files)."""
+    from . import downstream
+    from .commands import cmd_requests
+    check_loaded_by_this_version(trace)
+    w, p = trace.where()
+    t = trace.target.table("requests")
+    client_threads = {(pid, tid) for pid, tid in trace.conn.execute(
+        "SELECT DISTINCT pid, tid FROM %s WHERE %s AND role = 'client'" % (t, w), p)}
+    conns = {k: (v[1],) for k, v in latest_connections(trace).items()}
+    att = downstream.attribute(trace, only=cmd_requests.request_filter(endpoint, trace_id), conns=conns,
+                               threads=client_threads)
+    sw, sp = request_where(trace, "server", endpoint, trace_id)
+    for ep, n, total in trace.conn.execute(
+            "SELECT if(endpoint = '', %%(unnamed)s, endpoint) AS ep, count(), sum(duration) FROM %s WHERE %s AND"
+            " (pid, tid) %sNOT IN (SELECT pid, tid FROM %s WHERE %s AND role = 'client') GROUP BY ep" % (
+                t, sw, trace.g, t, w), dict(sp, unnamed=downstream.UNNAMED)):
+        tree = att["endpoints"].get(ep)
+        if tree is None:
+            tree = att["endpoints"][ep] = downstream.EndpointTree()
+        tree.requests += n
+        tree.wall_ns += total
+        tree.own_ns += total
+    return att
+
+
+def diff_groups(trace, role):
+    """requests_diff.groups's (count, slow group, typical group): the
+    percentiles that bound the groups computed in the database (nearest
+    rank over the sorted durations), then only the members streamed out."""
+    from . import requests_diff
+    check_loaded_by_this_version(trace)
+    where, p = request_where(trace, role)
+    t = trace.target.table("requests")
+    slow, typical = requests_diff._Group(), requests_diff._Group()
+    n, slow_from, lo, hi = trace.conn.execute(
+        "SELECT n, %s FROM (SELECT arraySort(groupArray(duration)) AS d, length(d) AS n FROM %s WHERE %s)" % (
+            _p((requests_diff.SLOW_PCT,) + requests_diff.TYPICAL), t, where), p)[0]
+    if n < 3:
+        return n, slow, typical
+    q = dict(p, slow_from=slow_from, lo=lo, hi=hi)
+    for row in trace.conn.execute_iter(
+            "SELECT %s FROM %s WHERE %s AND (duration >= %%(slow_from)s OR (duration >= %%(lo)s AND duration <= "
+            "%%(hi)s)) ORDER BY start_mono, pid, conn" % (REQ_COLUMNS, t, where), q):
+        r = as_request(row)
+        (slow if r[5] >= slow_from else typical).add(r)
+    return n, slow, typical
+
+
+class Listing:
+    """Stands where cmd_requests.analyse's spill of every request is (the
+    --json listing): the selected requests in the spill's order, sorted by
+    the database (ORDER BY) and streamed, as the spill's items."""
+
+    def __init__(self, trace, where, p, role_ids):
+        self.trace, self.where, self.p = trace, where, p
+        self.role_ids = role_ids
+
+    def sorted(self):
+        for row in self.trace.conn.execute_iter(
+                "SELECT %s FROM %s WHERE %s ORDER BY start_mono, pid, conn, tid, duration, bytes_in, bytes_out, role,"
+                " endpoint, trace_id, parent_span, sampled, request_id" % (
+                    REQ_COLUMNS, self.trace.target.table("requests"), self.where), self.p):
+            r = as_request(row)
+            rid = self.role_ids.setdefault(r[4], str(len(self.role_ids)))
+            yield (r[0], r[1], r[2], r[3], r[5], r[6], r[7], json.dumps([rid, r[8], r[9]], separators=(",", ":")))
+
+    def close(self):
+        pass
+
+
+def analyse(trace, role="all", slowest_n=5, endpoint=None, trace_id=None, listing=False):
+    """cmd_requests.analyse's report, aggregated in ClickHouse; listing: the
+    --json list of every request (Listing), streamed when written."""
     from . import calltree, downstream
     from .commands import cmd_requests
     from .request_inference import PID, ROLE, TID
@@ -400,5 +563,7 @@ def analyse(trace, role="all", slowest_n=5, endpoint=None, trace_id=None):
         if r[ROLE] == "server":
             d["downstream"] = waited.get(downstream.request_key(r)) or downstream.no_calls(r)
         details.append((d, trees))
+    role_ids = {r: str(i) for i, r in enumerate(sorted(summ))}
     return {"stats": summ, "slowest": slow, "details": details, "histogram": hist, "summary": summ,
-            "conns": conns, "listing": None, "role_ids": {}}
+            "conns": conns, "listing": Listing(trace, where, p, role_ids) if listing else None,
+            "role_ids": role_ids}

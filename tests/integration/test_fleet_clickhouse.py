@@ -53,9 +53,15 @@ def traces(tmp_path_factory):
 
 # One process serving HTTP to itself (a server thread, the main thread its
 # client): named endpoints, W3C trace context on every other request, CPU
-# work inside the /work/ requests.
+# work inside the /work/ requests, each of which also calls /users/0 on the
+# same server from its handling thread (a downstream call for --tree).
 HTTP_PAIR = r"""
 import http.server, socket, threading, time
+def get(conn, path, hdr=""):
+    conn.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n" % (path, hdr)).encode())
+    data = b""
+    while not data.endswith(b"ok" * 50):
+        data += conn.recv(4096)
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def do_GET(self):
@@ -63,6 +69,8 @@ class H(http.server.BaseHTTPRequestHandler):
             end = time.process_time() + 0.05
             while time.process_time() < end:
                 pass
+            with socket.create_connection(self.server.server_address) as d:
+                get(d, "/users/0")
         body = b"ok" * 50
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -76,10 +84,7 @@ c = socket.create_connection(("127.0.0.1", s.server_address[1]))
 for i in range(12):
     path = "/work/%d" % i if i % 3 == 0 else "/users/%d" % i
     hdr = "traceparent: 00-%032x-%016x-01\r\nx-request-id: req-%d\r\n" % (0xabc000 + i, 0x1234 + i, i) if i % 2 else ""
-    c.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n" % (path, hdr)).encode())
-    data = b""
-    while not data.endswith(b"ok" * 50):
-        data += c.recv(4096)
+    get(c, path, hdr)
 c.close()
 s.shutdown()
 """
@@ -412,6 +417,14 @@ SOCKET_REPORTS = [
     ["requests", "--trace-id", "0000000000000000000000000000abc00"], ["requests", "--trace-id", "REQ-7"],
     ["requests", "--trace-id", "nope"], ["requests", "--service", "echo"],
     ["heap"], ["heap", "--json", "--service", "web"],
+    # every request listed (--json), per endpoint (--by), downstream calls (--tree), slow against typical (--diff)
+    ["requests", "--json"], ["requests", "--json", "--role", "server", "--endpoint", "GET /work/*"],
+    ["requests", "--json", "--trace-id", "req-3"],
+    ["requests", "--by", "endpoint"], ["requests", "--by", "endpoint", "--json", "--role", "server"],
+    ["requests", "--by", "endpoint", "--endpoint", "GET /users/*"],
+    ["requests", "--tree"], ["requests", "--tree", "--json"], ["requests", "--tree", "--endpoint", "GET /work/*"],
+    ["requests", "--tree", "--service", "echo"],
+    ["requests", "--diff"], ["requests", "--diff", "--json", "--role", "server"], ["diff", "--requests"],
 ]
 
 
@@ -431,6 +444,10 @@ def test_socket_and_request_reports_equal_the_files(socket_fleet, tmp_path):
         assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
         text = re.sub(rb"\ndisk budget \(.*?\n\n", b"\n", a.stdout.replace(str(d).encode() + b"/", b""), flags=re.S)
         assert text == b.stdout, (text, b.stdout)
+    # The calls /work/ made to /users/0 from its handling thread are its downstream calls, both ways.
+    tree = dump(fr, "requests", "--tree", "--clickhouse", url).stdout.decode()
+    assert re.search(r"\[ +4\].*└─ GET /users/:id → 127\.0\.0\.1:\d+ +1\.0 × GET /users/:id per GET /work/:id",
+                     tree), tree
     # What is not there yet says so.
-    r = dump(fr, "requests", "--by", "endpoint", "--clickhouse", url)
-    assert r.returncode == 2 and b"files only" in r.stderr, r.stderr
+    r = dump(fr, "top", "--endpoint", "GET /work/*", "--clickhouse", url)
+    assert r.returncode == 2 and b"not available with --clickhouse" in r.stderr, r.stderr
