@@ -209,7 +209,40 @@ class FleetTrace:
 
     # -- profiles
 
-    def build_profile(self, kind, thread=None, t_from=None, t_to=None):
+    def endpoint_samples(self, pattern, p):
+        """SQL of the samples (the samples table's columns the profile queries
+        read) taken on a thread while a request of an endpoint matching the
+        shell pattern was in flight on it (profiles.endpoint_windows: either
+        role, windows inclusive at both ends). Per thread, the requests' starts
+        (+1) and ends (-1) and the samples go into one array sorted by time
+        (a start, then samples, then an end at equal times); the running sum
+        is the number of such requests in flight at each sample. Adds its
+        parameter to p."""
+        from .fleet_reports import glob_regex
+        w, wp = self.where()
+        p.update(wp)
+        p["ep_glob"] = glob_regex(pattern)
+        req = self.target.table("requests")
+        match = "%s AND endpoint != '' AND match(endpoint, %%(ep_glob)s)" % w
+        zero = ("toUInt64(0) AS stack_id, toUInt32(0) AS samples, toFloat64(0) AS weight, toFloat64(0) AS objects,"
+                " toUInt64(0) AS period, toUInt8(0) AS kind, toUInt64(0) AS address, load_id")  # (an alias would be what WHERE reads)
+        return (
+            "(SELECT proc_id, pid, tid, tupleElement(e, 1) AS time, tupleElement(e, 3) AS stack_id,"
+            " tupleElement(e, 4) AS samples, tupleElement(e, 5) AS weight, tupleElement(e, 6) AS objects,"
+            " tupleElement(e, 7) AS period, tupleElement(e, 8) AS kind, tupleElement(e, 9) AS address,"
+            " tupleElement(e, 10) AS load_id FROM ("
+            "  SELECT proc_id, any(pid) AS pid, tid, arraySort(x -> (x.1, x.2), groupArray((t, o, stack_id, samples,"
+            "   weight, objects, period, kind, address, load_id))) AS ev,"
+            "   arrayCumSum(arrayMap(x -> multiIf(x.2 = 0, 1, x.2 = 2, -1, 0), ev)) AS opens FROM ("
+            "   SELECT proc_id, pid, tid, time AS t, toUInt8(0) AS o, %s FROM %s WHERE %s"
+            "   UNION ALL SELECT proc_id, pid, tid, time + duration AS t, toUInt8(2) AS o, %s FROM %s WHERE %s"
+            "   UNION ALL SELECT proc_id, pid, tid, time AS t, toUInt8(1) AS o, stack_id, samples, weight, objects,"
+            "    period, kind, address, load_id FROM %s WHERE %s AND stack_id != 1 AND (proc_id, tid) %sIN"
+            "    (SELECT proc_id, tid FROM %s WHERE %s))"
+            "  GROUP BY proc_id, tid) ARRAY JOIN ev AS e, opens AS op WHERE tupleElement(e, 2) = 1 AND op > 0)" % (
+                zero, req, match, zero, req, match, self.target.table("samples"), w, self.g, req, match))
+
+    def build_profile(self, kind, thread=None, t_from=None, t_to=None, endpoint=None):
         if kind not in profiles.KINDS:
             raise ProfileError("unknown profile kind %r (kinds: %s)" % (kind, ", ".join(profiles.KINDS)))
         prof = Profile(kind)
@@ -229,7 +262,7 @@ class FleetTrace:
         if bounds is not None:
             cond.append("time >= %(lo)s AND time <= %(hi)s")
             p["lo"], p["hi"] = bounds
-        samples = self.target.table("samples")
+        samples = self.target.table("samples") if not endpoint else self.endpoint_samples(endpoint, p)
         p["kind"] = fleet_db.KIND_CODES["alloc" if kind == "live" else kind]
         where = " AND ".join(cond + ["kind = %(kind)s"])
         merged = self.merge_threads

@@ -564,7 +564,7 @@ def _live_events(trace, members, live_filter, fields, problems):
     seq = 0
     for si in members:
         seg = trace.segments[si]
-        lo, hi, tids = live_filter[si]
+        lo, hi, tids, pw = live_filter[si]
         for batch in seg.batches:
             if batch.type.name == "alloc.free":
                 cols = select_columns(batch, ["time", "address"], problems)
@@ -577,7 +577,8 @@ def _live_events(trace, members, live_filter, fields, problems):
             if cols is None:
                 continue
             times, tidc, stacks, addrs, sizes, rates = [cols[f] for f in fields]
-            keep = [(lo is None or lo <= t <= hi) and (tids is None or tid in tids) for t, tid in zip(times, tidc)]
+            keep = [(lo is None or lo <= t <= hi) and (tids is None or tid in tids) and
+                    (pw is None or _in_windows(pw, tid, t)) for t, tid in zip(times, tidc)]
             n = sum(keep)
             if not n:
                 continue
@@ -730,9 +731,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
     endpoint: a shell pattern; only samples inside the windows of requests of
     a matching endpoint on their handling thread (endpoint_windows)."""
     if getattr(trace, "fleet", False):  # --clickhouse: aggregated in the database (fleet_profiles.py)
-        if endpoint:
-            raise ProfileError("--endpoint is not available with --clickhouse yet (docs/FLEET.md)")
-        return trace.build_profile(kind, thread=thread, t_from=t_from, t_to=t_to)
+        return trace.build_profile(kind, thread=thread, t_from=t_from, t_to=t_to, endpoint=endpoint)
     if kind not in KINDS:
         raise ProfileError("unknown profile kind %r (kinds: %s)" % (kind, ", ".join(KINDS)))
     prof = Profile(kind)
@@ -750,7 +749,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
     merged = _Entries(trace, names, procs, merge)
     periods = Counter()
     live = {}      # process key -> {segment index: [lo, hi] of the alloc events taken}
-    live_filter = {}  # segment index -> (lo, hi, tids) its alloc.sample events were taken with
+    live_filter = {}  # segment index -> (lo, hi, tids, endpoint windows) its alloc.sample events were taken with
     span = [None, None]
     for si, seg in enumerate(trace.segments):
         pid = seg.pid
@@ -771,7 +770,8 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
         acc = {}  # this segment's (si, tid, stack id) -> [samples, weight, objects, first mono time]
         points = {} if timeline else None  # same key -> Points of its events (monotonic times)
         if kind == "live":
-            live_filter[si] = (lo, hi, tids)  # the second pass takes the same events
+            # the second pass takes the same events (inside --endpoint's windows too)
+            live_filter[si] = (lo, hi, tids, None if windows is None else windows.get(pid, {}))
         for batch in seg.batches:
             if kind in UNATTRIBUTED_EVENTS and batch.type.name == UNATTRIBUTED_EVENTS[kind][0]:
                 if windows is not None:

@@ -2,7 +2,9 @@
 preload (several processes and services, one with a hostile service name)
 are loaded with `flightrec-dump load --clickhouse`, and every profile report
 (top, tree, folded, flame, pprof, diff; each kind, with --thread, --from/--to,
---service, --pid) prints exactly what it prints from the files. Loading is
+--service, --pid, --endpoint), heap, sockets, requests (with --slowest,
+--json, --by endpoint, --tree, --diff) and info prints exactly what it
+prints from the files. Loading is
 idempotent (a second run loads nothing; the rows of a load killed before its
 ledger row are never read, and loading again adds no duplicates), skips
 .active files, reports a bad segment and loads the rest; a server that is
@@ -54,9 +56,12 @@ def traces(tmp_path_factory):
 # One process serving HTTP to itself (a server thread, the main thread its
 # client): named endpoints, W3C trace context on every other request, CPU
 # work inside the /work/ requests, each of which also calls /users/0 on the
-# same server from its handling thread (a downstream call for --tree).
+# same server from its handling thread (a downstream call for --tree) and
+# leaks a 4 MiB block (malloc: live at the end, allocated inside the request).
 HTTP_PAIR = r"""
-import http.server, socket, threading, time
+import ctypes, http.server, socket, threading, time
+LIBC = ctypes.CDLL(None)
+LIBC.malloc.restype = ctypes.c_void_p
 def get(conn, path, hdr=""):
     conn.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n" % (path, hdr)).encode())
     data = b""
@@ -71,6 +76,7 @@ class H(http.server.BaseHTTPRequestHandler):
                 pass
             with socket.create_connection(self.server.server_address) as d:
                 get(d, "/users/0")
+            LIBC.malloc(4 << 20)
         body = b"ok" * 50
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -425,6 +431,10 @@ SOCKET_REPORTS = [
     ["requests", "--tree"], ["requests", "--tree", "--json"], ["requests", "--tree", "--endpoint", "GET /work/*"],
     ["requests", "--tree", "--service", "echo"],
     ["requests", "--diff"], ["requests", "--diff", "--json", "--role", "server"], ["diff", "--requests"],
+    # profiles of the samples taken inside requests of an endpoint
+    ["top", "--endpoint", "GET /work/*"], ["folded", "--kind", "offcpu", "--endpoint", "GET /*"],
+    ["folded", "--kind", "alloc", "--endpoint", "GET /work/*"], ["folded", "--kind", "live", "--endpoint", "GET /*"],
+    ["tree", "--endpoint", "GET /users/*", "--from", "0.1s"],
 ]
 
 
@@ -448,6 +458,12 @@ def test_socket_and_request_reports_equal_the_files(socket_fleet, tmp_path):
     tree = dump(fr, "requests", "--tree", "--clickhouse", url).stdout.decode()
     assert re.search(r"\[ +4\].*└─ GET /users/:id → 127\.0\.0\.1:\d+ +1\.0 × GET /users/:id per GET /work/:id",
                      tree), tree
-    # What is not there yet says so.
-    r = dump(fr, "top", "--endpoint", "GET /work/*", "--clickhouse", url)
-    assert r.returncode == 2 and b"not available with --clickhouse" in r.stderr, r.stderr
+    # --endpoint --kind live: only blocks allocated inside the requests (from
+    # files too: the live replay once took every allocation, the interpreter's
+    # start-up included): each live stack is one allocated in a request.
+    def stacks(kind):
+        r = dump(fr, "folded", "--kind", kind, "--endpoint", "GET /*", d)
+        assert r.returncode == 0, r.stderr
+        return {line.rsplit(b" ", 1)[0] for line in r.stdout.splitlines()}
+    live = stacks("live")
+    assert live and live <= stacks("alloc"), (live, stacks("alloc"))
