@@ -301,10 +301,29 @@ def test_server_down_is_one_line_without_credentials(traces):
     assert bad.returncode == 2 and b"bad database name" in bad.stderr
 
 
+# The socket, request, heap and endpoint reports the cluster test compares (a
+# subset of SOCKET_REPORTS: each kind of query once).
+CLUSTER_SOCKET_REPORTS = [
+    ["sockets"], ["requests", "--slowest", "12"], ["requests", "--json"], ["requests", "--by", "endpoint"],
+    ["requests", "--tree"], ["requests", "--diff"], ["heap"], ["top", "--endpoint", "GET /work/*"],
+    ["folded", "--kind", "live", "--endpoint", "GET /*"],
+]
+
+
 @pytest.mark.slow
-def test_cluster_of_two_shards_equals_files(traces, tmp_path):
+def test_cluster_of_two_shards_equals_files(traces, socket_fleet, tmp_path):
     fr, d = traces
+    sd = socket_fleet[1]
     with clickhouse_server.ClickHouseServers(2, cluster="fleet2") as servers:
+        # Sockets, requests, heap: their tables spread too, and the reports still equal the files'.
+        sock = servers.url(1, database="sock")
+        load = dump(fr, "load", "--clickhouse", sock, "--cluster", "fleet2", sd)
+        assert load.returncode == 0, load.stderr
+        local = [servers.client(i).execute("SELECT count() FROM sock.requests_local")[0][0] for i in range(2)]
+        assert all(n > 0 for n in local), local
+        for args in CLUSTER_SOCKET_REPORTS:
+            _same(fr, sd, sock, args, tmp_path, cluster="fleet2")
+
         url = servers.url(0, database="fleet")
         load = dump(fr, "load", "--clickhouse", url, "--cluster", "fleet2", d)
         assert load.returncode == 0, load.stderr
