@@ -78,7 +78,8 @@ def build(trace):
             site.live += lw
             live_total += lw
     return cmd_heap.document(sites, unattributed, unattributed_samples, live_total, peak_total, rates,
-                             lambda: configured_rate(trace), trace.dropped())
+                             lambda: configured_rate(trace),
+                             trace.dropped() if trace.ledger_times else {})  # (a ledger from before drop counts)
 
 
 def configured_rate(trace):
