@@ -224,8 +224,9 @@ class FleetTrace:
         p["ep_glob"] = glob_regex(pattern)
         req = self.target.table("requests")
         match = "%s AND endpoint != '' AND match(endpoint, %%(ep_glob)s)" % w
+        # (load_id is the column: an alias of that name would be what WHERE reads)
         zero = ("toUInt64(0) AS stack_id, toUInt32(0) AS samples, toFloat64(0) AS weight, toFloat64(0) AS objects,"
-                " toUInt64(0) AS period, toUInt8(0) AS kind, toUInt64(0) AS address, load_id")  # (an alias would be what WHERE reads)
+                " toUInt64(0) AS period, toUInt8(0) AS kind, toUInt64(0) AS address, load_id")
         return (
             "(SELECT proc_id, pid, tid, tupleElement(e, 1) AS time, tupleElement(e, 3) AS stack_id,"
             " tupleElement(e, 4) AS samples, tupleElement(e, 5) AS weight, tupleElement(e, 6) AS objects,"
