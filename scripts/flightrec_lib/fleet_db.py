@@ -22,10 +22,21 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 # Tables, in the order they are created. Each: (name, columns, engine, order by).
 _COMMON = """load_id UInt64, proc_id UInt64, host String, service String, pid UInt32"""
 _DAY = "day Date DEFAULT toDate(toDateTime(intDiv(time, 1000000000)))"
+# Ledger columns added after the first release (ALTER TABLE ... ADD COLUMN on
+# older databases; their rows keep the defaults, which the reports recognise:
+# shift_ns 0 = loaded before them). shift_ns: the segment's wall minus
+# monotonic clock (its header's anchors); mono_first/mono_last: its first and
+# last event on the monotonic clock (has_times 0: no events); type_names/
+# type_counts: its events per type; dropped_kinds/dropped_counts: what the
+# recorder lost (Trace.dropped's rule, per segment); info: `info --json`'s
+# segment entry (path as the file name).
+_LEDGER_ADDED = """shift_ns Int64, mono_first Int64, mono_last Int64, has_times UInt8, type_names Array(String),
+        type_counts Array(UInt64), dropped_kinds Array(String), dropped_counts Array(UInt64), info String"""
+
 TABLES = [
     ("segments", """seg_name String, crc_head UInt32, crc_tail UInt32, size UInt64, load_id UInt64,
         proc_id UInt64, host String, service String, pid UInt32, sequence UInt64, state String,
-        first_ns Int64, last_ns Int64, events UInt64, loaded_ns Int64, problems UInt32,
+        first_ns Int64, last_ns Int64, events UInt64, loaded_ns Int64, problems UInt32, """ + _LEDGER_ADDED + """,
         day Date DEFAULT toDate(toDateTime(intDiv(first_ns, 1000000000)))""",
      "MergeTree", "day", "(seg_name, crc_head, crc_tail)"),
     ("processes", _COMMON + """, time Int64, exe String, names Array(String), values Array(String), """ + _DAY,
@@ -44,6 +55,27 @@ TABLES = [
         objects Float64, stack_id UInt64, period UInt64, address UInt64, size UInt64,
         request_id UInt64 DEFAULT 0, endpoint String DEFAULT '', trace_id String DEFAULT '', """ + _DAY,
      "MergeTree", "day", "(kind, service, host, time)"),
+    # Requests (exchanges with bytes both ways), derived per segment at load
+    # time by the file reader's own code (request_inference.py): time is the
+    # start on the wall clock, start_mono on the process's monotonic clock (as
+    # the file reader reports it). req_id: content id of the request, which
+    # samples that fell in it carry (samples.request_id).
+    ("requests", _COMMON + """, time Int64, start_mono Int64, tid UInt32, conn UInt64, role String,
+        duration Int64, bytes_in UInt64, bytes_out UInt64, endpoint String, trace_id String, parent_span String,
+        sampled UInt8, request_id String, has_trace UInt8, req_id UInt64, """ + _DAY,
+     "MergeTree", "day", "(service, host, time)"),
+    # Socket connections: one row per connection and segment, the partial the
+    # file reader's sockets code (cmd_sockets.collect) builds from one
+    # segment; the sockets report merges them (GROUP BY pid, conn). Times on
+    # the monotonic clock; -1 = none. kind 1: the segment's calls that had no
+    # connection (a failed socket()): only ops and errors.
+    ("socket_conns", _COMMON + """, time Int64, kind UInt8, conn UInt64, role String, family String,
+        sock_type String, local String, peer String, listener UInt64, fd Int64, tid Int64, desc_time Int64,
+        open_ns Int64, close_ns Int64, first_ns Int64, last_ns Int64, bytes_in UInt64, bytes_out UInt64, ops UInt64,
+        errors UInt64, eagain UInt64, op_names Array(String), op_counts Array(UInt64), err_names Array(String),
+        err_counts Array(UInt64), durations Array(Int64), exchanges UInt64, gap UInt8, summarized_ops UInt64,
+        acceptq UInt8, aq_samples UInt64, aq_max_queued UInt64, aq_backlog UInt64, aq_full UInt64, """ + _DAY,
+     "MergeTree", "day", "(service, host, pid, conn)"),
     ("frees", _COMMON + """, time Int64, tid UInt32, address UInt64, """ + _DAY,
      "MergeTree", "day", "(service, host, pid, time)"),
     # Every other event (sockets, exchanges, crashes, incidents, counters), field by field as text.
@@ -176,6 +208,26 @@ def _create(name, columns, engine, partition, order, table, on_cluster=""):
         table, on_cluster, " ".join(columns.split()), engine, part, order)
 
 
+def _add_ledger_columns(conn, tables):
+    """Older databases: the ledger columns added since (_LEDGER_ADDED), one ALTER each."""
+    for table in tables:
+        db, name = table.split(".")
+        have = {r[0] for r in conn.execute("SELECT name FROM system.columns WHERE database = %(d)s AND table = %(t)s",
+                                           {"d": db, "t": name})}
+        for col in _LEDGER_ADDED.split(","):
+            cname, ctype = col.split()
+            if cname not in have:
+                conn.execute("ALTER TABLE %s ADD COLUMN %s %s" % (table, cname, ctype))
+
+
+def ledger_has_times(conn):
+    """Whether the ledger has the columns of _LEDGER_ADDED (loaded by this version or later)."""
+    t = conn.target
+    db, name = t.table("segments").split(".")
+    return bool(conn.execute("SELECT count() FROM system.columns WHERE database = %(d)s AND table = %(t)s "
+                             "AND name = 'shift_ns'", {"d": db, "t": name})[0][0])
+
+
 def create_schema(conn):
     """Creates the database and tables if missing (on every shard with a cluster)."""
     t = conn.target
@@ -183,6 +235,7 @@ def create_schema(conn):
         conn.execute("CREATE DATABASE IF NOT EXISTS %s" % t.database)
         for name, cols, engine, part, order in TABLES:
             conn.execute(_create(name, cols, engine, part, order, t.table(name)))
+        _add_ledger_columns(conn, [t.table("segments")])
         return
     # 18.16 has ON CLUSTER only with ZooKeeper (distributed DDL): connect to each
     # shard in turn instead (they are listed in system.clusters).
@@ -201,11 +254,13 @@ def create_schema(conn):
             c.execute("CREATE DATABASE IF NOT EXISTS %s" % t.database)
             for name, cols, engine, part, order in TABLES:
                 c.execute(_create(name, cols, engine, part, order, t.table(name, local=True)))
+            _add_ledger_columns(c, [t.table("segments", local=True)])
             for name, cols, engine, part, order in TABLES:
                 key = "cityHash64(seg_name)" if name == "segments" else (
                     "stack_id" if name == "stacks" else "rand()")
                 c.execute("CREATE TABLE IF NOT EXISTS %s AS %s ENGINE = Distributed(%s, %s, %s_local, %s)" % (
                     t.table(name), t.table(name, local=True), t.cluster, t.database, name, key))
+            _add_ledger_columns(c, [t.table("segments")])
         finally:
             c.close()
 

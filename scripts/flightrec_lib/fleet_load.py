@@ -17,13 +17,15 @@ Parallel: --workers N forks N loaders over the list (segment i goes to worker
 i mod N); --shard I/N keeps the segments whose name hashes to I, so N
 machines split one prefix with no coordination. `.active` files are skipped
 (not sealed yet); a segment that cannot be read is reported and skipped."""
+import bisect
 import hashlib
 import os
 import random
 import sys
 import time
 
-from . import cli, fleet_db, names, profiles, progress, segment
+from . import cli, fleet_db, names, profiles, progress, request_inference, segment
+from . import trace as trace_mod
 from .crc32c import crc32c
 
 BATCH_ROWS = 100000
@@ -32,6 +34,34 @@ PROCESS_TYPES = {"process.start"}
 THREAD_TYPES = {"thread.start", "thread.name", "thread.end"}
 STACK_NONE, STACK_UNATTRIBUTED = 0, 1
 UNATTRIBUTED_BY_NAME = {name: kind for kind, (name, _) in profiles.UNATTRIBUTED_EVENTS.items()}
+SOCKET_TYPES = ("socket.open", "socket.close", "socket.op", "socket.exchange", "socket.gap", "socket.acceptq",
+                "request")
+
+
+class OneSegment:
+    """One segment seen as a Trace, for the file reader's own per-trace code
+    (requests, socket connections, dropped counts) run on it at load time."""
+
+    def __init__(self, seg):
+        self.segments = [seg]
+
+    def batches(self, types=None):
+        for b in self.segments[0].batches:
+            if types is None or b.type.name in types:
+                yield b
+
+    def dropped(self):
+        return trace_mod.Trace.dropped(self)
+
+
+def request_key_id(pkey, conn, start):
+    """req_id: the content id of a request (process, connection, start)."""
+    h = hashlib.blake2b(b"%d:%d:%d" % (pkey, conn, start), digest_size=8).digest()
+    return (int.from_bytes(h, "little") >> 1) | 1
+
+
+def trace_hex(hi, lo):
+    return "%016x%016x" % (hi, lo) if (hi or lo) else ""
 
 
 def segment_key(path):
@@ -81,6 +111,7 @@ class Loader:
         self.stacks_sent = set()
         self.loaded = self.events = self.rows = 0
         self.failed = []
+        self.windows = {}
 
     # -- buffering
 
@@ -133,6 +164,8 @@ class Loader:
         shift = h["anchor_realtime_ns"] - h["anchor_monotonic_ns"]
         problems = set()
         sids = {}
+        one = OneSegment(seg)
+        self.windows = self._requests_and_sockets(one, seg, base, shift, pkey)
 
         def sid_of(s):
             v = sids.get(s)
@@ -166,9 +199,18 @@ class Loader:
                 self._generic(seg, batch, base, shift)
             if self.nrows >= BATCH_ROWS:
                 self.flush()
+        from .commands import cmd_info
+        import json
+        entry = cmd_info.segment_entry(seg)
+        entry["path"] = key[0]
+        counts = seg.event_counts()
+        dropped = one.dropped()
         self.pending_ledger.append((key[0], key[1], key[2], key[3], load_id, pkey, host, service,
                                     pid, h.get("sequence") or 0, seg.state, first, last, nevents,
-                                    time.time_ns(), len(problems) + seg.bad_blocks))
+                                    time.time_ns(), len(problems) + seg.bad_blocks,
+                                    shift, lo if lo is not None else 0, hi if hi is not None else 0,
+                                    0 if lo is None else 1, list(counts), list(counts.values()),
+                                    list(dropped), list(dropped.values()), json.dumps(entry, default=str)))
         for p, message in sorted(problems):
             cli.err_file(p, message)
         if seg.bad_blocks:
@@ -176,6 +218,74 @@ class Loader:
         self.loaded += 1
         self.events += nevents
         return True
+
+    def _requests_and_sockets(self, one, seg, base, shift, pkey):
+        """The segment's requests and socket-connection partials (the file
+        reader's code run on this one segment) into their tables; returns the
+        server requests' windows by thread, for the samples that fall in them."""
+        if not any(b.type.name in SOCKET_TYPES for b in seg.batches):
+            return {}
+        from .commands import cmd_sockets
+        R = request_inference
+        wins = []
+        for r in R.iter_requests(one):
+            start = r[R.START]
+            rid = request_key_id(pkey, r[R.CONN], start)
+            tr = r[R.TRACE]
+            ep = r[R.ENDPOINT] or ""
+            self._add("requests", base + (start + shift, start, r[R.TID], r[R.CONN], r[R.ROLE], r[R.DURATION],
+                                          r[R.BYTES_IN], r[R.BYTES_OUT], ep, tr[0] if tr else "",
+                                          tr[1] if tr else "", 1 if tr and tr[2] else 0, tr[3] if tr else "",
+                                          1 if tr else 0, rid))
+            if r[R.ROLE] == "server":
+                wins.append((start, start + r[R.DURATION], rid, ep, r[R.TID], tr[0] if tr else ""))
+        conns, unattributed = cmd_sockets.collect(one, raw=True)
+        n = lambda v: -1 if v is None else v  # noqa: E731
+        first = seg.time_range()[0] or 0
+        for c in conns.values():
+            q = c["acceptq"] or {}
+            t = c["open_ns"] if c["open_ns"] is not None else (c["first_ns"] if c["first_ns"] is not None else first)
+            self._add("socket_conns", base + (
+                t + shift, 0, c["id"], c["role"], c["family"] or "", c["sock_type"] or "", c["local"] or "",
+                c["peer"] or "", c["listener"] or 0, n(c["fd"]), n(c["tid"]), n(c["_open_time"]), n(c["open_ns"]),
+                n(c["close_ns"]), n(c["first_ns"]), n(c["last_ns"]), c["bytes_in"], c["bytes_out"], c["ops"],
+                c["errors"], c["eagain"], list(c["ops_by_name"]), list(c["ops_by_name"].values()),
+                list(c["errors_by_name"]), list(c["errors_by_name"].values()), list(c["_durations"]),
+                c.get("exchanges", 0), 1 if "summarized_ops" in c else 0, c.get("summarized_ops", 0),
+                1 if c["acceptq"] else 0, q.get("samples", 0), q.get("max_queued", 0), q.get("backlog", 0),
+                q.get("full_samples", 0)))
+        if unattributed["ops"] or unattributed["errors"]:
+            self._add("socket_conns", base + (first + shift, 1, 0, "", "", "", "", "", 0, -1, -1, -1, -1, -1, -1, -1,
+                                              0, 0, unattributed["ops"], unattributed["errors"], 0, [], [], [], [],
+                                              [], 0, 0, 0, 0, 0, 0, 0, 0))
+        return _request_windows(wins)
+
+    def _in_requests(self, tids, times):
+        """[request_id, endpoint, trace_id] columns of samples: the server
+        request in flight on the sample's thread at its time (the latest begun
+        of those), or 0/''/'' when none."""
+        wins = self.windows
+        if not wins or not any(t in wins for t in set(tids)):
+            return [0, "", ""]
+        ids, eps, trs = [], [], []
+        for tid, t in zip(tids, times):
+            w = wins.get(tid)
+            hit = None
+            if w is not None:
+                i = bisect.bisect_right(w[0], t) - 1
+                for j in range(i, max(-1, i - 64), -1):
+                    if w[1][j][1] >= t:
+                        hit = w[1][j]
+                        break
+            if hit is None:
+                ids.append(0)
+                eps.append("")
+                trs.append("")
+            else:
+                ids.append(hit[2])
+                eps.append(hit[3])
+                trs.append(hit[4])
+        return [ids, eps, trs]
 
     def _samples(self, batch, base, shift, sid_of, sids, problems):
         kind = {"cpu.sample": 1, "offcpu.sample": 2, "alloc.sample": 3}[batch.type.name]
@@ -192,7 +302,7 @@ class Loader:
             self._extend("samples", list(base) + [
                 [t + shift for t in cols["time"]], list(cols["tid"]), kind, 1, [w for w, _ in wc], [c for _, c in wc],
                 _map_stacks(sid_of, sids, cols["stack"]), list(cols["sample_bytes"]), list(cols["address"]),
-                list(cols["size"])], n)
+                list(cols["size"])] + self._in_requests(cols["tid"], cols["time"]), n)
             return
         field = "period_ns" if kind == 1 else "duration_ns"
         cols = profiles.select_columns(batch, ["time", "tid", "stack", field], problems)
@@ -204,16 +314,19 @@ class Loader:
             if wcol is not None and any(m != 1 for m in wcol["weight"]):
                 weights = [d * max(m, 1) for d, m in zip(weights, wcol["weight"])]
         n = len(weights)
+        # period: cpu's period; offcpu's own duration (before thinning weights),
+        # which `requests --slowest` clips to a request's window as the file reader does.
         self._extend("samples", list(base) + [
             [t + shift for t in cols["time"]], list(cols["tid"]), kind, 1, list(map(float, weights)), 0.0,
-            _map_stacks(sid_of, sids, cols["stack"]), list(weights) if kind == 1 else 0, 0, 0], n)
+            _map_stacks(sid_of, sids, cols["stack"]), list(cols[field]), 0, 0] +
+            self._in_requests(cols["tid"], cols["time"]), n)
 
     def _unattributed(self, batch, base, shift, problems):
         kind = fleet_db.KIND_CODES[UNATTRIBUTED_BY_NAME[batch.type.name]]
         for t, tid, n, b, c in profiles.unattributed_rows(batch, problems, None, None, None):
             # cpu: weight 0 here, n x the profile's period at query time (as the file reader).
             self._add("samples", base + (t + shift, tid, kind, n, 0.0 if kind == 1 else float(b),
-                                         float(c), STACK_UNATTRIBUTED, 0, 0, 0))
+                                         float(c), STACK_UNATTRIBUTED, 0, 0, 0, 0, "", ""))
 
     def _generic(self, seg, batch, base, shift):
         cols = seg.resolved_columns(batch)
@@ -241,10 +354,25 @@ class Loader:
             return
         rest = [i for i, f in enumerate(fields) if f not in ("time", "tid")]
         rest_names = [fields[i] for i in rest]
+        # An exchange's endpoint and W3C trace id (issue 41), in columns of their own.
+        ei = fields.index("endpoint") if name == "socket.exchange" and "endpoint" in fields else None
+        hi_i = fields.index("trace_hi") if name == "socket.exchange" and "trace_hi" in fields else None
+        lo_i = fields.index("trace_lo") if hi_i is not None and "trace_lo" in fields else None
         for row in zip(*cols):
             tid = row[di] if di is not None and isinstance(row[di], int) else 0
+            ep = row[ei] if ei is not None and isinstance(row[ei], str) else ""
+            tr = trace_hex(row[hi_i], row[lo_i]) if lo_i is not None and isinstance(row[hi_i], int) and \
+                isinstance(row[lo_i], int) else ""
             self._add("events", base + ((row[ti] + shift) if ti is not None else 0, tid & 0xffffffff, name,
-                                        rest_names, [_text(row[i]) for i in rest]))
+                                        rest_names, [_text(row[i]) for i in rest], ep, tr))
+
+
+def _request_windows(reqs):
+    """{tid: (starts, [(start, end, req_id, endpoint, trace_id)])} of server requests, by start."""
+    out = {}
+    for w in sorted(reqs):
+        out.setdefault(w[4], []).append(w[:4] + w[5:])
+    return {tid: ([w[0] for w in ws], ws) for tid, ws in out.items()}
 
 
 def _map_stacks(sid_of, sids, column):
@@ -271,7 +399,7 @@ def _column_names(cols):
     names_ = []
     for c in out:
         c = c.strip()
-        if " DEFAULT " in c:  # filled by the server
+        if c.split()[0] == "day":  # filled by the server
             continue
         n = c.split()[0]
         if c.split()[1].startswith("Nested"):

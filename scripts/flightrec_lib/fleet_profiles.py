@@ -66,6 +66,8 @@ class FleetTrace:
             self.procs[pkey] = (host, service, pid)
             self.segments.append(FleetSegment(host, service, pid, first, last))
         self._names = self._starts = None
+        self._shifts = self._types = None
+        self.ledger_times = fleet_db.ledger_has_times(self.conn)
 
     def where(self, alias=""):
         """The clause every query of this trace starts with, and its parameters."""
@@ -77,12 +79,79 @@ class FleetTrace:
         kinds = {"cpu.sample": 1, "offcpu.sample": 2, "alloc.sample": 3}
         w, p = self.where()
         for t in types or ():
+            if t not in kinds:
+                if self.ledger_times and t in self.event_types():
+                    yield t
+                continue
             if t in kinds:
                 p = dict(p, kind=kinds[t])
                 n = self.conn.execute("SELECT count() FROM %s WHERE %s AND kind = %%(kind)s AND stack_id != 1" % (
                     self.target.table("samples"), w), p)[0][0]
                 if n:
                     yield t
+
+    # -- clocks, drops and event types (the ledger's per-segment columns; fleet_reports.py)
+
+    def shifts(self):
+        """{proc_id: {load_id: wall minus monotonic ns}} of the selected segments."""
+        if self._shifts is None:
+            w, p = self.where()
+            self._shifts = {}
+            self._shift_of = {}
+            for pk, load_id, sh in self.conn.execute("SELECT proc_id, load_id, shift_ns FROM %s WHERE %s" % (
+                    self.target.table("segments"), w), p):
+                self._shifts.setdefault(pk, {})[load_id] = sh
+                self._shift_of[load_id] = sh
+        return self._shifts
+
+    def shift_of(self, load_id):
+        self.shifts()
+        return self._shift_of.get(load_id, 0)
+
+    def mono_range(self):
+        """(first, last) event time on the monotonic clock, as Trace.time_range gives it."""
+        w, p = self.where()
+        first, last, n = self.conn.execute("SELECT min(mono_first), max(mono_last), count() FROM %s WHERE %s AND "
+                                           "has_times" % (self.target.table("segments"), w), p)[0]
+        return (first, last) if n else (None, None)
+
+    def dropped(self):
+        w, p = self.where()
+        from .fleet_reports import sum_map
+        return sum_map(self.conn, self.target.table("segments"), "dropped_kinds", "dropped_counts", ("toUInt8(0)",),
+                       w, p).get((0,), {})
+
+    def event_types(self):
+        if self._types is None:
+            w, p = self.where()
+            self._types = {r[0] for r in self.conn.execute("SELECT DISTINCT arrayJoin(type_names) FROM %s WHERE %s" % (
+                self.target.table("segments"), w), p)}
+        return self._types
+
+    def threads(self):
+        """Trace.threads's list (start/end on the monotonic clock), from the threads table."""
+        w, p = self.where()
+        out, live = [], {}
+        for pid, tid, kind, name, t, load_id in self.conn.execute(
+                "SELECT pid, tid, type, name, time, load_id FROM %s WHERE %s ORDER BY time, pid, tid" % (
+                    self.target.table("threads"), w), p):
+            key = (pid, tid)
+            mono = t - self.shift_of(load_id)
+            if kind == "thread.start":
+                rec = {"pid": pid, "tid": tid, "name": name or "", "start": mono, "end": None}
+                live[key] = rec
+                out.append(rec)
+                continue
+            rec = live.get(key)
+            if rec is None:
+                rec = live[key] = {"pid": pid, "tid": tid, "name": "", "start": None, "end": None}
+                out.append(rec)
+            if name:
+                rec["name"] = name
+            if kind == "thread.end":
+                rec["end"] = mono
+                del live[key]
+        return out
 
     def time_range(self):
         if not self.segments:
@@ -140,7 +209,41 @@ class FleetTrace:
 
     # -- profiles
 
-    def build_profile(self, kind, thread=None, t_from=None, t_to=None):
+    def endpoint_samples(self, pattern, p):
+        """SQL of the samples (the samples table's columns the profile queries
+        read) taken on a thread while a request of an endpoint matching the
+        shell pattern was in flight on it (profiles.endpoint_windows: either
+        role, windows inclusive at both ends). Per thread, the requests' starts
+        (+1) and ends (-1) and the samples go into one array sorted by time
+        (a start, then samples, then an end at equal times); the running sum
+        is the number of such requests in flight at each sample. Adds its
+        parameter to p."""
+        from .fleet_reports import glob_regex
+        w, wp = self.where()
+        p.update(wp)
+        p["ep_glob"] = glob_regex(pattern)
+        req = self.target.table("requests")
+        match = "%s AND endpoint != '' AND match(endpoint, %%(ep_glob)s)" % w
+        # (load_id is the column: an alias of that name would be what WHERE reads)
+        zero = ("toUInt64(0) AS stack_id, toUInt32(0) AS samples, toFloat64(0) AS weight, toFloat64(0) AS objects,"
+                " toUInt64(0) AS period, toUInt8(0) AS kind, toUInt64(0) AS address, load_id")
+        return (
+            "(SELECT proc_id, pid, tid, tupleElement(e, 1) AS time, tupleElement(e, 3) AS stack_id,"
+            " tupleElement(e, 4) AS samples, tupleElement(e, 5) AS weight, tupleElement(e, 6) AS objects,"
+            " tupleElement(e, 7) AS period, tupleElement(e, 8) AS kind, tupleElement(e, 9) AS address,"
+            " tupleElement(e, 10) AS load_id FROM ("
+            "  SELECT proc_id, any(pid) AS pid, tid, arraySort(x -> (x.1, x.2), groupArray((t, o, stack_id, samples,"
+            "   weight, objects, period, kind, address, load_id))) AS ev,"
+            "   arrayCumSum(arrayMap(x -> multiIf(x.2 = 0, 1, x.2 = 2, -1, 0), ev)) AS opens FROM ("
+            "   SELECT proc_id, pid, tid, time AS t, toUInt8(0) AS o, %s FROM %s WHERE %s"
+            "   UNION ALL SELECT proc_id, pid, tid, time + duration AS t, toUInt8(2) AS o, %s FROM %s WHERE %s"
+            "   UNION ALL SELECT proc_id, pid, tid, time AS t, toUInt8(1) AS o, stack_id, samples, weight, objects,"
+            "    period, kind, address, load_id FROM %s WHERE %s AND stack_id != 1 AND (proc_id, tid) %sIN"
+            "    (SELECT proc_id, tid FROM %s WHERE %s))"
+            "  GROUP BY proc_id, tid) ARRAY JOIN ev AS e, opens AS op WHERE tupleElement(e, 2) = 1 AND op > 0)" % (
+                zero, req, match, zero, req, match, self.target.table("samples"), w, self.g, req, match))
+
+    def build_profile(self, kind, thread=None, t_from=None, t_to=None, endpoint=None):
         if kind not in profiles.KINDS:
             raise ProfileError("unknown profile kind %r (kinds: %s)" % (kind, ", ".join(profiles.KINDS)))
         prof = Profile(kind)
@@ -160,7 +263,7 @@ class FleetTrace:
         if bounds is not None:
             cond.append("time >= %(lo)s AND time <= %(hi)s")
             p["lo"], p["hi"] = bounds
-        samples = self.target.table("samples")
+        samples = self.target.table("samples") if not endpoint else self.endpoint_samples(endpoint, p)
         p["kind"] = fleet_db.KIND_CODES["alloc" if kind == "live" else kind]
         where = " AND ".join(cond + ["kind = %(kind)s"])
         merged = self.merge_threads

@@ -381,12 +381,14 @@ def _accumulate(acc, key, samples, weight, objects, first_time):
 
 def _live_samples(live_filter):
     """LiveHeap.events' take for --kind live: the alloc.sample events the
-    first pass of build took (its live_filter), each held as (aggregation
+    first pass of build took (its live_filter, with --endpoint's request
+    windows), each held as (aggregation
     key, time, size, rate)."""
     def take(si, cols):
-        lo, hi, tids = live_filter[si]
+        lo, hi, tids, pw = live_filter[si]
         times, tidc, stacks = cols["time"], cols["tid"], cols["stack"]
-        keep = [(lo is None or lo <= t <= hi) and (tids is None or tid in tids) for t, tid in zip(times, tidc)]
+        keep = [(lo is None or lo <= t <= hi) and (tids is None or tid in tids) and
+                (pw is None or in_windows(pw, tid, t)) for t, tid in zip(times, tidc)]
         kept_times = list(compress(times, keep))
         blocks = zip(zip(repeat(si), compress(tidc, keep), compress(stacks, keep)), kept_times,
                      compress(cols["size"], keep), compress(cols["sample_bytes"], keep))
@@ -500,9 +502,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
     endpoint: a shell pattern; only samples inside the windows of requests of
     a matching endpoint on their handling thread (endpoint_windows)."""
     if getattr(trace, "fleet", False):  # --clickhouse: aggregated in the database (fleet_profiles.py)
-        if endpoint:
-            raise ProfileError("--endpoint is not available with --clickhouse yet (docs/FLEET.md)")
-        return trace.build_profile(kind, thread=thread, t_from=t_from, t_to=t_to)
+        return trace.build_profile(kind, thread=thread, t_from=t_from, t_to=t_to, endpoint=endpoint)
     if kind not in KINDS:
         raise ProfileError("unknown profile kind %r (kinds: %s)" % (kind, ", ".join(KINDS)))
     prof = Profile(kind)
@@ -520,7 +520,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
     merged = _Entries(trace, names, procs, merge)
     periods = Counter()
     live = {}      # process key -> {segment index: [lo, hi] of the alloc events taken}
-    live_filter = {}  # segment index -> (lo, hi, tids) its alloc.sample events were taken with
+    live_filter = {}  # segment index -> (lo, hi, tids, endpoint windows) its alloc.sample events were taken with
     span = [None, None]
     for si, seg in enumerate(trace.segments):
         pid = seg.pid
@@ -539,7 +539,8 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
         acc = {}  # this segment's (si, tid, stack id) -> [samples, weight, objects, first mono time]
         points = {} if timeline else None  # same key -> Points of its events (monotonic times)
         if kind == "live":
-            live_filter[si] = (lo, hi, tids)  # the second pass takes the same events
+            # the second pass takes the same events (inside --endpoint's windows too)
+            live_filter[si] = (lo, hi, tids, None if windows is None else windows.get(pid, {}))
         for batch in seg.batches:
             if kind in UNATTRIBUTED_EVENTS and batch.type.name == UNATTRIBUTED_EVENTS[kind][0]:
                 if windows is not None:

@@ -95,14 +95,20 @@ def _entries(kind, group, samples, window_entries):
 
 def diff_report(trace, role, as_json, limit, min_pct):
     """Prints the slow-against-typical comparison; returns the exit status."""
-    total, slow, typical = groups(trace, role)
+    read = read_samples
+    if getattr(trace, "fleet", False):  # --clickhouse: percentiles and members from the database
+        from . import fleet_reports
+        total, slow, typical = fleet_reports.diff_groups(trace, role)
+        read = fleet_reports.read_samples
+    else:
+        total, slow, typical = groups(trace, role)
     doc = {"slow": slow.stats(), "typical": typical.stats(), "kinds": {}}
     if slow.count and typical.count:
         windows = {}
         for g in (slow, typical):
             for key, w in g.windows.items():
                 windows.setdefault(key, []).extend(zip(w[::2], w[1::2]))
-        samples = read_samples(trace, windows)
+        samples = read(trace, windows)
         del windows
         for kind in KINDS:
             a = diff.Side(_entries(kind, typical, samples, window_entries), per=typical.count,

@@ -2,7 +2,9 @@
 preload (several processes and services, one with a hostile service name)
 are loaded with `flightrec-dump load --clickhouse`, and every profile report
 (top, tree, folded, flame, pprof, diff; each kind, with --thread, --from/--to,
---service, --pid) prints exactly what it prints from the files. Loading is
+--service, --pid, --endpoint), heap, sockets, requests (with --slowest,
+--json, --by endpoint, --tree, --diff) and info prints exactly what it
+prints from the files. Loading is
 idempotent (a second run loads nothing; the rows of a load killed before its
 ledger row are never read, and loading again adds no duplicates), skips
 .active files, reports a bad segment and loads the rest; a server that is
@@ -51,6 +53,67 @@ def traces(tmp_path_factory):
     return fr, d
 
 
+# One process serving HTTP to itself (a server thread, the main thread its
+# client): named endpoints, W3C trace context on every other request, CPU
+# work inside the /work/ requests, each of which also calls /users/0 on the
+# same server from its handling thread (a downstream call for --tree) and
+# leaks a 4 MiB block (malloc: live at the end, allocated inside the request).
+HTTP_PAIR = r"""
+import ctypes, http.server, socket, threading, time
+LIBC = ctypes.CDLL(None)
+LIBC.malloc.restype = ctypes.c_void_p
+def get(conn, path, hdr=""):
+    conn.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n" % (path, hdr)).encode())
+    data = b""
+    while not data.endswith(b"ok" * 50):
+        data += conn.recv(4096)
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        if self.path.startswith("/work/"):
+            end = time.process_time() + 0.05
+            while time.process_time() < end:
+                pass
+            with socket.create_connection(self.server.server_address) as d:
+                get(d, "/users/0")
+            LIBC.malloc(4 << 20)
+        body = b"ok" * 50
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+threading.Thread(target=s.serve_forever, daemon=True).start()
+c = socket.create_connection(("127.0.0.1", s.server_address[1]))
+for i in range(12):
+    path = "/work/%d" % i if i % 3 == 0 else "/users/%d" % i
+    hdr = "traceparent: 00-%032x-%016x-01\r\nx-request-id: req-%d\r\n" % (0xabc000 + i, 0x1234 + i, i) if i % 2 else ""
+    get(c, path, hdr)
+c.close()
+s.shutdown()
+"""
+
+
+@pytest.fixture(scope="module")
+def socket_fleet(tmp_path_factory):
+    """Socket traces (an HTTP server and client in one process with endpoint
+    names and trace context; sock_exchanges' echo) loaded into one server
+    that the socket, request and info tests share."""
+    from conftest import Flightrec
+    fr = Flightrec()
+    d = tmp_path_factory.mktemp("fleet-sockets") / "trace"
+    d.mkdir()
+    fr.run([PYTHON, "-c", HTTP_PAIR], d, env={"FLIGHTREC_SERVICE": "web", "FLIGHTREC_TRACE_CONTEXT": "1"})
+    fr.run([fr.program("sock_exchanges"), "echo", "5", "100", "300"], d, env={"FLIGHTREC_SERVICE": "echo"})
+    with clickhouse_server.ClickHouseServers(1) as servers:
+        url = servers.url(0, database="fleet")
+        load = dump(fr, "load", "--clickhouse", url, d)
+        assert load.returncode == 0, load.stderr
+        yield fr, d, url, servers
+
+
 def _info(fr, d):
     import json
     return json.loads(dump(fr, "info", "--json", d).stdout)
@@ -73,6 +136,8 @@ REPORTS = [
     ["top", "--service", HOSTILE, "--kind", "alloc"], ["folded", "--service", "api"], ["top", "--service", "nope"],
     ["top", "--full-names", "--kind", "alloc"],
     ["diff", "--a-to", "0.5s", "--b-from", "0.5s"], ["diff", "--tree", "--a-to", "0.5s", "--b-from", "0.5s"],
+    # the live heap: sites, live at the end, the peak (alloc_known leaks, frees, reallocs)
+    ["heap"], ["heap", "--json"], ["heap", "--sort", "live", "--service", HOSTILE], ["heap", "--service", "batch"],
 ]
 
 
@@ -103,7 +168,7 @@ def _same(fr, d, url, args, tmp_path, cluster=None):
     if args[0] == "diff":  # the header names the source: the directory, or the URL
         out_a = out_a.replace(str(d).encode(), b"SRC")
         out_b = out_b.replace(re.sub(r"//[^@/]*@", "//***@", url).encode(), b"SRC")
-    if "alloc" in args or "live" in args:
+    if "alloc" in args or "live" in args or args[0] == "heap":
         assert a.returncode == b.returncode and _close(out_a, out_b), (args, out_a, out_b, a.stderr, b.stderr)
     else:
         assert (a.returncode, out_a) == (b.returncode, out_b), (args, a.stderr, b.stderr)
@@ -236,10 +301,29 @@ def test_server_down_is_one_line_without_credentials(traces):
     assert bad.returncode == 2 and b"bad database name" in bad.stderr
 
 
+# The socket, request, heap and endpoint reports the cluster test compares (a
+# subset of SOCKET_REPORTS: each kind of query once).
+CLUSTER_SOCKET_REPORTS = [
+    ["sockets"], ["requests", "--slowest", "12"], ["requests", "--json"], ["requests", "--by", "endpoint"],
+    ["requests", "--tree"], ["requests", "--diff"], ["heap"], ["top", "--endpoint", "GET /work/*"],
+    ["folded", "--kind", "live", "--endpoint", "GET /*"],
+]
+
+
 @pytest.mark.slow
-def test_cluster_of_two_shards_equals_files(traces, tmp_path):
+def test_cluster_of_two_shards_equals_files(traces, socket_fleet, tmp_path):
     fr, d = traces
+    sd = socket_fleet[1]
     with clickhouse_server.ClickHouseServers(2, cluster="fleet2") as servers:
+        # Sockets, requests, heap: their tables spread too, and the reports still equal the files'.
+        sock = servers.url(1, database="sock")
+        load = dump(fr, "load", "--clickhouse", sock, "--cluster", "fleet2", sd)
+        assert load.returncode == 0, load.stderr
+        local = [servers.client(i).execute("SELECT count() FROM sock.requests_local")[0][0] for i in range(2)]
+        assert all(n > 0 for n in local), local
+        for args in CLUSTER_SOCKET_REPORTS:
+            _same(fr, sd, sock, args, tmp_path, cluster="fleet2")
+
         url = servers.url(0, database="fleet")
         load = dump(fr, "load", "--clickhouse", url, "--cluster", "fleet2", d)
         assert load.returncode == 0, load.stderr
@@ -328,3 +412,77 @@ def test_watch_loads_segments_as_they_appear(traces, tmp_path):
             watcher.terminate()
             watcher.wait(60)
         _same(fr, d, url, ["top", "--kind", "alloc"], tmp_path)
+
+
+def test_exchange_endpoints_and_trace_ids_are_loaded(socket_fleet):
+    """Rows carry what the recorder wrote on socket.exchange: the endpoint
+    and trace id on the exchange's event, the request table's, and the
+    server request a CPU sample fell in."""
+    fr, d, url, servers = socket_fleet
+    c = servers.client(0)
+    eps = dict(c.execute("SELECT endpoint, count() FROM fleet.events WHERE type = 'socket.exchange' AND service = 'web'"
+                         " AND endpoint != '' GROUP BY endpoint"))
+    assert set(eps) == {"GET /users/:id", "GET /work/:id"}, eps
+    traced = c.execute("SELECT DISTINCT trace_id FROM fleet.events WHERE type = 'socket.exchange' AND trace_id != ''")
+    # every other request sent a traceparent (1, 3, 5, 7, 9, 11): both ends see it
+    assert {t for (t,) in traced} == {"%032x" % (0xabc000 + i) for i in range(1, 12, 2)}, traced
+    reqs = c.execute("SELECT role, endpoint, trace_id, request_id FROM fleet.requests WHERE service = 'web'"
+                     " AND request_id = 'req-3'")
+    assert sorted(reqs) == [(r, "GET /work/:id", "%032x" % 0xabc003, "req-3") for r in ("client", "server")], reqs
+    # The CPU work of /work/ requests ran on the server thread inside them.
+    n = c.execute("SELECT count() FROM fleet.samples WHERE kind = 1 AND endpoint = 'GET /work/:id' AND request_id != 0"
+                  " AND request_id IN (SELECT req_id FROM fleet.requests WHERE role = 'server')")[0][0]
+    assert n > 0
+
+
+SOCKET_REPORTS = [
+    ["sockets"], ["sockets", "--role", "server"], ["sockets", "--service", "echo"],
+    ["requests"], ["requests", "--slowest", "12"], ["requests", "--role", "server", "--slowest", "3"],
+    ["requests", "--role", "client", "--slowest", "0"], ["requests", "--endpoint", "GET /work/*"],
+    ["requests", "--trace-id", "0000000000000000000000000000abc00"], ["requests", "--trace-id", "REQ-7"],
+    ["requests", "--trace-id", "nope"], ["requests", "--service", "echo"],
+    ["heap"], ["heap", "--json", "--service", "web"],
+    # every request listed (--json), per endpoint (--by), downstream calls (--tree), slow against typical (--diff)
+    ["requests", "--json"], ["requests", "--json", "--role", "server", "--endpoint", "GET /work/*"],
+    ["requests", "--json", "--trace-id", "req-3"],
+    ["requests", "--by", "endpoint"], ["requests", "--by", "endpoint", "--json", "--role", "server"],
+    ["requests", "--by", "endpoint", "--endpoint", "GET /users/*"],
+    ["requests", "--tree"], ["requests", "--tree", "--json"], ["requests", "--tree", "--endpoint", "GET /work/*"],
+    ["requests", "--tree", "--service", "echo"],
+    ["requests", "--diff"], ["requests", "--diff", "--json", "--role", "server"], ["diff", "--requests"],
+    # profiles of the samples taken inside requests of an endpoint
+    ["top", "--endpoint", "GET /work/*"], ["folded", "--kind", "offcpu", "--endpoint", "GET /*"],
+    ["folded", "--kind", "alloc", "--endpoint", "GET /work/*"], ["folded", "--kind", "live", "--endpoint", "GET /*"],
+    ["tree", "--endpoint", "GET /users/*", "--from", "0.1s"],
+]
+
+
+def test_socket_and_request_reports_equal_the_files(socket_fleet, tmp_path):
+    fr, d, url, _ = socket_fleet
+    for args in SOCKET_REPORTS:
+        _same(fr, d, url, args, tmp_path)
+    # JSON: the same document (a connection's op counts may be listed in another order).
+    import json
+    a, b = dump(fr, "sockets", "--json", d), dump(fr, "sockets", "--json", "--clickhouse", url)
+    assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
+    assert json.loads(a.stdout) == json.loads(b.stdout)
+    # info: the same, but for the paths (the database keeps the file names) and
+    # the disk budget (a directory's state, not the segments').
+    for extra in ([], ["--service", "web"]):
+        a, b = dump(fr, "info", *extra, d), dump(fr, "info", *extra, "--clickhouse", url)
+        assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
+        text = re.sub(rb"\ndisk budget \(.*?\n\n", b"\n", a.stdout.replace(str(d).encode() + b"/", b""), flags=re.S)
+        assert text == b.stdout, (text, b.stdout)
+    # The calls /work/ made to /users/0 from its handling thread are its downstream calls, both ways.
+    tree = dump(fr, "requests", "--tree", "--clickhouse", url).stdout.decode()
+    assert re.search(r"\[ +4\].*└─ GET /users/:id → 127\.0\.0\.1:\d+ +1\.0 × GET /users/:id per GET /work/:id",
+                     tree), tree
+    # --endpoint --kind live: only blocks allocated inside the requests (from
+    # files too: the live replay once took every allocation, the interpreter's
+    # start-up included): each live stack is one allocated in a request.
+    def stacks(kind):
+        r = dump(fr, "folded", "--kind", kind, "--endpoint", "GET /*", d)
+        assert r.returncode == 0, r.stderr
+        return {line.rsplit(b" ", 1)[0] for line in r.stdout.splitlines()}
+    live = stacks("live")
+    assert live and live <= stacks("alloc"), (live, stacks("alloc"))

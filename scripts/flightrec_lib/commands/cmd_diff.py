@@ -69,7 +69,7 @@ def run(args):
         raise cli.UsageError("--min-pct must be between 0 and 100")
     if args.requests:
         from .. import requests_diff
-        if len(args.paths) != 1:
+        if len(args.paths) != 1 and getattr(args, "clickhouse", None) is None:
             raise cli.UsageError("diff --requests takes one trace")
         trace = cli.open_trace(args.paths)
         return requests_diff.diff_report(trace, args.role, args.json, args.limit, args.min_pct)

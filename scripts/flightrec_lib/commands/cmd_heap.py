@@ -222,7 +222,18 @@ def build(trace):
             site.live += w
             live_total += w
 
-    sample_bytes = rates.most_common(1)[0][0] if rates else _configured_rate(trace)
+    return document(sites, unattributed, unattributed_samples, live_total, peak_total, rates,
+                    lambda: _configured_rate(trace), trace.dropped(), problems)
+
+
+def document(sites, unattributed, unattributed_samples, live_total, peak_total, rates, configured_rate, lost,
+             problems=()):
+    """The --json document and the stderr notes from what build aggregated
+    (the file reader's passes, or fleet_heap.py's queries): sites {key: Site},
+    the unattributed Site and its sample count, the live total at the end and
+    its peak, rates Counter {sample_bytes: samples}, configured_rate() the
+    process.start setting when there are no samples, lost Trace.dropped()."""
+    sample_bytes = rates.most_common(1)[0][0] if rates else configured_rate()
     rows = [s for s in sites.values()] + ([unattributed] if unattributed_samples else [])
     doc = {
         "sample_bytes": int(sample_bytes),
@@ -244,7 +255,6 @@ def build(trace):
     if len(rates) > 1:
         notes.append("samples were taken at %d different mean intervals (%s bytes); "
                      "each is weighted by its own" % (len(rates), ", ".join(str(r) for r in sorted(rates))))
-    lost = trace.dropped()
     for kind in LOST_KINDS:
         if kind == "alloc.sample" and lost.get(kind) and unattributed_samples >= lost[kind]:
             notes.append("%s allocation samples were dropped (rings full): their weight is the site %s" % (
@@ -335,7 +345,11 @@ def run(args):
     if args.limit is not None and args.limit < 0:
         raise cli.UsageError("--limit must be >= 0")
     trace = cli.open_trace(args.paths)
-    doc, notes = build(trace)
+    if getattr(trace, "fleet", False):  # --clickhouse: aggregated in the database (fleet_heap.py)
+        from .. import fleet_heap
+        doc, notes = fleet_heap.build(trace)
+    else:
+        doc, notes = build(trace)
     sk = SORT_KEYS[args.sort]
     doc["sites"].sort(key=lambda s: (-s[sk], -s["allocated_bytes_est"], s["function"], s["file"], s["line"]))
     limit = args.limit if args.limit is not None else (None if args.json else 30)

@@ -22,31 +22,34 @@ def register(subparsers):
     p.set_defaults(func=run)
 
 
+def segment_entry(seg):
+    """One segment's entry of the info document (the fleet loader stores it too)."""
+    first, last = seg.time_range()
+    counts = seg.event_counts()
+    return {
+        "path": seg.path,
+        "state": seg.state,
+        "pid": seg.header["pid"],
+        "service": seg.header["service"],
+        "host": seg.header["host"],
+        "sequence": seg.header["sequence"],
+        "size": seg.size,
+        "events": sum(counts.values()),
+        "first_time_ns": first,
+        "last_time_ns": last,
+        "first_wall_ns": seg.wall_ns(first) if first is not None else None,
+        "bad_blocks": seg.bad_blocks,
+        "unknown_blocks": seg.unknown_blocks,
+        "truncated_at": seg.truncated_at,
+        "problems": [m for _, m in seg.problems],
+        "footer": seg.footer,
+    }
+
+
 def summarize(trace, paths=()):
     """The info document (what --json prints); paths: the directories whose
     disk-budget tallies it reports."""
-    segments = []
-    for seg in trace.segments:
-        first, last = seg.time_range()
-        counts = seg.event_counts()
-        segments.append({
-            "path": seg.path,
-            "state": seg.state,
-            "pid": seg.header["pid"],
-            "service": seg.header["service"],
-            "host": seg.header["host"],
-            "sequence": seg.header["sequence"],
-            "size": seg.size,
-            "events": sum(counts.values()),
-            "first_time_ns": first,
-            "last_time_ns": last,
-            "first_wall_ns": seg.wall_ns(first) if first is not None else None,
-            "bad_blocks": seg.bad_blocks,
-            "unknown_blocks": seg.unknown_blocks,
-            "truncated_at": seg.truncated_at,
-            "problems": [m for _, m in seg.problems],
-            "footer": seg.footer,
-        })
+    segments = [segment_entry(seg) for seg in trace.segments]
     first, last = trace.time_range()
     wall = None
     if first is not None:
@@ -110,7 +113,12 @@ def killed(trace):
 
 def run(args):
     trace = cli.open_trace(args.paths)
-    doc = summarize(trace, args.paths)
+    if getattr(trace, "fleet", False):  # --clickhouse: from the ledger and tables (fleet_reports.py)
+        from .. import fleet_reports
+        fleet_reports.check_loaded_by_this_version(trace)
+        doc = fleet_reports.info_document(trace)
+    else:
+        doc = summarize(trace, args.paths)
     if args.json:
         print(json.dumps(doc, indent=1))
     else:

@@ -171,12 +171,18 @@ def run(args):
     if not 0 <= args.min_pct <= 100:
         raise cli.UsageError("--min-pct must be between 0 and 100")
     trace = cli.open_trace(args.paths)
+    fleet = getattr(trace, "fleet", False)
     if args.diff:
         from .. import requests_diff
         return requests_diff.diff_report(trace, args.role, args.json, None, args.min_pct)
     only = request_filter(args.endpoint, args.trace_id)
     if args.tree:
-        rep = downstream_report(trace, only)
+        if fleet:  # server requests with no downstream calls summed in ClickHouse (fleet_reports.py)
+            from .. import fleet_reports
+            rep = downstream_report(trace, att=fleet_reports.downstream_attribution(trace, args.endpoint,
+                                                                                    args.trace_id))
+        else:
+            rep = downstream_report(trace, only)
         if args.json:
             json.dump(rep, sys.stdout, separators=(",", ":"))
             sys.stdout.write("\n")
@@ -184,7 +190,11 @@ def run(args):
             print_downstream(rep)
         return cli.exit_status(trace)
     if args.by == "endpoint":
-        rows = by_endpoint(trace, args.role, only)
+        if fleet:  # aggregated in ClickHouse (fleet_reports.py)
+            from .. import fleet_reports
+            rows = fleet_reports.by_endpoint(trace, args.role, args.endpoint, args.trace_id)
+        else:
+            rows = by_endpoint(trace, args.role, only)
         if args.json:
             json.dump({"endpoints": rows}, sys.stdout, separators=(",", ":"))
             sys.stdout.write("\n")
@@ -194,7 +204,11 @@ def run(args):
     slowest_n = args.slowest
     if args.trace_id is not None:
         slowest_n = max(slowest_n, 20)  # every request of the trace, up to 20, with its trees
-    rep = analyse(trace, args.role, slowest_n, listing=args.json, only=only)
+    if fleet:  # aggregated in ClickHouse (fleet_reports.py), formatted below as from files
+        from .. import fleet_reports
+        rep = fleet_reports.analyse(trace, args.role, slowest_n, args.endpoint, args.trace_id, listing=args.json)
+    else:
+        rep = analyse(trace, args.role, slowest_n, listing=args.json, only=only)
     if args.trace_id is not None and not rep["slowest"] and not args.json:
         print("no request with trace id or request id %r (recorded with FLIGHTREC_TRACE_CONTEXT=1?)" % args.trace_id)
         return cli.exit_status(trace)
@@ -220,7 +234,7 @@ def run(args):
     for t in trace.threads():
         if t.get("name"):
             names[(t["pid"], t["tid"])] = t["name"]
-    t0 = trace.time_range()[0] or 0
+    t0 = getattr(trace, "mono_range", trace.time_range)()[0] or 0
     for role, s in summ.items():
         approx = "~" if s.get("approximate") else ""
         print("%d %s-side requests on %d connections: p50 %s  p90 %s  p99 %s  max %s  (%s in, %s out)" % (
@@ -396,11 +410,13 @@ def write_json(listing, roles, slowest, details, hist, summ, conns):
 
 # ------------------------------------------------------------------ downstream tree
 
-def downstream_report(trace, only=None):
+def downstream_report(trace, only=None, att=None):
     """{"endpoints": [per server endpoint: requests, wall/own ns, downstream
     calls by peer and endpoint with calls per request, ambiguous calls], by
-    total wall time; "calls": the client exchanges by outcome}."""
-    att = downstream.attribute(trace, only=only)
+    total wall time; "calls": the client exchanges by outcome}. att:
+    downstream.attribute's result when the caller made it (--clickhouse)."""
+    if att is None:
+        att = downstream.attribute(trace, only=only)
     rows = [t.as_dict(ep) for ep, t in att["endpoints"].items()]
     rows.sort(key=lambda x: (-x["wall_ns"], x["endpoint"]))
     return {"endpoints": rows, "calls": att["totals"]}

@@ -35,11 +35,17 @@ def register(subparsers):
     p.set_defaults(func=run)
 
 
-def _new_conn(pid, conn):
+class RawDurations(list):
+    """Every duration, kept (collect(raw=True): one segment's partial for the
+    fleet loader, fleet_load.py, whose database merges and ranks them)."""
+    add = list.append
+
+
+def _new_conn(pid, conn, durations=Durations):
     return {"id": conn, "pid": pid, "role": "?", "family": "", "sock_type": "", "local": "", "peer": "",
             "listener": 0, "fd": None, "tid": None, "open_ns": None, "close_ns": None,
             "first_ns": None, "last_ns": None, "bytes_in": 0, "bytes_out": 0, "ops": 0, "errors": 0,
-            "eagain": 0, "ops_by_name": {}, "errors_by_name": {}, "_durations": Durations(), "_open_time": None,
+            "eagain": 0, "ops_by_name": {}, "errors_by_name": {}, "_durations": durations(), "_open_time": None,
             "acceptq": None}
 
 
@@ -60,9 +66,13 @@ def _field_cols(batch, names):
     return None if cols is None else dict(zip(names, cols))
 
 
-def collect(trace):
-    """{(pid, conn): connection dict} plus totals of what could not be attributed."""
+def collect(trace, raw=False):
+    """{(pid, conn): connection dict} plus totals of what could not be attributed.
+    raw: the partial of one segment for the fleet loader: every blocking-call
+    duration kept in "_durations" (a list), "_open_time" kept, open_ns not
+    defaulted to first_ns, no latency summary (fleet_sockets.py merges them)."""
     conns = {}
+    durations = RawDurations if raw else Durations
     unattributed = {"ops": 0, "errors": 0}
     reset_exact_budget()
 
@@ -70,7 +80,7 @@ def collect(trace):
         key = (pid, conn)
         c = conns.get(key)
         if c is None:
-            c = conns[key] = _new_conn(pid, conn)
+            c = conns[key] = _new_conn(pid, conn, durations)
         return c
 
     for b in trace.batches({"socket.open"}):
@@ -213,12 +223,20 @@ def collect(trace):
             q["full_samples"] += 1 if backlog and queued >= backlog else 0
             c["acceptq"] = q
 
-    for c in conns.values():
+    if raw:
+        return conns, unattributed
+    finish_connections(conns.values())
+    return conns, unattributed
+
+
+def finish_connections(conns):
+    """A connection's open time defaults to its first call; its durations
+    become the latency summary."""
+    for c in conns:
         if c["open_ns"] is None:
             c["open_ns"] = c["first_ns"]
         c["latency_ns"] = c.pop("_durations").summary()
         del c["_open_time"]
-    return conns, unattributed
 
 
 def totals_of(conns, unattributed, dropped):
@@ -253,7 +271,12 @@ def exactness_note(dropped):
 
 def run(args):
     trace = cli.open_trace(args.paths)
-    conns, unattributed = collect(trace)
+    if getattr(trace, "fleet", False):  # --clickhouse: merged in the database (fleet_reports.py)
+        from .. import fleet_reports
+        fleet_reports.check_loaded_by_this_version(trace)
+        conns, unattributed = fleet_reports.socket_connections(trace)
+    else:
+        conns, unattributed = collect(trace)
     rows = sorted(conns.values(), key=lambda c: (c["pid"] or 0, c["open_ns"] or 0, c["id"]))
     if args.role:
         rows = [c for c in rows if c["role"] in args.role]
@@ -273,7 +296,7 @@ def run(args):
         else:
             print("no connections match the selection")
         return cli.exit_status(trace)
-    t0 = trace.time_range()[0] or 0
+    t0 = getattr(trace, "mono_range", trace.time_range)()[0] or 0
     by_role = ", ".join("%d %s" % (v["connections"], k) for k, v in sorted(totals["by_role"].items()))
     print("%d connections (%s): %s in, %s out in %d ops, %d errors, %d would-block" % (
         totals["connections"], by_role, _bytes(totals["bytes_in"]), _bytes(totals["bytes_out"]), totals["ops"],
