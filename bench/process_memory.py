@@ -10,27 +10,57 @@ one of the places the recorder puts memory:
                             (rw-p at offset 0) by libdw to read symbols
   recorder heap             mimalloc's arenas: anonymous mappings mimalloc places
                             at its aligned hints, 2 TiB..30 TiB (the host's own
-                            mmaps and brk heap sit near 0x7f.. and 0x55..)
+                            mmaps and brk heap sit near 0x7f.. and 0x55..): the
+                            writer's batches and intern tables, the symbolizer's
+                            caches and symbol indexes, zstd's context. Split in
+                            two: the part only this process has ("own": its
+                            private pages) and the copy-on-write pages a forked
+                            child still shares with its parent ("inherited")
+  malloc arenas             glibc's per-thread arenas (64 MiB-aligned heaps in
+                            the mmap area): what libdw/libelf and libunwind
+                            allocate with malloc on the recorder's threads (a
+                            single-threaded host has none)
+  unwind caches             anonymous mappings of exactly 256 KiB: libunwind's
+                            per-thread trace cache, made for a thread that
+                            captures more than 32 allocation stacks a second
+                            (preload/stacks/local_stack.cc), every entry written
   recorder thread stacks    the anonymous mapping holding a flightrec-* thread's
                             stack pointer (/proc/PID/task/TID/syscall)
   rings                     anonymous mappings of a per-thread ring slot's size
                             (FLIGHTREC_RING_BYTES + a header of up to 64 KiB) or of a
                             grown ring (1 MiB)
+  SIGPROF rings             the SIGPROF sampler's timer table (4096 slots,
+                            1280 KiB, touched only where a slot is used) and its
+                            per-thread rings of 128 KiB, alone or merged with
+                            the table by the kernel (same flags, adjacent)
   signal stacks             anonymous mappings of exactly 68 KiB (64 KiB alternate
                             signal stack + its guard)
-  other anonymous           every other anonymous mapping (the host's heap, and
-                            the recorder's other tables: allocation table, fd tables)
+  reserved tables           other anonymous mappings made with MAP_NORESERVE
+                            (smaps VmFlags "nr"): the socket fd table, exchange
+                            slots and prefix buffers, the allocation table, the
+                            spare grown rings; sized for the worst case, they
+                            cost only the pages touched
+  other anonymous           every other anonymous mapping (the host's heap and
+                            anything not named above)
   other files               every other file mapping (the program and its libraries)
 
-The sorting is by address, size and path, so a host mapping that happens to
+Anonymous mappings the kernel fused (same flags, adjacent) are split at a
+known size at one end (an unwind cache, a SIGPROF ring), which takes the
+PSS first up to its own size: an estimate, exact when the known part is
+written whole (both are). The sorting is by address, size and path, so a host mapping that happens to
 have a ring's size counts as a ring on both sides: the reports print plain
 and preloaded side by side and the added figure is their difference.
 """
 import os
 
 RING_DEFAULT = 256 * 1024
-CATEGORIES = ("libflightrec.so", "libraries for us", "symbol sources", "recorder heap",
-              "recorder thread stacks", "rings", "signal stacks", "perf rings", "brk heap",
+SIGPROF_TABLE = 4096 * 320
+SIGPROF_RING = 128 * 1024
+UNWIND_CACHE = 256 * 1024
+ARENA_ALIGN = 64 << 20  # glibc's HEAP_MAX_SIZE on 64-bit
+CATEGORIES = ("libflightrec.so", "libraries for us", "symbol sources", "recorder heap (own)",
+              "recorder heap (inherited)", "malloc arenas", "unwind caches", "recorder thread stacks",
+              "rings", "SIGPROF rings", "signal stacks", "reserved tables", "perf rings", "brk heap",
               "other anonymous", "other files")
 
 
@@ -87,7 +117,7 @@ def recorder_stack_pointers(pid):
 
 
 def mappings(pid):
-    """[(start, end, perms, offset, path, pss_kb)] of pid."""
+    """[(start, end, perms, offset, path, pss_kb, private_kb, vmflags)] of pid."""
     out = []
     cur = None
     try:
@@ -99,9 +129,15 @@ def mappings(pid):
                         out.append(cur)
                     lo, hi = first[0].split("-")
                     path = first[5].strip() if len(first) > 5 else ""
-                    cur = [int(lo, 16), int(hi, 16), first[1], int(first[2], 16), path, 0]
-                elif line.startswith("Pss:") and cur:
+                    cur = [int(lo, 16), int(hi, 16), first[1], int(first[2], 16), path, 0, 0, ""]
+                elif not cur:
+                    continue
+                elif line.startswith("Pss:"):
                     cur[5] = int(line.split()[1])
+                elif line.startswith("Private_Clean:") or line.startswith("Private_Dirty:"):
+                    cur[6] += int(line.split()[1])
+                elif line.startswith("VmFlags:"):
+                    cur[7] = line[8:].strip()
     except OSError:
         return []
     if cur:
@@ -113,12 +149,24 @@ def library_paths(pid):
     return {m[4] for m in mappings(pid) if m[4].startswith("/")}
 
 
+def sigprof_size(size):
+    """A SIGPROF ring, or the timer table with any number of rings merged."""
+    if size == SIGPROF_RING:
+        return True
+    return SIGPROF_TABLE <= size <= SIGPROF_TABLE + 16 * SIGPROF_RING and (size - SIGPROF_TABLE) % SIGPROF_RING == 0
+
+
 def breakdown(pid, plain_libraries, ring_bytes=RING_DEFAULT, detail=None):
     """PSS KiB of pid by category (CATEGORIES); detail: a list that gets
     (category, size KiB, PSS KiB, path) of every mapping."""
     sums = dict.fromkeys(CATEGORIES, 0)
     sps = recorder_stack_pointers(pid)
-    for lo, hi, perms, offset, path, pss in mappings(pid):
+    maps = mappings(pid)
+    # glibc arenas: a heap starts 64 MiB-aligned, its reserve follows it
+    # (---p); the arena may have grown in several rw-p pieces.
+    arena_heaps = [m[0] for m in maps
+                   if not m[4] and m[2].startswith("rw") and m[0] % ARENA_ALIGN == 0 and m[0] >= 0x7F0000000000]
+    for lo, hi, perms, offset, path, pss, private, flags in maps:
         size = hi - lo
         if path.startswith("/"):
             if path.endswith("/libflightrec.so") or "/libflightrec" in path:
@@ -140,16 +188,55 @@ def breakdown(pid, plain_libraries, ring_bytes=RING_DEFAULT, detail=None):
         elif path:  # /dev/zero (deleted), SYSV, memfd: shared memory of the host
             cat = "other files"
         elif 0x20000000000 <= lo < 0x1E0000000000:
-            cat = "recorder heap"
+            # PSS = private pages + shares of the shared ones: the private
+            # part is this process's own, the rest its parent's copy.
+            own = min(private, pss)
+            sums["recorder heap (own)"] += own
+            sums["recorder heap (inherited)"] += pss - own
+            if detail is not None:
+                detail.append(("recorder heap", size >> 10, pss, path))
+            continue
+        elif any(a <= lo < a + ARENA_ALIGN for a in arena_heaps):
+            cat = "malloc arenas"
         elif any(lo <= sp < hi for sp in sps):
             cat = "recorder thread stacks"
-        elif ring_bytes + 4096 <= size <= ring_bytes + 65536 or size in (1 << 20, (1 << 20) + 4096):
-            cat = "rings"
         elif size == 68 * 1024:
             cat = "signal stacks"
+        elif "nr" in flags.split():
+            cat = "reserved tables"
         else:
-            cat = "other anonymous"
+            # The kernel merges adjacent anonymous mappings of the same
+            # flags, so a cache or ring may come fused to a neighbour (the
+            # host's or ours): a known size at either end is taken out
+            # first and given its share of the PSS, up to its own size
+            # (these are written whole), the rest goes by its own size.
+            parts = []
+            rest = size
+            for known, kcat in ((UNWIND_CACHE, "unwind caches"), (SIGPROF_RING, "SIGPROF rings")):
+                if rest > known and anon_category(rest - known, ring_bytes) != "other anonymous":
+                    parts.append((kcat, known))
+                    rest -= known
+                    break
+            parts.append((anon_category(rest, ring_bytes), rest))
+            left = pss
+            for i, (cat, n) in enumerate(parts):
+                share = left if i == len(parts) - 1 else min(left, n >> 10)
+                left -= share
+                sums[cat] += share
+                if detail is not None:
+                    detail.append((cat, n >> 10, share, path))
+            continue
         sums[cat] += pss
         if detail is not None:
             detail.append((cat, size >> 10, pss, path))
     return sums
+
+
+def anon_category(size, ring_bytes):
+    if size == UNWIND_CACHE:
+        return "unwind caches"
+    if ring_bytes + 4096 <= size <= ring_bytes + 65536 or size in (1 << 20, (1 << 20) + 4096):
+        return "rings"
+    if sigprof_size(size):
+        return "SIGPROF rings"
+    return "other anonymous"

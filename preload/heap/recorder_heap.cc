@@ -65,6 +65,38 @@ using RegisterErrorFn = void (*)(ErrorFun*, void*);
 constexpr int kOptionShowErrors = 0;
 constexpr int kOptionShowStats = 1;
 constexpr int kOptionVerbose = 2;
+// Options whose numbers moved between releases: set only for the release
+// they were read from (mi_version(): 209 for 2.0.9, Debian 12's).
+//   2.0.x: page_reset 11, abandoned_page_decommit 12, decommit_delay 15,
+//          segment_decommit_delay 23
+//   2.1.x and later: abandoned_page_purge 12, purge_delay 15 (11 and 23
+//          mean other things there: never set)
+constexpr int kOptionPageReset20 = 11;
+constexpr int kOptionAbandonedPageDecommit = 12;
+constexpr int kOptionDecommitDelay = 15;  // purge_delay in 2.1
+constexpr int kOptionSegmentDecommitDelay20 = 23;
+using VersionFn = int (*)();
+
+// Memory the recorder's heap no longer uses goes back to the kernel at once
+// (issue #44). mimalloc's defaults keep freed spans committed for 25 ms and
+// only decommit them on a later allocation in the same segment; the flush
+// thread works in bursts, one per tick, then sleeps, so the end of a burst
+// (a symbol table's sorting buffer, a segment's batches, /proc/self/maps
+// text) stayed resident until the next tick, and in a forking server every
+// process carried it. Decommitting at once costs an madvise per freed span
+// (large and medium blocks only; small pages are reused in place).
+void ReturnFreedMemory(OptionSetFn option_set, VersionFn version) {
+  const int v = version ? version() : 0;
+  if (v >= 200 && v < 210) {
+    option_set(kOptionPageReset20, 1);
+    option_set(kOptionAbandonedPageDecommit, 1);
+    option_set(kOptionDecommitDelay, 0);
+    option_set(kOptionSegmentDecommitDelay20, 0);
+  } else if (v >= 210 && v < 300) {
+    option_set(kOptionAbandonedPageDecommit, 1);
+    option_set(kOptionDecommitDelay, 0);
+  }
+}
 
 std::atomic<MallocFn> g_malloc{nullptr};
 std::atomic<ReallocFn> g_realloc{nullptr};
@@ -152,6 +184,7 @@ HeapState Load() {
       option_set(kOptionShowErrors, 0);
       option_set(kOptionShowStats, 0);
       option_set(kOptionVerbose, 0);
+      ReturnFreedMemory(option_set, reinterpret_cast<VersionFn>(dlsym(handle, "mi_version")));
     }
   }
   g_realloc.store(r, std::memory_order_relaxed);

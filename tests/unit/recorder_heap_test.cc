@@ -64,3 +64,28 @@ TEST_CASE("recorder heap: private, and failures are answers") {
   CHECK_THROWS_AS((void)mi_new_n(huge / 2, 4), std::bad_alloc);
 #endif
 }
+
+#if !defined(__SANITIZE_THREAD__)
+TEST_CASE("recorder heap: freed memory goes back to the kernel at once (issue #44)") {
+  void* p = mi_malloc(64);
+  REQUIRE(p != nullptr);
+  mi_free(p);
+  if (flightrec::RecorderHeapStateNow() != flightrec::HeapState::kPrivate) return;  // the program's options
+  void* handle = dlopen("libmimalloc.so.2", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  REQUIRE(handle != nullptr);
+  auto version = reinterpret_cast<int (*)()>(dlsym(handle, "mi_version"));
+  auto option_get = reinterpret_cast<long (*)(int)>(dlsym(handle, "mi_option_get"));
+  REQUIRE(static_cast<bool>(version));
+  REQUIRE(static_cast<bool>(option_get));
+  const int v = version();
+  if (v >= 200 && v < 300) {
+    CHECK(option_get(15) == 0);  // decommit_delay (2.0) / purge_delay (2.1+): no delay
+    CHECK(option_get(12) == 1);  // abandoned_page_decommit / abandoned_page_purge
+  }
+  if (v >= 200 && v < 210) {
+    CHECK(option_get(11) == 1);  // page_reset
+    CHECK(option_get(23) == 0);  // segment_decommit_delay
+  }
+  dlclose(handle);
+}
+#endif
