@@ -10,16 +10,20 @@ import time
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid):
-    """User + system CPU seconds of pid (all its threads)."""
-    with open("/proc/%d/stat" % pid, "rb") as f:
+def cpu_seconds(pid, tid=None):
+    """User + system CPU seconds of pid (all its threads), or of its thread tid
+    alone (the program's own work, without the recorder's threads: under a
+    sanitizer those can take a good part of the process's CPU)."""
+    path = "/proc/%d/stat" % pid if tid is None else "/proc/%d/task/%d/stat" % (pid, tid)
+    with open(path, "rb") as f:
         fields = f.read().rsplit(b")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
 
 
-def wait_for_cpu(pid, seconds, timeout=60):
-    """Returns once pid has used `seconds` of CPU; fails after `timeout` wall seconds."""
+def wait_for_cpu(pid, seconds, timeout=60, tid=None):
+    """Returns once pid (or its thread tid) has used `seconds` of CPU; fails
+    after `timeout` wall seconds."""
     deadline = time.monotonic() + timeout
-    while cpu_seconds(pid) < seconds:
+    while cpu_seconds(pid, tid) < seconds:
         assert time.monotonic() < deadline, "pid %d used under %.2f s of CPU in %d s" % (pid, seconds, timeout)
         time.sleep(0.02)

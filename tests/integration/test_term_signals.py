@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from process_cpu import wait_for_cpu
+from process_cpu import cpu_seconds, wait_for_cpu
 
 
 def default_signals():
@@ -45,10 +45,13 @@ def killed_events(fr, trace_dir):
 def test_sigterm_seals_the_trace_up_to_the_end_and_names_the_sender(fr, trace_dir):
     proc = start(fr, trace_dir, "burn", env={"FLIGHTREC_CPU_HZ": 499})
     # CPU seconds, not wall seconds: on a busy machine the burn may get a
-    # fifth of a core. Its last 0.1 s of CPU comes after `mark`.
-    wait_for_cpu(proc.pid, 0.5)
+    # fifth of a core. The burning (main) thread's own CPU after "ready", not
+    # the process's: the recorder's threads (slow under ASan) and the start
+    # count there too. Its last 0.1 s of CPU comes after `mark`.
+    base = cpu_seconds(proc.pid, proc.pid)
+    wait_for_cpu(proc.pid, base + 0.5, tid=proc.pid)
     mark = time.monotonic_ns()
-    wait_for_cpu(proc.pid, 0.6)
+    wait_for_cpu(proc.pid, base + 0.6, tid=proc.pid)
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGTERM
