@@ -65,7 +65,7 @@ TABLES = [
         sampled UInt8, request_id String, has_trace UInt8, req_id UInt64, """ + _DAY,
      "MergeTree", "day", "(service, host, time)"),
     # Socket connections: one row per connection and segment, the partial the
-    # file reader's sockets code (cmd_sockets.collect) builds from one
+    # file reader's sockets code (socket_conns.collect) builds from one
     # segment; the sockets report merges them (GROUP BY pid, conn). Times on
     # the monotonic clock; -1 = none. kind 1: the segment's calls that had no
     # connection (a failed socket()): only ops and errors.

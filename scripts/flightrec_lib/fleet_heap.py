@@ -11,18 +11,18 @@ peak of the live total (per address the change each event makes — the
 block it leaves there minus the one there before — then a running sum over
 all of them in time order: arrayCumSum; on the server, as one array of every
 allocation and free of the selection). Python receives one row per distinct
-stack and resolves each stack to its site with cmd_heap's own rules (the site
-is a property of the stack's frames), so memory follows the distinct stacks.
+stack and resolves each stack to its site with the file reader's own rules
+(heap_sites.py; the site is a property of the stack's frames), so memory
+follows the distinct stacks.
 Values are query parameters (FleetTrace.where), never SQL text."""
 from collections import Counter
 import re
 
-from . import profiles
+from . import heap_sites, profiles
 
 
 def build(trace):
     """(document, notes) as cmd_heap.build returns them, for the selected processes."""
-    from .commands import cmd_heap
     conn = trace.conn
     w, p = trace.where()
     samples, frees = trace.target.table("samples"), trace.target.table("frees")
@@ -55,9 +55,9 @@ def build(trace):
                                 "ORDER BY min(time), period" % (samples, allocs), p):
         rates[rate] = n  # in the order first met, as the file reader's Counter
 
-    frames = trace._frames({r[0] for r in per_stack if r[0] > 1})
+    frames = trace.stack_frames({r[0] for r in per_stack if r[0] > 1})
     sites = {}
-    unattributed = cmd_heap.Site(profiles.UNATTRIBUTED, "", 0, profiles.UNATTRIBUTED)
+    unattributed = heap_sites.Site(profiles.UNATTRIBUTED, "", 0, profiles.UNATTRIBUTED)
     unattributed_samples = 0
     live_total = 0.0
     for sid, n, wt, ob in per_stack:
@@ -68,7 +68,7 @@ def build(trace):
             continue
         fr = [] if sid == 0 else frames.get(sid) or [
             {"function": "<missing stack>", "file": "", "line": 0, "address": 0, "mapping": None, "inlined": False}]
-        site, path, via = cmd_heap._resolve_site(fr, sites)
+        site, path, via = heap_sites.resolve_site(fr, sites)
         site.bytes += wt
         site.count += ob
         site.paths[path] += wt
@@ -77,7 +77,7 @@ def build(trace):
         if lw:
             site.live += lw
             live_total += lw
-    return cmd_heap.document(sites, unattributed, unattributed_samples, live_total, peak_total, rates,
+    return heap_sites.document(sites, unattributed, unattributed_samples, live_total, peak_total, rates,
                              lambda: configured_rate(trace),
                              trace.dropped() if trace.ledger_times else {})  # (a ledger from before drop counts)
 

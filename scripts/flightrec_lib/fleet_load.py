@@ -24,7 +24,7 @@ import random
 import sys
 import time
 
-from . import cli, fleet_db, names, profiles, progress, request_inference, segment
+from . import cli, fleet_db, names, profiles, progress, request_inference, segment, segment_info, socket_conns
 from . import trace as trace_mod
 from .crc32c import crc32c
 
@@ -199,9 +199,8 @@ class Loader:
                 self._generic(seg, batch, base, shift)
             if self.nrows >= BATCH_ROWS:
                 self.flush()
-        from .commands import cmd_info
         import json
-        entry = cmd_info.segment_entry(seg)
+        entry = segment_info.segment_entry(seg)
         entry["path"] = key[0]
         counts = seg.event_counts()
         dropped = one.dropped()
@@ -225,7 +224,6 @@ class Loader:
         server requests' windows by thread, for the samples that fall in them."""
         if not any(b.type.name in SOCKET_TYPES for b in seg.batches):
             return {}
-        from .commands import cmd_sockets
         R = request_inference
         wins = []
         for r in R.iter_requests(one):
@@ -239,7 +237,7 @@ class Loader:
                                           1 if tr else 0, rid))
             if r[R.ROLE] == "server":
                 wins.append((start, start + r[R.DURATION], rid, ep, r[R.TID], tr[0] if tr else ""))
-        conns, unattributed = cmd_sockets.collect(one, raw=True)
+        conns, unattributed = socket_conns.collect(one, raw=True)
         n = lambda v: -1 if v is None else v  # noqa: E731
         first = seg.time_range()[0] or 0
         for c in conns.values():

@@ -14,6 +14,7 @@ text). Rows count only if the ledger names their load_id (fleet_load.py)."""
 import os
 
 from . import fleet_db, profiles
+from .fleet_sql import glob_regex, sum_map
 from .profiles import Entry, Profile, ProfileError
 
 
@@ -117,7 +118,6 @@ class FleetTrace:
 
     def dropped(self):
         w, p = self.where()
-        from .fleet_reports import sum_map
         return sum_map(self.conn, self.target.table("segments"), "dropped_kinds", "dropped_counts", ("toUInt8(0)",),
                        w, p).get((0,), {})
 
@@ -218,7 +218,6 @@ class FleetTrace:
         (a start, then samples, then an end at equal times); the running sum
         is the number of such requests in flight at each sample. Adds its
         parameter to p."""
-        from .fleet_reports import glob_regex
         w, wp = self.where()
         p.update(wp)
         p["ep_glob"] = glob_regex(pattern)
@@ -249,7 +248,7 @@ class FleetTrace:
         prof = Profile(kind)
         names = self.thread_names()
         procs = self.process_starts()
-        selector = profiles._select_threads(thread, names, procs)
+        selector = profiles.select_threads(thread, names, procs)
         bounds = self._bounds(t_from, t_to)
         w, p = self.where()
         cond = [w]
@@ -294,7 +293,7 @@ class FleetTrace:
             "ORDER BY c DESC, period LIMIT 1" % (samples, where), p) if kind != "offcpu" else []
         if pr:
             period = pr[0][0]
-        frames = self._frames({r[2] for r in rows if r[2] > 1})
+        frames = self.stack_frames({r[2] for r in rows if r[2] > 1})
         entries = []
         span = [None, None]
         thread_names = {}
@@ -344,7 +343,8 @@ class FleetTrace:
             return None
         return profiles.resolve_bounds(first, last, t_from, t_to)
 
-    def _frames(self, ids):
+    def stack_frames(self, ids):
+        """{stack id: frames as Segment.frames gives them} of the given stack ids."""
         out = {}
         ids = sorted(ids)
         mappings = {}

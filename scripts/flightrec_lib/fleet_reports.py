@@ -2,7 +2,7 @@
 database (`sockets`, `requests` with --json/--by endpoint/--tree/--diff,
 `info` given --clickhouse URL; issue 42, docs/FLEET.md). Each function here
 builds, aggregated in the database, the same intermediate the file reader
-builds (cmd_sockets.collect's connection dicts, cmd_requests.analyse's
+builds (socket_conns.collect's connection dicts, cmd_requests.analyse's
 summaries, histograms, slowest requests and listing, by_endpoint's rows,
 downstream.attribute's trees, requests_diff's groups, cmd_info.summarize's
 document), so the commands format it with their own code, unchanged.
@@ -17,32 +17,16 @@ as the file reader reports them. Values are query parameters, never SQL
 text; tables come from fleet_db.Target."""
 import json
 
-from . import fleet_db, request_samples, units
-
-
-def _p(pcts):
-    """SQL of nearest-rank percentiles (cmd_sockets.percentile) of a sorted array `d` of length `n`."""
-    return ", ".join("d[toUInt64(greatest(1, ceil(%r * n)))]" % (p / 100.0) for p in pcts)
-
-
-def sum_map(conn, table, keys, values, group, where, p):
-    """{group values: {key: summed value}} of parallel arrays of string keys and
-    counts (sumMap takes no String keys in ClickHouse 18.16: ARRAY JOIN, then GROUP BY)."""
-    g = ", ".join(group)
-    out = {}
-    for row in conn.execute(
-            "SELECT %s, k, sum(v) FROM %s ARRAY JOIN %s AS k, %s AS v WHERE %s GROUP BY %s, k ORDER BY k" % (
-                g, table, keys, values, where, g), p):
-        out.setdefault(tuple(row[:len(group)]), {})[row[-2]] = row[-1]
-    return out
+from . import fleet_db, request_report, request_samples, socket_conns, units
+from .fleet_requests import REQ_COLUMNS, as_request
+from .fleet_sql import glob_regex, percentiles, sum_map
 
 
 # ------------------------------------------------------------------ sockets
 
 def socket_connections(trace):
     """{(pid, conn): connection dict}, unattributed {"ops", "errors"}: what
-    cmd_sockets.collect returns for the same segments."""
-    from .commands import cmd_sockets
+    socket_conns.collect returns for the same segments."""
     w, p = trace.where()
     t = trace.target.table("socket_conns")
     rows = trace.conn.execute(
@@ -58,7 +42,7 @@ def socket_connections(trace):
     stats = trace.conn.execute(
         "SELECT pid, conn, n, d[n], %s FROM (SELECT pid, conn, arraySort(groupArrayArray(durations)) AS d,"
         " length(d) AS n FROM %s WHERE %s AND kind = 0 GROUP BY proc_id, pid, conn) WHERE n > 0" % (
-            _p((50, 90, 99)), t, w), p)
+            percentiles((50, 90, 99)), t, w), p)
     opm = sum_map(trace.conn, t, "op_names", "op_counts", ("pid", "conn"), w + " AND kind = 0", p)
     errm = sum_map(trace.conn, t, "err_names", "err_counts", ("pid", "conn"), w + " AND kind = 0", p)
     lat = {}
@@ -71,7 +55,7 @@ def socket_connections(trace):
     for (pid, conn, dt, role, family, stype, local, peer, listener, dfd, dtid, opfd, nopen, open_ns, close_ns,
          nfirst, first_ns, last_ns, bin_, bout, ops, errors, eagain, exchanges, gap, summarized,
          aq, aq_samples, aq_maxq, aq_backlog, aq_full) in rows:
-        c = cmd_sockets._new_conn(pid, conn)
+        c = socket_conns.new_conn(pid, conn)
         described = dt >= 0
         c.update(role=role if described else "?", family=family if described else "",
                  sock_type=stype if described else "", local=local if described else "",
@@ -87,7 +71,7 @@ def socket_connections(trace):
         if exchanges:
             c["exchanges"] = exchanges
             c["single_calls"] = sum(n for op, n in c["ops_by_name"].items()
-                                    if op in cmd_sockets.DATA_IN or op in cmd_sockets.DATA_OUT)
+                                    if op in socket_conns.DATA_IN or op in socket_conns.DATA_OUT)
         if gap:
             c["summarized_ops"] = summarized
         del c["_durations"], c["_open_time"]
@@ -101,19 +85,9 @@ def socket_connections(trace):
 
 # ------------------------------------------------------------------ requests
 
-REQ_COLUMNS = ("start_mono, pid, conn, tid, role, duration, bytes_in, bytes_out, endpoint, has_trace, trace_id,"
-               " parent_span, sampled, request_id, proc_id")
-
-
-def as_request(row):
-    """A requests row (REQ_COLUMNS) as request_inference's request tuple."""
-    start, pid, conn, tid, role, dur, bin_, bout, ep, has_trace, tr, span, sampled, rid, _ = row
-    return (start, pid, conn, tid, role, dur, bin_, bout, ep, (tr, span, bool(sampled), rid) if has_trace else None)
-
-
 def request_where(trace, role="all", endpoint=None, trace_id=None):
     """The WHERE clause and parameters of the selected requests (--role,
-    --endpoint as a shell pattern, --trace-id as cmd_requests.request_filter)."""
+    --endpoint as a shell pattern, --trace-id as request_report.request_filter)."""
     w, p = trace.where()
     cond = [w]
     if role != "all":
@@ -133,50 +107,22 @@ def request_where(trace, role="all", endpoint=None, trace_id=None):
     return " AND ".join(cond), p
 
 
-def glob_regex(pattern):
-    """fnmatch.fnmatchcase's pattern as an RE2 regular expression (anchored)."""
-    import re
-    out, i = ["^"], 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "*":
-            out.append("(?s:.*)")
-        elif ch == "?":
-            out.append("(?s:.)")
-        elif ch == "[":
-            j = pattern.find("]", i + 2 if i + 1 < len(pattern) and pattern[i + 1] in "!]" else i + 1)
-            if j < 0:
-                out.append("\\[")
-            else:
-                body = pattern[i + 1:j].replace("\\", "\\\\")
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append("[%s]" % body)
-                i = j
-        else:
-            out.append(re.escape(ch) if not ch.isalnum() else ch)
-        i += 1
-    out.append("$")
-    return "".join(out)
-
-
 def request_stats(trace, where, p):
     """{role: (summary dict, histogram list)} as cmd_requests.RoleStats gives them."""
-    from .commands import cmd_requests
     t = trace.target.table("requests")
     summ = {}
     for role, n, mx, total, bin_, bout, nconn, p50, p90, p99 in trace.conn.execute(
             "SELECT role, n, d[n], total, bi, bo, nc, %s FROM (SELECT role, arraySort(groupArray(duration)) AS d,"
             " length(d) AS n, sum(duration) AS total, sum(bytes_in) AS bi, sum(bytes_out) AS bo,"
             " uniqExact(proc_id, conn) AS nc FROM %s WHERE %s GROUP BY role) ORDER BY role" % (
-                _p((50, 90, 99)), t, where), p):
+                percentiles((50, 90, 99)), t, where), p):
         s = {"count": n, "p50": p50, "p90": p90, "p99": p99, "max": mx, "mean": total // n, "bytes_in": bin_,
              "bytes_out": bout, "connections": nconn}
-        if n >= cmd_requests.EXACT_TOTAL:
+        if n >= units.EXACT_TOTAL:
             s["approximate"] = True  # the file reader's histogram (within 0.8%); exact here
         summ[role] = s
-    # 1-2-5 buckets: the bucket of a duration is the last edge <= it (cmd_requests.EDGES).
-    edges = cmd_requests.EDGES
+    # 1-2-5 buckets: the bucket of a duration is the last edge <= it (request_report.EDGES).
+    edges = request_report.EDGES
     buckets = {}
     usable = [e for e in edges if e < 1 << 62]
     q = dict(p)
@@ -239,7 +185,7 @@ def latest_connections(trace, pids=None):
 
 
 def window_samples(trace, reqs, procs):
-    """cmd_requests.read_samples's result for the windows of reqs:
+    """request_samples.read_samples's result for the windows of reqs:
     {kind: {(pid, tid): (times, [(time, weight, end, frames, stack)])}} on
     the monotonic clock. The stack slot holds the frames (window_entries
     reads them through FleetFrames)."""
@@ -250,7 +196,7 @@ def window_samples(trace, reqs, procs):
 
 
 def read_samples(trace, windows):
-    """cmd_requests.read_samples(trace, windows) ({(pid, tid): [(lo, hi)]})
+    """request_samples.read_samples(trace, windows) ({(pid, tid): [(lo, hi)]})
     of a fleet: the samples of every selected process with that pid (the
     file reader keys threads by pid too)."""
     by_pid = {}
@@ -265,13 +211,12 @@ def read_samples(trace, windows):
 
 def samples_in_windows(trace, windows):
     """read_samples's result for windows {(proc_id, pid, tid): [(lo, hi)]}."""
-    from .commands import cmd_requests
-    out = {k: {} for k in cmd_requests.KINDS}
+    out = {k: {} for k in request_samples.KINDS}
     if not windows:
         return out
     w, p = trace.where()
     shifts = trace.shifts()
-    merged = cmd_requests.merge_windows(windows)
+    merged = request_samples.merge_windows(windows)
     rows = []
     samples = trace.target.table("samples")
     margin = 10 ** 9  # the wall clock of a sample's segment may differ from the request's by its anchors
@@ -289,7 +234,7 @@ def samples_in_windows(trace, windows):
                 q):
             rows.append((pid, tid, los, his) + row)
     import bisect
-    frames = trace._frames({r[7] for r in rows if r[7] > 1})
+    frames = trace.stack_frames({r[7] for r in rows if r[7] > 1})
     kinds = {1: "cpu", 2: "offcpu", 3: "alloc"}
     for pid, tid, los, his, kind, wall, load_id, sid, weight, period in rows:
         t = wall - trace.shift_of(load_id)
@@ -370,20 +315,6 @@ def check_loaded_by_this_version(trace):
             "read: load the segments again into a new database (docs/FLEET.md)" % trace.target.database)
 
 
-def iter_requests(trace, role="all", pids=None):
-    """request_inference.iter_requests over the requests table (streamed)."""
-    w, p = trace.where()
-    if role != "all":
-        w += " AND role = %(role)s"
-        p["role"] = role
-    if pids is not None:
-        w += " AND pid IN %(pids)s"
-        p["pids"] = tuple(pids) or (0,)
-    for row in trace.conn.execute_iter("SELECT %s FROM %s WHERE %s" % (REQ_COLUMNS, trace.target.table("requests"),
-                                                                       w), p):
-        yield as_request(row)
-
-
 def by_endpoint(trace, role="all", endpoint=None, trace_id=None):
     """cmd_requests.by_endpoint's rows, aggregated in ClickHouse.
 
@@ -396,7 +327,6 @@ def by_endpoint(trace, role="all", endpoint=None, trace_id=None):
     of "current end" and "current group" from the request before it, so a
     running sum (arrayCumSum) gives every sample the request in flight
     without a join. Then GROUP BY the group."""
-    from .commands import cmd_requests
     check_loaded_by_this_version(trace)
     where, p = request_where(trace, role, endpoint, trace_id)
     t = trace.target.table("requests")
@@ -405,11 +335,11 @@ def by_endpoint(trace, role="all", endpoint=None, trace_id=None):
     for h, rl, name, n, mx, total, bin_, bout, p50, p90, p99 in trace.conn.execute(
             "SELECT cityHash64(role, ep), role, ep, n, d[n], total, bi, bo, %s FROM (SELECT role, %s AS ep,"
             " arraySort(groupArray(duration)) AS d, length(d) AS n, sum(duration) AS total, sum(bytes_in) AS bi,"
-            " sum(bytes_out) AS bo FROM %s WHERE %s GROUP BY role, ep)" % (_p((50, 90, 99)), ep, t, where), p):
+            " sum(bytes_out) AS bo FROM %s WHERE %s GROUP BY role, ep)" % (percentiles((50, 90, 99)), ep, t, where), p):
         row = {"role": rl, "endpoint": name, "count": n, "p50": p50, "p90": p90, "p99": p99, "max": mx,
                "total_ns": total, "cpu_ns": 0, "offcpu_ns": 0, "alloc_bytes": 0,
                "bytes_in": bin_ // n, "bytes_out": bout // n}
-        if n >= cmd_requests.EXACT_TOTAL:
+        if n >= units.EXACT_TOTAL:
             row["approximate"] = True  # the file reader's histogram (within 0.8%); exact here
         groups[h] = row
     if groups:
@@ -458,14 +388,13 @@ def downstream_attribution(trace, endpoint=None, trace_id=None):
     itself, from their requests streamed out of the database (the overlap
     rules; memory: those threads' client exchanges, as from files)."""
     from . import downstream
-    from .commands import cmd_requests
     check_loaded_by_this_version(trace)
     w, p = trace.where()
     t = trace.target.table("requests")
     client_threads = {(pid, tid) for pid, tid in trace.conn.execute(
         "SELECT DISTINCT pid, tid FROM %s WHERE %s AND role = 'client'" % (t, w), p)}
     conns = {k: (v[1],) for k, v in latest_connections(trace).items()}
-    att = downstream.attribute(trace, only=cmd_requests.request_filter(endpoint, trace_id), conns=conns,
+    att = downstream.attribute(trace, only=request_report.request_filter(endpoint, trace_id), conns=conns,
                                threads=client_threads)
     sw, sp = request_where(trace, "server", endpoint, trace_id)
     for ep, n, total in trace.conn.execute(
@@ -489,10 +418,10 @@ def diff_groups(trace, role):
     check_loaded_by_this_version(trace)
     where, p = request_where(trace, role)
     t = trace.target.table("requests")
-    slow, typical = requests_diff._Group(), requests_diff._Group()
+    slow, typical = requests_diff.Group(), requests_diff.Group()
     n, slow_from, lo, hi = trace.conn.execute(
         "SELECT n, %s FROM (SELECT arraySort(groupArray(duration)) AS d, length(d) AS n FROM %s WHERE %s)" % (
-            _p((requests_diff.SLOW_PCT,) + requests_diff.TYPICAL), t, where), p)[0]
+            percentiles((requests_diff.SLOW_PCT,) + requests_diff.TYPICAL), t, where), p)[0]
     if n < 3:
         return n, slow, typical
     q = dict(p, slow_from=slow_from, lo=lo, hi=hi)
@@ -530,7 +459,6 @@ def analyse(trace, role="all", slowest_n=5, endpoint=None, trace_id=None, listin
     """cmd_requests.analyse's report, aggregated in ClickHouse; listing: the
     --json list of every request (Listing), streamed when written."""
     from . import calltree, downstream
-    from .commands import cmd_requests
     from .request_inference import PID, ROLE, TID
     check_loaded_by_this_version(trace)
     where, p = request_where(trace, role, endpoint, trace_id)
@@ -553,12 +481,12 @@ def analyse(trace, role="all", slowest_n=5, endpoint=None, trace_id=None, listin
     for r, n in zip(slow, in_flight):
         lo, hi = r[0], r[0] + r[5]
         trees = {}
-        for kind in cmd_requests.KINDS:
+        for kind in request_samples.KINDS:
             entries = request_samples.window_entries(kind, samples[kind].get((r[PID], r[TID])), lo, hi)
             if entries:
                 trees[kind] = calltree.build(entries)
-        d = cmd_requests.request_dict(r, conns)
-        d["tree"] = {k: cmd_requests.tree_json(t) for k, t in trees.items()}
+        d = request_report.request_dict(r, conns)
+        d["tree"] = {k: request_report.tree_json(t) for k, t in trees.items()}
         d["concurrent"] = n
         if r[ROLE] == "server":
             d["downstream"] = waited.get(downstream.request_key(r)) or downstream.no_calls(r)

@@ -55,8 +55,6 @@ from . import names, replay, segment
 from .report_scope import (ProfileError, endpoint_windows, in_windows, parse_iso, parse_time,  # noqa: F401
                            process_key, processes, resolve_bounds, select_threads, thread_names, time_bounds)
 
-# fleet_profiles.py still calls select_threads by its old private name.
-_select_threads = select_threads
 
 KINDS = {
     "cpu": {"event": "cpu.sample", "unit": "ns", "title": "CPU",

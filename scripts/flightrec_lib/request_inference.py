@@ -385,10 +385,10 @@ def iter_requests(trace, role="all", pids=None):
     """Every request of the trace (of the given pids), in no particular order:
     recorded where a process's segments hold `request` events, derived from
     socket.op otherwise. Sort key for reports: (START, PID, CONN).
-    A ClickHouse fleet (--clickhouse): the requests loaded (fleet_reports.py)."""
+    A ClickHouse fleet (--clickhouse): the requests loaded (fleet_requests.py)."""
     if getattr(trace, "fleet", False):
-        from . import fleet_reports
-        yield from fleet_reports.iter_requests(trace, role, pids)
+        from . import fleet_requests
+        yield from fleet_requests.iter_requests(trace, role, pids)
         return
     recorded = recorded_pids(trace)
     if pids is not None:

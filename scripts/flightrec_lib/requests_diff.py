@@ -25,7 +25,7 @@ SLOW_PCT = 90
 TYPICAL = (25, 75)
 
 
-class _Group:
+class Group:
     """One side: its size and duration range, and its requests' windows per
     thread (16 bytes a request)."""
 
@@ -61,7 +61,7 @@ def groups(trace, role):
     durations = Durations(limit=EXACT_TOTAL)
     for r in request_inference.iter_requests(trace, role):
         durations.add(r[DURATION])
-    slow, typical = _Group(), _Group()
+    slow, typical = Group(), Group()
     if durations.count < 3:
         return durations.count, slow, typical
     slow_from, lo, hi = durations.percentiles((SLOW_PCT, TYPICAL[0], TYPICAL[1]))
@@ -93,15 +93,14 @@ def _entries(kind, group, samples, window_entries):
     return [(list(k), n, weight) for k, (n, weight) in merged.items()]
 
 
-def diff_report(trace, role, as_json, limit, min_pct):
-    """Prints the slow-against-typical comparison; returns the exit status."""
-    read = read_samples
-    if getattr(trace, "fleet", False):  # --clickhouse: percentiles and members from the database
-        from . import fleet_reports
-        total, slow, typical = fleet_reports.diff_groups(trace, role)
-        read = fleet_reports.read_samples
-    else:
-        total, slow, typical = groups(trace, role)
+def diff_report(trace, role, as_json, limit, min_pct, groups_of=groups, read=read_samples):
+    """Prints the slow-against-typical comparison; returns the exit status.
+    groups_of(trace, role) gives (count, slow Group, typical Group) and
+    read(trace, windows) the samples in the groups' windows: the file
+    reader's by default; with --clickhouse the commands pass
+    fleet_reports.diff_groups and fleet_reports.read_samples (percentiles and
+    members from the database)."""
+    total, slow, typical = groups_of(trace, role)
     doc = {"slow": slow.stats(), "typical": typical.stats(), "kinds": {}}
     if slow.count and typical.count:
         windows = {}

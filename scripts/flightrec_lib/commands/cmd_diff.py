@@ -72,6 +72,10 @@ def run(args):
         if len(args.paths) != 1 and getattr(args, "clickhouse", None) is None:
             raise cli.UsageError("diff --requests takes one trace")
         trace = cli.open_trace(args.paths)
+        if getattr(trace, "fleet", False):  # percentiles and members from the database (fleet_reports.py)
+            from .. import fleet_reports
+            return requests_diff.diff_report(trace, args.role, args.json, args.limit, args.min_pct,
+                                             fleet_reports.diff_groups, fleet_reports.read_samples)
         return requests_diff.diff_report(trace, args.role, args.json, args.limit, args.min_pct)
     if args.flame and not args.output:
         raise cli.UsageError("diff --flame needs -o FILE.svg")

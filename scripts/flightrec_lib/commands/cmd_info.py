@@ -9,6 +9,7 @@ from .. import budget_report
 from .. import cli
 from .. import incidents
 from .. import profiles
+from ..segment_info import segment_entry
 
 CRASH_EVENT = "crash"
 RECOVERED_EVENT = "crash.recovered"
@@ -20,30 +21,6 @@ def register(subparsers):
     cli.add_paths_argument(p)
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")
     p.set_defaults(func=run)
-
-
-def segment_entry(seg):
-    """One segment's entry of the info document (the fleet loader stores it too)."""
-    first, last = seg.time_range()
-    counts = seg.event_counts()
-    return {
-        "path": seg.path,
-        "state": seg.state,
-        "pid": seg.header["pid"],
-        "service": seg.header["service"],
-        "host": seg.header["host"],
-        "sequence": seg.header["sequence"],
-        "size": seg.size,
-        "events": sum(counts.values()),
-        "first_time_ns": first,
-        "last_time_ns": last,
-        "first_wall_ns": seg.wall_ns(first) if first is not None else None,
-        "bad_blocks": seg.bad_blocks,
-        "unknown_blocks": seg.unknown_blocks,
-        "truncated_at": seg.truncated_at,
-        "problems": [m for _, m in seg.problems],
-        "footer": seg.footer,
-    }
 
 
 def summarize(trace, paths=()):

@@ -14,7 +14,6 @@ they are derived (RoleStats), the slowest kept in a bounded heap, and
 `--json` lists them from a sorted spill file (spill_sort.py).
 """
 import bisect
-import fnmatch
 import heapq
 import json
 import sys
@@ -22,6 +21,7 @@ import sys
 from .. import calltree, cli, downstream, profiles, request_inference
 from ..request_inference import BYTES_IN, BYTES_OUT, CONN, DURATION, ENDPOINT, PID, ROLE, START, TID, TRACE
 from ..spill_sort import SpillSort
+from ..request_report import EDGES, request_dict, request_filter, tree_json
 from ..request_samples import KIND_EVENTS, KINDS, read_samples, window_entries
 from ..units import EXACT_TOTAL, Durations, format_ns, reset_exact_budget
 
@@ -63,22 +63,6 @@ def read_connections(trace):
     return request_inference.latest_connections(trace, ("local", "peer"))
 
 
-def tree_json(root):
-    """The call tree as nested dicts {name, samples, value, self_value, children}."""
-    def node(n):
-        return {"name": n.name, "samples": n.samples, "value": n.value, "self_value": n.self_value,
-                "children": []}
-    top = {"samples": root.samples, "value": root.value, "children": []}
-    stack = [(c, top["children"]) for c in reversed(list(root.children.values()))]
-    while stack:
-        n, siblings = stack.pop()
-        d = node(n)
-        siblings.append(d)
-        for c in reversed(list(n.children.values())):
-            stack.append((c, d["children"]))
-    return top
-
-
 def concurrency(trace, role, slowest, also=None):
     """[how many other requests were in flight on r's thread during r] for
     each r of slowest: a second pass over the requests of their processes,
@@ -103,19 +87,6 @@ def concurrency(trace, role, slowest, also=None):
 
 
 # ------------------------------------------------------------------ histogram
-
-def _edges(limit):
-    """Bucket edges 0, 1us, 2us, 5us, 10us, 20us, 50us, ... up past limit."""
-    edges, base = [0], 1000
-    while edges[-1] <= limit:
-        for m in (1, 2, 5):
-            edges.append(base * m)
-        base *= 10
-    return edges
-
-
-EDGES = _edges(1 << 64)
-
 
 class RoleStats:
     """What the summary and histogram of one role need, kept as requests go
@@ -174,6 +145,10 @@ def run(args):
     fleet = getattr(trace, "fleet", False)
     if args.diff:
         from .. import requests_diff
+        if fleet:  # percentiles and members from the database (fleet_reports.py)
+            from .. import fleet_reports
+            return requests_diff.diff_report(trace, args.role, args.json, None, args.min_pct,
+                                             fleet_reports.diff_groups, fleet_reports.read_samples)
         return requests_diff.diff_report(trace, args.role, args.json, None, args.min_pct)
     only = request_filter(args.endpoint, args.trace_id)
     if args.tree:
@@ -288,24 +263,6 @@ def run(args):
     return cli.exit_status(trace)
 
 
-def request_filter(endpoint=None, trace_id=None):
-    """A predicate over request tuples for --endpoint (shell pattern) and
-    --trace-id (a prefix of the trace id, or the x-request-id), or None."""
-    if endpoint is None and trace_id is None:
-        return None
-    want = trace_id.strip().lower() if trace_id is not None else None
-
-    def keep(r):
-        if endpoint is not None and not fnmatch.fnmatchcase(r[ENDPOINT] or "", endpoint):
-            return False
-        if want is not None:
-            t = r[TRACE]
-            if not t or not want or not ((t[0] and t[0].startswith(want)) or (t[3] and t[3].lower() == want)):
-                return False
-        return True
-    return keep
-
-
 def analyse(trace, role="all", slowest_n=5, listing=False, only=None):
     """The requests report as data (the viewer shows it, run prints it):
     {"stats": {role: RoleStats}, "slowest": [request tuples], "details":
@@ -376,13 +333,6 @@ def analyse(trace, role="all", slowest_n=5, listing=False, only=None):
 
     return {"stats": stats, "slowest": slowest, "details": details, "histogram": hist, "summary": summ,
             "conns": conns, "listing": listing, "role_ids": role_ids}
-
-
-def request_dict(r, conns):
-    d = request_inference.as_dict(r)
-    d["local"], d["peer"] = conns.get((r[PID], r[CONN]), ("", ""))
-    d["tree"] = None
-    return d
 
 
 def write_json(listing, roles, slowest, details, hist, summ, conns):
