@@ -180,6 +180,8 @@ check-layering:
 	$(PYTHON) tests/layering/check_includes.py
 	$(PYTHON) tests/layering/check_reader_imports.py --self-test
 	$(PYTHON) tests/layering/check_reader_imports.py
+	$(PYTHON) tests/layering/check_named_paths.py --self-test
+	$(PYTHON) tests/layering/check_named_paths.py
 
 test-fast: all $(SPEEDSCOPE_VIEWER) check-layering
 	$(BUILD)/unit_tests

@@ -1,7 +1,9 @@
 // Sampler: chooses and runs CPU / off-CPU sampling for the process.
 //
-//   FLIGHTREC_SAMPLER=auto (default): perf_event per thread, else SIGPROF
-//   timers; perf: perf only; sigprof: SIGPROF only; off: no sampling.
+//   FLIGHTREC_SAMPLER=auto (default): SIGPROF timers per thread, else perf
+//   (where SIGPROF is not ours: the program took it, or it was built with
+//   TSan; sampler.cc says why this order); perf: perf only; sigprof:
+//   SIGPROF only; off: no sampling.
 //   FLIGHTREC_OFFCPU=0 turns off-CPU sampling off. Off-CPU comes from
 //   perf context-switch sampling where allowed, else from timing the
 //   blocking calls we interpose (FLIGHTREC_OFFCPU_MIN_US).

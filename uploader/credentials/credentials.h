@@ -81,7 +81,7 @@ bool IniValue(std::string_view text, std::string_view section, std::string_view 
 void ApplyProfileWebIdentity(CredentialEnv* env);
 
 // Reads a whole small regular file (at most 1 MiB) through a protected
-// descriptor (preload/fd_guard.h); false with *error (path and errno text).
+// descriptor (preload/fds/fd_guard.h); false with *error (path and errno text).
 bool ReadSmallFile(const std::string& path, std::string* text, std::string* error);
 
 const char* CredentialSourceName(CredentialSource source);
