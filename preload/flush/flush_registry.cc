@@ -32,7 +32,7 @@ struct Registry {
   std::vector<ThreadDrainedFn> drained_hooks;
 };
 
-Registry& R() {
+Registry& TheRegistry() {
   static Registry* r = new Registry();  // never destroyed: used during exit
   return *r;
 }
@@ -40,56 +40,56 @@ Registry& R() {
 }  // namespace
 
 uint32_t DefineEventType(const format::EventTypeSpec& spec) {
-  R().event_types.push_back(spec);
-  return static_cast<uint32_t>(R().event_types.size());
+  TheRegistry().event_types.push_back(spec);
+  return static_cast<uint32_t>(TheRegistry().event_types.size());
 }
 
 void RegisterRecordKind(uint16_t kind, const char* name, RecordDecodeFn decode, RecordDecodeFn discard) {
   if (kind >= kRecordKindCount) return;
-  R().kinds[kind].name = name;
-  R().kinds[kind].decode = decode;
-  R().kinds[kind].discard = discard;
+  TheRegistry().kinds[kind].name = name;
+  TheRegistry().kinds[kind].decode = decode;
+  TheRegistry().kinds[kind].discard = discard;
 }
 
 const char* RecordKindName(uint16_t kind) {
-  if (kind < kRecordKindCount && R().kinds[kind].name) return R().kinds[kind].name;
+  if (kind < kRecordKindCount && TheRegistry().kinds[kind].name) return TheRegistry().kinds[kind].name;
   return "unknown";
 }
 
-void RegisterFlushSource(FlushSourceFn fn) { R().sources.push_back(fn); }
-void RegisterSealHook(SealHookFn fn) { R().seal_hooks.push_back(fn); }
-void RegisterShipHook(SealHookFn fn) { R().ship_hooks.push_back(fn); }
-void RegisterShutdownHook(ShutdownHookFn fn) { R().shutdown_hooks.push_back(fn); }
-void RegisterLiveHook(LiveHookFn fn) { R().live_hooks.push_back(fn); }
-void RegisterFinalHook(LiveHookFn fn) { R().final_hooks.push_back(fn); }
-void RegisterThreadDrainedHook(ThreadDrainedFn fn) { R().drained_hooks.push_back(fn); }
+void RegisterFlushSource(FlushSourceFn fn) { TheRegistry().sources.push_back(fn); }
+void RegisterSealHook(SealHookFn fn) { TheRegistry().seal_hooks.push_back(fn); }
+void RegisterShipHook(SealHookFn fn) { TheRegistry().ship_hooks.push_back(fn); }
+void RegisterShutdownHook(ShutdownHookFn fn) { TheRegistry().shutdown_hooks.push_back(fn); }
+void RegisterLiveHook(LiveHookFn fn) { TheRegistry().live_hooks.push_back(fn); }
+void RegisterFinalHook(LiveHookFn fn) { TheRegistry().final_hooks.push_back(fn); }
+void RegisterThreadDrainedHook(ThreadDrainedFn fn) { TheRegistry().drained_hooks.push_back(fn); }
 
 void DefineAllEventTypes(format::SegmentWriter* writer) {
-  for (const auto& spec : R().event_types) writer->DefineEventType(spec);
+  for (const auto& spec : TheRegistry().event_types) writer->DefineEventType(spec);
 }
 
 RecordDecodeFn DecoderFor(uint16_t kind) {
-  return kind < kRecordKindCount ? R().kinds[kind].decode : nullptr;
+  return kind < kRecordKindCount ? TheRegistry().kinds[kind].decode : nullptr;
 }
 
 RecordDecodeFn DiscarderFor(uint16_t kind) {
-  return kind < kRecordKindCount ? R().kinds[kind].discard : nullptr;
+  return kind < kRecordKindCount ? TheRegistry().kinds[kind].discard : nullptr;
 }
 
 void RunFlushSources(FlushContext& ctx) {
-  for (FlushSourceFn fn : R().sources) fn(ctx);
+  for (FlushSourceFn fn : TheRegistry().sources) fn(ctx);
 }
 
 void RunSealHooks(const std::string& path) {
-  for (SealHookFn fn : R().seal_hooks) fn(path);
+  for (SealHookFn fn : TheRegistry().seal_hooks) fn(path);
 }
 
 void RunShipHooks(const std::string& path) {
-  for (SealHookFn fn : R().ship_hooks) fn(path);
+  for (SealHookFn fn : TheRegistry().ship_hooks) fn(path);
 }
 
 void RunThreadDrainedHooks(FlushContext& ctx) {
-  for (ThreadDrainedFn fn : R().drained_hooks) fn(ctx);
+  for (ThreadDrainedFn fn : TheRegistry().drained_hooks) fn(ctx);
 }
 
 namespace {
@@ -105,15 +105,15 @@ void GoLiveWithin(uint64_t ns) {
 uint64_t GoLiveWithinNs() { return g_go_live_within_ns.load(std::memory_order_relaxed); }
 
 void RunLiveHooks() {
-  for (LiveHookFn fn : R().live_hooks) fn();
+  for (LiveHookFn fn : TheRegistry().live_hooks) fn();
 }
 
 void RunFinalHooks() {
-  for (LiveHookFn fn : R().final_hooks) fn();
+  for (LiveHookFn fn : TheRegistry().final_hooks) fn();
 }
 
 void RunShutdownHooks(uint64_t deadline_ns) {
-  for (ShutdownHookFn fn : R().shutdown_hooks) fn(deadline_ns);
+  for (ShutdownHookFn fn : TheRegistry().shutdown_hooks) fn(deadline_ns);
 }
 
 }  // namespace flightrec

@@ -470,8 +470,13 @@ void GoLive(FlushState& s, uint64_t now, bool final_tick) {
   }
 }
 
-// nudged: a producer's nudge (or a stop or crash request) started this tick.
-void Tick(FlushState& s, bool final_tick, bool nudged) {
+// What starts a tick: the period (or a producer's nudge, or a stop or crash
+// request: every slot is scanned), or the end (the final drain and seal).
+enum class TickKind { kPeriodic, kNudged, kFinal };
+
+void Tick(FlushState& s, TickKind kind) {
+  const bool final_tick = kind == TickKind::kFinal;
+  const bool nudged = kind != TickKind::kPeriodic;
   const Config& cfg = GetConfig();
   const uint64_t now = MonotonicNs();
   GoLive(s, now, final_tick);
@@ -564,7 +569,7 @@ void FinalSequence(FlushState& s) {
   if (req & kFinalProcessEnding) RunFinalHooks();  // the sampler's last collection
   if (!((req & kFinalDiscardUnlessLive) && !s.opened)) {
     s.in_final = true;
-    Tick(s, true, true);
+    Tick(s, TickKind::kFinal);
   }
   // Never live (a forked child exec'ing at once): no segment at all. What its
   // rings hold stays there; a failed exec records it into its next segment.
@@ -638,7 +643,7 @@ void* FlushMain(void* arg) {
     if (s->crash_requested.load(std::memory_order_acquire)) {
       // Seal now; do not open a new segment (the process is about to die).
       // If it survives, the pause ends after kRetryNs and recording resumes.
-      Tick(*s, true, true);
+      Tick(*s, TickKind::kFinal);
       s->paused = true;
       s->paused_logged = true;
       s->paused_for_crash = true;
@@ -648,7 +653,7 @@ void* FlushMain(void* arg) {
       SettleRecorderThread();  // lifted by the asker; the process may live on
       continue;
     }
-    Tick(*s, false, nudged);
+    Tick(*s, nudged ? TickKind::kNudged : TickKind::kPeriodic);
     if (s->busy && period > BusyPeriodNs(s->busy_ring_bytes)) {
       sleep_ns = BusyPeriodNs(s->busy_ring_bytes);
     } else if (!s->quiet || MainThreadLeft()) {
