@@ -11,7 +11,8 @@ master and its children) is read, and the two are printed side by side by
 memory_report.py (PSS from /proc/PID/smaps_rollup, threads, the added PSS by
 mapping from process_memory.py).
     run_server_memory.py BUILD [SECONDS] [SERVERS]
-Defaults: SECONDS 6, SERVERS nginx,python. nginx runs its workers as the
+Defaults: SECONDS 6, SERVERS nginx,python. FLIGHTREC_* settings in the
+environment apply to the preloaded side (the title names them). nginx runs its workers as the
 user who starts it (root: `user root root;`).
 """
 import os
@@ -162,6 +163,10 @@ def main():
     lib = os.path.join(build, "libflightrec.so")
     seconds = int(sys.argv[2]) if len(sys.argv) > 2 else 6
     kinds = (sys.argv[3] if len(sys.argv) > 3 else "nginx,python").split(",")
+    # Settings from the environment reach the preloaded side: say which.
+    given = sorted("%s=%s" % kv for kv in os.environ.items()
+                   if kv[0].startswith("FLIGHTREC_") and kv[0] != "FLIGHTREC_OUTPUT")
+    settings = " ".join(given) if given else "every default"
     # Owned by the user who runs this (the recorder refuses an output path
     # through a directory another user owns).
     tmp = tempfile.mkdtemp(prefix="fr-srvmem-", dir="/var/tmp")
@@ -172,21 +177,21 @@ def main():
                     print("nginx: skipped (needs nginx and wrk)")
                     continue
                 title = ("nginx %s, master_process on, worker_processes %d, a 1 KiB static file, "
-                         "two servers side by side (plain, and flightrec with every default)"
-                         % (nginx_version(), WORKERS))
+                         "two servers side by side (plain, and flightrec with %s)"
+                         % (nginx_version(), WORKERS, settings))
             elif kind == "python":
                 if not shutil.which("wrk"):
                     print("python: skipped (needs wrk)")
                     continue
                 title = ("preforking Python server (bench/prefork_server.py, Python %s): a master and %d forked "
-                         "workers, two servers side by side (plain, and flightrec with every default)"
-                         % (sys.version.split()[0], WORKERS))
+                         "workers, two servers side by side (plain, and flightrec with %s)"
+                         % (sys.version.split()[0], WORKERS, settings))
             else:
                 raise SystemExit("unknown server %r (nginx, python)" % kind)
             print("%s, wrk -t1 -c8 on each, snapshot %d/2 s into the load:" % (title, seconds))
             (ps, ts), served = measure(tmp, kind, lib, seconds)
             print("  wrk responses: plain %s, flightrec %s" % tuple(served))
-            mr.report("%s, 1 master + %d workers" % (kind, WORKERS), ps, ts)
+            mr.report("%s, 1 master + %d workers" % (kind, WORKERS), ps, ts, each=True)
             sys.stdout.flush()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
