@@ -54,7 +54,7 @@ def mib(kb):
 def report(label, ps, ts, out=print, each=False):
     """Prints plain (ps) against preloaded (ts), two snapshot() lists of one
     server: totals, added PSS and threads per process, and where the added
-    PSS lies by category; each: also every process's PSS, in pid order (the
+    PSS lies by category; each: also every process's PSS and threads, in pid order (the
     top process first), for a server of a few processes."""
     n_p, n_t = len(ps), len(ts)
     if not n_p or not n_t:
@@ -71,8 +71,8 @@ def report(label, ps, ts, out=print, each=False):
         % (label, n_p, n_t, mib(tot_p), mib(tot_t), tot_t / tot_p,
            (tot_t / n_t - tot_p / n_p), thr_p, thr_t, own_t))
     if each:
-        out("    PSS KiB of each process, top process first: plain %s; flightrec %s"
-            % (" ".join(str(r[1]) for r in ps), " ".join(str(r[1]) for r in ts)))
+        out("    PSS KiB (threads) of each process, top process first: plain %s; flightrec %s"
+            % (" ".join("%d(%d)" % (r[1], r[2]) for r in ps), " ".join("%d(%d)" % (r[1], r[2]) for r in ts)))
     out("    where the added PSS lies, KiB per process (flightrec - plain):")
     for cat in pm.CATEGORIES:
         a = sum(r[4][cat] for r in ts) / n_t
