@@ -23,7 +23,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import process_memory as pm  # noqa: E402
+import memory_report as mr  # noqa: E402
 
 
 def pg_bin():
@@ -83,18 +83,7 @@ class Cluster:
 
     def pids(self):
         top = self.postmaster()
-        kids = []
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            if ppid == top:
-                kids.append(int(d))
-        return [top] + sorted(kids)
+        return [top] + mr.children(top)
 
     def backends(self):
         """How many client backends (title "postgres: USER DB HOST(PORT) ...") run."""
@@ -121,21 +110,6 @@ class Cluster:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-
-
-def snapshot(cluster, plain_libraries):
-    rows = []
-    for pid in cluster.pids():
-        pss = pm.pss_kb(pid)
-        if pss is None:
-            continue
-        total, own = pm.threads(pid)
-        rows.append((pid, pss, total, own, pm.breakdown(pid, plain_libraries)))
-    return rows
-
-
-def mib(kb):
-    return kb / 1024.0
 
 
 def main():
@@ -172,32 +146,14 @@ def main():
                 time.sleep(0.1)
             time.sleep(seconds / 2.0)
             backs = [c.backends() for c in clusters]
-            plain_libraries = set()
-            for pid in plain.pids():
-                plain_libraries |= pm.library_paths(pid)
-            snaps = [snapshot(c, plain_libraries) for c in clusters]
+            plain_libraries = mr.library_paths(plain.pids())
+            snaps = [mr.snapshot(c.pids(), plain_libraries) for c in clusters]
             for p in loads:
                 p.terminate()
                 p.wait()
-            (ps, ts) = snaps
-            n_p, n_t = len(ps), len(ts)
-            tot_p = sum(r[1] for r in ps)
-            tot_t = sum(r[1] for r in ts)
-            thr_p = sum(r[2] for r in ps) / n_p
-            thr_t = sum(r[2] for r in ts) / n_t
-            own_t = sum(r[3] for r in ts) / n_t
             if min(backs) < conns:
                 print("  (only %d and %d of %d backends were up at the snapshot)" % (backs[0], backs[1], conns))
-            print("  %d connections: processes plain %d, flightrec %d; total PSS plain %.1f MiB, flightrec %.1f MiB "
-                  "(%.2fx), added %.0f KiB per process; threads per process plain %.2f, flightrec %.2f (recorder "
-                  "threads %.2f)"
-                  % (conns, n_p, n_t, mib(tot_p), mib(tot_t), tot_t / tot_p,
-                     (tot_t / n_t - tot_p / n_p), thr_p, thr_t, own_t))
-            print("    where the added PSS lies, KiB per process (flightrec - plain):")
-            for cat in pm.CATEGORIES:
-                a = sum(r[4][cat] for r in ts) / n_t
-                b = sum(r[4][cat] for r in ps) / n_p
-                print("      %-24s %+8.0f   (plain %.0f, flightrec %.0f)" % (cat, a - b, b, a))
+            mr.report("%d connections" % conns, snaps[0], snaps[1])
     finally:
         for c in clusters:
             c.stop()

@@ -380,7 +380,8 @@ def main():
     perf = load_json(d, "perf_profile.json")
     paced = load_json(d, "paced_latency.json")
     texts = {k: load_text(d, k + ".txt") for k in ("runtime", "sockets", "alloc", "cpu", "capture", "idle",
-                                                   "short", "trace_figures", "perf_profile", "settings", "pg_memory")}
+                                                   "short", "trace_figures", "perf_profile", "settings", "pg_memory",
+                                                   "server_memory")}
     out = []
     add = out.append
 
@@ -774,6 +775,19 @@ def main():
         add("")
         add("```")
         out.extend(texts["pg_memory"].rstrip("\n").split("\n"))
+        add("```")
+        add("")
+    if texts["server_memory"]:
+        add("## Memory and threads per process: nginx and a preforking Python server (issue #44)")
+        add("")
+        add("`make -C bench server-memory` (`bench/run_server_memory.py BUILD`): nginx (`master_process on; "
+            "worker_processes 4;`, a 1 KiB static file) and a preforking Python server (`bench/prefork_server.py`: "
+            "a master and 4 forked workers accepting on one socket), each started twice from a temporary directory "
+            "on loopback ports, plain and under the preload, side by side under its own `wrk -t1 -c8`; the same "
+            "figures as the PostgreSQL run, read and printed by the same code (`bench/memory_report.py`).")
+        add("")
+        add("```")
+        out.extend(texts["server_memory"].rstrip("\n").split("\n"))
         add("```")
         add("")
 
