@@ -59,9 +59,11 @@ LIB_CXXFLAGS  := $(CXXFLAGS_BASE) -fvisibility=hidden -ffunction-sections -fdata
 # zstd is linked from Debian's static archive (PIC): one library fewer for
 # the loader to map and relocate in every process (LD_DEBUG=statistics on
 # /bin/true: 519 -> 401 relocations, 855k -> 661k loader cycles, medians of
-# 5), and private to us. libunwind's archive is not PIC, so it stays shared.
+# 5), and private to us (--exclude-libs: its symbols stay local in every
+# shared object linked with LIBS, sanitizer builds too). libunwind's
+# archive is not PIC, so it stays shared.
 LIBS     := -Wl,--no-as-needed -lgcc_s -Wl,--as-needed -lunwind-x86_64 -lunwind \
-            -Wl,-Bstatic -lzstd -Wl,-Bdynamic -liberty -Wl,--exclude-libs,libiberty.a -ldl -lrt -pthread
+            -Wl,-Bstatic -lzstd -Wl,-Bdynamic -Wl,--exclude-libs,libzstd.a -liberty -Wl,--exclude-libs,libiberty.a -ldl -lrt -pthread
 UNIT_LIBS := $(LIBS) -ldw -lelf -lcurl -lcrypto
 
 DEBIAN_PACKAGES := g++ make pkg-config libunwind-dev libdw-dev libelf-dev libzstd-dev \
