@@ -17,8 +17,9 @@ from process_cpu import cpu_seconds, wait_for_cpu
 
 def default_signals():
     # A test runner started in the background by a non-interactive shell
-    # inherits SIGINT and SIGQUIT ignored; these tests need the default death.
-    for sig in (signal.SIGINT, signal.SIGQUIT):
+    # inherits SIGINT and SIGQUIT ignored, and under nohup SIGHUP too; these
+    # tests need the default death for every signal they send.
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGUSR1, signal.SIGALRM, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
 
 
