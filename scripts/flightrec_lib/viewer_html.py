@@ -21,6 +21,7 @@ import re
 import urllib.parse
 
 from . import calltree, flamegraph
+from .units import format_ns
 
 CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
        "frame-src data:; form-action 'self'; base-uri 'none'")
@@ -112,16 +113,7 @@ def fmt_bytes(n):
         n /= 1024.0
 
 
-def fmt_ns(ns):
-    if ns is None:
-        return "-"
-    if ns < 1_000:
-        return "%dns" % ns
-    if ns < 1_000_000:
-        return "%.1fus" % (ns / 1e3)
-    if ns < 1_000_000_000:
-        return "%.1fms" % (ns / 1e6)
-    return "%.2fs" % (ns / 1e9)
+fmt_ns = format_ns  # the reports' own formatting (units.py), under the name this module's pages use
 
 
 def fmt_value(v, unit):
