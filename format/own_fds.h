@@ -67,6 +67,10 @@ inline int MoveToOwnFdRange(int fd) {
 // signal handler's) does not wait for it. A fork child starts with both
 // counters at zero (ResetFdOpeningAfterFork).
 inline std::atomic<uint32_t> g_bulk_closes{0};
+// True on a recorder thread whose descriptor table is its own, not the
+// program's (preload/fds/own_fd_table.h): the program's bulk closes cannot
+// reach its descriptors, so its changes need not wait for them.
+inline __thread bool t_own_fd_table __attribute__((tls_model("initial-exec"))) = false;
 inline std::atomic<uint32_t> g_own_opens{0};
 // Scopes nest (a socket() made inside one goes through the hook's): only the
 // outermost counts.
@@ -75,7 +79,8 @@ inline __thread bool t_in_bulk_close __attribute__((tls_model("initial-exec"))) 
 
 class OwnFdChange {
  public:
-  OwnFdChange() {
+  OwnFdChange() : skipped_(t_own_fd_table) {
+    if (skipped_) return;
     if (t_own_fd_change_depth++ > 0) return;
     for (int spins = 0;; spins++) {
       while (!t_in_bulk_close && g_bulk_closes.load(std::memory_order_seq_cst) != 0 && spins++ < kMaxSpins)
@@ -86,6 +91,7 @@ class OwnFdChange {
     }
   }
   ~OwnFdChange() {
+    if (skipped_) return;
     if (--t_own_fd_change_depth == 0) g_own_opens.fetch_sub(1, std::memory_order_release);
   }
   OwnFdChange(const OwnFdChange&) = delete;
@@ -95,6 +101,7 @@ class OwnFdChange {
   // Bulk closes are single system calls; this bound is only for a counter
   // left raised by a thread that died inside one.
   static constexpr int kMaxSpins = 100000;
+  const bool skipped_;
 };
 
 class BulkCloseScope {

@@ -45,6 +45,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "format/own_fds.h"
 #include "preload/fds/fd_guard.h"
 #include "sampler/cpu_credit.h"
 #include "sampler/ring_sizing.h"
@@ -209,8 +210,14 @@ int OpenGuarded(perf_event_attr* attr, pid_t tid) {
 // If the application dup2'd onto one of our fds, the number is its file now:
 // leave it alone (our event lives on through its ring mapping until Reclaim
 // unmaps it).
+// Perf descriptors live in the program's table: a thread with a table of its
+// own (the flush thread's final collection, own_fd_table.h) holds other
+// files under those numbers and leaves them alone (the events end with the
+// process, or with the thread that owns them).
+bool InProgramFdTable() { return !format::t_own_fd_table; }
+
 void CloseGuarded(int fd) {
-  if (fd < 0) return;
+  if (fd < 0 || !InProgramFdTable()) return;
   if (FdWasLost(fd) || !IsProtectedFd(fd)) return;
   CloseOwnFd(fd);
 }
@@ -677,7 +684,7 @@ void TuneSwitchPeriod(Slot& s, uint64_t now_ns, bool overflowed) {
   if (!redither && next * 4 >= s.sw_period * 3 && next * 4 <= s.sw_period * 5) return;
   if (next >= 4) next = next - next / 4 + NextRandom() % (next / 2 + 1);
   if (next == s.sw_period) return;
-  if (ioctl(s.sw_fd, PERF_EVENT_IOC_PERIOD, &next) == 0) {
+  if (InProgramFdTable() && ioctl(s.sw_fd, PERF_EVENT_IOC_PERIOD, &next) == 0) {
     s.prev_sw_period = s.sw_period;
     s.sw_period = next;
     s.windows_since_change = 0;
@@ -1030,8 +1037,8 @@ void PerfShutdown() {
     // the application. Its events stay on until the process goes.
     Slot& s = g->slots[i];
     if (!TakeActiveSlot(s)) continue;
-    if (s.sw_fd >= 0) ioctl(s.sw_fd, PERF_EVENT_IOC_DISABLE, 0);
-    if (s.cpu_fd >= 0) ioctl(s.cpu_fd, PERF_EVENT_IOC_DISABLE, 0);
+    if (InProgramFdTable() && s.sw_fd >= 0) ioctl(s.sw_fd, PERF_EVENT_IOC_DISABLE, 0);
+    if (InProgramFdTable() && s.cpu_fd >= 0) ioctl(s.cpu_fd, PERF_EVENT_IOC_DISABLE, 0);
     s.state.store(kActive, std::memory_order_release);
   }
 }

@@ -326,7 +326,7 @@ void SamplerInit(const Config& cfg) {
     SamplerShutdown();
     s.mode = Mode::kOff;
   }
-  RegisterLiveHook(sampler::StartDeferredSamplerThread);
+  RegisterLiveThreadHook(sampler::StartDeferredSamplerThread);
 }
 
 const char* SamplerModeName() {
@@ -382,6 +382,20 @@ void SamplerShutdown() {
     }
   }
 }
+
+// For the flush thread (preload/fds/own_fd_table.h): a SIGPROF sampler
+// thread that lives in the program's descriptor table.
+bool SamplerKeepsProgramFdTable() {
+  return g_state.mode.load(std::memory_order_acquire) == Mode::kSigprof && sampler::SamplerThreadRunning();
+}
+
+// The flush thread ending for a restart while its descriptor table goes
+// with it: the symbolizer, whose libdw may hold a descriptor in that table,
+// is abandoned (leaked, as in a fork child: a restart is a uid switch or a
+// failed exec, once or twice in a process's life), and the next flush
+// thread builds its own. Destroying it would close descriptors by number in
+// whatever table the destroying thread has.
+void SamplerAbandonSymbolizer() { g_symbolizer.store(nullptr, std::memory_order_release); }
 
 format::PcDescriber* SamplerPcDescriber() {
   sampler::Symbolizer* s = g_symbolizer.load(std::memory_order_acquire);

@@ -10,6 +10,7 @@
 #include "sampler/sampler_thread.h"
 
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/epoll.h>
 #include <linux/futex.h>
 #include <sys/eventfd.h>
@@ -20,11 +21,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "preload/runtime/clock.h"
 #include "preload/crash/crash_freeze.h"
 #include "preload/crash/raw_syscall.h"
+#include "format/own_fds.h"
 #include "preload/fds/fd_guard.h"
 #include "preload/flush/flush_wakeup.h"
 #include "preload/runtime/log.h"
@@ -124,8 +127,11 @@ void Wake() {
   g_wake_word.fetch_add(1, std::memory_order_seq_cst);
   if (g_futex_sleepers.load(std::memory_order_seq_cst) != 0)
     RawSyscall6(SYS_futex, reinterpret_cast<long>(&g_wake_word), FUTEX_WAKE_PRIVATE, 1, 0, 0, 0);
+  // The eventfd is in the program's table; from a thread with a table of
+  // its own (own_fd_table.h) the futex alone must do (a sleeper in
+  // epoll_wait leaves at its timeout).
   const int fd = g_event_fd.load(std::memory_order_acquire);
-  if (fd < 0) return;
+  if (fd < 0 || format::t_own_fd_table) return;
   const uint64_t one = 1;
   RawSyscall6(SYS_write, fd, reinterpret_cast<long>(&one), sizeof(one), 0, 0, 0);
 }
@@ -177,6 +183,19 @@ bool Collect() {
   return pressure;
 }
 
+// Set by SamplerThreadEndsProcess: the flush thread, in a descriptor table
+// of its own, hands this thread the exit(0) glibc would have made on the
+// program's last thread (last_thread_exit.h).
+std::atomic<bool> g_end_process{false};
+
+// exit(0) here, with the program's files: its atexit handlers write to them.
+[[noreturn]] void EndProcessHere() {
+  Log(LogLevel::kInfo, "the application's last thread has exited; ending the process (exit status 0)");
+  CrashFreezeLeave();
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 0);  // atexit handlers are the host's
+  exit(0);
+}
+
 void* SamplerMain(void*) {
   g_ctl.tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
   bool pressure = false;
@@ -191,6 +210,12 @@ void* SamplerMain(void*) {
   for (;;) {
     if (!first) WaitForWork(pressure ? kPressureWaitMs : wait_ms);
     first = false;
+    if (g_end_process.load(std::memory_order_acquire)) {
+      // The collection state goes to the stopper the exit brings (StopSamplerThread).
+      int idle = kIdle;
+      if (g_ctl.phase.compare_exchange_strong(idle, kStopped, std::memory_order_acq_rel)) EndProcessHere();
+      break;
+    }
     RecorderCapsApply();  // the program's capset, made on this thread too
     CrashFreezePark();  // the program's crash handler is running: touch nothing
     // The program lowered RLIMIT_NPROC under what we need: this thread is
@@ -234,6 +259,8 @@ void WatchRingFd(int fd) {
   e.data.fd = fd;
   epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
 }
+
+bool SamplerThreadRunning() { return g_ctl.started.load(std::memory_order_acquire); }
 
 bool SamplerStopRequested() { return g_ctl.phase.load(std::memory_order_acquire) == kStopRequested; }
 
@@ -327,6 +354,7 @@ void RestartSamplerThreadInChild() {
   // set): the child's rings go into a set of its own, made when its first
   // ring is watched. Nobody sleeps on the child's futex word yet.
   CloseWakeFds();
+  g_end_process.store(false, std::memory_order_relaxed);
   g_futex_sleepers.store(0, std::memory_order_relaxed);
   g_creating_wake_fds.store(false, std::memory_order_relaxed);
   // The parent's thread is not ours to join. The child's waits for its
@@ -337,3 +365,14 @@ void RestartSamplerThreadInChild() {
 }
 
 }  // namespace flightrec::sampler
+
+namespace flightrec {
+// The flush thread's EndProcess (preload/flush/flush_thread.cc), weakly
+// linked: true if this thread is there to make the exit.
+bool SamplerThreadEndsProcess() {
+  if (!sampler::SamplerThreadRunning()) return false;
+  sampler::g_end_process.store(true, std::memory_order_release);
+  sampler::Wake();
+  return true;
+}
+}  // namespace flightrec

@@ -24,6 +24,8 @@ void WatchRingFd(int fd);
 // True while a stopper waits for the thread's collection to end: the
 // collection leaves what the rings still hold to the stopper's last one.
 bool SamplerStopRequested();
+// True once the thread was created and until a stopper took it over.
+bool SamplerThreadRunning();
 // True on the sampler thread itself.
 bool IsSamplerThread();
 // A SIGPROF ring passed a quarter full: async-signal-safe, keeps errno.

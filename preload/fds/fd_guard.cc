@@ -15,11 +15,21 @@ namespace flightrec {
 namespace {
 
 constexpr int kWords = kMaxProtectedFd / 64;
+// One set per descriptor table: the program's (shared by every thread but a
+// recorder thread with a table of its own) and that own table's
+// (own_fd_table.h). A number means a different file in each, so protecting
+// it in the wrong set would make the program's close skip its own file.
 // Zero-initialised bss: untouched pages cost nothing.
-std::atomic<uint64_t> g_protected[kWords];
-std::atomic<uint64_t> g_lost[kWords];
-std::atomic<int> g_count{0};       // protected fds right now
-std::atomic<int> g_high_water{0};  // highest protected fd ever + 1
+struct Marks {
+  std::atomic<uint64_t> protected_bits[kWords];
+  std::atomic<uint64_t> lost[kWords];
+  std::atomic<int> count{0};       // protected fds right now
+  std::atomic<int> high_water{0};  // highest protected fd ever + 1
+};
+Marks g_program_table;
+Marks g_own_table;
+
+Marks& Table() { return format::t_own_fd_table ? g_own_table : g_program_table; }
 
 bool InRange(int fd) { return fd >= 0 && fd < kMaxProtectedFd; }
 uint64_t Bit(int fd) { return uint64_t{1} << (fd & 63); }
@@ -28,37 +38,60 @@ uint64_t Bit(int fd) { return uint64_t{1} << (fd & 63); }
 
 bool ProtectFd(int fd) {
   if (!InRange(fd)) return false;
-  g_lost[fd >> 6].fetch_and(~Bit(fd), std::memory_order_relaxed);
-  const uint64_t old = g_protected[fd >> 6].fetch_or(Bit(fd), std::memory_order_release);
-  if (!(old & Bit(fd))) g_count.fetch_add(1, std::memory_order_relaxed);
-  int hw = g_high_water.load(std::memory_order_relaxed);
-  while (fd + 1 > hw && !g_high_water.compare_exchange_weak(hw, fd + 1, std::memory_order_relaxed)) {
+  Marks& t = Table();
+  t.lost[fd >> 6].fetch_and(~Bit(fd), std::memory_order_relaxed);
+  const uint64_t old = t.protected_bits[fd >> 6].fetch_or(Bit(fd), std::memory_order_release);
+  if (!(old & Bit(fd))) t.count.fetch_add(1, std::memory_order_relaxed);
+  int hw = t.high_water.load(std::memory_order_relaxed);
+  while (fd + 1 > hw && !t.high_water.compare_exchange_weak(hw, fd + 1, std::memory_order_relaxed)) {
   }
   return true;
 }
 
 void UnprotectFd(int fd) {
   if (!InRange(fd)) return;
-  const uint64_t old = g_protected[fd >> 6].fetch_and(~Bit(fd), std::memory_order_release);
-  if (old & Bit(fd)) g_count.fetch_sub(1, std::memory_order_relaxed);
+  Marks& t = Table();
+  const uint64_t old = t.protected_bits[fd >> 6].fetch_and(~Bit(fd), std::memory_order_release);
+  if (old & Bit(fd)) t.count.fetch_sub(1, std::memory_order_relaxed);
 }
 
 bool IsProtectedFd(int fd) {
   if (!InRange(fd)) return false;
-  return (g_protected[fd >> 6].load(std::memory_order_acquire) & Bit(fd)) != 0;
+  return (Table().protected_bits[fd >> 6].load(std::memory_order_acquire) & Bit(fd)) != 0;
 }
 
 void MarkProtectedFdLost(int fd) {
   if (!InRange(fd)) return;
   // Lost first, then unprotected: an owner that sees "not protected" also
   // sees why.
-  g_lost[fd >> 6].fetch_or(Bit(fd), std::memory_order_release);
+  Table().lost[fd >> 6].fetch_or(Bit(fd), std::memory_order_release);
   UnprotectFd(fd);
 }
 
 bool FdWasLost(int fd) {
   if (!InRange(fd)) return false;
-  return (g_lost[fd >> 6].fetch_and(~Bit(fd), std::memory_order_acq_rel) & Bit(fd)) != 0;
+  return (Table().lost[fd >> 6].fetch_and(~Bit(fd), std::memory_order_acq_rel) & Bit(fd)) != 0;
+}
+
+int ProgramTableProtectedFds(int* out, int max) {
+  int n = 0;
+  const int hw = g_program_table.high_water.load(std::memory_order_relaxed);
+  for (int fd = 0; fd < hw && fd < kMaxProtectedFd; fd++) {
+    if (!(g_program_table.protected_bits[fd >> 6].load(std::memory_order_acquire) & Bit(fd))) continue;
+    if (n == max) return -1;
+    out[n++] = fd;
+  }
+  return n;
+}
+
+void ForgetOwnTableMarks() {
+  const int hw = g_own_table.high_water.load(std::memory_order_relaxed);
+  for (int w = 0; w < kWords && w * 64 < hw; w++) {
+    g_own_table.protected_bits[w].store(0, std::memory_order_relaxed);
+    g_own_table.lost[w].store(0, std::memory_order_relaxed);
+  }
+  g_own_table.count.store(0, std::memory_order_relaxed);
+  g_own_table.high_water.store(0, std::memory_order_release);
 }
 
 int OpenTransientFdAt(int dir_fd, const char* path, int flags, mode_t mode) {
@@ -159,7 +192,7 @@ StdioPlaceholders::~StdioPlaceholders() {
     if (held_[fd]) syscall(SYS_close, fd);
 }
 
-bool AnyProtectedFd() { return g_count.load(std::memory_order_relaxed) > 0; }
-int ProtectedFdHighWater() { return g_high_water.load(std::memory_order_relaxed); }
+bool AnyProtectedFd() { return Table().count.load(std::memory_order_relaxed) > 0; }
+int ProtectedFdHighWater() { return Table().high_water.load(std::memory_order_relaxed); }
 
 }  // namespace flightrec

@@ -63,6 +63,14 @@ int ProtectedFdHighWater();
 // Called by the dup2/dup3 hooks when the app replaces a protected fd.
 void MarkProtectedFdLost(int fd);
 
+// The marks above are kept per descriptor table: the program's, and the own
+// table of a recorder thread that has one (own_fd_table.h), chosen by the
+// calling thread. These two serve own_fd_table.cc when it takes one:
+// the numbers protected in the program's table (up to max; -1 if more), and
+// a clean slate for the own table's marks.
+int ProgramTableProtectedFds(int* out, int max);
+void ForgetOwnTableMarks();
+
 // Moves fd into flightrec's range: off 0-2, and high (format/own_fds.h).
 using format::MoveToOwnFdRange;
 // MoveToOwnFdRange, then ProtectFd: for every long-lived fd flightrec opens.

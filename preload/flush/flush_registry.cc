@@ -27,6 +27,7 @@ struct Registry {
   std::vector<SealHookFn> seal_hooks;
   std::vector<SealHookFn> ship_hooks;
   std::vector<ShutdownHookFn> shutdown_hooks;
+  std::vector<LiveHookFn> live_thread_hooks;
   std::vector<LiveHookFn> live_hooks;
   std::vector<LiveHookFn> final_hooks;
   std::vector<ThreadDrainedFn> drained_hooks;
@@ -61,6 +62,7 @@ void RegisterSealHook(SealHookFn fn) { TheRegistry().seal_hooks.push_back(fn); }
 void RegisterShipHook(SealHookFn fn) { TheRegistry().ship_hooks.push_back(fn); }
 void RegisterShutdownHook(ShutdownHookFn fn) { TheRegistry().shutdown_hooks.push_back(fn); }
 void RegisterLiveHook(LiveHookFn fn) { TheRegistry().live_hooks.push_back(fn); }
+void RegisterLiveThreadHook(LiveHookFn fn) { TheRegistry().live_thread_hooks.push_back(fn); }
 void RegisterFinalHook(LiveHookFn fn) { TheRegistry().final_hooks.push_back(fn); }
 void RegisterThreadDrainedHook(ThreadDrainedFn fn) { TheRegistry().drained_hooks.push_back(fn); }
 
@@ -103,6 +105,10 @@ void GoLiveWithin(uint64_t ns) {
 }
 
 uint64_t GoLiveWithinNs() { return g_go_live_within_ns.load(std::memory_order_relaxed); }
+
+void RunLiveThreadHooks() {
+  for (LiveHookFn fn : TheRegistry().live_thread_hooks) fn();
+}
 
 void RunLiveHooks() {
   for (LiveHookFn fn : TheRegistry().live_hooks) fn();

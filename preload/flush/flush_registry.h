@@ -65,6 +65,11 @@ void RegisterThreadDrainedHook(ThreadDrainedFn fn);
 // Run once per process image on the flush thread, before the segment opens.
 using LiveHookFn = void (*)();
 void RegisterLiveHook(LiveHookFn fn);
+// The same moment, for a hook that starts a thread which must share the
+// program's descriptor table (the sampler's): run before the flush thread
+// takes a table of its own (preload/fds/own_fd_table.h), and before the
+// other live hooks, whose files (libdw's libraries) it then opens there.
+void RegisterLiveThreadHook(LiveHookFn fn);
 // The process is ending (exit, _exit, the last thread gone): run on the flush
 // thread just before its final drain, so a producer that buffers elsewhere
 // (the sampler's perf rings) hands over what it holds. Never on a program's

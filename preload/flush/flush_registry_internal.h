@@ -15,6 +15,7 @@ void RunFlushSources(FlushContext& ctx);
 void RunSealHooks(const std::string& path);
 void RunShipHooks(const std::string& path);
 void RunShutdownHooks(uint64_t deadline_ns);
+void RunLiveThreadHooks();  // before the flush thread takes its own descriptor table
 void RunLiveHooks();
 void RunFinalHooks();
 void RunThreadDrainedHooks(FlushContext& ctx);

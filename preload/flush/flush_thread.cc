@@ -55,6 +55,7 @@
 #include "preload/runtime/clock.h"
 #include "preload/runtime/config.h"
 #include "preload/fds/fd_guard.h"
+#include "preload/fds/own_fd_table.h"
 #include "preload/flush/flush_registry_internal.h"
 #include "preload/runtime/last_thread_exit.h"
 #include "preload/runtime/log.h"
@@ -72,9 +73,13 @@
 #include "preload/flush/writer_liveness.h"
 #include "preload/threads/thread_registry.h"
 
-// The sampler supplies symbolization when it is linked in.
+// The sampler supplies symbolization when it is linked in, and its thread
+// is the one that keeps the program's descriptor table (own_fd_table.h).
 namespace flightrec {
 format::PcDescriber* SamplerPcDescriber() __attribute__((weak));
+bool SamplerKeepsProgramFdTable() __attribute__((weak));
+bool SamplerThreadEndsProcess() __attribute__((weak));
+void SamplerAbandonSymbolizer() __attribute__((weak));
 }
 
 namespace flightrec {
@@ -93,6 +98,9 @@ constexpr uint64_t kBlockIntervalNs = 250 * kMs;
 constexpr uint64_t kBlockMaxDelayNs = 1000 * kMs;
 constexpr uint64_t kRetryNs = 5000 * kMs;          // retry an unusable output this often
 constexpr uint64_t kMaxBufferedBytes = 1 << 20;
+// How long the sampler thread gets to start the exit it was handed
+// (EndProcess) before this thread ends the process itself.
+constexpr uint64_t kEndHandOverNs = 2000 * kMs;
 // A thread that wrote 1/16 of its ring since the last drain is busy: drain
 // again after the busy period rather than wait for its nudge (a quarter
 // full). Nudges alone let a niced flush thread fall behind a server on a
@@ -137,6 +145,9 @@ struct FlushState {
   uint64_t retry_at_ns = 0;
   bool opened = false;     // OpenFirstSegment ran: the writer exists, a segment was opened (or paused)
   bool hooks_ran = false;  // the live hooks ran (on the flush thread, at its first ordinary tick)
+  bool own_fd_table = false;  // this thread's descriptor table is its own (own_fd_table.h)
+  bool end_handed_over = false;  // the sampler thread ends the process (EndProcess)
+  uint64_t end_handed_ns = 0;
   bool paused = false;
   bool paused_logged = false;
   // Paused for a fault the program then survived (a JVM's implicit null
@@ -458,16 +469,32 @@ void OpenFirstSegment(FlushState& s, uint64_t now) {
   OpenSegment(s, now);
 }
 
+// Once live (the sampler's thread started by the live hooks, in the
+// program's table): this thread's file work moves into a descriptor table
+// of its own, out of the program's sight (own_fd_table.h says when not).
+void TakeOwnFdTableIfItFits(FlushState& s) {
+  // With S3 the uploader and this thread hand descriptors to each other; the
+  // sampler's SIGPROF thread keeps the program's table (and its files) for
+  // the exit after main's pthread_exit.
+  if (!GetConfig().s3_bucket.empty() || !SamplerKeepsProgramFdTable || !SamplerKeepsProgramFdTable()) return;
+  const char* why_not = nullptr;
+  s.own_fd_table = TakeOwnFdTable(&why_not);
+  // Only the change is news: the program's table is how it always was.
+  if (s.own_fd_table) Log(LogLevel::kDebug, "flush thread: descriptor table of its own");
+}
+
 // Every tick: the first segment if it waited, and at the first ordinary
 // tick of the flush thread the live hooks (the sampler's thread). Not on a
 // final tick: that is the process going away, and what the sampler holds
 // was collected by its own stop.
 void GoLive(FlushState& s, uint64_t now, bool final_tick) {
-  OpenFirstSegment(s, now);
   if (!final_tick && !s.hooks_ran) {
     s.hooks_ran = true;
+    RunLiveThreadHooks();
+    TakeOwnFdTableIfItFits(s);
     RunLiveHooks();
   }
+  OpenFirstSegment(s, now);
 }
 
 // What starts a tick: the period (or a producer's nudge, or a stop or crash
@@ -574,6 +601,11 @@ void FinalSequence(FlushState& s) {
   // Never live (a forked child exec'ing at once): no segment at all. What its
   // rings hold stays there; a failed exec records it into its next segment.
   if (req & kFinalProcessEnding) SetRuntimeRecording(false);
+  // A restart (uid switch, failed exec) goes on in a new thread with a new
+  // descriptor table, where libdw's descriptors in this one (the rare ones
+  // it keeps) name nothing: the next thread starts a symbolizer of its own.
+  // Let go before the asker moves on (it may start that thread at once).
+  if (s.own_fd_table && !(req & kFinalProcessEnding) && SamplerAbandonSymbolizer) SamplerAbandonSymbolizer();
   Announce(s, s.final_sealed);
   if (req & kFinalProcessEnding)
     RunShutdownHooks(MonotonicNs() + GetConfig().upload_shutdown_ms * kMs);
@@ -586,7 +618,9 @@ void FinalSequence(FlushState& s) {
 // here). After a raw exit system call (seccomp-strict programs, ctypes), the
 // kernel would have ended the process with the main thread's status and no
 // handlers: seal, then leave with that status.
-[[noreturn]] void EndProcess(FlushState& s, const LastThreadExit& how) {
+// With a descriptor table of its own, the flush thread hands the exit to the
+// sampler thread and returns; the exit's stop then reaches it as usual.
+void EndProcess(FlushState& s, const LastThreadExit& how) {
   if (how.raw) {
     Log(LogLevel::kInfo, "the application's last thread has exited (exit system call); ending the process "
         "(exit status %d)", how.status);
@@ -594,6 +628,13 @@ void FinalSequence(FlushState& s) {
     FinalSequence(s);
     syscall(SYS_exit_group, how.status);
     __builtin_unreachable();
+  }
+  // exit(0) runs the program's atexit handlers, which write to its files:
+  // this thread's own table has none of them, the sampler thread's has.
+  if (s.own_fd_table && !s.end_handed_over && SamplerThreadEndsProcess && SamplerThreadEndsProcess()) {
+    s.end_handed_over = true;
+    s.end_handed_ns = MonotonicNs();
+    return;
   }
   Log(LogLevel::kInfo, "the application's last thread has exited; ending the process (exit status 0)");
   g_exit_on_flush_thread = true;
@@ -664,7 +705,10 @@ void* FlushMain(void* arg) {
       sleep_ns = std::max(period, std::min(idle_ns, UntilNextDuty(*s, MonotonicNs())));
     }
     LastThreadExit how;
-    if (ApplicationThreadsGone(MonotonicNs(), &how)) EndProcess(*s, how);
+    // A sampler thread that never got to the exit it was handed: end here.
+    if ((!s->end_handed_over || MonotonicNs() - s->end_handed_ns > kEndHandOverNs) &&
+        ApplicationThreadsGone(MonotonicNs(), &how))
+      EndProcess(*s, how);
   }
   FinalSequence(*s);
   Announce(*s, s->done);
@@ -722,9 +766,35 @@ bool WaitFor(FlushState& s, const std::atomic<bool>& flag, uint64_t deadline_ns)
 }
 }  // namespace
 
+// The last thread StopFlushThread stopped (WaitForStoppedFlushThreadGone).
+std::atomic<pid_t> g_stopped_tid{0};
+
+bool WaitForStoppedFlushThreadGone(uint64_t deadline_ns) {
+  const pid_t tid = g_stopped_tid.load(std::memory_order_acquire);
+  if (tid <= 0) return true;
+  const int saved = errno;
+  const pid_t pid = static_cast<pid_t>(syscall(SYS_getpid));
+  bool gone = false;
+  for (;;) {
+    // Signal 0 checks only: ESRCH once the kernel thread is gone, after
+    // glibc took it off its list.
+    if (syscall(SYS_tgkill, pid, tid, 0) != 0 && errno == ESRCH) {
+      gone = true;
+      break;
+    }
+    if (MonotonicNs() >= deadline_ns) break;
+    LiftRecorderThread(tid);
+    const timespec ts = NsToTimespec(200000);
+    syscall(SYS_nanosleep, &ts, nullptr);
+  }
+  errno = saved;
+  return gone;
+}
+
 bool StopFlushThread(uint64_t deadline_ns, StopReason why) {
   FlushState* s = g_state;
   if (!s) return true;
+  g_stopped_tid.store(s->tid.load(std::memory_order_acquire), std::memory_order_release);
   int flags = kFinalRequested;
   if (why == StopReason::kProcessEnding) flags |= kFinalProcessEnding;
   if (why == StopReason::kRestartDiscardUnlessLive) flags |= kFinalDiscardUnlessLive;
@@ -793,9 +863,12 @@ void RestartFlushThreadInChild(const ProcessInfo& info) {
   // may be mid-update from a thread that does not exist in the child. Only
   // the inherited descriptor is released, so the child does not hold the
   // parent's segment open.
-  if (g_state && g_state->writer) {
+  // A parent whose flush thread had a table of its own left nothing of its
+  // in the child's (fork copies the forking thread's table).
+  if (g_state && g_state->writer && !FlushThreadHasOwnFdTable()) {
     CloseOwnFd(g_state->writer->fd());
   }
+  OwnFdTableAfterForkChild();
   g_state = nullptr;
   g_next_seq = 0;  // a new process: its own numbering
   Launch(info, /*defer_open=*/true);

@@ -21,7 +21,9 @@ namespace {
 // from the descriptor the checked walk opened; empty if it has no usable one.
 std::string ResolvedPath(int dir_fd) {
   char link[64], target[4096];
-  snprintf(link, sizeof(link), "/proc/self/fd/%d", dir_fd);
+  // thread-self: this thread's table, which is not the program's once the
+  // flush thread has one of its own (own_fd_table.h).
+  snprintf(link, sizeof(link), "/proc/thread-self/fd/%d", dir_fd);
   const ssize_t n = readlink(link, target, sizeof(target));
   if (n <= 1 || static_cast<size_t>(n) >= sizeof(target) || target[0] != '/') return "";
   std::string path(target, static_cast<size_t>(n));

@@ -2,6 +2,8 @@
 #include "preload/runtime/log.h"
 
 #include "format/fsize_guard.h"
+#include "format/own_fds.h"
+#include "preload/fds/own_fd_table.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -31,14 +33,15 @@ std::atomic<bool> g_target_ok{true};  // before InitLogTarget: as it always was
 dev_t g_target_dev;
 ino_t g_target_ino;
 
-bool StderrIsOurs() {
+// `fd` is the program's stderr, or this thread's copy of it.
+bool StderrIsOurs(int fd) {
   if (!g_target_known.load(std::memory_order_acquire)) return g_target_ok.load(std::memory_order_relaxed);
   struct stat st;
-  if (syscall(SYS_fstat, STDERR_FILENO, &st) != 0) return false;
+  if (syscall(SYS_fstat, fd, &st) != 0) return false;
   if (st.st_dev == g_target_dev && st.st_ino == g_target_ino) return true;
   if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return true;
   if (!S_ISREG(st.st_mode)) return false;
-  const long flags = syscall(SYS_fcntl, STDERR_FILENO, F_GETFL);
+  const long flags = syscall(SYS_fcntl, fd, F_GETFL);
   return flags >= 0 && (flags & O_APPEND);
 }
 
@@ -59,7 +62,15 @@ void VLog(LogLevel level, const char* fmt, va_list ap) {
   // The raw call: never our own write hook (a stderr pipe that blocks would
   // otherwise be timed as the program's off-CPU time). A stderr file at its
   // RLIMIT_FSIZE loses the line rather than raise SIGXFSZ (fsize_guard.h).
-  if (StderrIsOurs()) format::WriteWithoutSigxfsz(STDERR_FILENO, buf, len);
+  // A thread with a descriptor table of its own (own_fd_table.h) writes to
+  // a copy of the program's stderr, taken for this line.
+  int fd = STDERR_FILENO;
+  if (format::t_own_fd_table && (fd = BorrowProgramFd(STDERR_FILENO)) < 0) {
+    errno = saved_errno;
+    return;
+  }
+  if (StderrIsOurs(fd)) format::WriteWithoutSigxfsz(fd, buf, len);
+  if (fd != STDERR_FILENO) syscall(SYS_close, fd);
   errno = saved_errno;
 }
 }  // namespace

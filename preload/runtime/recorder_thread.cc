@@ -13,6 +13,7 @@
 #include <cstring>
 #include <new>
 
+#include "format/own_fds.h"
 #include "preload/crash/signal_mask.h"
 #include "preload/runtime/log.h"
 #include "preload/runtime/recorder_caps.h"
@@ -28,12 +29,16 @@ struct Start {
   void* arg;
   char name[16];
   uint32_t caps_created_at;  // recorder_caps.h
+  // A thread shares its creator's descriptor table: one made by a thread
+  // with a table of its own keeps that table's marks (own_fd_table.h).
+  bool own_fd_table;
 };
 
 void* Trampoline(void* p) {
   Start s = *static_cast<Start*>(p);
   delete static_cast<Start*>(p);
   MarkRecorderThread();
+  format::t_own_fd_table = s.own_fd_table;
   pthread_setname_np(pthread_self(), s.name);
   setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
   RecorderCapsRegisterSelf(s.caps_created_at);  // the program's capsets are made here too (recorder_caps.h)
@@ -112,7 +117,7 @@ int CreateRecorderThread(pthread_t* thread, const char* name, void* (*fn)(void*)
   if (!NprocStillLeavesRoom("it starts no more threads of its own")) {
     return kRefusedForNproc;
   }
-  auto* s = new (std::nothrow) Start{fn, arg, {}, 0};
+  auto* s = new (std::nothrow) Start{fn, arg, {}, 0, format::t_own_fd_table};
   if (!s) return ENOMEM;
   strncpy(s->name, name, sizeof(s->name) - 1);
   // Block everything while creating so the new thread starts with all signals

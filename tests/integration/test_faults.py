@@ -361,18 +361,35 @@ def test_tight_nofile_limit_leaves_the_descriptors_to_the_program(fr, tmp_path):
 
 
 @pytest.mark.slow
-def test_symbols_come_back_after_fd_exhaustion(fr, trace_dir):
-    """burn()'s pcs are first sampled under burn_exhausted(), when the
-    recorder cannot open the program's ELF file (no descriptor is left):
-    those samples are unnamed. Once the descriptors are back, the samples
-    under burn_released(), in the same segment, name every frame, burn()'s
-    too: the writer describes an unnamed pc again after the symbolizer
-    recovered (format/intern_tables.h)."""
-    launch(fr, trace_dir, ["--nofile", NOFILE], "fault_fds")
+@pytest.mark.parametrize("table", ["own", "program"])
+def test_symbols_come_back_after_fd_exhaustion(fr, trace_dir, table):
+    """fault_fds takes every descriptor its RLIMIT_NOFILE allows, burns
+    (burn_exhausted), then gives them back and burns again (burn_released).
+
+    own: the flush thread works in a descriptor table of its own
+    (preload/fds/own_fd_table.h), which the program's exhaustion does not
+    fill: every frame is named, in both phases.
+
+    program: with perf sampling the flush thread stays in the program's
+    table. burn()'s pcs are first sampled when the recorder cannot open the
+    program's ELF file: those samples are unnamed. Once the descriptors are
+    back, the samples under burn_released(), in the same segment, name every
+    frame, burn()'s too: the writer describes an unnamed pc again after the
+    symbolizer recovered (format/intern_tables.h)."""
+    env = {"FLIGHTREC_LOG": "debug"}
+    if table == "program":
+        env["FLIGHTREC_SAMPLER"] = "perf"
+    proc = launch(fr, trace_dir, ["--nofile", NOFILE], "fault_fds", env=env)
+    said = [line for line in fr_lines(proc.stderr) if "flush thread:" in line]
+    if table == "program" and any("perf_event_open refused" in line for line in fr_lines(proc.stderr)):
+        pytest.skip("perf_event_open is refused here")
+    assert said == (["flightrec: flush thread: descriptor table of its own"] if table == "own" else []), \
+        fr_lines(proc.stderr)
     assert len(fr.segments(trace_dir)) == 1
     samples = fr.events(trace_dir, "cpu.sample")
     names = lambda stack: [f["function"] for f in stack]
     released = [e["stack"] for e in samples if "burn_released" in names(e["stack"])]
+    exhausted = [e["stack"] for e in samples if "burn_exhausted" in names(e["stack"])]
     assert released, [names(e["stack"])[:4] for e in samples][:20]
     # The program's own frames (those the recorder could not name while its
     # file was out of reach); the recorder's and libunwind's static helpers,
@@ -382,6 +399,14 @@ def test_symbols_come_back_after_fd_exhaustion(fr, trace_dir):
         assert "burn" in names(own(stack)) and all(names(own(stack))), names(stack)
     burn_pcs = {f["address"] for stack in released for f in stack if f["function"] == "burn"}
     unnamed = {f["address"] for e in samples for f in e["stack"] if not f["function"]}
+    if table == "own":
+        # Named while the program had no descriptor left, too.
+        assert exhausted, [names(e["stack"])[:4] for e in samples][:20]
+        for stack in exhausted:
+            assert "burn" in names(own(stack)) and all(names(own(stack))), names(stack)
+        assert not burn_pcs & unnamed, sorted(map(hex, burn_pcs & unnamed))
+        print(f"{len(exhausted)} samples while the program's descriptors were exhausted, all named")
+        return
     # The case under test happened: a pc of burn() was described unnamed first.
     assert burn_pcs & unnamed, (sorted(map(hex, burn_pcs)), sorted(map(hex, unnamed)))
     print(f"{len(released)} samples after fds returned, all named; burn() pcs unnamed before: "

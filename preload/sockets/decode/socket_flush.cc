@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "preload/fds/own_fd_table.h"
 #include "preload/runtime/clock.h"
 #include "preload/runtime/config.h"
 #include "preload/runtime/core_events.h"
@@ -202,11 +203,13 @@ bool LiveAdopt(int fd, uint64_t conn, uint8_t* role, uint8_t* family, uint8_t* t
                size_t cap) {
   const uint64_t e = sockfd::Lookup(fd);
   if (!conn || sockfd::EntryConn(e) != conn) return false;
+  const ProgramFd sock(fd);  // the program's socket, from this thread's table (own_fd_table.h)
+  if (sock.fd() < 0) return false;
   sockaddr_storage ss;
   socklen_t len = sizeof(ss);
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) FormatSockaddr(&ss, len, local, cap);
+  if (getsockname(sock.fd(), reinterpret_cast<sockaddr*>(&ss), &len) == 0) FormatSockaddr(&ss, len, local, cap);
   len = sizeof(ss);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) FormatSockaddr(&ss, len, peer, cap);
+  if (getpeername(sock.fd(), reinterpret_cast<sockaddr*>(&ss), &len) == 0) FormatSockaddr(&ss, len, peer, cap);
   // Still the same socket after our calls? (Closed and reused meanwhile: a new id.)
   if (sockfd::EntryConn(sockfd::Lookup(fd)) != conn) return false;
   *role = static_cast<uint8_t>(sockfd::EntryRole(e));
@@ -217,8 +220,9 @@ bool LiveAdopt(int fd, uint64_t conn, uint8_t* role, uint8_t* family, uint8_t* t
 
 uint64_t LiveInode(int fd, uint64_t conn) {
   if (!Names(fd, conn)) return 0;
+  const ProgramFd sock(fd);
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return 0;
+  if (sock.fd() < 0 || fstat(sock.fd(), &st) != 0 || !S_ISSOCK(st.st_mode)) return 0;
   return Names(fd, conn) ? static_cast<uint64_t>(st.st_ino) : 0;
 }
 
@@ -478,12 +482,15 @@ void FlushSource(FlushContext& ctx) {
 
 size_t HealStaleSocketEntries() {
   size_t healed = 0;
+  // A failed look means "closed" only where the program's table can be read.
+  if (!ProgramTableReachable()) return 0;
   const int hw = sockfd::HighWater();
   for (int fd = 0; fd < hw; ++fd) {
     const uint64_t e = sockfd::Lookup(fd);
     if (!e) continue;
+    const ProgramFd sock(fd);
     struct stat st;
-    const bool socket = fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+    const bool socket = sock.fd() >= 0 && fstat(sock.fd(), &st) == 0 && S_ISSOCK(st.st_mode);
     if (!socket && sockfd::ClearIf(fd, e)) healed++;
   }
   return healed;
