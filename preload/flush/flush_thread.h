@@ -46,6 +46,15 @@ enum class StopReason : int {
 // the work runs inline there.
 bool StopFlushThread(uint64_t deadline_ns, StopReason why);
 
+// After a StopFlushThread that returned true: waits (bounded) until the
+// stopped thread has left the process altogether, not only our code. A uid
+// switch needs it: glibc runs the program's later setresgid/setgroups on
+// every thread it still lists, a thread on its way out included, and aborts
+// the program when that thread's call fails (recorder_caps.h: an exiting
+// thread no longer takes on the program's capabilities). False if it was
+// still there at the deadline.
+bool WaitForStoppedFlushThreadGone(uint64_t deadline_ns);
+
 // From a fatal-signal handler (async-signal-safe): asks the flush thread to
 // drain every ring and seal the active segment now, and waits for it until
 // deadline_ns. Recording pauses afterwards (it resumes if the process lives).

@@ -360,6 +360,9 @@ bool RecorderBeforeUidDrop(uid_t uid) {
     SetRuntimeRecording(false);
     return false;
   }
+  if (!WaitForStoppedFlushThreadGone(MonotonicNs() + kFlushExitBudgetNs))
+    Log(LogLevel::kWarn, "the stopped flush thread is still leaving; a group change after the switch to uid %u "
+        "could fail on it", uid);
   std::string error;
   bool pinned = false;
   try {
@@ -396,6 +399,7 @@ bool RecorderBeforeUidReturn() {
     SetRuntimeRecording(false);
     return false;
   }
+  WaitForStoppedFlushThreadGone(MonotonicNs() + kFlushExitBudgetNs);
   return true;
 }
 void RecorderAfterUidReturn(bool returned) {

@@ -52,6 +52,11 @@ int Words(uint32_t version) { return version == _LINUX_CAPABILITY_VERSION_1 ? 1 
 
 uint32_t RecorderCapsCreating() {
   g_starting.fetch_add(1, std::memory_order_acq_rel);
+  // The new thread starts with its creator's capabilities. A recorder thread
+  // creating one (the flush thread starting the sampler's) may not have
+  // applied the latest generation yet: the new thread has what the creator
+  // applied, not what was published, and must apply the rest itself.
+  if (tls_slot >= 0) return g_slots[tls_slot].applied.load(std::memory_order_acquire);
   return g_seq.load(std::memory_order_acquire) & ~1u;
 }
 
