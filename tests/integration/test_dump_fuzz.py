@@ -232,7 +232,14 @@ def test_the_judge_sees_every_kind_of_failure(seeds, sabotaged_lib):
         # Peak RSS and time are watched too (make fuzz passes --max-seconds).
         # (The slow command burns 1.5 s of CPU, so it is over a 1 s budget
         # however fast the machine; the bloat one is judged on memory alone.)
-        results = r.run(files, [["boom", "bloat"], ["boom", "slow"]])
+        # On a busy machine touching 400 MiB takes seconds of CPU (page faults
+        # are dear in a VM): a runner whose hang limit is far beyond that
+        # judges these, so the memory is all it can report.
+        patient = dc.Runner(mem_bytes=1 << 30, soft_timeout=60, hard_timeout=120, lib_dir=sabotaged_lib)
+        try:
+            results = patient.run(files, [["boom", "bloat"], ["boom", "slow"]])
+        finally:
+            patient.close()
         assert [s for s, _ in dc.judge(results[:1], "m.seg", {})] == ["boom: peak RSS over 400 MiB"]
         assert [s for s, _ in dc.judge(results[1:], "m.seg", {}, max_seconds=1.0)] == ["boom: slower than 1 s"]
         # Lost events: every second EVENTS block vanishes in the sabotaged decoder.
