@@ -197,6 +197,33 @@ def attribute(trace, only=None, keep=(), conns=None, threads=None, clients=None)
     return {"endpoints": endpoints, "requests": kept, "totals": totals}
 
 
+def classify(servers, calls):
+    """One thread's client exchanges by attribute()'s rule, for the fleet
+    tables' rows (fleet_load.py): servers [(start, end, ident)] its server
+    requests, calls [(start, end, ident)] its client exchanges -> per call,
+    in order, (outcome, ident of its server request or None); outcome
+    "attributed", "ambiguous", "outside" or "other_thread"."""
+    if not servers:
+        return [("other_thread", None)] * len(calls)
+    srv = sorted(servers)
+    starts = [x[0] for x in srv]
+    ends = sorted(x[1] for x in srv)
+    out = []
+    for cs, ce, _ in calls:
+        upto = bisect.bisect_right(starts, ce)
+        n = upto - bisect.bisect_left(ends, cs)
+        if n <= 0:
+            out.append(("outside", None))
+        elif n == 1:
+            i = upto - 1
+            while srv[i][1] < cs:
+                i -= 1
+            out.append(("outside", None) if cs < srv[i][0] else ("attributed", srv[i][2]))
+        else:
+            out.append(("ambiguous", None))
+    return out
+
+
 def no_calls(r):
     """The "requests" entry of a request that waited on nothing."""
     return {"wall_ns": r[DURATION], "own_ns": r[DURATION], "waited_ns": 0, "calls": [], "ambiguous_calls": 0,

@@ -32,6 +32,14 @@ _DAY = "day Date DEFAULT toDate(toDateTime(intDiv(time, 1000000000)))"
 # segment entry (path as the file name).
 _LEDGER_ADDED = """shift_ns Int64, mono_first Int64, mono_last Int64, has_times UInt8, type_names Array(String),
         type_counts Array(UInt64), dropped_kinds Array(String), dropped_counts Array(UInt64), info String"""
+# Request columns added since (the same ALTER on older databases; their rows
+# keep the defaults: no parent, outcome ''). A client exchange's row says
+# what downstream.py's rule made of it at load time (issue 45): downstream
+# 'attributed' with parent_req_id = the req_id of the server request it was
+# made for, or 'ambiguous' / 'outside' / 'other_thread' with parent 0;
+# server rows ''.
+_REQUESTS_ADDED = """parent_req_id UInt64, downstream String"""
+_ADDED = {"segments": _LEDGER_ADDED, "requests": _REQUESTS_ADDED}
 
 TABLES = [
     ("segments", """seg_name String, crc_head UInt32, crc_tail UInt32, size UInt64, load_id UInt64,
@@ -62,7 +70,7 @@ TABLES = [
     # samples that fell in it carry (samples.request_id).
     ("requests", _COMMON + """, time Int64, start_mono Int64, tid UInt32, conn UInt64, role String,
         duration Int64, bytes_in UInt64, bytes_out UInt64, endpoint String, trace_id String, parent_span String,
-        sampled UInt8, request_id String, has_trace UInt8, req_id UInt64, """ + _DAY,
+        sampled UInt8, request_id String, has_trace UInt8, req_id UInt64, """ + _REQUESTS_ADDED + """, """ + _DAY,
      "MergeTree", "day", "(service, host, time)"),
     # Socket connections: one row per connection and segment, the partial the
     # file reader's sockets code (socket_conns.collect) builds from one
@@ -209,12 +217,14 @@ def _create(name, columns, engine, partition, order, table, on_cluster=""):
 
 
 def _add_ledger_columns(conn, tables):
-    """Older databases: the ledger columns added since (_LEDGER_ADDED), one ALTER each."""
+    """Older databases: the columns added since (_ADDED: the ledger's, the
+    requests'), one ALTER each."""
     for table in tables:
         db, name = table.split(".")
         have = {r[0] for r in conn.execute("SELECT name FROM system.columns WHERE database = %(d)s AND table = %(t)s",
                                            {"d": db, "t": name})}
-        for col in _LEDGER_ADDED.split(","):
+        added = _ADDED[name[:-len("_local")] if name.endswith("_local") else name]
+        for col in added.split(","):
             cname, ctype = col.split()
             if cname not in have:
                 conn.execute("ALTER TABLE %s ADD COLUMN %s %s" % (table, cname, ctype))
@@ -235,7 +245,7 @@ def create_schema(conn):
         conn.execute("CREATE DATABASE IF NOT EXISTS %s" % t.database)
         for name, cols, engine, part, order in TABLES:
             conn.execute(_create(name, cols, engine, part, order, t.table(name)))
-        _add_ledger_columns(conn, [t.table("segments")])
+        _add_ledger_columns(conn, [t.table("segments"), t.table("requests")])
         return
     # 18.16 has ON CLUSTER only with ZooKeeper (distributed DDL): connect to each
     # shard in turn instead (they are listed in system.clusters).
@@ -254,13 +264,13 @@ def create_schema(conn):
             c.execute("CREATE DATABASE IF NOT EXISTS %s" % t.database)
             for name, cols, engine, part, order in TABLES:
                 c.execute(_create(name, cols, engine, part, order, t.table(name, local=True)))
-            _add_ledger_columns(c, [t.table("segments", local=True)])
+            _add_ledger_columns(c, [t.table("segments", local=True), t.table("requests", local=True)])
             for name, cols, engine, part, order in TABLES:
                 key = "cityHash64(seg_name)" if name == "segments" else (
                     "stack_id" if name == "stacks" else "rand()")
                 c.execute("CREATE TABLE IF NOT EXISTS %s AS %s ENGINE = Distributed(%s, %s, %s_local, %s)" % (
                     t.table(name), t.table(name, local=True), t.cluster, t.database, name, key))
-            _add_ledger_columns(c, [t.table("segments")])
+            _add_ledger_columns(c, [t.table("segments"), t.table("requests")])
         finally:
             c.close()
 

@@ -24,7 +24,7 @@ import random
 import sys
 import time
 
-from . import cli, fleet_db, names, profiles, progress, request_inference, segment, segment_info, socket_conns
+from . import cli, downstream, fleet_db, names, profiles, progress, request_inference, segment, segment_info, socket_conns
 from . import trace as trace_mod
 from .crc32c import crc32c
 
@@ -226,17 +226,34 @@ class Loader:
             return {}
         R = request_inference
         wins = []
+        rows = []
+        by_thread = {}  # tid -> ([server (start, end, req_id)], [client (start, end, row index)])
         for r in R.iter_requests(one):
             start = r[R.START]
             rid = request_key_id(pkey, r[R.CONN], start)
             tr = r[R.TRACE]
             ep = r[R.ENDPOINT] or ""
-            self._add("requests", base + (start + shift, start, r[R.TID], r[R.CONN], r[R.ROLE], r[R.DURATION],
-                                          r[R.BYTES_IN], r[R.BYTES_OUT], ep, tr[0] if tr else "",
-                                          tr[1] if tr else "", 1 if tr and tr[2] else 0, tr[3] if tr else "",
-                                          1 if tr else 0, rid))
+            rows.append(base + (start + shift, start, r[R.TID], r[R.CONN], r[R.ROLE], r[R.DURATION],
+                                r[R.BYTES_IN], r[R.BYTES_OUT], ep, tr[0] if tr else "",
+                                tr[1] if tr else "", 1 if tr and tr[2] else 0, tr[3] if tr else "",
+                                1 if tr else 0, rid))
+            if r[R.ROLE] in ("server", "client"):
+                pair = by_thread.setdefault(r[R.TID], ([], []))
+                span = (start, start + r[R.DURATION])
+                if r[R.ROLE] == "server":
+                    pair[0].append(span + (rid,))
+                else:
+                    pair[1].append(span + (len(rows) - 1,))
             if r[R.ROLE] == "server":
                 wins.append((start, start + r[R.DURATION], rid, ep, r[R.TID], tr[0] if tr else ""))
+        # Downstream calls joined to their request (issue 45): each client
+        # exchange's outcome by downstream.py's rule, over this segment's requests.
+        parents = {}
+        for servers, calls in by_thread.values():
+            for (_, _, i), (outcome, parent) in zip(calls, downstream.classify(servers, calls)):
+                parents[i] = (parent or 0, outcome)
+        for i, row in enumerate(rows):
+            self._add("requests", row + parents.get(i, (0, "")))
         conns, unattributed = socket_conns.collect(one, raw=True)
         n = lambda v: -1 if v is None else v  # noqa: E731
         first = seg.time_range()[0] or 0

@@ -177,14 +177,17 @@ class Entry:
 
 class Points:
     """Per event of an entry: wall-clock ns, samples, weight, objects, as
-    four flat arrays (8 bytes a value: a trace's events, not Python objects)."""
-    __slots__ = ("time", "samples", "weight", "objects")
+    four flat arrays (8 bytes a value: a trace's events, not Python objects);
+    with build(point_tag=...) a fifth, tag: what the tagger said of each
+    event (otlp: the request in flight on its thread), else None."""
+    __slots__ = ("time", "samples", "weight", "objects", "tag")
 
     def __init__(self):
         self.time = array("q")
         self.samples = array("q")
         self.weight = array("d")
         self.objects = array("d")
+        self.tag = None
 
     def __len__(self):
         return len(self.time)
@@ -195,8 +198,15 @@ class Points:
         self.weight.append(w)
         self.objects.append(c)
 
-    def merge(self, other, shift):
-        """Appends other's events, their times moved by shift (monotonic -> wall)."""
+    def merge(self, other, shift, tags=None):
+        """Appends other's events, their times moved by shift (monotonic -> wall),
+        and with tags (one int per event of other) their tags."""
+        if tags is not None:
+            if self.tag is None:
+                self.tag = array("q", bytes(8 * len(self.time)))  # events merged before: untagged
+            self.tag.extend(tags)
+        elif self.tag is not None:
+            self.tag.extend([0] * len(other.time))
         self.time.extend(t + shift for t in other.time)
         self.samples.extend(other.samples)
         self.weight.extend(other.weight)
@@ -409,8 +419,9 @@ class _Entries:
     entry per (segment, thread, stack id), as speedscope's live timeline
     wants (a sample per segment at the time it was first seen)."""
 
-    def __init__(self, trace, names, procs, merge=True):
+    def __init__(self, trace, names, procs, merge=True, point_tag=None):
         self.segs = trace.segments
+        self.point_tag = point_tag
         self.names = names
         self.procs = procs
         self.merge = merge
@@ -472,6 +483,10 @@ class _Entries:
                 key = (si, tid, sid)
                 e = None
             wall = seg.wall_ns(t)
+            tags = None
+            if points is not None and self.point_tag is not None and sid != UNATTRIBUTED_SID:
+                # Tagged on monotonic times, in the segment they were recorded in.
+                tags = self.point_tag(seg, tid, points.get((si, tid, sid), Points()).time)
             if e is None:
                 if self.merge:
                     e = entries[key] = Entry(skey if table is not None else frames, pid, tid, tname, wall, table,
@@ -481,10 +496,10 @@ class _Entries:
                 e.samples, e.weight, e.objects = n, w, c  # as counted (int or float)
                 if points is not None:
                     e.points = Points()
-                    e.points.merge(points.get((si, tid, sid), Points()), seg.wall_ns(0))
+                    e.points.merge(points.get((si, tid, sid), Points()), seg.wall_ns(0), tags)
                 continue
             if points is not None and (si, tid, sid) in points:
-                e.points.merge(points[(si, tid, sid)], seg.wall_ns(0))
+                e.points.merge(points[(si, tid, sid)], seg.wall_ns(0), tags)
             if wall < e.first_time:
                 e.first_time = wall
             e.samples += n
@@ -492,13 +507,17 @@ class _Entries:
             e.objects += c
 
 
-def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline=False, endpoint=None):
+def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline=False, endpoint=None,
+          point_tag=None):
     """The profile of one kind over a Trace, filtered by thread and time
     (merge: see _Entries). timeline: every entry also keeps each event's time
     and values (Entry.points), for exports that carry per-sample timestamps
     (OTLP); memory then grows with the events, not only the stacks.
     endpoint: a shell pattern; only samples inside the windows of requests of
-    a matching endpoint on their handling thread (endpoint_windows)."""
+    a matching endpoint on their handling thread (endpoint_windows).
+    point_tag (with timeline): f(segment, tid, monotonic times) -> one int per
+    time, kept as Entry.points.tag (otlp's request links); lost-sample
+    entries are not tagged (their time is when the loss was counted)."""
     if getattr(trace, "fleet", False):  # --clickhouse: aggregated in the database (fleet_profiles.py)
         return trace.build_profile(kind, thread=thread, t_from=t_from, t_to=t_to, endpoint=endpoint)
     if kind not in KINDS:
@@ -515,7 +534,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
     weight_field = {"cpu": "period_ns", "offcpu": "duration_ns"}.get(kind)
     fields = ["time", "tid", "stack"] + (["address", "size", "sample_bytes"] if alloc else [weight_field])
 
-    merged = _Entries(trace, names, procs, merge)
+    merged = _Entries(trace, names, procs, merge, point_tag if timeline else None)
     periods = Counter()
     live = {}      # process key -> {segment index: [lo, hi] of the alloc events taken}
     live_filter = {}  # segment index -> (lo, hi, tids, endpoint windows) its alloc.sample events were taken with

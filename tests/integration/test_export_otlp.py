@@ -123,8 +123,10 @@ def check_dictionary(doc):
     assert d["link_table"][0] == {"trace_id": bytes(16), "span_id": bytes(8)}
     ns, na = len(d["string_table"]), len(d["attribute_table"])
     for m in d["mapping_table"][1:]:
-        assert 0 < m["filename_strindex"] < ns
+        # Anonymous executable memory (a JIT's, an interpreter's trampolines) has no file name.
+        assert 0 <= m.get("filename_strindex", 0) < ns
         assert all(0 < a < na for a in m.get("attribute_indices", []))
+        assert m.get("filename_strindex", 0) or not m.get("attribute_indices"), "a build-id with no file"
         assert m["memory_start"] < m["memory_limit"]
     for loc in d["location_table"][1:]:
         assert 0 <= loc.get("mapping_index", 0) < len(d["mapping_table"])
@@ -149,7 +151,13 @@ def check_samples(doc):
                 for s in p["samples"]:
                     assert 0 < s["stack_index"] < len(d["stack_table"])
                     assert all(0 < i < len(d["attribute_table"]) for i in s["attribute_indices"])
-                    assert s.get("link_index", 0) == 0  # no trace ids are recorded yet
+                    # Links index the link table; a linked sample names its request's endpoint.
+                    assert 0 <= s.get("link_index", 0) < len(d["link_table"])
+                    if s.get("link_index", 0):
+                        assert len(d["link_table"][s["link_index"]]["trace_id"]) == 16
+                        assert len(d["link_table"][s["link_index"]]["span_id"]) == 8
+                        assert any(d["string_table"][d["attribute_table"][i]["key_strindex"]] ==
+                                   "flightrec.request.endpoint" for i in s["attribute_indices"])
                     ts = s.get("timestamps_unix_nano", [])
                     assert s["values"] and (not ts or len(ts) == len(s["values"]))
                     assert all(start <= t < start + dur for t in ts)

@@ -435,6 +435,38 @@ def test_exchange_endpoints_and_trace_ids_are_loaded(socket_fleet):
     assert n > 0
 
 
+def test_downstream_calls_are_rows_joined_to_their_request(socket_fleet):
+    """Issue 45 in the fleet tables: each client exchange's row says what
+    downstream.py's rule made of it and, when attributed, the req_id of its
+    server request; joined in SQL, the counts per (server endpoint, call
+    endpoint) and per outcome are `requests --tree --json`'s from the files."""
+    import json
+    fr, d, url, servers = socket_fleet
+    c = servers.client(0)
+    tree = json.loads(dump(fr, "requests", "--tree", "--json", "--service", "web", d).stdout)
+    want = {(e["endpoint"], call["endpoint"]): call["calls"] for e in tree["endpoints"] for call in e["downstream"]}
+    assert want == {("GET /work/:id", "GET /users/:id"): 4}, want  # /work/0, 3, 6, 9 each call /users/0 once
+    got = dict(((s, e), n) for s, e, n in c.execute(
+        "SELECT s_endpoint, endpoint, count() FROM fleet.requests ANY INNER JOIN "
+        "(SELECT req_id AS parent_req_id, endpoint AS s_endpoint FROM fleet.requests WHERE role = 'server') "
+        "USING parent_req_id WHERE role = 'client' AND downstream = 'attributed' AND service = 'web' "
+        "GROUP BY s_endpoint, endpoint"))
+    assert got == want, got
+    # Each attributed call lies inside its request, on its thread.
+    bad = c.execute("SELECT count() FROM fleet.requests ANY INNER JOIN "
+                    "(SELECT req_id AS parent_req_id, start_mono AS s_start, duration AS s_dur, tid AS s_tid "
+                    "FROM fleet.requests WHERE role = 'server') USING parent_req_id "
+                    "WHERE role = 'client' AND parent_req_id != 0 AND "
+                    "(tid != s_tid OR start_mono < s_start OR start_mono + duration > s_start + s_dur)")[0][0]
+    assert bad == 0
+    outcomes = dict(c.execute("SELECT downstream, count() FROM fleet.requests WHERE role = 'client' "
+                              "AND service = 'web' GROUP BY downstream"))
+    assert outcomes.get("attributed", 0) == tree["calls"]["attributed"] == 4, (outcomes, tree["calls"])
+    assert sum(outcomes.values()) == tree["calls"]["client_calls"], (outcomes, tree["calls"])
+    assert c.execute("SELECT count() FROM fleet.requests WHERE role = 'server' AND "
+                     "(downstream != '' OR parent_req_id != 0)")[0][0] == 0
+
+
 SOCKET_REPORTS = [
     ["sockets"], ["sockets", "--role", "server"], ["sockets", "--service", "echo"],
     ["requests"], ["requests", "--slowest", "12"], ["requests", "--role", "server", "--slowest", "3"],

@@ -9,6 +9,7 @@ import urllib.parse
 
 from .. import cli, export_io, http_push, profile_cli, profiles
 from ..otlp import request as otlp_request
+from ..otlp import request_links
 
 SIGNAL_PATH = "/v1development/profiles"
 # OTLP exporters' standard header variables (k=v,k2=v2, values URL-encoded):
@@ -27,6 +28,13 @@ def register(subparsers):
                    help="one aggregated value per stack and thread instead of one value and "
                         "timestamp per event (smaller; memory follows the stacks, not the events)")
     export_io.add_push_arguments(p, "an OTLP/HTTP receiver: POST URL (a URL with no path gets %s)" % SIGNAL_PATH)
+    # --endpoint is the receiver (as OTLP exporters call it): the request
+    # endpoint selection the other profile reports call --endpoint is this.
+    p.add_argument("--request-endpoint", metavar="E",
+                   help="only samples taken on a request's handling thread while a request of endpoint E "
+                        "was in flight (shell wildcards: 'GET /api/*'; what the other reports call --endpoint)")
+    p.add_argument("--no-links", action="store_true",
+                   help="do not give samples their server request's endpoint attribute and trace link")
     profile_cli.add_arguments(p, kind=False, endpoint=False)
     p.set_defaults(func=run)
 
@@ -54,13 +62,19 @@ def endpoint_url(url):
 
 def build_request(trace, kinds, args, timestamps=True):
     """(request bytes, builder, [kinds with samples])."""
-    builder = otlp_request.RequestBuilder(timestamps=timestamps)
+    links = None
+    if not getattr(args, "no_links", False) and not getattr(trace, "fleet", False):
+        # The server requests with an endpoint or a trace id; events are then
+        # kept one by one (timeline) to be given theirs, with --no-timestamps too.
+        links = request_links.RequestLinks(trace) or None
+    builder = otlp_request.RequestBuilder(timestamps=timestamps, links=links)
     procs = otlp_request.process_starts(trace)
     written = []
     for kind in kinds:
         try:
             profile = profiles.build(trace, kind, thread=args.thread, t_from=args.t_from, t_to=args.t_to,
-                                     timeline=timestamps)
+                                     timeline=timestamps or links is not None,
+                                     endpoint=getattr(args, "request_endpoint", None), point_tag=links)
         except profiles.ProfileError as e:
             raise cli.UsageError(str(e)) from None
         for path, message in profile.problems:
@@ -85,6 +99,8 @@ def run(args):
     summary = "%d processes, %d profiles (%s), %d samples" % (
         len(builder._processes), builder.profiles_written, ", ".join(written) or "none",
         builder.samples_written)
+    if builder.linked_samples:
+        summary += " (%d linked to a request's trace)" % builder.linked_samples
     if args.output:
         export_io.write_atomically(args.output, data)
         cli.err("wrote %s: %s, %d bytes" % (os.path.basename(args.output), summary, len(data)))

@@ -11,11 +11,15 @@ Layout of what is written:
       scope_profiles[0]   scope.name "flightrec"
         profiles[]        one per sample type of each kind asked for
                           (profiles.KINDS / SAMPLE_TYPES below)
-          samples[]       one per distinct (stack, thread): stack_index,
-                          attribute_indices (thread.id, thread.name),
-                          link_index 0 (no trace ids are recorded yet),
-                          values[] and timestamps_unix_nano[]: one per event
-                          (or one aggregated value with timestamps=False)
+          samples[]       one per distinct (stack, thread, request): stack_index,
+                          attribute_indices (thread.id, thread.name, and
+                          flightrec.request.endpoint when the sample was
+                          taken in a server request with an endpoint),
+                          link_index (the request's W3C trace id and the
+                          span that called it, when its traceparent was
+                          recorded; else 0), values[] and
+                          timestamps_unix_nano[]: one per event (or one
+                          aggregated value with timestamps=False)
     dictionary            shared by all: mapping_table (build-id as the
                           attribute process.executable.build_id.gnu),
                           location_table (lines innermost first: inline
@@ -28,6 +32,7 @@ profiles.py) are rounded cumulatively over a profile, so a profile's total
 is the rounded total every other report shows (top --json)."""
 import hashlib
 import os
+import re
 
 from .. import pprof_proto, profiles
 from ..pprof_proto import _int, _msg, _packed, _varint
@@ -43,6 +48,7 @@ SAMPLE_TYPES = {
 }
 SCOPE_NAME = "flightrec"
 BUILD_ID_KEY = "process.executable.build_id.gnu"
+ENDPOINT_KEY = "flightrec.request.endpoint"
 FRAME_TYPE_KEY = "profile.frame.type"
 
 _I64 = 1  # wire type of fixed64
@@ -96,8 +102,14 @@ class RequestBuilder:
     """Collects profiles (per process and kind), interns the shared tables,
     encodes once."""
 
-    def __init__(self, timestamps=True):
+    def __init__(self, timestamps=True, links=None):
+        """links: otlp.request_links.RequestLinks whose tags the profiles'
+        points carry (build(point_tag=links)), or None."""
         self.timestamps = timestamps
+        self.request_links = links
+        self._links = {None: 0}        # (trace id hex, span id hex) -> index
+        self._link_list = [None]
+        self.linked_samples = 0        # samples (OTLP) with a link
         self._strings = {"": 0}
         self._attributes = {None: 0}   # (key, value) -> index
         self._mappings = {None: 0}     # key -> index
@@ -171,6 +183,23 @@ class RequestBuilder:
             self._stack_list.append(key)
         return i
 
+    def _link(self, trace_id, span_id):
+        if not trace_id:
+            return 0
+        k = (trace_id, span_id)
+        i = self._links.get(k)
+        if i is None:
+            i = self._links[k] = len(self._link_list)
+            self._link_list.append(k)
+        return i
+
+    def _request(self, tag):
+        """(attribute indices, link index) of a point tag."""
+        if tag <= 0 or self.request_links is None:
+            return (), 0
+        endpoint, trace_id, span_id = self.request_links.links[tag - 1]
+        return ((self._attr(ENDPOINT_KEY, endpoint),) if endpoint else ()), self._link(trace_id, span_id)
+
     # ---- profiles
     def _process(self, key, procs):
         p = self._processes.get(key)
@@ -185,6 +214,7 @@ class RequestBuilder:
             if exe:
                 attrs.append(("process.executable.name", os.path.basename(exe)))
                 attrs.append(("process.executable.path", exe))
+                attrs += runtime_of(exe)
             p = self._processes[key] = {"attrs": [a for a in attrs if a[1] != ""], "profiles": []}
         return p
 
@@ -202,7 +232,18 @@ class RequestBuilder:
                 attrs = [self._attr("thread.id", int(e.tid))]
                 if e.thread:
                     attrs.append(self._attr("thread.name", e.thread))
-                rows.append((self._stack(e.frames), tuple(attrs), e))
+                stack = self._stack(e.frames)
+                pts = e.points
+                if pts is None or pts.tag is None or not any(pts.tag):
+                    rows.append((stack, tuple(attrs), 0, e, None))
+                    continue
+                # One OTLP sample per request the entry's events fell in.
+                groups = {}
+                for i, tag in enumerate(pts.tag):
+                    groups.setdefault(max(tag, 0), []).append(i)
+                for tag, indices in groups.items():
+                    more, link = self._request(tag)
+                    rows.append((stack, tuple(attrs) + more, link, e, indices))
             for stype, unit, which in SAMPLE_TYPES[profile.kind]:
                 proc["profiles"].append(self._profile(profile, key, stype, unit, which, rows))
 
@@ -211,21 +252,29 @@ class RequestBuilder:
         rnd = _Rounder()
         samples = bytearray()
         n_samples = 0
-        for stack, attrs, e in rows:
+        for stack, attrs, link, e, indices in rows:
             s = bytearray()
             _int(s, 1, stack)
             _packed(s, 2, attrs)
-            if self.timestamps and e.points is not None:
-                pts = e.points
-                order = pts.order()
+            _int(s, 3, link)
+            pts = e.points
+            if pts is not None and (self.timestamps or indices is not None):
                 column = (pts.samples, pts.weight, pts.objects)[which]
-                _packed(s, 4, [rnd(column[i]) for i in order])
-                _fixed64s(s, 5, [pts.time[i] for i in order])
+                if indices is None:
+                    indices = range(len(pts.time))
+                order = sorted(indices, key=pts.time.__getitem__)
+                if self.timestamps:
+                    _packed(s, 4, [rnd(column[i]) for i in order])
+                    _fixed64s(s, 5, [pts.time[i] for i in order])
+                else:
+                    _packed(s, 4, [rnd(sum(column[i] for i in order))])
             else:
                 total = (e.samples, e.weight, e.objects)[which]
                 _packed(s, 4, [rnd(total)])
             _msg(samples, 2, s)
             n_samples += 1
+            if link:
+                self.linked_samples += 1
         out = bytearray()
         vt = bytearray()
         _int(vt, 1, self._s(stype))
@@ -283,10 +332,12 @@ class RequestBuilder:
                 _int(fn, 3, file)
             _msg(d, 3, fn)
         # link_table[0]: the zero link, with ids of the lengths strict codecs expect.
-        link = bytearray()
-        _msg(link, 1, bytes(16))
-        _msg(link, 2, bytes(8))
-        _msg(d, 4, link)
+        for entry in self._link_list:
+            trace_id, span_id = entry if entry is not None else ("", "")
+            link = bytearray()
+            _msg(link, 1, bytes.fromhex(trace_id) if trace_id else bytes(16))
+            _msg(link, 2, bytes.fromhex(span_id) if span_id else bytes(8))
+            _msg(d, 4, link)
         # Attributes next, then strings: attribute keys are interned as they go.
         attrs = bytearray()
         for entry in sorted(self._attributes.items(), key=lambda kv: kv[1]):
@@ -326,6 +377,28 @@ class RequestBuilder:
             _msg(out, 1, rp)
         _msg(out, 2, self._dictionary())
         return bytes(out)
+
+
+# process.runtime.* where the executable says which runtime it is: an
+# interpreter's own binary (python3.11, node). Native programs have none.
+_RUNTIMES = ((re.compile(r"^python(\d+(?:\.\d+)?)?$"), "CPython"),
+             (re.compile(r"^(?:node|nodejs)$"), "node"),
+             (re.compile(r"^(?:ruby)(\d+(?:\.\d+)?)?$"), "ruby"),
+             (re.compile(r"^(?:java)$"), "java"))
+
+
+def runtime_of(exe):
+    """[(key, value)]: process.runtime.name (and .version when the name holds
+    it) for an interpreter's executable, else []."""
+    base = os.path.basename(exe)
+    for pattern, name in _RUNTIMES:
+        m = pattern.match(base)
+        if m:
+            out = [("process.runtime.name", name)]
+            if m.groups() and m.group(1):
+                out.append(("process.runtime.version", m.group(1)))
+            return out
+    return []
 
 
 def process_starts(trace):
