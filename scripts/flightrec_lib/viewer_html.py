@@ -227,10 +227,13 @@ def bars(buckets, label_of, width=640, bar_h=16):
 def selection_form(view, params):
     """The filters every report takes (service, host, pid, time window, and
     kind/thread for profiles), as a GET form: the URL then says them."""
-    if view in ("", "diff"):
+    if view == "diff":
         return ""
-    fields = [("service", "service", ""), ("host", "host", ""), ("pid", "pid", ""), ("incident", "incident", ""),
-              ("from", "from", "e.g. 1.5s"), ("to", "to", "-2s")]
+    if view == "":  # the Traces page: which processes to list
+        fields = [("service", "service", "name or glob"), ("host", "host", "name or glob"), ("pid", "pid", "")]
+    else:
+        fields = [("service", "service", ""), ("host", "host", ""), ("pid", "pid", ""),
+                  ("incident", "incident", ""), ("from", "from", "e.g. 1.5s"), ("to", "to", "-2s")]
     if view in ("flame", "top", "report"):
         fields += [("thread", "thread", "tid or name")]
     if view in ("flame", "top", "requests", "report"):

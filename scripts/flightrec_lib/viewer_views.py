@@ -134,6 +134,16 @@ def _profile(ctx, kind=None):
 
 def view_index(ctx):
     cat = ctx.sources.catalog(ctx.params.get("prefix", ""))
+    # service/host/pid narrow the list as they narrow a report (--service, --host, --pid)
+    chosen = ctx.selection
+    if chosen:
+        shown = [p for p in cat["processes"] if chosen.matches(p)]
+        cat = dict(cat, processes=shown, segments=sum(p["segments"] for p in shown),
+                   bytes=sum(p["bytes"] for p in shown),
+                   incidents=[i for i in cat["incidents"] if chosen.matches(i)])
+        firsts = [p["first_wall_ns"] for p in shown if p["first_wall_ns"] is not None]
+        lasts = [p["last_wall_ns"] for p in shown if p["last_wall_ns"] is not None]
+        cat["time_range"] = {"first_wall_ns": min(firsts), "last_wall_ns": max(lasts)} if firsts and lasts else None
     out = ["<h1>Traces</h1>"]
     if cat.get("prefix") is not None:
         out.append("<p>prefix <code>%s</code></p>" % esc(cat["prefix"] or "(bucket root)"))

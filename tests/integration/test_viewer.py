@@ -413,6 +413,22 @@ def test_selection_over_the_size_limit_is_refused_with_a_page(recorded, tmp_path
         assert "Traceback" not in v.stop()
 
 
+def test_traces_page_filters_as_the_reports_select(recorded, viewer):
+    """service/host/pid on the Traces page list what --service/--host/--pid select."""
+    fr, out, pids, _ = recorded
+    for params, want in (({}, set(pids)), ({"service": "cpu_*"}, {"cpu_split"}),
+                         ({"pid": "%d,%d" % (pids["req_slow"], pids["alloc_known"])}, {"req_slow", "alloc_known"}),
+                         ({"host": "no-such-host"}, set())):
+        status, _, body = viewer.get("", **params)
+        assert status == 200
+        listed = set(re.findall(r"<tr><td>([^<]*)</td>", body.split("<h2>Processes</h2>", 1)[1]))
+        assert listed == want, (params, listed)
+        assert '<span id="n-processes">%d</span>' % len(want) in body
+        args = sum((["--" + k, v] for k, v in params.items()), [])
+        segs = fr.dump_json("info", "--json", *args, out)["segments"] if want else []
+        assert '<span id="n-segments">%d</span>' % len(segs) in body
+
+
 def test_hostile_requests_read_nothing_outside_the_sources(viewer):
     for path in ("/../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd", "/etc/passwd", "//etc/passwd"):
         req = urllib.request.Request(viewer.base + path)
