@@ -261,23 +261,33 @@ def view_timeline(ctx):
     if note:
         return "Timeline", "<h1>Timeline</h1>" + note, []
     damage = []
+    # The `chrome` report's events (cmd_chrome.timeline), one JSON line each in
+    # a temporary file, read twice (span, then the events drawn): memory holds
+    # the drawn events, never the whole timeline (as `chrome -o` holds none).
     with tempfile.TemporaryDirectory(prefix="flightrec-viewer-") as tmp:
         ct = cmd_chrome.timeline(trace, spill_dir=tmp, on_damage=lambda p, m: damage.append((p, m)))
-        path = os.path.join(tmp, "timeline.json")
+        path = os.path.join(tmp, "timeline.jsonl")
+        meta = ct.metadata()
         with open(path, "w", encoding="utf-8") as f:
-            ct.write(f)
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    events = doc.get("traceEvents", [])
-    body = _draw_timeline(events, ctx.params)
+            for text in ct.event_texts():
+                f.write(text + "\n")
+
+        def events():
+            yield from meta
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    yield json.loads(line)
+
+        body = _draw_timeline(events, ctx.params)
     return "Timeline", "<h1>Timeline</h1>" + body, _problems(trace, damage)
 
 
-def _draw_timeline(events, params):
+def _draw_timeline(events_of, params):
+    """events_of(): a fresh iterator over the Chrome trace events (metadata first)."""
     names, tracks = {}, {}
     procs = {}
     span = [None, None]
-    for e in events:
+    for e in events_of():
         ph = e.get("ph")
         if ph == "M":
             if e.get("name") == "thread_name":
@@ -308,7 +318,7 @@ def _draw_timeline(events, params):
         return '<p class="error">the time window is empty</p>'
     drawn = 0
     skipped = 0
-    for e in events:
+    for e in events_of():
         if e.get("ph") not in ("X", "i", "I") or not isinstance(e.get("ts"), (int, float)):
             continue
         ts, dur = e["ts"], e.get("dur") or 0
@@ -317,7 +327,9 @@ def _draw_timeline(events, params):
         if drawn >= TIMELINE_EVENTS:
             skipped += 1
             continue
-        tracks.setdefault((e.get("pid"), e.get("tid", e.get("pid"))), []).append(e)
+        # only what is drawn (not the event's args and stacks)
+        tracks.setdefault((e.get("pid"), e.get("tid", e.get("pid"))), []).append(
+            (ts, dur, e.get("cat"), e.get("name") or "", e.get("ph")))
         drawn += 1
     width, left, row_h = 1100, 260, 18
     scale = (width - left - 10) / (hi - lo)
@@ -338,14 +350,14 @@ def _draw_timeline(events, params):
         out.append('<text x="2" y="%d">%s</text>' % (y + 12, esc("%s %s/%s" % (label, key[0], key[1]))))
         out.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#eee"/>' % (left, width, y + row_h - 1,
                                                                              y + row_h - 1))
-        for e in tracks[key]:
-            x = left + (max(e["ts"], lo) - lo) * scale
-            w = max(1.0, ((min(e["ts"] + (e.get("dur") or 0), hi)) - max(e["ts"], lo)) * scale)
-            color = colors.get(e.get("cat"), "#9e9e9e")
-            if e.get("ph") != "X":
+        for ts, dur, cat, name, ph in tracks[key]:
+            x = left + (max(ts, lo) - lo) * scale
+            w = max(1.0, (min(ts + dur, hi) - max(ts, lo)) * scale)
+            color = colors.get(cat, "#9e9e9e")
+            if ph != "X":
                 w = 1.0
             out.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s</title></rect>' % (
-                x, y + 2, w, row_h - 5, color, esc(e.get("name") or "")))
+                x, y + 2, w, row_h - 5, color, esc(name)))
     out.append('<text x="%d" y="12">+%.3fs</text><text x="%d" y="12" text-anchor="end">+%.3fs</text>' % (
         left, (lo - span[0]) / 1e6, width, (hi - span[0]) / 1e6))
     out.append("</svg>")
