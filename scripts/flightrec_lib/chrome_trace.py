@@ -98,10 +98,8 @@ class ChromeTrace:
         if self._origin is None or wall_ns < self._origin:
             self._origin = wall_ns
 
-    def write(self, fp):
-        """Writes the JSON document; returns the number of non-metadata events.
-        The text is what json.dump of the whole document would write."""
-        origin = self._origin if self._origin is not None else 0
+    def metadata(self):
+        """The metadata ("M") events: process and thread names, thread order."""
         out = []
         for pid, name in sorted(self._processes.items()):
             out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": pid,
@@ -112,18 +110,33 @@ class ChromeTrace:
             # The main thread first, then threads by tid.
             out.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
                         "args": {"sort_index": 0 if tid == pid else tid}})
+        return out
+
+    def event_texts(self):
+        """Every other event's JSON text, in time order, once (the spill is
+        closed at the end): what write() puts into traceEvents, and what the
+        viewer reads a line at a time."""
+        origin = self._origin if self._origin is not None else 0
+        try:
+            # "ts" is the last key of each event, as json.dump would write it had it been set last.
+            for wall_ns, _, _, text in self._events.sorted():
+                yield text[:-1] + ',"ts":' + float.__repr__((wall_ns - origin) / 1000.0) + "}"
+        finally:
+            self._events.close()
+
+    def write(self, fp):
+        """Writes the JSON document; returns the number of non-metadata events.
+        The text is what json.dump of the whole document would write."""
+        origin = self._origin if self._origin is not None else 0
         fp.write('{"traceEvents":[')
         first = True
-        for item in out:
+        for item in self.metadata():
             fp.write(("" if first else ",") + json.dumps(item, separators=_COMPACT))
             first = False
-        # "ts" is the last key of each event, as json.dump would write it had it been set last.
-        for wall_ns, _, _, text in self._events.sorted():
-            fp.write(("" if first else ",") + text[:-1] + ',"ts":' + float.__repr__((wall_ns - origin) / 1000.0)
-                     + "}")
+        for text in self.event_texts():
+            fp.write(("" if first else ",") + text)
             first = False
         fp.write('],"displayTimeUnit":"ms","otherData":' + json.dumps(
             {"origin_realtime_ns": origin, "generator": "flightrec-dump"}, separators=_COMPACT) + "}")
         fp.write("\n")
-        self._events.close()
         return self._count

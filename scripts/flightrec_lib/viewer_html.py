@@ -227,12 +227,19 @@ def bars(buckets, label_of, width=640, bar_h=16):
 def selection_form(view, params):
     """The filters every report takes (service, host, pid, time window, and
     kind/thread for profiles), as a GET form: the URL then says them."""
-    if view in ("", "diff"):
+    if view == "diff":
         return ""
-    fields = [("service", "service", ""), ("host", "host", ""), ("pid", "pid", ""), ("incident", "incident", ""),
-              ("from", "from", "e.g. 1.5s"), ("to", "to", "-2s")]
+    if view == "":  # the Traces page: which processes to list
+        fields = [("service", "service", "name or glob"), ("host", "host", "name or glob"), ("pid", "pid", "")]
+    else:
+        fields = [("service", "service", ""), ("host", "host", ""), ("pid", "pid", ""),
+                  ("incident", "incident", ""), ("from", "from", "e.g. 1.5s"), ("to", "to", "-2s")]
     if view in ("flame", "top", "report"):
         fields += [("thread", "thread", "tid or name")]
+    if view in ("flame", "top", "requests", "report"):
+        fields += [("endpoint", "endpoint", "GET /api/*")]
+    if view == "requests":
+        fields += [("trace_id", "trace id", "trace id prefix or x-request-id")]
     out = ['<form class="sel" method="get" action="/%s">' % esc(view)]
     for name, label, hint in fields:
         out.append('<label>%s <input name="%s" value="%s" placeholder="%s"></label> ' % (
@@ -241,7 +248,7 @@ def selection_form(view, params):
         out.append('<label>kind <select name="kind">%s</select></label> ' % "".join(
             '<option%s>%s</option>' % (" selected" if params.get("kind", "cpu") == k else "", k)
             for k in ("cpu", "offcpu", "alloc", "live")))
-    for keep in ("prefix",):
+    for keep in ("prefix", "role") if view == "requests" else ("prefix",):
         if params.get(keep):
             out.append('<input type="hidden" name="%s" value="%s">' % (keep, esc(params[keep])))
     out.append('<button>show</button></form>')

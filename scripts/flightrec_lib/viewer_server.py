@@ -27,6 +27,7 @@ import traceback
 import urllib.parse
 
 from . import cli, viewer_html, viewer_sources, viewer_views
+from .fleet_db import FleetError
 
 # How long a request waits for the view being built before the page says "busy".
 BUSY_WAIT_S = 20
@@ -107,6 +108,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self._page(413, view, params, "Selection too large", str(e))
         except viewer_sources.SourceError as e:
             return self._page(502, view, params, "Cannot read the source", str(e))
+        except FleetError as e:  # ClickHouse down or refusing: one line, no credentials (fleet_db)
+            return self._page(502, view, params, "Cannot read the source", str(e))
         except (BrokenPipeError, ConnectionResetError):
             return None
         except Exception as e:  # never a traceback in the browser
@@ -149,7 +152,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def serve(paths, bind, port, max_bytes, out=sys.stdout):
+def serve(paths, bind, port, max_bytes, out=sys.stdout, fleet=None):
     """Runs the viewer until interrupted. Returns an exit status."""
     if bind == "localhost":
         bind = "127.0.0.1"
@@ -158,7 +161,7 @@ def serve(paths, bind, port, max_bytes, out=sys.stdout):
     except ValueError:
         raise cli.UsageError("--bind takes an IP address (127.0.0.1, ::1, 0.0.0.0, ...), not %r" % bind) from None
     try:
-        sources = viewer_sources.Sources(paths, max_bytes)
+        sources = viewer_sources.Sources(paths, max_bytes, fleet)
     except viewer_sources.SourceError as e:
         raise cli.UsageError(str(e)) from None
     try:

@@ -1,6 +1,7 @@
 """viewer_sources: what `flightrec-dump serve` reads, and nothing else — the
-paths (files, directories) or the one s3://bucket/prefix given on its
-command line. The browser never names a file: it names a selection
+paths (files, directories), the one s3://bucket/prefix or the one
+ClickHouse database (--clickhouse URL, segments `load` put there) given on
+its command line. The browser never names a file: it names a selection
 (service, host, pid, incident, and for S3 a key prefix under the given
 one), and this module maps it to the segments of those sources.
 
@@ -11,7 +12,9 @@ one), and this module maps it to the segments of those sources.
 * open(): a Trace of one selection, read the way the reports read it
   (cli.SelectedTrace), kept for the next views (a few at a time). A
   selection larger than max_bytes is refused with a message (TooBig)
-  before anything is read or downloaded.
+  before anything is read or downloaded. From ClickHouse: the reports'
+  fleet_profiles.FleetTrace of the selection (the database aggregates; its
+  size is not the viewer's memory, so max_bytes does not apply).
 
 The sources are fixed when the server starts: a path or key outside them
 cannot be reached through a selection.
@@ -55,10 +58,14 @@ class Selection(selection.Selection):
 
 
 class Sources:
-    def __init__(self, paths, max_bytes):
+    def __init__(self, paths, max_bytes, fleet=None):
+        """fleet: a fleet_db.Target (serve --clickhouse URL), in place of paths."""
         remote = [p for p in paths if p.startswith("s3://")]
         if remote and len(paths) > 1:
             raise SourceError("serve takes local paths or one s3://bucket/prefix, not both")
+        if fleet is not None and paths:
+            raise SourceError("serve takes PATHs or --clickhouse URL, not both")
+        self.fleet = fleet
         self.paths = list(paths)
         self.s3_url = remote[0] if remote else None
         self.max_bytes = max_bytes
@@ -67,6 +74,8 @@ class Sources:
         self._tmpdirs = []
 
     def describe(self):
+        if self.fleet is not None:
+            return self.fleet.shown + (" (cluster %s)" % self.fleet.cluster if self.fleet.cluster else "")
         return self.s3_url or ", ".join(self.paths)
 
     def close(self):
@@ -82,6 +91,8 @@ class Sources:
         "incidents": [...], "crashes": n, "folders": [...] (S3), "note"}."""
         if self.s3_url:
             return self._s3_catalog(prefix)
+        if self.fleet is not None:
+            return self._fleet_catalog()
         doc = self._local_info()
         procs = {}
         for s in doc["segments"]:
@@ -117,6 +128,39 @@ class Sources:
             trace = cli.SelectedTrace(self.paths, selection.Selection())
             self._catalog = (cmd_info.summarize(trace), trace)
         return self._catalog[0]
+
+    def _fleet_catalog(self):
+        """The processes loaded into the database, from its ledger and tables
+        (fleet_reports.info_document, what `info --clickhouse` prints)."""
+        from . import fleet_profiles, fleet_reports
+        trace = fleet_profiles.FleetTrace(self.fleet, selection.Selection())
+        fleet_reports.check_loaded_by_this_version(trace)
+        doc = fleet_reports.info_document(trace)
+        procs = {}
+        for s in doc["segments"]:
+            key = (s["service"], s["host"], s["pid"])
+            p = procs.get(key)
+            if p is None:
+                p = procs[key] = {"service": s["service"], "host": s["host"], "pid": s["pid"], "segments": 0,
+                                  "bytes": 0, "events": 0, "first_wall_ns": None, "last_wall_ns": None,
+                                  "bad_blocks": 0, "dropped": {}}
+            p["segments"] += 1
+            p["bytes"] += s.get("size") or 0
+            p["events"] += s.get("events") or 0
+            p["bad_blocks"] += s.get("bad_blocks") or 0
+            if s.get("first_wall_ns") is not None:
+                last = s["first_wall_ns"] + (s["last_time_ns"] - s["first_time_ns"])
+                p["first_wall_ns"] = min(p["first_wall_ns"] or s["first_wall_ns"], s["first_wall_ns"])
+                p["last_wall_ns"] = max(p["last_wall_ns"] or last, last)
+        for (service, host, pid), p in procs.items():
+            sub = copy.copy(trace)  # FleetTrace.dropped() reads only .procs
+            sub.procs = {k: v for k, v in trace.procs.items() if v == (host, service, pid)}
+            p["dropped"] = dict(sorted(sub.dropped().items()))
+        return {"processes": sorted(procs.values(), key=lambda p: (p["service"] or "", p["host"] or "", p["pid"])),
+                "segments": len(doc["segments"]), "bytes": sum(s.get("size") or 0 for s in doc["segments"]),
+                "errors": [], "incidents": [], "crashes": None, "folders": [], "time_range": doc["time_range"],
+                "note": "from ClickHouse: the segments `flightrec-dump load` put there; crashes, incidents and "
+                        "the timeline are read from segment files (serve PATH)"}
 
     def _s3_catalog(self, prefix):
         from . import s3_source
@@ -188,6 +232,8 @@ class Sources:
         if trace is not None:
             self._traces.move_to_end(key)
             return trace
+        if self.fleet is not None:
+            return self._fleet_open(chosen, key)
         if self.s3_url:
             paths = [self._s3_download(chosen)]
         else:
@@ -207,6 +253,20 @@ class Sources:
                 incidents.select(trace, chosen.incident)
             except incidents.IncidentError as e:
                 raise SourceError(str(e).replace("--incident", "incident")) from None
+        self._traces[key] = trace
+        while len(self._traces) > KEEP_TRACES:
+            self._traces.popitem(last=False)
+        return trace
+
+    def _fleet_open(self, chosen, key):
+        from . import fleet_profiles
+        if chosen.incident is not None:
+            raise SourceError("incidents are not available from ClickHouse yet (as `--incident` with "
+                              "--clickhouse): serve the segment files for them")
+        trace = fleet_profiles.FleetTrace(self.fleet, chosen)
+        if not trace.segments:
+            raise SourceError("no processes in %s match %s" % (self.describe(), chosen.describe() or
+                                                               "this selection"))
         self._traces[key] = trace
         while len(self._traces) > KEEP_TRACES:
             self._traces.popitem(last=False)

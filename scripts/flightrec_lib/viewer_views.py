@@ -17,7 +17,8 @@ import re
 import tempfile
 import time
 
-from . import calltree, cli, diff, downstream, flamegraph, incidents, profiles, viewer_sources
+from . import (calltree, cli, diff, downstream, flamegraph, incidents, profiles, request_report,
+               viewer_sources)
 from .commands import cmd_chrome, cmd_diff, cmd_flame, cmd_heap, cmd_info, cmd_requests, cmd_sockets
 from .viewer_html import bars, call_tree, esc, flame_frame, fmt_bytes, fmt_ns, fmt_value, link, table, text_tree
 
@@ -28,7 +29,7 @@ class ViewError(Exception):
 
 # Parameters a URL may carry, with their longest accepted value.
 PARAMS = {"service": 200, "host": 200, "pid": 200, "incident": 10, "from": 40, "to": 40, "kind": 10,
-          "thread": 200, "role": 10, "prefix": 1000, "save": 1, "limit": 6,
+          "thread": 200, "role": 10, "prefix": 1000, "save": 1, "limit": 6, "endpoint": 200, "trace_id": 80,
           "a_pid": 200, "a_from": 40, "a_to": 40, "b_pid": 200, "b_from": 40, "b_to": 40,
           "a_service": 200, "b_service": 200, "a_host": 200, "b_host": 200, "a_incident": 10, "b_incident": 10}
 # Most rows a table shows (the rest are counted, not listed).
@@ -73,6 +74,22 @@ def selection_of(params, side=""):
                                     params.get("prefix", ""))
 
 
+def _paths_only(trace):
+    """From ClickHouse, the flame graph, top and compare views follow call
+    paths only: one row per distinct stack (as cli.open_trace sets it for
+    top/flame/diff)."""
+    if getattr(trace, "fleet", False):
+        trace.merge_threads = True
+
+
+def _files_only(ctx, trace, what):
+    """A view the ClickHouse tables cannot give yet: a page that says so."""
+    if getattr(trace, "fleet", False):
+        return ('<p class="note files-only">%s: not available from ClickHouse (the database holds no %s '
+                'yet); serve the segment files for it</p>' % (esc(what[0]), esc(what[1])))
+    return None
+
+
 def _time(params, name):
     value = params.get(name) or None
     if value is not None:
@@ -102,10 +119,12 @@ def _problems(trace, extra=()):
 
 def _profile(ctx, kind=None):
     trace = ctx.trace()
+    _paths_only(trace)
     kind = kind or _kind(ctx.params)
     try:
         prof = profiles.build(trace, kind, thread=ctx.params.get("thread") or None,
-                              t_from=_time(ctx.params, "from"), t_to=_time(ctx.params, "to"))
+                              t_from=_time(ctx.params, "from"), t_to=_time(ctx.params, "to"),
+                              endpoint=ctx.params.get("endpoint") or None)
     except profiles.ProfileError as e:
         raise ViewError(str(e)) from None
     return trace, prof
@@ -115,6 +134,16 @@ def _profile(ctx, kind=None):
 
 def view_index(ctx):
     cat = ctx.sources.catalog(ctx.params.get("prefix", ""))
+    # service/host/pid narrow the list as they narrow a report (--service, --host, --pid)
+    chosen = ctx.selection
+    if chosen:
+        shown = [p for p in cat["processes"] if chosen.matches(p)]
+        cat = dict(cat, processes=shown, segments=sum(p["segments"] for p in shown),
+                   bytes=sum(p["bytes"] for p in shown),
+                   incidents=[i for i in cat["incidents"] if chosen.matches(i)])
+        firsts = [p["first_wall_ns"] for p in shown if p["first_wall_ns"] is not None]
+        lasts = [p["last_wall_ns"] for p in shown if p["last_wall_ns"] is not None]
+        cat["time_range"] = {"first_wall_ns": min(firsts), "last_wall_ns": max(lasts)} if firsts and lasts else None
     out = ["<h1>Traces</h1>"]
     if cat.get("prefix") is not None:
         out.append("<p>prefix <code>%s</code></p>" % esc(cat["prefix"] or "(bucket root)"))
@@ -135,7 +164,7 @@ def view_index(ctx):
                "prefix": ctx.params.get("prefix", "")}
         views = " ".join('<a href="%s">%s</a>' % (esc(link(v, sel)), label) for v, label in (
             ("flame", "flame"), ("top", "top"), ("timeline", "timeline"), ("requests", "requests"),
-            ("heap", "heap"), ("report", "report")))
+            ("heap", "heap"), ("report", "report")) if not (v == "timeline" and ctx.sources.fleet is not None))
         dropped = p["dropped"]
         rows.append([esc(p["service"] or "?"), esc(p["host"] or "?"), esc(p["pid"] if p["pid"] is not None else "?"),
                      str(p["segments"]), esc(fmt_bytes(p["bytes"])),
@@ -164,12 +193,12 @@ def _flame_html(prof, title):
 
 def view_flame(ctx):
     trace, prof = _profile(ctx)
-    title = "%s flame graph" % prof.spec["title"]
+    title = "%s flame graph" % prof.spec["title"] + _endpoint_said(ctx)
     if prof.entries:
         title += " (%s samples)" % "{:,}".format(prof.samples)
     out = ["<h1>%s</h1>" % esc(title), _kinds_links(ctx, "flame")]
     if not prof.entries:
-        out.append('<p class="error">%s</p>' % esc(profiles.empty_message(prof, trace)))
+        out.append('<p class="error">%s</p>' % esc(_empty(ctx, prof, trace)))
         return title, "".join(out), _problems(trace, prof.problems)
     out.append('<p class="note">hover for details, click a frame to zoom and to open it in the call tree below, '
                '"Search" highlights by regular expression</p>')
@@ -178,6 +207,21 @@ def view_flame(ctx):
     out.append('<h2>Call tree</h2><p class="note">clicked: <span id="tree-focus">-</span></p>')
     out.append('<div id="tree">%s</div>' % call_tree(root, prof.unit))
     return title, "".join(out), _problems(trace, prof.problems)
+
+
+def _empty(ctx, prof, trace):
+    """The line a profile with no samples gives (profiles.empty_message, and the endpoint filter)."""
+    said = profiles.empty_message(prof, trace)
+    if ctx.params.get("endpoint"):
+        said += " (endpoint %s: only samples taken on a request's handling thread while a request of that " \
+                "endpoint was in flight)" % ctx.params["endpoint"]
+    return said
+
+
+def _endpoint_said(ctx):
+    """What the title says of an endpoint filter (the --endpoint of the reports)."""
+    ep = ctx.params.get("endpoint")
+    return (" inside %s requests" % ep) if ep else ""
 
 
 def _kinds_links(ctx, view):
@@ -190,11 +234,11 @@ def _kinds_links(ctx, view):
 
 def view_top(ctx):
     trace, prof = _profile(ctx)
-    title = "%s: top functions" % prof.spec["title"]
+    title = "%s: top functions" % prof.spec["title"] + _endpoint_said(ctx)
     out = ["<h1>%s</h1>" % esc(title), _kinds_links(ctx, "top")]
     rows = prof.functions()
     if not rows:
-        out.append('<p class="error">%s</p>' % esc(profiles.empty_message(prof, trace)))
+        out.append('<p class="error">%s</p>' % esc(_empty(ctx, prof, trace)))
         return title, "".join(out), _problems(trace, prof.problems)
     total = prof.weight or 1.0
     out.append("<p>%s samples, %s</p>" % ("{:,}".format(prof.samples), esc(fmt_value(prof.weight, prof.unit))))
@@ -213,24 +257,37 @@ def view_top(ctx):
 
 def view_timeline(ctx):
     trace = ctx.trace()
+    note = _files_only(ctx, trace, ("Timeline", "per-event timeline reader"))
+    if note:
+        return "Timeline", "<h1>Timeline</h1>" + note, []
     damage = []
+    # The `chrome` report's events (cmd_chrome.timeline), one JSON line each in
+    # a temporary file, read twice (span, then the events drawn): memory holds
+    # the drawn events, never the whole timeline (as `chrome -o` holds none).
     with tempfile.TemporaryDirectory(prefix="flightrec-viewer-") as tmp:
         ct = cmd_chrome.timeline(trace, spill_dir=tmp, on_damage=lambda p, m: damage.append((p, m)))
-        path = os.path.join(tmp, "timeline.json")
+        path = os.path.join(tmp, "timeline.jsonl")
+        meta = ct.metadata()
         with open(path, "w", encoding="utf-8") as f:
-            ct.write(f)
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    events = doc.get("traceEvents", [])
-    body = _draw_timeline(events, ctx.params)
+            for text in ct.event_texts():
+                f.write(text + "\n")
+
+        def events():
+            yield from meta
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    yield json.loads(line)
+
+        body = _draw_timeline(events, ctx.params)
     return "Timeline", "<h1>Timeline</h1>" + body, _problems(trace, damage)
 
 
-def _draw_timeline(events, params):
+def _draw_timeline(events_of, params):
+    """events_of(): a fresh iterator over the Chrome trace events (metadata first)."""
     names, tracks = {}, {}
     procs = {}
     span = [None, None]
-    for e in events:
+    for e in events_of():
         ph = e.get("ph")
         if ph == "M":
             if e.get("name") == "thread_name":
@@ -261,7 +318,7 @@ def _draw_timeline(events, params):
         return '<p class="error">the time window is empty</p>'
     drawn = 0
     skipped = 0
-    for e in events:
+    for e in events_of():
         if e.get("ph") not in ("X", "i", "I") or not isinstance(e.get("ts"), (int, float)):
             continue
         ts, dur = e["ts"], e.get("dur") or 0
@@ -270,7 +327,9 @@ def _draw_timeline(events, params):
         if drawn >= TIMELINE_EVENTS:
             skipped += 1
             continue
-        tracks.setdefault((e.get("pid"), e.get("tid", e.get("pid"))), []).append(e)
+        # only what is drawn (not the event's args and stacks)
+        tracks.setdefault((e.get("pid"), e.get("tid", e.get("pid"))), []).append(
+            (ts, dur, e.get("cat"), e.get("name") or "", e.get("ph")))
         drawn += 1
     width, left, row_h = 1100, 260, 18
     scale = (width - left - 10) / (hi - lo)
@@ -291,14 +350,14 @@ def _draw_timeline(events, params):
         out.append('<text x="2" y="%d">%s</text>' % (y + 12, esc("%s %s/%s" % (label, key[0], key[1]))))
         out.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#eee"/>' % (left, width, y + row_h - 1,
                                                                              y + row_h - 1))
-        for e in tracks[key]:
-            x = left + (max(e["ts"], lo) - lo) * scale
-            w = max(1.0, ((min(e["ts"] + (e.get("dur") or 0), hi)) - max(e["ts"], lo)) * scale)
-            color = colors.get(e.get("cat"), "#9e9e9e")
-            if e.get("ph") != "X":
+        for ts, dur, cat, name, ph in tracks[key]:
+            x = left + (max(ts, lo) - lo) * scale
+            w = max(1.0, (min(ts + dur, hi) - max(ts, lo)) * scale)
+            color = colors.get(cat, "#9e9e9e")
+            if ph != "X":
                 w = 1.0
             out.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s</title></rect>' % (
-                x, y + 2, w, row_h - 5, color, esc(e.get("name") or "")))
+                x, y + 2, w, row_h - 5, color, esc(name)))
     out.append('<text x="%d" y="12">+%.3fs</text><text x="%d" y="12" text-anchor="end">+%.3fs</text>' % (
         left, (lo - span[0]) / 1e6, width, (hi - span[0]) / 1e6))
     out.append("</svg>")
@@ -308,9 +367,55 @@ def _draw_timeline(events, params):
 def timeline_json(ctx, out):
     """The selection's Chrome/Perfetto JSON (what `chrome -o` writes) onto a stream."""
     trace = ctx.trace()
+    if getattr(trace, "fleet", False):
+        raise ViewError("the timeline JSON is not available from ClickHouse: serve the segment files for it")
     with tempfile.TemporaryDirectory(prefix="flightrec-viewer-") as tmp:
         ct = cmd_chrome.timeline(trace, spill_dir=tmp, on_damage=lambda p, m: None)
         return ct.write(out)
+
+
+def _requests_report(trace, role, slowest_n, endpoint, trace_id):
+    """The requests report of `requests [--endpoint E] [--trace-id T]`: the
+    file reader's (cmd_requests.analyse) or, from ClickHouse, the database's
+    (fleet_reports.analyse), as cmd_requests.run chooses."""
+    if getattr(trace, "fleet", False):
+        from . import fleet_reports
+        return fleet_reports.analyse(trace, role, slowest_n, endpoint, trace_id)
+    return cmd_requests.analyse(trace, role, slowest_n=slowest_n,
+                                only=request_report.request_filter(endpoint, trace_id))
+
+
+def _by_endpoint(trace, role, endpoint, trace_id):
+    """`requests --by endpoint`'s rows (files or ClickHouse, as cmd_requests.run)."""
+    if getattr(trace, "fleet", False):
+        from . import fleet_reports
+        return fleet_reports.by_endpoint(trace, role, endpoint, trace_id)
+    return cmd_requests.by_endpoint(trace, role, request_report.request_filter(endpoint, trace_id))
+
+
+def _endpoint_table(ctx, rows):
+    """`requests --by endpoint` as a table; each endpoint links to its
+    requests and to the profiles of the samples taken inside them."""
+    cells = []
+    keep = {k: v for k, v in ctx.params.items() if k in ("service", "host", "pid", "incident", "prefix")}
+    for r in rows[:ROWS]:
+        approx = "~" if r.get("approximate") else ""
+        named = r["endpoint"] != "(unnamed)"
+        links = " ".join('<a href="%s">%s</a>' % (esc(link(v, keep, endpoint=r["endpoint"], **extra)), label)
+                         for v, label, extra in (("requests", "requests", {"role": r["role"]}),
+                                                 ("flame", "flame", {}), ("top", "top", {}),
+                                                 ("flame", "off-CPU", {"kind": "offcpu"}),
+                                                 ("flame", "alloc", {"kind": "alloc"}))) if named else ""
+        cells.append([esc(r["role"]), '<span class="ep">%s</span>' % esc(r["endpoint"]),
+                      '<span class="ep-count">%d</span>' % r["count"], approx + fmt_ns(r["p50"]),
+                      approx + fmt_ns(r["p90"]), approx + fmt_ns(r["p99"]), fmt_ns(r["max"]), fmt_ns(r["total_ns"]),
+                      fmt_ns(r["cpu_ns"]), fmt_ns(r["offcpu_ns"]), fmt_bytes(r["alloc_bytes"]),
+                      fmt_bytes(r["bytes_in"]), fmt_bytes(r["bytes_out"]), links])
+    out = [table(["role", "endpoint", "count", "p50", "p90", "p99", "max", "total", "cpu/req", "offcpu/req",
+                  "alloc/req", "in/req", "out/req", "views"], cells, numeric=tuple(range(2, 13)))]
+    if len(rows) > ROWS:
+        out.append('<p class="note">%d of %d endpoints</p>' % (ROWS, len(rows)))
+    return "".join(out)
 
 
 def view_requests(ctx):
@@ -318,15 +423,25 @@ def view_requests(ctx):
     role = ctx.params.get("role") or "all"
     if role not in ("server", "client", "all"):
         raise ViewError("bad role %r: server, client or all" % role)
-    rep = cmd_requests.analyse(trace, role, slowest_n=10)
+    endpoint = ctx.params.get("endpoint") or None
+    trace_id = ctx.params.get("trace_id") or None
+    rep = _requests_report(trace, role, 20 if trace_id else 10, endpoint, trace_id)
     summ, hist, details = rep["summary"], rep["histogram"], rep["details"]
     total = sum(s["count"] for s in summ.values())
+    said = "".join(" %s <code>%s</code>" % (label, esc(v)) for label, v in (("endpoint", endpoint),
+                                                                           ("trace id", trace_id)) if v)
     out = ['<h1>Requests</h1><p>role: %s</p>' % " | ".join(
         ('<b>%s</b>' % r) if r == role else '<a href="%s">%s</a>' % (esc(link("requests", ctx.params, role=r)), r)
         for r in ("all", "server", "client")),
-        '<p><span id="request-count">%d</span> requests</p>' % total]
+        '<p><span id="request-count">%d</span> requests%s%s</p>' % (
+            total, said and (" of" + said), (' (<a href="%s">all</a>)' % esc(link(
+                "requests", ctx.params, endpoint=None, trace_id=None))) if said else "")]
     if not summ:
-        if not any(True for _ in trace.batches({"socket.op"})):
+        if trace_id:
+            why = "no request with trace id or request id %r (recorded with FLIGHTREC_TRACE_CONTEXT=1?)" % trace_id
+        elif endpoint:
+            why = "no request of endpoint %r in the selection" % endpoint
+        elif not any(True for _ in trace.batches({"socket.op", "socket.exchange"})):
             why = "no socket events in the trace (FLIGHTREC_SOCKETS=0, or the program used no sockets)"
         else:
             why = "no requests: no connection had a request/response exchange (docs/REQUESTS.md)"
@@ -340,22 +455,40 @@ def view_requests(ctx):
                      fmt_ns(s["max"]), fmt_bytes(s["bytes_in"]), fmt_bytes(s["bytes_out"])])
     out.append(table(["role", "requests", "connections", "p50", "p90", "p99", "max", "in", "out"], rows,
                      numeric=(1, 2, 3, 4, 5, 6, 7, 8)))
+    if not trace_id:
+        eps = _by_endpoint(trace, role, endpoint, None)
+        if any(r["endpoint"] != "(unnamed)" for r in eps):
+            out.append('<h2>By endpoint</h2><p class="note">per request: CPU and off-CPU time and sampled '
+                       'allocations on the handling thread while it was in flight (docs/REQUESTS.md); sorted '
+                       'by total time</p>')
+            out.append('<div id="by-endpoint">%s</div>' % _endpoint_table(ctx, eps))
     for name, buckets in hist.items():
         out.append("<h2>Latency histogram (%s)</h2>" % esc(name))
         out.append(bars([(b["lo_ns"], b["count"]) for b in buckets],
                         lambda lo, _b={b["lo_ns"]: b["hi_ns"] for b in buckets}: "%s .. %s" % (
                             fmt_ns(lo), fmt_ns(_b[lo]))))
-    t0 = trace.time_range()[0] or 0
+    t0 = getattr(trace, "mono_range", trace.time_range)()[0] or 0
     thread_names = {(t["pid"], t["tid"]): t["name"] for t in trace.threads() if t.get("name")}
     if details:
-        out.append("<h2>Slowest %d</h2>" % len(details))
+        out.append("<h2>%s</h2>" % (("%d requests of this trace, slowest first" if trace_id else "Slowest %d")
+                                    % len(details)))
     for i, (r, trees) in enumerate(details, 1):
         arrow = "&lt;-" if r["role"] == "server" else "-&gt;"
         where = "%s %s %s" % (esc(r["local"] or "?"), arrow, esc(r["peer"] or "?"))
-        out.append('<h3 class="slow">#%d %s, %s request on conn %d (%s), pid %s tid %s %s at +%.3fs, %s in, %s out'
-                   '</h3>' % (i, esc(fmt_ns(r["duration_ns"])), esc(r["role"]), r["connection"], where, r["pid"],
-                              r["tid"], esc(thread_names.get((r["pid"], r["tid"]), "")),
+        out.append('<h3 class="slow">#%d %s, %s request%s on conn %d (%s), pid %s tid %s %s at +%.3fs, %s in, %s out'
+                   '</h3>' % (i, esc(fmt_ns(r["duration_ns"])), esc(r["role"]),
+                              (' <span class="ep">%s</span>' % esc(r["endpoint"])) if r.get("endpoint") else "",
+                              r["connection"], where, r["pid"], r["tid"],
+                              esc(thread_names.get((r["pid"], r["tid"]), "")),
                               (r["start_ns"] - t0) / 1e9, fmt_bytes(r["bytes_in"]), fmt_bytes(r["bytes_out"])))
+        tr = r.get("trace")
+        if tr:
+            tid = tr.get("trace_id")
+            out.append('<p class="trace">trace %s parent span %s%s%s</p>' % (
+                ('<a class="trace-id" href="%s">%s</a>' % (esc(link("requests", ctx.params, trace_id=tid,
+                                                                    endpoint=None)), esc(tid))) if tid else "-",
+                esc(tr.get("parent_span_id", "-")), " sampled" if tr.get("sampled") else "",
+                (", request id <code>%s</code>" % esc(tr["request_id"])) if tr.get("request_id") else ""))
         if r["concurrent"]:
             out.append('<p class="note">shared: %d other requests in flight on this thread; the samples below '
                        'belong to all of them</p>' % r["concurrent"])
@@ -375,7 +508,12 @@ def view_requests(ctx):
 
 def view_sockets(ctx):
     trace = ctx.trace()
-    conns, unattributed = cmd_sockets.collect(trace)
+    if getattr(trace, "fleet", False):  # merged in the database, as cmd_sockets.run does (fleet_reports.py)
+        from . import fleet_reports
+        fleet_reports.check_loaded_by_this_version(trace)
+        conns, unattributed = fleet_reports.socket_connections(trace)
+    else:
+        conns, unattributed = cmd_sockets.collect(trace)
     rows = sorted(conns.values(), key=lambda c: (c["pid"] or 0, c["open_ns"] or 0, c["id"]))
     dropped = {k: v for k, v in trace.dropped().items() if k.startswith("socket")}
     totals = cmd_sockets.totals_of(rows, unattributed, sum(dropped.values()))
@@ -388,7 +526,7 @@ def view_sockets(ctx):
     if not rows:
         out.append('<p class="error">no connections in the selection</p>')
         return "Sockets", "".join(out), _problems(trace)
-    t0 = trace.time_range()[0] or 0
+    t0 = getattr(trace, "mono_range", trace.time_range)()[0] or 0  # (as cmd_sockets.run)
     cells = []
     for c in rows[:ROWS]:
         lat = c.get("latency_ns") or {}
@@ -406,7 +544,11 @@ def view_sockets(ctx):
 
 def view_heap(ctx):
     trace = ctx.trace()
-    doc, notes = cmd_heap.build(trace)
+    if getattr(trace, "fleet", False):  # aggregated in the database, as cmd_heap.run does (fleet_heap.py)
+        from . import fleet_heap
+        doc, notes = fleet_heap.build(trace)
+    else:
+        doc, notes = cmd_heap.build(trace)
     sk = cmd_heap.SORT_KEYS["alloc"]
     sites = sorted(doc["sites"], key=lambda s: (-s[sk], -s["allocated_bytes_est"], s["function"], s["file"],
                                                 s["line"]))
@@ -438,6 +580,9 @@ def view_heap(ctx):
 
 def view_crashes(ctx):
     trace = ctx.trace()
+    note = _files_only(ctx, trace, ("Crashes", "crash stacks"))
+    if note:
+        return "Crashes", "<h1>Crashes</h1>" + note, []
     crashes, killed = cmd_info.crashes(trace), cmd_info.killed(trace)
     names = {(t["pid"], t["tid"]): t["name"] for t in trace.threads()}
     out = ["<h1>Crashes</h1>"]
@@ -475,6 +620,9 @@ def _incident_table(found, params):
 
 def view_incidents(ctx):
     trace = ctx.trace()
+    note = _files_only(ctx, trace, ("Incidents", "trigger events"))
+    if note:
+        return "Incidents", "<h1>Incidents</h1>" + note, []
     found = incidents.find(trace)
     out = ["<h1>Incidents</h1>"]
     if not found:
@@ -495,24 +643,30 @@ def view_diff(ctx):
         for name in ("service", "host", "pid", "incident", "from", "to"):
             form.append(' %s <input name="%s_%s" value="%s" size="8">' % (name, side, name,
                                                                          esc(p.get(side + "_" + name, ""))))
+    form.append(' endpoint <input name="endpoint" value="%s" size="14" placeholder="GET /api/*">' % esc(
+        p.get("endpoint", "")))
     form.append(" <button>compare</button></form>")
     out = ["".join(form) if not ctx.saved else ""]
     sides = []
     for side in ("a", "b"):
         chosen = selection_of(p, side + "_")
         window = (_time(p, side + "_from") or _time(p, "from"), _time(p, side + "_to") or _time(p, "to"))
-        sides.append((ctx.trace(chosen), window, _describe_side(chosen, window)))
+        # (build_sides adds the window to the description)
+        sides.append((ctx.trace(chosen), window, _describe_side(chosen, (None, None))))
     if sides[0][0] is sides[1][0] and sides[0][1] == sides[1][1]:
         out.append('<p class="error">nothing to compare: give the two sides different processes or time windows '
                    '(e.g. a_to=10s and b_from=-10s)</p>')
         return "Compare", "".join(out), []
     notes = []
+    for t, _, _ in sides:
+        _paths_only(t)
     try:
-        built = cmd_diff.build_sides(kind, p.get("thread") or None, sides[0], sides[1], notes)
+        built = cmd_diff.build_sides(kind, p.get("thread") or None, sides[0], sides[1], notes,
+                                     endpoint=p.get("endpoint") or None)
     except profiles.ProfileError as e:
         raise ViewError(str(e)) from None
     (pa, a, da), (pb, b, db) = built
-    out.append("<h1>%s diff: B against A</h1>" % esc(pa.spec["title"]))
+    out.append("<h1>%s diff: B against A%s</h1>" % (esc(pa.spec["title"]), esc(_endpoint_said(ctx))))
     out.append("<p>A = %s: %s samples, %s<br>B = %s: %s samples, %s</p>" % (
         esc(da), "{:,}".format(a.samples), esc(fmt_value(a.weight, pa.unit)), esc(db), "{:,}".format(b.samples),
         esc(fmt_value(b.weight, pa.unit))))
@@ -549,7 +703,8 @@ def view_report(ctx):
     parts, problems = [], []
     trace = ctx.trace()
     first, last = trace.time_range()
-    procs = sorted({(s.header["service"], s.header["host"], s.pid) for s in trace.segments},
+    procs = sorted({(s.header["service"], s.header["host"], s.header.get("pid", getattr(s, "pid", None)))
+                    for s in trace.segments},
                    key=lambda k: (k[0] or "", k[1] or "", k[2] or 0))
     parts.append("<h1>Incident report</h1><p>%s; %d segments; %s</p>" % (
         esc(_describe_side(ctx.selection, (ctx.params.get("from"), ctx.params.get("to")))), len(trace.segments),
@@ -582,4 +737,7 @@ class Context:
         self.started = time.monotonic()
 
     def trace(self, chosen=None):
-        return self.sources.open(chosen or self.selection)
+        trace = self.sources.open(chosen or self.selection)
+        if getattr(trace, "fleet", False):
+            trace.merge_threads = False  # (the profile views set it: _paths_only)
+        return trace

@@ -232,6 +232,40 @@ def test_chrome_timeline_is_written_as_it_goes(tables_trace, tmp_path):
 
 
 @pytest.mark.slow
+def test_viewer_pages_stay_within_the_reports_bounds(tables_trace):
+    """`serve` over the same trace: its timeline page draws at most
+    viewer_views.TIMELINE_EVENTS of the 240,000 samples and reads the rest a
+    line at a time (it once loaded the whole Chrome JSON: peak 676 MiB
+    here, 193 MiB since); the other pages are the reports' own code. The
+    server's peak RSS after every page stays under the reports' bound."""
+    import subprocess
+    import urllib.request
+    from conftest import PYTHON
+    from test_dump_hostile import DUMP
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLIGHTREC_", "AWS_"))}
+    proc = subprocess.Popen([PYTHON, DUMP, "serve", "--port", "0", str(tables_trace)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        port = int(re.search(r"http://127\.0\.0\.1:(\d+)/", proc.stdout.readline()).group(1))
+        for view in ("", "timeline", "timeline?from=-1ms", "flame", "top", "report"):
+            with urllib.request.urlopen("http://127.0.0.1:%d/%s" % (port, view), timeout=300) as r:
+                body = r.read().decode("utf-8")
+            assert r.status == 200 and 'data-count="0"' in body and "internal error" not in body, view
+            if view == "timeline":
+                assert "30000 events drawn, %d more not drawn" % (TABLE_SEGMENTS * CPU_SAMPLES - 30000) in body
+        with open("/proc/%d/status" % proc.pid) as f:
+            peak = int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert peak < TABLES_RSS_BOUND_KB, "serve: peak RSS %d MiB" % (peak >> 10)
+
+
+@pytest.mark.slow
 def test_speedscope_is_written_as_it_goes(tables_trace, tmp_path):
     path = tmp_path / "cpu.speedscope.json"
     status, _, err, rss = run_dump("speedscope", "-o", path, tables_trace, timeout=300)

@@ -289,15 +289,18 @@ def test_nginx_static_and_numeric_id_paths(fr, trace_dir, tmp_path):
     conf = base / "nginx.conf"
     conf.write_text(NGINX.format(dir=base, port=port, user="user root root;" if os.geteuid() == 0 else ""))
     proc = subprocess.Popen([nginx, "-c", str(conf), "-p", str(base), "-e", str(base / "error.log")],
-                            env=fr.env(trace_dir, {"FLIGHTREC_RING_BYTES": "8M"}), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            env=fr.env(trace_dir, {"FLIGHTREC_RING_BYTES": "8M", "FLIGHTREC_TRACE_CONTEXT": 1}),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_listening(port).close()  # a connection with no request: not a request
         for _ in range(4):
             with urllib.request.urlopen("http://127.0.0.1:%d/static/a.css" % port, timeout=30) as r:
                 assert r.read() == b"body{}\n"
         for i in range(6):
-            with urllib.request.urlopen("http://127.0.0.1:%d/items/%d?q=1" % (port, 4000 + i), timeout=30) as r:
+            # the last one carries a W3C traceparent: it must come back with its request
+            hdr = {"traceparent": "00-%s-00f067aa0ba902b7-01" % TRACES[2], "X-Request-Id": "ngx-5"} if i == 5 else {}
+            req = urllib.request.Request("http://127.0.0.1:%d/items/%d?q=1" % (port, 4000 + i), headers=hdr)
+            with urllib.request.urlopen(req, timeout=30) as r:
                 assert r.read() == b"item"
         with urllib.request.urlopen("http://127.0.0.1:%d/" % port, timeout=30) as r:
             assert r.read() == b"hello\n"
@@ -311,6 +314,56 @@ def test_nginx_static_and_numeric_id_paths(fr, trace_dir, tmp_path):
     rows = by_endpoint(fr, trace_dir)
     got = {ep: r["count"] for (role, ep), r in rows.items() if role == "server"}
     assert got == {"GET /static/a.css": 4, "GET /items/:id": 6, "GET /": 1}, rows
+    doc = fr.dump_json("requests", "--json", "--trace-id", TRACES[2], trace_dir)
+    assert [(q["role"], q["endpoint"], q["trace"]) for q in doc["requests"]] == [
+        ("server", "GET /items/:id", {"trace_id": TRACES[2], "parent_span_id": "00f067aa0ba902b7", "sampled": True,
+                                      "request_id": "ngx-5"})], doc["requests"]
+    assert sum(1 for q in fr.dump_json("requests", "--json", trace_dir)["requests"] if q.get("trace")) == 1
+
+
+# Node's http module, nothing changed in it: one endpoint per path shape,
+# a traceparent header coming back with its request.
+NODE_SERVER = r"""
+const http = require("http");
+const s = http.createServer((req, res) => {
+  let n = 0;
+  req.on("data", (c) => { n += c.length; });
+  req.on("end", () => { res.setHeader("Content-Length", "2"); res.end("ok"); });
+});
+s.keepAliveTimeout = 60000;
+s.listen(0, "127.0.0.1", () => { process.stdout.write(s.address().port + "\n"); });
+process.stdin.on("end", () => { s.close(); process.exit(0); });
+process.stdin.resume();
+"""
+
+
+def test_node_http_endpoints_counts_and_traceparent(fr, trace_dir, tmp_path):
+    node = shutil.which("node") or shutil.which("nodejs")
+    assert node, "node is missing: run `make deps`"
+    script = tmp_path / "server.js"
+    script.write_text(NODE_SERVER)
+    proc = subprocess.Popen([node, str(script)], env=fr.env(trace_dir, {"FLIGHTREC_TRACE_CONTEXT": 1}),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline())
+        python_client(port)
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    rows = by_endpoint(fr, trace_dir)
+    server = {ep: r["count"] for (role, ep), r in rows.items() if role == "server"}
+    assert server == {"GET /users/:id": 7, "POST /orders/:id/items": 3, "GET /health": 2, "GET /traced/:id": 3}, rows
+    for i, t in enumerate(TRACES):
+        doc = fr.dump_json("requests", "--json", "--trace-id", t, trace_dir)
+        assert [(q["endpoint"], q["trace"]) for q in doc["requests"]] == [
+            ("GET /traced/:id", {"trace_id": t, "parent_span_id": "00f067aa0ba902b%d" % i, "sampled": True,
+                                 "request_id": "rid-%d" % i})], doc["requests"]
+    everything = fr.dump_run("events", trace_dir).stdout
+    for secret in ("supersecret", "cookiesecret", "550e8400"):
+        assert secret not in everything, secret
 
 
 def slow_client(port):

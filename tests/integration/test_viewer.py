@@ -413,6 +413,52 @@ def test_selection_over_the_size_limit_is_refused_with_a_page(recorded, tmp_path
         assert "Traceback" not in v.stop()
 
 
+def test_crashes_page_shows_a_real_crash_with_its_stack(tmp_path):
+    """crash_test segv dies under the preload: the crashes page names the
+    signal, the process and the stack `info` reports, frame by frame."""
+    from conftest import Flightrec
+    fr = Flightrec()
+    out = tmp_path / "crash"
+    proc = fr.run([fr.program("crash_test"), "segv"], out, check=False)
+    assert proc.returncode == -11, proc.stderr
+    (crash,) = fr.dump_json("info", "--json", out)["crashes"]
+    v = Viewer(fr, [out])
+    try:
+        dom, console = load(v.url("crashes"), tmp_path, shot=os.path.join(SHOTS, "crashes-segv.png"))
+        assert_clean(dom, console)
+        assert re.search(r'<h2 class="crash">crash: SIGSEGV \(code [^)]*, fault address 0x0\) in pid %d ' % crash["pid"],
+                         dom), text_of(dom)[:800]
+        table = dom.split('<h2 class="crash">', 1)[1].split("</table>", 1)[0]
+        shown = [html_unescape(f) for f in re.findall(r"<tr><td class=\"n\">\d+</td><td>([^<]*)</td>", table)]
+        assert shown == [f["function"] for f in crash["stack"]] and len(shown) >= 3, (shown, crash["stack"])
+        # The Traces page counts it and links to it.
+        _, _, body = v.get("")
+        assert '<a href="/crashes">1 crash</a>' in body
+    finally:
+        v.stop()
+
+
+def html_unescape(text):
+    import html
+    return html.unescape(text)
+
+
+def test_traces_page_filters_as_the_reports_select(recorded, viewer):
+    """service/host/pid on the Traces page list what --service/--host/--pid select."""
+    fr, out, pids, _ = recorded
+    for params, want in (({}, set(pids)), ({"service": "cpu_*"}, {"cpu_split"}),
+                         ({"pid": "%d,%d" % (pids["req_slow"], pids["alloc_known"])}, {"req_slow", "alloc_known"}),
+                         ({"host": "no-such-host"}, set())):
+        status, _, body = viewer.get("", **params)
+        assert status == 200
+        listed = set(re.findall(r"<tr><td>([^<]*)</td>", body.split("<h2>Processes</h2>", 1)[1]))
+        assert listed == want, (params, listed)
+        assert '<span id="n-processes">%d</span>' % len(want) in body
+        args = sum((["--" + k, v] for k, v in params.items()), [])
+        segs = fr.dump_json("info", "--json", *args, out)["segments"] if want else []
+        assert '<span id="n-segments">%d</span>' % len(segs) in body
+
+
 def test_hostile_requests_read_nothing_outside_the_sources(viewer):
     for path in ("/../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd", "/etc/passwd", "//etc/passwd"):
         req = urllib.request.Request(viewer.base + path)

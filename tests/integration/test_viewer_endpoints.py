@@ -1,0 +1,203 @@
+"""The web viewer's endpoint, trace-id and ClickHouse views (issue 46, with
+the endpoints of issue 41 and the fleet database of issue 42).
+
+One real program is recorded under the preload: a Python http.server and
+its own client in one process (test_fleet_clickhouse.HTTP_PAIR) sending 12
+requests: 4 `GET /work/N` (50 ms of CPU each, one downstream call to
+`/users/0` each, a 4 MiB malloc) and 8 `GET /users/N`, every other one with
+a W3C traceparent and an x-request-id. So the server saw exactly 4
+`GET /work/:id` and 12 `GET /users/:id` requests, and so did the clients.
+
+Checked, through the viewer's pages (headless Chromium where a page is
+looked at, urllib where only its HTML is compared): the requests page's
+By endpoint table is `requests --by endpoint` (the counts the program
+sent); an endpoint's links lead to its requests and to the profile of the
+samples taken inside them, which is `top --endpoint`; a trace id (and an
+x-request-id) finds its requests with their trace context; the compare
+page takes an endpoint. Then the same pages over `serve --clickhouse URL`
+after `load`: the same numbers as from the files; the views the database
+cannot give yet say so; a server that went away gives a page, not a hang.
+"""
+import html
+import os
+import re
+import subprocess
+
+import pytest
+
+import clickhouse_server
+from conftest import PYTHON
+from test_fleet_clickhouse import HTTP_PAIR
+from test_viewer import SHOTS, Viewer, assert_clean, load, text_of
+
+WORK, USERS = "GET /work/:id", "GET /users/:id"
+TRACE3 = "%032x" % (0xabc000 + 3)   # request 3 (a /work/ one) sent this trace id, x-request-id req-3
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory):
+    from conftest import Flightrec
+    fr = Flightrec()
+    d = tmp_path_factory.mktemp("viewer-endpoints") / "trace"
+    d.mkdir()
+    fr.run([PYTHON, "-c", HTTP_PAIR], d, env={"FLIGHTREC_SERVICE": "web", "FLIGHTREC_TRACE_CONTEXT": "1",
+                                               "FLIGHTREC_CPU_HZ": "1000"})
+    return fr, d
+
+
+@pytest.fixture(scope="module")
+def viewer(web):
+    fr, d = web
+    v = Viewer(fr, [d])
+    yield v
+    v.stop()
+
+
+def endpoint_rows(dom):
+    """{(role, endpoint): count} of the page's By endpoint table."""
+    table = dom.split('<div id="by-endpoint">', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r'<tr><td>([^<]*)</td><td><span class="ep">([^<]*)</span></td><td class="n">'
+                      r'<span class="ep-count">(\d+)</span>', table)
+    return {(html.unescape(r), html.unescape(e)): int(n) for r, e, n in rows}
+
+
+def page_samples(dom):
+    m = re.search(r"<p>([\d,]+) samples, ", dom)
+    return int(m.group(1).replace(",", "")) if m else None
+
+
+def check_requests_by_endpoint(fr, v, tmp_path, report_args, shot=None):
+    dom, console = load(v.url("requests"), tmp_path, shot=shot)
+    assert_clean(dom, console)
+    rows = endpoint_rows(dom)
+    doc = fr.dump_json("requests", "--by", "endpoint", "--json", *report_args)
+    assert rows == {(r["role"], r["endpoint"]): r["count"] for r in doc["endpoints"]}
+    # what the program sent, exactly, on both ends
+    assert rows == {("server", WORK): 4, ("server", USERS): 12, ("client", WORK): 4, ("client", USERS): 12}, rows
+    # the table is in the report's order (total time) and each named endpoint links to its views
+    shown = re.findall(r'<span class="ep">([^<]*)</span></td><td class="n"><span class="ep-count">', dom)
+    assert [html.unescape(e) for e in shown] == [r["endpoint"] for r in doc["endpoints"]]
+    assert 'href="/flame?endpoint=GET+%2Fwork%2F%3Aid"' in dom and 'href="/top?endpoint=GET+%2Fusers%2F%3Aid"' in dom
+    return dom
+
+
+def check_endpoint_views(fr, v, tmp_path, report_args):
+    # The endpoint's requests: only those, counted as the report counts them.
+    _, _, body = v.get("requests", endpoint="GET /work/*", role="server")
+    assert '<span id="request-count">4</span>' in body, text_of(body)[:1500]
+    assert set(re.findall(r'<span class="ep">([^<]*)</span>', body.split("<h2>Slowest", 1)[1])) == {"GET /work/:id"}
+    # The profile inside an endpoint's requests is `top --endpoint`: same samples, same functions first.
+    for ep in ("GET /work/*", "GET /users/*"):
+        status, _, body = v.get("top", endpoint=ep)
+        assert status == 200
+        doc = fr.dump_json("top", "--json", "--endpoint", ep, *report_args)
+        if doc["samples"]:
+            assert page_samples(body) == doc["samples"], (ep, text_of(body)[:800])
+            shown = [html.unescape(f) for f in re.findall(r'<span class="fn">([^<]*)</span>', body)]
+            assert shown[:5] == [f["function"] for f in doc["functions"][:5]]
+        else:
+            assert "only samples taken on a request's handling thread" in html.unescape(body)
+    # /work/ burned 4 x 50 ms of CPU inside its requests: far more CPU there than in /users/.
+    work = fr.dump_json("top", "--json", "--endpoint", "GET /work/*", *report_args)["total_ns"]
+    users = fr.dump_json("top", "--json", "--endpoint", "GET /users/*", *report_args)["total_ns"]
+    assert work >= 100_000_000 and work > 5 * users, (work, users)
+    # The compare page over one endpoint, two windows.
+    status, _, body = v.get("diff", endpoint="GET /work/*", a_to="0.4s", b_from="0.4s")
+    assert status == 200 and "inside GET /work/* requests" in html.unescape(body), text_of(body)[:1000]
+
+
+def check_trace_id(fr, v, tmp_path, report_args, shot=None):
+    dom, console = load(v.url("requests", trace_id=TRACE3), tmp_path, shot=shot)
+    assert_clean(dom, console)
+    assert '<span id="request-count">2</span>' in dom   # the client's and the server's view of request 3
+    text = text_of(dom)
+    assert "2 requests of this trace" in text and "request id req-3" in text
+    assert text.count("trace %s parent span %016x sampled" % (TRACE3, 0x1234 + 3)) == 2, text[:2000]
+    doc = fr.dump_json("requests", "--json", "--trace-id", TRACE3, *report_args)
+    assert sorted(r["role"] for r in doc["requests"]) == ["client", "server"]
+    assert {r["endpoint"] for r in doc["requests"]} == {WORK}
+    # by x-request-id, and a prefix of the trace id
+    _, _, body = v.get("requests", trace_id="req-5")
+    assert '<span id="request-count">2</span>' in body and "request id <code>req-5</code>" in body
+    _, _, body = v.get("requests", trace_id=TRACE3[:28])
+    assert TRACE3 in body
+    status, _, body = v.get("requests", trace_id="f" * 32)
+    assert status == 200 and "no request with trace id" in html.unescape(body)
+
+
+# ------------------------------------------------------------------ from the files
+
+def test_requests_page_by_endpoint_is_the_report(web, viewer, tmp_path):
+    fr, d = web
+    check_requests_by_endpoint(fr, viewer, tmp_path, [d], shot=os.path.join(SHOTS, "requests-by-endpoint.png"))
+
+
+def test_endpoint_links_lead_to_that_endpoints_requests_and_profile(web, viewer, tmp_path):
+    fr, d = web
+    check_endpoint_views(fr, viewer, tmp_path, [d])
+    dom, console = load(viewer.url("flame", endpoint="GET /work/*"), tmp_path,
+                        shot=os.path.join(SHOTS, "flame-endpoint.png"))
+    assert_clean(dom, console)
+
+
+def test_trace_id_finds_its_requests(web, viewer, tmp_path):
+    fr, d = web
+    check_trace_id(fr, viewer, tmp_path, [d], shot=os.path.join(SHOTS, "requests-trace-id.png"))
+
+
+def test_saved_requests_page_keeps_the_endpoint_table(web, viewer, tmp_path):
+    _, _, live = viewer.get("requests")
+    status, headers, saved = viewer.get("requests", save="1")
+    assert status == 200 and "attachment" in headers.get("Content-Disposition", "")
+    path = tmp_path / "saved.html"
+    path.write_text(saved)
+    dom, console = load("file://%s" % path, tmp_path)
+    assert_clean(dom, console)
+    assert endpoint_rows(dom) == endpoint_rows(live)
+
+
+# ------------------------------------------------------------------ from ClickHouse
+
+@pytest.mark.skipif(not clickhouse_server.available(), reason="clickhouse-server or clickhouse_driver missing "
+                    "(make deps)")
+def test_clickhouse_source_shows_what_the_files_show(web, tmp_path):
+    fr, d = web
+    with clickhouse_server.ClickHouseServers(1) as servers:
+        url = servers.url(0, database="fleet")
+        load_run = subprocess.run([PYTHON, fr.dump, "load", "--clickhouse", url, str(d)], capture_output=True,
+                                  text=True, timeout=600)
+        assert load_run.returncode == 0, load_run.stderr
+        v = Viewer(fr, [], "--clickhouse", url)
+        try:
+            assert "over clickhouse://127.0.0.1:" in v.lines[0]
+            dom, console = load(v.url(""), tmp_path, shot=os.path.join(SHOTS, "clickhouse-traces.png"))
+            assert_clean(dom, console)
+            assert '<span id="n-processes">1</span>' in dom and "<td>web</td>" in dom
+            # the same tables as from the files (the reports compare them with the files too)
+            ch = ["--clickhouse", url]
+            check_requests_by_endpoint(fr, v, tmp_path, ch, shot=os.path.join(SHOTS, "clickhouse-requests.png"))
+            check_endpoint_views(fr, v, tmp_path, ch)
+            check_trace_id(fr, v, tmp_path, ch)
+            assert fr.dump_json("top", "--json", "--endpoint", "GET /work/*", *ch) == \
+                fr.dump_json("top", "--json", "--endpoint", "GET /work/*", d)
+            for view in ("flame", "top", "heap", "sockets", "report"):
+                dom, console = load(v.url(view), tmp_path, shot=os.path.join(SHOTS, "clickhouse-%s.png" % view))
+                assert_clean(dom, console)
+            _, _, body = v.get("heap")
+            files = fr.dump_json("heap", "--json", d)
+            shown = [html.unescape(f) for f in re.findall(r'<span class="fn">([^<]*)</span>', body)]
+            assert shown[:3] == [s["function"] for s in files["sites"][:3]]
+            # what the database cannot give yet is said, not a traceback
+            for view in ("timeline", "crashes", "incidents"):
+                status, _, body = v.get(view)
+                assert status == 200 and "not available from ClickHouse" in body, view
+            status, _, body = v.get("flame", incident="1")
+            assert status == 502 and "incidents are not available from ClickHouse" in body
+            # the server goes away: a page saying so, and the viewer goes on answering
+            servers.stop(0)
+            status, _, body = v.get("top", service="web")
+            assert status == 502 and "Cannot read the source" in body and "Traceback" not in body, body[-800:]
+            assert v.get("top", service="web")[0] == 502
+        finally:
+            err = v.stop()
+        assert "Traceback" not in err, err
