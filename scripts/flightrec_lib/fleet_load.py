@@ -19,6 +19,7 @@ machines split one prefix with no coordination. `.active` files are skipped
 (not sealed yet); a segment that cannot be read is reported and skipped."""
 import bisect
 import hashlib
+import json
 import os
 import random
 import sys
@@ -32,6 +33,8 @@ BATCH_ROWS = 100000
 CRC_SPAN = 64 << 10
 PROCESS_TYPES = {"process.start"}
 THREAD_TYPES = {"thread.start", "thread.name", "thread.end"}
+# A thread record's own keys (Trace.threads); a thread.start's other fields go in `extra`.
+_THREAD_KEYS = ("pid", "tid", "name", "start", "end", "type", "time")
 STACK_NONE, STACK_UNATTRIBUTED = 0, 1
 UNATTRIBUTED_BY_NAME = {name: kind for kind, (name, _) in profiles.UNATTRIBUTED_EVENTS.items()}
 SOCKET_TYPES = ("socket.open", "socket.close", "socket.op", "socket.exchange", "socket.gap", "socket.acceptq",
@@ -170,20 +173,13 @@ class Loader:
         def sid_of(s):
             v = sids.get(s)
             if v is None:
-                frames = seg.frames(s)
-                if not frames:
-                    v = STACK_NONE
-                else:
-                    v = stack_id(frames)
-                    if v not in self.stacks_sent:
-                        self.stacks_sent.add(v)
-                        self._add("stacks", _stack_row(v, frames))
-                sids[s] = v
+                v = sids[s] = self._stack(seg.frames(s))
             return v
 
         nevents = 0
         for batch in seg.batches:
             name = batch.type.name
+            ord0 = nevents
             nevents += batch.count
             if name in ("cpu.sample", "offcpu.sample", "alloc.sample"):
                 self._samples(batch, base, shift, sid_of, sids, problems)
@@ -195,11 +191,12 @@ class Loader:
                     n = len(cols["time"])
                     self._extend("frees", list(base) + [[t + shift for t in cols["time"]], list(cols["tid"]),
                                                         list(cols["address"])], n)
+            elif name in fleet_db.CRASH_TYPES or name == fleet_db.TRIGGER_TYPE:
+                self._typed(seg, batch, base, shift, (h.get("sequence") or 0, key[0]), ord0)
             else:
                 self._generic(seg, batch, base, shift)
             if self.nrows >= BATCH_ROWS:
                 self.flush()
-        import json
         entry = segment_info.segment_entry(seg)
         entry["path"] = key[0]
         counts = seg.event_counts()
@@ -209,7 +206,8 @@ class Loader:
                                     time.time_ns(), len(problems) + seg.bad_blocks,
                                     shift, lo if lo is not None else 0, hi if hi is not None else 0,
                                     0 if lo is None else 1, list(counts), list(counts.values()),
-                                    list(dropped), list(dropped.values()), json.dumps(entry, default=str)))
+                                    list(dropped), list(dropped.values()), json.dumps(entry, default=str),
+                                    fleet_db.TYPED_VERSION))
         for p, message in sorted(problems):
             cli.err_file(p, message)
         if seg.bad_blocks:
@@ -326,6 +324,46 @@ class Loader:
             self._add("samples", base + (t + shift, tid, kind, n, 0.0 if kind == 1 else float(b),
                                          float(c), STACK_UNATTRIBUTED, 0, 0, 0, 0, "", ""))
 
+    def _stack(self, frames):
+        """The content id of a stack (frame dicts), its row sent once."""
+        if not frames:
+            return STACK_NONE
+        v = stack_id(frames)
+        if v not in self.stacks_sent:
+            self.stacks_sent.add(v)
+            self._add("stacks", _stack_row(v, frames))
+        return v
+
+    def _typed(self, seg, batch, base, shift, place, ord0):
+        """crash, crash.recovered, process.killed (table `crashes`) and trigger
+        (table `incidents`) events: every field the runtime writes, NULL where
+        the segment's schema lacks it, and a crash's whole stack. Rare events:
+        a dict each, as the file reader reads them."""
+        cols = seg.resolved_columns(batch)
+        if cols is None:
+            return
+        name = batch.type.name
+        fields = segment.row_field_names(batch.type)
+        for i, row in enumerate(zip(*cols)):
+            e = dict(zip(fields, row))
+            t = e.get("time")
+            if not isinstance(t, int):
+                continue
+            if name == fleet_db.TRIGGER_TYPE:
+                self._add("incidents", base + (t + shift, t, _s(e.get("reason")), _i(e.get("detail")),
+                                               _s(e.get("note")), _i(e.get("incident")), _i(e.get("before_ns")),
+                                               _i(e.get("after_ns")), _i(e.get("merged")), _i(e.get("suppressed")),
+                                               _s(e.get("mode")), _s(e.get("tag"))) + place + (ord0 + i,))
+                continue
+            fa = e.get("fault_addr")
+            stack = e.get("stack")
+            self._add("crashes", base + (t + shift, t, name, _i(e.get("tid")), _i(e.get("signal")),
+                                         _s(e.get("signal_name")), _i(e.get("code")),
+                                         fa if isinstance(fa, int) and 0 <= fa < 1 << 64 else None,
+                                         _i(e.get("sender_pid")), _i(e.get("sender_uid")),
+                                         self._stack(stack if isinstance(stack, list) else None)) + place +
+                      (ord0 + i,))
+
     def _generic(self, seg, batch, base, shift):
         cols = seg.resolved_columns(batch)
         if cols is None:
@@ -341,7 +379,11 @@ class Loader:
                 if not isinstance(tid, int):
                     continue
                 nm = row[ni] if ni is not None and isinstance(row[ni], str) else ""
-                self._add("threads", base + ((row[ti] + shift) if ti is not None else 0, tid, name, nm))
+                extra = ""
+                if name == "thread.start":  # Trace.threads keeps its other int and text fields
+                    extra = json.dumps({f: v for f, v in zip(fields, row) if f not in _THREAD_KEYS and
+                                        isinstance(v, (int, str))})
+                self._add("threads", base + ((row[ti] + shift) if ti is not None else 0, tid, name, nm, extra))
             return
         if name in PROCESS_TYPES:
             ei = fields.index("exe") if "exe" in fields else None
@@ -363,6 +405,15 @@ class Loader:
                 isinstance(row[lo_i], int) else ""
             self._add("events", base + ((row[ti] + shift) if ti is not None else 0, tid & 0xffffffff, name,
                                         rest_names, [_text(row[i]) for i in rest], ep, tr))
+
+
+def _i(v):
+    """An integer field for a Nullable(Int64) column (None: absent or out of range)."""
+    return v if isinstance(v, int) and -(1 << 63) <= v < 1 << 63 else None
+
+
+def _s(v):
+    return v if isinstance(v, str) else None
 
 
 def _request_windows(reqs):
