@@ -151,11 +151,18 @@ class FleetTrace:
         w, p = self.where()
         out, live = [], {}
         extra = "extra" if fleet_db.ledger_has_column(self.conn, "typed") else "''"  # added with the ledger's typed
-        for pid, tid, kind, name, t, load_id, more in self.conn.execute(
-                "SELECT pid, tid, type, name, time, load_id, %s FROM %s WHERE %s ORDER BY time, pid, tid" % (
-                    extra, self.target.table("threads"), w), p):
+        # Trace.events's order: monotonic time, then (equal times) the segment
+        # that starts first, then the trace's segment order (service, pid,
+        # sequence, name); thread events are few, sorted here.
+        seg_order = {load_id: (first, service, pid, seq, name) for load_id, first, service, pid, seq, name in
+                     self.conn.execute("SELECT load_id, mono_first, service, pid, sequence, seg_name FROM %s WHERE %s"
+                                       % (self.target.table("segments"), w), p)}
+        rows = self.conn.execute("SELECT pid, tid, type, name, time, load_id, %s FROM %s WHERE %s" % (
+            extra, self.target.table("threads"), w), p)
+        rows = sorted(((r[4] - self.shift_of(r[5]),) + r for r in rows),
+                      key=lambda r: (r[0], seg_order.get(r[6], ()), r[2]))
+        for mono, pid, tid, kind, name, t, load_id, more in rows:
             key = (pid, tid)
-            mono = t - self.shift_of(load_id)
             if kind == "thread.start":
                 rec = {"pid": pid, "tid": tid, "name": name or "", "start": mono, "end": None}
                 if more:
