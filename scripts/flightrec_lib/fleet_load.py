@@ -19,6 +19,7 @@ machines split one prefix with no coordination. `.active` files are skipped
 (not sealed yet); a segment that cannot be read is reported and skipped."""
 import bisect
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -30,6 +31,7 @@ from . import trace as trace_mod
 from .crc32c import crc32c
 
 BATCH_ROWS = 100000
+STACK_CACHE = 200000  # stacks whose content ids the loader remembers
 CRC_SPAN = 64 << 10
 PROCESS_TYPES = {"process.start"}
 THREAD_TYPES = {"thread.start", "thread.name", "thread.end"}
@@ -112,6 +114,7 @@ class Loader:
         self.nrows = 0
         self.pending_ledger = []
         self.stacks_sent = set()
+        self.stack_ids = {}  # resolved locations of a stack -> its content id (_segment_stack)
         self.loaded = self.events = self.rows = 0
         self.failed = []
         self.windows = {}
@@ -122,6 +125,14 @@ class Loader:
         for col, v in zip(self.buf[table], row):
             col.append(v)
         self.nrows += 1
+
+    def _add_rows(self, table, rows):
+        """Many rows (tuples) at once: one transposition, one extend per column."""
+        if not rows:
+            return
+        for col, vals in zip(self.buf[table], zip(*rows)):
+            col.extend(vals)
+        self.nrows += len(rows)
 
     def _extend(self, table, cols, n):
         """cols: per column a list of n values, or one value for all n rows."""
@@ -170,10 +181,12 @@ class Loader:
         one = OneSegment(seg)
         self.windows = self._requests_and_sockets(one, seg, base, shift, pkey)
 
+        loc_keys = {}
+
         def sid_of(s):
             v = sids.get(s)
             if v is None:
-                v = sids[s] = self._stack(seg.frames(s))
+                v = sids[s] = self._segment_stack(seg, s, loc_keys)
             return v
 
         nevents = 0
@@ -224,17 +237,18 @@ class Loader:
             return {}
         R = request_inference
         wins = []
+        rows = []
         for r in R.iter_requests(one):
             start = r[R.START]
             rid = request_key_id(pkey, r[R.CONN], start)
             tr = r[R.TRACE]
             ep = r[R.ENDPOINT] or ""
-            self._add("requests", base + (start + shift, start, r[R.TID], r[R.CONN], r[R.ROLE], r[R.DURATION],
-                                          r[R.BYTES_IN], r[R.BYTES_OUT], ep, tr[0] if tr else "",
-                                          tr[1] if tr else "", 1 if tr and tr[2] else 0, tr[3] if tr else "",
-                                          1 if tr else 0, rid))
+            rows.append(base + (start + shift, start, r[R.TID], r[R.CONN], r[R.ROLE], r[R.DURATION],
+                                r[R.BYTES_IN], r[R.BYTES_OUT], ep, tr[0] if tr else "", tr[1] if tr else "",
+                                1 if tr and tr[2] else 0, tr[3] if tr else "", 1 if tr else 0, rid))
             if r[R.ROLE] == "server":
                 wins.append((start, start + r[R.DURATION], rid, ep, r[R.TID], tr[0] if tr else ""))
+        self._add_rows("requests", rows)
         conns, unattributed = socket_conns.collect(one, raw=True)
         n = lambda v: -1 if v is None else v  # noqa: E731
         first = seg.time_range()[0] or 0
@@ -259,29 +273,32 @@ class Loader:
     def _in_requests(self, tids, times):
         """[request_id, endpoint, trace_id] columns of samples: the server
         request in flight on the sample's thread at its time (the latest begun
-        of those), or 0/''/'' when none."""
+        of those, looking back at most 64), or 0/''/'' when none. A sample
+        after every earlier request's end (reach: the latest end so far) is in
+        none without a look back: most samples, on a thread that serves short
+        requests now and then."""
         wins = self.windows
         if not wins or not any(t in wins for t in set(tids)):
             return [0, "", ""]
-        ids, eps, trs = [], [], []
-        for tid, t in zip(tids, times):
+        n = len(tids)
+        ids, eps, trs = [0] * n, [""] * n, [""] * n
+        found = False
+        right = bisect.bisect_right
+        for k, (tid, t) in enumerate(zip(tids, times)):
             w = wins.get(tid)
-            hit = None
-            if w is not None:
-                i = bisect.bisect_right(w[0], t) - 1
-                for j in range(i, max(-1, i - 64), -1):
-                    if w[1][j][1] >= t:
-                        hit = w[1][j]
-                        break
-            if hit is None:
-                ids.append(0)
-                eps.append("")
-                trs.append("")
-            else:
-                ids.append(hit[2])
-                eps.append(hit[3])
-                trs.append(hit[4])
-        return [ids, eps, trs]
+            if w is None:
+                continue
+            starts, ws, reach = w
+            i = right(starts, t) - 1
+            if i < 0 or reach[i] < t:
+                continue
+            for j in range(i, max(-1, i - 64), -1):
+                if ws[j][1] >= t:
+                    hit = ws[j]
+                    ids[k], eps[k], trs[k] = hit[2], hit[3], hit[4]
+                    found = True
+                    break
+        return [ids, eps, trs] if found else [0, "", ""]
 
     def _samples(self, batch, base, shift, sid_of, sids, problems):
         kind = {"cpu.sample": 1, "offcpu.sample": 2, "alloc.sample": 3}[batch.type.name]
@@ -323,6 +340,36 @@ class Loader:
             # cpu: weight 0 here, n x the profile's period at query time (as the file reader).
             self._add("samples", base + (t + shift, tid, kind, n, 0.0 if kind == 1 else float(b),
                                          float(c), STACK_UNATTRIBUTED, 0, 0, 0, 0, "", ""))
+
+    def _segment_stack(self, seg, s, loc_keys):
+        """The content id of the segment's stack s. A stack seen before (in
+        any segment this loader read) is found by its content, the resolved
+        locations (loc_keys: this segment's, each resolved once), without
+        building its frames or hashing them again: most stacks of a service
+        recur in every segment."""
+        stacks, locations, mappings = seg.raw_tables()
+        locs = stacks.get(s) if s else None
+        if not locs:
+            return self._stack(seg.frames(s))
+        key = tuple(map(loc_keys.get, locs))
+        if None in key:
+            for lid in locs:
+                if lid in loc_keys:
+                    continue
+                loc = locations.get(lid)
+                if loc is None:
+                    return self._stack(seg.frames(s))  # a missing location: frames say so
+                m = mappings.get(loc[0]) if loc[0] else None
+                loc_keys[lid] = (loc[1], None if m is None else (m[0], m[1], m[2], seg.string(m[3]),
+                                                                 seg.string(m[4])),
+                                 tuple((seg.string(fn), seg.string(fl), line) for fn, fl, line in loc[2]))
+            key = tuple(map(loc_keys.__getitem__, locs))
+        v = self.stack_ids.get(key)
+        if v is None:
+            v = self.stack_ids[key] = self._stack(seg.frames(s))
+            if len(self.stack_ids) > STACK_CACHE:
+                self.stack_ids.clear()  # bounded: a fleet of very many distinct stacks only hashes them again
+        return v
 
     def _stack(self, frames):
         """The content id of a stack (frame dicts), its row sent once."""
@@ -398,13 +445,31 @@ class Loader:
         ei = fields.index("endpoint") if name == "socket.exchange" and "endpoint" in fields else None
         hi_i = fields.index("trace_hi") if name == "socket.exchange" and "trace_hi" in fields else None
         lo_i = fields.index("trace_lo") if hi_i is not None and "trace_lo" in fields else None
-        for row in zip(*cols):
-            tid = row[di] if di is not None and isinstance(row[di], int) else 0
-            ep = row[ei] if ei is not None and isinstance(row[ei], str) else ""
-            tr = trace_hex(row[hi_i], row[lo_i]) if lo_i is not None and isinstance(row[hi_i], int) and \
-                isinstance(row[lo_i], int) else ""
-            self._add("events", base + ((row[ti] + shift) if ti is not None else 0, tid & 0xffffffff, name,
-                                        rest_names, [_text(row[i]) for i in rest], ep, tr))
+        # Column by column (one conversion per column, not per cell); each
+        # row's values as the text _text gives.
+        n = len(cols[0]) if cols else 0
+        if not n:
+            return
+        texts = []
+        for i in rest:
+            ftype = batch.type.fields[i].type
+            col = cols[i]
+            if ftype == segment.STRING:
+                texts.append(col)  # resolved to text already
+            elif ftype in (segment.UINT, segment.SINT, segment.TIME):
+                texts.append(list(map(str, col)))  # decoded integers
+            else:
+                texts.append(list(map(_text, col)))
+        values = list(map(list, zip(*texts))) if texts else [[] for _ in range(n)]
+        if di is not None:
+            tids = [(v & 0xffffffff) if isinstance(v, int) else 0 for v in cols[di]]
+        else:
+            tids = 0
+        eps = [v if isinstance(v, str) else "" for v in cols[ei]] if ei is not None else ""
+        trs = [trace_hex(h, lo) if isinstance(h, int) and isinstance(lo, int) else "" for h, lo in
+               zip(cols[hi_i], cols[lo_i])] if lo_i is not None else ""
+        self._extend("events", list(base) + [[t + shift for t in cols[ti]] if ti is not None else 0, tids, name,
+                                             [rest_names] * n, values, eps, trs], n)
 
 
 def _i(v):
@@ -417,11 +482,13 @@ def _s(v):
 
 
 def _request_windows(reqs):
-    """{tid: (starts, [(start, end, req_id, endpoint, trace_id)])} of server requests, by start."""
+    """{tid: (starts, [(start, end, req_id, endpoint, trace_id)], reach)} of
+    server requests, by start; reach[i]: the latest end of requests 0..i."""
     out = {}
     for w in sorted(reqs):
         out.setdefault(w[4], []).append(w[:4] + w[5:])
-    return {tid: ([w[0] for w in ws], ws) for tid, ws in out.items()}
+    return {tid: ([w[0] for w in ws], ws, list(itertools.accumulate((w[1] for w in ws), max)))
+            for tid, ws in out.items()}
 
 
 def _map_stacks(sid_of, sids, column):
