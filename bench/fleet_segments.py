@@ -30,7 +30,17 @@ TYPES = {
     "alloc.sample": [("tid", U, ""), ("address", U, ""), ("size", U, "bytes"), ("stack", STK, ""),
                      ("sample_bytes", U, "bytes")],
     "alloc.free": [("tid", U, ""), ("address", U, "")],
+    # Requests (FLIGHTREC_SOCKETS=1's records): each server connection
+    # described at every segment start, one exchange per request.
+    "socket.open": [("tid", U, ""), ("fd", U, ""), ("conn", U, ""), ("role", STR, ""), ("family", STR, ""),
+                    ("sock_type", STR, ""), ("local", STR, ""), ("peer", STR, ""), ("listener", U, "")],
+    "socket.exchange": [("tid", U, ""), ("fd", U, ""), ("conn", U, ""), ("flags", U, ""), ("bytes_in", U, "bytes"),
+                        ("bytes_out", U, "bytes"), ("calls_in", U, ""), ("calls_out", U, ""), ("errors", U, ""),
+                        ("would_block", U, ""), ("ask_ns", U, "ns"), ("answer_ns", U, "ns"), ("end", U, "ns"),
+                        ("endpoint", STR, "")],
 }
+ENDPOINTS = ["GET /users/:id", "GET /items/:id", "POST /orders", "GET /search", "GET /health"]
+CONNS = 8  # keep-alive server connections per host
 SERVICES = ["api", "auth", "search", "billing", "feed"]
 SEGMENT_NS = 600 * 10 ** 9
 PERIOD = 10_101_010
@@ -149,8 +159,11 @@ def service_tree(rng, service, nfuncs=300):
     return paths
 
 
-def write_fleet(out, hosts=100, minutes=60, hz=20, alloc_per_s=4, seed=42, start_real=1_790_000_000 * 10 ** 9):
-    """Writes the fleet under out/<service>/<host>/; returns (segments, events, bytes)."""
+def write_fleet(out, hosts=100, minutes=60, hz=20, alloc_per_s=4, seed=42, start_real=1_790_000_000 * 10 ** 9,
+                req_per_s=0):
+    """Writes the fleet under out/<service>/<host>/; returns (segments, events, bytes).
+    req_per_s: server requests per second per host (socket.exchange on
+    CONNS keep-alive connections, latencies log-normal around 5 ms)."""
     rng = random.Random(seed)
     trees = {s: service_tree(random.Random(hash(s) & 0xffff), s) for s in SERVICES}
     nseg = nev = nbytes = 0
@@ -196,6 +209,23 @@ def write_fleet(out, hosts=100, minutes=60, hz=20, alloc_per_s=4, seed=42, start
                     frees.append((min(t + rng.randrange(10 ** 9), anchor_mono + end - 1), tids[i % 4], addr))
             w.add_rows("alloc.sample", allocs)
             w.add_rows("alloc.free", frees)
+            nr = (end - t0) * req_per_s // 10 ** 9
+            if nr:
+                opens = [(anchor_mono + t0, tids[c % 4], 10 + c, c + 1, w.s("server"), w.s("inet"), w.s("stream"),
+                          w.s("10.0.%d.%d:8080" % (h // 250, h % 250)), w.s("10.1.0.%d:%d" % (c, 40000 + c)), 100)
+                         for c in range(CONNS)]
+                w.add_rows("socket.open", opens)
+                eps = [w.s(e) for e in ENDPOINTS]
+                rstep = (end - t0) // nr
+                ex = []
+                for i in range(nr):
+                    t = anchor_mono + t0 + i * rstep + rng.randrange(rstep // 2)
+                    dur = min(int(rng.lognormvariate(15.4, 0.9)), rstep // 2)
+                    c = i % CONNS
+                    bin_, bout = rng.randrange(200, 2000), rng.randrange(500, 50000)
+                    ex.append((t, tids[i % 4], 10 + c, c + 1, 0, bin_, bout, 1, 1 + bout // 16384, 0, 0,
+                               dur // 2, dur // 2, t + dur, eps[int(rng.paretovariate(1.5)) % len(eps)]))
+                w.add_rows("socket.exchange", ex)
             stamp = start_real + t0
             name = "%s-%s-%d-%04d.seg" % (_stamp(stamp), service, pid, seq)
             path = os.path.join(d, name)

@@ -156,12 +156,16 @@ def open_trace(paths):
     also be s3://bucket/prefix URLs (segments the uploader shipped)."""
     if _fleet is not None:
         from . import fleet_profiles
-        if _incident is not None:
-            raise UsageError("--incident is not available with --clickhouse yet")
         trace = fleet_profiles.FleetTrace(_fleet, _selection)
         trace.merge_threads = _command in fleet_profiles.PATH_ONLY_COMMANDS
         if _selection and not trace.segments and trace.skipped:
             err("no segments match %s (%d processes skipped)" % (_selection.describe(), trace.skipped))
+        if _incident is not None:
+            from . import fleet_incidents, incidents
+            try:
+                fleet_incidents.select(trace, _incident)
+            except incidents.IncidentError as e:
+                raise UsageError(str(e)) from None
         return trace
     local, remote_errors = _fetch_remote(paths)
     trace = SelectedTrace(local, _selection)

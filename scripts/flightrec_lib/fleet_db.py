@@ -29,9 +29,12 @@ _DAY = "day Date DEFAULT toDate(toDateTime(intDiv(time, 1000000000)))"
 # last event on the monotonic clock (has_times 0: no events); type_names/
 # type_counts: its events per type; dropped_kinds/dropped_counts: what the
 # recorder lost (Trace.dropped's rule, per segment); info: `info --json`'s
-# segment entry (path as the file name).
+# segment entry (path as the file name); typed: 1 when the segment's crash,
+# crash.recovered, process.killed and trigger events went into the `crashes`
+# and `incidents` tables (0: loaded before those tables, into `events`).
 _LEDGER_ADDED = """shift_ns Int64, mono_first Int64, mono_last Int64, has_times UInt8, type_names Array(String),
-        type_counts Array(UInt64), dropped_kinds Array(String), dropped_counts Array(UInt64), info String"""
+        type_counts Array(UInt64), dropped_kinds Array(String), dropped_counts Array(UInt64), info String,
+        typed UInt8"""
 # Request columns added since (the same ALTER on older databases; their rows
 # keep the defaults: no parent, outcome ''). A client exchange's row says
 # what downstream.py's rule made of it at load time (issue 45): downstream
@@ -39,7 +42,14 @@ _LEDGER_ADDED = """shift_ns Int64, mono_first Int64, mono_last Int64, has_times 
 # made for, or 'ambiguous' / 'outside' / 'other_thread' with parent 0;
 # server rows ''.
 _REQUESTS_ADDED = """parent_req_id UInt64, downstream String"""
-_ADDED = {"segments": _LEDGER_ADDED, "requests": _REQUESTS_ADDED}
+_THREADS_ADDED = "extra String"
+# Columns added to tables after the first release: create_schema adds them to
+# an older database (ALTER TABLE ... ADD COLUMN; old rows get the default).
+_ADDED = {"segments": _LEDGER_ADDED, "requests": _REQUESTS_ADDED, "threads": _THREADS_ADDED}
+# The event types of the `crashes` and `incidents` tables (ledger column typed).
+CRASH_TYPES = ("crash", "crash.recovered", "process.killed")
+TRIGGER_TYPE = "trigger"
+TYPED_VERSION = 1
 
 TABLES = [
     ("segments", """seg_name String, crc_head UInt32, crc_tail UInt32, size UInt64, load_id UInt64,
@@ -49,7 +59,9 @@ TABLES = [
      "MergeTree", "day", "(seg_name, crc_head, crc_tail)"),
     ("processes", _COMMON + """, time Int64, exe String, names Array(String), values Array(String), """ + _DAY,
      "MergeTree", "day", "(service, host, pid)"),
-    ("threads", _COMMON + """, time Int64, tid UInt32, type String, name String, """ + _DAY,
+    # extra: a thread.start's other fields (parent_tid, start_routine, ...) as
+    # a JSON object, for info --json's thread list ('' for the other types).
+    ("threads", _COMMON + """, time Int64, tid UInt32, type String, name String, """ + _THREADS_ADDED + ", " + _DAY,
      "MergeTree", "day", "(service, host, pid, time)"),
     ("stacks", """stack_id UInt64, depth UInt16, frames Nested(function String, short String, file String,
         line UInt32, module String, build_id String, address UInt64, map_start UInt64, map_end UInt64,
@@ -86,7 +98,26 @@ TABLES = [
      "MergeTree", "day", "(service, host, pid, conn)"),
     ("frees", _COMMON + """, time Int64, tid UInt32, address UInt64, """ + _DAY,
      "MergeTree", "day", "(service, host, pid, time)"),
-    # Every other event (sockets, exchanges, crashes, incidents, counters), field by field as text.
+    # Crashes (crash, crash.recovered) and processes ended by a signal
+    # (process.killed), one row per event with every field the runtime writes
+    # (NULL: the segment's schema lacks it) and the crash's whole stack
+    # (stack_id into `stacks`). time: wall clock; mono: the process's
+    # monotonic clock (as the file reader reports it); sequence, seg_name,
+    # ord (the event's place in its segment): the file reader's order at equal
+    # times.
+    ("crashes", _COMMON + """, time Int64, mono Int64, type String, tid Nullable(Int64), signal Nullable(Int64),
+        signal_name Nullable(String), code Nullable(Int64), fault_addr Nullable(UInt64), sender_pid Nullable(Int64),
+        sender_uid Nullable(Int64), stack_id UInt64, sequence UInt64, seg_name String, ord UInt32, """ + _DAY,
+     "MergeTree", "day", "(service, host, pid, time)"),
+    # Incidents: one row per `trigger` event (a crash, `flightrec-dump trigger`,
+    # a slow request, memory above a limit asked the recorder to keep its
+    # window); incidents.group makes incidents of them as from files.
+    ("incidents", _COMMON + """, time Int64, mono Int64, reason Nullable(String), detail Nullable(Int64),
+        note Nullable(String), incident Nullable(Int64), before_ns Nullable(Int64), after_ns Nullable(Int64),
+        merged Nullable(Int64), suppressed Nullable(Int64), mode Nullable(String), tag Nullable(String),
+        sequence UInt64, seg_name String, ord UInt32, """ + _DAY,
+     "MergeTree", "day", "(service, host, pid, time)"),
+    # Every other event (sockets, exchanges, counters), field by field as text.
     ("events", _COMMON + """, time Int64, tid UInt32, type String, names Array(String), values Array(String),
         endpoint String DEFAULT '', trace_id String DEFAULT '', """ + _DAY,
      "MergeTree", "day", "(type, service, host, time)"),
@@ -216,14 +247,13 @@ def _create(name, columns, engine, partition, order, table, on_cluster=""):
         table, on_cluster, " ".join(columns.split()), engine, part, order)
 
 
-def _add_ledger_columns(conn, tables):
-    """Older databases: the columns added since (_ADDED: the ledger's, the
-    requests'), one ALTER each."""
-    for table in tables:
+def _add_columns(conn, target, local):
+    """Older databases: the columns added since (_ADDED), one ALTER each."""
+    for tname, added in sorted(_ADDED.items()):
+        table = target.table(tname, local=local)
         db, name = table.split(".")
         have = {r[0] for r in conn.execute("SELECT name FROM system.columns WHERE database = %(d)s AND table = %(t)s",
                                            {"d": db, "t": name})}
-        added = _ADDED[name[:-len("_local")] if name.endswith("_local") else name]
         for col in added.split(","):
             cname, ctype = col.split()
             if cname not in have:
@@ -232,10 +262,15 @@ def _add_ledger_columns(conn, tables):
 
 def ledger_has_times(conn):
     """Whether the ledger has the columns of _LEDGER_ADDED (loaded by this version or later)."""
+    return ledger_has_column(conn, "shift_ns")
+
+
+def ledger_has_column(conn, column):
+    """Whether the ledger has the column (added by a later version: _LEDGER_ADDED)."""
     t = conn.target
     db, name = t.table("segments").split(".")
     return bool(conn.execute("SELECT count() FROM system.columns WHERE database = %(d)s AND table = %(t)s "
-                             "AND name = 'shift_ns'", {"d": db, "t": name})[0][0])
+                             "AND name = %(c)s", {"d": db, "t": name, "c": column})[0][0])
 
 
 def create_schema(conn):
@@ -245,7 +280,7 @@ def create_schema(conn):
         conn.execute("CREATE DATABASE IF NOT EXISTS %s" % t.database)
         for name, cols, engine, part, order in TABLES:
             conn.execute(_create(name, cols, engine, part, order, t.table(name)))
-        _add_ledger_columns(conn, [t.table("segments"), t.table("requests")])
+        _add_columns(conn, t, False)
         return
     # 18.16 has ON CLUSTER only with ZooKeeper (distributed DDL): connect to each
     # shard in turn instead (they are listed in system.clusters).
@@ -264,13 +299,13 @@ def create_schema(conn):
             c.execute("CREATE DATABASE IF NOT EXISTS %s" % t.database)
             for name, cols, engine, part, order in TABLES:
                 c.execute(_create(name, cols, engine, part, order, t.table(name, local=True)))
-            _add_ledger_columns(c, [t.table("segments", local=True), t.table("requests", local=True)])
+            _add_columns(c, t, True)
             for name, cols, engine, part, order in TABLES:
                 key = "cityHash64(seg_name)" if name == "segments" else (
                     "stack_id" if name == "stacks" else "rand()")
                 c.execute("CREATE TABLE IF NOT EXISTS %s AS %s ENGINE = Distributed(%s, %s, %s_local, %s)" % (
                     t.table(name), t.table(name, local=True), t.cluster, t.database, name, key))
-            _add_ledger_columns(c, [t.table("segments"), t.table("requests")])
+            _add_columns(c, t, False)
         finally:
             c.close()
 

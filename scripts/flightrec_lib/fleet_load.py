@@ -19,6 +19,8 @@ machines split one prefix with no coordination. `.active` files are skipped
 (not sealed yet); a segment that cannot be read is reported and skipped."""
 import bisect
 import hashlib
+import itertools
+import json
 import os
 import random
 import sys
@@ -29,9 +31,12 @@ from . import trace as trace_mod
 from .crc32c import crc32c
 
 BATCH_ROWS = 100000
+STACK_CACHE = 200000  # stacks whose content ids the loader remembers
 CRC_SPAN = 64 << 10
 PROCESS_TYPES = {"process.start"}
 THREAD_TYPES = {"thread.start", "thread.name", "thread.end"}
+# A thread record's own keys (Trace.threads); a thread.start's other fields go in `extra`.
+_THREAD_KEYS = ("pid", "tid", "name", "start", "end", "type", "time")
 STACK_NONE, STACK_UNATTRIBUTED = 0, 1
 UNATTRIBUTED_BY_NAME = {name: kind for kind, (name, _) in profiles.UNATTRIBUTED_EVENTS.items()}
 SOCKET_TYPES = ("socket.open", "socket.close", "socket.op", "socket.exchange", "socket.gap", "socket.acceptq",
@@ -109,6 +114,7 @@ class Loader:
         self.nrows = 0
         self.pending_ledger = []
         self.stacks_sent = set()
+        self.stack_ids = {}  # resolved locations of a stack -> its content id (_segment_stack)
         self.loaded = self.events = self.rows = 0
         self.failed = []
         self.windows = {}
@@ -119,6 +125,14 @@ class Loader:
         for col, v in zip(self.buf[table], row):
             col.append(v)
         self.nrows += 1
+
+    def _add_rows(self, table, rows):
+        """Many rows (tuples) at once: one transposition, one extend per column."""
+        if not rows:
+            return
+        for col, vals in zip(self.buf[table], zip(*rows)):
+            col.extend(vals)
+        self.nrows += len(rows)
 
     def _extend(self, table, cols, n):
         """cols: per column a list of n values, or one value for all n rows."""
@@ -167,23 +181,18 @@ class Loader:
         one = OneSegment(seg)
         self.windows = self._requests_and_sockets(one, seg, base, shift, pkey)
 
+        loc_keys = {}
+
         def sid_of(s):
             v = sids.get(s)
             if v is None:
-                frames = seg.frames(s)
-                if not frames:
-                    v = STACK_NONE
-                else:
-                    v = stack_id(frames)
-                    if v not in self.stacks_sent:
-                        self.stacks_sent.add(v)
-                        self._add("stacks", _stack_row(v, frames))
-                sids[s] = v
+                v = sids[s] = self._segment_stack(seg, s, loc_keys)
             return v
 
         nevents = 0
         for batch in seg.batches:
             name = batch.type.name
+            ord0 = nevents
             nevents += batch.count
             if name in ("cpu.sample", "offcpu.sample", "alloc.sample"):
                 self._samples(batch, base, shift, sid_of, sids, problems)
@@ -195,11 +204,12 @@ class Loader:
                     n = len(cols["time"])
                     self._extend("frees", list(base) + [[t + shift for t in cols["time"]], list(cols["tid"]),
                                                         list(cols["address"])], n)
+            elif name in fleet_db.CRASH_TYPES or name == fleet_db.TRIGGER_TYPE:
+                self._typed(seg, batch, base, shift, (h.get("sequence") or 0, key[0]), ord0)
             else:
                 self._generic(seg, batch, base, shift)
             if self.nrows >= BATCH_ROWS:
                 self.flush()
-        import json
         entry = segment_info.segment_entry(seg)
         entry["path"] = key[0]
         counts = seg.event_counts()
@@ -209,7 +219,8 @@ class Loader:
                                     time.time_ns(), len(problems) + seg.bad_blocks,
                                     shift, lo if lo is not None else 0, hi if hi is not None else 0,
                                     0 if lo is None else 1, list(counts), list(counts.values()),
-                                    list(dropped), list(dropped.values()), json.dumps(entry, default=str)))
+                                    list(dropped), list(dropped.values()), json.dumps(entry, default=str),
+                                    fleet_db.TYPED_VERSION))
         for p, message in sorted(problems):
             cli.err_file(p, message)
         if seg.bad_blocks:
@@ -252,8 +263,7 @@ class Loader:
         for servers, calls in by_thread.values():
             for (_, _, i), (outcome, parent) in zip(calls, downstream.classify(servers, calls)):
                 parents[i] = (parent or 0, outcome)
-        for i, row in enumerate(rows):
-            self._add("requests", row + parents.get(i, (0, "")))
+        self._add_rows("requests", [row + parents.get(i, (0, "")) for i, row in enumerate(rows)])
         conns, unattributed = socket_conns.collect(one, raw=True)
         n = lambda v: -1 if v is None else v  # noqa: E731
         first = seg.time_range()[0] or 0
@@ -278,29 +288,32 @@ class Loader:
     def _in_requests(self, tids, times):
         """[request_id, endpoint, trace_id] columns of samples: the server
         request in flight on the sample's thread at its time (the latest begun
-        of those), or 0/''/'' when none."""
+        of those, looking back at most 64), or 0/''/'' when none. A sample
+        after every earlier request's end (reach: the latest end so far) is in
+        none without a look back: most samples, on a thread that serves short
+        requests now and then."""
         wins = self.windows
         if not wins or not any(t in wins for t in set(tids)):
             return [0, "", ""]
-        ids, eps, trs = [], [], []
-        for tid, t in zip(tids, times):
+        n = len(tids)
+        ids, eps, trs = [0] * n, [""] * n, [""] * n
+        found = False
+        right = bisect.bisect_right
+        for k, (tid, t) in enumerate(zip(tids, times)):
             w = wins.get(tid)
-            hit = None
-            if w is not None:
-                i = bisect.bisect_right(w[0], t) - 1
-                for j in range(i, max(-1, i - 64), -1):
-                    if w[1][j][1] >= t:
-                        hit = w[1][j]
-                        break
-            if hit is None:
-                ids.append(0)
-                eps.append("")
-                trs.append("")
-            else:
-                ids.append(hit[2])
-                eps.append(hit[3])
-                trs.append(hit[4])
-        return [ids, eps, trs]
+            if w is None:
+                continue
+            starts, ws, reach = w
+            i = right(starts, t) - 1
+            if i < 0 or reach[i] < t:
+                continue
+            for j in range(i, max(-1, i - 64), -1):
+                if ws[j][1] >= t:
+                    hit = ws[j]
+                    ids[k], eps[k], trs[k] = hit[2], hit[3], hit[4]
+                    found = True
+                    break
+        return [ids, eps, trs] if found else [0, "", ""]
 
     def _samples(self, batch, base, shift, sid_of, sids, problems):
         kind = {"cpu.sample": 1, "offcpu.sample": 2, "alloc.sample": 3}[batch.type.name]
@@ -343,6 +356,76 @@ class Loader:
             self._add("samples", base + (t + shift, tid, kind, n, 0.0 if kind == 1 else float(b),
                                          float(c), STACK_UNATTRIBUTED, 0, 0, 0, 0, "", ""))
 
+    def _segment_stack(self, seg, s, loc_keys):
+        """The content id of the segment's stack s. A stack seen before (in
+        any segment this loader read) is found by its content, the resolved
+        locations (loc_keys: this segment's, each resolved once), without
+        building its frames or hashing them again: most stacks of a service
+        recur in every segment."""
+        stacks, locations, mappings = seg.raw_tables()
+        locs = stacks.get(s) if s else None
+        if not locs:
+            return self._stack(seg.frames(s))
+        key = tuple(map(loc_keys.get, locs))
+        if None in key:
+            for lid in locs:
+                if lid in loc_keys:
+                    continue
+                loc = locations.get(lid)
+                if loc is None:
+                    return self._stack(seg.frames(s))  # a missing location: frames say so
+                m = mappings.get(loc[0]) if loc[0] else None
+                loc_keys[lid] = (loc[1], None if m is None else (m[0], m[1], m[2], seg.string(m[3]),
+                                                                 seg.string(m[4])),
+                                 tuple((seg.string(fn), seg.string(fl), line) for fn, fl, line in loc[2]))
+            key = tuple(map(loc_keys.__getitem__, locs))
+        v = self.stack_ids.get(key)
+        if v is None:
+            v = self.stack_ids[key] = self._stack(seg.frames(s))
+            if len(self.stack_ids) > STACK_CACHE:
+                self.stack_ids.clear()  # bounded: a fleet of very many distinct stacks only hashes them again
+        return v
+
+    def _stack(self, frames):
+        """The content id of a stack (frame dicts), its row sent once."""
+        if not frames:
+            return STACK_NONE
+        v = stack_id(frames)
+        if v not in self.stacks_sent:
+            self.stacks_sent.add(v)
+            self._add("stacks", _stack_row(v, frames))
+        return v
+
+    def _typed(self, seg, batch, base, shift, place, ord0):
+        """crash, crash.recovered, process.killed (table `crashes`) and trigger
+        (table `incidents`) events: every field the runtime writes, NULL where
+        the segment's schema lacks it, and a crash's whole stack. Rare events:
+        a dict each, as the file reader reads them."""
+        cols = seg.resolved_columns(batch)
+        if cols is None:
+            return
+        name = batch.type.name
+        fields = segment.row_field_names(batch.type)
+        for i, row in enumerate(zip(*cols)):
+            e = dict(zip(fields, row))
+            t = e.get("time")
+            if not isinstance(t, int):
+                continue
+            if name == fleet_db.TRIGGER_TYPE:
+                self._add("incidents", base + (t + shift, t, _s(e.get("reason")), _i(e.get("detail")),
+                                               _s(e.get("note")), _i(e.get("incident")), _i(e.get("before_ns")),
+                                               _i(e.get("after_ns")), _i(e.get("merged")), _i(e.get("suppressed")),
+                                               _s(e.get("mode")), _s(e.get("tag"))) + place + (ord0 + i,))
+                continue
+            fa = e.get("fault_addr")
+            stack = e.get("stack")
+            self._add("crashes", base + (t + shift, t, name, _i(e.get("tid")), _i(e.get("signal")),
+                                         _s(e.get("signal_name")), _i(e.get("code")),
+                                         fa if isinstance(fa, int) and 0 <= fa < 1 << 64 else None,
+                                         _i(e.get("sender_pid")), _i(e.get("sender_uid")),
+                                         self._stack(stack if isinstance(stack, list) else None)) + place +
+                      (ord0 + i,))
+
     def _generic(self, seg, batch, base, shift):
         cols = seg.resolved_columns(batch)
         if cols is None:
@@ -358,7 +441,11 @@ class Loader:
                 if not isinstance(tid, int):
                     continue
                 nm = row[ni] if ni is not None and isinstance(row[ni], str) else ""
-                self._add("threads", base + ((row[ti] + shift) if ti is not None else 0, tid, name, nm))
+                extra = ""
+                if name == "thread.start":  # Trace.threads keeps its other int and text fields
+                    extra = json.dumps({f: v for f, v in zip(fields, row) if f not in _THREAD_KEYS and
+                                        isinstance(v, (int, str))})
+                self._add("threads", base + ((row[ti] + shift) if ti is not None else 0, tid, name, nm, extra))
             return
         if name in PROCESS_TYPES:
             ei = fields.index("exe") if "exe" in fields else None
@@ -373,21 +460,50 @@ class Loader:
         ei = fields.index("endpoint") if name == "socket.exchange" and "endpoint" in fields else None
         hi_i = fields.index("trace_hi") if name == "socket.exchange" and "trace_hi" in fields else None
         lo_i = fields.index("trace_lo") if hi_i is not None and "trace_lo" in fields else None
-        for row in zip(*cols):
-            tid = row[di] if di is not None and isinstance(row[di], int) else 0
-            ep = row[ei] if ei is not None and isinstance(row[ei], str) else ""
-            tr = trace_hex(row[hi_i], row[lo_i]) if lo_i is not None and isinstance(row[hi_i], int) and \
-                isinstance(row[lo_i], int) else ""
-            self._add("events", base + ((row[ti] + shift) if ti is not None else 0, tid & 0xffffffff, name,
-                                        rest_names, [_text(row[i]) for i in rest], ep, tr))
+        # Column by column (one conversion per column, not per cell); each
+        # row's values as the text _text gives.
+        n = len(cols[0]) if cols else 0
+        if not n:
+            return
+        texts = []
+        for i in rest:
+            ftype = batch.type.fields[i].type
+            col = cols[i]
+            if ftype == segment.STRING:
+                texts.append(col)  # resolved to text already
+            elif ftype in (segment.UINT, segment.SINT, segment.TIME):
+                texts.append(list(map(str, col)))  # decoded integers
+            else:
+                texts.append(list(map(_text, col)))
+        values = list(map(list, zip(*texts))) if texts else [[] for _ in range(n)]
+        if di is not None:
+            tids = [(v & 0xffffffff) if isinstance(v, int) else 0 for v in cols[di]]
+        else:
+            tids = 0
+        eps = [v if isinstance(v, str) else "" for v in cols[ei]] if ei is not None else ""
+        trs = [trace_hex(h, lo) if isinstance(h, int) and isinstance(lo, int) else "" for h, lo in
+               zip(cols[hi_i], cols[lo_i])] if lo_i is not None else ""
+        self._extend("events", list(base) + [[t + shift for t in cols[ti]] if ti is not None else 0, tids, name,
+                                             [rest_names] * n, values, eps, trs], n)
+
+
+def _i(v):
+    """An integer field for a Nullable(Int64) column (None: absent or out of range)."""
+    return v if isinstance(v, int) and -(1 << 63) <= v < 1 << 63 else None
+
+
+def _s(v):
+    return v if isinstance(v, str) else None
 
 
 def _request_windows(reqs):
-    """{tid: (starts, [(start, end, req_id, endpoint, trace_id)])} of server requests, by start."""
+    """{tid: (starts, [(start, end, req_id, endpoint, trace_id)], reach)} of
+    server requests, by start; reach[i]: the latest end of requests 0..i."""
     out = {}
     for w in sorted(reqs):
         out.setdefault(w[4], []).append(w[:4] + w[5:])
-    return {tid: ([w[0] for w in ws], ws) for tid, ws in out.items()}
+    return {tid: ([w[0] for w in ws], ws, list(itertools.accumulate((w[1] for w in ws), max)))
+            for tid, ws in out.items()}
 
 
 def _map_stacks(sid_of, sids, column):

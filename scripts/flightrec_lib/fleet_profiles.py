@@ -11,6 +11,7 @@ as the file reader does), so its memory follows the distinct stacks, not the
 events. Selections (--service/--host/--pid, --thread, --from/--to) resolve
 as the file reader resolves them, then become query parameters (never SQL
 text). Rows count only if the ledger names their load_id (fleet_load.py)."""
+import json
 import os
 
 from . import fleet_db, profiles
@@ -54,10 +55,16 @@ class FleetTrace:
                                       "(flightrec-dump load --clickhouse URL PATH)" % (target.database, target.shown))
         self.live = "(SELECT argMin(load_id, loaded_ns) FROM %s GROUP BY seg_name, crc_head, crc_tail)" % (
             target.table("segments"))
+        self.only = None  # restrict(): the load ids of the segments kept (--incident)
+        self._processes(chosen, "load_id %sIN %s" % (self.g, self.live), {})
+        self.ledger_times = fleet_db.ledger_has_times(self.conn)
+
+    def _processes(self, chosen, where, p):
+        """self.procs and self.segments (one per process) of the ledger rows where says."""
         rows = self.conn.execute(
-            "SELECT host, service, pid, proc_id, min(first_ns), max(last_ns) FROM %s WHERE load_id %sIN %s "
+            "SELECT host, service, pid, proc_id, min(first_ns), max(last_ns) FROM %s WHERE %s "
             "GROUP BY host, service, pid, proc_id ORDER BY service, pid, host" % (
-                target.table("segments"), self.g, self.live))
+                self.target.table("segments"), where), p)
         self.procs = {}
         self.segments = []
         for host, service, pid, pkey, first, last in rows:
@@ -68,12 +75,23 @@ class FleetTrace:
             self.segments.append(FleetSegment(host, service, pid, first, last))
         self._names = self._starts = None
         self._shifts = self._types = None
-        self.ledger_times = fleet_db.ledger_has_times(self.conn)
+
+    def restrict(self, load_ids):
+        """Keeps only the segments of these load ids (the ledger's): every
+        query then reads their rows only, as the file reader keeps only some
+        segments (--incident: incidents.select, fleet_incidents.select)."""
+        w, p = self.where()
+        self.only = tuple(sorted(set(load_ids))) or (0,)
+        self._processes(None, w + " AND load_id IN %(only)s", dict(p, only=self.only))
 
     def where(self, alias=""):
         """The clause every query of this trace starts with, and its parameters."""
-        return ("load_id %sIN %s AND proc_id IN %%(procs)s" % (self.g, self.live),
-                {"procs": tuple(self.procs) or (0,)})
+        w = "load_id %sIN %s AND proc_id IN %%(procs)s" % (self.g, self.live)
+        p = {"procs": tuple(self.procs) or (0,)}
+        if self.only is not None:
+            w += " AND load_id IN %(only)s"
+            p["only"] = self.only
+        return w, p
 
     def batches(self, types=None):
         """Something per event type present (profiles.empty_message asks)."""
@@ -132,13 +150,24 @@ class FleetTrace:
         """Trace.threads's list (start/end on the monotonic clock), from the threads table."""
         w, p = self.where()
         out, live = [], {}
-        for pid, tid, kind, name, t, load_id in self.conn.execute(
-                "SELECT pid, tid, type, name, time, load_id FROM %s WHERE %s ORDER BY time, pid, tid" % (
-                    self.target.table("threads"), w), p):
+        extra = "extra" if fleet_db.ledger_has_column(self.conn, "typed") else "''"  # added with the ledger's typed
+        # Trace.events's order: monotonic time, then (equal times) the segment
+        # that starts first, then the trace's segment order (service, pid,
+        # sequence, name); thread events are few, sorted here.
+        seg_order = {load_id: (first, service, pid, seq, name) for load_id, first, service, pid, seq, name in
+                     self.conn.execute("SELECT load_id, mono_first, service, pid, sequence, seg_name FROM %s WHERE %s"
+                                       % (self.target.table("segments"), w), p)}
+        rows = self.conn.execute("SELECT pid, tid, type, name, time, load_id, %s FROM %s WHERE %s" % (
+            extra, self.target.table("threads"), w), p)
+        rows = sorted(((r[4] - self.shift_of(r[5]),) + r for r in rows),
+                      key=lambda r: (r[0], seg_order.get(r[6], ()), r[2]))
+        for mono, pid, tid, kind, name, t, load_id, more in rows:
             key = (pid, tid)
-            mono = t - self.shift_of(load_id)
             if kind == "thread.start":
                 rec = {"pid": pid, "tid": tid, "name": name or "", "start": mono, "end": None}
+                if more:
+                    for k, v in json.loads(more).items():
+                        rec.setdefault(k, v)
                 live[key] = rec
                 out.append(rec)
                 continue

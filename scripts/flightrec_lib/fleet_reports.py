@@ -17,7 +17,7 @@ as the file reader reports them. Values are query parameters, never SQL
 text; tables come from fleet_db.Target."""
 import json
 
-from . import fleet_db, request_report, request_samples, socket_conns, units
+from . import fleet_db, fleet_incidents, request_report, request_samples, socket_conns, units
 from .fleet_requests import REQ_COLUMNS, as_request
 from .fleet_sql import glob_regex, percentiles, sum_map
 
@@ -278,11 +278,7 @@ def info_document(trace):
             " any(pid), any(host), any(sequence), seg_name" % (t, w), p):
         segs.append(json.loads(info))
     counts = sum_map(trace.conn, t, "type_names", "type_counts", ("toUInt8(0)",), w, p).get((0,), {})
-    left = sorted(set(counts) & {"crash", "crash.recovered", "process.killed", "trigger"})
-    if left:  # their stacks and fields are in `events` as text; their SQL is not written yet
-        from . import cli
-        cli.err("info --clickhouse: %s events are counted but not described (read the segment files for them; "
-                "docs/FLEET.md)" % ", ".join(left))
+    crashes, killed = fleet_incidents.crashes_and_killed(trace)
     first, last = trace.mono_range()
     wall = None
     if first is not None:
@@ -296,9 +292,9 @@ def info_document(trace):
         "total_events": sum(counts.values()),
         "dropped": dict(sorted(trace.dropped().items())),
         "threads": trace.threads(),
-        "crashes": [],
-        "killed": [],
-        "incidents": [],
+        "crashes": crashes,
+        "killed": killed,
+        "incidents": fleet_incidents.find(trace),
         "time_range": {"first_ns": first, "last_ns": last,
                        "first_wall_ns": wall[0] if wall else None, "last_wall_ns": wall[1] if wall else None},
         "disk_budget": [],

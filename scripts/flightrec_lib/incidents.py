@@ -9,7 +9,9 @@ numbered 1..N in wall-clock order across every process in the trace.
 
 `--incident N` (every command) keeps only the segments of that incident's
 process whose time ranges overlap its span: a report then covers the
-incident's window, at segment granularity."""
+incident's window, at segment granularity. `group` makes incidents of
+trigger events from wherever they come: the segments here, a fleet
+database's `incidents` table in fleet_incidents.py."""
 
 TRIGGER_EVENT = "trigger"
 
@@ -23,41 +25,53 @@ def find(trace):
     start_ns/end_ns/first_ns (the process's monotonic clock), start_wall_ns,
     first_wall_ns, end_wall_ns, reasons (in order, unique), notes, triggers,
     suppressed, mode, tag."""
-    by_key = {}
-    for seg in trace.segments:
-        if not any(b.type.name == TRIGGER_EVENT for b in seg.batches):
-            continue
-        host, pid = seg.header["host"], seg.header["pid"]
-        for e in seg.events([TRIGGER_EVENT]):
-            t = e.get("time")
-            if not isinstance(t, int):
+    def triggers():
+        for seg in trace.segments:
+            if not any(b.type.name == TRIGGER_EVENT for b in seg.batches):
                 continue
-            key = (host, pid, e.get("incident"), e.get("tag"))
-            inc = by_key.get(key)
-            start = t - (e.get("before_ns") or 0)
-            end = t + (e.get("after_ns") or 0)
-            if inc is None:
-                inc = by_key[key] = {
-                    "pid": pid, "host": host, "service": seg.header["service"], "tag": e.get("tag") or "",
-                    "mode": e.get("mode") or "", "first_ns": t, "start_ns": start, "end_ns": end,
-                    "reasons": [], "notes": [], "triggers": 0, "suppressed": 0, "_seg": seg}
-            if t < inc["first_ns"]:
-                inc["first_ns"], inc["_seg"] = t, seg
-            inc["start_ns"] = min(inc["start_ns"], start)
-            inc["end_ns"] = max(inc["end_ns"], end)
-            reason = e.get("reason") or "?"
-            if reason not in inc["reasons"]:
-                inc["reasons"].append(reason)
-            if e.get("note"):
-                inc["notes"].append(e["note"])
-            inc["triggers"] += 1
-            inc["suppressed"] += e.get("suppressed") or 0
+            shift = seg.wall_offset()
+            for e in seg.events([TRIGGER_EVENT]):
+                yield seg.header, shift, e
+    return group(triggers())
+
+
+def group(triggers):
+    """find's incidents of (segment header, wall minus monotonic ns of that
+    segment, trigger event dict) in the trace's segment order, then file
+    order: the file reader's segments, or a fleet database's `incidents`
+    table (fleet_incidents.py)."""
+    by_key = {}
+    for header, shift, e in triggers:
+        t = e.get("time")
+        if not isinstance(t, int):
+            continue
+        host, pid = header["host"], header["pid"]
+        key = (host, pid, e.get("incident"), e.get("tag"))
+        inc = by_key.get(key)
+        start = t - (e.get("before_ns") or 0)
+        end = t + (e.get("after_ns") or 0)
+        if inc is None:
+            inc = by_key[key] = {
+                "pid": pid, "host": host, "service": header["service"], "tag": e.get("tag") or "",
+                "mode": e.get("mode") or "", "first_ns": t, "start_ns": start, "end_ns": end,
+                "reasons": [], "notes": [], "triggers": 0, "suppressed": 0, "_shift": shift}
+        if t < inc["first_ns"]:
+            inc["first_ns"], inc["_shift"] = t, shift
+        inc["start_ns"] = min(inc["start_ns"], start)
+        inc["end_ns"] = max(inc["end_ns"], end)
+        reason = e.get("reason") or "?"
+        if reason not in inc["reasons"]:
+            inc["reasons"].append(reason)
+        if e.get("note"):
+            inc["notes"].append(e["note"])
+        inc["triggers"] += 1
+        inc["suppressed"] += e.get("suppressed") or 0
     out = []
     for inc in by_key.values():
-        seg = inc.pop("_seg")
-        inc["first_wall_ns"] = seg.wall_ns(inc["first_ns"])
-        inc["start_wall_ns"] = seg.wall_ns(inc["start_ns"])
-        inc["end_wall_ns"] = seg.wall_ns(inc["end_ns"])
+        shift = inc.pop("_shift")
+        inc["first_wall_ns"] = inc["first_ns"] + shift
+        inc["start_wall_ns"] = inc["start_ns"] + shift
+        inc["end_wall_ns"] = inc["end_ns"] + shift
         out.append(inc)
     out.sort(key=lambda i: (i["first_wall_ns"], i["host"], i["pid"]))
     for n, inc in enumerate(out, 1):
@@ -65,16 +79,20 @@ def find(trace):
     return out
 
 
-def select(trace, number):
-    """Keeps in `trace` only the segments of incident `number` (1-based):
-    its process's segments overlapping its span. Returns the incident."""
-    found = find(trace)
+def pick(found, number):
+    """Incident `number` (1-based) of find's list, or IncidentError."""
     if not found:
         raise IncidentError("--incident %d: the trace records no incidents (no trigger events)" % number)
     if number < 1 or number > len(found):
         raise IncidentError("--incident %d: the trace has incident%s 1..%d" % (
             number, "" if len(found) == 1 else "s", len(found)))
-    inc = found[number - 1]
+    return found[number - 1]
+
+
+def select(trace, number):
+    """Keeps in `trace` only the segments of incident `number` (1-based):
+    its process's segments overlapping its span. Returns the incident."""
+    inc = pick(find(trace), number)
     kept = []
     for seg in trace.segments:
         if seg.header["host"] != inc["host"] or seg.header["pid"] != inc["pid"]:

@@ -433,6 +433,16 @@ class Segment:
         self._mapping_dicts[mid] = d
         return d
 
+    def raw_tables(self):
+        """(stacks, locations, mappings): the id -> entry tables as decoded
+        (stack: location ids; location: (mapping id, address, ((function id,
+        file id, line), ...)); mapping: (start, end, offset, path id, build id
+        id)), loaded if they were dropped. For a reader that keys stacks by
+        content without building frame dicts (fleet_load.py)."""
+        if _tables_last[0] is not self._ref:
+            _use_tables(self)
+        return self.stacks, self.locations, self.mappings
+
     def location_frames(self, lid):
         """Frames of one location, innermost inline function first."""
         if _tables_last[0] is not self._ref:

@@ -3,8 +3,8 @@ preload (several processes and services, one with a hostile service name)
 are loaded with `flightrec-dump load --clickhouse`, and every profile report
 (top, tree, folded, flame, pprof, diff; each kind, with --thread, --from/--to,
 --service, --pid, --endpoint), heap, sockets, requests (with --slowest,
---json, --by endpoint, --tree, --diff) and info prints exactly what it
-prints from the files. Loading is
+--json, --by endpoint, --tree, --diff), info (crashes, killed processes,
+incidents) and --incident N print exactly what they print from the files. Loading is
 idempotent (a second run loads nothing; the rows of a load killed before its
 ledger row are never read, and loading again adds no duplicates), skips
 .active files, reports a bad segment and loads the rest; a server that is
@@ -518,3 +518,89 @@ def test_socket_and_request_reports_equal_the_files(socket_fleet, tmp_path):
         return {line.rsplit(b" ", 1)[0] for line in r.stdout.splitlines()}
     live = stacks("live")
     assert live and live <= stacks("alloc"), (live, stacks("alloc"))
+
+
+@pytest.fixture(scope="module")
+def incident_fleet(tmp_path_factory):
+    """Crashes, killed processes and incidents, recorded for real: a crash in
+    window mode (its window kept under an incident), a fault the program
+    recovered from then an abort (continuous mode: crash triggers mark the
+    trace), slow requests in window mode (triggers merged into one incident),
+    a process ended by SIGPIPE; loaded into one server."""
+    from conftest import Flightrec
+    fr = Flightrec()
+    d = tmp_path_factory.mktemp("fleet-incidents") / "trace"
+    d.mkdir()
+    window = {"FLIGHTREC_MODE": "window", "FLIGHTREC_WINDOW_SECONDS": 30, "FLIGHTREC_TRIGGER_AFTER_SECONDS": 2}
+    crash = fr.run([fr.program("crash_test"), "segv"], d, env=dict(window, FLIGHTREC_SERVICE="crashy"), check=False)
+    assert crash.returncode == -11, crash.stderr
+    abort = fr.run([fr.program("crash_test"), "recovers-then-abort"], d, env={"FLIGHTREC_SERVICE": "recov"},
+                   check=False)
+    assert abort.returncode == -6, abort.stderr
+    fr.run([fr.program("sock_echo"), "1", "2", "200000"], d,
+           env=dict(window, FLIGHTREC_WINDOW_SECONDS=2, FLIGHTREC_TRIGGER_AFTER_SECONDS=5,
+                    FLIGHTREC_TRIGGER_SLOW_MS=100, FLIGHTREC_SERVICE="slow"))
+    piped = subprocess.Popen([fr.program("term_test"), "pipe"], env=fr.env(d, {"FLIGHTREC_SERVICE": "piped"}),
+                             stdout=subprocess.PIPE)
+    piped.stdout.readline()
+    piped.stdout.close()  # the next write raises SIGPIPE
+    assert piped.wait(timeout=60) == -13
+    with clickhouse_server.ClickHouseServers(1) as servers:
+        url = servers.url(0, database="fleet")
+        load = dump(fr, "load", "--clickhouse", url, d)
+        assert load.returncode == 0, load.stderr
+        yield fr, d, url, servers
+
+
+def _info_json(r, d=None):
+    import json
+    doc = json.loads(r.stdout)
+    doc.pop("disk_budget")  # a directory's state, not the segments'
+    if d is not None:  # the database keeps file names
+        for s in doc["segments"]:
+            s["path"] = os.path.basename(s["path"])
+    return doc
+
+
+@pytest.mark.slow  # ~30 report runs
+def test_crashes_and_incidents_equal_the_files(incident_fleet, tmp_path):
+    """info lists the same crashes (whole stacks, the recovered fault),
+    killed processes and incidents from ClickHouse as from the files, and
+    --incident N selects the same segments for every report."""
+    fr, d, url, servers = incident_fleet
+    a, b = dump(fr, "info", "--json", d), dump(fr, "info", "--json", "--clickhouse", url)
+    assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
+    files, fleet = _info_json(a, d), _info_json(b)
+    assert files == fleet
+    # What the comparison covers is really there.
+    assert [c["signal"] for c in files["crashes"]].count("SIGSEGV") == 2 and \
+        [c["recovered"] for c in files["crashes"]].count(True) == 1, files["crashes"]
+    assert all(len(c["stack"]) >= 3 for c in files["crashes"]), files["crashes"]
+    assert [k["signal"] for k in files["killed"]] == ["SIGPIPE"], files["killed"]
+    reasons = [i["reasons"] for i in files["incidents"]]
+    assert ["slow_request"] in reasons and ["crash"] in reasons and len(reasons) >= 3, files["incidents"]
+    assert any(i["triggers"] > 1 for i in files["incidents"]), files["incidents"]
+    assert "Simultaneous" not in b.stderr.decode() and not b.stderr, b.stderr
+    # Text, with the filters.
+    for extra in ([], ["--service", "crashy"], ["--service", "slow"]):
+        a, b = dump(fr, "info", *extra, d), dump(fr, "info", *extra, "--clickhouse", url)
+        assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
+        text = re.sub(rb"\ndisk budget \(.*?\n\n", b"\n", a.stdout.replace(str(d).encode() + b"/", b""), flags=re.S)
+        assert text == b.stdout, (text, b.stdout)
+    # --incident N: every incident, in info (JSON: the segments kept) and in reports.
+    for n in range(1, len(reasons) + 1):
+        a = dump(fr, "info", "--json", "--incident", n, d)
+        b = dump(fr, "info", "--json", "--incident", n, "--clickhouse", url)
+        assert a.returncode == b.returncode == 0, (n, a.stderr, b.stderr)
+        assert _info_json(a, d) == _info_json(b), n
+        assert len(_info_json(b)["segments"]) < len(files["segments"])
+        for args in (["top", "--kind", "offcpu"], ["folded"], ["sockets"], ["requests", "--slowest", "3"]):
+            _same(fr, d, url, args + ["--incident", n], tmp_path)
+    slow = next(i["number"] for i in files["incidents"] if i["reasons"] == ["slow_request"])
+    r = dump(fr, "requests", "--incident", slow, "--clickhouse", url)
+    assert r.returncode == 0 and b"server" in r.stdout, (r.stdout, r.stderr)  # the slow requests are there
+    # No such incident: the same usage error (exit 2) both ways.
+    for n in (0, len(reasons) + 1):
+        a = dump(fr, "top", "--incident", n, d)
+        b = dump(fr, "top", "--incident", n, "--clickhouse", url)
+        assert (a.returncode, a.stderr) == (b.returncode, b.stderr) and a.returncode == 2, (a.stderr, b.stderr)

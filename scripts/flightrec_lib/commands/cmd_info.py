@@ -7,13 +7,10 @@ import json
 
 from .. import budget_report
 from .. import cli
+from .. import crash_report
 from .. import incidents
-from .. import profiles
+from ..crash_report import CRASH_EVENT, KILLED_EVENT, RECOVERED_EVENT
 from ..segment_info import segment_entry
-
-CRASH_EVENT = "crash"
-RECOVERED_EVENT = "crash.recovered"
-KILLED_EVENT = "process.killed"
 
 
 def register(subparsers):
@@ -51,41 +48,13 @@ def summarize(trace, paths=()):
 
 
 def crashes(trace):
-    """Crash events (the host died on a fatal signal) with readable stacks.
-    A crash followed by crash.recovered on its thread (the program's own
-    handler returned and it went on, as a JVM does with a null check) is a
-    recovered fault, not a crash: it is listed with "recovered": True."""
-    recovered = {}
-    for e in trace.events([RECOVERED_EVENT]):
-        key = (e.get("pid"), e.get("tid"), e.get("signal_name"))
-        recovered.setdefault(key, []).append(e.get("time") or 0)
-    out = []
-    for e in trace.events([CRASH_EVENT]):
-        key = (e.get("pid"), e.get("tid"), e.get("signal_name"))
-        went_on = any(t >= (e.get("time") or 0) for t in recovered.get(key, []))
-        frames = e.get("stack") or []
-        out.append({
-            "pid": e.get("pid"), "tid": e.get("tid"), "time_ns": e.get("time"),
-            "signal": e.get("signal_name") or e.get("signal"), "code": e.get("code"),
-            "fault_addr": e.get("fault_addr"), "recovered": went_on,
-            "stack": [{"function": profiles.frame_label(f), "file": f.get("file") or "",
-                       "line": f.get("line") or 0} for f in frames],
-        })
-    return out
+    """crash_report.crashes of the trace's crash events."""
+    return crash_report.crashes(trace.events([CRASH_EVENT]), trace.events([RECOVERED_EVENT]))
 
 
 def killed(trace):
-    """Processes ended by a termination signal left at its default action
-    (SIGTERM, SIGINT, SIGPIPE, ...): which signal, when, on which thread, and
-    for a signal another process sent, that process's pid and uid."""
-    out = []
-    for e in trace.events([KILLED_EVENT]):
-        sent = (e.get("code") or 0) <= 0 and e.get("sender_pid")
-        out.append({"pid": e.get("pid"), "tid": e.get("tid"), "time_ns": e.get("time"),
-                    "signal": e.get("signal_name") or e.get("signal"), "code": e.get("code"),
-                    "sender_pid": e.get("sender_pid") if sent else None,
-                    "sender_uid": e.get("sender_uid") if sent else None})
-    return out
+    """crash_report.killed of the trace's process.killed events."""
+    return crash_report.killed(trace.events([KILLED_EVENT]))
 
 
 def run(args):
