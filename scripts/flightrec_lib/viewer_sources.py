@@ -14,7 +14,9 @@ one), and this module maps it to the segments of those sources.
   selection larger than max_bytes is refused with a message (TooBig)
   before anything is read or downloaded. From ClickHouse: the reports'
   fleet_profiles.FleetTrace of the selection (the database aggregates; its
-  size is not the viewer's memory, so max_bytes does not apply).
+  size is not the viewer's memory, so max_bytes does not apply), an
+  incident picked by fleet_incidents.select as `--incident N --clickhouse`
+  picks it.
 
 The sources are fixed when the server starts: a path or key outside them
 cannot be reached through a selection.
@@ -130,8 +132,9 @@ class Sources:
         return self._catalog[0]
 
     def _fleet_catalog(self):
-        """The processes loaded into the database, from its ledger and tables
-        (fleet_reports.info_document, what `info --clickhouse` prints)."""
+        """The processes loaded into the database, from its ledger and tables,
+        with their crashes and incidents (fleet_reports.info_document, what
+        `info --clickhouse` prints)."""
         from . import fleet_profiles, fleet_reports
         trace = fleet_profiles.FleetTrace(self.fleet, selection.Selection())
         fleet_reports.check_loaded_by_this_version(trace)
@@ -158,9 +161,10 @@ class Sources:
             p["dropped"] = dict(sorted(sub.dropped().items()))
         return {"processes": sorted(procs.values(), key=lambda p: (p["service"] or "", p["host"] or "", p["pid"])),
                 "segments": len(doc["segments"]), "bytes": sum(s.get("size") or 0 for s in doc["segments"]),
-                "errors": [], "incidents": [], "crashes": None, "folders": [], "time_range": doc["time_range"],
-                "note": "from ClickHouse: the segments `flightrec-dump load` put there; crashes, incidents and "
-                        "the timeline are read from segment files (serve PATH)"}
+                "errors": [], "incidents": doc["incidents"], "crashes": len(doc["crashes"]), "folders": [],
+                "time_range": doc["time_range"],
+                "note": "from ClickHouse: the segments `flightrec-dump load` put there; the timeline is read "
+                        "from segment files (serve PATH)"}
 
     def _s3_catalog(self, prefix):
         from . import s3_source
@@ -259,14 +263,17 @@ class Sources:
         return trace
 
     def _fleet_open(self, chosen, key):
-        from . import fleet_profiles
-        if chosen.incident is not None:
-            raise SourceError("incidents are not available from ClickHouse yet (as `--incident` with "
-                              "--clickhouse): serve the segment files for them")
+        from . import fleet_incidents, fleet_profiles
         trace = fleet_profiles.FleetTrace(self.fleet, chosen)
         if not trace.segments:
             raise SourceError("no processes in %s match %s" % (self.describe(), chosen.describe() or
                                                                "this selection"))
+        if chosen.incident is not None:
+            # the segments of the incident's span, picked as `--incident N --clickhouse` picks them
+            try:
+                fleet_incidents.select(trace, chosen.incident)
+            except incidents.IncidentError as e:
+                raise SourceError(str(e).replace("--incident", "incident")) from None
         self._traces[key] = trace
         while len(self._traces) > KEEP_TRACES:
             self._traces.popitem(last=False)

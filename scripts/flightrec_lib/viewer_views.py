@@ -3,7 +3,9 @@ serve`), each turning a selection into HTML with the reports' own code —
 profiles.py (flame, top), flamegraph.py (the SVG), calltree.py,
 commands/cmd_chrome.timeline (the timeline), cmd_requests.analyse,
 cmd_sockets.collect, cmd_heap.build, cmd_info (crashes, catalog),
-incidents.find, cmd_diff.build_sides + diff.py (compare). Nothing here
+incidents.find, cmd_diff.build_sides + diff.py (compare); from ClickHouse
+the fleet_* modules the reports use with --clickhouse (fleet_reports,
+fleet_heap, fleet_incidents for crashes and incidents). Nothing here
 computes a report a second way: it lays out what those return.
 
 A view returns (title, body HTML, problems); problems are (path, message)
@@ -578,12 +580,27 @@ def view_heap(ctx):
     return "Heap", "".join(out), _problems(trace, problems)
 
 
+def _crashes_and_killed(trace):
+    """info's crashes and killed lists: cmd_info's from the files, fleet_incidents's
+    from ClickHouse (both made by crash_report.py)."""
+    if getattr(trace, "fleet", False):
+        from . import fleet_incidents
+        return fleet_incidents.crashes_and_killed(trace)
+    return cmd_info.crashes(trace), cmd_info.killed(trace)
+
+
+def _incidents_of(trace):
+    """incidents.find's list: from the files, or the ClickHouse `incidents` table
+    (fleet_incidents.find, grouped by incidents.group as from the files)."""
+    if getattr(trace, "fleet", False):
+        from . import fleet_incidents
+        return fleet_incidents.find(trace)
+    return incidents.find(trace)
+
+
 def view_crashes(ctx):
     trace = ctx.trace()
-    note = _files_only(ctx, trace, ("Crashes", "crash stacks"))
-    if note:
-        return "Crashes", "<h1>Crashes</h1>" + note, []
-    crashes, killed = cmd_info.crashes(trace), cmd_info.killed(trace)
+    crashes, killed = _crashes_and_killed(trace)
     names = {(t["pid"], t["tid"]): t["name"] for t in trace.threads()}
     out = ["<h1>Crashes</h1>"]
     if not crashes and not killed:
@@ -620,10 +637,7 @@ def _incident_table(found, params):
 
 def view_incidents(ctx):
     trace = ctx.trace()
-    note = _files_only(ctx, trace, ("Incidents", "trigger events"))
-    if note:
-        return "Incidents", "<h1>Incidents</h1>" + note, []
-    found = incidents.find(trace)
+    found = _incidents_of(trace)
     out = ["<h1>Incidents</h1>"]
     if not found:
         out.append('<p>no incidents (no trigger events) in the selection</p>')

@@ -17,6 +17,12 @@ x-request-id) finds its requests with their trace context; the compare
 page takes an endpoint. Then the same pages over `serve --clickhouse URL`
 after `load`: the same numbers as from the files; the views the database
 cannot give yet say so; a server that went away gives a page, not a hang.
+
+Crashes and incidents from ClickHouse: test_fleet_clickhouse's
+incident_fleet (a SIGSEGV in window mode, a recovered fault then an abort,
+slow requests in window mode, a process ended by SIGPIPE, all recorded for
+real and loaded): the crashes and incidents pages, and every incident
+selected with incident=N, show the same as a viewer over the files.
 """
 import html
 import os
@@ -27,7 +33,7 @@ import pytest
 
 import clickhouse_server
 from conftest import PYTHON
-from test_fleet_clickhouse import HTTP_PAIR
+from test_fleet_clickhouse import HTTP_PAIR, incident_fleet  # noqa: F401 (a fixture)
 from test_viewer import SHOTS, Viewer, assert_clean, load, text_of
 
 WORK, USERS = "GET /work/:id", "GET /users/:id"
@@ -188,11 +194,11 @@ def test_clickhouse_source_shows_what_the_files_show(web, tmp_path):
             shown = [html.unescape(f) for f in re.findall(r'<span class="fn">([^<]*)</span>', body)]
             assert shown[:3] == [s["function"] for s in files["sites"][:3]]
             # what the database cannot give yet is said, not a traceback
-            for view in ("timeline", "crashes", "incidents"):
-                status, _, body = v.get(view)
-                assert status == 200 and "not available from ClickHouse" in body, view
+            status, _, body = v.get("timeline")
+            assert status == 200 and "not available from ClickHouse" in body
+            # no trigger event here: no incident to select, said as from the files
             status, _, body = v.get("flame", incident="1")
-            assert status == 502 and "incidents are not available from ClickHouse" in body
+            assert status == 502 and "incident 1: the trace records no incidents" in body, text_of(body)[-600:]
             # the server goes away: a page saying so, and the viewer goes on answering
             servers.stop(0)
             status, _, body = v.get("top", service="web")
@@ -201,3 +207,72 @@ def test_clickhouse_source_shows_what_the_files_show(web, tmp_path):
         finally:
             err = v.stop()
         assert "Traceback" not in err, err
+
+
+def main_of(page):
+    """What a page shows below its header and selection form, from its first
+    heading: the view itself (the header names the source, which differs)."""
+    return page.split("<main>", 1)[1].split("<h1>", 1)[1].split("</main>", 1)[0]
+
+
+@pytest.mark.skipif(not clickhouse_server.available(), reason="clickhouse-server or clickhouse_driver missing "
+                    "(make deps)")
+def test_clickhouse_crashes_and_incidents_pages_are_the_files_pages(incident_fleet, tmp_path):
+    fr, d, url, servers = incident_fleet
+    info = fr.dump_json("info", "--json", d)
+    # what the comparison covers is really there
+    assert [c["signal"] for c in info["crashes"]].count("SIGSEGV") == 2 and \
+        [k["signal"] for k in info["killed"]] == ["SIGPIPE"], (info["crashes"], info["killed"])
+    reasons = [i["reasons"] for i in info["incidents"]]
+    assert ["slow_request"] in reasons and ["crash"] in reasons, reasons
+    files, fleet = Viewer(fr, [d]), Viewer(fr, [], "--clickhouse", url)
+    try:
+        dom, console = load(fleet.url("crashes"), tmp_path, shot=os.path.join(SHOTS, "clickhouse-crashes.png"))
+        assert_clean(dom, console)
+        dom, console = load(fleet.url("incidents"), tmp_path, shot=os.path.join(SHOTS, "clickhouse-incidents.png"))
+        assert_clean(dom, console)
+        pages = {}
+        for view, params in (("crashes", {}), ("incidents", {}), ("crashes", {"service": "crashy"}),
+                             ("incidents", {"service": "slow"})):
+            a, b = files.get(view, **params), fleet.get(view, **params)
+            assert a[0] == b[0] == 200, (view, params, text_of(a[2])[-600:], text_of(b[2])[-600:])
+            assert main_of(a[2]) == main_of(b[2]), (view, params, text_of(main_of(a[2])), text_of(main_of(b[2])))
+            pages[view, tuple(params)] = main_of(b[2])
+        # the pages show what info says: every crash with its whole stack, the killing signal, every incident
+        crashes = pages["crashes", ()]
+        heads = re.findall(r'<h2 class="crash">(crash|recovered fault): (\w+) ', crashes)
+        assert sorted(heads) == sorted(("recovered fault" if c["recovered"] else "crash", c["signal"])
+                                       for c in info["crashes"]), heads
+        shown = [html.unescape(f) for f in re.findall(r'<tr><td class="n">\d+</td><td>([^<]*)</td>', crashes)]
+        assert shown == [f["function"] for c in info["crashes"] for f in c["stack"]], shown
+        assert "<h2>killed: SIGPIPE " in crashes
+        rows = re.findall(r'<tr><td class="n">(\d+)</td><td>([^<]*)</td>', pages["incidents", ()])
+        assert [(int(n), html.unescape(s)) for n, s in rows] == \
+            [(i["number"], i["service"]) for i in info["incidents"]], rows
+        # the Traces page counts them and lists the incidents, as from the files
+        a, b = files.get(""), fleet.get("")
+        assert '<a href="/crashes">%d crashes</a>' % len(info["crashes"]) in b[2]
+        table = lambda page: page.split("<h2>Incidents</h2>", 1)[1].split("</table>", 1)[0]  # noqa: E731
+        assert table(a[2]) == table(b[2])
+        # incident=N on the other pages: the same segments as from the files (a crash window holds its crash)
+        for n in range(1, len(reasons) + 1):
+            for view, params in (("crashes", {}), ("incidents", {}), ("top", {"kind": "offcpu"})):
+                a, b = files.get(view, incident=str(n), **params), fleet.get(view, incident=str(n), **params)
+                assert a[0] == b[0] == 200, (n, view, text_of(a[2])[-600:], text_of(b[2])[-600:])
+                if view == "top":
+                    shown_a = re.findall(r'<span class="fn">([^<]*)</span>', a[2])
+                    assert page_samples(a[2]) == page_samples(b[2]), (n, text_of(a[2])[:800], text_of(b[2])[:800])
+                    assert shown_a == re.findall(r'<span class="fn">([^<]*)</span>', b[2]), n
+                else:
+                    assert main_of(a[2]) == main_of(b[2]), (n, view, text_of(a[2])[-800:], text_of(b[2])[-800:])
+            if reasons[n - 1] == ["crash"] and info["incidents"][n - 1]["service"] == "crashy":
+                assert '<h2 class="crash">crash: SIGSEGV' in fleet.get("crashes", incident=str(n))[2]
+            status, _, body = fleet.get("report", incident=str(n))
+            assert status == 200 and "Traceback" not in body, text_of(body)[-800:]
+        # no such incident: the files' message
+        n = len(reasons) + 1
+        a, b = files.get("flame", incident=str(n)), fleet.get("flame", incident=str(n))
+        assert a[0] == b[0] == 502 and main_of(a[2]) == main_of(b[2]), (text_of(a[2])[-400:], text_of(b[2])[-400:])
+    finally:
+        errs = files.stop() + fleet.stop()
+    assert "Traceback" not in errs, errs
