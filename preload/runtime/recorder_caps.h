@@ -17,6 +17,12 @@
 // bounded. A lowering is mirrored as well: our threads never keep a
 // capability the program gave up.
 //
+// A recorder thread that leaves unregisters and no longer follows, but
+// glibc lists it until it is gone and still runs the program's id changes
+// on it: a stop that the program's own id change follows (the uid switch,
+// preload/runtime/lifecycle.cc) waits until the stopped thread is gone
+// (WaitForStoppedFlushThreadGone, preload/flush/flush_thread.h).
+//
 // Invariant: a registered recorder thread's `applied` equals the
 // generation it last applied; the hook returns once every registered
 // thread's equals the new one, or after kMirrorWaitNs.
