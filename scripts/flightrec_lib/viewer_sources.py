@@ -252,15 +252,7 @@ class Sources:
         if not self.s3_url:
             # Files that are no segment at all belong to no selection: every view names them.
             trace.errors[:0] = [e for e in self._catalog[1].errors if e not in trace.errors]
-        if chosen.incident is not None:
-            try:
-                incidents.select(trace, chosen.incident)
-            except incidents.IncidentError as e:
-                raise SourceError(str(e).replace("--incident", "incident")) from None
-        self._traces[key] = trace
-        while len(self._traces) > KEEP_TRACES:
-            self._traces.popitem(last=False)
-        return trace
+        return self._keep(trace, chosen, key, incidents.select)
 
     def _fleet_open(self, chosen, key):
         from . import fleet_incidents, fleet_profiles
@@ -268,10 +260,15 @@ class Sources:
         if not trace.segments:
             raise SourceError("no processes in %s match %s" % (self.describe(), chosen.describe() or
                                                                "this selection"))
+        # the segments of the incident's span, picked as `--incident N --clickhouse` picks them
+        return self._keep(trace, chosen, key, fleet_incidents.select)
+
+    def _keep(self, trace, chosen, key, select_incident):
+        """The opened trace, narrowed to the chosen incident (the reports'
+        own selection for its source), kept in the bounded cache."""
         if chosen.incident is not None:
-            # the segments of the incident's span, picked as `--incident N --clickhouse` picks them
             try:
-                fleet_incidents.select(trace, chosen.incident)
+                select_incident(trace, chosen.incident)
             except incidents.IncidentError as e:
                 raise SourceError(str(e).replace("--incident", "incident")) from None
         self._traces[key] = trace
