@@ -37,10 +37,13 @@ _NAME_FIELDS = ("op", "method", "reason", "name", "kind", "path", "endpoint")
 
 
 class ChromeTrace:
-    def __init__(self, spill_dir=None):
+    def __init__(self, spill_dir=None, origin=None):
+        """origin: the wall time of ts 0 (default: the earliest event added;
+        fleet_timeline gives the selection's start when it adds a window of it)."""
         # (wall_ns, -duration, seq, event JSON without "ts"): unique keys, so the JSON text never decides.
         self._events = SpillSort(3, spill_dir, prefix="flightrec-chrome-")
-        self._origin = None
+        self._origin = origin
+        self._fixed = origin is not None
         self._count = 0
         self._threads = {}  # (pid, tid) -> name
         self._processes = {}
@@ -95,7 +98,7 @@ class ChromeTrace:
                           json.dumps(ev, separators=_COMPACT)))
         self._seq += 1
         self._count += 1
-        if self._origin is None or wall_ns < self._origin:
+        if not self._fixed and (self._origin is None or wall_ns < self._origin):
             self._origin = wall_ns
 
     def metadata(self):

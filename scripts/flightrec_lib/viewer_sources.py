@@ -163,8 +163,7 @@ class Sources:
                 "segments": len(doc["segments"]), "bytes": sum(s.get("size") or 0 for s in doc["segments"]),
                 "errors": [], "incidents": doc["incidents"], "crashes": len(doc["crashes"]), "folders": [],
                 "time_range": doc["time_range"],
-                "note": "from ClickHouse: the segments `flightrec-dump load` put there; the timeline is read "
-                        "from segment files (serve PATH)"}
+                "note": "from ClickHouse: the segments `flightrec-dump load` put there"}
 
     def _s3_catalog(self, prefix):
         from . import s3_source

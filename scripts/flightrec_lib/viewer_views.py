@@ -5,7 +5,9 @@ commands/cmd_chrome.timeline (the timeline), cmd_requests.analyse,
 cmd_sockets.collect, cmd_heap.build, cmd_info (crashes, catalog),
 incidents.find, cmd_diff.build_sides + diff.py (compare); from ClickHouse
 the fleet_* modules the reports use with --clickhouse (fleet_reports,
-fleet_heap, fleet_incidents for crashes and incidents). Nothing here
+fleet_heap, fleet_incidents for crashes and incidents, and
+cmd_chrome.timeline's fleet_timeline for the timeline, whose window and
+event limit the database applies). Nothing here
 computes a report a second way: it lays out what those return.
 
 A view returns (title, body HTML, problems); problems are (path, message)
@@ -84,14 +86,6 @@ def _paths_only(trace):
         trace.merge_threads = True
 
 
-def _files_only(ctx, trace, what):
-    """A view the ClickHouse tables cannot give yet: a page that says so."""
-    if getattr(trace, "fleet", False):
-        return ('<p class="note files-only">%s: not available from ClickHouse (the database holds no %s '
-                'yet); serve the segment files for it</p>' % (esc(what[0]), esc(what[1])))
-    return None
-
-
 def _time(params, name):
     value = params.get(name) or None
     if value is not None:
@@ -166,7 +160,7 @@ def view_index(ctx):
                "prefix": ctx.params.get("prefix", "")}
         views = " ".join('<a href="%s">%s</a>' % (esc(link(v, sel)), label) for v, label in (
             ("flame", "flame"), ("top", "top"), ("timeline", "timeline"), ("requests", "requests"),
-            ("heap", "heap"), ("report", "report")) if not (v == "timeline" and ctx.sources.fleet is not None))
+            ("heap", "heap"), ("report", "report")))
         dropped = p["dropped"]
         rows.append([esc(p["service"] or "?"), esc(p["host"] or "?"), esc(p["pid"] if p["pid"] is not None else "?"),
                      str(p["segments"]), esc(fmt_bytes(p["bytes"])),
@@ -257,11 +251,21 @@ def view_top(ctx):
     return title, "".join(out), _problems(trace, prof.problems)
 
 
+def _timeline_limit(params):
+    """The most events drawn: limit=N (at most TIMELINE_EVENTS), else TIMELINE_EVENTS."""
+    value = params.get("limit") or ""
+    if not value:
+        return TIMELINE_EVENTS
+    if not value.isdigit() or int(value) < 1:
+        raise ViewError("bad limit %r: a number of events, 1 to %d" % (value, TIMELINE_EVENTS))
+    return min(int(value), TIMELINE_EVENTS)
+
+
 def view_timeline(ctx):
     trace = ctx.trace()
-    note = _files_only(ctx, trace, ("Timeline", "per-event timeline reader"))
-    if note:
-        return "Timeline", "<h1>Timeline</h1>" + note, []
+    limit = _timeline_limit(ctx.params)
+    if getattr(trace, "fleet", False):
+        return "Timeline", "<h1>Timeline</h1>" + _fleet_timeline(trace, ctx.params, limit), _problems(trace)
     damage = []
     # The `chrome` report's events (cmd_chrome.timeline), one JSON line each in
     # a temporary file, read twice (span, then the events drawn): memory holds
@@ -280,53 +284,87 @@ def view_timeline(ctx):
                 for line in f:
                     yield json.loads(line)
 
-        body = _draw_timeline(events, ctx.params)
+        body = _draw_timeline(events, ctx.params, limit)
     return "Timeline", "<h1>Timeline</h1>" + body, _problems(trace, damage)
 
 
-def _draw_timeline(events_of, params):
-    """events_of(): a fresh iterator over the Chrome trace events (metadata first)."""
+def _fleet_timeline(trace, params, limit):
+    """From ClickHouse: the database finds the selection's span, then the
+    first `limit` events of the window and how many more there are
+    (fleet_timeline.timeline: the same ChromeTrace events as from the files);
+    drawn as the files' are."""
+    from . import fleet_timeline
+    first, last = fleet_timeline.span(trace)
+    if first is None:
+        return '<p class="error">no events in the selection</p>'
+    span = (0.0, (last - first) / 1e3)
+    window = _timeline_window(span, params)
+    if window is None:
+        return '<p class="error">the time window is empty</p>'
+    # (a microsecond wider each side: the drawing keeps exactly the window)
+    lo_ns, hi_ns = first + int(window[0] * 1e3) - 1000, first + int(window[1] * 1e3) + 1000
+    with tempfile.TemporaryDirectory(prefix="flightrec-viewer-") as tmp:
+        ct, left_out = fleet_timeline.timeline(trace, spill_dir=tmp, window=(lo_ns, hi_ns), limit=limit,
+                                               origin=first)
+        meta = ct.metadata()
+        drawn = [json.loads(text) for text in ct.event_texts()]
+    return _draw_timeline(lambda: iter(meta + drawn), params, limit, span=span, more=left_out)
+
+
+def _timeline_window(span, params):
+    """(lo, hi) in the timeline's microseconds: from/to as the profiles take
+    them (seconds from the start, negative from the end) within span; None
+    when empty."""
+    lo, hi = span
+    for name in ("from", "to"):
+        value = _time(params, name)
+        if value is not None:
+            ns, from_end = profiles.parse_time(value)
+            at = (span[1] - ns / 1e3) if from_end else (span[0] + ns / 1e3)
+            if name == "from":
+                lo = max(lo, at)
+            else:
+                hi = min(hi, at)
+    return (lo, hi) if hi > lo else None
+
+
+def _draw_timeline(events_of, params, limit=TIMELINE_EVENTS, span=None, more=0):
+    """events_of(): a fresh iterator over the Chrome trace events (metadata
+    first). span: the selection's (first, last) ts when the events given are
+    already a window of it (ClickHouse), with `more` events of the window
+    left out."""
     names, tracks = {}, {}
     procs = {}
-    span = [None, None]
+    if span is None:
+        span = [None, None]
+        for e in events_of():
+            if e.get("ph") == "M" or not isinstance(e.get("ts"), (int, float)):
+                continue
+            ts = e["ts"]
+            end = ts + (e.get("dur") or 0)
+            span[0] = ts if span[0] is None or ts < span[0] else span[0]
+            span[1] = end if span[1] is None or end > span[1] else span[1]
+        if span[0] is None:
+            return '<p class="error">no events in the selection</p>'
+    window = _timeline_window(span, params)
+    if window is None:
+        return '<p class="error">the time window is empty</p>'
+    lo, hi = window
+    drawn = 0
+    skipped = more
     for e in events_of():
-        ph = e.get("ph")
-        if ph == "M":
+        if e.get("ph") == "M":
             if e.get("name") == "thread_name":
                 names[(e.get("pid"), e.get("tid"))] = (e.get("args") or {}).get("name", "")
             elif e.get("name") == "process_name":
                 procs[e.get("pid")] = (e.get("args") or {}).get("name", "")
             continue
-        ts = e.get("ts")
-        if not isinstance(ts, (int, float)):
-            continue
-        end = ts + (e.get("dur") or 0)
-        span[0] = ts if span[0] is None or ts < span[0] else span[0]
-        span[1] = end if span[1] is None or end > span[1] else span[1]
-    if span[0] is None:
-        return '<p class="error">no events in the selection</p>'
-    lo, hi = span
-    # --from/--to as the profiles take them (seconds from the start, negative from the end).
-    for name in ("from", "to"):
-        value = _time(params, name)
-        if value is not None:
-            ns, from_end = profiles.parse_time(value)
-            at = (hi - ns / 1e3) if from_end else (span[0] + ns / 1e3)
-            if name == "from":
-                lo = max(lo, at)
-            else:
-                hi = min(hi, at)
-    if hi <= lo:
-        return '<p class="error">the time window is empty</p>'
-    drawn = 0
-    skipped = 0
-    for e in events_of():
         if e.get("ph") not in ("X", "i", "I") or not isinstance(e.get("ts"), (int, float)):
             continue
         ts, dur = e["ts"], e.get("dur") or 0
         if ts > hi or ts + dur < lo:
             continue
-        if drawn >= TIMELINE_EVENTS:
+        if drawn >= limit:
             skipped += 1
             continue
         # only what is drawn (not the event's args and stacks)
@@ -338,11 +376,11 @@ def _draw_timeline(events_of, params):
     colors = {"cpu": "#e65100", "offcpu": "#1565c0", "request": "#2e7d32"}
     order = sorted(tracks, key=lambda k: (k[0] or 0, k[1] or 0))
     height = row_h * len(order) + 30
-    out = ['<p class="note">%s .. %s; %d events drawn%s. Orange ticks: CPU samples, blue: off-CPU, green: '
+    out = ['<p class="note">%s .. %s; <span id="drawn">%d</span> events drawn%s. Orange ticks: CPU samples, blue: off-CPU, green: '
            'requests, grey: other calls. Hover for names; <a href="%s">the Chrome/Perfetto JSON</a> '
            '(ui.perfetto.dev) has every event.</p>' % (
                "+%.3fs" % ((lo - span[0]) / 1e6), "+%.3fs" % ((hi - span[0]) / 1e6), drawn,
-               (", %d more not drawn (narrow the window with from/to)" % skipped) if skipped else "",
+               (', <span id="not-drawn">%d</span> more not drawn (narrow the window with from/to)' % skipped) if skipped else "",
                esc(link("timeline.json", params))),
            '<svg id="timeline" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-size="11">' % (
                width, height)]
@@ -369,8 +407,6 @@ def _draw_timeline(events_of, params):
 def timeline_json(ctx, out):
     """The selection's Chrome/Perfetto JSON (what `chrome -o` writes) onto a stream."""
     trace = ctx.trace()
-    if getattr(trace, "fleet", False):
-        raise ViewError("the timeline JSON is not available from ClickHouse: serve the segment files for it")
     with tempfile.TemporaryDirectory(prefix="flightrec-viewer-") as tmp:
         ct = cmd_chrome.timeline(trace, spill_dir=tmp, on_damage=lambda p, m: None)
         return ct.write(out)

@@ -252,7 +252,8 @@ def test_viewer_pages_stay_within_the_reports_bounds(tables_trace):
                 body = r.read().decode("utf-8")
             assert r.status == 200 and 'data-count="0"' in body and "internal error" not in body, view
             if view == "timeline":
-                assert "30000 events drawn, %d more not drawn" % (TABLE_SEGMENTS * CPU_SAMPLES - 30000) in body
+                assert '<span id="drawn">30000</span> events drawn, <span id="not-drawn">%d</span> more not drawn' % (
+                    TABLE_SEGMENTS * CPU_SAMPLES - 30000) in body
         with open("/proc/%d/status" % proc.pid) as f:
             peak = int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1))
     finally:

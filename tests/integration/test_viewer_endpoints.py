@@ -15,8 +15,13 @@ sent); an endpoint's links lead to its requests and to the profile of the
 samples taken inside them, which is `top --endpoint`; a trace id (and an
 x-request-id) finds its requests with their trace context; the compare
 page takes an endpoint. Then the same pages over `serve --clickhouse URL`
-after `load`: the same numbers as from the files; the views the database
-cannot give yet say so; a server that went away gives a page, not a hang.
+after `load`: the same numbers as from the files; a server that went away
+gives a page, not a hang. The timeline over ClickHouse (fleet_timeline.py)
+draws the same thread tracks, the same requests (the 32 the program made:
+12 sent by its client, 4 downstream calls, each seen by client and server)
+and the same CPU and off-CPU samples as the timeline of the files, cut at
+the same event limit with the same count left out; its Chrome JSON (the
+viewer's download and `chrome --clickhouse`) holds the same.
 
 Crashes and incidents from ClickHouse: test_fleet_clickhouse's
 incident_fleet (a SIGSEGV in window mode, a recovered fault then an abort,
@@ -25,6 +30,7 @@ real and loaded): the crashes and incidents pages, and every incident
 selected with incident=N, show the same as a viewer over the files.
 """
 import html
+import json
 import os
 import re
 import subprocess
@@ -193,9 +199,6 @@ def test_clickhouse_source_shows_what_the_files_show(web, tmp_path):
             files = fr.dump_json("heap", "--json", d)
             shown = [html.unescape(f) for f in re.findall(r'<span class="fn">([^<]*)</span>', body)]
             assert shown[:3] == [s["function"] for s in files["sites"][:3]]
-            # what the database cannot give yet is said, not a traceback
-            status, _, body = v.get("timeline")
-            assert status == 200 and "not available from ClickHouse" in body
             # no trigger event here: no incident to select, said as from the files
             status, _, body = v.get("flame", incident="1")
             assert status == 502 and "incident 1: the trace records no incidents" in body, text_of(body)[-600:]
@@ -276,3 +279,85 @@ def test_clickhouse_crashes_and_incidents_pages_are_the_files_pages(incident_fle
     finally:
         errs = files.stop() + fleet.stop()
     assert "Traceback" not in errs, errs
+
+
+# ------------------------------------------------------------------ the timeline from ClickHouse
+
+def timeline_of(body):
+    """(thread track labels, {colour: rects}, events drawn, events not drawn) of a timeline page."""
+    svg = body.split('<svg id="timeline"', 1)[1].split("</svg>", 1)[0]
+    labels = [html.unescape(t) for t in re.findall(r'<text x="2" y="\d+">([^<]*)</text>', svg)]
+    colours = {}
+    for c in re.findall(r'<rect [^>]*fill="(#[0-9a-f]+)"', svg):
+        colours[c] = colours.get(c, 0) + 1
+    drawn = int(re.search(r'<span id="drawn">(\d+)</span>', body).group(1))
+    m = re.search(r'<span id="not-drawn">(\d+)</span>', body)
+    return labels, colours, drawn, int(m.group(1)) if m else 0
+
+
+REQUEST_GREEN, CPU_ORANGE, OFFCPU_BLUE = "#2e7d32", "#e65100", "#1565c0"
+
+
+def chrome_counts(doc):
+    """{thread names}, and the number of request, cpu.sample and offcpu.sample events of a Chrome JSON."""
+    threads = {(e["pid"], e["tid"], e["args"]["name"]) for e in doc["traceEvents"]
+               if e.get("ph") == "M" and e["name"] == "thread_name"}
+    cats = {}
+    for e in doc["traceEvents"]:
+        if e.get("ph") != "M":
+            cats[e["cat"]] = cats.get(e["cat"], 0) + 1
+    return threads, cats.get("request", 0), cats.get("cpu", 0), cats.get("offcpu", 0)
+
+
+@pytest.mark.skipif(not clickhouse_server.available(), reason="clickhouse-server or clickhouse_driver missing "
+                    "(make deps)")
+def test_clickhouse_timeline_is_the_files_timeline(web, viewer, tmp_path):
+    fr, d = web
+    served = fr.dump_json("requests", "--json", d)["requests"]
+    # what the comparison covers is really there: 12 requests sent, 4 downstream calls, each seen twice
+    assert len(served) == 32 and sum(r["role"] == "server" for r in served) == 16, len(served)
+    with clickhouse_server.ClickHouseServers(1) as servers:
+        url = servers.url(0, database="fleet")
+        load_run = subprocess.run([PYTHON, fr.dump, "load", "--clickhouse", url, str(d)], capture_output=True,
+                                  text=True, timeout=600)
+        assert load_run.returncode == 0, load_run.stderr
+        v = Viewer(fr, [], "--clickhouse", url)
+        try:
+            dom, console = load(v.url("timeline"), tmp_path, shot=os.path.join(SHOTS, "clickhouse-timeline.png"))
+            assert_clean(dom, console)
+            assert "not available" not in dom
+            files, fleet = timeline_of(viewer.get("timeline")[2]), timeline_of(dom)
+            # the same threads (tracks named alike), the same requests and samples
+            tracks = lambda t: sorted(l for l in t[0])  # noqa: E731
+            assert tracks(fleet) == tracks(files), (tracks(files), tracks(fleet))
+            assert len(files[0]) >= 3, files[0]   # main, the server's thread, the handlers
+            assert files[1].get(REQUEST_GREEN) == fleet[1].get(REQUEST_GREEN) == len(served), (files[1], fleet[1])
+            for colour in (CPU_ORANGE, OFFCPU_BLUE):
+                assert files[1].get(colour, 0) == fleet[1].get(colour, 0), (colour, files[1], fleet[1])
+            assert files[1].get(CPU_ORANGE, 0) > 0, files[1]   # 4 x 50 ms of CPU at 1000 Hz
+            assert files[3] == fleet[3] == 0
+            # cut at a limit: the page says how many were left out, as from the files
+            cut_files, cut_fleet = (timeline_of(x.get("timeline", limit="50")[2]) for x in (viewer, v))
+            assert cut_files[2] == cut_fleet[2] == 50, (cut_files[2:], cut_fleet[2:])
+            assert cut_files[3] == files[2] - 50 and cut_fleet[3] == fleet[2] - 50, (files[2:], fleet[2:],
+                                                                                     cut_files[2:], cut_fleet[2:])
+            # the first 50 events in time order: the same requests and samples among them
+            for colour in (REQUEST_GREEN, CPU_ORANGE, OFFCPU_BLUE):
+                assert cut_files[1].get(colour, 0) == cut_fleet[1].get(colour, 0), (colour, cut_files[1], cut_fleet[1])
+            # a window (from/to as the profiles take them): the same requests inside it
+            w_files, w_fleet = (timeline_of(x.get("timeline", **{"from": "0.2s", "to": "-0.1s"})[2]) for x in (viewer, v))
+            assert w_files[1].get(REQUEST_GREEN) == w_fleet[1].get(REQUEST_GREEN), (w_files[1], w_fleet[1])
+            assert w_fleet[1].get(REQUEST_GREEN, 0) < len(served) or w_fleet[1] == fleet[1]
+            # the Chrome JSON: the viewer's download and `chrome --clickhouse`, against `chrome` over the files
+            want = chrome_counts(json.loads(viewer.get("timeline.json")[2]))
+            assert want[1] == len(served) and want[2] > 0, want[1:]
+            got = chrome_counts(json.loads(v.get("timeline.json")[2]))
+            assert got == want, (got[1:], want[1:], got[0] ^ want[0])
+            out = tmp_path / "fleet.json"
+            run = subprocess.run([PYTHON, fr.dump, "chrome", "--clickhouse", url, "-o", str(out)],
+                                 capture_output=True, text=True, timeout=600)
+            assert run.returncode == 0, run.stderr
+            assert chrome_counts(json.loads(out.read_text())) == want
+        finally:
+            err = v.stop()
+        assert "Traceback" not in err, err

@@ -23,7 +23,11 @@ def _labels(frames):
 def timeline(trace, spill_dir=None, on_damage=None):
     """The trace as a ChromeTrace (write() it out): what `chrome` writes and
     the viewer draws. on_damage(path, message) hears of blocks found damaged
-    only now (default: one stderr line per file)."""
+    only now (default: one stderr line per file). A ClickHouse fleet
+    (--clickhouse): the same ChromeTrace from its tables (fleet_timeline)."""
+    if getattr(trace, "fleet", False):
+        from .. import fleet_timeline
+        return fleet_timeline.timeline(trace, spill_dir=spill_dir)[0]
     on_damage = on_damage or cli.err_file
     ct = chrome_trace.ChromeTrace(spill_dir=spill_dir)
     for seg in trace.segments:
