@@ -485,6 +485,35 @@ def test_hostile_requests_read_nothing_outside_the_sources(viewer):
     assert viewer.get("")[0] == 200
 
 
+def test_bind_to_a_shared_address_says_who_can_reach_it(recorded, viewer):
+    """--bind 0.0.0.0: the second line says that anyone who can reach the
+    address can read the traces; reached here only through 127.0.0.1, it
+    serves the same page (the Host check is for loopback binds only). The
+    default bind says only this machine can reach it."""
+    fr, out, pids, _ = recorded
+    assert viewer.lines[1].startswith("only this machine can reach it (bound to 127.0.0.1)"), viewer.lines
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "FLIGHTREC_", "LD_PRELOAD"))}
+    proc = subprocess.Popen([PYTHON, fr.dump, "serve", "--port", "0", "--bind", "0.0.0.0", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        lines = [proc.stdout.readline(), proc.stdout.readline()]
+        m = re.match(r"flightrec viewer: http://0\.0\.0\.0:(\d+)/ over ", lines[0])
+        assert m, (lines, proc.stderr.read() if proc.poll() is not None else "")
+        assert lines[1].strip() == "bound to 0.0.0.0: anyone who can reach this address and port can read these " \
+                                   "traces (no login, no TLS)", lines
+        with urllib.request.urlopen("http://127.0.0.1:%s/" % m.group(1), timeout=300) as r:
+            body = r.read().decode("utf-8")
+        assert r.status == 200 and '<span id="n-processes">%d</span>' % len(pids) in body, text_of(body)[:600]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in proc.stderr.read()
+
+
 # ------------------------------------------------------------------ DevTools
 
 class DevTools:
