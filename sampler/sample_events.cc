@@ -12,6 +12,7 @@
 
 #include "format/mi_containers.h"
 #include "format/segment_writer.h"
+#include "preload/flush/drop_ledger.h"
 #include "preload/runtime/core_events.h"
 #include "preload/threads/thread_registry.h"
 
@@ -105,11 +106,9 @@ void QueueFlushSource(FlushContext& ctx) {
   }
   b.items.clear();
   b.pcs.clear();
-  const uint64_t overflow = q->overflow.load(std::memory_order_relaxed);
-  if (overflow > q->overflow_reported) {
-    EmitSamplerLost(ctx, ctx.now_ns, 0, overflow - q->overflow_reported);
-    q->overflow_reported = overflow;
-  }
+  // Reported as sampler.lost (EmitSamplerLost writes nothing for zero).
+  EmitSamplerLost(ctx, ctx.now_ns, 0,
+                  DropLedger::Growth(q->overflow.load(std::memory_order_relaxed), &q->overflow_reported));
   // Counted as drops too (info), as a ring's refusal is by the RecordWriter.
   EmitGlobalDrops(ctx, "offcpu.sample", EmitOffCpuUnattributed(ctx, 0, q->offcpu_overflow));
 }

@@ -3,6 +3,7 @@
 // bounds-checked, since a torn or foreign record must never crash the host.
 #include "preload/alloc/alloc_events.h"
 
+#include "preload/flush/drop_ledger.h"
 #include "preload/flush/flush_registry.h"
 #include "preload/runtime/core_events.h"
 #include "preload/threads/record_kinds.h"
@@ -87,10 +88,7 @@ void DecodeFree(FlushContext& ctx, const RecordHeader& h, const void* payload) {
 // the weight of the samples it dropped meanwhile.
 void HarvestThreadDroppedWeight(FlushContext& ctx) {
   if (ctx.thread) EmitDroppedWeight(ctx, ctx.thread->alloc_dropped, static_cast<uint64_t>(ctx.thread->tid));
-  if (g_refs_unknown != g_refs_unknown_reported) {
-    EmitGlobalDrops(ctx, "alloc.stack_unknown", g_refs_unknown - g_refs_unknown_reported);
-    g_refs_unknown_reported = g_refs_unknown;
-  }
+  TheDropLedger().ReportGrowth(ctx, "alloc.stack_unknown", g_refs_unknown, &g_refs_unknown_reported);
 }
 
 }  // namespace

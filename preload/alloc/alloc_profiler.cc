@@ -20,6 +20,7 @@
 #include "preload/alloc/alloc_sampler.h"
 #include "preload/alloc/alloc_stack_trim.h"
 #include "preload/runtime/clock.h"
+#include "preload/flush/drop_ledger.h"
 #include "preload/runtime/core_events.h"
 #include "preload/flush/flush_registry.h"
 #include "preload/runtime/log.h"
@@ -173,16 +174,10 @@ class InHook {
 // Flush source: counters that are not ring drops but still lose data.
 void ReportAllocCounters(FlushContext& ctx) {
   static uint64_t full_reported = 0, unrecorded_reported = 0;  // flush thread only
-  const uint64_t full = g_sampled.full_count();
-  if (full != full_reported) {
-    EmitGlobalDrops(ctx, "alloc.table_full", full - full_reported);
-    full_reported = full;
-  }
-  const uint64_t unrec = g_free_unrecorded.load(std::memory_order_relaxed);
-  if (unrec != unrecorded_reported) {
-    EmitGlobalDrops(ctx, "alloc.free_unrecorded", unrec - unrecorded_reported);
-    unrecorded_reported = unrec;
-  }
+  DropLedger& ledger = TheDropLedger();
+  ledger.ReportGrowth(ctx, "alloc.table_full", g_sampled.full_count(), &full_reported);
+  ledger.ReportGrowth(ctx, "alloc.free_unrecorded", g_free_unrecorded.load(std::memory_order_relaxed),
+                      &unrecorded_reported);
   EmitDroppedWeight(ctx, g_dropped_unattached, 0);
 }
 

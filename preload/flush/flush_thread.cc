@@ -1,4 +1,11 @@
-// Flush thread: see flush_thread.h.
+// Flush thread: see flush_thread.h. This file owns the loop and the
+// hand-over: when a tick runs (period, nudges, busy rings, idle backoff),
+// what a tick does (going live, the ring drain, flush sources, triggers,
+// rusage and names), and how a stopper, a crash or the last thread's exit
+// hands the final drain and seal to this thread and waits for it. The
+// segment itself (open, block writes, rotation, seal, pause and retry) is
+// segment_lifecycle.cc's; what was lost is counted by the drop ledger
+// (drop_ledger.h).
 //
 // Invariants:
 //  * Only this thread touches the writer and the segment files (the exit path
@@ -7,10 +14,9 @@
 //    marked it kRetired, so nothing a thread recorded before exiting is lost.
 //  * When the output is unusable, rings are still drained (so producers never
 //    stall) and every discarded record is counted as dropped, under its kind.
-//  * Nothing is lost uncounted when a write fails or the file vanishes: the
-//    writer counts the events that never reached the file (by event type),
-//    and drop reports that were only in such blocks are reported again in
-//    the next segment, so produced = recorded + dropped holds per kind.
+//  * Nothing is lost uncounted when a write fails or the file vanishes
+//    (segment_lifecycle.cc, drop_ledger.h): produced = recorded + dropped
+//    holds per kind.
 //  * A program's thread never does the final drain and seal (exit, _exit,
 //    exec, a uid switch): it asks (final_request) and waits, bounded. This
 //    thread does the work, lifted to the asker's priority (it runs at nice
@@ -36,7 +42,6 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,36 +52,29 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 
-#include "format/fsize_guard.h"
-#include "format/segment_writer.h"
-#include "preload/flush/budget_tally.h"
-#include "preload/runtime/clock.h"
-#include "preload/runtime/config.h"
 #include "preload/fds/fd_guard.h"
 #include "preload/fds/own_fd_table.h"
+#include "preload/flush/drop_ledger.h"
 #include "preload/flush/flush_registry_internal.h"
+#include "preload/flush/segment_lifecycle.h"
+#include "preload/flush/window_keeper.h"
+#include "preload/runtime/clock.h"
+#include "preload/runtime/config.h"
 #include "preload/runtime/last_thread_exit.h"
 #include "preload/runtime/log.h"
-#include "preload/flush/output_dir.h"
-#include "preload/threads/record_kinds.h"
 #include "preload/runtime/recorder_caps.h"
 #include "preload/runtime/recorder_thread.h"
 #include "preload/runtime/runtime_state.h"
 #include "preload/runtime/seccomp_state.h"
 #include "preload/runtime/thread_allowance.h"
+#include "preload/threads/record_kinds.h"
 #include "preload/threads/ring_growth.h"
-#include "preload/flush/segment_access.h"
-#include "preload/flush/segment_files.h"
-#include "preload/flush/window_keeper.h"
-#include "preload/flush/writer_liveness.h"
 #include "preload/threads/thread_registry.h"
 
-// The sampler supplies symbolization when it is linked in, and its thread
-// is the one that keeps the program's descriptor table (own_fd_table.h).
+// The sampler's thread is the one that keeps the program's descriptor table
+// (own_fd_table.h).
 namespace flightrec {
-format::PcDescriber* SamplerPcDescriber() __attribute__((weak));
 bool SamplerKeepsProgramFdTable() __attribute__((weak));
 bool SamplerThreadEndsProcess() __attribute__((weak));
 void SamplerAbandonSymbolizer() __attribute__((weak));
@@ -86,18 +84,6 @@ namespace flightrec {
 namespace {
 
 constexpr uint64_t kMs = 1000000ull;
-// What waits in the writer reaches the file at least this often while the
-// process is active (its ticks come every FLIGHTREC_FLUSH_MS): a process
-// that dies without running exit code (SIGKILL, the OOM killer, Go's raw
-// exit_group) loses at most about this much. A smaller block compresses a
-// little worse (redis under load: +1-3% bytes at 250 ms against 1 s).
-constexpr uint64_t kBlockIntervalNs = 250 * kMs;
-// A quiet process is not woken just to write: its drains back off, and only
-// this schedules a wake for what waits (its once-a-second process.rusage
-// then shares the wake that writes it).
-constexpr uint64_t kBlockMaxDelayNs = 1000 * kMs;
-constexpr uint64_t kRetryNs = 5000 * kMs;          // retry an unusable output this often
-constexpr uint64_t kMaxBufferedBytes = 1 << 20;
 // How long the sampler thread gets to start the exit it was handed
 // (EndProcess) before this thread ends the process itself.
 constexpr uint64_t kEndHandOverNs = 2000 * kMs;
@@ -132,35 +118,12 @@ constexpr int kFinalProcessEnding = 2;      // final hooks before, shutdown hook
 constexpr int kFinalDiscardUnlessLive = 4;  // a forked child that never went live writes nothing
 
 struct FlushState {
-  format::SegmentWriter* writer = nullptr;  // created by OpenFirstSegment
-  WindowKeeper* keeper = nullptr;  // triggers, incidents, window mode (window_keeper.h)
-  ProcessInfo info;
-  uint64_t seq = 0;
-  std::string active_path;
-  uint64_t opened_ns = 0;
-  uint64_t segment_cap = UINT64_MAX;  // FLIGHTREC_SEGMENT_BYTES, or half of RLIMIT_FSIZE if less
-  uint64_t last_block_ns = 0;
-  uint64_t touched_ns = 0;  // the writer's last Touch (writer_liveness.h)
+  SegmentLifecycle seg;  // the writer and its segment: open, seal, pause, retry (segment_lifecycle.h)
   uint64_t last_rusage_ns = 0;
-  uint64_t retry_at_ns = 0;
-  bool opened = false;     // OpenFirstSegment ran: the writer exists, a segment was opened (or paused)
   bool hooks_ran = false;  // the live hooks ran (on the flush thread, at its first ordinary tick)
   bool own_fd_table = false;  // this thread's descriptor table is its own (own_fd_table.h)
   bool end_handed_over = false;  // the sampler thread ends the process (EndProcess)
   uint64_t end_handed_ns = 0;
-  bool paused = false;
-  bool paused_logged = false;
-  // Paused for a fault the program then survived (a JVM's implicit null
-  // check), not because the output failed: resuming is not news.
-  bool paused_for_crash = false;
-  uint64_t discarded[kRecordKindCount] = {};  // records thrown away while paused, per kind
-  // Drop totals (footer counters) as of the segment's last successful write:
-  // what its readable blocks report already.
-  std::map<std::string, uint64_t> durable_drops;
-  // Drops reported only in blocks that never reached the disk: reported
-  // again in the next segment.
-  std::map<std::string, uint64_t> carried_drops;
-  uint64_t unattributed_seen = 0;  // UnattributedDrops() already reported
   SlotScan<ThreadState> slots;  // which slots a tick visits (slot_scan.h)
   uint64_t last_full_scan_ns = 0;
   bool busy = false;  // the last drain took 1/kBusyFraction of some ring or more
@@ -205,7 +168,6 @@ void Announce(FlushState& s, std::atomic<bool>& flag) {
 }
 
 FlushState* g_state = nullptr;
-uint64_t g_next_seq = 0;  // segment numbers continue across restarts (failed exec)
 
 // The flush thread's futex word (flush_wakeup.h), bumped by every wake-up:
 // producers' nudges, stop, crash and resume requests. Global rather than in
@@ -232,171 +194,6 @@ void SleepUnlessWoken(uint32_t seen, uint64_t ns) {
   g_sleepers.fetch_sub(1, std::memory_order_relaxed);
 }
 
-std::string BaseName(const std::string& path) { return path.substr(path.rfind('/') + 1); }
-
-// A segment given up before any event reached it (a disk with room for a
-// header but not a block: each retry creates one) holds nothing a reader
-// could use. It goes, so a full disk leaves no such file behind, however
-// long it stays full. One that holds events stays: it reads up to its
-// last whole block.
-void RemoveIfNothingWritten(FlushState& s) {
-  if (s.active_path.empty() || s.writer->stats().events_written != 0) return;
-  const Config& cfg = GetConfig();
-  OutputDir dir;
-  std::string error;
-  if (OpenOutputDir(cfg.output, cfg.allow_foreign_dir, false, &dir, &error))
-    unlinkat(dir.fd(), BaseName(s.active_path).c_str(), 0);
-}
-
-void Pause(FlushState& s, const std::string& why) {
-  if (s.writer->is_open()) s.writer->Abandon();
-  RemoveIfNothingWritten(s);
-  s.active_path.clear();
-  s.paused = true;
-  s.retry_at_ns = MonotonicNs() + kRetryNs;
-  if (!s.paused_logged) {
-    Log(LogLevel::kWarn, "%s; recording paused, the service is unaffected (retrying every 5 s)", why.c_str());
-    s.paused_logged = true;
-  }
-}
-
-bool OpenSegment(FlushState& s, uint64_t now) {
-  const Config& cfg = GetConfig();
-  std::string error;
-  // The program lowered its descriptor limit since start: a new segment
-  // would take one of its last numbers (fd_guard.h). Paused, retried.
-  unsigned long nofile = 0;
-  if (!NofileLeavesRoomForRecorder(&nofile)) {
-    Pause(s, "RLIMIT_NOFILE lowered to " + std::to_string(nofile) + ", under the " +
-                 std::to_string(kMinNofileForRecording) + " the recorder needs");
-    return false;
-  }
-  // The program lowered its file-size limit (setrlimit, prlimit): a segment
-  // must not take it to the limit (the write would fail, or on a program
-  // thread raise SIGXFSZ). Paused, retried; segments rotate at half of it.
-  const uint64_t fsize = format::FileSizeLimit();
-  if (fsize < kMinFileSizeForRecording) {
-    Pause(s, "RLIMIT_FSIZE lowered to " + std::to_string(fsize) + " bytes, under the " +
-                 std::to_string(kMinFileSizeForRecording) + " a segment needs");
-    return false;
-  }
-  s.segment_cap = std::min<uint64_t>(cfg.segment_bytes, fsize / 2);
-  OutputDir dir;
-  if (!OpenOutputDir(cfg.output, cfg.allow_foreign_dir, true, &dir, &error)) {
-    Pause(s, error);
-    return false;
-  }
-  format::SegmentHeaderInfo h;
-  h.pid = s.info.pid;
-  h.identity = OwnWriterIdentity();  // for other processes' disk budgets (writer_liveness.h)
-  h.sequence = s.seq;
-  h.anchor_monotonic_ns = s.info.monotonic_ns;
-  h.anchor_realtime_ns = s.info.realtime_ns;
-  h.service = s.info.service;
-  h.host = s.info.hostname;
-  // Relative to the directory's descriptor: after a privilege drop the path
-  // is no longer reachable.
-  const std::string path = ActiveSegmentPath(dir.path(), s.info.service, s.info.pid, s.seq, RealtimeNs());
-  // The writer opens the file for each write and closes it after, so no
-  // descriptor of ours stays in the program's table (segment_access.h).
-  s.writer->SetFileAccess(OutputSegmentAccess());
-  if (!s.writer->Open(BaseName(path), h, &error)) {
-    Pause(s, "cannot create segment " + path + ": " + error);
-    return false;
-  }
-  if (s.paused && s.paused_for_crash)
-    Log(LogLevel::kDebug, "the program recovered from a fault; recording resumed in a new segment");
-  else if (s.paused)
-    Log(LogLevel::kWarn, "output %s usable again; recording resumed", cfg.output.c_str());
-  s.paused = false;
-  s.paused_for_crash = false;
-  s.paused_logged = false;
-  s.active_path = path;
-  s.opened_ns = now;
-  s.touched_ns = now;  // the header's write
-  s.seq++;
-  g_next_seq = s.seq;
-  EmitProcessStart(s.writer, s.info, now);
-  return true;
-}
-
-// The segment's drop totals `totals` did not all reach the disk: what its
-// readable blocks do not report (nothing, if the file is gone) is carried to
-// the next segment, and a vanished file's events count as lost.
-void CarryDrops(FlushState& s, const std::vector<std::pair<std::string, uint64_t>>& totals, bool file_gone) {
-  constexpr size_t kPrefix = sizeof("dropped.") - 1;
-  for (const auto& [key, total] : totals) {
-    const uint64_t durable = file_gone ? 0 : s.durable_drops[key];
-    if (total > durable && key.size() > kPrefix) s.carried_drops[key.substr(kPrefix)] += total - durable;
-  }
-  s.durable_drops.clear();
-  if (file_gone) s.writer->LoseWrittenEvents();
-}
-
-// A write failed or the file vanished: the segment is given up unsealed.
-void CarryUnwrittenDrops(FlushState& s, bool file_gone) { CarryDrops(s, TakeFooterCounters(), file_gone); }
-
-void NoteDurable(FlushState& s) {
-  s.durable_drops.clear();
-  for (const auto& [key, total] : PeekFooterCounters()) s.durable_drops[key] = total;
-}
-
-// Everything the output lost, under the kind it would have been recorded as:
-// ring records discarded while paused, events the writer could not write,
-// drop reports that never reached the disk.
-void ReportOutputLosses(FlushState& s, FlushContext& ctx) {
-  for (int k = 0; k < kRecordKindCount; ++k) {
-    if (!s.discarded[k]) continue;
-    EmitGlobalDrops(ctx, RecordKindName(static_cast<uint16_t>(k)), s.discarded[k]);
-    s.discarded[k] = 0;
-  }
-  for (const auto& [type, n] : s.writer->TakeLostEvents())
-    if (type != "recorder.dropped") EmitGlobalDrops(ctx, type.c_str(), n);  // their counts are carried
-  for (const auto& [kind, n] : s.carried_drops) EmitGlobalDrops(ctx, kind.c_str(), n);
-  s.carried_drops.clear();
-}
-
-// Seals the active segment: footer, rename to .seg, seal hooks, disk budget.
-void SealSegment(FlushState& s) {
-  if (!s.writer->is_open()) return;
-  std::string error;
-  const std::vector<std::pair<std::string, uint64_t>> totals = PeekFooterCounters();
-  if (!s.writer->Seal(totals, &error)) {
-    const bool gone = s.writer->file_vanished();
-    CarryUnwrittenDrops(s, gone);
-    Pause(s, gone ? "segment " + s.active_path + " disappeared (removed under us)"
-                  : "cannot seal segment " + s.active_path + ": " + error);
-    return;
-  }
-  TakeFooterCounters();  // in the footer now
-  s.durable_drops.clear();
-  // Window mode: a segment an incident covers is sealed under its tag;
-  // any other is made read-only, which the uploader reads as "nothing to
-  // ship" (window_keeper.h), before its .seg name exists.
-  const std::string tag = s.keeper->TagFor(s.opened_ns);
-  std::string sealed = SealedSegmentPath(s.active_path);
-  if (!tag.empty()) sealed = sealed.substr(0, sealed.size() - 4) + "@" + tag + ".seg";
-  const bool windowed = GetConfig().window_mode && tag.empty();
-  OutputDir dir;
-  std::string dir_error;
-  const bool have_dir = OpenOutputDir(GetConfig().output, GetConfig().allow_foreign_dir, false, &dir, &dir_error);
-  if (have_dir && windowed) fchmodat(dir.fd(), BaseName(s.active_path).c_str(), S_IRUSR, 0);
-  if (!have_dir || renameat(dir.fd(), BaseName(s.active_path).c_str(), dir.fd(), BaseName(sealed).c_str()) != 0) {
-    const int err = errno;
-    Log(LogLevel::kWarn, "cannot rename %s: %s", s.active_path.c_str(), strerror(err));
-    if (err == ENOENT) CarryDrops(s, totals, true);  // removed under us, with everything in it
-    s.active_path.clear();
-    return;
-  }
-  s.active_path.clear();
-  RunSealHooks(sealed);
-  const uint64_t sealed_ns = MonotonicNs();
-  if (windowed) s.keeper->AddWindowSegment(dir.path(), BaseName(sealed), sealed_ns);
-  const BudgetDeletions expired = s.keeper->AfterSeal(dir, sealed_ns);
-  // The disk budget, in allocated blocks, and the record of what it deleted (budget_tally.h).
-  ApplyDiskBudgetAfterSeal(dir.fd(), BaseName(sealed), expired);
-}
-
 // A stopper is waiting for this tick: end it at the next safe point (the
 // stopper's final tick does what is left).
 bool StopRequested(const FlushState& s) {
@@ -405,7 +202,7 @@ bool StopRequested(const FlushState& s) {
 
 // full: visit every slot, quiet ones too (slot_scan.h says when).
 void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
-  const bool writing = s.writer->is_open();
+  const bool writing = s.seg.writer->is_open();
   s.busy = false;
   s.busy_ring_bytes = SIZE_MAX;
   // Kinds are registered at init: look each decoder up once per drain, not
@@ -426,7 +223,7 @@ void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
       RecordDecodeFn fn = h.kind < kRecordKindCount ? decoders[h.kind] : nullptr;
       ctx.work++;
       if (!writing) {
-        s.discarded[h.kind < kRecordKindCount ? h.kind : 0]++;
+        TheDropLedger().Discarded(h.kind);
         if (h.kind < kRecordKindCount && discarders[h.kind]) discarders[h.kind](ctx, h, payload);
       } else if (fn) {
         fn(ctx, h, payload);
@@ -440,7 +237,7 @@ void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
     }
     if (writing && st == static_cast<int>(ThreadSlotState::kRetired)) EmitThreadEndIfDropped(ctx, ts);
     if (writing) RunThreadDrainedHooks(ctx);
-    if (writing) EmitDropDeltas(ctx, ts);
+    if (writing) TheDropLedger().ReportThreadDrops(ctx, ts);
     if (st == static_cast<int>(ThreadSlotState::kRetired)) {
       // The owner is gone; whatever it pushed before retiring was drained above.
       ReleaseRingGrowth(ts);
@@ -455,18 +252,6 @@ void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
   // scan; without one passed over, everything before this tick is in.
   ctx.all_drained_ns = skipped ? s.last_full_scan_ns : ctx.now_ns;
   ctx.thread = nullptr;
-}
-
-// The writer and the image's first segment: at start (Launch), or for a
-// forked child at its first tick.
-void OpenFirstSegment(FlushState& s, uint64_t now) {
-  if (s.opened) return;
-  s.opened = true;
-  s.writer = new format::SegmentWriter();
-  if (SamplerPcDescriber) s.writer->SetPcDescriber(SamplerPcDescriber());
-  DefineAllEventTypes(s.writer);
-  s.last_block_ns = now;
-  OpenSegment(s, now);
 }
 
 // Once live (the sampler's thread started by the live hooks, in the
@@ -494,7 +279,7 @@ void GoLive(FlushState& s, uint64_t now, bool final_tick) {
     TakeOwnFdTableIfItFits(s);
     RunLiveHooks();
   }
-  OpenFirstSegment(s, now);
+  OpenFirstSegment(s.seg, now);
 }
 
 // What starts a tick: the period (or a producer's nudge, or a stop or crash
@@ -507,25 +292,21 @@ void Tick(FlushState& s, TickKind kind) {
   const Config& cfg = GetConfig();
   const uint64_t now = MonotonicNs();
   GoLive(s, now, final_tick);
-  if (s.paused && (now >= s.retry_at_ns || s.resume_requested.exchange(false, std::memory_order_acq_rel)))
-    OpenSegment(s, now);
-  FlushContext ctx{s.writer, nullptr, now, final_tick};
+  if (s.seg.paused && (now >= s.seg.retry_at_ns || s.resume_requested.exchange(false, std::memory_order_acq_rel)))
+    OpenSegment(s.seg, now);
+  FlushContext ctx{s.seg.writer, nullptr, now, final_tick};
   s.quiet = false;
   const bool full_scan = final_tick || nudged || now - s.last_full_scan_ns >= kFullScanNs;
   if (full_scan) s.last_full_scan_ns = now;
   DrainRings(s, ctx, full_scan);
-  if (!s.writer->is_open() || StopRequested(s)) return;
+  if (!s.seg.writer->is_open() || StopRequested(s)) return;
   RunFlushSources(ctx);
   s.quiet = ctx.work == 0;
-  const uint64_t unattributed = UnattributedDrops();
-  if (unattributed != s.unattributed_seen) {
-    EmitGlobalDrops(ctx, "unregistered_thread", unattributed - s.unattributed_seen);
-    s.unattributed_seen = unattributed;
-  }
-  ReportOutputLosses(s, ctx);
+  TheDropLedger().ReportUnregistered(ctx, UnattributedDrops());
+  TheDropLedger().ReportOutputLosses(ctx);
   // Triggers become events (and incidents) before any seal of this tick, so
   // a crash's final seal already knows its incident.
-  const bool incident_done = s.keeper->Tick(ctx);
+  const bool incident_done = s.seg.keeper->Tick(ctx);
   if (cfg.rusage_ms && (now - s.last_rusage_ns >= cfg.rusage_ms * kMs || final_tick)) {
     s.last_rusage_ns = now;
     EmitRusage(ctx);
@@ -534,39 +315,11 @@ void Tick(FlushState& s, TickKind kind) {
     s.slots.ForEachDue(final_tick, [&](ThreadState* ts) { RefreshThreadName(ctx, ts, names_ns); });
   }
   if (final_tick) {
-    SealSegment(s);
+    SealSegment(s.seg);
     return;
   }
   if (StopRequested(s)) return;
-  if (now - s.last_block_ns >= kBlockIntervalNs || s.writer->buffered_bytes() > kMaxBufferedBytes) {
-    s.last_block_ns = now;
-    // The file is opened for the write and closed after (segment_access.h):
-    // a file removed under us (the directory too) fails to open, ENOENT.
-    std::string error;
-    if (!s.writer->Flush(&error)) {
-      const bool gone = s.writer->file_vanished();
-      CarryUnwrittenDrops(s, gone);
-      Pause(s, gone ? "segment " + s.active_path + " disappeared (removed under us)"
-                    : "cannot write segment " + s.active_path + ": " + error);
-      return;
-    }
-    // With no descriptor free (the program holds them all) the blocks wait
-    // in the writer for the next write: not on disk yet.
-    if (!s.writer->write_deferred()) NoteDurable(s);
-  }
-  // A live writer's sign for other processes' disk budgets: its file's
-  // modification time, a minute old at most (writer_liveness.h).
-  if (now - s.touched_ns >= kLiveWriterTouchNs) {
-    s.touched_ns = now;
-    s.writer->Touch();
-  }
-  // Not while writes wait for a descriptor: the seal would need one too.
-  if (s.writer->write_deferred()) return;
-  if (incident_done || s.writer->stats().bytes_written + s.writer->buffered_bytes() >= s.segment_cap ||
-      now - s.opened_ns >= WindowKeeper::SegmentSecondsFor(cfg.segment_seconds) * 1000 * kMs) {
-    SealSegment(s);
-    if (!s.paused) OpenSegment(s, MonotonicNs());
-  }
+  WriteAndRotate(s.seg, now, incident_done);
 }
 
 // How long until a tick has timed work to do: the next process.rusage, the
@@ -578,10 +331,7 @@ uint64_t UntilNextDuty(const FlushState& s, uint64_t now) {
   uint64_t due = UINT64_MAX;
   auto at = [&](uint64_t t) { due = std::min(due, t); };
   if (cfg.rusage_ms) at(s.last_rusage_ns + cfg.rusage_ms * kMs);
-  if (s.writer->buffered_bytes() > 0) at(s.last_block_ns + kBlockMaxDelayNs);
-  if (s.writer->is_open()) at(s.opened_ns + WindowKeeper::SegmentSecondsFor(cfg.segment_seconds) * 1000 * kMs);
-  at(s.keeper->NextDutyNs());
-  if (s.paused) at(s.retry_at_ns);
+  at(NextSegmentDutyNs(s.seg));
   return due > now ? due - now : 0;
 }
 
@@ -594,7 +344,7 @@ bool g_exit_on_flush_thread = false;
 void FinalSequence(FlushState& s) {
   const int req = s.final_request.load(std::memory_order_acquire);
   if (req & kFinalProcessEnding) RunFinalHooks();  // the sampler's last collection
-  if (!((req & kFinalDiscardUnlessLive) && !s.opened)) {
+  if (!((req & kFinalDiscardUnlessLive) && !s.seg.opened)) {
     s.in_final = true;
     Tick(s, TickKind::kFinal);
   }
@@ -685,10 +435,7 @@ void* FlushMain(void* arg) {
       // Seal now; do not open a new segment (the process is about to die).
       // If it survives, the pause ends after kRetryNs and recording resumes.
       Tick(*s, TickKind::kFinal);
-      s->paused = true;
-      s->paused_logged = true;
-      s->paused_for_crash = true;
-      s->retry_at_ns = MonotonicNs() + kRetryNs;
+      PauseAfterCrash(s->seg);
       s->crash_requested.store(false, std::memory_order_relaxed);
       Announce(*s, s->crash_done);
       SettleRecorderThread();  // lifted by the asker; the process may live on
@@ -722,15 +469,13 @@ void* FlushMain(void* arg) {
 // constructor runs on the main thread's full stack, outside any handler).
 bool Launch(const ProcessInfo& info, bool defer_open) {
   auto* s = new FlushState();
-  s->keeper = new WindowKeeper();
-  s->info = info;
-  s->seq = g_next_seq;
+  InitSegments(s->seg, info);
   s->last_rusage_ns = 0;
-  if (!defer_open) OpenFirstSegment(*s, MonotonicNs());
+  if (!defer_open) OpenFirstSegment(s->seg, MonotonicNs());
   const int rc = CreateRecorderThread(&s->thread, "flightrec-flush", FlushMain, s);
   if (rc != 0) {
     if (rc != kRefusedForNproc) Log(LogLevel::kWarn, "cannot start the flush thread: %s; recording disabled", strerror(rc));
-    if (s->writer && s->writer->is_open()) s->writer->Abandon();
+    AbandonSegment(s->seg);
     return false;
   }
   g_state = s;
@@ -865,12 +610,12 @@ void RestartFlushThreadInChild(const ProcessInfo& info) {
   // parent's segment open.
   // A parent whose flush thread had a table of its own left nothing of its
   // in the child's (fork copies the forking thread's table).
-  if (g_state && g_state->writer && !FlushThreadHasOwnFdTable()) {
-    CloseOwnFd(g_state->writer->fd());
+  if (g_state && g_state->seg.writer && !FlushThreadHasOwnFdTable()) {
+    CloseOwnFd(g_state->seg.writer->fd());
   }
   OwnFdTableAfterForkChild();
   g_state = nullptr;
-  g_next_seq = 0;  // a new process: its own numbering
+  ResetSegmentNumbering();  // a new process: its own numbering
   Launch(info, /*defer_open=*/true);
 }
 

@@ -9,7 +9,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <vector>
 
 #include "preload/runtime/clock.h"
@@ -22,7 +21,7 @@
 #include "preload/stacks/demangle.h"
 
 namespace flightrec {
-// The sampler's symbolizer, when it is linked in (flush_thread.cc uses it too).
+// The sampler's symbolizer, when it is linked in (segment_lifecycle.cc uses it too).
 format::PcDescriber* SamplerPcDescriber() __attribute__((weak));
 
 namespace {
@@ -30,12 +29,7 @@ namespace {
 using format::FieldType;
 using format::Value;
 
-uint32_t t_process_start, t_process_env, t_rusage, t_thread_start, t_thread_name, t_thread_end, t_dropped;
-
-std::map<std::string, uint64_t>& FooterDrops() {
-  static auto* m = new std::map<std::string, uint64_t>();
-  return *m;
-}
+uint32_t t_process_start, t_process_env, t_rusage, t_thread_start, t_thread_name, t_thread_end;
 
 std::string ReadSmallFile(const char* path, size_t max) {
   std::string out;
@@ -160,8 +154,7 @@ void RegisterCoreEvents() {
                                      {"name", S, ""}, {"start_routine", S, ""}}});
   t_thread_name = DefineEventType({"thread.name", {{"time", T, "ns"}, {"tid", U, ""}, {"name", S, ""}}});
   t_thread_end = DefineEventType({"thread.end", {{"time", T, "ns"}, {"tid", U, ""}, {"name", S, ""}}});
-  t_dropped = DefineEventType({"recorder.dropped",
-                               {{"time", T, "ns"}, {"tid", U, ""}, {"kind", S, ""}, {"count", U, "count"}}});
+  TheDropLedger().SetEventType(DefineEventType(DropLedger::EventSpec()));  // recorder.dropped
   RegisterRecordKind(kRecThreadStart, "thread.start", EmitThreadStart);
   RegisterRecordKind(kRecThreadEnd, "thread.end", EmitThreadEnd);
   RegisterRecordKind(kRecThreadName, "thread.name", EmitThreadName);
@@ -194,33 +187,12 @@ void EmitRusage(FlushContext& ctx) {
   ctx.writer->Append(t_rusage, v, 8);
 }
 
-void EmitDropDeltas(FlushContext& ctx, ThreadState* ts) {
-  for (int k = 0; k < kRecordKindCount; ++k) {
-    const uint64_t now = ts->dropped[k].load(std::memory_order_relaxed);
-    if (now == ts->dropped_reported[k]) continue;
-    const uint64_t delta = now - ts->dropped_reported[k];
-    ts->dropped_reported[k] = now;
-    const char* kind = RecordKindName(static_cast<uint16_t>(k));
-    Value v[] = {Value::U(ctx.now_ns), Value::U(static_cast<uint64_t>(ts->tid)), Value::Str(kind),
-                 Value::U(delta)};
-    ctx.writer->Append(t_dropped, v, 4);
-    AddFooterDrop(kind, delta);
-  }
-}
-
 void EmitThreadEndIfDropped(FlushContext& ctx, ThreadState* ts) {
   if (!ts->end_dropped) return;
   ts->end_dropped = false;
   const std::string name = Bounded(ts->name, sizeof(ts->name));
   Value v[] = {Value::U(ctx.now_ns), Value::U(static_cast<uint64_t>(ts->tid)), Value::Str(name)};
   ctx.writer->Append(t_thread_end, v, 3);
-}
-
-void EmitGlobalDrops(FlushContext& ctx, const char* kind, uint64_t count) {
-  if (!count) return;
-  Value v[] = {Value::U(ctx.now_ns), Value::U(0), Value::Str(kind), Value::U(count)};
-  ctx.writer->Append(t_dropped, v, 4);
-  AddFooterDrop(kind, count);
 }
 
 void RefreshThreadName(FlushContext& ctx, ThreadState* ts, uint64_t now) {
@@ -234,18 +206,6 @@ void RefreshThreadName(FlushContext& ctx, ThreadState* ts, uint64_t now) {
   memcpy(ts->name, comm.data(), comm.size() < 15 ? comm.size() : 15);
   Value v[] = {Value::U(now), Value::U(static_cast<uint64_t>(ts->tid)), Value::Str(comm)};
   ctx.writer->Append(t_thread_name, v, 3);
-}
-
-void AddFooterDrop(const char* kind, uint64_t count) { FooterDrops()[std::string("dropped.") + kind] += count; }
-
-std::vector<std::pair<std::string, uint64_t>> PeekFooterCounters() {
-  return std::vector<std::pair<std::string, uint64_t>>(FooterDrops().begin(), FooterDrops().end());
-}
-
-std::vector<std::pair<std::string, uint64_t>> TakeFooterCounters() {
-  std::vector<std::pair<std::string, uint64_t>> out(FooterDrops().begin(), FooterDrops().end());
-  FooterDrops().clear();
-  return out;
 }
 
 }  // namespace flightrec

@@ -1,5 +1,6 @@
 // Core events: the runtime's own event types (process.start, process.env, process.rusage,
-// thread.start/name/end, recorder.dropped) and their emitters. Everything
+// thread.start/name/end; recorder.dropped is defined here, in its place in
+// the schema, and written by the drop ledger, drop_ledger.h) and their emitters. Everything
 // here runs on the flush thread except RegisterCoreEvents (init).
 #pragma once
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "preload/flush/drop_ledger.h"  // EmitGlobalDrops, AddFooterDrop for producers
 #include "preload/flush/flush_registry.h"
 
 namespace flightrec {
@@ -33,20 +35,10 @@ void EmitRusage(FlushContext& ctx);
 // the drain time, so the thread's end is still in the trace. The drop itself
 // stays counted.
 void EmitThreadEndIfDropped(FlushContext& ctx, ThreadState* ts);
-// Reports the per-kind drop deltas of one thread since the last call.
-void EmitDropDeltas(FlushContext& ctx, ThreadState* ts);
-// Reports drops that could not be charged to a thread, and extra named ones.
-void EmitGlobalDrops(FlushContext& ctx, const char* kind, uint64_t count);
 // Re-reads /proc/self/task/<tid>/comm of a live thread; emits thread.name on
 // change, stamped `now`. The caller reads the clock after the tick's drain: a
 // thread that registered during the tick must not get a rename stamped
 // before its own start.
 void RefreshThreadName(FlushContext& ctx, ThreadState* ts, uint64_t now);
-
-// Totals for the footer of the segment being written ("dropped.<kind>").
-void AddFooterDrop(const char* kind, uint64_t count);
-std::vector<std::pair<std::string, uint64_t>> TakeFooterCounters();
-// The same totals, left in place (until the segment is known to be sealed).
-std::vector<std::pair<std::string, uint64_t>> PeekFooterCounters();
 
 }  // namespace flightrec

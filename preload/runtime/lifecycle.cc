@@ -25,6 +25,7 @@
 #include "preload/crash/crash_freeze.h"
 #include "preload/crash/crash_handler.h"
 #include "preload/runtime/config.h"
+#include "preload/flush/drop_ledger.h"
 #include "preload/runtime/core_events.h"
 #include "preload/fds/fd_guard.h"
 #include "preload/fds/validation_pipe.h"
@@ -135,7 +136,7 @@ void RestartInForkChild() {
   g_forked_child = true;
   ResetRegistryAfterFork();
   CrashFreezeResetInChild();  // before the sampler and flush threads start again
-  TakeFooterCounters();  // the parent's drop totals are not the child's
+  TheDropLedger().ResetInForkChild();  // the parent's drop totals are not the child's
   LastThreadWatchAtForkChild();
   stacks::PrepareUnwinders(/*after_fork=*/true);
   if (SamplerAtFork) SamplerAtFork();

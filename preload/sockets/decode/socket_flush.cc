@@ -16,6 +16,7 @@
 #include "preload/fds/own_fd_table.h"
 #include "preload/runtime/clock.h"
 #include "preload/runtime/config.h"
+#include "preload/flush/drop_ledger.h"
 #include "preload/runtime/core_events.h"
 #include "preload/flush/flush_registry.h"
 #include "preload/runtime/log.h"
@@ -456,16 +457,9 @@ void FlushSource(FlushContext& ctx) {
     g->next_acceptq_ns = ctx.now_ns + g->acceptq_ns;
     SampleAcceptQueues(ctx, *g);
   }
-  const uint64_t capped = g->side->names().capped();
-  if (capped != g->names_capped_reported) {
-    EmitGlobalDrops(ctx, "endpoint.names_capped", capped - g->names_capped_reported);
-    g->names_capped_reported = capped;
-  }
-  const uint64_t beyond = sockfd::BeyondTableCount();
-  if (beyond != g->beyond_reported) {
-    EmitGlobalDrops(ctx, "socket.fd_beyond_table", beyond - g->beyond_reported);
-    g->beyond_reported = beyond;
-  }
+  DropLedger& ledger = TheDropLedger();
+  ledger.ReportGrowth(ctx, "endpoint.names_capped", g->side->names().capped(), &g->names_capped_reported);
+  ledger.ReportGrowth(ctx, "socket.fd_beyond_table", sockfd::BeyondTableCount(), &g->beyond_reported);
   if (ctx.now_ns >= g->next_evict_ns) {
     if (g->next_evict_ns) {
       const size_t healed = HealStaleSocketEntries();
