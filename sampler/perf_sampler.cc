@@ -47,9 +47,11 @@
 
 #include "format/own_fds.h"
 #include "preload/fds/fd_guard.h"
+#include "preload/runtime/log.h"
 #include "sampler/cpu_credit.h"
 #include "sampler/ring_sizing.h"
 #include "sampler/sample_events.h"
+#include "sampler/sampler_engine.h"
 #include "sampler/sampler_thread.h"
 #include "sampler/slot_claim.h"
 #include "preload/stacks/stack_unwinder.h"
@@ -1108,5 +1110,83 @@ PerfStats GetPerfStats() {
   s.bad_records = c.bad_records;
   return s;
 }
+
+// ---- the engine (sampler_engine.h) -----------------------------------------
+
+namespace {
+
+// What the process was started with, for the line naming the mode.
+EngineOptions g_engine_opts;
+bool g_engine_switch_ok = false;
+
+bool EngineStart(const EngineOptions& eo, const char** why) {
+  PerfOptions po;
+  po.hz = eo.hz;
+  po.stack_bytes = eo.stack_bytes;
+  po.offcpu = eo.offcpu;
+  po.offcpu_min_ns = eo.offcpu_min_ns;
+  const PerfProbeResult probe = PerfProbe(po);
+  if (!probe.cpu_ok || !PerfConfigure(po, probe.kernel, probe.switch_ok)) {
+    *why = strerror(probe.cpu_errno);
+    return false;
+  }
+  if (eo.offcpu && !probe.switch_ok)
+    Log(LogLevel::kInfo,
+        "context-switch sampling refused (%s; needs perf_event_paranoid <= 1 or CAP_PERFMON); "
+        "off-CPU from interposed blocking calls",
+        strerror(probe.switch_errno));
+  g_engine_opts = eo;
+  g_engine_switch_ok = probe.switch_ok;
+  return true;
+}
+
+void EngineAnnounce() {
+  const char* offcpu_source = "none";
+  if (g_engine_opts.offcpu) offcpu_source = g_engine_switch_ok ? "context switches" : "blocking calls";
+  Log(LogLevel::kInfo, "sampler: perf (cpu-clock of %s time, %llu Hz, %u-byte stacks, off-CPU: %s)",
+      g && g->kernel ? "user+kernel" : "user", static_cast<unsigned long long>(g_engine_opts.hz),
+      g_engine_opts.stack_bytes, offcpu_source);
+}
+
+bool EngineGivesOffCpu() { return g && g->switch_ok; }
+
+bool EngineArmSelf(pid_t tid) {
+  if (!PerfArmThread(tid, true)) return false;
+  Log(LogLevel::kDebug, "thread %d: perf armed", static_cast<int>(tid));
+  return true;
+}
+
+bool EngineAdoptSelf(pid_t tid) {
+  if (!PerfAdoptThread(tid)) return false;
+  Log(LogLevel::kDebug, "thread %d: perf armed", static_cast<int>(tid));
+  return true;
+}
+
+bool EngineArmThread(pid_t tid) { return PerfArmThread(tid, false); }
+void Nothing() {}
+
+}  // namespace
+
+const SamplerEngine kPerfEngine = {
+    .name = "perf",
+    .start = EngineStart,
+    .refusal_prefix = "perf_event_open refused (",
+    .refusal_suffix = ")",
+    .announce = EngineAnnounce,
+    .gives_offcpu = EngineGivesOffCpu,
+    .first_drain_within_ns = PerfRingHalfFillNs,
+    .adopt_self = EngineAdoptSelf,
+    .arm_self = EngineArmSelf,
+    .arm_thread = EngineArmThread,
+    .self_gives_offcpu = PerfSelfHasSwitch,
+    .disarm_self = PerfDisarmSelf,
+    .drain = PerfCollect,
+    .stop = PerfShutdown,
+    .discard_unread = PerfDiscardUnread,
+    .at_fork_child = PerfAtForkChild,
+    .before_exec = Nothing,
+    .after_exec_failed = Nothing,
+    .flush_thread_may_leave_program_fds = false,
+};
 
 }  // namespace flightrec::sampler
