@@ -20,6 +20,11 @@
 // is draining it at that moment, the owner sets `retire` and the sampler
 // thread reclaims it after the drain. Whoever moved a slot out of kActive
 // owns its ring until it moves it on, so a read never races an unmap.
+//
+// The implementation, one job per file (perf_slots.h holds what they share):
+// perf_sampler.cc event setup and arming (and the engine, sampler_engine.h),
+// perf_ring.cc ring reading, perf_switch_thinning.cc the switch event's
+// period, perf_switch_pairs.cc switch-out/switch-in pairs into off-CPU blocks.
 #pragma once
 #include <sys/types.h>
 

@@ -30,7 +30,7 @@ void EmitCpuSample(FlushContext& ctx, uint64_t time_ns, uint32_t tid, const uint
 // time_ns is when the block began; reason is "switch" or the blocking call
 // (a string with static storage); weight is how many blocks the sample
 // stands for (1, or the switch sampling period when switch-outs are
-// thinned: see perf_sampler.cc). A profile counts duration_ns * weight.
+// thinned: see perf_switch_thinning.cc). A profile counts duration_ns * weight.
 void EmitOffCpuSample(FlushContext& ctx, uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs,
                       uint64_t duration_ns, const char* reason, uint32_t weight = 1);
 void EmitSamplerLost(FlushContext& ctx, uint64_t time_ns, uint32_t tid, uint64_t count);

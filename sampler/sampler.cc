@@ -1,5 +1,7 @@
-// Sampler orchestration (see sampler.h): mode choice, per-thread arming and
-// disarming, fork/exec/exit handling, and the symbolizer handed to the writer.
+// Sampler orchestration (see sampler.h): picks the engine once
+// (sampler_engine.h: perf or SIGPROF timers, with auto's fallbacks), then
+// arms and disarms threads, handles fork/exec/exit through the engine
+// interface, and owns the symbolizer handed to the writer.
 #include "sampler/sampler.h"
 
 #include <dirent.h>
@@ -22,8 +24,8 @@
 #include "preload/threads/thread_registry.h"
 #include "preload/stacks/local_stack.h"
 #include "sampler/offcpu_blocking.h"
-#include "sampler/perf_sampler.h"
 #include "sampler/sample_events.h"
+#include "sampler/sampler_engine.h"
 #include "sampler/sampler_thread.h"
 #include "sampler/sigprof_sampler.h"
 #include "sampler/symbols/elfutils_lazy.h"
@@ -42,19 +44,23 @@ namespace {
 // one collection took over 50 ms of wall time (test_runtime under TSan).
 constexpr uint64_t kStopBudgetNs = 250ull * 1000000ull;
 
-enum class Mode { kOff, kPerf, kSigprof };
+using sampler::SamplerEngine;
 
 struct SamplerState {
-  // Atomic: auto mode moves from kSigprof to kPerf at run time
-  // (TakeOverWithPerf) while new threads read it to arm themselves.
-  std::atomic<Mode> mode{Mode::kOff};
-  bool perf_switch_ok = false;     // perf gives off-CPU from context switches
-  bool thread_fallback = false;    // perf mode: a refused thread tries SIGPROF
+  // The engine sampling the process (null: off). Atomic: auto mode moves
+  // from SIGPROF to perf at run time (TakeOverWithPerf) while new threads
+  // read it to arm themselves.
+  std::atomic<const SamplerEngine*> engine{nullptr};
+  // A thread the engine refuses tries this one (perf's threads: SIGPROF):
+  // adopting a slot armed for it elsewhere, and when thread_fallback,
+  // starting it for the process (the first refused thread does).
+  std::atomic<const SamplerEngine*> fallback{nullptr};
+  bool thread_fallback = false;    // perf mode: a refused thread may start the fallback
   bool offcpu = false;             // off-CPU wanted at all
-  sampler::SigprofOptions sigprof_opts;
-  // Per-thread SIGPROF fallback: decided once, by the first thread perf
-  // refuses. kFallbackDeciding -> kFallbackOk | kFallbackFailed.
-  std::atomic<int> sigprof_fallback{0};
+  sampler::EngineOptions opts;
+  // Per-thread fallback engine: started once, by the first thread the
+  // engine refuses. kFallbackDeciding -> kFallbackOk | kFallbackFailed.
+  std::atomic<int> fallback_state{0};
   std::atomic<bool> shutdown{false};
 };
 
@@ -64,7 +70,7 @@ std::atomic<sampler::Symbolizer*> g_symbolizer{nullptr};
 pid_t Gettid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 
 // perf mode: a thread perf cannot arm (locked-memory limits, fd limits) gets
-// the SIGPROF timer instead, if SIGPROF is ours to use.
+// the fallback engine (SIGPROF timers) instead, if SIGPROF is ours to use.
 constexpr int kFallbackUndecided = 0, kFallbackDeciding = 1, kFallbackOk = 2, kFallbackFailed = 3;
 // Threads refused while the first one is still installing the fallback wait
 // for its answer (thread start, not a hot path), but never longer than this.
@@ -81,11 +87,11 @@ std::atomic<pid_t> g_fallback_pending[kFallbackPending];
 // The decider, after publishing its answer: arms (or forgets) every waiter
 // that gave up. seq_cst with the waiter's push-then-check: either this sees
 // its tid or the waiter sees the answer and takes its tid back.
-void ArmPendingFallbackThreads(bool ok) {
+void ArmPendingFallbackThreads(const SamplerEngine& fb, bool ok) {
   for (auto& slot : g_fallback_pending) {
     const pid_t tid = slot.exchange(0);
     if (tid <= 0) continue;
-    const bool armed = ok && sampler::SigprofArmThread(tid);
+    const bool armed = ok && fb.arm_thread(tid);
     Log(LogLevel::kDebug, "thread %d: SIGPROF timer %s by the installing thread", static_cast<int>(tid),
         armed ? "armed" : "NOT armed");
   }
@@ -101,7 +107,7 @@ bool LeaveForDecider(pid_t tid) {
       empty = 0;
       continue;
     }
-    if (g_state.sigprof_fallback.load() == kFallbackDeciding) return true;
+    if (g_state.fallback_state.load() == kFallbackDeciding) return true;
     pid_t mine = tid;
     // Answered meanwhile: take the tid back unless the decider already has it.
     return !slot.compare_exchange_strong(mine, 0);
@@ -109,48 +115,45 @@ bool LeaveForDecider(pid_t tid) {
   return true;  // no room: left unsampled, as before
 }
 
-bool SigprofFallbackForThread() {
+bool FallbackForThread(const SamplerEngine& fb) {
   if (!g_state.thread_fallback) return false;
   const int saved_errno = errno;
   const pid_t tid = Gettid();
   int expected = kFallbackUndecided;
-  if (g_state.sigprof_fallback.compare_exchange_strong(expected, kFallbackDeciding)) {
+  if (g_state.fallback_state.compare_exchange_strong(expected, kFallbackDeciding)) {
     const char* why = "";
-    const bool ok = sampler::SigprofInstall(g_state.sigprof_opts, &why);
-    g_state.sigprof_fallback.store(ok ? kFallbackOk : kFallbackFailed);
-    ArmPendingFallbackThreads(ok);
+    const bool ok = fb.start(g_state.opts, &why);
+    g_state.fallback_state.store(ok ? kFallbackOk : kFallbackFailed);
+    ArmPendingFallbackThreads(fb, ok);
     Log(LogLevel::kWarn, "perf_event_open failed for thread %d (%s); %s", static_cast<int>(Gettid()),
         strerror(saved_errno), ok ? "such threads are sampled with SIGPROF timers" : why);
   } else {
     const uint64_t deadline = MonotonicNs() + kFallbackWaitNs;
-    while (g_state.sigprof_fallback.load() == kFallbackDeciding && MonotonicNs() < deadline) {
+    while (g_state.fallback_state.load() == kFallbackDeciding && MonotonicNs() < deadline) {
       SleepNs(100000);
     }
-    if (g_state.sigprof_fallback.load() == kFallbackDeciding && LeaveForDecider(tid)) {
+    if (g_state.fallback_state.load() == kFallbackDeciding && LeaveForDecider(tid)) {
       Log(LogLevel::kDebug, "thread %d: perf refused (%s); the fallback is still being installed: left for the "
           "installing thread to arm", static_cast<int>(tid), strerror(saved_errno));
       return false;
     }
   }
-  const bool armed = g_state.sigprof_fallback.load() == kFallbackOk && sampler::SigprofArmSelf();
+  const bool armed = g_state.fallback_state.load() == kFallbackOk && fb.arm_self(tid);
   Log(LogLevel::kDebug, "thread %d: perf refused (%s); SIGPROF timer %s", static_cast<int>(tid),
       strerror(saved_errno), armed ? "armed" : "NOT armed");
   return armed;
 }
 
 void ArmSelf(pid_t tid) {
-  bool perf_switch = false;
-  if (g_state.mode == Mode::kPerf) {
-    if (sampler::PerfAdoptThread(tid) || sampler::PerfArmThread(tid, true)) {
-      perf_switch = sampler::PerfSelfHasSwitch();
-      Log(LogLevel::kDebug, "thread %d: perf armed", static_cast<int>(tid));
-    } else if (!sampler::SigprofAdoptThread(tid)) {
-      SigprofFallbackForThread();
+  bool engine_offcpu = false;
+  if (const SamplerEngine* e = g_state.engine.load()) {
+    if (e->adopt_self(tid) || e->arm_self(tid)) {
+      engine_offcpu = e->self_gives_offcpu();
+    } else if (const SamplerEngine* fb = g_state.fallback.load()) {
+      if (!fb->adopt_self(tid)) FallbackForThread(*fb);
     }
-  } else if (g_state.mode == Mode::kSigprof) {
-    if (!sampler::SigprofAdoptThread(tid)) sampler::SigprofArmSelf();
   }
-  sampler::SetThreadOffCpuHooks(g_state.offcpu && !perf_switch && !g_state.shutdown.load());
+  sampler::SetThreadOffCpuHooks(g_state.offcpu && !engine_offcpu && !g_state.shutdown.load());
 }
 
 void OnThreadStart(ThreadState* ts) {
@@ -160,8 +163,7 @@ void OnThreadStart(ThreadState* ts) {
 
 void OnThreadExit(ThreadState*) {
   sampler::SetThreadOffCpuHooks(false);
-  sampler::PerfDisarmSelf();
-  sampler::SigprofDisarmSelf();
+  for (const SamplerEngine* e : sampler::kEngines) e->disarm_self();
 }
 
 // flightrec's own threads are named "flightrec-*" (recorder_thread.h).
@@ -178,6 +180,8 @@ bool IsRecorderTid(pid_t tid) {
 // Threads that exist before init (started by other libraries' constructors)
 // are armed from here; they adopt their slot if they later register.
 void ArmOtherThreads() {
+  const SamplerEngine* e = g_state.engine.load();
+  if (!e) return;
   const int fd = OpenTransientFd("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;
   const pid_t self = Gettid();
@@ -191,45 +195,27 @@ void ArmOtherThreads() {
       if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
       const pid_t tid = static_cast<pid_t>(strtol(d->d_name, nullptr, 10));
       if (tid == self || IsRecorderTid(tid)) continue;
-      if (g_state.mode == Mode::kPerf) sampler::PerfArmThread(tid, false);
-      else if (g_state.mode == Mode::kSigprof) sampler::SigprofArmThread(tid);
+      e->arm_thread(tid);
     }
   }
   CloseTransientFd(fd);
 }
 
-// Configures perf for the process and makes it the mode. Threads are armed
-// by the caller. Returns false (logged when log_refusal) if perf is refused.
-bool StartPerf(bool log_refusal) {
-  sampler::PerfOptions po;
-  po.hz = g_state.sigprof_opts.hz;
-  po.stack_bytes = g_state.sigprof_opts.stack_bytes;
-  po.offcpu = g_state.offcpu;
-  po.offcpu_min_ns = sampler::g_offcpu_min_ns;
-  const sampler::PerfProbeResult probe = sampler::PerfProbe(po);
-  if (!probe.cpu_ok || !sampler::PerfConfigure(po, probe.kernel, probe.switch_ok)) {
+// Starts `e` for the process and makes it the mode (logged). Threads are
+// armed by the caller. Returns false (logged when log_refusal) if refused.
+bool StartEngine(const SamplerEngine& e, bool log_refusal) {
+  const char* why = "";
+  if (!e.start(g_state.opts, &why)) {
     if (log_refusal)
-      Log(LogLevel::kWarn, "perf_event_open refused (%s); CPU sampling off", strerror(probe.cpu_errno));
+      Log(LogLevel::kWarn, "%s%s%s; CPU sampling off", e.refusal_prefix, why, e.refusal_suffix);
     return false;
   }
-  const char* offcpu_source = "none";
-  if (g_state.offcpu) {
-    offcpu_source = probe.switch_ok ? "context switches" : "blocking calls";
-    if (!probe.switch_ok)
-      Log(LogLevel::kInfo,
-          "context-switch sampling refused (%s; needs perf_event_paranoid <= 1 or CAP_PERFMON); "
-          "off-CPU from interposed blocking calls",
-          strerror(probe.switch_errno));
-  }
-  g_state.perf_switch_ok = probe.switch_ok;
-  g_state.mode.store(Mode::kPerf, std::memory_order_release);
-  // The kernel fills a busy thread's ring from its first moment; before going
-  // live nobody drains it (a FLIGHTREC_FLUSH_MS of a second lost most of a
-  // 499 Hz second as sampler.lost).
-  GoLiveWithin(sampler::PerfRingHalfFillNs());
-  Log(LogLevel::kInfo, "sampler: perf (cpu-clock of %s time, %llu Hz, %u-byte stacks, off-CPU: %s)",
-      probe.kernel ? "user+kernel" : "user",
-      static_cast<unsigned long long>(po.hz), po.stack_bytes, offcpu_source);
+  g_state.engine.store(&e, std::memory_order_release);
+  // perf: the kernel fills a busy thread's ring from its first moment;
+  // before going live nobody drains it (a FLIGHTREC_FLUSH_MS of a second
+  // lost most of a 499 Hz second as sampler.lost).
+  GoLiveWithin(e.first_drain_within_ns());
+  e.announce();
   return true;
 }
 
@@ -242,13 +228,16 @@ bool StartPerf(bool log_refusal) {
 // armed by the scan too; PerfArmThread skips a tid that already has a slot,
 // which narrows it to the few instructions between the two checks.
 void TakeOverWithPerf() {
-  if (g_state.shutdown.load() || g_state.mode.load() != Mode::kSigprof) return;
-  if (!StartPerf(/*log_refusal=*/false)) {
+  if (g_state.shutdown.load() || g_state.engine.load() != &sampler::kSigprofEngine) return;
+  // Threads perf refuses still adopt a SIGPROF slot armed for them, as at
+  // init in perf mode; the fallback is not started again (thread_fallback).
+  g_state.fallback.store(&sampler::kSigprofEngine);
+  if (!StartEngine(sampler::kPerfEngine, /*log_refusal=*/false)) {
     Log(LogLevel::kWarn, "the application took SIGPROF and perf_event_open is refused; CPU sampling off");
-    g_state.mode.store(Mode::kOff, std::memory_order_release);
+    g_state.engine.store(nullptr, std::memory_order_release);
     return;
   }
-  if (g_state.offcpu && g_state.perf_switch_ok)
+  if (g_state.offcpu && sampler::kPerfEngine.gives_offcpu())
     g_block_notes_retired.store(true, std::memory_order_relaxed);
   ArmOtherThreads();
   Log(LogLevel::kInfo, "the application took SIGPROF; CPU sampling continues with perf");
@@ -258,7 +247,7 @@ void TakeOverWithPerf() {
 
 void SamplerInit(const Config& cfg) {
   SamplerState& s = g_state;
-  s.mode = Mode::kOff;
+  s.engine = nullptr;
   // At exit, on the flush thread before its final drain: the last collection.
   RegisterFinalHook(SamplerShutdown);
   // Names for every kind of stack (allocation samples too, sampler off or
@@ -270,8 +259,10 @@ void SamplerInit(const Config& cfg) {
   }
   s.offcpu = cfg.offcpu;
   sampler::g_offcpu_min_ns = cfg.offcpu_min_us * 1000;
-  s.sigprof_opts.hz = cfg.cpu_hz ? cfg.cpu_hz : 99;
-  s.sigprof_opts.stack_bytes = static_cast<uint32_t>(cfg.stack_copy_bytes & ~uint64_t{7});
+  s.opts.hz = cfg.cpu_hz ? cfg.cpu_hz : 99;
+  s.opts.stack_bytes = static_cast<uint32_t>(cfg.stack_copy_bytes & ~uint64_t{7});
+  s.opts.offcpu = cfg.offcpu;
+  s.opts.offcpu_min_ns = sampler::g_offcpu_min_ns;
   stacks::InitLocalStackCapture();
   sampler::RegisterSampleEvents();
   // The runtime reaches SIGPROF and the sampler thread only through these.
@@ -292,28 +283,30 @@ void SamplerInit(const Config& cfg) {
   // installed behind TSan's sigaction interceptor runs at moments TSan does
   // not expect and can crash it inside its own bookkeeping: auto uses perf.
   const bool tsan_host = dlsym(RTLD_DEFAULT, "__tsan_init") != nullptr;
-  if ((cfg.sampler == SamplerMode::kAuto && !tsan_host) || cfg.sampler == SamplerMode::kSigprof) {
+  const bool sigprof_first = (cfg.sampler == SamplerMode::kAuto && !tsan_host) || cfg.sampler == SamplerMode::kSigprof;
+  if (sigprof_first) {
+    const SamplerEngine& e = sampler::kSigprofEngine;
+    const bool only = cfg.sampler == SamplerMode::kSigprof;
     const char* why = "";
-    if (sampler::SigprofInstall(s.sigprof_opts, &why)) {
-      s.mode = Mode::kSigprof;
-      s.sigprof_fallback.store(kFallbackOk);
-      Log(LogLevel::kInfo, "sampler: sigprof (%llu Hz of thread CPU time, %u-byte stacks, off-CPU: %s)",
-          static_cast<unsigned long long>(s.sigprof_opts.hz), s.sigprof_opts.stack_bytes,
-          cfg.offcpu ? "blocking calls" : "none");
-    } else if (cfg.sampler == SamplerMode::kSigprof) {
-      Log(LogLevel::kWarn, "SIGPROF sampling unavailable: %s; CPU sampling off", why);
-      return;
+    if (e.start(s.opts, &why)) {
+      s.engine = &e;
+      s.fallback_state.store(kFallbackOk);
+      e.announce();
     } else {
-      Log(LogLevel::kInfo, "SIGPROF sampling unavailable: %s; trying perf", why);
+      Log(only ? LogLevel::kWarn : LogLevel::kInfo, "%s%s%s; %s", e.refusal_prefix, why, e.refusal_suffix,
+          only ? "CPU sampling off" : "trying perf");
+      if (only) return;
     }
   }
-  if (s.mode == Mode::kOff) {
-    if (!StartPerf(/*log_refusal=*/true)) return;
+  if (!s.engine.load()) {
+    if (!StartEngine(sampler::kPerfEngine, /*log_refusal=*/true)) return;
+    // perf refuses some threads (locked memory, descriptors): SIGPROF timers.
+    s.fallback = &sampler::kSigprofEngine;
     s.thread_fallback = true;
   }
   // In auto mode, an application that later takes SIGPROF for itself hands
   // sampling over to perf (TakeOverWithPerf).
-  if (s.mode == Mode::kSigprof && cfg.sampler == SamplerMode::kAuto)
+  if (s.engine.load() == &sampler::kSigprofEngine && cfg.sampler == SamplerMode::kAuto)
     sampler::SetSigprofStepAsideObserver([] { sampler::RunOnSamplerThread(TakeOverWithPerf); });
   // A perf process may still fall back to SIGPROF per thread, and any mode
   // may use the blocking-call hooks: register both.
@@ -324,17 +317,14 @@ void SamplerInit(const Config& cfg) {
   ArmOtherThreads();  // before our own thread exists: it must not be armed
   if (!sampler::StartSamplerThread(cfg.flush_ms)) {
     SamplerShutdown();
-    s.mode = Mode::kOff;
+    s.engine = nullptr;
   }
   RegisterLiveThreadHook(sampler::StartDeferredSamplerThread);
 }
 
 const char* SamplerModeName() {
-  switch (g_state.mode) {
-    case Mode::kPerf: return "perf";
-    case Mode::kSigprof: return "sigprof";
-    default: return "off";
-  }
+  const SamplerEngine* e = g_state.engine.load();
+  return e ? e->name : "off";
 }
 
 void SamplerAtFork() {
@@ -342,9 +332,8 @@ void SamplerAtFork() {
   // which does not exist here: abandon it (leaked) and start afresh. It also
   // serves allocation stacks, so this holds with sampling off too.
   g_symbolizer.store(nullptr, std::memory_order_release);
-  if (g_state.mode == Mode::kOff) return;
-  sampler::PerfAtForkChild();
-  sampler::SigprofAtForkChild();
+  if (!g_state.engine.load()) return;
+  for (const SamplerEngine* e : sampler::kEngines) e->at_fork_child();
   sampler::ResetSampleQueueAfterFork();
   sampler::RestartSamplerThreadInChild();
   if (!g_state.shutdown.load()) ArmSelf(Gettid());
@@ -353,11 +342,10 @@ void SamplerAtFork() {
 void SamplerShutdown() {
   // The final drain must not start loading debug info (see SetExitMode).
   if (sampler::Symbolizer* sym = g_symbolizer.load(std::memory_order_acquire)) sym->SetExitMode(true);
-  if (g_state.mode == Mode::kOff) return;
+  if (!g_state.engine.load()) return;
   g_state.shutdown.store(true);
   sampler::SetThreadOffCpuHooks(false);
-  sampler::PerfShutdown();
-  sampler::SigprofShutdown();
+  for (const SamplerEngine* e : sampler::kEngines) e->stop();
   // The last collection queues what the rings still hold; the flush
   // thread's final drain (next) writes it.
   switch (sampler::StopSamplerThread(MonotonicNs() + kStopBudgetNs)) {
@@ -373,7 +361,8 @@ void SamplerShutdown() {
       break;
     case sampler::StopOutcome::kTimedOut: {
       // Samples still in the rings it is not reading are counted, not written.
-      const uint64_t lost = sampler::PerfDiscardUnread(MonotonicNs());
+      uint64_t lost = 0;
+      for (const SamplerEngine* e : sampler::kEngines) lost += e->discard_unread(MonotonicNs());
       Log(LogLevel::kWarn,
           "sampler thread did not finish its collection within %llu ms of exit; %llu samples left in perf "
           "rings counted as sampler.lost",
@@ -386,7 +375,8 @@ void SamplerShutdown() {
 // For the flush thread (preload/fds/own_fd_table.h): a SIGPROF sampler
 // thread that lives in the program's descriptor table.
 bool SamplerKeepsProgramFdTable() {
-  return g_state.mode.load(std::memory_order_acquire) == Mode::kSigprof && sampler::SamplerThreadRunning();
+  const SamplerEngine* e = g_state.engine.load(std::memory_order_acquire);
+  return e && e->flush_thread_may_leave_program_fds && sampler::SamplerThreadRunning();
 }
 
 // The flush thread ending for a restart while its descriptor table goes
@@ -415,13 +405,13 @@ format::PcDescriber* SamplerPcDescriber() {
 namespace sampler {
 
 void SamplerBeforeExec() {
-  if (g_state.mode == Mode::kOff) return;
-  SigprofBeforeExec();
+  if (!g_state.engine.load()) return;
+  for (const SamplerEngine* e : kEngines) e->before_exec();
 }
 
 void SamplerAfterExecFailed() {
-  if (g_state.mode == Mode::kOff) return;
-  SigprofAfterExecFailed();
+  if (!g_state.engine.load()) return;
+  for (const SamplerEngine* e : kEngines) e->after_exec_failed();
 }
 
 }  // namespace sampler

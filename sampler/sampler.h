@@ -1,15 +1,24 @@
 // Sampler: chooses and runs CPU / off-CPU sampling for the process.
 //
-//   FLIGHTREC_SAMPLER=auto (default): SIGPROF timers per thread, else perf
-//   (where SIGPROF is not ours: the program took it, or it was built with
-//   TSan; sampler.cc says why this order); perf: perf only; sigprof:
-//   SIGPROF only; off: no sampling.
-//   FLIGHTREC_OFFCPU=0 turns off-CPU sampling off. Off-CPU comes from
-//   perf context-switch sampling where allowed, else from timing the
-//   blocking calls we interpose (FLIGHTREC_OFFCPU_MIN_US).
+//   FLIGHTREC_SAMPLER (sampler.cc picks an engine once, sampler_engine.h):
+//   auto (default): SIGPROF timers per thread first (sampler.cc says why
+//     this order); perf when SIGPROF is not ours to use: the program already
+//     has its own SIGPROF handler, or was built with ThreadSanitizer; and if
+//     the program takes SIGPROF later, sampling is handed over to perf.
+//   perf: perf_event; a thread perf refuses (locked-memory or descriptor
+//     limits) gets a SIGPROF timer instead, where SIGPROF is ours.
+//   sigprof: SIGPROF timers only. off: no sampling.
+//   Only auto goes on to perf when SIGPROF is refused; any other refusal
+//   (perf in auto or perf mode, SIGPROF in sigprof mode) leaves CPU
+//   sampling off, logged once.
+//   FLIGHTREC_OFFCPU=0 turns off-CPU sampling off. Off-CPU comes from perf's
+//   context-switch sampling on threads perf armed with it (needs
+//   perf_event_paranoid <= 1 or CAP_PERFMON), else from timing the blocking
+//   calls we interpose (FLIGHTREC_OFFCPU_MIN_US): with SIGPROF timers always.
 //
-// The runtime (preload/runtime/lifecycle.cc, preload/flush/flush_thread.cc) calls these
-// through weak references; they live in namespace flightrec for that reason.
+// The runtime (preload/runtime/lifecycle.cc, hook_exec.cc, core_events.cc,
+// preload/flush/flush_thread.cc) calls these through weak references; they
+// live in namespace flightrec for that reason.
 // Every thread is armed on itself when it starts (thread observer), threads
 // alive at init are armed from the init thread, and each is disarmed on exit.
 #pragma once

@@ -35,9 +35,8 @@
 #include "preload/runtime/recorder_thread.h"
 #include "preload/runtime/thread_allowance.h"
 #include "preload/threads/thread_registry.h"
-#include "sampler/perf_sampler.h"
 #include "sampler/sample_events.h"
-#include "sampler/sigprof_sampler.h"
+#include "sampler/sampler_engine.h"
 
 namespace flightrec::sampler {
 namespace {
@@ -173,13 +172,14 @@ void WaitForWork(int timeout_ms) {
 
 std::atomic<void (*)()> g_task{nullptr};
 
-// Returns whether a ring was under pressure (PerfCollect).
+// Drains every engine (sampler_engine.h; each does nothing unless started).
+// A stop that comes meanwhile collects the rest on the stopping thread: each
+// engine's drain looks. Returns whether a ring was under pressure.
 bool Collect() {
   if (void (*task)() = g_task.exchange(nullptr, std::memory_order_acq_rel)) task();
   const uint64_t now = MonotonicNs();
-  const bool pressure = PerfCollect(now);
-  // A stop that came meanwhile collects the rest on the stopping thread.
-  if (!(IsSamplerThread() && SamplerStopRequested())) SigprofCollect(now);
+  bool pressure = false;
+  for (const SamplerEngine* e : kEngines) pressure |= e->drain(now);
   return pressure;
 }
 

@@ -33,6 +33,7 @@
 #include "preload/crash/sigprof_owner.h"
 #include "sampler/symbols/proc_maps.h"
 #include "sampler/sample_events.h"
+#include "sampler/sampler_engine.h"
 #include "sampler/sampler_thread.h"
 #include "sampler/slot_claim.h"
 
@@ -730,5 +731,63 @@ SigprofStats GetSigprofStats() {
   s.dropped = d;
   return s;
 }
+
+// ---- the engine (sampler_engine.h) -----------------------------------------
+
+namespace {
+
+// What the process was started with, for the line naming the mode.
+EngineOptions g_engine_opts;
+
+bool EngineStart(const EngineOptions& eo, const char** why) {
+  SigprofOptions so;
+  so.hz = eo.hz;
+  so.stack_bytes = eo.stack_bytes;
+  if (!SigprofInstall(so, why)) return false;
+  g_engine_opts = eo;
+  return true;
+}
+
+void EngineAnnounce() {
+  Log(LogLevel::kInfo, "sampler: sigprof (%llu Hz of thread CPU time, %u-byte stacks, off-CPU: %s)",
+      static_cast<unsigned long long>(g_engine_opts.hz), g_engine_opts.stack_bytes,
+      g_engine_opts.offcpu ? "blocking calls" : "none");
+}
+
+bool No() { return false; }
+uint64_t NoDeadline() { return UINT64_MAX; }  // a handler nudges the sampler thread itself
+uint64_t NothingUnread(uint64_t) { return 0; }  // rings are drained by the exit's last collection
+bool EngineArmSelf(pid_t) { return SigprofArmSelf(); }
+
+// A stop that came during the collection (perf's drain, just before) leaves
+// the rest to the stopping thread's last collection.
+bool EngineDrain(uint64_t now_ns) {
+  if (!(IsSamplerThread() && SamplerStopRequested())) SigprofCollect(now_ns);
+  return false;
+}
+
+}  // namespace
+
+const SamplerEngine kSigprofEngine = {
+    .name = "sigprof",
+    .start = EngineStart,
+    .refusal_prefix = "SIGPROF sampling unavailable: ",
+    .refusal_suffix = "",
+    .announce = EngineAnnounce,
+    .gives_offcpu = No,
+    .first_drain_within_ns = NoDeadline,
+    .adopt_self = SigprofAdoptThread,
+    .arm_self = EngineArmSelf,
+    .arm_thread = SigprofArmThread,
+    .self_gives_offcpu = No,
+    .disarm_self = SigprofDisarmSelf,
+    .drain = EngineDrain,
+    .stop = SigprofShutdown,
+    .discard_unread = NothingUnread,
+    .at_fork_child = SigprofAtForkChild,
+    .before_exec = SigprofBeforeExec,
+    .after_exec_failed = SigprofAfterExecFailed,
+    .flush_thread_may_leave_program_fds = true,
+};
 
 }  // namespace flightrec::sampler
