@@ -16,6 +16,7 @@
 #include <new>
 
 #include "preload/alloc/alloc_events.h"
+#include "preload/alloc/stack_refs.h"
 #include "preload/alloc/alloc_real.h"
 #include "preload/alloc/alloc_sampler.h"
 #include "preload/alloc/alloc_stack_trim.h"
@@ -258,7 +259,7 @@ bool PushAllocSample(ThreadState* ts, void* ptr, size_t size, uint64_t sample_by
   // A stack this thread already pushed in full costs its hash only
   // (stack_refs.h). Only a committed full record marks it known.
   const uint64_t hash = HashStack(pcs, npcs);
-  if (ts && ts->alloc_stacks_pushed.Known(hash)) {
+  if (ts && PushedStacksOf(ts).Known(hash)) {
     RecordWriter w(ts, kRecAllocSampleRef, sizeof(AllocSampleRefRecord));
     if (!w.ok()) return false;
     auto* r = static_cast<AllocSampleRefRecord*>(w.data());
@@ -284,7 +285,7 @@ bool PushAllocSample(ThreadState* ts, void* ptr, size_t size, uint64_t sample_by
   }
   // After the commit (the writer's destructor): no other push of this
   // thread's can come between, its own signal handlers never sample.
-  ts->alloc_stacks_pushed.MarkCommitted(hash);
+  PushedStacksOf(ts).MarkCommitted(hash);
   return true;
 }
 

@@ -7,13 +7,19 @@
 #include <cstring>
 
 #include "preload/sockets/socket_gaps.h"
-#include "preload/sockets/socket_hot_data.h"
+#include "preload/runtime/hot_data.h"
 #include "preload/threads/record_kinds.h"
 #include "preload/threads/thread_registry.h"
 
+// In the hooks' hot line (hot_data.h), after the TSC word (tsc_clock.cc):
+// the TLS offset is socket_hot_path.h's.
+namespace flightrec::sockhot {
+FR_HOT_DATA intptr_t g_tls_state_offset = 0;
+}  // namespace flightrec::sockhot
+
 namespace flightrec::sockex {
 
-FR_SOCK_HOT_DATA Slot* g_slots = nullptr;
+FR_HOT_DATA Slot* g_slots = nullptr;
 
 namespace {
 size_t g_slot_count = 0;
@@ -48,7 +54,7 @@ bool Init(size_t fds, uint64_t open_bound_ns) {
   void* mem = mmap(nullptr, fds * sizeof(Slot), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
   if (mem == MAP_FAILED) return false;
-  sockclock::SetOpenBoundNs(open_bound_ns);
+  tscclock::SetOpenBoundNs(open_bound_ns);
   g_slot_count = fds;
   __atomic_store_n(&g_slots, static_cast<Slot*>(mem), __ATOMIC_RELEASE);  // zero pages: every slot empty
   return true;
@@ -114,7 +120,7 @@ __attribute__((noinline, cold)) void Emit(Slot& s, int fd, uint64_t now, uint16_
       // Dropped: the calls' bytes still reach the connection's totals.
       uint64_t at = s.ask_end > s.ans_end ? s.ask_end : s.ans_end;
       if (!at) at = now;
-      SummarizeDroppedCalls(ts->sock_gaps, conn, s.bytes_in, s.bytes_out, calls, s.errors,
+      SummarizeDroppedCalls(SocketGapsOf(ts), conn, s.bytes_in, s.bytes_out, calls, s.errors,
                             (s.word & kSTsc) ? at | kGapTimeIsTsc : at);
     }
   }

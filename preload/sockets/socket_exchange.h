@@ -36,7 +36,7 @@
 #include <cerrno>
 #include <cstdint>
 
-#include "preload/sockets/socket_clock.h"
+#include "preload/runtime/tsc_clock.h"
 #include "preload/sockets/socket_fd_table.h"
 #include "preload/sockets/socket_hot_path.h"
 #include "preload/sockets/socket_prefix.h"
@@ -53,7 +53,7 @@ inline constexpr uint16_t kExClosed = 16;    // written at close or shutdown
 inline constexpr uint16_t kExStale = 32;     // left in the slot by a connection whose close was not seen
 inline constexpr uint16_t kExErrIn = 64;     // a receive failed (its errors count among `errors`)
 inline constexpr uint16_t kExErrOut = 128;   // a send failed
-inline constexpr uint16_t kExTsc = 0x100;    // record only: times are TSC ticks (socket_clock.h)
+inline constexpr uint16_t kExTsc = 0x100;    // record only: times are TSC ticks (tsc_clock.h)
 
 // One exchange (or part of one: kExPartial/kExCont). 96 bytes + the 8-byte
 // ring header. Times are CLOCK_MONOTONIC ns, or TSC ticks with kExTsc; a time
@@ -108,7 +108,7 @@ inline constexpr uint64_t kSErrIn = uint64_t{1} << 55;    // this record's calls
 inline constexpr uint64_t kSErrOut = uint64_t{1} << 56;   // ... a failed send
 
 // The slots (mapped at init when exchanges are on; null otherwise): also the
-// switch the data hooks test. In the hot line (socket_hot_data.h).
+// switch the data hooks test. In the hot line (hot_data.h).
 extern Slot* g_slots;
 
 // Maps the slot array for `fds` descriptors (the fd table's size). Init only.
@@ -177,7 +177,7 @@ __attribute__((always_inline)) inline bool Account(uint64_t entry, int fd, bool 
     bytes += static_cast<uint32_t>(result);
     calls++;
     const uint64_t first = s.ask_end ? s.ask_begin : s.ans_begin;
-    if (__builtin_expect(t1 - first >= sockclock::OpenBound(tsc), 0)) Emit(s, fd, t1, 0, true);
+    if (__builtin_expect(t1 - first >= tscclock::OpenBound(tsc), 0)) Emit(s, fd, t1, 0, true);
   } else {
     calls++;
     if (result == -EAGAIN) s.would_block++;

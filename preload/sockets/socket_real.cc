@@ -9,7 +9,7 @@
 #include <atomic>
 #include <cstdarg>
 
-#include "preload/sockets/socket_hot_data.h"
+#include "preload/runtime/hot_data.h"
 
 #ifndef SYS_close_range
 #define SYS_close_range 436
@@ -167,7 +167,7 @@ void Load(Fn* slot, const char* name) {
 
 }  // namespace
 
-FR_SOCK_HOT_DATA RealSocketFns g_real_sock = {
+FR_HOT_DATA RealSocketFns g_real_sock = {
     .read = StubRead,
     .write = StubWrite,
     .recv = StubRecv,

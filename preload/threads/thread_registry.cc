@@ -103,9 +103,11 @@ ThreadState* RegisterCurrentThread(pid_t parent_tid, uint64_t start_routine) {
     return nullptr;
   }
   ts->ring.Reset();  // a grown ring was released when the slot was freed (ring_growth.h)
-  // Nothing of this thread's reached the consumer yet (its table forgets at
+  // Producers' per-thread ranges start empty (producer_slots.h): e.g. none
+  // of this thread's stacks reached the consumer yet (its table forgets at
   // the generation below).
-  ts->alloc_stacks_pushed.Clear();
+  for (const ProducerSlotSpec& s : kProducerSlots)
+    if (s.life == SlotLife::kPerThread) memset(ts->producer_slots + s.offset, 0, s.bytes);
   for (int i = 0; i < kRecordKindCount; ++i) {
     ts->dropped[i].store(0, std::memory_order_relaxed);
     ts->dropped_reported[i] = 0;

@@ -14,14 +14,15 @@
 #include <atomic>
 #include <csignal>
 #include <cstdint>
+#include <new>
 #include <sys/types.h>
+#include <type_traits>
 
 #include "preload/flush/flush_wakeup.h"
 #include "preload/threads/dropped_weight.h"
+#include "preload/threads/producer_slots.h"
 #include "preload/threads/record_kinds.h"
 #include "preload/threads/ring.h"
-#include "preload/threads/stack_refs.h"
-#include "preload/sockets/socket_gaps.h"
 
 namespace flightrec {
 
@@ -48,21 +49,27 @@ struct ThreadState {
   // crash_handler.cc: this slot's alternate signal stack, mmap'd on first use
   // and kept when the slot is reused (never unmapped, like the slot).
   void* crash_altstack = nullptr;
-  // socket_gaps.h: totals of socket data calls whose records were dropped.
-  SockGapTable sock_gaps;
   // dropped_weight.h: the weight of sampled allocations whose records were dropped.
   DroppedWeight alloc_dropped;
   // dropped_weight.h: the blocks (off-CPU samples) whose records were dropped.
   DroppedTime offcpu_dropped;
-  // stack_refs.h: allocation stacks this thread pushed in full (producer,
-  // cleared when a thread claims the slot), and the flush thread's frames
-  // for them (created on the first sample, kept with the slot).
-  StackRefCache alloc_stacks_pushed;
-  StackRefTable* alloc_stacks = nullptr;
   // ring_growth.h, flush-thread private: bytes drained since the window began.
   uint64_t ring_window_start_ns = 0;
   uint64_t ring_window_bytes = 0;
+  // producer_slots.h: the producers' own per-thread state (socket gaps,
+  // allocation stack references), reached through ProducerSlot below.
+  alignas(kProducerSlotAlign) unsigned char producer_slots[kProducerSlotBytes];
 };
+
+// A producer's range of the thread's slot (producer_slots.h), as its type.
+// A constant offset from ts: async-signal-safe, no call.
+template <typename T, const ProducerSlotSpec& kSpec>
+inline T& ProducerSlot(ThreadState* ts) {
+  static_assert(sizeof(T) <= kSpec.bytes, "the producer's type outgrew its range in producer_slots.h");
+  static_assert(alignof(T) <= kProducerSlotAlign && kSpec.offset % alignof(T) == 0, "misaligned producer slot");
+  static_assert(std::is_trivially_destructible_v<T>, "producer slots are never destroyed");
+  return *std::launder(reinterpret_cast<T*>(ts->producer_slots + kSpec.offset));
+}
 
 // Per-thread flags in initial-exec TLS, readable from hot paths without a call.
 inline constexpr uint32_t kThreadFlagRecorder = 1;     // one of flightrec's own threads
