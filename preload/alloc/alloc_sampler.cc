@@ -7,7 +7,7 @@
 
 namespace flightrec::alloc {
 
-__thread AllocThreadState tls_alloc __attribute__((tls_model("initial-exec"))) = {0, 0, 0, 0};
+__thread AllocThreadState t_alloc __attribute__((tls_model("initial-exec"))) = {0, 0, 0, 0};
 
 uint64_t NextRandom(uint64_t* state) {
   // xorshift64* (Vigna): full period over non-zero states, good low bits.

@@ -173,7 +173,7 @@ int FcntlImpl(int (*real)(int, int, ...), int fd, int cmd, void* arg) {
 FR_HOOK int close(int fd) {
   // libdw closing a number the symbolizer already released for it: no longer
   // its file, possibly the application's (preload/fds/released_fds.h).
-  if (__builtin_expect(flightrec::tls_in_released_fd_scope, 0) && flightrec::SwallowReleasedClose(fd)) return 0;
+  if (__builtin_expect(flightrec::t_in_released_fd_scope, 0) && flightrec::SwallowReleasedClose(fd)) return 0;
   if (IsRecorderThread()) {
     flightrec::OwnFdChange change;  // no bulk close between the two
     flightrec::UnprotectFd(fd);

@@ -14,6 +14,7 @@
 
 #include "preload/runtime/clock.h"
 #include "preload/runtime/config.h"
+#include "preload/runtime/features.h"
 #include "preload/fds/fd_guard.h"
 #include "preload/threads/record_kinds.h"
 #include "preload/runtime/redaction.h"
@@ -22,8 +23,6 @@
 #include "preload/stacks/demangle.h"
 
 namespace flightrec {
-// The sampler's symbolizer, when it is linked in (flush_thread.cc uses it too).
-format::PcDescriber* SamplerPcDescriber() __attribute__((weak));
 
 namespace {
 

@@ -3,8 +3,8 @@
 // the upload shutdown hooks) and the fork child handler (a fresh recorder for
 // the child; the parent is untouched).
 //
-// Features are linked in as weak symbols so each lives in its own files and
-// the runtime still builds while one is missing.
+// Features are linked in as weak symbols (features.h) so each lives in its
+// own files and the runtime still builds while one is missing.
 #include <pthread.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
@@ -25,6 +25,7 @@
 #include "preload/crash/crash_freeze.h"
 #include "preload/crash/crash_handler.h"
 #include "preload/runtime/config.h"
+#include "preload/runtime/features.h"
 #include "preload/runtime/core_events.h"
 #include "preload/fds/fd_guard.h"
 #include "preload/fds/validation_pipe.h"
@@ -46,19 +47,6 @@
 #include "preload/stacks/stack_unwinder.h"
 
 extern char** environ;
-
-namespace flightrec {
-// Feature entry points (weak: absent features are skipped).
-void AllocProfilerInit(const Config&) __attribute__((weak));
-void SamplerInit(const Config&) __attribute__((weak));
-const char* SamplerModeName() __attribute__((weak));
-void SamplerAtFork() __attribute__((weak));
-void SocketsInit(const Config&) __attribute__((weak));
-void CrashHandlerInit(const Config&) __attribute__((weak));
-void TermSignalsInit(const Config&) __attribute__((weak));
-void UploaderInit(const Config&) __attribute__((weak));
-void UploaderAtFork() __attribute__((weak));
-}  // namespace flightrec
 
 namespace flightrec {
 namespace {
@@ -140,7 +128,7 @@ void RestartInForkChild() {
   stacks::PrepareUnwinders(/*after_fork=*/true);
   if (SamplerAtFork) SamplerAtFork();
   if (UploaderAtFork) UploaderAtFork();
-  CurrentThreadState(true);
+  CurrentThreadState(IfUnregistered::kRegister);
   RestartFlushThreadInChild(CurrentProcessInfo());
 }
 
@@ -180,14 +168,14 @@ __attribute__((constructor)) void FlightrecInit() {
 class OwnWorkOnAppThread {
  public:
   OwnWorkOnAppThread()
-      : flags_(tls_thread_flags), countdown_(alloc::tls_alloc.countdown), in_hook_(alloc::tls_alloc.in_hook) {
-    alloc::tls_alloc.in_hook = 1;
-    tls_thread_flags |= kThreadFlagRecorder;
+      : flags_(t_thread_flags), countdown_(alloc::t_alloc.countdown), in_hook_(alloc::t_alloc.in_hook) {
+    alloc::t_alloc.in_hook = 1;
+    t_thread_flags |= kThreadFlagRecorder;
   }
   ~OwnWorkOnAppThread() {
-    tls_thread_flags = flags_;
-    alloc::tls_alloc.countdown = countdown_;
-    alloc::tls_alloc.in_hook = in_hook_;
+    t_thread_flags = flags_;
+    alloc::t_alloc.countdown = countdown_;
+    alloc::t_alloc.in_hook = in_hook_;
   }
 
  private:
@@ -282,7 +270,7 @@ void StartRecording() {
   if (UploaderInit) UploaderInit(cfg);
   g_owner_pid = getpid();
   SetRuntimeRecording(true);
-  CurrentThreadState(true);  // the main thread
+  CurrentThreadState(IfUnregistered::kRegister);  // the main thread
   bool started;
   {
     OwnWorkOnAppThread ours;

@@ -271,7 +271,7 @@ FR_HOOK int shutdown(int fd, int how) {
   const uint64_t t1 = MonotonicNs();
   // A server that shuts down has answered: its exchange is complete.
   if (rc == 0 && sockex::On() && sockfd::EntryRole(e) == sockfd::SockRole::kServer)
-    sockex::Flush(fd, sockfd::EntryConn(e), t0, true);
+    sockex::Flush(fd, sockfd::EntryConn(e), t0, sockex::FlushWhich::kOnlyAnswered);
   sockhot::PushOp(SockOp::kShutdown, fd, sockfd::EntryConn(e), t0, t1, Result(rc, saved), 0,
                   static_cast<uint16_t>(how & 0xffff));
   errno = saved;

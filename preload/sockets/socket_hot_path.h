@@ -34,7 +34,7 @@ namespace flightrec::sockhot {
 // The socket table is mapped (FLIGHTREC_SOCKETS=1 and init ran) and the
 // calling thread is not one of flightrec's own: keep the fd table right.
 inline bool Tracking() {
-  return sockfd::g_table_size != 0 && !(tls_thread_flags & kThreadFlagRecorder);
+  return sockfd::g_table_size != 0 && !(t_thread_flags & kThreadFlagRecorder);
 }
 // ... and the recorder is running: also push records.
 inline bool Recording() { return Tracking() && RuntimeRecording(); }
@@ -50,7 +50,7 @@ bool InOwnerProcess();  // one getpid(); only on close/dup paths of tracked sock
 // on them, so never entered the table.
 inline uint64_t RecordedEntry(int fd) { return sockfd::Lookup(fd); }
 
-// tls_state's offset from the thread pointer: initial-exec TLS has one offset
+// t_state's offset from the thread pointer: initial-exec TLS has one offset
 // for every thread. Kept in the hot line (FR_HOT_DATA) and set at init
 // before any socket is tracked, so a push reads the calling thread's state
 // with one %fs-relative load instead of first loading the offset from the
@@ -60,9 +60,9 @@ void InitTlsStateOffset();  // socket init, before the fd table is mapped
 
 inline ThreadState* ThreadStateViaHotLine() {
   const intptr_t off = g_tls_state_offset;
-  if (__builtin_expect(off == 0, 0)) return tls_state;  // before init: the ordinary way
+  if (__builtin_expect(off == 0, 0)) return t_state;  // before init: the ordinary way
   ThreadState* ts;
-  // "memory": the load must see this thread's latest store to tls_state,
+  // "memory": the load must see this thread's latest store to t_state,
   // which the compiler cannot tell the asm reads.
   asm volatile("movq %%fs:(%1), %0" : "=r"(ts) : "r"(off) : "memory");
   return ts;

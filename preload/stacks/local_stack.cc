@@ -141,7 +141,8 @@ void InitLocalStackCapture() {
   InitLibunwind(GccBacktrace() == nullptr);
 }
 
-__attribute__((noinline)) int CaptureCurrentStack(uint64_t* pcs, int max, int skip, bool mark_truncated) {
+__attribute__((noinline)) int CaptureCurrentStack(uint64_t* pcs, int max, int skip, MarkTruncated mark) {
+  const bool mark_truncated = mark == MarkTruncated::kYes;
   if (max <= 0) return 0;
   // Lazily (a hook before init): libunwind only; no dlvsym from a hook.
   if (!g_initialised.load(std::memory_order_acquire)) InitLibunwind(true);

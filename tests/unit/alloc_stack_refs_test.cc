@@ -134,7 +134,7 @@ TEST_CASE("alloc stack refs: a dropped full record is never referred to; a new o
   PushedStacksOf(f.ts.get()).Clear();
   f.ts->generation = 2;
   {
-    RecordWriter rw(f.ts.get(), kRecAllocSampleRef, sizeof(alloc::AllocSampleRefRecord), false);
+    RecordWriter rw(f.ts.get(), kRecAllocSampleRef, sizeof(alloc::AllocSampleRefRecord), IfUnregistered::kSkip);
     REQUIRE(rw.ok());
     auto* r = static_cast<alloc::AllocSampleRefRecord*>(rw.data());
     *r = {9000, 0xf0, 300, HashStack(a.data(), kDepth)};
