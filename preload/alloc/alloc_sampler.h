@@ -50,3 +50,10 @@ double SampleBytesWeight(uint64_t size, uint64_t mean);   // bytes one sample st
 double SampleCountWeight(uint64_t size, uint64_t mean);   // allocations one sample stands for
 
 }  // namespace flightrec::alloc
+
+namespace flightrec {
+// The runtime's own work on an application thread (preload/runtime/features.h,
+// lifecycle.cc): sampling held off (in_hook set), then resumed where it was.
+void AllocSamplingHold(int64_t* countdown, uint32_t* in_hook);
+void AllocSamplingResume(int64_t countdown, uint32_t in_hook);
+}  // namespace flightrec

@@ -19,7 +19,6 @@
 #include <mimalloc.h>
 
 #include "format/fsize_guard.h"
-#include "preload/alloc/alloc_sampler.h"
 #include "preload/heap/address_space.h"
 #include "preload/runtime/clock.h"
 #include "preload/crash/crash_freeze.h"
@@ -167,21 +166,19 @@ __attribute__((constructor)) void FlightrecInit() {
 // where it was (a recorder-flagged allocation would turn it off for good).
 class OwnWorkOnAppThread {
  public:
-  OwnWorkOnAppThread()
-      : flags_(t_thread_flags), countdown_(alloc::t_alloc.countdown), in_hook_(alloc::t_alloc.in_hook) {
-    alloc::t_alloc.in_hook = 1;
+  OwnWorkOnAppThread() : flags_(t_thread_flags) {
+    if (AllocSamplingHold) AllocSamplingHold(&countdown_, &in_hook_);
     t_thread_flags |= kThreadFlagRecorder;
   }
   ~OwnWorkOnAppThread() {
     t_thread_flags = flags_;
-    alloc::t_alloc.countdown = countdown_;
-    alloc::t_alloc.in_hook = in_hook_;
+    if (AllocSamplingResume) AllocSamplingResume(countdown_, in_hook_);
   }
 
  private:
   uint32_t flags_;
-  int64_t countdown_;
-  uint32_t in_hook_;
+  int64_t countdown_ = 0;
+  uint32_t in_hook_ = 0;
 };
 
 
