@@ -293,9 +293,12 @@ uintptr_t AppHandlerStackTop(int sig, const siginfo_t* si, const void* uc) {
   return HandlerStackTopBelow(sp);
 }
 
+enum class Recorded : bool { kNo = false, kYes = true };  // the crash, before the handler runs
+
 // Runs the application's handler as the kernel would have: its sa_mask (and
 // the signal itself unless SA_NODEFER) blocked, SA_RESETHAND applied first.
-void CallAppHandler(int sig, siginfo_t* si, void* uc, const struct sigaction& a, bool recorded) {
+void CallAppHandler(int sig, siginfo_t* si, void* uc, const struct sigaction& a, Recorded crash) {
+  const bool recorded = crash == Recorded::kYes;
   if (a.sa_flags & SA_RESETHAND) {
     memset(&g_previous[sig], 0, sizeof(g_previous[sig]));
     g_previous[sig].sa_handler = SIG_DFL;
@@ -423,7 +426,7 @@ void CrashSignalHandler(int sig, siginfo_t* si, void* uc) {
   const struct sigaction app = g_previous[sig];
   const bool app_handler = IsAppHandler(app);
   if (app_handler && g_app_recovers[sig].load(std::memory_order_relaxed)) {
-    CallAppHandler(sig, si, uc, app, false);  // it handles its faults; fatal ones are caught on the way out
+    CallAppHandler(sig, si, uc, app, Recorded::kNo);  // it handles its faults; fatal ones are caught on the way out
     return;
   }
   // Record and seal first, before anything of the application's runs: its
@@ -441,7 +444,7 @@ void CrashSignalHandler(int sig, siginfo_t* si, void* uc) {
   if (app_handler) {
     // Its crash report may test memory in place: our threads keep still.
     if (record) CrashFreezeBegin();
-    CallAppHandler(sig, si, uc, app, record);
+    CallAppHandler(sig, si, uc, app, record ? Recorded::kYes : Recorded::kNo);
     // It returned with its handler still in place: the application handled
     // the signal and goes on. (A handler that put the default back, or
     // SA_RESETHAND, means to die: it re-raises or re-faults; abort() kills
