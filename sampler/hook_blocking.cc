@@ -22,7 +22,7 @@
 #include <atomic>
 
 #include "preload/runtime/clock.h"
-#include "preload/sockets/socket_clock.h"
+#include "preload/runtime/tsc_clock.h"
 #include "sampler/offcpu_blocking.h"
 
 #define FR_HOOK extern "C" __attribute__((visibility("default")))
@@ -30,9 +30,9 @@
 namespace {
 
 using flightrec::MonotonicNs;
-using flightrec::sockclock::ApproxTicksToNs;
-using flightrec::sockclock::HooksReadTsc;
-using flightrec::sockclock::TscWord;
+using flightrec::tscclock::ApproxTicksToNs;
+using flightrec::tscclock::HooksReadTsc;
+using flightrec::tscclock::TscWord;
 using flightrec::sampler::OffCpuHooksOn;
 using flightrec::sampler::OffCpuNoteBlock;
 
@@ -52,7 +52,7 @@ Fn Resolve(std::atomic<Fn>* slot, const char* name, const char* version = nullpt
 // Times `call_expr` and notes the block; errno survives the bookkeeping. A
 // macro, not a helper: the pc where the stack is captured must belong to
 // the hook itself (named like the call), not to an inlined helper frame.
-// Where the socket hooks' TSC clock is on and calibrated (socket_clock.h),
+// Where the socket hooks' TSC clock is on and calibrated (tsc_clock.h),
 // the two reads are rdtsc and a call that did not block stops at one
 // compare; clock_gettime is ~2.5x an rdtsc on a VM, and an event loop's
 // epoll_wait that finds work waiting never blocks.

@@ -299,10 +299,10 @@ void StartDeferredSamplerThread() {
 // The last collection on the stopping thread, which counts as a recorder
 // thread meanwhile so its own allocations are not recorded.
 void CollectHere() {
-  const uint32_t saved_flags = tls_thread_flags;
-  tls_thread_flags |= kThreadFlagRecorder;
+  const uint32_t saved_flags = t_thread_flags;
+  t_thread_flags |= kThreadFlagRecorder;
   Collect();
-  tls_thread_flags = saved_flags;
+  t_thread_flags = saved_flags;
 }
 
 StopOutcome StopSamplerThread(uint64_t deadline_ns) {
@@ -367,8 +367,8 @@ void RestartSamplerThreadInChild() {
 }  // namespace flightrec::sampler
 
 namespace flightrec {
-// The flush thread's EndProcess (preload/flush/flush_thread.cc), weakly
-// linked: true if this thread is there to make the exit.
+// The flush thread's EndProcess (preload/flush/flush_thread.cc; weak reference
+// in preload/runtime/features.h): true if this thread is there to make the exit.
 bool SamplerThreadEndsProcess() {
   if (!sampler::SamplerThreadRunning()) return false;
   sampler::g_end_process.store(true, std::memory_order_release);

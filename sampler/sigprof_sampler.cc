@@ -104,7 +104,7 @@ struct SigState {
   TimerSlot* slots = nullptr;  // kMaxTimers, zero-filled (see TimerSlot)
 };
 
-SigState* g = nullptr;
+SigState* g_sigprof = nullptr;
 
 __attribute__((tls_model("initial-exec"))) __thread int t_timer_slot = 0;  // index + 1
 __attribute__((tls_model("initial-exec"))) __thread uint64_t t_stack_lo = 0;
@@ -122,10 +122,10 @@ clockid_t ThreadCpuClock(pid_t tid) {
 
 // The slot a timer signal names, or null if sival_ptr is not one of ours.
 TimerSlot* SlotOf(const void* p) {
-  if (!g) return nullptr;
+  if (!g_sigprof) return nullptr;
   const auto a = reinterpret_cast<uintptr_t>(p);
-  const auto lo = reinterpret_cast<uintptr_t>(&g->slots[0]);
-  const auto hi = reinterpret_cast<uintptr_t>(&g->slots[kMaxTimers]);
+  const auto lo = reinterpret_cast<uintptr_t>(&g_sigprof->slots[0]);
+  const auto hi = reinterpret_cast<uintptr_t>(&g_sigprof->slots[kMaxTimers]);
   if (a < lo || a >= hi || (a - lo) % sizeof(TimerSlot) != 0) return nullptr;
   return reinterpret_cast<TimerSlot*>(a);
 }
@@ -169,7 +169,7 @@ size_t SafeCopyPrefix(uint64_t addr, uint8_t* out, size_t len) {
     left -= chunk;
   }
   iovec local{out, len - left};
-  const long got = syscall(SYS_process_vm_readv, static_cast<long>(g->pid), &local, 1ul, remote,
+  const long got = syscall(SYS_process_vm_readv, static_cast<long>(g_sigprof->pid), &local, 1ul, remote,
                            static_cast<unsigned long>(n), 0ul);
   return got > 0 ? static_cast<size_t>(got) : 0;
 }
@@ -179,12 +179,12 @@ void TakeSample(TimerSlot* slot, const siginfo_t* si, const ucontext_t* uc) {
   stacks::RegisterSet regs;
   stacks::RegisterSetFromUcontext(uc, &regs);
   const uint64_t sp = regs.sp();
-  size_t want = g->opts.stack_bytes;
+  size_t want = g_sigprof->opts.stack_bytes;
   // A record may take at most half the ring (Ring::Reserve).
   const size_t cap = slot->ring.capacity() / 2 - sizeof(RecordHeader) - sizeof(CpuSampleRecord) - 8;
   if (want > cap) want = cap;
   // Bounds are known only on a thread that armed itself (t_timer_slot).
-  const bool own = t_timer_slot && &g->slots[t_timer_slot - 1] == slot;
+  const bool own = t_timer_slot && &g_sigprof->slots[t_timer_slot - 1] == slot;
   const bool bounded = own && t_stack_hi && sp >= t_stack_lo && sp < t_stack_hi;
   if (bounded && t_stack_hi - sp < want) want = static_cast<size_t>(t_stack_hi - sp);
   void* mem = slot->ring.Reserve(1, static_cast<uint32_t>(sizeof(CpuSampleRecord) + want));
@@ -194,7 +194,7 @@ void TakeSample(TimerSlot* slot, const siginfo_t* si, const ucontext_t* uc) {
   }
   auto* r = static_cast<CpuSampleRecord*>(mem);
   r->time_ns = now;
-  r->period_ns = g->period_ns * (1 + static_cast<uint64_t>(si->si_overrun > 0 ? si->si_overrun : 0));
+  r->period_ns = g_sigprof->period_ns * (1 + static_cast<uint64_t>(si->si_overrun > 0 ? si->si_overrun : 0));
   r->stack_addr = sp;
   r->regs = regs;
   r->tid = slot->tid;
@@ -207,7 +207,7 @@ void TakeSample(TimerSlot* slot, const siginfo_t* si, const ucontext_t* uc) {
   r->stack_len = static_cast<uint32_t>(copied);
   slot->ring.Commit();
   if (slot->ring.TakeNudge()) NudgeSamplerThread();  // a quarter full: drain before it overflows
-  g->samples.fetch_add(1, std::memory_order_relaxed);
+  g_sigprof->samples.fetch_add(1, std::memory_order_relaxed);
 }
 
 void StepAside(const char* why, bool in_handler);
@@ -235,7 +235,7 @@ void GiveBackBlocked(int sig, siginfo_t* si, ucontext_t* uc) {
   int kept = 0;
   while (syscall(SYS_rt_sigtimedwait, &prof, &pending, &zero, sizeof(prof)) == sig)
     if (!IsOurs(&pending) && kept < 2) foreign[kept++] = pending;
-  const long pid = static_cast<long>(g->pid), tid = static_cast<long>(t_tid ? t_tid : Gettid());
+  const long pid = static_cast<long>(g_sigprof->pid), tid = static_cast<long>(t_tid ? t_tid : Gettid());
   auto requeue = [&](siginfo_t* info) {
     if (info->si_code == SI_TKILL) syscall(SYS_rt_tgsigqueueinfo, pid, tid, static_cast<long>(sig), info);
     else syscall(SYS_rt_sigqueueinfo, pid, static_cast<long>(sig), info);
@@ -251,14 +251,14 @@ void ForwardForeign(int sig, siginfo_t* si, ucontext_t* uc) {
     GiveBackBlocked(sig, si, uc);
     return;
   }
-  const struct sigaction& app = g->app_action;
+  const struct sigaction& app = g_sigprof->app_action;
   if (app.sa_handler == SIG_IGN) return;
   // SIG_DFL terminates: restore it and re-raise; the signal is blocked while
   // we run, so it is delivered (and kills) when the handler returns.
   struct sigaction dfl;
   std::memset(&dfl, 0, sizeof(dfl));
   dfl.sa_handler = SIG_DFL;
-  g->real_sigaction(sig, &dfl, nullptr);
+  g_sigprof->real_sigaction(sig, &dfl, nullptr);
   syscall(SYS_tgkill, static_cast<long>(syscall(SYS_getpid)), static_cast<long>(Gettid()), sig);
 }
 
@@ -270,7 +270,7 @@ void Handler(int sig, siginfo_t* si, void* ucv) {
     // armed slot of this very thread is written.
     const pid_t me = t_tid ? t_tid : Gettid();
     if (slot->state.load(std::memory_order_acquire) == kArmed && slot->tid == me && !CrashFrozen() &&
-        !g->shutdown.load(std::memory_order_relaxed) && !g->stepped_aside.load(std::memory_order_relaxed))
+        !g_sigprof->shutdown.load(std::memory_order_relaxed) && !g_sigprof->stepped_aside.load(std::memory_order_relaxed))
       TakeSample(slot, si, static_cast<const ucontext_t*>(ucv));
   } else {
     ForwardForeign(sig, si, static_cast<ucontext_t*>(ucv));
@@ -281,7 +281,7 @@ void Handler(int sig, siginfo_t* si, void* ucv) {
 void RetireSlot(int idx, pid_t tid);
 
 // A free slot, claimed for this thread (slot_claim.h); -1 when all are taken.
-int ClaimSlot() { return ClaimSlotIn(g->slots, g->hwm, kMaxTimers, kFree, kArming); }
+int ClaimSlot() { return ClaimSlotIn(g_sigprof->slots, g_sigprof->hwm, kMaxTimers, kFree, kArming); }
 
 // The kernel's current SIGPROF handler is ours: a raw query (libc's
 // sigaction is interposed by us, and the program may have gone around it).
@@ -299,38 +299,38 @@ bool KernelHandlerIsOurs() {
 // our timers must stop before one of them meets the program's disposition.
 // Async-signal-safe.
 void NoticeTakeover() {
-  if (!g->handler_ours.load(std::memory_order_acquire) || KernelHandlerIsOurs()) return;
-  g->handler_ours.store(false, std::memory_order_release);
+  if (!g_sigprof->handler_ours.load(std::memory_order_acquire) || KernelHandlerIsOurs()) return;
+  g_sigprof->handler_ours.store(false, std::memory_order_release);
   StepAside("SIGPROF's disposition was changed past our hooks", false);
 }
 
 bool Stopped() {
-  return g->stepped_aside.load(std::memory_order_seq_cst) || g->shutdown.load(std::memory_order_seq_cst);
+  return g_sigprof->stepped_aside.load(std::memory_order_seq_cst) || g_sigprof->shutdown.load(std::memory_order_seq_cst);
 }
 
 int Arm(pid_t tid, bool self) {
-  if (!g || !g->installed.load(std::memory_order_acquire) || Stopped()) return -1;
+  if (!g_sigprof || !g_sigprof->installed.load(std::memory_order_acquire) || Stopped()) return -1;
   NoticeTakeover();
   if (Stopped()) return -1;
   const int idx = ClaimSlot();
   if (idx < 0) {
-    g->arm_failed.fetch_add(1, std::memory_order_relaxed);
+    g_sigprof->arm_failed.fetch_add(1, std::memory_order_relaxed);
     return -1;
   }
-  TimerSlot& s = g->slots[idx];
+  TimerSlot& s = g_sigprof->slots[idx];
   s.tid = tid;
   s.remote = !self;
   s.dropped.store(0, std::memory_order_relaxed);
   s.dropped_reported = 0;
-  if (s.ring_bytes != g->ring_bytes) {  // a recycled slot keeps its ring
-    void* mem = mmap(nullptr, g->ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (s.ring_bytes != g_sigprof->ring_bytes) {  // a recycled slot keeps its ring
+    void* mem = mmap(nullptr, g_sigprof->ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
       s.state.store(kFree, std::memory_order_release);
-      g->arm_failed.fetch_add(1, std::memory_order_relaxed);
+      g_sigprof->arm_failed.fetch_add(1, std::memory_order_relaxed);
       return -1;
     }
     s.ring_mem = static_cast<uint8_t*>(mem);
-    s.ring_bytes = g->ring_bytes;
+    s.ring_bytes = g_sigprof->ring_bytes;
   }
   s.ring.Init(s.ring_mem, s.ring_bytes);
   sigevent sev;
@@ -344,7 +344,7 @@ int Arm(pid_t tid, bool self) {
   const clockid_t clock = self ? CLOCK_THREAD_CPUTIME_ID : ThreadCpuClock(tid);
   if (syscall(SYS_timer_create, clock, &sev, &timer_id) != 0) {
     s.state.store(kFree, std::memory_order_release);
-    g->arm_failed.fetch_add(1, std::memory_order_relaxed);
+    g_sigprof->arm_failed.fetch_add(1, std::memory_order_relaxed);
     return -1;
   }
   s.timer_id = timer_id;
@@ -360,8 +360,8 @@ int Arm(pid_t tid, bool self) {
   // seq_cst operations, not fences: ThreadSanitizer does not support
   // atomic_thread_fence (-Werror=tsan in make test).
   itimerspec its;
-  its.it_interval.tv_sec = static_cast<time_t>(g->period_ns / 1000000000ull);
-  its.it_interval.tv_nsec = static_cast<long>(g->period_ns % 1000000000ull);
+  its.it_interval.tv_sec = static_cast<time_t>(g_sigprof->period_ns / 1000000000ull);
+  its.it_interval.tv_nsec = static_cast<long>(g_sigprof->period_ns % 1000000000ull);
   its.it_value = its.it_interval;
   syscall(SYS_timer_settime, timer_id, 0, &its, nullptr);
   s.state.store(kArmed, std::memory_order_seq_cst);
@@ -369,14 +369,14 @@ int Arm(pid_t tid, bool self) {
     RetireSlot(idx, tid);
     return -1;
   }
-  g->armed.fetch_add(1, std::memory_order_relaxed);
+  g_sigprof->armed.fetch_add(1, std::memory_order_relaxed);
   return idx;
 }
 
 // Deletes the timer of slot idx if it still belongs to tid (tid 0 = any) and
 // hands the slot to the sampler thread, which drains and frees it.
 void RetireSlot(int idx, pid_t tid) {
-  TimerSlot& s = g->slots[idx];
+  TimerSlot& s = g_sigprof->slots[idx];
   if (tid && s.tid != tid) return;
   // Held as kArming (no handler writes, no one else claims it) while the
   // timer goes: once kRetiring is published the sampler thread may free the
@@ -391,7 +391,7 @@ void RetireSlot(int idx, pid_t tid) {
 
 // Callers set stepped_aside or shutdown first (see Arm).
 void RetireAll() {
-  const int n = std::min(g->hwm.load(std::memory_order_seq_cst), kMaxTimers);
+  const int n = std::min(g_sigprof->hwm.load(std::memory_order_seq_cst), kMaxTimers);
   for (int i = 0; i < n; ++i) RetireSlot(i, 0);
 }
 
@@ -399,10 +399,10 @@ std::atomic<void (*)()> g_step_aside_observer{nullptr};
 
 // Once: why the sampler stepped aside (info when someone carries on sampling).
 void LogStepAside() {
-  const char* why = g->stepped_why.load(std::memory_order_acquire);
+  const char* why = g_sigprof->stepped_why.load(std::memory_order_acquire);
   if (!why) return;
   const bool observed = g_step_aside_observer.load(std::memory_order_acquire) != nullptr;
-  LogOnce(&g->stepped_logged, observed ? LogLevel::kInfo : LogLevel::kWarn, "%s; CPU sampling (sigprof) stepped aside",
+  LogOnce(&g_sigprof->stepped_logged, observed ? LogLevel::kInfo : LogLevel::kWarn, "%s; CPU sampling (sigprof) stepped aside",
           why);
 }
 
@@ -412,10 +412,10 @@ void LogStepAside() {
 // handler the log line is left to the sampler thread (LogStepAside).
 void StepAside(const char* why, bool in_handler) {
   bool expected = false;
-  if (!g->stepped_aside.compare_exchange_strong(expected, true, std::memory_order_seq_cst)) return;
+  if (!g_sigprof->stepped_aside.compare_exchange_strong(expected, true, std::memory_order_seq_cst)) return;
   RetireAll();
-  g->stepped_aside_count.fetch_add(1, std::memory_order_relaxed);
-  g->stepped_why.store(why, std::memory_order_release);
+  g_sigprof->stepped_aside_count.fetch_add(1, std::memory_order_relaxed);
+  g_sigprof->stepped_why.store(why, std::memory_order_release);
   void (*observer)() = g_step_aside_observer.load(std::memory_order_acquire);
   if (!in_handler) LogStepAside();
   if (observer) observer();
@@ -444,19 +444,19 @@ void ReportDrops(TimerSlot& s, uint64_t now_ns) {
 }
 
 void SigprofFlushSource(FlushContext&) {
-  if (!g) return;
-  const uint64_t stepped = g->stepped_aside_count.load(std::memory_order_relaxed);
-  if (stepped > g->stepped_reported) {
-    AddFooterDrop("sampler.sigprof_stepped_aside", stepped - g->stepped_reported);
-    g->stepped_reported = stepped;
+  if (!g_sigprof) return;
+  const uint64_t stepped = g_sigprof->stepped_aside_count.load(std::memory_order_relaxed);
+  if (stepped > g_sigprof->stepped_reported) {
+    AddFooterDrop("sampler.sigprof_stepped_aside", stepped - g_sigprof->stepped_reported);
+    g_sigprof->stepped_reported = stepped;
   }
 }
 
 }  // namespace
 
 bool SigprofInstall(const SigprofOptions& opts, const char** why) {
-  if (g && g->installed.load()) return true;
-  if (!g) {
+  if (g_sigprof && g_sigprof->installed.load()) return true;
+  if (!g_sigprof) {
     void* mem = mmap(nullptr, sizeof(SigState), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
       *why = "cannot allocate the timer table";
@@ -469,36 +469,36 @@ bool SigprofInstall(const SigprofOptions& opts, const char** why) {
       *why = "cannot allocate the timer table";
       return false;
     }
-    g = new (mem) SigState();
-    g->slots = static_cast<TimerSlot*>(slots);
+    g_sigprof = new (mem) SigState();
+    g_sigprof->slots = static_cast<TimerSlot*>(slots);
   }
-  g->opts = opts;
-  g->period_ns = 1000000000ull / (opts.hz ? opts.hz : 1);
+  g_sigprof->opts = opts;
+  g_sigprof->period_ns = 1000000000ull / (opts.hz ? opts.hz : 1);
   // Room for four full-size records (128 KiB with 16 KiB stacks). Records
   // hold only the live part of the stack (a few KiB typically) and timers
   // fire at most once per scheduler tick, so this spans many collection
   // periods of the sampler thread.
   size_t ring = 64 * 1024;
   while (ring < 4 * (opts.stack_bytes + sizeof(CpuSampleRecord) + sizeof(RecordHeader) + 8)) ring <<= 1;
-  g->ring_bytes = ring;
-  g->pid = static_cast<pid_t>(syscall(SYS_getpid));
+  g_sigprof->ring_bytes = ring;
+  g_sigprof->pid = static_cast<pid_t>(syscall(SYS_getpid));
   // libc's sigaction, not our own interposer (hook_signal.cc).
-  g->real_sigaction = reinterpret_cast<SigactionFn>(dlsym(RTLD_NEXT, "sigaction"));
-  if (!g->real_sigaction) g->real_sigaction = reinterpret_cast<SigactionFn>(dlsym(RTLD_DEFAULT, "sigaction"));
-  if (!g->real_sigaction) {
+  g_sigprof->real_sigaction = reinterpret_cast<SigactionFn>(dlsym(RTLD_NEXT, "sigaction"));
+  if (!g_sigprof->real_sigaction) g_sigprof->real_sigaction = reinterpret_cast<SigactionFn>(dlsym(RTLD_DEFAULT, "sigaction"));
+  if (!g_sigprof->real_sigaction) {
     *why = "cannot resolve sigaction";
     return false;
   }
   struct sigaction cur;
   std::memset(&cur, 0, sizeof(cur));
-  g->real_sigaction(SIGPROF, nullptr, &cur);
+  g_sigprof->real_sigaction(SIGPROF, nullptr, &cur);
   const bool has_handler = (cur.sa_flags & SA_SIGINFO) ? cur.sa_sigaction != nullptr
                                                        : (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN);
   if (has_handler) {
     *why = "the application has its own SIGPROF handler";
     return false;
   }
-  g->app_action = cur;
+  g_sigprof->app_action = cur;
   struct sigaction sa;
   std::memset(&sa, 0, sizeof(sa));
   sa.sa_sigaction = Handler;
@@ -517,21 +517,21 @@ bool SigprofInstall(const SigprofOptions& opts, const char** why) {
   // past crash capture.
   sigfillset(&sa.sa_mask);
   for (int fault : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS}) sigdelset(&sa.sa_mask, fault);
-  if (g->real_sigaction(SIGPROF, &sa, nullptr) != 0) {
+  if (g_sigprof->real_sigaction(SIGPROF, &sa, nullptr) != 0) {
     *why = "sigaction(SIGPROF) failed";
     return false;
   }
-  g->handler_ours.store(true, std::memory_order_release);
-  g->installed.store(true, std::memory_order_release);
+  g_sigprof->handler_ours.store(true, std::memory_order_release);
+  g_sigprof->installed.store(true, std::memory_order_release);
   return true;
 }
 
 bool SigprofInstalled() {
-  return g && g->installed.load(std::memory_order_acquire) && !g->stepped_aside.load(std::memory_order_acquire);
+  return g_sigprof && g_sigprof->installed.load(std::memory_order_acquire) && !g_sigprof->stepped_aside.load(std::memory_order_acquire);
 }
 
 bool SigprofArmSelf() {
-  if (!g || t_timer_slot) return t_timer_slot != 0;
+  if (!g_sigprof || t_timer_slot) return t_timer_slot != 0;
   t_tid = Gettid();
   // Stack bounds for the handler's plain copy: the mapping holding our sp.
   uint64_t lo = 0, hi = 0;
@@ -551,11 +551,11 @@ bool SigprofArmThread(pid_t tid) { return Arm(tid, false) >= 0; }
 bool SigprofSelfArmed() { return t_timer_slot != 0; }
 
 bool SigprofAdoptThread(pid_t tid) {
-  if (!g) return false;
+  if (!g_sigprof) return false;
   if (t_timer_slot) return true;
-  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxTimers);
+  const int n = std::min(g_sigprof->hwm.load(std::memory_order_acquire), kMaxTimers);
   for (int i = 0; i < n; ++i) {
-    TimerSlot& s = g->slots[i];
+    TimerSlot& s = g_sigprof->slots[i];
     if (s.state.load(std::memory_order_acquire) == kArmed && s.tid == tid) {
       t_tid = tid;
       uint64_t lo = 0, hi = 0;
@@ -576,16 +576,16 @@ bool SigprofAdoptThread(pid_t tid) {
 // every armed timer is stopped, then restarted. A slot armed or retired
 // meanwhile is left to its owner.
 static void SetAllTimers(bool running) {
-  if (!g) return;
+  if (!g_sigprof) return;
   itimerspec its{};
   if (running) {
-    its.it_interval.tv_sec = static_cast<time_t>(g->period_ns / 1000000000ull);
-    its.it_interval.tv_nsec = static_cast<long>(g->period_ns % 1000000000ull);
+    its.it_interval.tv_sec = static_cast<time_t>(g_sigprof->period_ns / 1000000000ull);
+    its.it_interval.tv_nsec = static_cast<long>(g_sigprof->period_ns % 1000000000ull);
     its.it_value = its.it_interval;
   }
-  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxTimers);
+  const int n = std::min(g_sigprof->hwm.load(std::memory_order_acquire), kMaxTimers);
   for (int i = 0; i < n; ++i) {
-    TimerSlot& s = g->slots[i];
+    TimerSlot& s = g_sigprof->slots[i];
     if (s.state.load(std::memory_order_acquire) == kArmed) syscall(SYS_timer_settime, s.timer_id, 0, &its, nullptr);
   }
 }
@@ -594,21 +594,21 @@ void SigprofPauseTimers() { SetAllTimers(false); }
 void SigprofResumeTimers() { SetAllTimers(true); }
 
 void SigprofDisarmSelf() {
-  if (!g || !t_timer_slot) return;
+  if (!g_sigprof || !t_timer_slot) return;
   RetireSlot(t_timer_slot - 1, t_tid);
   t_timer_slot = 0;
 }
 
 void SigprofCollect(uint64_t now_ns) {
-  if (!g) return;
+  if (!g_sigprof) return;
   // Every collection (each wake-up of the sampler thread): one system call.
-  if (g->installed.load(std::memory_order_acquire)) NoticeTakeover();
+  if (g_sigprof->installed.load(std::memory_order_acquire)) NoticeTakeover();
   LogStepAside();
-  const bool check = now_ns - g->last_liveness_check >= kLivenessCheckNs;
-  if (check) g->last_liveness_check = now_ns;
-  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxTimers);
+  const bool check = now_ns - g_sigprof->last_liveness_check >= kLivenessCheckNs;
+  if (check) g_sigprof->last_liveness_check = now_ns;
+  const int n = std::min(g_sigprof->hwm.load(std::memory_order_acquire), kMaxTimers);
   for (int i = 0; i < n; ++i) {
-    TimerSlot& s = g->slots[i];
+    TimerSlot& s = g_sigprof->slots[i];
     int st = s.state.load(std::memory_order_acquire);
     if (st != kArmed && st != kRetiring) continue;
     DrainSlot(s);
@@ -616,7 +616,7 @@ void SigprofCollect(uint64_t now_ns) {
     // Threads armed from outside have no exit observer: retire them once the
     // kernel no longer knows the tid.
     if (st == kArmed && check && s.remote &&
-        syscall(SYS_tgkill, static_cast<long>(g->pid), static_cast<long>(s.tid), 0) != 0 && errno == ESRCH) {
+        syscall(SYS_tgkill, static_cast<long>(g_sigprof->pid), static_cast<long>(s.tid), 0) != 0 && errno == ESRCH) {
       RetireSlot(i, s.tid);
       st = s.state.load(std::memory_order_acquire);
     }
@@ -632,8 +632,8 @@ void SigprofCollect(uint64_t now_ns) {
 void RegisterSigprofFlushSource() { RegisterFlushSource(SigprofFlushSource); }
 
 void SigprofShutdown() {
-  if (!g || !g->installed.load(std::memory_order_acquire)) return;
-  g->shutdown.store(true, std::memory_order_seq_cst);
+  if (!g_sigprof || !g_sigprof->installed.load(std::memory_order_acquire)) return;
+  g_sigprof->shutdown.store(true, std::memory_order_seq_cst);
   // The handler stays installed: a signal already queued must not meet
   // SIG_DFL (which would kill the process on its way out).
   RetireAll();
@@ -644,24 +644,24 @@ void SigprofAtForkChild() {
   // copies of the parent's memory: keep them for reuse, emptied.
   t_timer_slot = 0;
   t_rearm_after_exec = false;
-  if (!g) return;
+  if (!g_sigprof) return;
   // Slots at and above the high-water mark were never claimed: still zero.
-  const int n = std::min(g->hwm.load(std::memory_order_relaxed), kMaxTimers);
+  const int n = std::min(g_sigprof->hwm.load(std::memory_order_relaxed), kMaxTimers);
   for (int i = 0; i < n; ++i) {
-    TimerSlot& s = g->slots[i];
+    TimerSlot& s = g_sigprof->slots[i];
     s.state.store(kFree, std::memory_order_relaxed);
     s.timer_id = -1;
     s.dropped.store(0, std::memory_order_relaxed);
     s.dropped_reported = 0;
   }
-  g->hwm.store(0, std::memory_order_relaxed);
-  g->pid = static_cast<pid_t>(syscall(SYS_getpid));
+  g_sigprof->hwm.store(0, std::memory_order_relaxed);
+  g_sigprof->pid = static_cast<pid_t>(syscall(SYS_getpid));
 }
 
 void SigprofBeforeExec() {
   if (!SigprofInstalled() || !t_timer_slot) return;
   // In a vfork child we share the parent's memory and TLS: touch nothing.
-  if (static_cast<pid_t>(syscall(SYS_getpid)) != g->pid) return;
+  if (static_cast<pid_t>(syscall(SYS_getpid)) != g_sigprof->pid) return;
   RetireSlot(t_timer_slot - 1, t_tid);
   t_timer_slot = 0;
   t_rearm_after_exec = true;
@@ -681,7 +681,7 @@ void SigprofBeforeExec() {
 void SigprofAfterExecFailed() {
   if (!t_rearm_after_exec) return;
   t_rearm_after_exec = false;
-  if (g && static_cast<pid_t>(syscall(SYS_getpid)) == g->pid) SigprofArmSelf();
+  if (g_sigprof && static_cast<pid_t>(syscall(SYS_getpid)) == g_sigprof->pid) SigprofArmSelf();
 }
 
 void SetSigprofStepAsideObserver(void (*observer)()) {
@@ -689,9 +689,9 @@ void SetSigprofStepAsideObserver(void (*observer)()) {
 }
 
 bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* old, int* ret) {
-  if (!g || !g->installed.load(std::memory_order_acquire) || !g->handler_ours.load(std::memory_order_acquire))
+  if (!g_sigprof || !g_sigprof->installed.load(std::memory_order_acquire) || !g_sigprof->handler_ours.load(std::memory_order_acquire))
     return false;
-  const struct sigaction prev = g->app_action;
+  const struct sigaction prev = g_sigprof->app_action;
   if (!act) {
     if (old) *old = prev;
     *ret = 0;
@@ -703,7 +703,7 @@ bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* ol
   if (!real_handler) {
     // Ignore or default: remembered and honoured for foreign SIGPROFs; ours
     // keep sampling.
-    g->app_action = *act;
+    g_sigprof->app_action = *act;
     if (old) *old = prev;
     *ret = 0;
     return true;
@@ -711,8 +711,8 @@ bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* ol
   // The application wants SIGPROF for itself: stop our timers first so it
   // does not receive our samples, then let libc install its handler.
   StepAside("the application installed its own SIGPROF handler", false);
-  g->handler_ours.store(false, std::memory_order_release);
-  const int r = g->real_sigaction(SIGPROF, act, nullptr);
+  g_sigprof->handler_ours.store(false, std::memory_order_release);
+  const int r = g_sigprof->real_sigaction(SIGPROF, act, nullptr);
   if (r == 0 && old) *old = prev;
   *ret = r;
   return true;
@@ -720,14 +720,14 @@ bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* ol
 
 SigprofStats GetSigprofStats() {
   SigprofStats s;
-  if (!g) return s;
-  s.armed = g->armed.load(std::memory_order_relaxed);
-  s.arm_failed = g->arm_failed.load(std::memory_order_relaxed);
-  s.stepped_aside = g->stepped_aside_count.load(std::memory_order_relaxed);
-  s.samples = g->samples.load(std::memory_order_relaxed);
+  if (!g_sigprof) return s;
+  s.armed = g_sigprof->armed.load(std::memory_order_relaxed);
+  s.arm_failed = g_sigprof->arm_failed.load(std::memory_order_relaxed);
+  s.stepped_aside = g_sigprof->stepped_aside_count.load(std::memory_order_relaxed);
+  s.samples = g_sigprof->samples.load(std::memory_order_relaxed);
   uint64_t d = 0;
-  const int n = std::min(g->hwm.load(std::memory_order_acquire), kMaxTimers);
-  for (int i = 0; i < n; ++i) d += g->slots[i].dropped.load(std::memory_order_relaxed);
+  const int n = std::min(g_sigprof->hwm.load(std::memory_order_acquire), kMaxTimers);
+  for (int i = 0; i < n; ++i) d += g_sigprof->slots[i].dropped.load(std::memory_order_relaxed);
   s.dropped = d;
   return s;
 }

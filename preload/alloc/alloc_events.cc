@@ -2,6 +2,7 @@
 // Runs on the flush thread; records come from our own hooks but are still
 // bounds-checked, since a torn or foreign record must never crash the host.
 #include "preload/alloc/alloc_events.h"
+#include "preload/alloc/stack_refs.h"
 
 #include "preload/flush/drop_ledger.h"
 #include "preload/flush/flush_registry.h"
@@ -28,9 +29,10 @@ uint64_t g_refs_unknown = 0, g_refs_unknown_reported = 0;
 StackRefTable* StacksOf(FlushContext& ctx) {
   ThreadState* ts = ctx.thread;
   if (!ts) return nullptr;
-  if (!ts->alloc_stacks) ts->alloc_stacks = StackRefTable::Create(kMaxAllocFrames);
-  if (ts->alloc_stacks) ts->alloc_stacks->SyncGeneration(ts->generation);
-  return ts->alloc_stacks;
+  StackRefTable*& table = StackTableOf(ts);
+  if (!table) table = StackRefTable::Create(kMaxAllocFrames);
+  if (table) table->SyncGeneration(ts->generation);
+  return table;
 }
 
 // A full sample record, bounds-checked: its frames (clamped to what the

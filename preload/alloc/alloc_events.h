@@ -3,7 +3,7 @@
 // thread). Event names and fields are fixed project-wide:
 //   alloc.sample: time, tid U, address U, size U, stack STK, sample_bytes U
 //   (a sample's stack is pushed once per thread, then referred to by its
-//   hash: threads/stack_refs.h; the events always carry the frames)
+//   hash: alloc/stack_refs.h; the events always carry the frames)
 //   alloc.free:   time, tid U, address U   (frees of sampled addresses only)
 //   alloc.unattributed: time, tid U, samples U, bytes F64, count F64
 //                 (samples whose records were dropped, and their estimated
@@ -25,7 +25,7 @@ inline constexpr int kMaxAllocFrames = 64;
 // kRecAllocSample. Variable length: only the first npcs entries of pcs are
 // pushed (AllocSampleRecordBytes), so shallow stacks cost little ring space.
 // The first sample of a stack on a thread; later ones with the same stack
-// push an AllocSampleRefRecord (threads/stack_refs.h).
+// push an AllocSampleRefRecord (alloc/stack_refs.h).
 struct AllocSampleRecord {
   uint64_t time_ns;
   uint64_t address;

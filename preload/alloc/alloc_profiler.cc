@@ -16,6 +16,7 @@
 #include <new>
 
 #include "preload/alloc/alloc_events.h"
+#include "preload/alloc/stack_refs.h"
 #include "preload/alloc/alloc_real.h"
 #include "preload/alloc/alloc_sampler.h"
 #include "preload/alloc/alloc_stack_trim.h"
@@ -100,7 +101,7 @@ std::atomic<int> g_unwinders{0};
 std::atomic<bool> g_fork_pending{false};
 bool g_fork_quiesce_failed = false;  // forking thread only, prepare -> child/parent
 bool g_capture_unsafe = false;       // set in a child forked mid-capture: never unwind
-__thread int tls_in_unwind __attribute__((tls_model("initial-exec"))) = 0;
+__thread int t_in_unwind __attribute__((tls_model("initial-exec"))) = 0;
 constexpr uint64_t kForkQuiesceBudgetNs = 100ull * 1000000ull;  // captures take microseconds
 
 int CaptureStack(uint64_t* pcs, int max) {
@@ -108,9 +109,9 @@ int CaptureStack(uint64_t* pcs, int max) {
   g_unwinders.fetch_add(1, std::memory_order_seq_cst);
   int n = 0;
   if (!g_fork_pending.load(std::memory_order_seq_cst)) {
-    tls_in_unwind = 1;
-    n = stacks::CaptureCurrentStack(pcs, max, 0, true);
-    tls_in_unwind = 0;
+    t_in_unwind = 1;
+    n = stacks::CaptureCurrentStack(pcs, max, 0, stacks::MarkTruncated::kYes);
+    t_in_unwind = 0;
   }
   g_unwinders.fetch_sub(1, std::memory_order_seq_cst);
   return n;
@@ -120,7 +121,7 @@ void AtForkPrepare() {
   g_fork_pending.store(true, std::memory_order_seq_cst);
   // A fork from a signal handler that interrupted this thread's own capture
   // must not wait for itself.
-  const int self = tls_in_unwind;
+  const int self = t_in_unwind;
   const uint64_t deadline = MonotonicNs() + kForkQuiesceBudgetNs;
   g_fork_quiesce_failed = false;
   while (g_unwinders.load(std::memory_order_seq_cst) > self) {
@@ -137,7 +138,7 @@ void AtForkParent() { g_fork_pending.store(false, std::memory_order_seq_cst); }
 void AtForkChild() {
   // Only the forking thread exists here; its own count (if it forked from a
   // handler mid-capture) is dropped when that capture returns.
-  g_unwinders.store(tls_in_unwind, std::memory_order_seq_cst);
+  g_unwinders.store(t_in_unwind, std::memory_order_seq_cst);
   if (g_fork_quiesce_failed) {
     g_capture_unsafe = true;
     Log(LogLevel::kWarn, "forked while a thread was capturing an allocation stack; "
@@ -155,7 +156,7 @@ void AtForkChild() {
 class InHook {
  public:
   InHook()
-      : t_(tls_alloc), saved_countdown_(t_.countdown), saved_in_hook_(t_.in_hook), saved_errno_(errno) {
+      : t_(t_alloc), saved_countdown_(t_.countdown), saved_in_hook_(t_.in_hook), saved_errno_(errno) {
     t_.in_hook = 1;
   }
   ~InHook() {
@@ -191,7 +192,7 @@ void NoteDroppedSample(size_t size) {
     bytes /= p;
     objects /= p;
   }
-  ThreadState* ts = tls_state;
+  ThreadState* ts = t_state;
   (ts ? ts->alloc_dropped : g_dropped_unattached).Add(bytes, objects);
 }
 
@@ -200,7 +201,7 @@ void NoteDroppedSample(size_t size) {
 uint64_t AllocSampleBytes() { return g_mode.load(std::memory_order_acquire) == kOn ? g_mean : 0; }
 
 bool AllocShouldSample(size_t size) {
-  AllocThreadState& t = tls_alloc;
+  AllocThreadState& t = t_alloc;
   // Our own allocations: InHook restores the countdown afterwards.
   if (t.in_hook) return false;
   const int mode = g_mode.load(std::memory_order_acquire);
@@ -208,7 +209,7 @@ bool AllocShouldSample(size_t size) {
     t.countdown = mode == kOff ? kNeverSample : kPreInitRecheckBytes;
     return false;
   }
-  if (tls_thread_flags & (kThreadFlagRecorder | kThreadFlagDead)) {
+  if (t_thread_flags & (kThreadFlagRecorder | kThreadFlagDead)) {
     t.countdown = kNeverSample;  // recorder threads never sample; dead ones cannot record
     return false;
   }
@@ -239,7 +240,7 @@ __attribute__((noinline)) void RecordAllocation(void* ptr, size_t size) {
   if (keep > kMaxAllocFrames) keep = kMaxAllocFrames;
   if (truncated && keep > 1) pcs[skip + keep - 1] = stacks::kTruncatedStackPc;
   const uint32_t npcs = static_cast<uint32_t>(keep);
-  if (!PushAllocSample(tls_state, ptr, size, g_mean, pcs + skip, npcs)) {
+  if (!PushAllocSample(t_state, ptr, size, g_mean, pcs + skip, npcs)) {
     NoteDroppedSample(size);  // counted by the writer; not in the trace, so not tracked
     return;
   }
@@ -253,7 +254,7 @@ bool PushAllocSample(ThreadState* ts, void* ptr, size_t size, uint64_t sample_by
   // A stack this thread already pushed in full costs its hash only
   // (stack_refs.h). Only a committed full record marks it known.
   const uint64_t hash = HashStack(pcs, npcs);
-  if (ts && ts->alloc_stacks_pushed.Known(hash)) {
+  if (ts && PushedStacksOf(ts).Known(hash)) {
     RecordWriter w(ts, kRecAllocSampleRef, sizeof(AllocSampleRefRecord));
     if (!w.ok()) return false;
     auto* r = static_cast<AllocSampleRefRecord*>(w.data());
@@ -279,7 +280,7 @@ bool PushAllocSample(ThreadState* ts, void* ptr, size_t size, uint64_t sample_by
   }
   // After the commit (the writer's destructor): no other push of this
   // thread's can come between, its own signal handlers never sample.
-  ts->alloc_stacks_pushed.MarkCommitted(hash);
+  PushedStacksOf(ts).MarkCommitted(hash);
   return true;
 }
 
@@ -291,7 +292,7 @@ void PushFree(void* ptr, uint64_t time_ns) {
   InHook guard;  // RecordWriter may register this thread (mmap, observers)
   RecordWriter w(kRecAllocFree, sizeof(AllocFreeRecord));
   if (!w.ok()) {
-    if (tls_thread_flags & (kThreadFlagRecorder | kThreadFlagDead))
+    if (t_thread_flags & (kThreadFlagRecorder | kThreadFlagDead))
       g_free_unrecorded.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -345,7 +346,7 @@ void AllocProfilerInit(const Config& config) {
   // This thread's countdown still holds a pre-init recheck interval: expire
   // it so sampling starts with the very next allocation (threads that ran
   // before init catch up within kPreInitRecheckBytes).
-  tls_alloc.countdown = 0;
+  t_alloc.countdown = 0;
   Log(LogLevel::kInfo, "allocation profiling: mean %llu bytes between samples, %llu live samples tracked",
       static_cast<unsigned long long>(g_mean), static_cast<unsigned long long>(g_sampled.capacity()));
 }

@@ -51,7 +51,7 @@ void RecordAllocation(void* ptr, size_t size);
 // Its push (exposed for the unit tests): one sample with its captured stack
 // into ts's ring (ts null: the calling thread's, registered if need be); the
 // whole stack the first time ts pushes it, its hash after that
-// (preload/threads/stack_refs.h). False: the ring had no room.
+// (preload/alloc/stack_refs.h). False: the ring had no room.
 bool PushAllocSample(ThreadState* ts, void* ptr, size_t size, uint64_t sample_bytes, const uint64_t* pcs,
                      uint32_t npcs);
 

@@ -15,7 +15,7 @@ namespace {
 
 // 1 while this thread is inside Resolve: dlsym's own allocations must go to
 // the bootstrap arena.
-__thread int tls_resolving __attribute__((tls_model("initial-exec"))) = 0;
+__thread int t_resolving __attribute__((tls_model("initial-exec"))) = 0;
 std::atomic<bool> g_resolved{false};
 
 char g_object[256];
@@ -152,17 +152,17 @@ const char* RealAllocatorEmulated() { return g_emulated; }
 
 bool ResolveRealAllocator() {
   if (g_resolved.load(std::memory_order_acquire)) return true;
-  if (tls_resolving) return false;
+  if (t_resolving) return false;
   // Several threads may resolve at once; each computes the same answer and
   // the stores are idempotent, so no lock is needed (and none may be taken:
   // it could be held across fork or by a thread interrupted by a signal).
-  tls_resolving = 1;
+  t_resolving = 1;
   auto next_malloc = reinterpret_cast<MallocFn>(dlsym(RTLD_NEXT, "malloc"));
   auto next_free = reinterpret_cast<FreeFn>(dlsym(RTLD_NEXT, "free"));
   if (!next_malloc || !next_free) {
     // No allocator behind us (cannot happen in a process linked against
     // libc): keep serving the arena rather than recursing into ourselves.
-    tls_resolving = 0;
+    t_resolving = 0;
     return false;
   }
   const void* base = ObjectBase(reinterpret_cast<void*>(next_malloc));
@@ -196,7 +196,7 @@ bool ResolveRealAllocator() {
   g_real.malloc_usable_size.store(us_fn, kRel);
   g_real.free.store(next_free, kRel);
   g_real.malloc.store(next_malloc, kRel);
-  tls_resolving = 0;
+  t_resolving = 0;
   g_resolved.store(true, std::memory_order_release);
   return true;
 }

@@ -7,7 +7,7 @@
 
 namespace flightrec::alloc {
 
-__thread AllocThreadState tls_alloc __attribute__((tls_model("initial-exec"))) = {0, 0, 0, 0};
+__thread AllocThreadState t_alloc __attribute__((tls_model("initial-exec"))) = {0, 0, 0, 0};
 
 uint64_t NextRandom(uint64_t* state) {
   // xorshift64* (Vigna): full period over non-zero states, good low bits.
@@ -55,3 +55,18 @@ double SampleCountWeight(uint64_t size, uint64_t mean) {
 }
 
 }  // namespace flightrec::alloc
+
+namespace flightrec {
+
+void AllocSamplingHold(int64_t* countdown, uint32_t* in_hook) {
+  *countdown = alloc::t_alloc.countdown;
+  *in_hook = alloc::t_alloc.in_hook;
+  alloc::t_alloc.in_hook = 1;
+}
+
+void AllocSamplingResume(int64_t countdown, uint32_t in_hook) {
+  alloc::t_alloc.countdown = countdown;
+  alloc::t_alloc.in_hook = in_hook;
+}
+
+}  // namespace flightrec

@@ -27,7 +27,7 @@ struct AllocThreadState {
   uint32_t epoch;      // 0 until the thread's Poisson process is started (seeded, first gap)
   uint32_t in_hook;    // inside our own sampled path: never sample, never recurse
 };
-extern __thread AllocThreadState tls_alloc __attribute__((tls_model("initial-exec")));
+extern __thread AllocThreadState t_alloc __attribute__((tls_model("initial-exec")));
 
 // Subtracts `size` from the countdown; true when it reached zero or below.
 // Unsigned arithmetic so absurd sizes wrap instead of overflowing (UB).
@@ -45,8 +45,15 @@ uint64_t SeedRandom(uint64_t a, uint64_t b);
 // mean <= 1 (sample everything).
 int64_t DrawGap(uint64_t* rng, uint64_t mean);
 
-// Estimation weights (mirrored in scripts/flightrec_lib/commands/cmd_heap.py).
+// Estimation weights (mirrored in scripts/flightrec_lib/profiles.py: alloc_weight).
 double SampleBytesWeight(uint64_t size, uint64_t mean);   // bytes one sample stands for
 double SampleCountWeight(uint64_t size, uint64_t mean);   // allocations one sample stands for
 
 }  // namespace flightrec::alloc
+
+namespace flightrec {
+// The runtime's own work on an application thread (preload/runtime/features.h,
+// lifecycle.cc): sampling held off (in_hook set), then resumed where it was.
+void AllocSamplingHold(int64_t* countdown, uint32_t* in_hook);
+void AllocSamplingResume(int64_t countdown, uint32_t in_hook);
+}  // namespace flightrec

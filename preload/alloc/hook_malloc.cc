@@ -35,7 +35,7 @@ using namespace flightrec::alloc;
 
 namespace {
 
-inline bool Expired(size_t size) { return AllocCountdownExpired(&tls_alloc.countdown, size); }
+inline bool Expired(size_t size) { return AllocCountdownExpired(&t_alloc.countdown, size); }
 
 size_t PageSize() {
   static size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));

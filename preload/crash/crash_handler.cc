@@ -106,8 +106,8 @@ struct Chained {
   uintptr_t live_lo;
   uintptr_t live_hi;
 };
-__thread int tls_chain_depth __attribute__((tls_model("initial-exec"))) = 0;
-__thread Chained tls_chain __attribute__((tls_model("initial-exec")));
+__thread int t_chain_depth __attribute__((tls_model("initial-exec"))) = 0;
+__thread Chained t_chain __attribute__((tls_model("initial-exec")));
 uint32_t t_crash_recovered = 0;
 
 struct RecoveredRecord {
@@ -122,7 +122,7 @@ uint32_t t_crash = 0;
 // none or the application's own). After fork the child's thread still has its
 // parent-side slot's stack installed; on_start sees it here and switches to
 // the stack of the slot it claims in the child.
-__thread void* tls_our_altstack __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread void* t_our_altstack __attribute__((tls_model("initial-exec"))) = nullptr;
 
 // Maps [guard | stack] once per slot; the guard page turns an overflow of the
 // alternate stack itself into a fault the kernel handles (it kills), never a
@@ -143,7 +143,7 @@ void InstallAltStack(ThreadState* ts) {
   if (!ts) return;
   stack_t cur;
   if (sigaltstack(nullptr, &cur) != 0) return;
-  const bool free_to_set = (cur.ss_flags & SS_DISABLE) || (tls_our_altstack && cur.ss_sp == tls_our_altstack);
+  const bool free_to_set = (cur.ss_flags & SS_DISABLE) || (t_our_altstack && cur.ss_sp == t_our_altstack);
   if (!free_to_set || (cur.ss_flags & SS_ONSTACK)) return;
   void* mem = SlotAltStack(ts);
   if (!mem) return;
@@ -151,7 +151,7 @@ void InstallAltStack(ThreadState* ts) {
   ss.ss_sp = mem;
   ss.ss_size = kAltStackBytes;
   ss.ss_flags = 0;
-  if (sigaltstack(&ss, nullptr) == 0) tls_our_altstack = mem;
+  if (sigaltstack(&ss, nullptr) == 0) t_our_altstack = mem;
 }
 
 // Switches the calling thread's alternate stack off (not allowed while running
@@ -166,11 +166,11 @@ bool SwitchOffAltStack(stack_t* was) {
 // Thread observer, on the exiting thread before its slot is retired: the slot
 // (and its stack) may go to another thread while this one finishes exiting.
 void RemoveAltStack(ThreadState*) {
-  if (!tls_our_altstack) return;
+  if (!t_our_altstack) return;
   stack_t cur;
-  if (sigaltstack(nullptr, &cur) == 0 && cur.ss_sp == tls_our_altstack && !(cur.ss_flags & SS_ONSTACK))
+  if (sigaltstack(nullptr, &cur) == 0 && cur.ss_sp == t_our_altstack && !(cur.ss_flags & SS_ONSTACK))
     SwitchOffAltStack(nullptr);
-  tls_our_altstack = nullptr;
+  t_our_altstack = nullptr;
 }
 
 const char* SignalName(int sig) {
@@ -211,10 +211,10 @@ uint32_t CopyStack(uint64_t sp, uint8_t* out, uint32_t max) {
 }
 
 void RecordCrash(int sig, siginfo_t* si, void* uc_void) {
-  ThreadState* ts = CurrentThreadState(false);
+  ThreadState* ts = CurrentThreadState(IfUnregistered::kSkip);
   if (!ts) return;
   const uint32_t max = g_stack_copy_max;
-  RecordWriter w(kRecCrash, static_cast<uint32_t>(sizeof(CrashRecord)) + max, false);
+  RecordWriter w(kRecCrash, static_cast<uint32_t>(sizeof(CrashRecord)) + max, IfUnregistered::kSkip);
   if (!w.ok()) return;
   auto* r = new (w.data()) CrashRecord();
   r->time_ns = MonotonicNs();
@@ -280,8 +280,8 @@ void RunOnThreadStack(void* p) {
 uintptr_t AppHandlerStackTop(int sig, const siginfo_t* si, const void* uc) {
   constexpr uintptr_t kOverflowReach = 64 * 1024;
   stack_t cur;
-  if (!uc || !tls_our_altstack || sigaltstack(nullptr, &cur) != 0 || !(cur.ss_flags & SS_ONSTACK) ||
-      cur.ss_sp != tls_our_altstack)
+  if (!uc || !t_our_altstack || sigaltstack(nullptr, &cur) != 0 || !(cur.ss_flags & SS_ONSTACK) ||
+      cur.ss_sp != t_our_altstack)
     return 0;
   const auto sp = static_cast<uintptr_t>(static_cast<const ucontext_t*>(uc)->uc_mcontext.gregs[REG_RSP]);
   const auto alt_lo = reinterpret_cast<uintptr_t>(cur.ss_sp);
@@ -293,9 +293,12 @@ uintptr_t AppHandlerStackTop(int sig, const siginfo_t* si, const void* uc) {
   return HandlerStackTopBelow(sp);
 }
 
+enum class Recorded : bool { kNo = false, kYes = true };  // the crash, before the handler runs
+
 // Runs the application's handler as the kernel would have: its sa_mask (and
 // the signal itself unless SA_NODEFER) blocked, SA_RESETHAND applied first.
-void CallAppHandler(int sig, siginfo_t* si, void* uc, const struct sigaction& a, bool recorded) {
+void CallAppHandler(int sig, siginfo_t* si, void* uc, const struct sigaction& a, Recorded crash) {
+  const bool recorded = crash == Recorded::kYes;
   if (a.sa_flags & SA_RESETHAND) {
     memset(&g_previous[sig], 0, sizeof(g_previous[sig]));
     g_previous[sig].sa_handler = SIG_DFL;
@@ -310,7 +313,7 @@ void CallAppHandler(int sig, siginfo_t* si, void* uc, const struct sigaction& a,
     sigaddset(&un, sig);
     pthread_sigmask(SIG_UNBLOCK, &un, nullptr);
   }
-  const Chained outer = tls_chain;
+  const Chained outer = t_chain;
   const uintptr_t top = AppHandlerStackTop(sig, si, uc);
   uintptr_t live_lo = 0, live_hi = top;
   if (!top) {  // runs here: below this frame, and on the alternate stack if that is where we are
@@ -318,8 +321,8 @@ void CallAppHandler(int sig, siginfo_t* si, void* uc, const struct sigaction& a,
     stack_t cur;
     if (sigaltstack(nullptr, &cur) == 0 && (cur.ss_flags & SS_ONSTACK)) live_lo = reinterpret_cast<uintptr_t>(cur.ss_sp);
   }
-  tls_chain = Chained{sig, si ? *si : siginfo_t{}, uc, recorded, live_lo, live_hi};
-  tls_chain_depth++;
+  t_chain = Chained{sig, si ? *si : siginfo_t{}, uc, recorded, live_lo, live_hi};
+  t_chain_depth++;
   AppHandlerCall call{sig, si, uc, &a, stack_t{}, false};
   if (top) {
     CallOnStack(RunOnThreadStack, &call, top);
@@ -330,8 +333,8 @@ void CallAppHandler(int sig, siginfo_t* si, void* uc, const struct sigaction& a,
   } else {
     RunAppHandler(&call);
   }
-  tls_chain_depth--;
-  tls_chain = outer;
+  t_chain_depth--;
+  t_chain = outer;
   pthread_sigmask(SIG_SETMASK, &saved, nullptr);
 }
 
@@ -347,9 +350,9 @@ void PassOn(int sig, siginfo_t* si) {
 }
 
 void PushRecovered(int sig) {
-  ThreadState* ts = CurrentThreadState(false);
+  ThreadState* ts = CurrentThreadState(IfUnregistered::kSkip);
   if (!ts) return;
-  RecordWriter w(kRecCrashRecovered, sizeof(RecoveredRecord), false);
+  RecordWriter w(kRecCrashRecovered, sizeof(RecoveredRecord), IfUnregistered::kSkip);
   if (!w.ok()) return;
   auto* r = static_cast<RecoveredRecord*>(w.data());
   r->time_ns = MonotonicNs();
@@ -376,11 +379,11 @@ void MarkRecovered(int sig) {
 // on. Forget the chain, so a later exit or fault is not taken for one from
 // inside that handler; a crash recorded before it ran was recovered from.
 void ForgetChainLeftAt(uintptr_t sp) {
-  if (tls_chain_depth == 0 || (sp >= tls_chain.live_lo && sp < tls_chain.live_hi)) return;
-  const bool recorded = tls_chain.recorded;
-  const int sig = tls_chain.sig;
-  tls_chain_depth = 0;
-  tls_chain = Chained{};
+  if (t_chain_depth == 0 || (sp >= t_chain.live_lo && sp < t_chain.live_hi)) return;
+  const bool recorded = t_chain.recorded;
+  const int sig = t_chain.sig;
+  t_chain_depth = 0;
+  t_chain = Chained{};
   if (recorded && sig != SIGABRT) MarkRecovered(sig);
 }
 
@@ -423,7 +426,7 @@ void CrashSignalHandler(int sig, siginfo_t* si, void* uc) {
   const struct sigaction app = g_previous[sig];
   const bool app_handler = IsAppHandler(app);
   if (app_handler && g_app_recovers[sig].load(std::memory_order_relaxed)) {
-    CallAppHandler(sig, si, uc, app, false);  // it handles its faults; fatal ones are caught on the way out
+    CallAppHandler(sig, si, uc, app, Recorded::kNo);  // it handles its faults; fatal ones are caught on the way out
     return;
   }
   // Record and seal first, before anything of the application's runs: its
@@ -432,16 +435,16 @@ void CrashSignalHandler(int sig, siginfo_t* si, void* uc) {
   // unrecorded crash signal: that one is the crash (its context is still on
   // this stack).
   const bool first = g_in_crash.exchange(1) == 0;
-  const bool record = first && !(tls_thread_flags & kThreadFlagRecorder);
+  const bool record = first && !(t_thread_flags & kThreadFlagRecorder);
   if (record) {
-    if (tls_chain_depth > 0 && !tls_chain.recorded) RecordAndSeal(tls_chain.sig, &tls_chain.si, tls_chain.uc);
+    if (t_chain_depth > 0 && !t_chain.recorded) RecordAndSeal(t_chain.sig, &t_chain.si, t_chain.uc);
     else RecordAndSeal(sig, si, uc);
   }
   errno = saved_errno;
   if (app_handler) {
     // Its crash report may test memory in place: our threads keep still.
     if (record) CrashFreezeBegin();
-    CallAppHandler(sig, si, uc, app, record);
+    CallAppHandler(sig, si, uc, app, record ? Recorded::kYes : Recorded::kNo);
     // It returned with its handler still in place: the application handled
     // the signal and goes on. (A handler that put the default back, or
     // SA_RESETHAND, means to die: it re-raises or re-faults; abort() kills
@@ -552,12 +555,12 @@ bool CrashSigaction(int sig, const struct sigaction* act, struct sigaction* old)
 
 bool CrashExitFromHandler() {
   ForgetChainLeftAt(reinterpret_cast<uintptr_t>(__builtin_frame_address(0)));
-  if (tls_chain_depth == 0) return false;
+  if (t_chain_depth == 0) return false;
   // Inside the application's handler for a crash signal, leaving: the crash
   // was fatal. Record it unless that was done before the handler ran; only
   // async-signal-safe work from here.
-  if (!tls_chain.recorded && g_in_crash.exchange(1) == 0 && !(tls_thread_flags & kThreadFlagRecorder))
-    RecordAndSeal(tls_chain.sig, &tls_chain.si, tls_chain.uc);
+  if (!t_chain.recorded && g_in_crash.exchange(1) == 0 && !(t_thread_flags & kThreadFlagRecorder))
+    RecordAndSeal(t_chain.sig, &t_chain.si, t_chain.uc);
   return true;
 }
 

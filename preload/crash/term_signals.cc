@@ -72,7 +72,7 @@ const char* TermSignalName(int sig) {
 }
 
 void RecordKilled(ThreadState* ts, int sig, const siginfo_t* si) {
-  RecordWriter w(ts, kRecProcessKilled, sizeof(KilledRecord), false);
+  RecordWriter w(ts, kRecProcessKilled, sizeof(KilledRecord), IfUnregistered::kSkip);
   if (!w.ok()) return;
   auto* r = static_cast<KilledRecord*>(w.data());
   memset(r, 0, sizeof(*r));
@@ -125,8 +125,8 @@ void TermSignalHandler(int sig, siginfo_t* si, void*) {
   }
   // Not ours to record: a thread the recorder never met, or the recorder
   // stopped. The signal still takes its course.
-  ThreadState* ts = CurrentThreadState(false);
-  const bool ours = ts && RuntimeRecording() && !(tls_thread_flags & kThreadFlagRecorder);
+  ThreadState* ts = CurrentThreadState(IfUnregistered::kSkip);
+  const bool ours = ts && RuntimeRecording() && !(t_thread_flags & kThreadFlagRecorder);
   if (ours && g_terminating.exchange(1) == 0) {
     RecordKilled(ts, sig, si);
     // Death by signal is an incident, an orderly stop request is not.

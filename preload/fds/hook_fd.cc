@@ -122,8 +122,11 @@ void NoteDup(int oldfd, int newfd, uint64_t old_entry, uint64_t replaced_entry, 
   }
 }
 
-int Dup2Impl(int oldfd, int newfd, int flags, bool is_dup3) {
-  auto call = [&] { return is_dup3 ? g_real_sock.dup3(oldfd, newfd, flags) : g_real_sock.dup2(oldfd, newfd); };
+enum class DupCall : bool { kDup2 = false, kDup3 = true };
+int Dup2Impl(int oldfd, int newfd, int flags, DupCall which) {
+  auto call = [&] {
+    return which == DupCall::kDup3 ? g_real_sock.dup3(oldfd, newfd, flags) : g_real_sock.dup2(oldfd, newfd);
+  };
   if (IsRecorderThread() || oldfd == newfd) return call();
   // The application wins over our protected fd; the owner learns it was lost.
   if (flightrec::IsProtectedFd(newfd)) flightrec::MarkProtectedFdLost(newfd);
@@ -173,7 +176,7 @@ int FcntlImpl(int (*real)(int, int, ...), int fd, int cmd, void* arg) {
 FR_HOOK int close(int fd) {
   // libdw closing a number the symbolizer already released for it: no longer
   // its file, possibly the application's (preload/fds/released_fds.h).
-  if (__builtin_expect(flightrec::tls_in_released_fd_scope, 0) && flightrec::SwallowReleasedClose(fd)) return 0;
+  if (__builtin_expect(flightrec::t_in_released_fd_scope, 0) && flightrec::SwallowReleasedClose(fd)) return 0;
   if (IsRecorderThread()) {
     flightrec::OwnFdChange change;  // no bulk close between the two
     flightrec::UnprotectFd(fd);
@@ -253,8 +256,8 @@ FR_HOOK int dup(int oldfd) {
   return rc;
 }
 
-FR_HOOK int dup2(int oldfd, int newfd) { return Dup2Impl(oldfd, newfd, 0, false); }
-FR_HOOK int dup3(int oldfd, int newfd, int flags) { return Dup2Impl(oldfd, newfd, flags, true); }
+FR_HOOK int dup2(int oldfd, int newfd) { return Dup2Impl(oldfd, newfd, 0, DupCall::kDup2); }
+FR_HOOK int dup3(int oldfd, int newfd, int flags) { return Dup2Impl(oldfd, newfd, flags, DupCall::kDup3); }
 
 FR_HOOK int fcntl(int fd, int cmd, ...) {
   va_list ap;

@@ -11,7 +11,7 @@
 
 namespace flightrec {
 
-__thread bool tls_in_released_fd_scope __attribute__((tls_model("initial-exec"))) = false;
+__thread bool t_in_released_fd_scope __attribute__((tls_model("initial-exec"))) = false;
 
 namespace {
 

@@ -40,14 +40,14 @@ int AvoidReleasedNumber(int fd);
 void ForgetReleasedFds();
 int ReleasedFdCount();
 
-extern __thread bool tls_in_released_fd_scope __attribute__((tls_model("initial-exec")));
+extern __thread bool t_in_released_fd_scope __attribute__((tls_model("initial-exec")));
 // For the close hook, inside a scope: true (and unlisted) if fd was listed.
 bool SwallowReleasedClose(int fd);
 
 class ReleasedFdScope {
  public:
-  ReleasedFdScope() { tls_in_released_fd_scope = true; }
-  ~ReleasedFdScope() { tls_in_released_fd_scope = false; }
+  ReleasedFdScope() { t_in_released_fd_scope = true; }
+  ~ReleasedFdScope() { t_in_released_fd_scope = false; }
   ReleasedFdScope(const ReleasedFdScope&) = delete;
   ReleasedFdScope& operator=(const ReleasedFdScope&) = delete;
 };

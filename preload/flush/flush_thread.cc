@@ -67,18 +67,11 @@
 #include "preload/runtime/recorder_thread.h"
 #include "preload/runtime/runtime_state.h"
 #include "preload/runtime/seccomp_state.h"
+#include "preload/runtime/features.h"
 #include "preload/runtime/thread_allowance.h"
 #include "preload/threads/record_kinds.h"
 #include "preload/threads/ring_growth.h"
 #include "preload/threads/thread_registry.h"
-
-// The sampler's thread is the one that keeps the program's descriptor table
-// (own_fd_table.h).
-namespace flightrec {
-bool SamplerKeepsProgramFdTable() __attribute__((weak));
-bool SamplerThreadEndsProcess() __attribute__((weak));
-void SamplerAbandonSymbolizer() __attribute__((weak));
-}
 
 namespace flightrec {
 namespace {

@@ -27,12 +27,8 @@
 #include "preload/flush/writer_liveness.h"
 #include "preload/runtime/clock.h"
 #include "preload/runtime/config.h"
+#include "preload/runtime/features.h"
 #include "preload/runtime/log.h"
-
-// The sampler supplies symbolization when it is linked in.
-namespace flightrec {
-format::PcDescriber* SamplerPcDescriber() __attribute__((weak));
-}
 
 namespace flightrec {
 namespace {

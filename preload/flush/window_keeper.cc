@@ -236,7 +236,7 @@ void WindowKeeper::Handle(FlushContext& ctx, TriggerReason reason, uint64_t t, u
     const uint64_t cap = incident_.first_ns + kMaxSpanAfters * std::max(after_ns_, kSec);
     incident_.end_ns = std::max(incident_.end_ns, std::min(t + after_ns_, cap));
     if (reason == TriggerReason::kCrash || t - last_event_ns_ >= kMergedEventGapNs) {
-      Emit(ctx, reason, t, detail, note, true);
+      Emit(ctx, reason, t, detail, note, Merged::kYes);
     } else {
       suppressed_++;
       suppressed_total_++;
@@ -265,14 +265,14 @@ void WindowKeeper::Handle(FlushContext& ctx, TriggerReason reason, uint64_t t, u
   incident_.end_ns = t + after_ns_;
   const uint64_t now = MonotonicNs();
   incident_.tag = StampTag(RealtimeNs() - (now > t ? now - t : 0));
-  Emit(ctx, reason, t, detail, note, false);
+  Emit(ctx, reason, t, detail, note, Merged::kNo);
   if (window_mode_) KeepWindowFor(incident_);
   Log(LogLevel::kInfo, "trigger (%s): incident %s%s", TriggerReasonName(reason), incident_.tag.c_str(),
       window_mode_ ? ", keeping its window" : "");
 }
 
 void WindowKeeper::Emit(FlushContext& ctx, TriggerReason reason, uint64_t t, uint64_t detail,
-                        const std::string& note, bool merged) {
+                        const std::string& note, Merged merged) {
   if (!t_trigger) return;
   using format::Value;
   const Value v[] = {Value::U(t),
@@ -282,7 +282,7 @@ void WindowKeeper::Emit(FlushContext& ctx, TriggerReason reason, uint64_t t, uin
                      Value::U(incident_.number),
                      Value::U(t - std::min(t, incident_.start_ns)),
                      Value::U(incident_.end_ns > t ? incident_.end_ns - t : 0),
-                     Value::U(merged ? 1 : 0),
+                     Value::U(merged == Merged::kYes ? 1 : 0),
                      Value::U(suppressed_),
                      Value::Str(window_mode_ ? "window" : "continuous"),
                      Value::Str(incident_.tag)};

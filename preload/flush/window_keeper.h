@@ -86,8 +86,9 @@ class WindowKeeper {
   };
 
   void Handle(FlushContext& ctx, TriggerReason reason, uint64_t time_ns, uint64_t detail, const std::string& note);
+  enum class Merged : bool { kNo = false, kYes = true };  // into an open incident
   void Emit(FlushContext& ctx, TriggerReason reason, uint64_t time_ns, uint64_t detail, const std::string& note,
-            bool merged);
+            Merged merged);
   void KeepWindowFor(const Incident& incident);
   void PollSources(uint64_t now_ns);
   void PollControlFile();

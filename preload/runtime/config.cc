@@ -106,8 +106,9 @@ void Bool(Ctx& c, const char* name, const std::string& text, bool* field) {
   c.Say(std::string(name) + "='" + Shown(text) + "' is not a boolean (0/1); using " + (*field ? "1" : "0"));
 }
 
-void Str(Ctx& c, const char* name, const std::string& text, std::string* field, bool allow_empty) {
-  if (text.empty() && !allow_empty) {
+enum class Empty : bool { kRefused = false, kAllowed = true };
+void Str(Ctx& c, const char* name, const std::string& text, std::string* field, Empty empty) {
+  if (text.empty() && empty == Empty::kRefused) {
     c.Say(std::string(name) + "='' is empty; using '" + *field + "'");
     return;
   }
@@ -233,8 +234,8 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
       else if (v == "debug") cfg.log = LogLevel::kDebug;
       else c.Say(name + "='" + Shown(v) + "' is not one of quiet|warn|info|debug; using warn");
     }
-    else if (name == "FLIGHTREC_OUTPUT") Str(c, n, v, &cfg.output, false);
-    else if (name == "FLIGHTREC_SERVICE") Str(c, n, v, &cfg.service, true);
+    else if (name == "FLIGHTREC_OUTPUT") Str(c, n, v, &cfg.output, Empty::kRefused);
+    else if (name == "FLIGHTREC_SERVICE") Str(c, n, v, &cfg.service, Empty::kAllowed);
     else if (name == "FLIGHTREC_RING_BYTES") {
       uint64_t rb = cfg.ring_bytes;
       U64(c, n, v, &rb, 4096, 64ull << 20);
@@ -294,10 +295,10 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
     else if (name == "FLIGHTREC_ENDPOINTS") Endpoints(c, n, v, &cfg.endpoints);
     else if (name == "FLIGHTREC_TRACE_CONTEXT") Bool(c, n, v, &cfg.trace_context);
     else if (name == "FLIGHTREC_ENDPOINT_NAMES") U64(c, n, v, &cfg.endpoint_names, 16, 1000000);
-    else if (name == "FLIGHTREC_S3_BUCKET") Str(c, n, v, &cfg.s3_bucket, true);
-    else if (name == "FLIGHTREC_S3_PREFIX") Str(c, n, v, &cfg.s3_prefix, true);
-    else if (name == "FLIGHTREC_S3_REGION") Str(c, n, v, &cfg.s3_region, true);
-    else if (name == "FLIGHTREC_S3_ENDPOINT") Str(c, n, v, &cfg.s3_endpoint, true);
+    else if (name == "FLIGHTREC_S3_BUCKET") Str(c, n, v, &cfg.s3_bucket, Empty::kAllowed);
+    else if (name == "FLIGHTREC_S3_PREFIX") Str(c, n, v, &cfg.s3_prefix, Empty::kAllowed);
+    else if (name == "FLIGHTREC_S3_REGION") Str(c, n, v, &cfg.s3_region, Empty::kAllowed);
+    else if (name == "FLIGHTREC_S3_ENDPOINT") Str(c, n, v, &cfg.s3_endpoint, Empty::kAllowed);
     else if (name == "FLIGHTREC_S3_PATH_STYLE") {
       bool b = false;
       std::vector<std::string> tmp;

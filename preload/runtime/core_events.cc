@@ -13,6 +13,7 @@
 
 #include "preload/runtime/clock.h"
 #include "preload/runtime/config.h"
+#include "preload/runtime/features.h"
 #include "preload/fds/fd_guard.h"
 #include "preload/threads/record_kinds.h"
 #include "preload/runtime/redaction.h"
@@ -21,8 +22,6 @@
 #include "preload/stacks/demangle.h"
 
 namespace flightrec {
-// The sampler's symbolizer, when it is linked in (segment_lifecycle.cc uses it too).
-format::PcDescriber* SamplerPcDescriber() __attribute__((weak));
 
 namespace {
 

@@ -14,15 +14,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "preload/runtime/features.h"
 #include "preload/runtime/own_stack.h"
 
 namespace flightrec {
 void RecorderBeforeExec();
 void RecorderAfterExecFailed();
-namespace sampler {
-void SamplerBeforeExec() __attribute__((weak));
-void SamplerAfterExecFailed() __attribute__((weak));
-}  // namespace sampler
 }  // namespace flightrec
 
 namespace {

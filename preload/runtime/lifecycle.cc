@@ -3,8 +3,8 @@
 // the upload shutdown hooks) and the fork child handler (a fresh recorder for
 // the child; the parent is untouched).
 //
-// Features are linked in as weak symbols so each lives in its own files and
-// the runtime still builds while one is missing.
+// Features are linked in as weak symbols (features.h) so each lives in its
+// own files and the runtime still builds while one is missing.
 #include <pthread.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
@@ -19,13 +19,13 @@
 #include <mimalloc.h>
 
 #include "format/fsize_guard.h"
-#include "preload/alloc/alloc_sampler.h"
 #include "preload/heap/address_space.h"
 #include "preload/runtime/clock.h"
 #include "preload/crash/crash_freeze.h"
 #include "preload/crash/crash_handler.h"
 #include "preload/runtime/config.h"
 #include "preload/flush/drop_ledger.h"
+#include "preload/runtime/features.h"
 #include "preload/runtime/core_events.h"
 #include "preload/fds/fd_guard.h"
 #include "preload/fds/validation_pipe.h"
@@ -47,19 +47,6 @@
 #include "preload/stacks/stack_unwinder.h"
 
 extern char** environ;
-
-namespace flightrec {
-// Feature entry points (weak: absent features are skipped).
-void AllocProfilerInit(const Config&) __attribute__((weak));
-void SamplerInit(const Config&) __attribute__((weak));
-const char* SamplerModeName() __attribute__((weak));
-void SamplerAtFork() __attribute__((weak));
-void SocketsInit(const Config&) __attribute__((weak));
-void CrashHandlerInit(const Config&) __attribute__((weak));
-void TermSignalsInit(const Config&) __attribute__((weak));
-void UploaderInit(const Config&) __attribute__((weak));
-void UploaderAtFork() __attribute__((weak));
-}  // namespace flightrec
 
 namespace flightrec {
 namespace {
@@ -141,7 +128,7 @@ void RestartInForkChild() {
   stacks::PrepareUnwinders(/*after_fork=*/true);
   if (SamplerAtFork) SamplerAtFork();
   if (UploaderAtFork) UploaderAtFork();
-  CurrentThreadState(true);
+  CurrentThreadState(IfUnregistered::kRegister);
   RestartFlushThreadInChild(CurrentProcessInfo());
 }
 
@@ -180,21 +167,19 @@ __attribute__((constructor)) void FlightrecInit() {
 // where it was (a recorder-flagged allocation would turn it off for good).
 class OwnWorkOnAppThread {
  public:
-  OwnWorkOnAppThread()
-      : flags_(tls_thread_flags), countdown_(alloc::tls_alloc.countdown), in_hook_(alloc::tls_alloc.in_hook) {
-    alloc::tls_alloc.in_hook = 1;
-    tls_thread_flags |= kThreadFlagRecorder;
+  OwnWorkOnAppThread() : flags_(t_thread_flags) {
+    if (AllocSamplingHold) AllocSamplingHold(&countdown_, &in_hook_);
+    t_thread_flags |= kThreadFlagRecorder;
   }
   ~OwnWorkOnAppThread() {
-    tls_thread_flags = flags_;
-    alloc::tls_alloc.countdown = countdown_;
-    alloc::tls_alloc.in_hook = in_hook_;
+    t_thread_flags = flags_;
+    if (AllocSamplingResume) AllocSamplingResume(countdown_, in_hook_);
   }
 
  private:
   uint32_t flags_;
-  int64_t countdown_;
-  uint32_t in_hook_;
+  int64_t countdown_ = 0;
+  uint32_t in_hook_ = 0;
 };
 
 
@@ -283,7 +268,7 @@ void StartRecording() {
   if (UploaderInit) UploaderInit(cfg);
   g_owner_pid = getpid();
   SetRuntimeRecording(true);
-  CurrentThreadState(true);  // the main thread
+  CurrentThreadState(IfUnregistered::kRegister);  // the main thread
   bool started;
   {
     OwnWorkOnAppThread ours;

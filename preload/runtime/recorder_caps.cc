@@ -42,7 +42,7 @@ std::atomic<int> g_keepcaps{-1};      // PR_SET_KEEPCAPS's value; -1: not publis
 // Recorder threads created but not registered yet: the hook waits for them too.
 std::atomic<int> g_starting{0};
 
-__thread int tls_slot __attribute__((tls_model("initial-exec"))) = -1;
+__thread int t_caps_slot __attribute__((tls_model("initial-exec"))) = -1;
 
 pid_t Tid() { return static_cast<pid_t>(RawSyscall6(SYS_gettid, 0, 0, 0, 0, 0, 0)); }
 
@@ -56,7 +56,7 @@ uint32_t RecorderCapsCreating() {
   // creating one (the flush thread starting the sampler's) may not have
   // applied the latest generation yet: the new thread has what the creator
   // applied, not what was published, and must apply the rest itself.
-  if (tls_slot >= 0) return g_slots[tls_slot].applied.load(std::memory_order_acquire);
+  if (t_caps_slot >= 0) return g_slots[t_caps_slot].applied.load(std::memory_order_acquire);
   return g_seq.load(std::memory_order_acquire) & ~1u;
 }
 
@@ -71,7 +71,7 @@ void RecorderCapsRegisterSelf(uint32_t created_at) {
       // what was published after that, it still has to apply.
       g_slots[i].wake.store(nullptr, std::memory_order_relaxed);
       g_slots[i].applied.store(created_at, std::memory_order_release);
-      tls_slot = i;
+      t_caps_slot = i;
       break;
     }
   }
@@ -79,18 +79,18 @@ void RecorderCapsRegisterSelf(uint32_t created_at) {
 }
 
 void RecorderCapsSetWaker(void (*wake)()) {
-  if (tls_slot >= 0) g_slots[tls_slot].wake.store(wake, std::memory_order_release);
+  if (t_caps_slot >= 0) g_slots[t_caps_slot].wake.store(wake, std::memory_order_release);
 }
 
 void RecorderCapsUnregisterSelf() {
-  if (tls_slot < 0) return;
-  g_slots[tls_slot].tid.store(0, std::memory_order_release);
-  tls_slot = -1;
+  if (t_caps_slot < 0) return;
+  g_slots[t_caps_slot].tid.store(0, std::memory_order_release);
+  t_caps_slot = -1;
 }
 
 void RecorderCapsApply() {
-  if (tls_slot < 0) return;
-  Slot& slot = g_slots[tls_slot];
+  if (t_caps_slot < 0) return;
+  Slot& slot = g_slots[t_caps_slot];
   for (int tries = 0; tries < 100; tries++) {
     const uint32_t s1 = g_seq.load(std::memory_order_acquire);
     if (s1 == slot.applied.load(std::memory_order_relaxed)) return;
@@ -164,7 +164,7 @@ void PublishAndWait(Write write) {
 void RecorderCapsAfterCapset(const void* header_p, const void* data_p) {
   const auto* header = static_cast<const __user_cap_header_struct*>(header_p);
   const auto* data = static_cast<const __user_cap_data_struct*>(data_p);
-  if (!header || !data || tls_slot >= 0) return;  // our own threads' capsets are not mirrored
+  if (!header || !data || t_caps_slot >= 0) return;  // our own threads' capsets are not mirrored
   const uint32_t v = header->version;
   if (v != _LINUX_CAPABILITY_VERSION_1 && v != _LINUX_CAPABILITY_VERSION_2 && v != _LINUX_CAPABILITY_VERSION_3) return;
   PublishAndWait([&] {
@@ -178,7 +178,7 @@ void RecorderCapsAfterCapset(const void* header_p, const void* data_p) {
 }
 
 void RecorderCapsAfterKeepCaps(unsigned long keep) {
-  if (tls_slot >= 0 || keep > 1) return;
+  if (t_caps_slot >= 0 || keep > 1) return;
   PublishAndWait([&] { g_keepcaps.store(static_cast<int>(keep), std::memory_order_relaxed); });
 }
 
@@ -187,7 +187,7 @@ void RecorderCapsResetAfterFork() {
   // not one of ours (fork from a recorder thread does not happen).
   for (Slot& s : g_slots) s.tid.store(0, std::memory_order_relaxed);
   g_starting.store(0, std::memory_order_relaxed);
-  tls_slot = -1;
+  t_caps_slot = -1;
 }
 
 }  // namespace flightrec

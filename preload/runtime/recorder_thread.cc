@@ -93,7 +93,7 @@ PthreadCreateFn RealPthreadCreate() {
   return real;
 }
 
-__thread bool tls_creating_recorder_thread __attribute__((tls_model("initial-exec"))) = false;
+__thread bool t_creating_recorder_thread __attribute__((tls_model("initial-exec"))) = false;
 
 namespace {
 // Sanitizer builds (make check-preload-asan) go through the process-wide
@@ -125,11 +125,11 @@ int CreateRecorderThread(pthread_t* thread, const char* name, void* (*fn)(void*)
   sigset_t all, old;
   sigfillset(&all);
   RealPthreadSigmask(SIG_SETMASK, &all, &old);
-  tls_creating_recorder_thread = true;  // our pthread_create hook, if reached, must not register it
+  t_creating_recorder_thread = true;  // our pthread_create hook, if reached, must not register it
   s->caps_created_at = RecorderCapsCreating();
   const int rc = create(thread, nullptr, Trampoline, s);
   if (rc != 0) RecorderCapsCreateFailed();
-  tls_creating_recorder_thread = false;
+  t_creating_recorder_thread = false;
   RealPthreadSigmask(SIG_SETMASK, &old, nullptr);
   if (rc != 0) delete s;
   return rc;

@@ -36,6 +36,6 @@ PthreadCreateFn RealPthreadCreate();
 
 // True on a thread while it creates a recorder thread: tells our
 // pthread_create hook (reached only in sanitizer builds) the new thread is ours.
-extern __thread bool tls_creating_recorder_thread __attribute__((tls_model("initial-exec")));
+extern __thread bool t_creating_recorder_thread __attribute__((tls_model("initial-exec")));
 
 }  // namespace flightrec

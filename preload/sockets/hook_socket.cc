@@ -15,7 +15,7 @@
 
 #include "preload/runtime/clock.h"
 #include "preload/fds/fd_guard.h"
-#include "preload/sockets/socket_clock.h"
+#include "preload/runtime/tsc_clock.h"
 #include "preload/sockets/socket_direct.h"
 #include "preload/sockets/socket_exchange.h"
 #include "preload/sockets/socket_hot_path.h"
@@ -28,7 +28,7 @@ using flightrec::AddrWhich;
 using flightrec::g_real_sock;
 using flightrec::MonotonicNs;
 using flightrec::SockOp;
-namespace sockclock = flightrec::sockclock;
+namespace tscclock = flightrec::tscclock;
 namespace sockfd = flightrec::sockfd;
 namespace sockhot = flightrec::sockhot;
 namespace sockex = flightrec::sockex;
@@ -65,7 +65,7 @@ bool ConnectReadAddress(int rc, int err) {
 // extra_skip: frames between the application's call and this one that are
 // ours (AcceptImpl's own, under accept/accept4 that tail-call it).
 inline void NoteIfBlocked(uint64_t t0, uint64_t t1, const char* reason, int extra_skip) {
-  if (__builtin_expect(t1 - t0 >= sockclock::BlockMinNs(), 0) && flightrec::BlockNotesOn())
+  if (__builtin_expect(t1 - t0 >= tscclock::BlockMinNs(), 0) && flightrec::BlockNotesOn())
     flightrec::NoteBlock(t0, t1, reason, extra_skip);
 }
 
@@ -271,7 +271,7 @@ FR_HOOK int shutdown(int fd, int how) {
   const uint64_t t1 = MonotonicNs();
   // A server that shuts down has answered: its exchange is complete.
   if (rc == 0 && sockex::On() && sockfd::EntryRole(e) == sockfd::SockRole::kServer)
-    sockex::Flush(fd, sockfd::EntryConn(e), t0, true);
+    sockex::Flush(fd, sockfd::EntryConn(e), t0, sockex::FlushWhich::kOnlyAnswered);
   sockhot::PushOp(SockOp::kShutdown, fd, sockfd::EntryConn(e), t0, t1, Result(rc, saved), 0,
                   static_cast<uint16_t>(how & 0xffff));
   errno = saved;

@@ -7,7 +7,7 @@
 // The fast path for everything else — read()/write() on files and pipes, or
 // any call while FLIGHTREC_SOCKETS=0 — is one fd-table load and a compare.
 // A recorded call adds two clock reads (raw TSC where invariant:
-// socket_clock.h) and its share of the descriptor's exchange
+// tsc_clock.h) and its share of the descriptor's exchange
 // (socket_exchange.h: one record per request/response exchange), or with
 // FLIGHTREC_SOCKETS=calls one ring push (SocketOpRecord); errno is exactly what
 // the real call left. On a non-blocking socket the system call itself is
@@ -21,7 +21,7 @@
 #include <tuple>
 
 #include "preload/fds/validation_pipe.h"
-#include "preload/sockets/socket_clock.h"
+#include "preload/runtime/tsc_clock.h"
 #include "preload/sockets/socket_direct.h"
 #include "preload/sockets/socket_exchange.h"
 #include "preload/sockets/socket_hot_path.h"
@@ -36,7 +36,7 @@ using flightrec::g_real_sock;
 using flightrec::kOpFlagPeek;
 using flightrec::kOpFlagTsc;
 using flightrec::SockOp;
-namespace sockclock = flightrec::sockclock;
+namespace tscclock = flightrec::tscclock;
 namespace sockdirect = flightrec::sockdirect;
 namespace sockex = flightrec::sockex;
 namespace sockfd = flightrec::sockfd;
@@ -56,7 +56,7 @@ inline int64_t MmsgBytes(const mmsghdr* v, int n) {
 // After a recorded call: one push, and a call that blocked is offered as
 // off-CPU time where the blocking-call hooks give it (the SIGPROF sampler):
 // one compare here, the rest only when it did. errno is unchanged. `word` is
-// the TSC word TimedCall read before the call (socket_clock.h): it chose the
+// the TSC word TimedCall read before the call (tsc_clock.h): it chose the
 // clock, and in ticks it is the block threshold.
 template <SockOp kOp>
 __attribute__((always_inline)) inline void Note(uint64_t entry, uint8_t flags, int fd, uint64_t word, bool tsc,
@@ -69,10 +69,10 @@ __attribute__((always_inline)) inline void Note(uint64_t entry, uint8_t flags, i
                                         (flags & kOpFlagPeek) != 0, tsc, t0, t1, result, src))
     sockhot::PushOp(kOp, fd, sockfd::EntryConn(entry), t0, t1, result,
                     tsc ? static_cast<uint8_t>(flags | kOpFlagTsc) : flags);
-  if (__builtin_expect(t1 - t0 >= sockclock::BlockThreshold(word), 0) && flightrec::BlockNotesOn()) {
+  if (__builtin_expect(t1 - t0 >= tscclock::BlockThreshold(word), 0) && flightrec::BlockNotesOn()) {
     const int saved_errno = errno;
     const uint64_t end = flightrec::MonotonicNs();
-    const uint64_t took = tsc ? sockclock::ApproxTicksToNs(t1 - t0) : t1 - t0;
+    const uint64_t took = tsc ? tscclock::ApproxTicksToNs(t1 - t0) : t1 - t0;
     // extra_skip 1: TimedCall's frame. The hook tail-called it, so the
     // stack starts at the application's caller; the reason names the call.
     flightrec::NoteBlock(end - took, end, flightrec::SockOpName(static_cast<uint8_t>(kOp)), 1);
@@ -113,18 +113,18 @@ __attribute__((always_inline)) inline flightrec::sockpfx::Src PrefixSrc(A... arg
 template <SockOp kOp, auto RealSocketFns::*kFn, typename... A>
 __attribute__((noinline)) auto TimedCall(uint64_t entry, uint8_t flags, int fd, A... args) {
   using Result = decltype((g_real_sock.*kFn)(fd, args...));
-  const uint64_t word = sockclock::TscWord();
-  const bool tsc = sockclock::HooksReadTsc(word);
+  const uint64_t word = tscclock::TscWord();
+  const bool tsc = tscclock::HooksReadTsc(word);
   if constexpr (sockdirect::kSyscallOf<kFn> >= 0) {
     // Its own copy of the push: one straight run of code from the system
     // call to the return measured ~9 ns faster than sharing the libc path's.
     if (sockfd::EntryDirect(entry)) {
-      const uint64_t t0 = sockclock::Read(tsc);
+      const uint64_t t0 = tscclock::Read(tsc);
       const long r = sockdirect::CallNonBlocking<kFn>(fd, args...);
       // Not a socket any more (a stale entry: see CallNonBlocking): the
       // call goes through libc below, blocking and cancellable as it should.
       if (__builtin_expect(r != -ENOTSOCK, 1)) {
-        const uint64_t t1 = sockclock::Read(tsc);
+        const uint64_t t1 = tscclock::Read(tsc);
         Note<kOp>(entry, flags, fd, word, tsc, t0, t1, r, PrefixSrc<kOp>(args...));
         if (__builtin_expect(r < 0, 0)) {
           errno = static_cast<int>(-r);  // as libc's wrapper sets it
@@ -134,9 +134,9 @@ __attribute__((noinline)) auto TimedCall(uint64_t entry, uint8_t flags, int fd, 
       }
     }
   }
-  const uint64_t t0 = sockclock::Read(tsc);
+  const uint64_t t0 = tscclock::Read(tsc);
   const auto rc = (g_real_sock.*kFn)(fd, args...);
-  const uint64_t t1 = sockclock::Read(tsc);
+  const uint64_t t1 = tscclock::Read(tsc);
   int64_t result;
   if (rc < 0) {
     result = -static_cast<int64_t>(errno);

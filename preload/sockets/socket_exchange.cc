@@ -7,13 +7,19 @@
 #include <cstring>
 
 #include "preload/sockets/socket_gaps.h"
-#include "preload/sockets/socket_hot_data.h"
+#include "preload/runtime/hot_data.h"
 #include "preload/threads/record_kinds.h"
 #include "preload/threads/thread_registry.h"
 
+// In the hooks' hot line (hot_data.h), after the TSC word (tsc_clock.cc):
+// the TLS offset is socket_hot_path.h's.
+namespace flightrec::sockhot {
+FR_HOT_DATA intptr_t g_tls_state_offset = 0;
+}  // namespace flightrec::sockhot
+
 namespace flightrec::sockex {
 
-FR_SOCK_HOT_DATA Slot* g_slots = nullptr;
+FR_HOT_DATA Slot* g_slots = nullptr;
 
 namespace {
 size_t g_slot_count = 0;
@@ -48,7 +54,7 @@ bool Init(size_t fds, uint64_t open_bound_ns) {
   void* mem = mmap(nullptr, fds * sizeof(Slot), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
   if (mem == MAP_FAILED) return false;
-  sockclock::SetOpenBoundNs(open_bound_ns);
+  tscclock::SetOpenBoundNs(open_bound_ns);
   g_slot_count = fds;
   __atomic_store_n(&g_slots, static_cast<Slot*>(mem), __ATOMIC_RELEASE);  // zero pages: every slot empty
   return true;
@@ -56,12 +62,12 @@ bool Init(size_t fds, uint64_t open_bound_ns) {
 
 namespace {
 // The slot's record (its connection and calls known to be non-zero).
-void Fill(const Slot& s, int fd, uint64_t now, uint16_t flags, bool partial, SocketExchangeRecord* r) {
+void Fill(const Slot& s, int fd, uint64_t now, uint16_t flags, ExchangeEnd end, SocketExchangeRecord* r) {
   if (s.word & kSCont) flags |= kExCont;
   if (s.word & kSEof) flags |= kExEof;
   if (s.word & kSErrIn) flags |= kExErrIn;
   if (s.word & kSErrOut) flags |= kExErrOut;
-  if (partial) flags |= kExPartial;
+  if (end == ExchangeEnd::kPart) flags |= kExPartial;
   if (s.word & kSTsc) flags |= kExTsc;
   uint64_t at = s.ask_end > s.ans_end ? s.ask_end : s.ans_end;
   if (!at) at = now;
@@ -98,23 +104,23 @@ void AttachPrefix(int fd, size_t len, SocketExchangeRecord* r) {
 }
 }  // namespace
 
-__attribute__((noinline, cold)) void Emit(Slot& s, int fd, uint64_t now, uint16_t flags, bool partial) {
+__attribute__((noinline, cold)) void Emit(Slot& s, int fd, uint64_t now, uint16_t flags, ExchangeEnd end) {
   const uint64_t conn = s.word & sockfd::kConnMask;
   const uint32_t calls = uint32_t(s.calls_in) + s.calls_out;
-  const uint64_t keep = partial ? (s.word & (kSAsk | kSAns)) | kSCont : 0;
+  const uint64_t keep = end == ExchangeEnd::kPart ? (s.word & (kSAsk | kSAns)) | kSCont : 0;
   if (conn && calls) {
     ThreadState* ts = sockhot::ThreadStateViaHotLine();
     const size_t pfx = PrefixLen(s, fd);
     RecordWriter w(ts, kRecSocketExchange, static_cast<uint32_t>(sizeof(SocketExchangeRecord) + pfx));
     if (w.ok()) {
       auto* r = static_cast<SocketExchangeRecord*>(w.data());
-      Fill(s, fd, now, flags, partial, r);
+      Fill(s, fd, now, flags, end, r);
       AttachPrefix(fd, pfx, r);
     } else if (ts) {
       // Dropped: the calls' bytes still reach the connection's totals.
       uint64_t at = s.ask_end > s.ans_end ? s.ask_end : s.ans_end;
       if (!at) at = now;
-      SummarizeDroppedCalls(ts->sock_gaps, conn, s.bytes_in, s.bytes_out, calls, s.errors,
+      SummarizeDroppedCalls(SocketGapsOf(ts), conn, s.bytes_in, s.bytes_out, calls, s.errors,
                             (s.word & kSTsc) ? at | kGapTimeIsTsc : at);
     }
   }
@@ -129,7 +135,7 @@ bool TakeForFlush(int fd, SocketExchangeRecord* out, uint8_t* prefix, size_t pre
     return false;
   const bool any = (s.word & sockfd::kConnMask) && (s.calls_in || s.calls_out);
   if (any) {
-    Fill(s, fd, 0, 0, true, out);
+    Fill(s, fd, 0, 0, ExchangeEnd::kPart, out);
     size_t pfx = PrefixLen(s, fd);
     if (pfx > prefix_cap) pfx = prefix_cap;
     if (pfx && prefix) {
@@ -148,21 +154,22 @@ __attribute__((noinline, cold)) void Rebind(Slot& s, int fd, uint64_t word, uint
   if (same_conn) {
     // The clock changed unit mid-exchange: what the slot holds goes out as a
     // part, the rest follows in the new unit.
-    Emit(s, fd, 0, 0, true);
+    Emit(s, fd, 0, 0, ExchangeEnd::kPart);
     s.word = word | (s.word & (kSAsk | kSAns | kSCont));
     return;
   }
-  Emit(s, fd, (s.word & kSTsc) == (word & kSTsc) ? now : 0, kExStale, false);
+  Emit(s, fd, (s.word & kSTsc) == (word & kSTsc) ? now : 0, kExStale, ExchangeEnd::kComplete);
   Reset(s, word);
 }
 
-void Flush(int fd, uint64_t conn, uint64_t now_ns, bool only_answered) {
+void Flush(int fd, uint64_t conn, uint64_t now_ns, FlushWhich which) {
+  const bool only_answered = which == FlushWhich::kOnlyAnswered;
   if (!g_slots || fd < 0 || static_cast<size_t>(fd) >= g_slot_count) return;
   Slot& s = g_slots[fd];
   uint32_t q;
   if (!ClaimForClose(s, &q)) return;
   if ((s.word & sockfd::kConnMask) == conn && (!only_answered || (s.word & kSAns))) {
-    Emit(s, fd, (s.word & kSTsc) ? 0 : now_ns, kExClosed, false);
+    Emit(s, fd, (s.word & kSTsc) ? 0 : now_ns, kExClosed, ExchangeEnd::kComplete);
     if (!only_answered) Reset(s, 0);
   }
   s.seq.store(q + 2, std::memory_order_release);

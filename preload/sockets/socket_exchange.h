@@ -36,7 +36,7 @@
 #include <cerrno>
 #include <cstdint>
 
-#include "preload/sockets/socket_clock.h"
+#include "preload/runtime/tsc_clock.h"
 #include "preload/sockets/socket_fd_table.h"
 #include "preload/sockets/socket_hot_path.h"
 #include "preload/sockets/socket_prefix.h"
@@ -53,7 +53,7 @@ inline constexpr uint16_t kExClosed = 16;    // written at close or shutdown
 inline constexpr uint16_t kExStale = 32;     // left in the slot by a connection whose close was not seen
 inline constexpr uint16_t kExErrIn = 64;     // a receive failed (its errors count among `errors`)
 inline constexpr uint16_t kExErrOut = 128;   // a send failed
-inline constexpr uint16_t kExTsc = 0x100;    // record only: times are TSC ticks (socket_clock.h)
+inline constexpr uint16_t kExTsc = 0x100;    // record only: times are TSC ticks (tsc_clock.h)
 
 // One exchange (or part of one: kExPartial/kExCont). 96 bytes + the 8-byte
 // ring header. Times are CLOCK_MONOTONIC ns, or TSC ticks with kExTsc; a time
@@ -108,7 +108,7 @@ inline constexpr uint64_t kSErrIn = uint64_t{1} << 55;    // this record's calls
 inline constexpr uint64_t kSErrOut = uint64_t{1} << 56;   // ... a failed send
 
 // The slots (mapped at init when exchanges are on; null otherwise): also the
-// switch the data hooks test. In the hot line (socket_hot_data.h).
+// switch the data hooks test. In the hot line (hot_data.h).
 extern Slot* g_slots;
 
 // Maps the slot array for `fds` descriptors (the fd table's size). Init only.
@@ -117,7 +117,11 @@ inline bool On() { return g_slots != nullptr; }
 
 // Out of line, rare: write the slot's record with `flags` and reset it
 // (keeping the connection; keeping the state bits when partial).
-void Emit(Slot& s, int fd, uint64_t now, uint16_t flags, bool partial);
+enum class ExchangeEnd : bool {
+  kComplete = false,  // the exchange is over: the slot starts afresh
+  kPart = true,       // a part goes out (kExPartial); the next record continues it
+};
+void Emit(Slot& s, int fd, uint64_t now, uint16_t flags, ExchangeEnd end);
 // The slot held another connection's exchange (a close we did not see):
 // write it (kExStale) and take the slot for `word`.
 void Rebind(Slot& s, int fd, uint64_t word, uint64_t now);
@@ -149,10 +153,10 @@ __attribute__((always_inline)) inline bool Account(uint64_t entry, int fd, bool 
   uint16_t& calls = send ? s.calls_out : s.calls_in;
   if (__builtin_expect(calls == 0xffff || s.errors == 0xffff || s.would_block == 0xffff, 0) ||
       (result > 0 && __builtin_expect(uint64_t(bytes) + uint64_t(result) > 0xffffffffull, 0)))
-    Emit(s, fd, t1, 0, true);  // a counter is full: what the slot holds goes out as a part
+    Emit(s, fd, t1, 0, ExchangeEnd::kPart);  // a counter is full: what the slot holds goes out as a part
   if (result > 0 && !peek) {
     if (ask) {
-      if (s.word & kSAns) Emit(s, fd, t1, 0, false);  // asking again: the previous exchange is complete
+      if (s.word & kSAns) Emit(s, fd, t1, 0, ExchangeEnd::kComplete);  // asking again: the previous exchange is complete
       s.word |= kSAsk;
       if (!s.ask_end) {
         s.ask_begin = send ? t0 : t1;
@@ -177,7 +181,7 @@ __attribute__((always_inline)) inline bool Account(uint64_t entry, int fd, bool 
     bytes += static_cast<uint32_t>(result);
     calls++;
     const uint64_t first = s.ask_end ? s.ask_begin : s.ans_begin;
-    if (__builtin_expect(t1 - first >= sockclock::OpenBound(tsc), 0)) Emit(s, fd, t1, 0, true);
+    if (__builtin_expect(t1 - first >= tscclock::OpenBound(tsc), 0)) Emit(s, fd, t1, 0, ExchangeEnd::kPart);
   } else {
     calls++;
     if (result == -EAGAIN) s.would_block++;
@@ -188,7 +192,7 @@ __attribute__((always_inline)) inline bool Account(uint64_t entry, int fd, bool 
     // End of stream: the peer will ask nothing more.
     if (result == 0 && !send && sockfd::EntryType(entry) != sockfd::SockType::kDgram) {
       s.word |= kSEof;
-      if (s.word & (kSAsk | kSAns)) Emit(s, fd, t1, 0, false);
+      if (s.word & (kSAsk | kSAns)) Emit(s, fd, t1, 0, ExchangeEnd::kComplete);
     }
   }
   s.seq.store(q + 2, std::memory_order_release);
@@ -196,10 +200,11 @@ __attribute__((always_inline)) inline bool Account(uint64_t entry, int fd, bool 
 }
 
 // Close and shutdown of fd (connection conn), before their own record: the
-// exchange in progress goes out (kExClosed). `only_answered`: only if the
+// exchange in progress goes out (kExClosed). FlushWhich::kOnlyAnswered: only if the
 // exchange has its answer (a server's shutdown ends its exchange, as the
 // reader's inference always had it); otherwise the slot is left as it is.
-void Flush(int fd, uint64_t conn, uint64_t now_ns, bool only_answered);
+enum class FlushWhich : bool { kAny = false, kOnlyAnswered = true };
+void Flush(int fd, uint64_t conn, uint64_t now_ns, FlushWhich which);
 
 // The flush thread's sweep at the process's end (socket_flush.cc): what fd's
 // slot holds, as a record (kExPartial), if the slot is free and holds calls;
@@ -210,7 +215,7 @@ bool TakeForFlush(int fd, SocketExchangeRecord* out, uint8_t* prefix, size_t pre
 
 // A close of a tracked socket: its exchange, then the close record.
 inline void PushClose(int fd, uint64_t conn, uint64_t t0, uint64_t t1, int64_t result) {
-  if (On()) Flush(fd, conn, t0, false);
+  if (On()) Flush(fd, conn, t0, FlushWhich::kAny);
   sockhot::PushOp(SockOp::kClose, fd, conn, t0, t1, result);
 }
 

@@ -4,12 +4,12 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
-#include "preload/sockets/socket_hot_data.h"
+#include "preload/runtime/hot_data.h"
 
 namespace flightrec::sockfd {
 
-FR_SOCK_HOT_DATA std::atomic<uint64_t>* g_table = nullptr;
-FR_SOCK_HOT_DATA size_t g_table_size = 0;
+FR_HOT_DATA std::atomic<uint64_t>* g_table = nullptr;
+FR_HOT_DATA size_t g_table_size = 0;
 
 namespace {
 std::atomic<int> g_high_water{0};

@@ -20,9 +20,15 @@
 // acked_ops written by the reader alone), so whatever the reader finds
 // beyond what it reported belongs to the entry's current connection. No
 // entry free: the call is counted in `unsummarized` (totals are lower bounds).
+//
+// Where: the thread's producer slot kSlotSocketGaps (producer_slots.h),
+// kept with the slot, so the flush thread harvests a table whose thread has
+// exited too; SocketGapsOf(ts) below.
 #pragma once
 #include <atomic>
 #include <cstdint>
+
+#include "preload/threads/thread_registry.h"
 
 namespace flightrec {
 
@@ -50,8 +56,11 @@ struct SockGapTable {
   uint64_t changes_harvested = 0;  // `changes` as of the last harvest that read every entry
 };
 
+// The thread's table (its producer slot).
+inline SockGapTable& SocketGapsOf(ThreadState* ts) { return ProducerSlot<SockGapTable, kSlotSocketGaps>(ts); }
+
 // last_ns holds the dropped call's end in the unit its hook read: CLOCK_MONOTONIC
-// ns, or TSC ticks with this bit set (socket_clock.h; neither reaches 2^63).
+// ns, or TSC ticks with this bit set (tsc_clock.h; neither reaches 2^63).
 inline constexpr uint64_t kGapTimeIsTsc = 1ull << 63;
 
 // Owner thread, when a data op's record was dropped. Lock-free, no calls.

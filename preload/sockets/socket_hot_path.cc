@@ -17,7 +17,7 @@ std::atomic<pid_t> g_owner_pid{0};
 void SetOwnerPid(pid_t pid) { g_owner_pid.store(pid, std::memory_order_relaxed); }
 
 void InitTlsStateOffset() {
-  g_tls_state_offset = reinterpret_cast<intptr_t>(&tls_state) - reinterpret_cast<intptr_t>(__builtin_thread_pointer());
+  g_tls_state_offset = reinterpret_cast<intptr_t>(&t_state) - reinterpret_cast<intptr_t>(__builtin_thread_pointer());
 }
 
 bool InOwnerProcess() {

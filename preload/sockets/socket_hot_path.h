@@ -13,7 +13,7 @@
 // evicts them, and each costs ~3-5 ns to fetch again (measured on this VM: 8
 // extra lines read after each pipe write+read pair cost ~30 ns per pair).
 // Hence: the push is inline (no calls into other objects' code), the hook's
-// globals share one line (FR_SOCK_HOT_DATA), errno is only read when the
+// globals share one line (FR_HOT_DATA), errno is only read when the
 // call failed, and the "recorder still running" switch is not consulted on
 // the data path (a thread with a ring pushes; after shutdown nobody drains
 // it, as with any record made during exit).
@@ -25,6 +25,7 @@
 
 #include "preload/runtime/runtime_state.h"
 #include "preload/sockets/socket_fd_table.h"
+#include "preload/sockets/socket_gaps.h"
 #include "preload/sockets/socket_records.h"
 #include "preload/threads/thread_registry.h"
 
@@ -33,7 +34,7 @@ namespace flightrec::sockhot {
 // The socket table is mapped (FLIGHTREC_SOCKETS=1 and init ran) and the
 // calling thread is not one of flightrec's own: keep the fd table right.
 inline bool Tracking() {
-  return sockfd::g_table_size != 0 && !(tls_thread_flags & kThreadFlagRecorder);
+  return sockfd::g_table_size != 0 && !(t_thread_flags & kThreadFlagRecorder);
 }
 // ... and the recorder is running: also push records.
 inline bool Recording() { return Tracking() && RuntimeRecording(); }
@@ -49,8 +50,8 @@ bool InOwnerProcess();  // one getpid(); only on close/dup paths of tracked sock
 // on them, so never entered the table.
 inline uint64_t RecordedEntry(int fd) { return sockfd::Lookup(fd); }
 
-// tls_state's offset from the thread pointer: initial-exec TLS has one offset
-// for every thread. Kept in the hot line (FR_SOCK_HOT_DATA) and set at init
+// t_state's offset from the thread pointer: initial-exec TLS has one offset
+// for every thread. Kept in the hot line (FR_HOT_DATA) and set at init
 // before any socket is tracked, so a push reads the calling thread's state
 // with one %fs-relative load instead of first loading the offset from the
 // GOT: one cache line fewer per recorded call.
@@ -59,9 +60,9 @@ void InitTlsStateOffset();  // socket init, before the fd table is mapped
 
 inline ThreadState* ThreadStateViaHotLine() {
   const intptr_t off = g_tls_state_offset;
-  if (__builtin_expect(off == 0, 0)) return tls_state;  // before init: the ordinary way
+  if (__builtin_expect(off == 0, 0)) return t_state;  // before init: the ordinary way
   ThreadState* ts;
-  // "memory": the load must see this thread's latest store to tls_state,
+  // "memory": the load must see this thread's latest store to t_state,
   // which the compiler cannot tell the asm reads.
   asm volatile("movq %%fs:(%1), %0" : "=r"(ts) : "r"(off) : "memory");
   return ts;
@@ -77,7 +78,7 @@ __attribute__((always_inline)) inline void PushOp(SockOp op, int fd, uint64_t co
     if (ts && IsDataOp(static_cast<uint8_t>(op))) {
       const uint64_t moved = result > 0 && !(flags & kOpFlagPeek) ? static_cast<uint64_t>(result) : 0;
       const bool send = IsSendOp(static_cast<uint8_t>(op));
-      SummarizeDroppedDataOp(ts->sock_gaps, conn, send ? 0 : moved, send ? moved : 0,
+      SummarizeDroppedDataOp(SocketGapsOf(ts), conn, send ? 0 : moved, send ? moved : 0,
                              IsSocketError(result), (flags & kOpFlagTsc) ? end | kGapTimeIsTsc : end);
     }
     return;

@@ -17,7 +17,7 @@
 #include "preload/runtime/config.h"
 #include "preload/fds/fd_guard.h"
 #include "preload/runtime/log.h"
-#include "preload/sockets/socket_clock.h"
+#include "preload/runtime/tsc_clock.h"
 #include "preload/sockets/socket_direct.h"
 #include "preload/sockets/decode/endpoint_classify.h"
 #include "preload/sockets/socket_exchange.h"
@@ -93,8 +93,8 @@ void SocketsInit(const Config& cfg) {
     Log(LogLevel::kWarn, "cannot map the socket fd table; socket recording disabled");
     return;
   }
-  sockclock::SetBlockMinNs(cfg.offcpu_min_us * 1000);
-  const bool tsc = sockclock::Init(cfg.socket_tsc);
+  tscclock::SetBlockMinNs(cfg.offcpu_min_us * 1000);
+  const bool tsc = tscclock::Init(cfg.socket_tsc);
   Log(LogLevel::kInfo, "socket calls timed with %s", tsc ? "the TSC" : "clock_gettime");
   const bool direct = sockdirect::Init(cfg.socket_direct);
   Log(LogLevel::kInfo, "data calls on non-blocking sockets %s", direct ? "skip libc's wrapper" : "go through libc");

@@ -5,8 +5,8 @@
 
 namespace flightrec::sockpfx {
 
-FR_SOCK_HOT_DATA uint8_t* g_bufs = nullptr;
-FR_SOCK_HOT_DATA size_t g_stride = 0;
+FR_HOT_DATA uint8_t* g_bufs = nullptr;
+FR_HOT_DATA size_t g_stride = 0;
 
 bool Init(size_t fds, size_t cap) {
   if (g_bufs) return true;

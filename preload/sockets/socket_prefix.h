@@ -27,7 +27,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "preload/sockets/socket_hot_data.h"
+#include "preload/runtime/hot_data.h"
 
 namespace flightrec::sockpfx {
 

@@ -9,7 +9,7 @@
 #include <atomic>
 #include <cstdarg>
 
-#include "preload/sockets/socket_hot_data.h"
+#include "preload/runtime/hot_data.h"
 
 #ifndef SYS_close_range
 #define SYS_close_range 436
@@ -20,7 +20,7 @@ extern "C" void __chk_fail(void) __attribute__((noreturn));
 namespace flightrec {
 namespace {
 
-__thread int tls_resolving __attribute__((tls_model("initial-exec"))) = 0;
+__thread int t_resolving __attribute__((tls_model("initial-exec"))) = 0;
 std::atomic<bool> g_resolved{false};
 
 // Each stub: resolve, then call the real function if one was found, else make
@@ -167,7 +167,7 @@ void Load(Fn* slot, const char* name) {
 
 }  // namespace
 
-FR_SOCK_HOT_DATA RealSocketFns g_real_sock = {
+FR_HOT_DATA RealSocketFns g_real_sock = {
     .read = StubRead,
     .write = StubWrite,
     .recv = StubRecv,
@@ -208,8 +208,8 @@ FR_SOCK_HOT_DATA RealSocketFns g_real_sock = {
 
 bool ResolveRealSocketFns() {
   if (g_resolved.load(std::memory_order_acquire)) return true;
-  if (tls_resolving) return false;  // dlsym re-entered one of our hooks
-  tls_resolving = 1;
+  if (t_resolving) return false;  // dlsym re-entered one of our hooks
+  t_resolving = 1;
   RealSocketFns& r = g_real_sock;
   Load(&r.socket, "socket");
   Load(&r.socketpair, "socketpair");
@@ -246,7 +246,7 @@ bool ResolveRealSocketFns() {
   Load(&r.read_chk, "__read_chk");
   Load(&r.recv_chk, "__recv_chk");
   Load(&r.recvfrom_chk, "__recvfrom_chk");
-  tls_resolving = 0;
+  t_resolving = 0;
   g_resolved.store(true, std::memory_order_release);
   return true;
 }

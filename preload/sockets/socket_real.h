@@ -18,7 +18,7 @@ namespace flightrec {
 
 // Ordered by how often a typical service calls them: the data calls first, so
 // the few a hook needs share a cache line (with the fd table's pointer, see
-// socket_hot_data.h).
+// hot_data.h).
 struct RealSocketFns {
   ssize_t (*read)(int, void*, size_t);
   ssize_t (*write)(int, const void*, size_t);

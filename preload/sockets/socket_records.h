@@ -50,11 +50,11 @@ struct SocketGapRecord {
 
 // SocketOpRecord.flags
 inline constexpr uint8_t kOpFlagPeek = 1;  // MSG_PEEK: bytes were not consumed
-inline constexpr uint8_t kOpFlagTsc = 2;   // start_ns/duration_ns hold TSC ticks (socket_clock.h)
+inline constexpr uint8_t kOpFlagTsc = 2;   // start_ns/duration_ns hold TSC ticks (tsc_clock.h)
 
 // One socket operation. 40 bytes + the 8-byte ring header.
 //   start_ns, duration_ns: CLOCK_MONOTONIC ns, or TSC ticks with kOpFlagTsc
-//   (the flush thread converts; socket_clock.h).
+//   (the flush thread converts; tsc_clock.h).
 //   result: bytes moved for data ops; for the others the call's result (0,
 //   or the new fd for accept/dup); -errno on failure (EAGAIN included).
 //   For accept, fd/conn are the listener's; the new connection is described

@@ -96,12 +96,14 @@ void ResolveLibgccUnwinder() {
 }
 
 // libunwind's process-wide set-up (tdep_init: a mutex taken with signals
-// blocked) happens here, not in a hook. With warm_this_thread, this thread's
+// blocked) happens here, not in a hook. With Warm::kThisThread, this thread's
 // frame cache too (256 KiB): wanted only where every thread will use
 // libunwind's unwinder (libgcc's not found, or a capture before init);
 // otherwise a thread's first libunwind unwind makes its cache, as it always
 // did on every thread but this one.
-void InitLibunwind(bool warm_this_thread) {
+enum class Warm : bool { kProcessOnly = false, kThisThread = true };
+void InitLibunwind(Warm warm) {
+  const bool warm_this_thread = warm == Warm::kThisThread;
   if (g_initialised.exchange(true, std::memory_order_acq_rel)) return;
   // Per-thread caching: no lock on the lookup path (UNW_CACHE_GLOBAL takes a
   // mutex with signals blocked). The fast path (tdep_trace) keeps its frame
@@ -138,13 +140,14 @@ void InitLocalStackCapture() {
       bt(GccFrame, &t);
     }
   }
-  InitLibunwind(GccBacktrace() == nullptr);
+  InitLibunwind(GccBacktrace() == nullptr ? Warm::kThisThread : Warm::kProcessOnly);
 }
 
-__attribute__((noinline)) int CaptureCurrentStack(uint64_t* pcs, int max, int skip, bool mark_truncated) {
+__attribute__((noinline)) int CaptureCurrentStack(uint64_t* pcs, int max, int skip, MarkTruncated mark) {
+  const bool mark_truncated = mark == MarkTruncated::kYes;
   if (max <= 0) return 0;
   // Lazily (a hook before init): libunwind only; no dlvsym from a hook.
-  if (!g_initialised.load(std::memory_order_acquire)) InitLibunwind(true);
+  if (!g_initialised.load(std::memory_order_acquire)) InitLibunwind(Warm::kThisThread);
   if (skip < 0) skip = 0;
   const int drop = kSelfFrames + skip;
   void* raw[kMaxScratch];

@@ -29,9 +29,10 @@ namespace flightrec::stacks {
 //
 // No host malloc, no locks of ours. Safe to call before
 // InitLocalStackCapture() (it then initialises libunwind lazily).
-// With mark_truncated, a stack that goes on past `max` frames ends with
+// With MarkTruncated::kYes, a stack that goes on past `max` frames ends with
 // kTruncatedStackPc (stack_limits.h) in its last slot.
-int CaptureCurrentStack(uint64_t* pcs, int max, int skip, bool mark_truncated = false);
+enum class MarkTruncated : bool { kNo = false, kYes = true };
+int CaptureCurrentStack(uint64_t* pcs, int max, int skip, MarkTruncated mark = MarkTruncated::kNo);
 
 // True while the calling thread is inside CaptureCurrentStack. libunwind may
 // take its own pthread mutex there, which reaches our pthread_mutex_lock

@@ -35,6 +35,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "preload/threads/record_kinds.h"
+
 namespace flightrec {
 
 struct RecordHeader {
@@ -144,7 +146,7 @@ class Ring {
     uint64_t pos = head;
     if (wraps) {
       auto* pad = reinterpret_cast<RecordHeader*>(buf_ + offset);
-      pad->kind = 0;
+      pad->kind = kRecPadding;
       pad->flags = 0;
       pad->size = static_cast<uint32_t>(to_end);
       pos += to_end;
@@ -183,7 +185,7 @@ class Ring {
       const auto* h = reinterpret_cast<const RecordHeader*>(c_buf_ + (tail & (c_cap_ - 1)));
       const uint32_t size = h->size;
       if (size < sizeof(RecordHeader) || size > c_cap_) break;  // cannot happen; stay safe
-      if (h->kind != 0) {
+      if (h->kind != kRecPadding) {
         fn(*h, static_cast<const void*>(h + 1));
         ++n;
       }

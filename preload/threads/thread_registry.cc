@@ -21,8 +21,8 @@
 
 namespace flightrec {
 
-__thread uint32_t tls_thread_flags __attribute__((tls_model("initial-exec"))) = 0;
-__thread ThreadState* tls_state __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread uint32_t t_thread_flags __attribute__((tls_model("initial-exec"))) = 0;
+__thread ThreadState* t_state __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace {
 
@@ -70,13 +70,13 @@ ThreadState* ClaimFreeSlot() {
 }
 
 void ExitKeyDestructor(void*) {
-  ThreadState* ts = tls_state;
+  ThreadState* ts = t_state;
   if (!ts) return;
   const int n = g_observer_count.load(std::memory_order_acquire);
   for (int i = 0; i < n; ++i)
     if (g_on_exit[i]) g_on_exit[i](ts);
   {
-    RecordWriter w(kRecThreadEnd, sizeof(ThreadEndRecord), false);
+    RecordWriter w(kRecThreadEnd, sizeof(ThreadEndRecord), IfUnregistered::kSkip);
     if (w.ok()) {
       auto* r = new (w.data()) ThreadEndRecord();
       r->time_ns = MonotonicNs();
@@ -87,25 +87,27 @@ void ExitKeyDestructor(void*) {
       ts->end_dropped = true;
     }
   }
-  tls_thread_flags |= kThreadFlagDead;
-  tls_state = nullptr;
+  t_thread_flags |= kThreadFlagDead;
+  t_state = nullptr;
   ts->state.store(static_cast<int>(ThreadSlotState::kRetired), std::memory_order_release);
 }
 
 ThreadState* RegisterCurrentThread(pid_t parent_tid, uint64_t start_routine) {
-  tls_thread_flags |= kThreadFlagRegistering;
+  t_thread_flags |= kThreadFlagRegistering;
   ThreadState* ts = ClaimFreeSlot();
   // Recycled slots keep their ring; ring_bytes is fixed for the process.
   const size_t ring_bytes = GetConfig().ring_bytes;
   if (!ts) ts = NewSlot(ring_bytes);
   if (!ts) {
-    tls_thread_flags &= ~kThreadFlagRegistering;
+    t_thread_flags &= ~kThreadFlagRegistering;
     return nullptr;
   }
   ts->ring.Reset();  // a grown ring was released when the slot was freed (ring_growth.h)
-  // Nothing of this thread's reached the consumer yet (its table forgets at
+  // Producers' per-thread ranges start empty (producer_slots.h): e.g. none
+  // of this thread's stacks reached the consumer yet (its table forgets at
   // the generation below).
-  ts->alloc_stacks_pushed.Clear();
+  for (const ProducerSlotSpec& s : kProducerSlots)
+    if (s.life == SlotLife::kPerThread) memset(ts->producer_slots + s.offset, 0, s.bytes);
   for (int i = 0; i < kRecordKindCount; ++i) {
     ts->dropped[i].store(0, std::memory_order_relaxed);
     ts->dropped_reported[i] = 0;
@@ -120,11 +122,11 @@ ThreadState* RegisterCurrentThread(pid_t parent_tid, uint64_t start_routine) {
   ts->start_emitted = false;
   ts->end_dropped = false;
   ts->state.store(static_cast<int>(ThreadSlotState::kActive), std::memory_order_release);
-  tls_state = ts;
+  t_state = ts;
   if (g_key_ready.load(std::memory_order_acquire)) pthread_setspecific(g_exit_key, ts);
 
   {
-    RecordWriter w(kRecThreadStart, sizeof(ThreadStartRecord), false);
+    RecordWriter w(kRecThreadStart, sizeof(ThreadStartRecord), IfUnregistered::kSkip);
     if (w.ok()) {
       auto* r = new (w.data()) ThreadStartRecord();
       r->time_ns = MonotonicNs();
@@ -134,7 +136,7 @@ ThreadState* RegisterCurrentThread(pid_t parent_tid, uint64_t start_routine) {
       memcpy(r->name, ts->name, sizeof(r->name));
     }
   }
-  tls_thread_flags &= ~kThreadFlagRegistering;
+  t_thread_flags &= ~kThreadFlagRegistering;
   const int n = g_observer_count.load(std::memory_order_acquire);
   for (int i = 0; i < n; ++i)
     if (g_on_start[i]) g_on_start[i](ts);
@@ -153,17 +155,17 @@ void InitThreadRegistry() {
 bool RecordingActive() { return RuntimeRecording(); }
 uint64_t UnattributedDrops() { return g_unattributed_drops.load(std::memory_order_relaxed); }
 
-ThreadState* CurrentThreadState(bool register_if_missing) {
-  ThreadState* ts = tls_state;
+ThreadState* CurrentThreadState(IfUnregistered if_unregistered) {
+  ThreadState* ts = t_state;
   if (__builtin_expect(ts != nullptr, 1)) return ts;
-  if (!register_if_missing || tls_thread_flags != 0 || !RuntimeRecording()) return nullptr;
+  if (if_unregistered == IfUnregistered::kSkip || t_thread_flags != 0 || !RuntimeRecording()) return nullptr;
   return RegisterCurrentThread(0, 0);
 }
 
-void MarkRecorderThread() { tls_thread_flags |= kThreadFlagRecorder; }
+void MarkRecorderThread() { t_thread_flags |= kThreadFlagRecorder; }
 
 void RegisterThreadFromHook(pid_t parent_tid, uint64_t start_routine) {
-  if (tls_state || tls_thread_flags != 0 || !RuntimeRecording()) return;
+  if (t_state || t_thread_flags != 0 || !RuntimeRecording()) return;
   RegisterCurrentThread(parent_tid, start_routine);
 }
 
@@ -175,8 +177,8 @@ void ResetRegistryAfterFork() {
     ts->ring.producer_busy = 0;
     ts->state.store(static_cast<int>(ThreadSlotState::kFree), std::memory_order_relaxed);
   }
-  tls_state = nullptr;
-  tls_thread_flags &= ~(kThreadFlagDead | kThreadFlagRegistering);
+  t_state = nullptr;
+  t_thread_flags &= ~(kThreadFlagDead | kThreadFlagRegistering);
 }
 
 void AddThreadObserver(ThreadObserverFn on_start, ThreadObserverFn on_exit) {
@@ -187,10 +189,10 @@ void AddThreadObserver(ThreadObserverFn on_start, ThreadObserverFn on_exit) {
   g_observer_count.store(i + 1, std::memory_order_release);
 }
 
-ThreadState* RecordWriter::RegisterForRecord(bool register_if_missing) {
+ThreadState* RecordWriter::RegisterForRecord(IfUnregistered if_unregistered) {
   const int saved_errno = errno;
-  ThreadState* ts = CurrentThreadState(register_if_missing);
-  if (!ts && register_if_missing && RuntimeRecording() && tls_thread_flags == 0)
+  ThreadState* ts = CurrentThreadState(if_unregistered);
+  if (!ts && if_unregistered == IfUnregistered::kRegister && RuntimeRecording() && t_thread_flags == 0)
     g_unattributed_drops.fetch_add(1, std::memory_order_relaxed);
   errno = saved_errno;
   return ts;
@@ -206,7 +208,7 @@ void RecordWriter::CountDrop(ThreadState* ts, uint16_t kind) {
 }
 
 bool InVforkChild() {
-  const ThreadState* ts = tls_state;
+  const ThreadState* ts = t_state;
   return ts && ts->tid != GetTid();
 }
 

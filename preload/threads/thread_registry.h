@@ -9,19 +9,20 @@
 // Signal safety: CurrentThreadState() is async-signal-safe once the thread is
 // registered; registration itself (first record of a thread not created
 // through our pthread_create hook) uses mmap and is never done from a signal
-// handler (handlers pass register_if_missing=false).
+// handler (handlers pass IfUnregistered::kSkip).
 #pragma once
 #include <atomic>
 #include <csignal>
 #include <cstdint>
+#include <new>
 #include <sys/types.h>
+#include <type_traits>
 
 #include "preload/flush/flush_wakeup.h"
 #include "preload/threads/dropped_weight.h"
+#include "preload/threads/producer_slots.h"
 #include "preload/threads/record_kinds.h"
 #include "preload/threads/ring.h"
-#include "preload/threads/stack_refs.h"
-#include "preload/sockets/socket_gaps.h"
 
 namespace flightrec {
 
@@ -48,27 +49,33 @@ struct ThreadState {
   // crash_handler.cc: this slot's alternate signal stack, mmap'd on first use
   // and kept when the slot is reused (never unmapped, like the slot).
   void* crash_altstack = nullptr;
-  // socket_gaps.h: totals of socket data calls whose records were dropped.
-  SockGapTable sock_gaps;
   // dropped_weight.h: the weight of sampled allocations whose records were dropped.
   DroppedWeight alloc_dropped;
   // dropped_weight.h: the blocks (off-CPU samples) whose records were dropped.
   DroppedTime offcpu_dropped;
-  // stack_refs.h: allocation stacks this thread pushed in full (producer,
-  // cleared when a thread claims the slot), and the flush thread's frames
-  // for them (created on the first sample, kept with the slot).
-  StackRefCache alloc_stacks_pushed;
-  StackRefTable* alloc_stacks = nullptr;
   // ring_growth.h, flush-thread private: bytes drained since the window began.
   uint64_t ring_window_start_ns = 0;
   uint64_t ring_window_bytes = 0;
+  // producer_slots.h: the producers' own per-thread state (socket gaps,
+  // allocation stack references), reached through ProducerSlot below.
+  alignas(kProducerSlotAlign) unsigned char producer_slots[kProducerSlotBytes];
 };
+
+// A producer's range of the thread's slot (producer_slots.h), as its type.
+// A constant offset from ts: async-signal-safe, no call.
+template <typename T, const ProducerSlotSpec& kSpec>
+inline T& ProducerSlot(ThreadState* ts) {
+  static_assert(sizeof(T) <= kSpec.bytes, "the producer's type outgrew its range in producer_slots.h");
+  static_assert(alignof(T) <= kProducerSlotAlign && kSpec.offset % alignof(T) == 0, "misaligned producer slot");
+  static_assert(std::is_trivially_destructible_v<T>, "producer slots are never destroyed");
+  return *std::launder(reinterpret_cast<T*>(ts->producer_slots + kSpec.offset));
+}
 
 // Per-thread flags in initial-exec TLS, readable from hot paths without a call.
 inline constexpr uint32_t kThreadFlagRecorder = 1;     // one of flightrec's own threads
 inline constexpr uint32_t kThreadFlagDead = 2;         // exiting: never register again
 inline constexpr uint32_t kThreadFlagRegistering = 4;  // inside registration (mmap, setspecific)
-extern __thread uint32_t tls_thread_flags __attribute__((tls_model("initial-exec")));
+extern __thread uint32_t t_thread_flags __attribute__((tls_model("initial-exec")));
 
 // Global switch: true from init until shutdown (and false when disabled).
 bool RecordingActive();
@@ -76,10 +83,14 @@ bool RecordingActive();
 // Drops that could not be charged to a thread (registration failed).
 uint64_t UnattributedDrops();
 
+// What to do for a thread that has no state yet: register it (mmap, not
+// from a signal handler), or go without (a handler, an exiting thread).
+enum class IfUnregistered : bool { kSkip = false, kRegister = true };
+
 // The calling thread's state. Registers the thread on first use when
-// register_if_missing is true. Returns nullptr when recording is off, the
+// asked (IfUnregistered::kRegister). Returns nullptr when recording is off, the
 // thread is a recorder thread, or the thread is exiting.
-ThreadState* CurrentThreadState(bool register_if_missing = true);
+ThreadState* CurrentThreadState(IfUnregistered if_unregistered = IfUnregistered::kRegister);
 
 // True in a vfork child: it runs in the parent's memory (every table of
 // ours included) until it execs or exits, with its own pid, fd table and
@@ -90,7 +101,7 @@ bool InVforkChild();
 
 // Marks the calling thread as one of flightrec's own: never recorded.
 void MarkRecorderThread();
-inline bool IsRecorderThread() { return (tls_thread_flags & kThreadFlagRecorder) != 0; }
+inline bool IsRecorderThread() { return (t_thread_flags & kThreadFlagRecorder) != 0; }
 
 // Called by the pthread_create hook on the new thread before the start routine.
 void RegisterThreadFromHook(pid_t parent_tid, uint64_t start_routine);
@@ -109,7 +120,7 @@ void AddThreadObserver(ThreadObserverFn on_start, ThreadObserverFn on_exit);
 
 // The calling thread's state once registered (what CurrentThreadState
 // returns without registering). Read inline by RecordWriter's fast path.
-extern __thread ThreadState* tls_state __attribute__((tls_model("initial-exec")));
+extern __thread ThreadState* t_state __attribute__((tls_model("initial-exec")));
 
 // RecordWriter: RAII reservation of one record in the calling thread's ring.
 //   RecordWriter w(kRecFoo, sizeof(Foo));
@@ -121,18 +132,18 @@ extern __thread ThreadState* tls_state __attribute__((tls_model("initial-exec"))
 // data, has to be fetched again). Never changes errno.
 class RecordWriter {
  public:
-  RecordWriter(uint16_t kind, uint32_t payload_bytes, bool register_if_missing = true)
-      : RecordWriter(tls_state, kind, payload_bytes, register_if_missing) {}
-  // With the caller's own read of tls_state (a hook that reaches TLS more
+  RecordWriter(uint16_t kind, uint32_t payload_bytes, IfUnregistered if_unregistered = IfUnregistered::kRegister)
+      : RecordWriter(t_state, kind, payload_bytes, if_unregistered) {}
+  // With the caller's own read of t_state (a hook that reaches TLS more
   // cheaply than through the GOT); null means "not registered yet".
   // always_inline: left to itself GCC outlines this constructor in files
   // with many pushes (hook_socket_io.cc's), which put a call and three more
   // instruction cache lines on every recorded socket call. The rare paths
   // (registration, drops) are calls.
   __attribute__((always_inline)) RecordWriter(ThreadState* ts, uint16_t kind, uint32_t payload_bytes,
-                                              bool register_if_missing = true) {
+                                              IfUnregistered if_unregistered = IfUnregistered::kRegister) {
     if (__builtin_expect(ts == nullptr, 0)) {
-      ts = RegisterForRecord(register_if_missing);
+      ts = RegisterForRecord(if_unregistered);
       if (!ts) return;
     }
     if (__builtin_expect(ts->ring.producer_busy != 0, 0)) {  // a signal handler interrupted a push here
@@ -167,7 +178,7 @@ class RecordWriter {
  private:
   // Slow path for a thread without a state: registers it (when allowed and
   // recording), else counts the record as an unattributed drop. errno is kept.
-  static ThreadState* RegisterForRecord(bool register_if_missing);
+  static ThreadState* RegisterForRecord(IfUnregistered if_unregistered);
   // A record that found no room: moves the ring to a bigger buffer at once
   // if one is offered or a spare is ready (ring_growth.h), and tries again.
   // Lock-free, no system call; null if there is still no room.

@@ -146,7 +146,7 @@ def test_lost_cpu_samples_are_reported_with_their_time(fr, lost_dir):
     assert UNATTRIBUTED not in fr.dump_run("top", "--kind", "offcpu", lost_dir, check=False).stdout
 
 
-# ---- Stacks by reference (threads/stack_refs.h): exact attribution ---------------------
+# ---- Stacks by reference (alloc/stack_refs.h): exact attribution ---------------------
 
 def test_every_allocation_sampled_lands_on_its_own_site(fr, trace_dir):
     # Rate 1: every allocation is a sample of weight exactly its size, and all

@@ -1,5 +1,5 @@
 """Socket call times are CLOCK_MONOTONIC nanoseconds whichever clock the hooks
-read (preload/sockets/socket_clock.h): raw TSC ticks converted on the flush thread
+read (preload/runtime/tsc_clock.h): raw TSC ticks converted on the flush thread
 (the default where the TSC is invariant) or clock_gettime
 (FLIGHTREC_SOCKET_TSC=0). A Python program reads CLOCK_MONOTONIC right before
 and after each send of a known size, over ~2.5 s (many flush ticks, and an

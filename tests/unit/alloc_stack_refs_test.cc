@@ -1,4 +1,4 @@
-// Unit tests for allocation samples by stack reference (preload/threads/stack_refs.h,
+// Unit tests for allocation samples by stack reference (preload/alloc/stack_refs.h,
 // alloc::PushAllocSample, the alloc.sample decoders): a repeated stack costs
 // its hash in the ring, not its frames; the decoded events still carry the
 // whole stack; a full record that was dropped is never referred to; a slot
@@ -13,6 +13,7 @@
 #include "format/segment_writer.h"
 #include "preload/alloc/alloc_events.h"
 #include "preload/alloc/alloc_profiler.h"
+#include "preload/alloc/stack_refs.h"
 #include "preload/flush/flush_registry_internal.h"
 #include "preload/threads/record_kinds.h"
 #include "preload/threads/thread_registry.h"
@@ -38,7 +39,7 @@ struct Fixture {
     REQUIRE(ts->ring.ClaimOffer());
     ts->tid = 777;
     ts->generation = 1;
-    ts->alloc_stacks_pushed.Clear();
+    PushedStacksOf(ts.get()).Clear();
   }
   // Drains the ring through the registered decoders; returns the kinds seen.
   std::vector<uint16_t> Drain(FlushContext& ctx) {
@@ -113,7 +114,7 @@ TEST_CASE("alloc stack refs: a dropped full record is never referred to; a new o
   }
   // The ring is full: b's full record is dropped, so b must not become known.
   CHECK_FALSE(alloc::PushAllocSample(f.ts.get(), reinterpret_cast<void*>(0xb0), 100, 65536, b.data(), kDepth));
-  CHECK_FALSE(f.ts->alloc_stacks_pushed.Known(HashStack(b.data(), kDepth)));
+  CHECK_FALSE(PushedStacksOf(f.ts.get()).Known(HashStack(b.data(), kDepth)));
 
   format_test::TempDir dir;
   format::SegmentWriter w;
@@ -130,10 +131,10 @@ TEST_CASE("alloc stack refs: a dropped full record is never referred to; a new o
   // A reference it could not resolve (forged here) keeps its weight with no stack.
   f.ts->ring.Reset();
   REQUIRE(f.ts->ring.ClaimOffer());
-  f.ts->alloc_stacks_pushed.Clear();
+  PushedStacksOf(f.ts.get()).Clear();
   f.ts->generation = 2;
   {
-    RecordWriter rw(f.ts.get(), kRecAllocSampleRef, sizeof(alloc::AllocSampleRefRecord), false);
+    RecordWriter rw(f.ts.get(), kRecAllocSampleRef, sizeof(alloc::AllocSampleRefRecord), IfUnregistered::kSkip);
     REQUIRE(rw.ok());
     auto* r = static_cast<alloc::AllocSampleRefRecord*>(rw.data());
     *r = {9000, 0xf0, 300, HashStack(a.data(), kDepth)};

@@ -18,15 +18,15 @@ TEST_CASE("released fds: listed numbers are swallowed once, and only inside a sc
   CHECK(ListReleasedFd(41));
   CHECK(ListReleasedFd(40));  // already listed: still one entry
   CHECK(ReleasedFdCount() == 2);
-  CHECK_FALSE(tls_in_released_fd_scope);
+  CHECK_FALSE(t_in_released_fd_scope);
   {
     ReleasedFdScope scope;
-    CHECK(tls_in_released_fd_scope);
+    CHECK(t_in_released_fd_scope);
     CHECK(SwallowReleasedClose(40));
     CHECK_FALSE(SwallowReleasedClose(40));  // one close per release
     CHECK_FALSE(SwallowReleasedClose(42));
   }
-  CHECK_FALSE(tls_in_released_fd_scope);
+  CHECK_FALSE(t_in_released_fd_scope);
   CHECK(ReleasedFdCount() == 1);
   CHECK(ListReleasedFd(43));  // reuses the freed slot
   CHECK(ReleasedFdCount() == 2);

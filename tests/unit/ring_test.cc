@@ -251,7 +251,7 @@ TEST_CASE("ring growth: a full ring moves to a spare at once, and keeps its reco
   flightrec::NoteRingDrained(ts.get(), 0, 1'000'000'000ull);
   uint64_t pushed = 0;
   auto push = [&] {
-    flightrec::RecordWriter w(ts.get(), 3, sizeof(Rec), false);
+    flightrec::RecordWriter w(ts.get(), 3, sizeof(Rec), flightrec::IfUnregistered::kSkip);
     if (!w.ok()) return false;
     Rec rec{pushed, pushed ^ 0x5a5a5a5aull};
     memcpy(w.data(), &rec, sizeof(rec));

@@ -162,10 +162,10 @@ TEST_CASE("sampler_local_stack: skip drops frames and max bounds the output") {
   // Asked to, a capture cut short says so in its last slot; one that fits
   // (the whole stack, < 256 frames here) does not.
   uint64_t cut[3], whole[200];
-  CHECK(stacks::CaptureCurrentStack(cut, 3, 0, true) == 3);
+  CHECK(stacks::CaptureCurrentStack(cut, 3, 0, stacks::MarkTruncated::kYes) == 3);
   CHECK(cut[2] == flightrec::stacks::kTruncatedStackPc);
   CHECK(cut[1] == few[1]);
-  const int n = stacks::CaptureCurrentStack(whole, 200, 0, true);
+  const int n = stacks::CaptureCurrentStack(whole, 200, 0, stacks::MarkTruncated::kYes);
   REQUIRE(n > 3);
   REQUIRE(n < 200);
   for (int i = 0; i < n; ++i) CHECK(whole[i] != flightrec::stacks::kTruncatedStackPc);

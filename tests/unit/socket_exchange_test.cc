@@ -124,7 +124,7 @@ TEST_CASE("socket exchange: a held slot turns the call away; another connection 
   CHECK(s.bytes_in == 11);
   CHECK(s.calls_in == 1);
   // Close: the exchange goes out and the slot is free.
-  sockex::Flush(fd, 80, 7, false);
+  sockex::Flush(fd, 80, 7, sockex::FlushWhich::kAny);
   CHECK(s.word == 0);
   CHECK(s.calls_in == 0);
   CHECK((s.seq.load() & 1) == 0);

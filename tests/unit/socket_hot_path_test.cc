@@ -1,6 +1,6 @@
 // Socket hot path unit tests (prefix "socket hot path"): the push reads the
 // calling thread's state through a TLS offset kept with the hot globals
-// (preload/sockets/socket_hot_path.h); it must be the same state tls_state holds, on
+// (preload/sockets/socket_hot_path.h); it must be the same state t_state holds, on
 // every thread, and the ordinary read before the offset is known.
 #include <doctest/doctest.h>
 
@@ -11,22 +11,22 @@
 #include "preload/threads/thread_registry.h"
 
 using flightrec::ThreadState;
-using flightrec::tls_state;
+using flightrec::t_state;
 namespace sockhot = flightrec::sockhot;
 
-TEST_CASE("socket hot path: the thread state read through the hot line's TLS offset is tls_state") {
+TEST_CASE("socket hot path: the thread state read through the hot line's TLS offset is t_state") {
   const intptr_t saved_offset = sockhot::g_tls_state_offset;
-  ThreadState* const saved_state = tls_state;
+  ThreadState* const saved_state = t_state;
   alignas(ThreadState) static unsigned char fake[4][sizeof(ThreadState)];
 
   sockhot::g_tls_state_offset = 0;  // before init: the ordinary TLS read
-  tls_state = reinterpret_cast<ThreadState*>(fake[0]);
-  CHECK(sockhot::ThreadStateViaHotLine() == tls_state);
+  t_state = reinterpret_cast<ThreadState*>(fake[0]);
+  CHECK(sockhot::ThreadStateViaHotLine() == t_state);
 
   sockhot::InitTlsStateOffset();
   CHECK(sockhot::g_tls_state_offset != 0);
   CHECK(sockhot::ThreadStateViaHotLine() == reinterpret_cast<ThreadState*>(fake[0]));
-  tls_state = nullptr;
+  t_state = nullptr;
   CHECK(sockhot::ThreadStateViaHotLine() == nullptr);
 
   // Other threads: one offset, each its own state.
@@ -34,15 +34,15 @@ TEST_CASE("socket hot path: the thread state read through the hot line's TLS off
   std::vector<std::thread> threads;
   for (int i = 0; i < 3; ++i) {
     threads.emplace_back([i, &seen] {
-      ThreadState* const before = tls_state;
-      tls_state = reinterpret_cast<ThreadState*>(fake[i + 1]);
+      ThreadState* const before = t_state;
+      t_state = reinterpret_cast<ThreadState*>(fake[i + 1]);
       seen[i] = sockhot::ThreadStateViaHotLine();
-      tls_state = before;
+      t_state = before;
     });
   }
   for (auto& t : threads) t.join();
   for (int i = 0; i < 3; ++i) CHECK(seen[i] == reinterpret_cast<ThreadState*>(fake[i + 1]));
 
-  tls_state = saved_state;
+  t_state = saved_state;
   sockhot::g_tls_state_offset = saved_offset;
 }

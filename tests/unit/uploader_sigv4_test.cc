@@ -152,11 +152,11 @@ std::string AuthorizationLine(const std::string& signed_request) {
 }  // namespace
 
 TEST_CASE("uploader_sigv4: UriEncode follows the AWS rules") {
-  CHECK(UriEncode("AZaz09-_.~", false) == "AZaz09-_.~");
-  CHECK(UriEncode("a b/c", false) == "a%20b%2Fc");
-  CHECK(UriEncode("a b/c", true) == "a%20b/c");
-  CHECK(UriEncode("$+=&%", false) == "%24%2B%3D%26%25");
-  CHECK(UriEncode("\xe1\x88\xb4", false) == "%E1%88%B4");
+  CHECK(UriEncode("AZaz09-_.~", Slash::kEncode) == "AZaz09-_.~");
+  CHECK(UriEncode("a b/c", Slash::kEncode) == "a%20b%2Fc");
+  CHECK(UriEncode("a b/c", Slash::kKeep) == "a%20b/c");
+  CHECK(UriEncode("$+=&%", Slash::kEncode) == "%24%2B%3D%26%25");
+  CHECK(UriEncode("\xe1\x88\xb4", Slash::kEncode) == "%E1%88%B4");
   CHECK(UriDecode("%E1%88%B4+x%2") == "\xe1\x88\xb4+x%2");  // '+' is not a space; bad escapes stay
   // S3 paths are never normalized: dots and double slashes are kept.
   CHECK(CanonicalUri("/a/./b//../c", false) == "/a/./b//../c");

@@ -139,7 +139,7 @@ void Redact(std::string* text, const Credentials& c) {
   }
 }
 
-std::string EncodedPath(const std::string& raw_path) { return UriEncode(raw_path, /*keep_slash=*/true); }
+std::string EncodedPath(const std::string& raw_path) { return UriEncode(raw_path, Slash::kKeep); }
 
 std::once_flag g_global_once;
 bool g_global_ok = false;

@@ -87,7 +87,8 @@ void Credentials::Clear() {
   session_token.clear();
 }
 
-std::string UriEncode(std::string_view in, bool keep_slash) {
+std::string UriEncode(std::string_view in, Slash slash) {
+  const bool keep_slash = slash == Slash::kKeep;
   static const char kHex[] = "0123456789ABCDEF";
   std::string out;
   out.reserve(in.size() * 3);
@@ -123,14 +124,14 @@ std::string UriDecode(std::string_view in) {
 
 std::string CanonicalUri(std::string_view raw_path, bool normalize) {
   if (raw_path.empty()) return "/";
-  if (normalize) return UriEncode(NormalizePath(raw_path), /*keep_slash=*/true);
-  return UriEncode(raw_path, /*keep_slash=*/true);
+  if (normalize) return UriEncode(NormalizePath(raw_path), Slash::kKeep);
+  return UriEncode(raw_path, Slash::kKeep);
 }
 
 std::string CanonicalQuery(const KeyValues& query) {
   std::vector<std::pair<std::string, std::string>> enc;
   enc.reserve(query.size());
-  for (const auto& [k, v] : query) enc.emplace_back(UriEncode(k, false), UriEncode(v, false));
+  for (const auto& [k, v] : query) enc.emplace_back(UriEncode(k, Slash::kEncode), UriEncode(v, Slash::kEncode));
   std::sort(enc.begin(), enc.end());  // by encoded key, then encoded value
   std::string out;
   for (const auto& [k, v] : enc) {

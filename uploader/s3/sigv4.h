@@ -59,7 +59,8 @@ struct SigV4Result {
 
 // RFC 3986 unreserved characters (A-Z a-z 0-9 - _ . ~) pass through; every
 // other byte becomes %XX with uppercase hex. '/' is kept when keep_slash.
-std::string UriEncode(std::string_view in, bool keep_slash);
+enum class Slash : bool { kEncode = false, kKeep = true };
+std::string UriEncode(std::string_view in, Slash slash);
 // Decodes %XX escapes (invalid escapes are kept literally); '+' stays '+'.
 std::string UriDecode(std::string_view in);
 

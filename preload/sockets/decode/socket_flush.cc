@@ -23,7 +23,7 @@
 #include "preload/threads/record_kinds.h"
 #include "preload/sockets/decode/socket_acceptq.h"
 #include "preload/sockets/decode/socket_addr_format.h"
-#include "preload/sockets/socket_clock.h"
+#include "preload/runtime/tsc_clock.h"
 #include "preload/sockets/socket_exchange.h"
 #include "preload/sockets/decode/socket_events.h"
 #include "preload/sockets/socket_fd_table.h"
@@ -282,9 +282,9 @@ void DecodeOp(FlushContext& ctx, const RecordHeader& h, const void* payload) {
   if (!g_flush || !g_flush->side || h.size < sizeof(RecordHeader) + sizeof(SocketOpRecord)) return;
   SocketOpRecord r;
   memcpy(&r, payload, sizeof(r));
-  if (r.flags & kOpFlagTsc) {  // TSC ticks -> CLOCK_MONOTONIC ns (socket_clock.h)
+  if (r.flags & kOpFlagTsc) {  // TSC ticks -> CLOCK_MONOTONIC ns (tsc_clock.h)
     uint64_t start, end;
-    sockclock::TickSpanToNs(r.start_ns, r.duration_ns, ctx.now_ns, &start, &end);
+    tscclock::TickSpanToNs(r.start_ns, r.duration_ns, ctx.now_ns, &start, &end);
     r.start_ns = start;
     r.duration_ns = end > start ? end - start : 0;
     r.flags = static_cast<uint8_t>(r.flags & ~kOpFlagTsc);
@@ -295,7 +295,7 @@ void DecodeOp(FlushContext& ctx, const RecordHeader& h, const void* payload) {
 // One time of an exchange record in CLOCK_MONOTONIC ns on the socket grid (0 stays 0).
 uint64_t ExchangeTime(uint64_t t, bool tsc, uint64_t now_ns) {
   if (!t) return 0;
-  return QuantizeExchangeTime(tsc ? sockclock::TicksToNs(t, now_ns) : t);
+  return QuantizeExchangeTime(tsc ? tscclock::TicksToNs(t, now_ns) : t);
 }
 
 void OnExchangeRecord(FlushContext& ctx, const SocketExchangeRecord& r, uint32_t ring_tid, const uint8_t* prefix);
@@ -382,10 +382,10 @@ void HarvestGaps(FlushContext& ctx) {
   if (!g_flush || !g_flush->side || !ctx.thread) return;
   const uint32_t tid = TidOf(ctx);
   const uint64_t unsummarized = HarvestSocketGaps(
-      ctx.thread->sock_gaps,
+      SocketGapsOf(ctx.thread),
       [&](uint64_t conn, uint64_t in, uint64_t out, uint64_t ops, uint64_t errors, uint64_t last) {
         const uint64_t t =
-            (last & kGapTimeIsTsc) ? sockclock::TicksToNs(last & ~kGapTimeIsTsc, ctx.now_ns) : last;
+            (last & kGapTimeIsTsc) ? tscclock::TicksToNs(last & ~kGapTimeIsTsc, ctx.now_ns) : last;
         g_flush->side->OnGap(SocketGapRecord{t, conn, in, out, ops, errors}, tid);
       });
   if (unsummarized) EmitGlobalDrops(ctx, "socket.gap", unsummarized);
@@ -441,7 +441,7 @@ void FlushSource(FlushContext& ctx) {
   }
   if (g_adopted_pending.exchange(false, std::memory_order_acq_rel)) g->side->conns().AnnounceAdopted(ctx.writer);
   if (g_new_segment.exchange(false, std::memory_order_acq_rel)) g->side->conns().NewSegment(ctx.writer);
-  sockclock::Refresh(ctx.now_ns);
+  tscclock::Refresh(ctx.now_ns);
   // Final only in a tick that began after exit() started: its drain then
   // holds everything the exited threads pushed. (A tick that was already
   // draining when exit() began may have missed records of another ring.)
@@ -524,7 +524,7 @@ void ResetSocketFlushSideAfterFork() {
   if (!g_flush) return;
   const uint64_t acceptq_ms = g_flush->acceptq_ns / kMs;
   MakeGlobals(acceptq_ms);
-  sockclock::ResetAfterFork();
+  tscclock::ResetAfterFork();
   g_new_segment.store(false, std::memory_order_relaxed);
   g_finalize_ns.store(0, std::memory_order_relaxed);
   // The inherited sockets, described before the child can close them.

@@ -33,7 +33,7 @@
 //    way: written at once, then counted into their connection on arrival
 //    when its socket.open is written, else queued with the rest.
 //  * Data ops timed with the TSC (kOpFlagTsc) are converted to CLOCK_MONOTONIC
-//    ns here, before anything else sees them (socket_clock.h).
+//    ns here, before anything else sees them (tsc_clock.h).
 //  * Every FLIGHTREC_ACCEPTQ_MS the source samples the accept queues of our
 //    listeners (socket_acceptq.h) into socket.acceptq events.
 //  * No request events: flightrec-dump derives requests from socket.op and

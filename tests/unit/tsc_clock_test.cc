@@ -1,5 +1,5 @@
-// Socket clock unit tests (prefix "socket clock"): the TSC -> CLOCK_MONOTONIC
-// map the flush thread converts socket records with (preload/sockets/socket_clock.h),
+// TSC clock unit tests (prefix "tsc clock"): the TSC -> CLOCK_MONOTONIC
+// map the flush thread converts socket records with (preload/runtime/tsc_clock.h),
 // fed with synthetic pairs, and the real pair reader on this machine.
 #include <doctest/doctest.h>
 
@@ -8,10 +8,10 @@
 #include <cstdint>
 
 #include "preload/runtime/clock.h"
-#include "preload/sockets/socket_clock.h"
+#include "preload/runtime/tsc_clock.h"
 
-using flightrec::sockclock::Pair;
-using flightrec::sockclock::TscMap;
+using flightrec::tscclock::Pair;
+using flightrec::tscclock::TscMap;
 
 namespace {
 
@@ -26,7 +26,7 @@ int64_t Diff(uint64_t a, uint64_t b) { return static_cast<int64_t>(a - b); }
 
 }  // namespace
 
-TEST_CASE("socket clock: two pairs give the rate; ticks between and after them convert to ns") {
+TEST_CASE("tsc clock: two pairs give the rate; ticks between and after them convert to ns") {
   TscMap m;
   CHECK(m.empty());
   CHECK(m.AddPair(At(0)));
@@ -41,7 +41,7 @@ TEST_CASE("socket clock: two pairs give the rate; ticks between and after them c
   CHECK(m.ToNs(At(3000000).tsc + 2500) - m.ToNs(At(3000000).tsc) == 1000);
 }
 
-TEST_CASE("socket clock: no rate from pairs under 2 ms apart, whose read jitter would make it wrong") {
+TEST_CASE("tsc clock: no rate from pairs under 2 ms apart, whose read jitter would make it wrong") {
   TscMap m;
   REQUIRE(m.AddPair(At(0)));
   Pair close = At(5000);  // 5 us later, 40 ns of jitter: a rate 0.8% off
@@ -55,7 +55,7 @@ TEST_CASE("socket clock: no rate from pairs under 2 ms apart, whose read jitter 
   CHECK(m.AddPair(At(1003000000)));
 }
 
-TEST_CASE("socket clock: a map started with a known rate (a fork child's) converts from its first pair") {
+TEST_CASE("tsc clock: a map started with a known rate (a fork child's) converts from its first pair") {
   TscMap m;
   m.StartWithSlope(At(0), 0.4);
   CHECK(m.ToNs(At(1234567).tsc) == kNs0 + 1234567);
@@ -66,7 +66,7 @@ TEST_CASE("socket clock: a map started with a known rate (a fork child's) conver
   CHECK(m.ToNs(At(12000000).tsc) == kNs0 + 12000000);
 }
 
-TEST_CASE("socket clock: a pair that contradicts the map is refused and the map kept") {
+TEST_CASE("tsc clock: a pair that contradicts the map is refused and the map kept") {
   TscMap m;
   REQUIRE(m.AddPair(At(0)));
   REQUIRE(m.AddPair(At(10 * 1000000)));
@@ -85,7 +85,7 @@ TEST_CASE("socket clock: a pair that contradicts the map is refused and the map 
   CHECK(m.AddPair(slewed));
 }
 
-TEST_CASE("socket clock: the rate follows a clock that changes speed (rebased every 30-60 s)") {
+TEST_CASE("tsc clock: the rate follows a clock that changes speed (rebased every 30-60 s)") {
   TscMap m;
   uint64_t tsc = kTsc0, ns = kNs0;
   REQUIRE(m.AddPair(Pair{tsc, ns}));
@@ -107,7 +107,7 @@ TEST_CASE("socket clock: the rate follows a clock that changes speed (rebased ev
   CHECK(std::llabs(Diff(m.ToNs(tsc + 1250000000ull), ns + 500100000)) < 5);
 }
 
-TEST_CASE("socket clock: large tick counts do not overflow; times before the first pair stay positive") {
+TEST_CASE("tsc clock: large tick counts do not overflow; times before the first pair stay positive") {
   TscMap m;
   const Pair a{uint64_t{1} << 62, 100 * kSec};
   REQUIRE(m.AddPair(a));
@@ -119,17 +119,17 @@ TEST_CASE("socket clock: large tick counts do not overflow; times before the fir
   CHECK(m.ToNs(a.tsc - (uint64_t{1} << 50)) == 1);
 }
 
-TEST_CASE("socket clock: pairs read on this machine map the TSC onto CLOCK_MONOTONIC") {
-  if (!flightrec::sockclock::CpuHasInvariantTsc()) {
+TEST_CASE("tsc clock: pairs read on this machine map the TSC onto CLOCK_MONOTONIC") {
+  if (!flightrec::tscclock::CpuHasInvariantTsc()) {
     MESSAGE("no invariant TSC here: the hooks use clock_gettime, nothing to check");
     return;
   }
   TscMap m;
-  REQUIRE(m.AddPair(flightrec::sockclock::ReadPair()));
+  REQUIRE(m.AddPair(flightrec::tscclock::ReadPair()));
   const uint64_t until = flightrec::MonotonicNs() + 20000000;  // 20 ms apart
   while (flightrec::MonotonicNs() < until) {
   }
-  REQUIRE(m.AddPair(flightrec::sockclock::ReadPair()));
+  REQUIRE(m.AddPair(flightrec::tscclock::ReadPair()));
   CHECK(m.slope() > 0.05);  // < 20 GHz
   CHECK(m.slope() < 5.0);   // > 200 MHz
   // A fresh reading converts to within 50 us of the clock read next to it
@@ -141,8 +141,8 @@ TEST_CASE("socket clock: pairs read on this machine map the TSC onto CLOCK_MONOT
   CHECK(converted <= after + 50000);
 }
 
-TEST_CASE("socket clock: the hooks read ticks only once the TSC is calibrated; before, CLOCK_MONOTONIC") {
-  namespace sc = flightrec::sockclock;
+TEST_CASE("tsc clock: the hooks read ticks only once the TSC is calibrated; before, CLOCK_MONOTONIC") {
+  namespace sc = flightrec::tscclock;
   // The word's three states: off, on but uncalibrated, a threshold in ticks.
   CHECK_FALSE(sc::HooksReadTsc(0));
   CHECK_FALSE(sc::HooksReadTsc(UINT64_MAX));

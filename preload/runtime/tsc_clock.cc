@@ -1,29 +1,20 @@
-// Socket clock (see socket_clock.h): TSC detection, calibration pairs and the
+// TSC clock (see tsc_clock.h): TSC detection, calibration pairs and the
 // tsc -> CLOCK_MONOTONIC map.
-#include "preload/sockets/socket_clock.h"
+#include "preload/runtime/tsc_clock.h"
 
 #include <cpuid.h>
 
-
+#include "preload/runtime/hot_data.h"
 #include "preload/runtime/log.h"
-#include "preload/sockets/socket_hot_data.h"
 
-namespace flightrec::sockclock {
+namespace flightrec::tscclock {
 
-}  // namespace flightrec::sockclock
+// First in the hot section (this object links first: preload/runtime/ sorts
+// before preload/sockets/), line-aligned: with the socket hooks' TLS offset,
+// exchange slots, fd table's pointer and size and prefix buffers it fills
+// one cache line (hot_data.h; nm shows the layout).
 
-// First in the hot section (this object links first), line-aligned: with
-// the TLS offset, the fd table's pointer and size and the first real
-// functions it fills one cache line (socket_hot_data.h; nm shows the layout).
-// The offset is socket_hot_path.h's; GCC places a unit's variables in reverse
-// order of definition, so it is defined first and lands second.
-namespace flightrec::sockhot {
-FR_SOCK_HOT_DATA intptr_t g_tls_state_offset = 0;
-}  // namespace flightrec::sockhot
-
-namespace flightrec::sockclock {
-
-FR_SOCK_HOT_DATA alignas(64) std::atomic<uint64_t> g_tsc_block_ticks{0};
+FR_HOT_DATA alignas(64) std::atomic<uint64_t> g_tsc_block_ticks{0};
 std::atomic<uint64_t> g_block_min_ns{UINT64_MAX};
 std::atomic<uint64_t> g_ns_per_tick_q32{0};
 std::atomic<uint64_t> g_open_bound_ns{UINT64_MAX};
@@ -201,4 +192,4 @@ void ResetAfterFork() {
   g_pair_tick_ns = g_last_refresh_ns = 0;
 }
 
-}  // namespace flightrec::sockclock
+}  // namespace flightrec::tscclock

@@ -1,5 +1,8 @@
-// Socket clock: the timestamps the socket hooks take, and their conversion to
-// the trace's time base (CLOCK_MONOTONIC ns) on the flush thread.
+// TSC clock: the timestamps the socket hooks and the blocking-call hooks
+// (sampler/hook_blocking.cc) take, and their conversion to the trace's time
+// base (CLOCK_MONOTONIC ns) on the flush thread. In runtime/ because two
+// producers read it; the socket hooks set it up (socket_init.cc) and their
+// decoder converts with it.
 //
 // A recorded call reads the clock twice, around the real call, and those two
 // reads were most of a hook's cost: clock_gettime(CLOCK_MONOTONIC) is ~26 ns
@@ -31,10 +34,10 @@
 
 #include "preload/runtime/clock.h"
 
-namespace flightrec::sockclock {
+namespace flightrec::tscclock {
 
 // The TSC switch and the TSC block threshold in one word, so that a recorded
-// call reads one hot-line global for both (socket_hot_data.h): 0 = the TSC is
+// call reads one hot-line global for both (hot_data.h): 0 = the TSC is
 // off; UINT64_MAX = on but not calibrated yet (the flush thread's second pair
 // gives the slope); otherwise a call that took at least this many ticks
 // blocked. Moves only MAX -> ticks -> ticks' -> 0.
@@ -145,4 +148,4 @@ void Refresh(uint64_t now_ns);
 // flush thread may have been updating the copied one).
 void ResetAfterFork();
 
-}  // namespace flightrec::sockclock
+}  // namespace flightrec::tscclock

@@ -1,6 +1,6 @@
 // Stack references, the flush thread's side (see stack_refs.h): the table of
 // frames per slot, from the recorder's heap.
-#include "preload/threads/stack_refs.h"
+#include "preload/alloc/stack_refs.h"
 
 #include <mimalloc.h>
 

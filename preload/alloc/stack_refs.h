@@ -14,8 +14,10 @@
 // record was lost between the sides) yields "stack unknown", never a wrong
 // stack.
 //
-// Lifetimes: both sides live in the ThreadState slot. The producer's cache is
-// cleared when a thread claims the slot (with the ring's Reset); the
+// Lifetimes: both sides live in the ThreadState slot, in the allocation
+// producer's ranges (producer_slots.h: PushedStacksOf, StackTableOf below).
+// The producer's cache is cleared when a thread claims the slot (with the
+// ring's Reset); the
 // consumer's table notices the slot's new generation and forgets. Segment
 // rotation changes nothing: the segment writer interns frames per segment
 // from the full pcs the table hands it (format/intern_tables.*), so the
@@ -25,6 +27,8 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+
+#include "preload/threads/thread_registry.h"
 
 namespace flightrec {
 
@@ -47,7 +51,7 @@ inline uint64_t HashStack(const uint64_t* pcs, uint32_t n) {
 
 inline uint32_t StackRefSlot(uint64_t hash) { return static_cast<uint32_t>(hash) & (kStackRefSlots - 1); }
 
-// Producer-private, in the ThreadState (no allocation).
+// Producer-private, in the thread's producer slot (no allocation).
 struct StackRefCache {
   uint64_t known[kStackRefSlots];
   void Clear() { memset(known, 0, sizeof(known)); }
@@ -82,5 +86,14 @@ class StackRefTable {
   uint64_t generation_ = 0;
   Entry entries_[kStackRefSlots];
 };
+
+// The thread's pushed stacks (producer side) and the flush thread's table
+// for its slot (null until the first sample), in their producer slots.
+inline StackRefCache& PushedStacksOf(ThreadState* ts) {
+  return ProducerSlot<StackRefCache, kSlotAllocStacksPushed>(ts);
+}
+inline StackRefTable*& StackTableOf(ThreadState* ts) {
+  return ProducerSlot<StackRefTable*, kSlotAllocStacksTable>(ts);
+}
 
 }  // namespace flightrec
