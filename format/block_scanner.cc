@@ -110,8 +110,8 @@ size_t BlockScanner::Resync(size_t from) const {
 
 void BlockScanner::SkipTo(size_t from, size_t q, std::vector<Problem>* problems) {
   if (q < size_) {
-    problems->push_back({from, "skipped " + std::to_string(q - from) + " bytes to the next good block at offset " +
-                                   std::to_string(q)});
+    problems->push_back(
+        {from, "skipped " + std::to_string(q - from) + " bytes to the next good block at offset " + std::to_string(q)});
   } else {
     problems->push_back({from, "no good block after offset " + std::to_string(from) + "; " +
                                    std::to_string(size_ - from) + " bytes unreadable"});
@@ -147,8 +147,8 @@ bool BlockScanner::Next(RawBlock* block, std::vector<Problem>* problems) {
     }
     if (c == HeaderCheck::kBad || !CrcOk(p)) {
       bad_blocks_++;
-      problems->push_back({p, (c == HeaderCheck::kBad ? why : std::string("bad CRC")) + " at offset " +
-                                  std::to_string(p)});
+      problems->push_back(
+          {p, (c == HeaderCheck::kBad ? why : std::string("bad CRC")) + " at offset " + std::to_string(p)});
       SkipTo(p, Resync(p + 1), problems);
       continue;
     }

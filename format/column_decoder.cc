@@ -89,8 +89,8 @@ bool DecodePackedColumn(ByteCursor* cur, uint32_t count, uint8_t enc, DecodedCol
 
 }  // namespace
 
-bool DecodeColumn(ByteCursor* cur, uint32_t count, DecodedColumn* out, std::string* why,
-                  const DecodedColumn* earlier, size_t nearlier) {
+bool DecodeColumn(ByteCursor* cur, uint32_t count, DecodedColumn* out, std::string* why, const DecodedColumn* earlier,
+                  size_t nearlier) {
   uint8_t enc;
   if (!cur->U8(&enc)) {
     *why = "missing column";
@@ -104,8 +104,7 @@ bool DecodeColumn(ByteCursor* cur, uint32_t count, DecodedColumn* out, std::stri
     return false;
   }
   switch (out->scheme) {
-    case ColumnScheme::kPlain:
-      return ReadFixedArray(cur, count, w, &out->ints, why);
+    case ColumnScheme::kPlain: return ReadFixedArray(cur, count, w, &out->ints, why);
     case ColumnScheme::kZigZag:
       if (!ReadFixedArray(cur, count, w, &out->ints, why)) return false;
       for (auto& v : out->ints) v = static_cast<uint64_t>(UnZigZag(v));
@@ -147,8 +146,7 @@ bool DecodeColumn(ByteCursor* cur, uint32_t count, DecodedColumn* out, std::stri
     case ColumnScheme::kPackedPlain:
     case ColumnScheme::kPackedZigZag:
     case ColumnScheme::kPackedDelta:
-    case ColumnScheme::kPackedRel:
-      break;
+    case ColumnScheme::kPackedRel: break;
   }
   return DecodePackedColumn(cur, count, enc, out, why, earlier, nearlier);
 }

@@ -36,9 +36,8 @@ uint32_t PortableRaw(uint32_t state, const uint8_t* p, size_t len) {
     uint64_t w;
     std::memcpy(&w, p, 8);  // little-endian hosts only (x86-64, aarch64 LE)
     w ^= state;
-    state = t[7][w & 0xff] ^ t[6][(w >> 8) & 0xff] ^ t[5][(w >> 16) & 0xff] ^
-            t[4][(w >> 24) & 0xff] ^ t[3][(w >> 32) & 0xff] ^ t[2][(w >> 40) & 0xff] ^
-            t[1][(w >> 48) & 0xff] ^ t[0][w >> 56];
+    state = t[7][w & 0xff] ^ t[6][(w >> 8) & 0xff] ^ t[5][(w >> 16) & 0xff] ^ t[4][(w >> 24) & 0xff] ^
+            t[3][(w >> 32) & 0xff] ^ t[2][(w >> 40) & 0xff] ^ t[1][(w >> 48) & 0xff] ^ t[0][w >> 56];
     p += 8;
     len -= 8;
   }

@@ -148,10 +148,8 @@ uint32_t InternTables::Location(uint64_t pc, uint64_t generation, bool* provisio
     MiVector<uint8_t>* e = locations_.BeginEntry(&id);
     e->insert(e->end(), scratch_entry_.begin(), scratch_entry_.end());
     it->second = LocationRef{id, !named};
-    if (named)
-      provisional_locations_.erase(p);
-    else
-      p->second.entry = scratch_entry_;
+    if (named) provisional_locations_.erase(p);
+    else p->second.entry = scratch_entry_;
     *provisional = !named;
     return id;
   }

@@ -104,7 +104,10 @@ class InternTables {
     MiVector<Chunk> pending;
     // Starts a new entry; returns the buffer to encode it into.
     MiVector<uint8_t>* BeginEntry(uint32_t* id);
-    void Clear() { next_id = 1; pending.clear(); }
+    void Clear() {
+      next_id = 1;
+      pending.clear();
+    }
   };
   struct MappingKey {
     uint64_t start, end, offset;
@@ -129,7 +132,9 @@ class InternTables {
     static PcSpan S(const MiVector<uint64_t>& v) { return {v.data(), v.size()}; }
     static PcSpan S(PcSpan s) { return s; }
     template <class A, class B>
-    bool operator()(const A& a, const B& b) const { return Same(S(a), S(b)); }
+    bool operator()(const A& a, const B& b) const {
+      return Same(S(a), S(b));
+    }
     static bool Same(PcSpan a, PcSpan b);
   };
 
@@ -170,7 +175,7 @@ class InternTables {
   uint32_t Mapping(const MappingInfo& m);
 
   PcDescriber* describer_ = nullptr;
-  static uint64_t NewEpoch();  // unique in the process, from 1
+  static uint64_t NewEpoch();    // unique in the process, from 1
   uint64_t epoch_ = NewEpoch();  // renewed by Reset(): string ids of older epochs are gone
   Table strings_, mappings_, locations_, stacks_;
   MiHashMap<MiString, uint32_t, MiStringHash, MiStringEq> string_ids_;
@@ -179,14 +184,16 @@ class InternTables {
   MiHashMap<uint64_t, ProvisionalLocation> provisional_locations_;  // by pc
   MiHashMap<MiVector<uint64_t>, StackRef, StackHash, StackEq> stack_ids_;
   MiHashMap<uint32_t, ProvisionalStack> provisional_stacks_;  // by stack id
-  uint64_t world_start_ = 0;  // the describer's WorldStart() these ids hold for
+  uint64_t world_start_ = 0;                                  // the describer's WorldStart() these ids hold for
   // For events older than it: keyed by era and pc(s) (the era leads the key).
   struct PcEra {
     uint64_t pc, era;
     bool operator==(const PcEra&) const = default;
   };
   struct PcEraHash {
-    size_t operator()(const PcEra& k) const { return static_cast<size_t>((k.pc ^ (k.era * 0x9E3779B97F4A7C15ull)) * 0xff51afd7ed558ccdull); }
+    size_t operator()(const PcEra& k) const {
+      return static_cast<size_t>((k.pc ^ (k.era * 0x9E3779B97F4A7C15ull)) * 0xff51afd7ed558ccdull);
+    }
   };
   MiHashMap<PcEra, uint32_t, PcEraHash> before_location_ids_;
   MiHashMap<MiVector<uint64_t>, uint32_t, StackHash, StackEq> before_stack_ids_;
@@ -225,8 +232,7 @@ bool InternTables::EmitPending(Emit&& emit) {
   // Dependency order: mappings/locations refer to strings, locations to
   // mappings, stacks to locations.
   Table* order[] = {&strings_, &mappings_, &locations_, &stacks_};
-  const BlockKind kinds[] = {BlockKind::kStrings, BlockKind::kMappings, BlockKind::kLocations,
-                             BlockKind::kStacks};
+  const BlockKind kinds[] = {BlockKind::kStrings, BlockKind::kMappings, BlockKind::kLocations, BlockKind::kStacks};
   MiVector<uint8_t> payload;
   for (int t = 0; t < 4; t++) {
     for (Chunk& c : order[t]->pending) {

@@ -110,7 +110,9 @@ bool ParseHeader(const uint8_t* d, size_t n, SegmentHeader* h, std::string* why,
 class Decoder {
  public:
   Decoder(Segment* seg, const ReaderOptions& opt, size_t file_size)
-      : seg_(seg), opt_(opt), table_left_(kTableBase + file_size),
+      : seg_(seg),
+        opt_(opt),
+        table_left_(kTableBase + file_size),
         cells_left_(kSegmentCells + kCellsPerFileByte * file_size) {}
   ~Decoder() { ZSTD_freeDCtx(dctx_); }
 
@@ -120,8 +122,7 @@ class Decoder {
   bool Payload(const RawBlock& b, std::string* why);
   bool Schema(ByteCursor c, uint64_t offset, std::string* why);
   template <class T, class ParseEntry>
-  bool Table(ByteCursor c, std::unordered_map<uint32_t, T>* table, ParseEntry parse, uint64_t offset,
-             std::string* why);
+  bool Table(ByteCursor c, std::unordered_map<uint32_t, T>* table, ParseEntry parse, uint64_t offset, std::string* why);
   bool Events(ByteCursor c, uint64_t offset, std::string* why);
   bool Footer(ByteCursor c, std::string* why);
 
@@ -130,8 +131,8 @@ class Decoder {
   ZSTD_DCtx* dctx_ = nullptr;
   std::vector<uint8_t> raw_;
   bool warned_limit_ = false;
-  uint64_t table_left_;   // table entries, frames and lines the segment may still define
-  uint64_t cells_left_;   // event values the segment may still declare
+  uint64_t table_left_;       // table entries, frames and lines the segment may still define
+  uint64_t cells_left_;       // event values the segment may still declare
   uint64_t deep_stacks_ = 0;  // stacks cut at kMaxStackDepth in the current block
 };
 
@@ -184,63 +185,75 @@ bool Decoder::Payload(const RawBlock& b, std::string* why) {
   switch (static_cast<BlockKind>(b.kind)) {
     case BlockKind::kSchema: return Schema(c, b.offset, why);
     case BlockKind::kStrings:
-      return Table(c, &seg_->strings, [](ByteCursor* c, std::string* s) {
-        std::string_view v;
-        if (!c->Str(&v)) return false;
-        s->assign(v);
-        return true;
-      }, b.offset, why);
+      return Table(
+          c, &seg_->strings,
+          [](ByteCursor* c, std::string* s) {
+            std::string_view v;
+            if (!c->Str(&v)) return false;
+            s->assign(v);
+            return true;
+          },
+          b.offset, why);
     case BlockKind::kMappings:
-      return Table(c, &seg_->mappings, [](ByteCursor* c, Mapping* m) {
-        uint64_t path, build;
-        if (!c->Uvarint(&m->start) || !c->Uvarint(&m->end) || !c->Uvarint(&m->file_offset) ||
-            !c->Uvarint(&path) || !c->Uvarint(&build) || path > UINT32_MAX || build > UINT32_MAX)
-          return false;
-        m->path = static_cast<uint32_t>(path);
-        m->build_id = static_cast<uint32_t>(build);
-        return true;
-      }, b.offset, why);
+      return Table(
+          c, &seg_->mappings,
+          [](ByteCursor* c, Mapping* m) {
+            uint64_t path, build;
+            if (!c->Uvarint(&m->start) || !c->Uvarint(&m->end) || !c->Uvarint(&m->file_offset) || !c->Uvarint(&path) ||
+                !c->Uvarint(&build) || path > UINT32_MAX || build > UINT32_MAX)
+              return false;
+            m->path = static_cast<uint32_t>(path);
+            m->build_id = static_cast<uint32_t>(build);
+            return true;
+          },
+          b.offset, why);
     case BlockKind::kLocations:
-      return Table(c, &seg_->locations, [this](ByteCursor* c, Location* l) {
-        uint64_t mapping, nlines;
-        if (!c->Uvarint(&mapping) || mapping > UINT32_MAX || !c->Uvarint(&l->address) || !c->Uvarint(&nlines))
-          return false;
-        if (nlines > c->remaining() / 3) return false;  // each line takes >= 3 bytes
-        if (nlines > table_left_) return false;
-        table_left_ -= nlines;
-        l->mapping = static_cast<uint32_t>(mapping);
-        l->lines.resize(static_cast<size_t>(nlines));
-        for (Line& line : l->lines) {
-          uint64_t fn, file;
-          if (!c->Uvarint(&fn) || !c->Uvarint(&file) || !c->Uvarint(&line.line) || fn > UINT32_MAX ||
-              file > UINT32_MAX)
-            return false;
-          line.function = static_cast<uint32_t>(fn);
-          line.file = static_cast<uint32_t>(file);
-        }
-        return true;
-      }, b.offset, why);
+      return Table(
+          c, &seg_->locations,
+          [this](ByteCursor* c, Location* l) {
+            uint64_t mapping, nlines;
+            if (!c->Uvarint(&mapping) || mapping > UINT32_MAX || !c->Uvarint(&l->address) || !c->Uvarint(&nlines))
+              return false;
+            if (nlines > c->remaining() / 3) return false;  // each line takes >= 3 bytes
+            if (nlines > table_left_) return false;
+            table_left_ -= nlines;
+            l->mapping = static_cast<uint32_t>(mapping);
+            l->lines.resize(static_cast<size_t>(nlines));
+            for (Line& line : l->lines) {
+              uint64_t fn, file;
+              if (!c->Uvarint(&fn) || !c->Uvarint(&file) || !c->Uvarint(&line.line) || fn > UINT32_MAX ||
+                  file > UINT32_MAX)
+                return false;
+              line.function = static_cast<uint32_t>(fn);
+              line.file = static_cast<uint32_t>(file);
+            }
+            return true;
+          },
+          b.offset, why);
     case BlockKind::kStacks: {
       deep_stacks_ = 0;
-      bool ok = Table(c, &seg_->stacks, [this](ByteCursor* c, std::vector<uint32_t>* s) {
-        uint64_t n;
-        if (!c->Uvarint(&n) || n > c->remaining()) return false;  // each frame takes >= 1 byte
-        size_t keep = n > kMaxStackDepth ? kMaxStackDepth : static_cast<size_t>(n);
-        if (keep > table_left_) return false;
-        table_left_ -= keep;
-        s->resize(keep);
-        for (uint64_t i = 0; i < n; i++) {  // frames past kMaxStackDepth are read, not kept
-          uint64_t v;
-          if (!c->Uvarint(&v) || v > UINT32_MAX) return false;
-          if (i < keep) (*s)[i] = static_cast<uint32_t>(v);
-        }
-        deep_stacks_ += n > keep;
-        return true;
-      }, b.offset, why);
+      bool ok = Table(
+          c, &seg_->stacks,
+          [this](ByteCursor* c, std::vector<uint32_t>* s) {
+            uint64_t n;
+            if (!c->Uvarint(&n) || n > c->remaining()) return false;  // each frame takes >= 1 byte
+            size_t keep = n > kMaxStackDepth ? kMaxStackDepth : static_cast<size_t>(n);
+            if (keep > table_left_) return false;
+            table_left_ -= keep;
+            s->resize(keep);
+            for (uint64_t i = 0; i < n; i++) {  // frames past kMaxStackDepth are read, not kept
+              uint64_t v;
+              if (!c->Uvarint(&v) || v > UINT32_MAX) return false;
+              if (i < keep) (*s)[i] = static_cast<uint32_t>(v);
+            }
+            deep_stacks_ += n > keep;
+            return true;
+          },
+          b.offset, why);
       if (ok && deep_stacks_)
         seg_->problems.push_back({b.offset, std::to_string(deep_stacks_) + " stacks deeper than " +
-                                                std::to_string(kMaxStackDepth) + " frames" + At(b.offset) +
-                                                " cut to " + std::to_string(kMaxStackDepth)});
+                                                std::to_string(kMaxStackDepth) + " frames" + At(b.offset) + " cut to " +
+                                                std::to_string(kMaxStackDepth)});
       return ok;
     }
     case BlockKind::kEvents: return Events(c, b.offset, why);
@@ -300,8 +313,7 @@ template <class T, class ParseEntry>
 bool Decoder::Table(ByteCursor c, std::unordered_map<uint32_t, T>* table, ParseEntry parse, uint64_t offset,
                     std::string* why) {
   uint64_t first, count;
-  if (!c.Uvarint(&first) || !c.Uvarint(&count) || first == 0 || count > c.remaining() ||
-      first + count > (1ull << 32)) {
+  if (!c.Uvarint(&first) || !c.Uvarint(&count) || first == 0 || count > c.remaining() || first + count > (1ull << 32)) {
     *why = "bad table id range";
     return false;
   }
@@ -320,8 +332,7 @@ bool Decoder::Table(ByteCursor c, std::unordered_map<uint32_t, T>* table, ParseE
   uint64_t dups = 0;
   for (uint64_t i = 0; i < count; i++)
     dups += !table->emplace(static_cast<uint32_t>(first + i), std::move(entries[i])).second;
-  if (dups)
-    seg_->problems.push_back({offset, std::to_string(dups) + " duplicate table ids" + At(offset) + " ignored"});
+  if (dups) seg_->problems.push_back({offset, std::to_string(dups) + " duplicate table ids" + At(offset) + " ignored"});
   return true;
 }
 
@@ -332,8 +343,7 @@ bool SchemeFits(uint8_t type_code, ColumnScheme s) {
     case FieldType::kUInt:
     case FieldType::kSInt:
     case FieldType::kString:
-    case FieldType::kStack:
-      return s == ColumnScheme::kPlain || s == ColumnScheme::kZigZag || s == ColumnScheme::kDelta;
+    case FieldType::kStack: return s == ColumnScheme::kPlain || s == ColumnScheme::kZigZag || s == ColumnScheme::kDelta;
     case FieldType::kF64: return s == ColumnScheme::kF64;
     case FieldType::kBytes: return s == ColumnScheme::kBytes;
   }
@@ -349,8 +359,8 @@ bool Decoder::Events(ByteCursor c, uint64_t offset, std::string* why) {
   auto it = type_id > UINT32_MAX ? seg_->schema.end() : seg_->schema.find(static_cast<uint32_t>(type_id));
   if (it == seg_->schema.end()) {
     seg_->events_skipped += count;
-    seg_->problems.push_back({offset, std::to_string(count) + " events of undefined type " +
-                                          std::to_string(type_id) + At(offset) + " skipped (schema lost?)"});
+    seg_->problems.push_back({offset, std::to_string(count) + " events of undefined type " + std::to_string(type_id) +
+                                          At(offset) + " skipped (schema lost?)"});
     return true;
   }
   if (seg_->events.size() + count > opt_.max_events) {

@@ -101,15 +101,15 @@ struct Segment {
   std::unordered_map<uint32_t, Mapping> mappings;
   std::unordered_map<uint32_t, Location> locations;
   std::unordered_map<uint32_t, std::vector<uint32_t>> stacks;  // location ids, leaf first
-  std::vector<Event> events;                                  // in file order
+  std::vector<Event> events;                                   // in file order
   bool has_footer = false;
   std::vector<std::pair<std::string, uint64_t>> footer;
   std::vector<Problem> problems;
-  uint64_t blocks_read = 0;      // good blocks, including skipped unknown kinds
-  uint64_t bad_blocks = 0;       // failed framing/CRC, or payloads that did not parse
-  uint64_t unknown_blocks = 0;   // unknown kind or unsupported flags, skipped
-  uint64_t events_skipped = 0;   // beyond max_events, or of types without schema
-  uint64_t truncated_at = 0;     // when state == kTruncated
+  uint64_t blocks_read = 0;     // good blocks, including skipped unknown kinds
+  uint64_t bad_blocks = 0;      // failed framing/CRC, or payloads that did not parse
+  uint64_t unknown_blocks = 0;  // unknown kind or unsupported flags, skipped
+  uint64_t events_skipped = 0;  // beyond max_events, or of types without schema
+  uint64_t truncated_at = 0;    // when state == kTruncated
 
   // Convenience lookups; nullptr / "" when absent.
   const SchemaType* TypeByName(std::string_view name) const;

@@ -73,7 +73,7 @@ struct SegmentWriter::Impl {
   struct Type {
     MiString name;
     MiVector<Field> fields;
-    bool packed = false;          // EventTypeSpec::packed
+    bool packed = false;  // EventTypeSpec::packed
     // Definitions in the current segment: each type is defined twice (SPEC.md
     // 5.3), the copy at a later write than the first, so one damaged SCHEMA
     // block cannot leave the segment's events of the type undecodable.
@@ -98,8 +98,8 @@ struct SegmentWriter::Impl {
 
   SegmentFileAccess default_access;
   SegmentFileAccess* access = &default_access;
-  bool open = false;    // between Open and Seal/Abandon
-  int fd = -1;          // only while a write is in progress
+  bool open = false;  // between Open and Seal/Abandon
+  int fd = -1;        // only while a write is in progress
   std::string path;
   bool failed = false;  // a write failed: only Seal/Abandon remain useful
   std::string fail_error;
@@ -113,10 +113,10 @@ struct SegmentWriter::Impl {
   uint64_t min_time = UINT64_MAX, max_time = 0;
   uint64_t rejected = 0;
 
-  uint64_t definitions_round = 0;  // AppendPendingDefinitions calls (one per write)
-  MiVector<uint8_t> out;      // blocks waiting for one write()
+  uint64_t definitions_round = 0;      // AppendPendingDefinitions calls (one per write)
+  MiVector<uint8_t> out;               // blocks waiting for one write()
   uint64_t pending_events_in_out = 0;  // events inside `out`, not yet written
-  MiVector<uint8_t> payload;  // scratch for one block's raw payload
+  MiVector<uint8_t> payload;           // scratch for one block's raw payload
 
   // Drops the segment's intern tables and unwritten batches (after Seal or
   // Abandon, and before Open). Stats survive until the next Open so the
@@ -224,9 +224,7 @@ struct SegmentWriter::Impl {
           else EncodeZigZagColumn(v, t.count, &payload);
           break;
         case FieldType::kF64: EncodeF64Column(v, t.count, &payload); break;
-        case FieldType::kBytes:
-          EncodeBytesColumn(v, t.count, t.bytes[f].data(), t.bytes[f].size(), &payload);
-          break;
+        case FieldType::kBytes: EncodeBytesColumn(v, t.count, t.bytes[f].data(), t.bytes[f].size(), &payload); break;
         case FieldType::kUInt:
         case FieldType::kString:
         case FieldType::kStack:
@@ -291,7 +289,8 @@ struct SegmentWriter::Impl {
         Fail("write " + path + ": the application took over the segment's descriptor (dup2)");
         return false;
       }
-      ssize_t n = PwriteWithoutSigxfsz(fd, out.data() + off, out.size() - off, static_cast<off_t>(stats.bytes_written + off));
+      ssize_t n =
+          PwriteWithoutSigxfsz(fd, out.data() + off, out.size() - off, static_cast<off_t>(stats.bytes_written + off));
       if (n < 0) {
         if (errno == EINTR) continue;
         Fail(ErrnoText("write", path, errno));
@@ -473,10 +472,10 @@ uint32_t SegmentWriter::DefineEventType(const EventTypeSpec& spec) {
   for (size_t i = 0; i < spec.fields.size(); i++) {
     const FieldSpec& f = spec.fields[i];
     // Only an earlier integer field can be followed (readers decode in order).
-    const bool ok = spec.packed && f.follows >= 0 && static_cast<size_t>(f.follows) < i &&
-                    CanFollow(f.type) && IsIntegerField(spec.fields[f.follows].type);
-    t.fields.push_back({MiString(f.name), MiString(f.unit), f.type, ok ? f.follows : -1,
-                        static_cast<uint32_t>(t.recent.size())});
+    const bool ok = spec.packed && f.follows >= 0 && static_cast<size_t>(f.follows) < i && CanFollow(f.type) &&
+                    IsIntegerField(spec.fields[f.follows].type);
+    t.fields.push_back(
+        {MiString(f.name), MiString(f.unit), f.type, ok ? f.follows : -1, static_cast<uint32_t>(t.recent.size())});
     if (f.type == FieldType::kString) t.recent.emplace_back();
     if (f.type == FieldType::kBytes || f.type == FieldType::kStack) t.columns_only = false;
   }

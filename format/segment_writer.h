@@ -51,8 +51,8 @@ struct EventTypeSpec {
 struct SegmentHeaderInfo {
   uint32_t pid = 0;
   WriterIdentity identity;
-  uint64_t sequence = 0;              // segment number within this process
-  uint64_t anchor_monotonic_ns = 0;   // taken together with anchor_realtime_ns
+  uint64_t sequence = 0;             // segment number within this process
+  uint64_t anchor_monotonic_ns = 0;  // taken together with anchor_realtime_ns
   uint64_t anchor_realtime_ns = 0;
   std::string service;
   std::string host;
@@ -70,11 +70,32 @@ struct Value {
   const uint64_t* pcs = nullptr;
   uint32_t npcs = 0;
 
-  static Value U(uint64_t v) { Value x; x.u = v; return x; }
-  static Value S(int64_t v) { Value x; x.s = v; return x; }
-  static Value F(double v) { Value x; x.f = v; return x; }
-  static Value Str(std::string_view v) { Value x; x.bytes = v; return x; }
-  static Value Stack(const uint64_t* p, uint32_t n) { Value x; x.pcs = p; x.npcs = n; return x; }
+  static Value U(uint64_t v) {
+    Value x;
+    x.u = v;
+    return x;
+  }
+  static Value S(int64_t v) {
+    Value x;
+    x.s = v;
+    return x;
+  }
+  static Value F(double v) {
+    Value x;
+    x.f = v;
+    return x;
+  }
+  static Value Str(std::string_view v) {
+    Value x;
+    x.bytes = v;
+    return x;
+  }
+  static Value Stack(const uint64_t* p, uint32_t n) {
+    Value x;
+    x.pcs = p;
+    x.npcs = n;
+    return x;
+  }
 };
 
 // What the writer needs to describe a pc the first time a segment uses it.

@@ -58,12 +58,8 @@ inline uint64_t LoadLE(const uint8_t* p, size_t width) {
   return v;
 }
 
-inline uint64_t ZigZag(int64_t v) {
-  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
-}
-inline int64_t UnZigZag(uint64_t u) {
-  return static_cast<int64_t>((u >> 1) ^ (~(u & 1) + 1));
-}
+inline uint64_t ZigZag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
+inline int64_t UnZigZag(uint64_t u) { return static_cast<int64_t>((u >> 1) ^ (~(u & 1) + 1)); }
 
 // Bounds-checked reader over untrusted bytes. Every getter returns false (and
 // leaves the output unspecified) instead of reading past the end.

@@ -56,27 +56,27 @@ Fn Resolve(std::atomic<Fn>* slot, const char* name, const char* version = nullpt
 // the two reads are rdtsc and a call that did not block stops at one
 // compare; clock_gettime is ~2.5x an rdtsc on a VM, and an event loop's
 // epoll_wait that finds work waiting never blocks.
-#define FR_TIMED(reason, call_expr)                                                  \
-  do {                                                                               \
-    const uint64_t fr_word = TscWord();                                              \
-    if (HooksReadTsc(fr_word)) {                                                     \
-      const uint64_t fr_t0 = __rdtsc();                                              \
-      auto fr_result = call_expr;                                                    \
-      const uint64_t fr_ticks = __rdtsc() - fr_t0;                                   \
-      if (__builtin_expect(fr_ticks >= fr_word, 0)) {                                \
-        const int fr_saved = errno;                                                  \
-        const uint64_t fr_end = MonotonicNs();                                       \
-        OffCpuNoteBlock(fr_end - ApproxTicksToNs(fr_ticks), fr_end, reason);         \
-        errno = fr_saved;                                                            \
-      }                                                                              \
-      return fr_result;                                                              \
-    }                                                                                \
-    const uint64_t fr_start = MonotonicNs();                                         \
-    auto fr_result = call_expr;                                                      \
-    const int fr_saved = errno;                                                      \
-    OffCpuNoteBlock(fr_start, MonotonicNs(), reason);                                \
-    errno = fr_saved;                                                                \
-    return fr_result;                                                                \
+#define FR_TIMED(reason, call_expr)                                          \
+  do {                                                                       \
+    const uint64_t fr_word = TscWord();                                      \
+    if (HooksReadTsc(fr_word)) {                                             \
+      const uint64_t fr_t0 = __rdtsc();                                      \
+      auto fr_result = call_expr;                                            \
+      const uint64_t fr_ticks = __rdtsc() - fr_t0;                           \
+      if (__builtin_expect(fr_ticks >= fr_word, 0)) {                        \
+        const int fr_saved = errno;                                          \
+        const uint64_t fr_end = MonotonicNs();                               \
+        OffCpuNoteBlock(fr_end - ApproxTicksToNs(fr_ticks), fr_end, reason); \
+        errno = fr_saved;                                                    \
+      }                                                                      \
+      return fr_result;                                                      \
+    }                                                                        \
+    const uint64_t fr_start = MonotonicNs();                                 \
+    auto fr_result = call_expr;                                              \
+    const int fr_saved = errno;                                              \
+    OffCpuNoteBlock(fr_start, MonotonicNs(), reason);                        \
+    errno = fr_saved;                                                        \
+    return fr_result;                                                        \
   } while (0)
 
 bool ZeroTimespec(const timespec* ts) { return ts && ts->tv_sec == 0 && ts->tv_nsec == 0; }

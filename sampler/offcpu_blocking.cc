@@ -39,15 +39,15 @@ void DecodeOffCpuBlock(FlushContext& ctx, const RecordHeader& h, const void* pay
 
 }  // namespace
 
-__attribute__((noinline)) void OffCpuNoteBlock(uint64_t start_ns, uint64_t end_ns, const char* reason,
-                                               int extra_skip) {
+__attribute__((noinline)) void OffCpuNoteBlock(uint64_t start_ns, uint64_t end_ns, const char* reason, int extra_skip) {
   if (end_ns < start_ns || end_ns - start_ns < g_offcpu_min_ns) return;
   ThreadState* ts = CurrentThreadState(IfUnregistered::kSkip);
   if (!ts) return;
   uint64_t pcs[kMaxFrames];
   // skip=1: drop this function; frame 0 is the hook (named like the call).
   const int n = stacks::CaptureCurrentStack(pcs, kMaxFrames, 1 + extra_skip, stacks::MarkTruncated::kYes);
-  RecordWriter w(kRecOffCpuBlock, static_cast<uint32_t>(sizeof(OffCpuBlockRecord) + n * sizeof(uint64_t)), IfUnregistered::kSkip);
+  RecordWriter w(kRecOffCpuBlock, static_cast<uint32_t>(sizeof(OffCpuBlockRecord) + n * sizeof(uint64_t)),
+                 IfUnregistered::kSkip);
   if (!w.ok()) {  // counted by the writer; its time survives (offcpu.unattributed)
     ts->offcpu_dropped.Add(end_ns - start_ns);
     return;

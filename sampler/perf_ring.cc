@@ -101,7 +101,8 @@ int UnwindSample(const Sample& s, bool at_switch, uint64_t* pcs) {
   }
   stacks::RegisterSet rs;
   if (!stacks::RegisterSetFromPerf(stacks::PerfRegsUserMask(), s.regs, s.nregs, &rs)) return 0;
-  const int n = stacks::UnwindCopiedStack(stacks::UnwindRole::kSampler, rs, rs.sp(), s.stack, s.stack_len, pcs, kMaxFrames);
+  const int n =
+      stacks::UnwindCopiedStack(stacks::UnwindRole::kSampler, rs, rs.sp(), s.stack, s.stack_len, pcs, kMaxFrames);
   // At a switch the user ip is the instruction after the syscall: like a
   // return address, step back into it so it symbolizes to the call.
   if (at_switch && n > 0 && pcs[0]) pcs[0] -= 1;
@@ -132,8 +133,8 @@ void HandleRecord(Slot& slot, const Batch& b, uint64_t pos, const perf_event_hea
       // the leaf is the instruction after the syscall (like at a switch).
       const bool in_kernel = (h.misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL;
       const int n = UnwindSample(s, in_kernel, pcs);
-      const uint64_t period = cpu_factor < 1.0 ? static_cast<uint64_t>(static_cast<double>(PeriodNs(s)) * cpu_factor)
-                                               : PeriodNs(s);
+      const uint64_t period =
+          cpu_factor < 1.0 ? static_cast<uint64_t>(static_cast<double>(PeriodNs(s)) * cpu_factor) : PeriodNs(s);
       if (n > 0) QueueCpuSample(s.time, s.tid ? s.tid : static_cast<uint32_t>(slot.tid), pcs, n, period);
       c.samples++;
       return;
@@ -159,8 +160,7 @@ void HandleRecord(Slot& slot, const Batch& b, uint64_t pos, const perf_event_hea
       slot.pending = false;
       return;
     }
-    default:
-      return;  // throttle, itrace, ...: nothing for us
+    default: return;  // throttle, itrace, ...: nothing for us
   }
 }
 
@@ -236,7 +236,8 @@ double CpuFactor(Slot& slot, const Batch& b, bool first_chunk) {
   if (!periods) return 1.0;
   const uint64_t cpu = ThreadCpuNs(slot.tid);
   if (!cpu) return 1.0;
-  return slot.cpu_credit.Take(cpu, periods, first_chunk ? 1000000000ull / (g_perf->opts.hz ? g_perf->opts.hz : 1) : UINT64_MAX);
+  return slot.cpu_credit.Take(cpu, periods,
+                              first_chunk ? 1000000000ull / (g_perf->opts.hz ? g_perf->opts.hz : 1) : UINT64_MAX);
 }
 
 // The slot's losses not yet queued, as one sampler.lost (see Slot, perf_slots.h).
@@ -311,8 +312,7 @@ bool DrainSlot(uint64_t now_ns, Slot& slot, bool first_chunk) {
 
 // Sampler thread, slot in kDraining: every chunk the ring holds.
 void DrainSlotFully(uint64_t now_ns, Slot& slot) {
-  for (size_t chunk = 0; chunk <= kMaxRingBytes / kDrainChunkBytes && DrainSlot(now_ns, slot, chunk == 0); ++chunk) {
-  }
+  for (size_t chunk = 0; chunk <= kMaxRingBytes / kDrainChunkBytes && DrainSlot(now_ns, slot, chunk == 0); ++chunk) {}
 }
 
 // Exiting owner, slot in kClosing: saves the unread records (no unwinding on

@@ -114,8 +114,8 @@ perf_event_attr Attr(const PerfOptions& o, bool switch_event, bool kernel) {
     a.exclude_kernel = !kernel;
   }
   a.exclude_hv = 1;
-  a.sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-                  PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+  a.sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_REGS_USER |
+                  PERF_SAMPLE_STACK_USER;
   // Not PERIOD for the switch event: a software event that samples PERIOD
   // writes a sample at every occurrence whatever its sample_period (the
   // kernel's perf_swevent_event), which would defeat the thinning. It samples
@@ -137,8 +137,8 @@ perf_event_attr Attr(const PerfOptions& o, bool switch_event, bool kernel) {
 // time, period (READ's count for the switch event: also 8 bytes), abi, the
 // registers, size, the stack copy (reserved whole) and dyn_size.
 size_t PerfSampleBytes(uint32_t stack_bytes) {
-  return sizeof(perf_event_header) + 8 * 8 +
-         8 * static_cast<size_t>(__builtin_popcountll(stacks::PerfRegsUserMask())) + stack_bytes;
+  return sizeof(perf_event_header) + 8 * 8 + 8 * static_cast<size_t>(__builtin_popcountll(stacks::PerfRegsUserMask())) +
+         stack_bytes;
 }
 
 bool HasSlotFor(pid_t tid) {
@@ -241,10 +241,9 @@ bool PerfConfigure(const PerfOptions& opts_in, bool kernel, bool switch_ok) {
   // Ring size (ring_sizing.h): a sample reserves its whole stack copy, so the
   // ring's cost is the record size times the samples of the starvation
   // budget, rounded up to a power of two of pages.
-  const RingPlan plan = PlanRing(RingInputs{PerfSampleBytes(st->opts.stack_bytes), st->opts.hz,
-                                            st->switch_ok ? kSwitchSamplesPerSec : 0,
-                                            st->switch_ok ? kSwitchRecordRoom : 0, kStarvationBudgetNs,
-                                            st->page, kMaxRingBytes});
+  const RingPlan plan =
+      PlanRing(RingInputs{PerfSampleBytes(st->opts.stack_bytes), st->opts.hz, st->switch_ok ? kSwitchSamplesPerSec : 0,
+                          st->switch_ok ? kSwitchRecordRoom : 0, kStarvationBudgetNs, st->page, kMaxRingBytes});
   st->min_pages = plan.min_pages;
   st->data_pages.store(plan.data_pages);
   st->watermark_bytes = plan.watermark_bytes;
@@ -254,7 +253,8 @@ bool PerfConfigure(const PerfOptions& opts_in, bool kernel, bool switch_ok) {
 
 uint64_t PerfRingHalfFillNs() {
   if (!g_perf) return UINT64_MAX;
-  return RingFillNs(PerfSampleBytes(g_perf->opts.stack_bytes), g_perf->opts.hz + (g_perf->switch_ok ? kSwitchSamplesPerSec : 0),
+  return RingFillNs(PerfSampleBytes(g_perf->opts.stack_bytes),
+                    g_perf->opts.hz + (g_perf->switch_ok ? kSwitchSamplesPerSec : 0),
                     g_perf->data_pages.load(std::memory_order_relaxed) * g_perf->page / 2);
 }
 
@@ -517,4 +517,3 @@ const SamplerEngine kPerfEngine = {
 };
 
 }  // namespace flightrec::sampler
-

@@ -30,7 +30,6 @@
 
 #include <cstdint>
 
-
 namespace flightrec::sampler {
 
 struct PerfOptions {
@@ -41,9 +40,9 @@ struct PerfOptions {
 };
 
 struct PerfProbeResult {
-  bool cpu_ok = false;        // a CPU sampling event opened on this thread
-  bool kernel = false;        // ... and counts time in the kernel too
-  bool switch_ok = false;     // context-switch sampling allowed
+  bool cpu_ok = false;     // a CPU sampling event opened on this thread
+  bool kernel = false;     // ... and counts time in the kernel too
+  bool switch_ok = false;  // context-switch sampling allowed
   int cpu_errno = 0, switch_errno = 0;
 };
 
@@ -85,8 +84,8 @@ uint64_t PerfDiscardUnread(uint64_t now_ns);
 void PerfAtForkChild();
 
 struct PerfStats {
-  uint64_t armed = 0, arm_failed = 0, samples = 0, switch_samples = 0, lost = 0, offcpu_emitted = 0,
-           preempted = 0, short_blocks = 0, bad_records = 0, switch_outs = 0, period_changes = 0;
+  uint64_t armed = 0, arm_failed = 0, samples = 0, switch_samples = 0, lost = 0, offcpu_emitted = 0, preempted = 0,
+           short_blocks = 0, bad_records = 0, switch_outs = 0, period_changes = 0;
 };
 PerfStats GetPerfStats();
 

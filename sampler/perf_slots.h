@@ -56,19 +56,19 @@ struct Slot {
   bool pending_unwound = false;  // pending_pcs valid (the sample left the ring)
   uint64_t pending_pos = 0;      // offset of the sample in the current drain's batch
   uint64_t pending_time = 0;
-  uint64_t pending_weight = 1;   // the switch event's period when it sampled
+  uint64_t pending_weight = 1;  // the switch event's period when it sampled
   int pending_n = 0;
   uint64_t pending_pcs[kMaxFrames];
   // Sampler-thread private: switch thinning (perf_switch_thinning.cc).
   uint64_t sw_period = 1;
   uint64_t prev_sw_period = 1;  // the one before: samples still in the ring
-  uint64_t tune_start = 0;  // start of the current rate window (0: none yet)
-  uint64_t tune_outs = 0;   // switch-outs seen in it (SWITCH records)
-  uint64_t tune_count = 0;  // the switch event's count at its start
+  uint64_t tune_start = 0;      // start of the current rate window (0: none yet)
+  uint64_t tune_outs = 0;       // switch-outs seen in it (SWITCH records)
+  uint64_t tune_count = 0;      // the switch event's count at its start
   bool tune_count_ok = false;
   uint32_t windows_since_change = 0;
   bool lost_since_switch_sample = false;  // LOST records since the last switch sample
-  uint64_t last_switch_count = 0;  // the count in the last switch sample
+  uint64_t last_switch_count = 0;         // the count in the last switch sample
   // Sampler-thread private (the owner's in kClosing): samples lost to a full
   // ring. The kernel writes a LOST record only once the ring has room again
   // and the thread writes its next record, so a thread that overflowed its
@@ -76,9 +76,9 @@ struct Slot {
   // event's own count (PERF_FORMAT_LOST, read at each drain that found
   // records) has it at once. A slot reports the larger of the two totals
   // (LOST records also count the switch event's records), in increments.
-  uint64_t lost_records = 0;   // sum of the LOST records' counts
-  uint64_t cpu_lost_read = 0;  // the CPU event's lost count when last read
-  uint64_t lost_reported = 0;  // queued as sampler.lost so far
+  uint64_t lost_records = 0;     // sum of the LOST records' counts
+  uint64_t cpu_lost_read = 0;    // the CPU event's lost count when last read
+  uint64_t lost_reported = 0;    // queued as sampler.lost so far
   uint64_t batch_lost_time = 0;  // the first LOST record of the batch (0: none)
   // Sampler-thread private: the thread's CPU time against its samples'.
   CpuCredit cpu_credit;
@@ -96,7 +96,7 @@ struct Orphan {
   uint64_t pending_time;
   uint64_t pending_weight;
   uint64_t last_switch_count, sw_period, prev_sw_period;  // for the weights of saved switch samples
-  uint64_t lost_records, cpu_lost_read, lost_reported;     // lost-sample accounting (Slot)
+  uint64_t lost_records, cpu_lost_read, lost_reported;    // lost-sample accounting (Slot)
   int pending_n;
   uint64_t pending_pcs[kMaxFrames];
   size_t len;
@@ -114,7 +114,7 @@ struct PerfState {
   bool switch_ok = false, kernel = false;
   size_t page = 4096;
   size_t min_pages = 8;
-  size_t watermark_bytes = 4096;  // wake the sampler thread after this many bytes (PlanRing)
+  size_t watermark_bytes = 4096;       // wake the sampler thread after this many bytes (PlanRing)
   std::atomic<size_t> data_pages{32};  // halves when the kernel refuses locked memory
   std::atomic<size_t> ring_bytes{0};   // mapped by live slots
   // The CPU event reads its lost-sample count (PERF_FORMAT_LOST, Linux 6.0);
@@ -130,7 +130,7 @@ struct PerfState {
   uint8_t* batch = nullptr;
   size_t batch_cap = 0;
   std::atomic<Orphan*> orphans{nullptr};  // Treiber stack: owners push, the sampler takes all
-  Slot orphan_slot;                        // sampler thread: context for an orphan's records
+  Slot orphan_slot;                       // sampler thread: context for an orphan's records
   Counters counters;
 };
 

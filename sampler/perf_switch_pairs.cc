@@ -44,9 +44,9 @@ void EndBlock(Slot& slot, const Batch* b, uint64_t end_time) {
   } else {
     if (!slot.pending_unwound && b) UnwindPending(slot, *b);
     if (slot.pending_n > 0) {
-      QueueOffCpuSample(slot.pending_time, static_cast<uint32_t>(slot.tid), slot.pending_pcs,
-                       slot.pending_n, end_time - slot.pending_time, "switch",
-                       static_cast<uint32_t>(std::min<uint64_t>(slot.pending_weight, UINT32_MAX)));
+      QueueOffCpuSample(slot.pending_time, static_cast<uint32_t>(slot.tid), slot.pending_pcs, slot.pending_n,
+                        end_time - slot.pending_time, "switch",
+                        static_cast<uint32_t>(std::min<uint64_t>(slot.pending_weight, UINT32_MAX)));
       c.offcpu_emitted++;
     }
   }

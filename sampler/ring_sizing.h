@@ -26,7 +26,7 @@ struct RingInputs {
   size_t switch_record_room;  // room for SWITCH records (0: none)
   uint64_t budget_ns;         // starvation the ring must ride out after the wake-up
   size_t page;
-  size_t max_ring_bytes;      // cap on the data area
+  size_t max_ring_bytes;  // cap on the data area
 };
 
 struct RingPlan {
@@ -51,8 +51,8 @@ inline RingPlan PlanRing(const RingInputs& in) {
   RingPlan p{};
   const size_t page = in.page ? in.page : 4096;
   p.min_pages = RingRoundUpPow2((in.sample_bytes + page - 1) / page);
-  const uint64_t samples = RingSamplesIn(in.budget_ns, in.cpu_hz) +
-                           (in.switch_per_sec ? RingSamplesIn(in.budget_ns, in.switch_per_sec) : 0);
+  const uint64_t samples =
+      RingSamplesIn(in.budget_ns, in.cpu_hz) + (in.switch_per_sec ? RingSamplesIn(in.budget_ns, in.switch_per_sec) : 0);
   p.budget_bytes = static_cast<size_t>(samples) * in.sample_bytes + in.switch_record_room;
   // The watermark wants room of its own: at least one sample, about an
   // eighth of the budget, so the sampler thread is woken well before the
@@ -71,8 +71,7 @@ inline RingPlan PlanRing(const RingInputs& in) {
   const size_t one = std::min(in.sample_bytes, ring);
   if (ring >= p.budget_bytes + in.sample_bytes)
     p.watermark_bytes = std::max(one, std::min(ring / 4, ring - p.budget_bytes));
-  else
-    p.watermark_bytes = std::max(one, ring / 8);
+  else p.watermark_bytes = std::max(one, ring / 8);
   return p;
 }
 

@@ -54,14 +54,14 @@ struct Queue {
   std::atomic<uint64_t> overflow{0};  // CPU samples (and lost counts) refused because the queue was full
   // Off-CPU samples refused: their blocks and time (duration x weight) survive.
   DroppedTime offcpu_overflow;
-  std::atomic<uint64_t> offered{0};   // every Push, queued or refused (SamplesOffered)
-  uint64_t overflow_reported = 0;     // flush thread only
+  std::atomic<uint64_t> offered{0};  // every Push, queued or refused (SamplesOffered)
+  uint64_t overflow_reported = 0;    // flush thread only
 };
 
 Queue* g_queue = nullptr;
 
-void Push(Kind kind, uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs, uint64_t value,
-          const char* reason, uint32_t weight = 1) {
+void Push(Kind kind, uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs, uint64_t value, const char* reason,
+          uint32_t weight = 1) {
   Queue* q = g_queue;
   if (!q) return;
   if (npcs < 0) npcs = 0;
@@ -71,10 +71,8 @@ void Push(Kind kind, uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int np
   Batch& b = q->pending;
   if (b.items.size() >= kMaxQueuedItems || b.pcs.size() + static_cast<size_t>(npcs) > kMaxQueuedPcs) {
     pthread_mutex_unlock(&q->mu);
-    if (kind == Kind::kOffCpu)
-      q->offcpu_overflow.Add(value * (weight ? weight : 1));
-    else
-      q->overflow.fetch_add(kind == Kind::kLost ? value : 1, std::memory_order_relaxed);
+    if (kind == Kind::kOffCpu) q->offcpu_overflow.Add(value * (weight ? weight : 1));
+    else q->overflow.fetch_add(kind == Kind::kLost ? value : 1, std::memory_order_relaxed);
     return;
   }
   b.items.push_back(Item{kind, tid, static_cast<uint32_t>(npcs), weight, time_ns, value, reason, b.pcs.size()});
@@ -93,15 +91,11 @@ void QueueFlushSource(FlushContext& ctx) {
   for (const Item& it : b.items) {
     const uint64_t* pcs = b.pcs.data() + it.first_pc;
     switch (it.kind) {
-      case Kind::kCpu:
-        EmitCpuSample(ctx, it.time_ns, it.tid, pcs, static_cast<int>(it.npcs), it.value);
-        break;
+      case Kind::kCpu: EmitCpuSample(ctx, it.time_ns, it.tid, pcs, static_cast<int>(it.npcs), it.value); break;
       case Kind::kOffCpu:
         EmitOffCpuSample(ctx, it.time_ns, it.tid, pcs, static_cast<int>(it.npcs), it.value, it.reason, it.weight);
         break;
-      case Kind::kLost:
-        EmitSamplerLost(ctx, it.time_ns, it.tid, it.value);
-        break;
+      case Kind::kLost: EmitSamplerLost(ctx, it.time_ns, it.tid, it.value); break;
     }
   }
   b.items.clear();
@@ -127,10 +121,9 @@ uint64_t SamplesOffered() {
 
 void RegisterSampleEvents() {
   if (g_cpu_sample) return;
-  const FieldType T = FieldType::kTime, U = FieldType::kUInt, S = FieldType::kString,
-                  K = FieldType::kStack;
-  g_cpu_sample = DefineEventType(
-      {"cpu.sample", {{"time", T, "ns"}, {"tid", U, ""}, {"stack", K, ""}, {"period_ns", U, "ns"}}});
+  const FieldType T = FieldType::kTime, U = FieldType::kUInt, S = FieldType::kString, K = FieldType::kStack;
+  g_cpu_sample =
+      DefineEventType({"cpu.sample", {{"time", T, "ns"}, {"tid", U, ""}, {"stack", K, ""}, {"period_ns", U, "ns"}}});
   g_offcpu_sample = DefineEventType({"offcpu.sample",
                                      {{"time", T, "ns"},
                                       {"tid", U, ""},
@@ -139,11 +132,8 @@ void RegisterSampleEvents() {
                                       {"reason", S, ""},
                                       {"weight", U, "count"}}});
   g_lost = DefineEventType({"sampler.lost", {{"time", T, "ns"}, {"tid", U, ""}, {"count", U, "count"}}});
-  g_offcpu_unattributed = DefineEventType({"offcpu.unattributed",
-                                           {{"time", T, "ns"},
-                                            {"tid", U, ""},
-                                            {"samples", U, "count"},
-                                            {"duration_ns", U, "ns"}}});
+  g_offcpu_unattributed = DefineEventType(
+      {"offcpu.unattributed", {{"time", T, "ns"}, {"tid", U, ""}, {"samples", U, "count"}, {"duration_ns", U, "ns"}}});
   RegisterThreadDrainedHook(HarvestThreadOffCpuDrops);
   void* mem = mi_malloc(sizeof(Queue));
   if (mem) {
@@ -163,8 +153,12 @@ void EmitCpuSample(FlushContext& ctx, uint64_t time_ns, uint32_t tid, const uint
 void EmitOffCpuSample(FlushContext& ctx, uint64_t time_ns, uint32_t tid, const uint64_t* pcs, int npcs,
                       uint64_t duration_ns, const char* reason, uint32_t weight) {
   if (!g_offcpu_sample || !ctx.writer) return;
-  const Value v[] = {Value::U(time_ns), Value::U(tid), Value::Stack(pcs, static_cast<uint32_t>(npcs)),
-                     Value::U(duration_ns), Value::Str(reason ? reason : ""), Value::U(weight ? weight : 1)};
+  const Value v[] = {Value::U(time_ns),
+                     Value::U(tid),
+                     Value::Stack(pcs, static_cast<uint32_t>(npcs)),
+                     Value::U(duration_ns),
+                     Value::Str(reason ? reason : ""),
+                     Value::U(weight ? weight : 1)};
   ctx.writer->Append(g_offcpu_sample, v, 6);
 }
 

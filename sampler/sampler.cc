@@ -55,8 +55,8 @@ struct SamplerState {
   // adopting a slot armed for it elsewhere, and when thread_fallback,
   // starting it for the process (the first refused thread does).
   std::atomic<const SamplerEngine*> fallback{nullptr};
-  bool thread_fallback = false;    // perf mode: a refused thread may start the fallback
-  bool offcpu = false;             // off-CPU wanted at all
+  bool thread_fallback = false;  // perf mode: a refused thread may start the fallback
+  bool offcpu = false;           // off-CPU wanted at all
   sampler::EngineOptions opts;
   // Per-thread fallback engine: started once, by the first thread the
   // engine refuses. kFallbackDeciding -> kFallbackOk | kFallbackFailed.
@@ -133,14 +133,16 @@ bool FallbackForThread(const SamplerEngine& fb) {
       SleepNs(100000);
     }
     if (g_state.fallback_state.load() == kFallbackDeciding && LeaveForDecider(tid)) {
-      Log(LogLevel::kDebug, "thread %d: perf refused (%s); the fallback is still being installed: left for the "
-          "installing thread to arm", static_cast<int>(tid), strerror(saved_errno));
+      Log(LogLevel::kDebug,
+          "thread %d: perf refused (%s); the fallback is still being installed: left for the "
+          "installing thread to arm",
+          static_cast<int>(tid), strerror(saved_errno));
       return false;
     }
   }
   const bool armed = g_state.fallback_state.load() == kFallbackOk && fb.arm_self(tid);
-  Log(LogLevel::kDebug, "thread %d: perf refused (%s); SIGPROF timer %s", static_cast<int>(tid),
-      strerror(saved_errno), armed ? "armed" : "NOT armed");
+  Log(LogLevel::kDebug, "thread %d: perf refused (%s); SIGPROF timer %s", static_cast<int>(tid), strerror(saved_errno),
+      armed ? "armed" : "NOT armed");
   return armed;
 }
 
@@ -206,8 +208,7 @@ void ArmOtherThreads() {
 bool StartEngine(const SamplerEngine& e, bool log_refusal) {
   const char* why = "";
   if (!e.start(g_state.opts, &why)) {
-    if (log_refusal)
-      Log(LogLevel::kWarn, "%s%s%s; CPU sampling off", e.refusal_prefix, why, e.refusal_suffix);
+    if (log_refusal) Log(LogLevel::kWarn, "%s%s%s; CPU sampling off", e.refusal_prefix, why, e.refusal_suffix);
     return false;
   }
   g_state.engine.store(&e, std::memory_order_release);

@@ -25,8 +25,8 @@ namespace flightrec::sampler {
 
 struct EngineOptions {
   uint64_t hz = 99;
-  uint32_t stack_bytes = 16384;    // copied per sample (multiple of 8)
-  bool offcpu = false;             // off-CPU wanted at all
+  uint32_t stack_bytes = 16384;  // copied per sample (multiple of 8)
+  bool offcpu = false;           // off-CPU wanted at all
   uint64_t offcpu_min_ns = 1000000;
 };
 

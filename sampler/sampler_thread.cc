@@ -217,7 +217,7 @@ void* SamplerMain(void*) {
       break;
     }
     RecorderCapsApply();  // the program's capset, made on this thread too
-    CrashFreezePark();  // the program's crash handler is running: touch nothing
+    CrashFreezePark();    // the program's crash handler is running: touch nothing
     // The program lowered RLIMIT_NPROC under what we need: this thread is
     // one it may miss (thread_allowance.h). It leaves between collections;
     // the stopper's last collection takes what the rings hold then.

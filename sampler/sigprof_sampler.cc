@@ -56,9 +56,9 @@ struct TimerSlot {
   // Atomic: SigprofAdoptThread reads it while a thread that claimed the
   // recycled slot writes it (TSan, 2,000 threads starting and ending).
   std::atomic<pid_t> tid;
-  int timer_id;         // kernel timer id, while armed
-  bool remote;          // armed from another thread: no exit observer
-  Ring ring;            // producer: the handler on `tid`; consumer: the sampler thread
+  int timer_id;  // kernel timer id, while armed
+  bool remote;   // armed from another thread: no exit observer
+  Ring ring;     // producer: the handler on `tid`; consumer: the sampler thread
   uint8_t* ring_mem;
   size_t ring_bytes;
   std::atomic<uint64_t> dropped;  // ring full
@@ -95,7 +95,7 @@ struct SigState {
   pid_t pid = 0;
   std::atomic<int> hwm{0};
   std::atomic<uint64_t> armed{0}, arm_failed{0}, stepped_aside_count{0}, samples{0};
-  uint64_t stepped_reported = 0;  // flush thread
+  uint64_t stepped_reported = 0;     // flush thread
   uint64_t last_liveness_check = 0;  // sampler thread
   bool stepped_logged = false;
   // Why the sampler stepped aside; logged by the sampler thread when that
@@ -270,7 +270,8 @@ void Handler(int sig, siginfo_t* si, void* ucv) {
     // armed slot of this very thread is written.
     const pid_t me = t_tid ? t_tid : Gettid();
     if (slot->state.load(std::memory_order_acquire) == kArmed && slot->tid == me && !CrashFrozen() &&
-        !g_sigprof->shutdown.load(std::memory_order_relaxed) && !g_sigprof->stepped_aside.load(std::memory_order_relaxed))
+        !g_sigprof->shutdown.load(std::memory_order_relaxed) &&
+        !g_sigprof->stepped_aside.load(std::memory_order_relaxed))
       TakeSample(slot, si, static_cast<const ucontext_t*>(ucv));
   } else {
     ForwardForeign(sig, si, static_cast<ucontext_t*>(ucv));
@@ -305,7 +306,8 @@ void NoticeTakeover() {
 }
 
 bool Stopped() {
-  return g_sigprof->stepped_aside.load(std::memory_order_seq_cst) || g_sigprof->shutdown.load(std::memory_order_seq_cst);
+  return g_sigprof->stepped_aside.load(std::memory_order_seq_cst) ||
+         g_sigprof->shutdown.load(std::memory_order_seq_cst);
 }
 
 int Arm(pid_t tid, bool self) {
@@ -402,8 +404,8 @@ void LogStepAside() {
   const char* why = g_sigprof->stepped_why.load(std::memory_order_acquire);
   if (!why) return;
   const bool observed = g_step_aside_observer.load(std::memory_order_acquire) != nullptr;
-  LogOnce(&g_sigprof->stepped_logged, observed ? LogLevel::kInfo : LogLevel::kWarn, "%s; CPU sampling (sigprof) stepped aside",
-          why);
+  LogOnce(&g_sigprof->stepped_logged, observed ? LogLevel::kInfo : LogLevel::kWarn,
+          "%s; CPU sampling (sigprof) stepped aside", why);
 }
 
 // Stops sampling with SIGPROF for good (once): every timer is deleted. The
@@ -429,8 +431,8 @@ void DrainSlot(TimerSlot& s) {
     const size_t len = std::min<size_t>(r->stack_len, body - sizeof(CpuSampleRecord));
     uint64_t pcs[kMaxFrames];
     // Unwinding failures are not losses: the sample keeps its leaf frame.
-    const int n = stacks::UnwindCopiedStack(stacks::UnwindRole::kSampler, r->regs, r->stack_addr, r->stack, len, pcs,
-                                    kMaxFrames);
+    const int n =
+        stacks::UnwindCopiedStack(stacks::UnwindRole::kSampler, r->regs, r->stack_addr, r->stack, len, pcs, kMaxFrames);
     if (n > 0) QueueCpuSample(r->time_ns, static_cast<uint32_t>(r->tid), pcs, n, r->period_ns);
   });
 }
@@ -462,8 +464,8 @@ bool SigprofInstall(const SigprofOptions& opts, const char** why) {
       *why = "cannot allocate the timer table";
       return false;
     }
-    void* slots = mmap(nullptr, kMaxTimers * sizeof(TimerSlot), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                       -1, 0);
+    void* slots =
+        mmap(nullptr, kMaxTimers * sizeof(TimerSlot), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (slots == MAP_FAILED) {
       munmap(mem, sizeof(SigState));
       *why = "cannot allocate the timer table";
@@ -484,7 +486,8 @@ bool SigprofInstall(const SigprofOptions& opts, const char** why) {
   g_sigprof->pid = static_cast<pid_t>(syscall(SYS_getpid));
   // libc's sigaction, not our own interposer (hook_signal.cc).
   g_sigprof->real_sigaction = reinterpret_cast<SigactionFn>(dlsym(RTLD_NEXT, "sigaction"));
-  if (!g_sigprof->real_sigaction) g_sigprof->real_sigaction = reinterpret_cast<SigactionFn>(dlsym(RTLD_DEFAULT, "sigaction"));
+  if (!g_sigprof->real_sigaction)
+    g_sigprof->real_sigaction = reinterpret_cast<SigactionFn>(dlsym(RTLD_DEFAULT, "sigaction"));
   if (!g_sigprof->real_sigaction) {
     *why = "cannot resolve sigaction";
     return false;
@@ -527,7 +530,8 @@ bool SigprofInstall(const SigprofOptions& opts, const char** why) {
 }
 
 bool SigprofInstalled() {
-  return g_sigprof && g_sigprof->installed.load(std::memory_order_acquire) && !g_sigprof->stepped_aside.load(std::memory_order_acquire);
+  return g_sigprof && g_sigprof->installed.load(std::memory_order_acquire) &&
+         !g_sigprof->stepped_aside.load(std::memory_order_acquire);
 }
 
 bool SigprofArmSelf() {
@@ -673,8 +677,7 @@ void SigprofBeforeExec() {
   RealPthreadSigmask(SIG_BLOCK, &prof, &old);
   const timespec zero{0, 0};
   siginfo_t info;
-  while (sigtimedwait(&prof, &info, &zero) == SIGPROF) {
-  }
+  while (sigtimedwait(&prof, &info, &zero) == SIGPROF) {}
   RealPthreadSigmask(SIG_SETMASK, &old, nullptr);
 }
 
@@ -689,7 +692,8 @@ void SetSigprofStepAsideObserver(void (*observer)()) {
 }
 
 bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* old, int* ret) {
-  if (!g_sigprof || !g_sigprof->installed.load(std::memory_order_acquire) || !g_sigprof->handler_ours.load(std::memory_order_acquire))
+  if (!g_sigprof || !g_sigprof->installed.load(std::memory_order_acquire) ||
+      !g_sigprof->handler_ours.load(std::memory_order_acquire))
     return false;
   const struct sigaction prev = g_sigprof->app_action;
   if (!act) {
@@ -697,9 +701,8 @@ bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* ol
     *ret = 0;
     return true;
   }
-  const bool real_handler = (act->sa_flags & SA_SIGINFO)
-                                ? act->sa_sigaction != nullptr
-                                : (act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN);
+  const bool real_handler = (act->sa_flags & SA_SIGINFO) ? act->sa_sigaction != nullptr
+                                                         : (act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN);
   if (!real_handler) {
     // Ignore or default: remembered and honoured for foreign SIGPROFs; ours
     // keep sampling.
@@ -755,7 +758,7 @@ void EngineAnnounce() {
 }
 
 bool No() { return false; }
-uint64_t NoDeadline() { return UINT64_MAX; }  // a handler nudges the sampler thread itself
+uint64_t NoDeadline() { return UINT64_MAX; }    // a handler nudges the sampler thread itself
 uint64_t NothingUnread(uint64_t) { return 0; }  // rings are drained by the exit's last collection
 bool EngineArmSelf(pid_t) { return SigprofArmSelf(); }
 

@@ -34,7 +34,7 @@ namespace flightrec::sampler {
 // Ring record of one sample; `stack_len` bytes follow.
 struct CpuSampleRecord {
   uint64_t time_ns;
-  uint64_t period_ns;  // CPU time this sample stands for (timer overruns included)
+  uint64_t period_ns;   // CPU time this sample stands for (timer overruns included)
   uint64_t stack_addr;  // sp at the interrupt; stack[0] is the byte at this address
   stacks::RegisterSet regs;
   int32_t tid;

@@ -19,8 +19,8 @@
 namespace flightrec::uploader {
 namespace {
 
-constexpr int kMaxDepth = 8;     // nested .include levels
-constexpr int kMaxFiles = 64;    // files read in all
+constexpr int kMaxDepth = 8;              // nested .include levels
+constexpr int kMaxFiles = 64;             // files read in all
 constexpr off_t kMaxFileBytes = 1 << 20;  // ReadSmallFile's limit
 
 std::string_view Trim(std::string_view s) {
@@ -67,7 +67,7 @@ struct Walk {
     errno = 0;
     if (!ReadSmallFile(path, &text, &error)) {
       if (errno == ENOENT || errno == EACCES) return true;  // gone, or unreadable for OpenSSL too
-      return Fail("cannot check " + error);  // e.g. no longer a regular file
+      return Fail("cannot check " + error);                 // e.g. no longer a regular file
     }
     return Text(text, depth);
   }

@@ -28,7 +28,8 @@ Verdict Classify(Transport transport, long status, std::string_view code) {
 
 uint64_t BackoffCeilingNs(unsigned attempt, uint64_t base_ns, uint64_t cap_ns) {
   uint64_t ceiling = base_ns;
-  for (unsigned i = 0; i < attempt && ceiling < cap_ns; i++) ceiling = ceiling > UINT64_MAX / 2 ? UINT64_MAX : ceiling * 2;
+  for (unsigned i = 0; i < attempt && ceiling < cap_ns; i++)
+    ceiling = ceiling > UINT64_MAX / 2 ? UINT64_MAX : ceiling * 2;
   return ceiling > cap_ns ? cap_ns : ceiling;
 }
 
@@ -69,14 +70,13 @@ bool ParseHttpDate(std::string_view text, int64_t* unix_seconds) {
   } else {
     memset(&tm, 0, sizeof(tm));
     consumed = 0;
-    if (sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-               &tm.tm_min, &tm.tm_sec, &consumed) != 6)
+    if (sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+               &tm.tm_sec, &consumed) != 6)
       return false;
     tm.tm_mon -= 1;
     const char* rest = s.c_str() + consumed;
     if (*rest == '.')
-      for (rest++; *rest >= '0' && *rest <= '9'; rest++) {
-      }
+      for (rest++; *rest >= '0' && *rest <= '9'; rest++) {}
     if (strcmp(rest, "Z") != 0) return false;
   }
   tm.tm_year -= 1900;

@@ -27,7 +27,8 @@ int TryLockSegmentAt(int dir_fd, const char* name) {
     return -1;
   }
   int rc;
-  do rc = flock(fd, LOCK_EX | LOCK_NB); while (rc != 0 && errno == EINTR);
+  do rc = flock(fd, LOCK_EX | LOCK_NB);
+  while (rc != 0 && errno == EINTR);
   if (rc != 0) {
     int saved = errno;
     CloseTransientFd(fd);

@@ -48,14 +48,17 @@ void Load() {
   const bool ok =
       Resolve(curl, "curl_global_init", &l.global_init, &e) && Resolve(curl, "curl_easy_init", &l.easy_init, &e) &&
       Resolve(curl, "curl_easy_cleanup", &l.easy_cleanup, &e) && Resolve(curl, "curl_easy_reset", &l.easy_reset, &e) &&
-      Resolve(curl, "curl_easy_setopt", &l.easy_setopt, &e) && Resolve(curl, "curl_easy_getinfo", &l.easy_getinfo, &e) &&
+      Resolve(curl, "curl_easy_setopt", &l.easy_setopt, &e) &&
+      Resolve(curl, "curl_easy_getinfo", &l.easy_getinfo, &e) &&
       Resolve(curl, "curl_easy_strerror", &l.easy_strerror, &e) &&
       Resolve(curl, "curl_slist_append", &l.slist_append, &e) &&
       Resolve(curl, "curl_slist_free_all", &l.slist_free_all, &e) &&
-      Resolve(curl, "curl_multi_init", &l.multi_init, &e) && Resolve(curl, "curl_multi_cleanup", &l.multi_cleanup, &e) &&
+      Resolve(curl, "curl_multi_init", &l.multi_init, &e) &&
+      Resolve(curl, "curl_multi_cleanup", &l.multi_cleanup, &e) &&
       Resolve(curl, "curl_multi_add_handle", &l.multi_add_handle, &e) &&
       Resolve(curl, "curl_multi_remove_handle", &l.multi_remove_handle, &e) &&
-      Resolve(curl, "curl_multi_perform", &l.multi_perform, &e) && Resolve(curl, "curl_multi_poll", &l.multi_poll, &e) &&
+      Resolve(curl, "curl_multi_perform", &l.multi_perform, &e) &&
+      Resolve(curl, "curl_multi_poll", &l.multi_poll, &e) &&
       Resolve(curl, "curl_multi_info_read", &l.multi_info_read, &e) &&
       Resolve(crypto, "OPENSSL_init_crypto", &l.openssl_init_crypto, &e) &&
       Resolve(crypto, "EVP_sha256", &l.evp_sha256, &e) && Resolve(crypto, "EVP_Digest", &l.evp_digest, &e) &&

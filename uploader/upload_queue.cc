@@ -148,9 +148,8 @@ bool UploadQueue::OpenSegmentDir(const std::string& subdir, int* fd, bool* owned
   // One level down, never through a symlink, and only directories of root or
   // of the uid in the name (what PinOutputDirForUid makes).
   uid_t uid = 0;
-  const int sub = ParseUidDirName(subdir, &uid)
-                      ? OpenTransientFdAt(top, subdir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
-                      : -1;
+  const int sub =
+      ParseUidDirName(subdir, &uid) ? OpenTransientFdAt(top, subdir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW) : -1;
   const int saved = errno;
   CloseTransientFd(top);
   if (sub < 0) {

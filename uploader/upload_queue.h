@@ -60,9 +60,9 @@ struct PendingSegment {
 // A claimed segment: its descriptor holds the flock until Finish/Release.
 struct ClaimedSegment {
   int fd = -1;
-  int dir_fd = -1;         // its directory, for unlinkat
+  int dir_fd = -1;          // its directory, for unlinkat
   bool own_dir_fd = false;  // false: the queue's pinned descriptor, borrowed
-  std::string path;        // for messages
+  std::string path;         // for messages
   std::string name;
   uint64_t size = 0;
   int64_t mtime_seconds = 0;

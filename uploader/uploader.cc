@@ -32,8 +32,8 @@ namespace uploader {
 namespace {
 
 constexpr uint64_t kMs = 1000000ull;
-constexpr uint64_t kRescanNs = 60000 * kMs;      // picks up forked children's and other processes' segments
-constexpr uint64_t kExitGuardNs = 100 * kMs;     // transfers stop this long before the exit deadline
+constexpr uint64_t kRescanNs = 60000 * kMs;   // picks up forked children's and other processes' segments
+constexpr uint64_t kExitGuardNs = 100 * kMs;  // transfers stop this long before the exit deadline
 constexpr size_t kMaxLoggedCauses = 64;
 // A forked child gets its own uploader only once it has lived this long: a
 // short-lived child (fork, work, _exit) never pays for a thread or waits for
@@ -60,8 +60,8 @@ struct Uploader final : S3Control {
   pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
   pthread_cond_t cv;  // CLOCK_MONOTONIC
   bool wake = false;
-  bool shutdown = false;  // the shutdown hook ran
-  bool drained = false;   // the thread is done for good
+  bool shutdown = false;                // the shutdown hook ran
+  bool drained = false;                 // the thread is done for good
   std::atomic<uint64_t> stop_at_ns{0};  // 0 = no deadline; else transfers and sleeps end here
 
   // step_mu brackets every libcurl call (S3Control::EnterStep). The shutdown
@@ -239,9 +239,9 @@ void RunRound(Uploader* u, S3Client* client, CredentialProvider* provider, bool 
       incident.clear();
     }
     // Window mode's kept segments go under a folder naming their incident.
-    const std::string key = incident.empty() ? SegmentKey(u->prefix, service, when, u->host, claimed.name)
-                                             : IncidentSegmentKey(u->prefix, service, incident_when, u->host,
-                                                                  incident, pid, claimed.name);
+    const std::string key =
+        incident.empty() ? SegmentKey(u->prefix, service, when, u->host, claimed.name)
+                         : IncidentSegmentKey(u->prefix, service, incident_when, u->host, incident, pid, claimed.name);
     if (!IsProtectedFd(claimed.fd)) {
       // The program dup2'd over the segment's descriptor since the claim:
       // the number is its file now, never to be read or sent (fd_guard.h).
@@ -330,9 +330,8 @@ void Run(Uploader* u) {
         u->queue.where().c_str());
     return;
   }
-  Log(LogLevel::kInfo, "uploading sealed segments to s3://%s/%s via %s://%s (credentials from %s)",
-      u->bucket.c_str(), u->prefix.c_str(), u->endpoint.scheme.c_str(), u->endpoint.host.c_str(),
-      provider.Describe().c_str());
+  Log(LogLevel::kInfo, "uploading sealed segments to s3://%s/%s via %s://%s (credentials from %s)", u->bucket.c_str(),
+      u->prefix.c_str(), u->endpoint.scheme.c_str(), u->endpoint.host.c_str(), provider.Describe().c_str());
   S3Client client(u->endpoint, Credentials(), u->options, u);
   if (!client.ok()) {
     Log(LogLevel::kWarn, "S3 upload off: libcurl handles unavailable");

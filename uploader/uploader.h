@@ -47,9 +47,8 @@ namespace uploader {
 // named "<...>-<seq>@<tag>.seg" (tag: the incident's UTC stamp, same shape
 // as the segment's); with `incident`, that tag goes there ("" if none), its
 // time in *incident_utc_seconds, and the pid in *pid.
-bool ParseSegmentName(std::string_view name, std::string* service, time_t* utc_seconds,
-                      std::string* incident = nullptr, time_t* incident_utc_seconds = nullptr,
-                      std::string* pid = nullptr);
+bool ParseSegmentName(std::string_view name, std::string* service, time_t* utc_seconds, std::string* incident = nullptr,
+                      time_t* incident_utc_seconds = nullptr, std::string* pid = nullptr);
 
 }  // namespace uploader
 }  // namespace flightrec

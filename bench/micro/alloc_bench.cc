@@ -148,9 +148,10 @@ int main(int argc, char** argv) {
   }
   double base[3];
   for (int k = 0; k < 3; ++k) base[k] = Median(v[k]);
-  printf("malloc hooks: median of %d alternating runs; pairs in calling-thread CPU ns (fastest of\n"
-         "%d batches of %d), the multi-threaded run (%d threads x %ldM malloc+free, 16..16K bytes) in wall ms\n",
-         kRounds, kBatches, kPairsPerBatch, kMtThreads, kMtOpsPerThread / 1000000);
+  printf(
+      "malloc hooks: median of %d alternating runs; pairs in calling-thread CPU ns (fastest of\n"
+      "%d batches of %d), the multi-threaded run (%d threads x %ldM malloc+free, 16..16K bytes) in wall ms\n",
+      kRounds, kBatches, kPairsPerBatch, kMtThreads, kMtOpsPerThread / 1000000);
   printf("  %-30s %12s %7s %14s %7s %10s %7s\n", "", "pair 64B ns", "ratio", "pair mixed ns", "ratio", "mt ms",
          "ratio");
   for (size_t c = 0; c < configs.size(); ++c) {
@@ -160,9 +161,10 @@ int main(int argc, char** argv) {
   }
   printf("  added per malloc/free pair: unsampled %+.2f ns (64B) %+.2f ns (mixed); default rate %+.2f ns %+.2f ns\n",
          Median(v[6]) - base[0], Median(v[7]) - base[1], Median(v[9]) - base[0], Median(v[10]) - base[1]);
-  printf("  of which glibc's multi-threaded mode (plain with one idle thread): %+.2f ns (64B) %+.2f ns (mixed);\n"
-         "  the hooks alone (unsampled against that): %+.2f ns (64B) %+.2f ns (mixed)\n",
-         Median(v[3]) - base[0], Median(v[4]) - base[1], Median(v[6]) - Median(v[3]), Median(v[7]) - Median(v[4]));
+  printf(
+      "  of which glibc's multi-threaded mode (plain with one idle thread): %+.2f ns (64B) %+.2f ns (mixed);\n"
+      "  the hooks alone (unsampled against that): %+.2f ns (64B) %+.2f ns (mixed)\n",
+      Median(v[3]) - base[0], Median(v[4]) - base[1], Median(v[6]) - Median(v[3]), Median(v[7]) - Median(v[4]));
   std::string rm = std::string("rm -rf ") + dir;
   if (system(rm.c_str()) != 0) return 1;
   return 0;

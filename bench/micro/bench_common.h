@@ -64,7 +64,8 @@ inline bool RunSelf(const char* arg0, const char* mode, const std::vector<std::s
   }
   char text[256] = {};
   ssize_t n = 0, got;
-  while (n < static_cast<ssize_t>(sizeof(text)) - 1 && (got = read(out[0], text + n, sizeof(text) - 1 - n)) > 0) n += got;
+  while (n < static_cast<ssize_t>(sizeof(text)) - 1 && (got = read(out[0], text + n, sizeof(text) - 1 - n)) > 0)
+    n += got;
   close(out[0]);
   int status = 0;
   waitpid(pid, &status, 0);

@@ -10,9 +10,7 @@
 namespace {
 volatile uint64_t g_sink;
 
-__attribute__((noinline)) uint64_t Mix(uint64_t h, uint64_t i) {
-  return (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ull + i;
-}
+__attribute__((noinline)) uint64_t Mix(uint64_t h, uint64_t i) { return (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ull + i; }
 __attribute__((noinline)) uint64_t Step(uint64_t h, uint64_t n) {
   for (uint64_t i = 0; i < n; ++i) h = Mix(h, i);
   return h;

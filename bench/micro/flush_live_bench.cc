@@ -92,8 +92,8 @@ int main(int argc, char** argv) {
       if (system(rm.c_str()) != 0) return 1;
     }
   }
-  printf("flush thread CPU per socket.op event, live (%ld send+recv pairs, %d alternating rounds, medians):\n",
-         pairs, rounds);
+  printf("flush thread CPU per socket.op event, live (%ld send+recv pairs, %d alternating rounds, medians):\n", pairs,
+         rounds);
   const double first = bench::Median(per_lib[0]);
   for (int l = 1; l < argc; l++) {
     const double m = bench::Median(per_lib[l - 1]);

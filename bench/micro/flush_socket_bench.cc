@@ -94,8 +94,8 @@ double RunOnce(long events, bool exchanges, double* bytes_per_event) {
   constexpr int kConns = 20, kListenFd = 6, kFirstFd = 8;
   constexpr uint64_t kListener = 1;
   constexpr uint32_t kTid = 4242;
-  constexpr long kDrain = 4096;                     // records per drained batch
-  constexpr uint64_t kFlushEveryNs = 50'000'000;    // the flush tick
+  constexpr long kDrain = 4096;                   // records per drained batch
+  constexpr uint64_t kFlushEveryNs = 50'000'000;  // the flush tick
   uint64_t t = 1'000'000'000;
   for (int c = 0; c < kConns; c++) {
     const int fd = kFirstFd + c;
@@ -107,7 +107,12 @@ double RunOnce(long events, bool exchanges, double* bytes_per_event) {
 
   // Deterministic jitter: durations and gaps vary as on a real server.
   uint64_t x = 88172645463325252ull;
-  auto rnd = [&x] { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return x; };
+  auto rnd = [&x] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
   const double cpu0 = ThreadCpuNs();
   uint64_t next_flush = t + kFlushEveryNs;
   long n = 0;
@@ -179,9 +184,10 @@ int main(int argc, char** argv) {
     ns.push_back(v);
   }
   std::sort(ns.begin(), ns.end());
-  printf("flush_socket_bench: median %.1f ns per %s event (min %.1f, max %.1f; %d runs of %ld events), "
-         "%.2f bytes per event on disk\n",
-         ns[ns.size() / 2], exchanges ? "socket.exchange (RESP endpoint classified)" : "socket.op", ns.front(),
-         ns.back(), runs, events, bytes);
+  printf(
+      "flush_socket_bench: median %.1f ns per %s event (min %.1f, max %.1f; %d runs of %ld events), "
+      "%.2f bytes per event on disk\n",
+      ns[ns.size() / 2], exchanges ? "socket.exchange (RESP endpoint classified)" : "socket.op", ns.front(), ns.back(),
+      runs, events, bytes);
   return 0;
 }

@@ -39,8 +39,7 @@ uint64_t NowNs() {
 
 void SleepUntil(uint64_t ns) {
   timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
-  }
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {}
 }
 
 bool SendAll(int fd, const std::string& s) {
@@ -82,8 +81,8 @@ std::string Command(bool set, int key) {
   const std::string k = "key:" + std::to_string(key);
   if (!set) return "*2\r\n$3\r\nGET\r\n$" + std::to_string(k.size()) + "\r\n" + k + "\r\n";
   const std::string v(32, 'v');
-  return "*3\r\n$3\r\nSET\r\n$" + std::to_string(k.size()) + "\r\n" + k + "\r\n$" + std::to_string(v.size()) +
-         "\r\n" + v + "\r\n";
+  return "*3\r\n$3\r\nSET\r\n$" + std::to_string(k.size()) + "\r\n" + k + "\r\n$" + std::to_string(v.size()) + "\r\n" +
+         v + "\r\n";
 }
 
 double Pct(const std::vector<uint64_t>& sorted, double p) {
@@ -148,10 +147,11 @@ int main(int argc, char** argv) {
   close(fd);
   std::sort(lat.begin(), lat.end());
   std::sort(sched.begin(), sched.end());
-  printf("requests %zu rate %.0f achieved_rate %.0f p50_us %.1f p90_us %.1f p99_us %.1f p999_us %.1f max_us %.1f "
-         "sched_p99_us %.1f sched_p999_us %.1f late_sends %llu\n",
-         lat.size(), rate, static_cast<double>(lat.size()) / elapsed, Pct(lat, 50), Pct(lat, 90), Pct(lat, 99),
-         Pct(lat, 99.9), static_cast<double>(lat.back()) / 1000.0, Pct(sched, 99), Pct(sched, 99.9),
-         static_cast<unsigned long long>(late));
+  printf(
+      "requests %zu rate %.0f achieved_rate %.0f p50_us %.1f p90_us %.1f p99_us %.1f p999_us %.1f max_us %.1f "
+      "sched_p99_us %.1f sched_p999_us %.1f late_sends %llu\n",
+      lat.size(), rate, static_cast<double>(lat.size()) / elapsed, Pct(lat, 50), Pct(lat, 90), Pct(lat, 99),
+      Pct(lat, 99.9), static_cast<double>(lat.back()) / 1000.0, Pct(sched, 99), Pct(sched, 99.9),
+      static_cast<unsigned long long>(late));
   return 0;
 }

@@ -105,7 +105,8 @@ double MedianNsPerPair(int wfd, int rfd, bool use_socket_api) {
   const Io io = HookedIo();
   std::vector<double> per_batch;
   for (int b = 0; b < kBatches; ++b)
-    per_batch.push_back(use_socket_api ? SocketBatch(io, wfd, rfd, kPairsPerBatch) : PipeBatch(io, wfd, rfd, kPairsPerBatch));
+    per_batch.push_back(use_socket_api ? SocketBatch(io, wfd, rfd, kPairsPerBatch)
+                                       : PipeBatch(io, wfd, rfd, kPairsPerBatch));
   return Median(per_batch);
 }
 
@@ -143,11 +144,13 @@ int Interleaved() {
     const bool hooked_first = r & 1;
     for (int side = 0; side < 2; ++side) {
       const bool hooked_now = (side == 0) == hooked_first;
-      (hooked_now ? sock_h : sock_d).push_back(SocketBatch(hooked_now ? hooked : direct, sv[0], sv[1], kInterleavedPairs));
+      (hooked_now ? sock_h : sock_d)
+          .push_back(SocketBatch(hooked_now ? hooked : direct, sv[0], sv[1], kInterleavedPairs));
     }
     for (int side = 0; side < 2; ++side) {
       const bool hooked_now = (side == 0) == hooked_first;
-      (hooked_now ? pipe_h : pipe_d).push_back(PipeBatch(hooked_now ? hooked : direct, pp[1], pp[0], kInterleavedPairs));
+      (hooked_now ? pipe_h : pipe_d)
+          .push_back(PipeBatch(hooked_now ? hooked : direct, pp[1], pp[0], kInterleavedPairs));
     }
     for (int side = 0; side < 2; ++side) {
       const bool hooked_now = (side == 0) == hooked_first;
@@ -235,8 +238,10 @@ int Endpoints(const char* libpath) {
     }
     delta.push_back(m[0] - m[1]);
   }
-  printf("endpoint names: added ns per call over redis-shaped exchanges (36-byte question, 8-byte answer,\n"
-         "non-blocking socketpair, hooked vs libc direct in-process; median of %d processes each)\n", kProcesses);
+  printf(
+      "endpoint names: added ns per call over redis-shaped exchanges (36-byte question, 8-byte answer,\n"
+      "non-blocking socketpair, hooked vs libc direct in-process; median of %d processes each)\n",
+      kProcesses);
   printf("  %-28s %10s %10s\n", "", "fastest", "median");
   printf("  %-28s %10.1f %10.1f\n", "FLIGHTREC_ENDPOINTS=on", Median(fast[0]), Median(med[0]));
   printf("  %-28s %10.1f %10.1f\n", "FLIGHTREC_ENDPOINTS=off", Median(fast[1]), Median(med[1]));
@@ -283,7 +288,8 @@ int main(int argc, char** argv) {
   std::vector<double> v;
   // [config][metric]: metrics are socket fastest, pipe fastest, socket median, pipe median,
   // non-blocking socket fastest, non-blocking socket median.
-  std::vector<std::vector<double>> added[2] = {std::vector<std::vector<double>>(6), std::vector<std::vector<double>>(6)};
+  std::vector<std::vector<double>> added[2] = {std::vector<std::vector<double>>(6),
+                                               std::vector<std::vector<double>>(6)};
   for (int round = 0; round < kProcesses; ++round) {
     for (int c = 0; c < 2; ++c) {
       const int config = c == 0 ? 2 : 1;
@@ -294,11 +300,12 @@ int main(int argc, char** argv) {
       for (int m = 0; m < 6; ++m) added[c][m].push_back(v[m]);
     }
   }
-  printf("socket hooks, added ns per call on the calling thread (in-process: hooked vs libc direct,\n"
-         "%d alternating batches of %d pairs; median of %d processes; CPU and allocation sampling off).\n"
-         "fastest: difference of the least disturbed batches; median: median of per-round differences;\n"
-         "send/recv: a blocking socketpair; nonblock: a SOCK_NONBLOCK one (servers' sockets)\n",
-         kInterleavedRounds, kInterleavedPairs, kProcesses);
+  printf(
+      "socket hooks, added ns per call on the calling thread (in-process: hooked vs libc direct,\n"
+      "%d alternating batches of %d pairs; median of %d processes; CPU and allocation sampling off).\n"
+      "fastest: difference of the least disturbed batches; median: median of per-round differences;\n"
+      "send/recv: a blocking socketpair; nonblock: a SOCK_NONBLOCK one (servers' sockets)\n",
+      kInterleavedRounds, kInterleavedPairs, kProcesses);
   printf("  %-32s %14s %14s %14s %14s %14s %14s\n", "", "send/recv fast", "pipe w/r fast", "send/recv med",
          "pipe w/r med", "nonblock fast", "nonblock med");
   for (int c = 0; c < 2; ++c)
@@ -320,8 +327,7 @@ int main(int argc, char** argv) {
   }
   const double s0 = Median(sock[0]), p0 = Median(pipes[0]);
   printf("\nprocess level: calling thread's CPU ns per pair, median of 5 alternating runs\n");
-  printf("  %-32s %14s %7s %14s %7s %16s\n", "", "send+recv ns", "ratio", "pipe w+r ns", "ratio",
-         "process CPU ns");
+  printf("  %-32s %14s %7s %14s %7s %16s\n", "", "send+recv ns", "ratio", "pipe w+r ns", "ratio", "process CPU ns");
   for (size_t c = 0; c < configs.size(); ++c) {
     const double s = Median(sock[c]), p = Median(pipes[c]);
     printf("  %-32s %14.1f %7.3f %14.1f %7.3f %16.1f\n", names[c], s, s / s0, p, p / p0, Median(process[c]));

@@ -44,8 +44,7 @@ _Unwind_Reason_Code OneFrame(_Unwind_Context* ctx, void* arg) {
 __attribute__((noinline)) int Leaf() {
   void* pcs[kMaxFrames];
   switch (g_way) {
-    case kUnwBacktrace:
-      return unw_backtrace(pcs, kMaxFrames);
+    case kUnwBacktrace: return unw_backtrace(pcs, kMaxFrames);
     case kUnwStep: {
       unw_context_t uc;
       unw_cursor_t cursor;

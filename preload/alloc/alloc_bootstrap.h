@@ -18,8 +18,7 @@ inline constexpr size_t kBootstrapArenaBytes = 64 * 1024;
 extern unsigned char g_bootstrap_arena[kBootstrapArenaBytes];
 
 inline bool BootstrapOwns(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(g_bootstrap_arena) <
-         kBootstrapArenaBytes;
+  return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(g_bootstrap_arena) < kBootstrapArenaBytes;
 }
 
 // Returns `size` bytes aligned to `alignment` (a power of two, at least 16;

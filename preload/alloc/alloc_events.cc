@@ -55,7 +55,8 @@ void DecodeSample(FlushContext& ctx, const RecordHeader& h, const void* payload)
   if (!LearnSample(ctx, h, payload, &npcs)) return;
   const auto* r = static_cast<const AllocSampleRecord*>(payload);
   const uint64_t tid = ctx.thread ? static_cast<uint64_t>(ctx.thread->tid) : 0;
-  Value v[] = {Value::U(r->time_ns), Value::U(tid), Value::U(r->address), Value::U(r->size),
+  Value v[] = {Value::U(r->time_ns),       Value::U(tid),
+               Value::U(r->address),       Value::U(r->size),
                Value::Stack(r->pcs, npcs), Value::U(r->sample_bytes)};
   ctx.writer->Append(t_sample, v, 6);
 }
@@ -73,8 +74,12 @@ void DecodeSampleRef(FlushContext& ctx, const RecordHeader& h, const void* paylo
   const StackRefTable::Entry* e = t ? t->Find(r->stack_hash) : nullptr;
   if (!e) g_refs_unknown++;
   const uint64_t tid = ctx.thread ? static_cast<uint64_t>(ctx.thread->tid) : 0;
-  Value v[] = {Value::U(r->time_ns), Value::U(tid), Value::U(r->address), Value::U(r->size),
-               e ? Value::Stack(e->pcs, e->npcs) : Value::Stack(nullptr, 0), Value::U(e ? e->extra : 0)};
+  Value v[] = {Value::U(r->time_ns),
+               Value::U(tid),
+               Value::U(r->address),
+               Value::U(r->size),
+               e ? Value::Stack(e->pcs, e->npcs) : Value::Stack(nullptr, 0),
+               Value::U(e ? e->extra : 0)};
   ctx.writer->Append(t_sample, v, 6);
 }
 
@@ -118,12 +123,9 @@ void RegisterAllocEvents() {
                                {"sample_bytes", U, "bytes"}}});
   t_free = DefineEventType({"alloc.free", {{"time", T, "ns"}, {"tid", U, ""}, {"address", U, ""}}});
   const FieldType F = FieldType::kF64;
-  t_unattributed = DefineEventType({"alloc.unattributed",
-                                    {{"time", T, "ns"},
-                                     {"tid", U, ""},
-                                     {"samples", U, "count"},
-                                     {"bytes", F, "bytes"},
-                                     {"count", F, "count"}}});
+  t_unattributed = DefineEventType(
+      {"alloc.unattributed",
+       {{"time", T, "ns"}, {"tid", U, ""}, {"samples", U, "count"}, {"bytes", F, "bytes"}, {"count", F, "count"}}});
   RegisterThreadDrainedHook(HarvestThreadDroppedWeight);
   RegisterRecordKind(kRecAllocSample, "alloc.sample", DecodeSample, DiscardSample);
   RegisterRecordKind(kRecAllocSampleRef, "alloc.sample", DecodeSampleRef);

@@ -141,8 +141,9 @@ void AtForkChild() {
   g_unwinders.store(t_in_unwind, std::memory_order_seq_cst);
   if (g_fork_quiesce_failed) {
     g_capture_unsafe = true;
-    Log(LogLevel::kWarn, "forked while a thread was capturing an allocation stack; "
-                         "allocation samples in this child carry no stacks");
+    Log(LogLevel::kWarn,
+        "forked while a thread was capturing an allocation stack; "
+        "allocation samples in this child carry no stacks");
   }
   g_fork_pending.store(false, std::memory_order_seq_cst);
 }
@@ -155,8 +156,7 @@ void AtForkChild() {
 // ring can fail) sets it.
 class InHook {
  public:
-  InHook()
-      : t_(t_alloc), saved_countdown_(t_.countdown), saved_in_hook_(t_.in_hook), saved_errno_(errno) {
+  InHook() : t_(t_alloc), saved_countdown_(t_.countdown), saved_in_hook_(t_.in_hook), saved_errno_(errno) {
     t_.in_hook = 1;
   }
   ~InHook() {
@@ -216,8 +216,7 @@ bool AllocShouldSample(size_t size) {
   if (t.epoch == 0) {
     // First expiry under this configuration: start this thread's Poisson
     // process here, with this allocation as its first byte.
-    t.rng = SeedRandom(static_cast<uint64_t>(syscall(SYS_gettid)),
-                       MonotonicNs() ^ reinterpret_cast<uintptr_t>(&t));
+    t.rng = SeedRandom(static_cast<uint64_t>(syscall(SYS_gettid)), MonotonicNs() ^ reinterpret_cast<uintptr_t>(&t));
     t.epoch = 1;
     t.countdown = DrawGap(&t.rng, g_mean);
     if (!AllocCountdownExpired(&t.countdown, size)) return false;
@@ -318,8 +317,7 @@ void AllocProfilerInit(const Config& config) {
   ResolveRealAllocator();
   if (RealAllocatorEmulated()[0])
     Log(LogLevel::kInfo, "allocations go to %s (emulated there: %s)", RealAllocatorObject(), RealAllocatorEmulated());
-  else
-    Log(LogLevel::kInfo, "allocations go to %s", RealAllocatorObject());
+  else Log(LogLevel::kInfo, "allocations go to %s", RealAllocatorObject());
   if (config.alloc_sample_bytes == 0) {
     g_mode.store(kOff, std::memory_order_release);
     Log(LogLevel::kInfo, "allocation profiling off (FLIGHTREC_ALLOC_SAMPLE_BYTES=0)");

@@ -115,9 +115,15 @@ void* EmuAlignedAlloc(size_t a, size_t n) {
 size_t EmuUsableSize(void*) { return 0; }  // unknown: "no spare bytes" is always safe
 // Last resorts for an allocator that has neither memalign nor posix_memalign
 // (or no realloc): fail cleanly rather than mix heaps.
-void* NoRealloc(void*, size_t) { errno = ENOMEM; return nullptr; }
+void* NoRealloc(void*, size_t) {
+  errno = ENOMEM;
+  return nullptr;
+}
 int NoPosixMemalign(void**, size_t, size_t) { return ENOMEM; }
-void* NoAligned(size_t, size_t) { errno = ENOMEM; return nullptr; }
+void* NoAligned(size_t, size_t) {
+  errno = ENOMEM;
+  return nullptr;
+}
 
 const void* ObjectBase(void* fn) {
   Dl_info info;
@@ -143,7 +149,7 @@ Fn Next(const char* name, const void* malloc_base) {
 
 }  // namespace
 
-RealAllocFns g_real = {{StubMalloc},      {StubFree},         {StubCalloc},   {StubRealloc},
+RealAllocFns g_real = {{StubMalloc},        {StubFree},         {StubCalloc},   {StubRealloc},
                        {StubPosixMemalign}, {StubAlignedAlloc}, {StubMemalign}, {StubUsableSize}};
 
 bool RealAllocatorResolved() { return g_resolved.load(std::memory_order_acquire); }
@@ -176,12 +182,30 @@ bool ResolveRealAllocator() {
   g_base_posix_memalign = pm_fn;
   g_base_memalign = ma_fn;
   g_emulated[0] = '\0';
-  if (!calloc_fn) { calloc_fn = EmuCalloc; AppendName("calloc"); }
-  if (!realloc_fn) { realloc_fn = NoRealloc; AppendName("realloc"); }
-  if (!pm_fn) { pm_fn = ma_fn ? EmuPosixMemalign : NoPosixMemalign; AppendName("posix_memalign"); }
-  if (!ma_fn) { ma_fn = g_base_posix_memalign ? EmuMemalign : NoAligned; AppendName("memalign"); }
-  if (!aa_fn) { aa_fn = (g_base_memalign || g_base_posix_memalign) ? EmuAlignedAlloc : NoAligned; AppendName("aligned_alloc"); }
-  if (!us_fn) { us_fn = EmuUsableSize; AppendName("malloc_usable_size"); }
+  if (!calloc_fn) {
+    calloc_fn = EmuCalloc;
+    AppendName("calloc");
+  }
+  if (!realloc_fn) {
+    realloc_fn = NoRealloc;
+    AppendName("realloc");
+  }
+  if (!pm_fn) {
+    pm_fn = ma_fn ? EmuPosixMemalign : NoPosixMemalign;
+    AppendName("posix_memalign");
+  }
+  if (!ma_fn) {
+    ma_fn = g_base_posix_memalign ? EmuMemalign : NoAligned;
+    AppendName("memalign");
+  }
+  if (!aa_fn) {
+    aa_fn = (g_base_memalign || g_base_posix_memalign) ? EmuAlignedAlloc : NoAligned;
+    AppendName("aligned_alloc");
+  }
+  if (!us_fn) {
+    us_fn = EmuUsableSize;
+    AppendName("malloc_usable_size");
+  }
 
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(next_malloc), &info) && info.dli_fname)

@@ -22,10 +22,10 @@ namespace flightrec::alloc {
 // Per-thread sampler state, zero-initialised (.tbss): a zero countdown makes
 // the first allocation of every thread take the slow path, which sets it up.
 struct AllocThreadState {
-  int64_t countdown;   // bytes left before the next sampling point
-  uint64_t rng;        // xorshift64* state; 0 = not seeded yet
-  uint32_t epoch;      // 0 until the thread's Poisson process is started (seeded, first gap)
-  uint32_t in_hook;    // inside our own sampled path: never sample, never recurse
+  int64_t countdown;  // bytes left before the next sampling point
+  uint64_t rng;       // xorshift64* state; 0 = not seeded yet
+  uint32_t epoch;     // 0 until the thread's Poisson process is started (seeded, first gap)
+  uint32_t in_hook;   // inside our own sampled path: never sample, never recurse
 };
 extern __thread AllocThreadState t_alloc __attribute__((tls_model("initial-exec")));
 
@@ -46,8 +46,8 @@ uint64_t SeedRandom(uint64_t a, uint64_t b);
 int64_t DrawGap(uint64_t* rng, uint64_t mean);
 
 // Estimation weights (mirrored in scripts/flightrec_lib/profiles.py: alloc_weight).
-double SampleBytesWeight(uint64_t size, uint64_t mean);   // bytes one sample stands for
-double SampleCountWeight(uint64_t size, uint64_t mean);   // allocations one sample stands for
+double SampleBytesWeight(uint64_t size, uint64_t mean);  // bytes one sample stands for
+double SampleCountWeight(uint64_t size, uint64_t mean);  // allocations one sample stands for
 
 }  // namespace flightrec::alloc
 

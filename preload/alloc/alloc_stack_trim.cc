@@ -35,7 +35,7 @@ struct FindText {
   int added;
 };
 
-bool SegmentHolds(const dl_phdr_info* info, const ElfW(Phdr)& ph, uintptr_t addr) {
+bool SegmentHolds(const dl_phdr_info* info, const ElfW(Phdr) & ph, uintptr_t addr) {
   const uint64_t lo = info->dlpi_addr + ph.p_vaddr;
   return ph.p_type == PT_LOAD && addr >= lo && addr < lo + ph.p_memsz;
 }
@@ -66,12 +66,12 @@ int AddObjectTextRanges(const void* addr, TrimRanges* out) {
 
 int AddOperatorNewRanges(TrimRanges* out) {
   static const char* const kNames[] = {
-      "_Znwm",                              // operator new(size_t)
-      "_Znam",                              // operator new[](size_t)
-      "_ZnwmRKSt9nothrow_t",                // operator new(size_t, nothrow_t const&)
-      "_ZnamRKSt9nothrow_t",                // operator new[](size_t, nothrow_t const&)
-      "_ZnwmSt11align_val_t",               // operator new(size_t, align_val_t)
-      "_ZnamSt11align_val_t",               // operator new[](size_t, align_val_t)
+      "_Znwm",                               // operator new(size_t)
+      "_Znam",                               // operator new[](size_t)
+      "_ZnwmRKSt9nothrow_t",                 // operator new(size_t, nothrow_t const&)
+      "_ZnamRKSt9nothrow_t",                 // operator new[](size_t, nothrow_t const&)
+      "_ZnwmSt11align_val_t",                // operator new(size_t, align_val_t)
+      "_ZnamSt11align_val_t",                // operator new[](size_t, align_val_t)
       "_ZnwmSt11align_val_tRKSt9nothrow_t",  // + nothrow
       "_ZnamSt11align_val_tRKSt9nothrow_t",
   };

@@ -35,15 +35,13 @@ bool SampledAddressSet::Init(uint64_t max_entries) {
 void SampledAddressSet::SummaryAdd(uintptr_t addr) {
   std::atomic<uint8_t>& c = summary_[SummaryOf(addr)];
   uint8_t v = c.load(std::memory_order_relaxed);
-  while (v != 255 && !c.compare_exchange_weak(v, static_cast<uint8_t>(v + 1), std::memory_order_relaxed)) {
-  }
+  while (v != 255 && !c.compare_exchange_weak(v, static_cast<uint8_t>(v + 1), std::memory_order_relaxed)) {}
 }
 
 void SampledAddressSet::SummarySub(uintptr_t addr) {
   std::atomic<uint8_t>& c = summary_[SummaryOf(addr)];
   uint8_t v = c.load(std::memory_order_relaxed);
-  while (v != 255 && v != 0 && !c.compare_exchange_weak(v, static_cast<uint8_t>(v - 1), std::memory_order_relaxed)) {
-  }
+  while (v != 255 && v != 0 && !c.compare_exchange_weak(v, static_cast<uint8_t>(v - 1), std::memory_order_relaxed)) {}
 }
 
 bool SampledAddressSet::Insert(uintptr_t addr) {

@@ -79,9 +79,7 @@ class SampledAddressSet {
   static constexpr size_t kSummarySlots = 2048;  // 2 KiB, 32 lines: small enough to stay in L1
 
   // Fibonacci hashing; blocks are at least 16-byte aligned. 24 bits.
-  static size_t HashOf(uintptr_t addr) {
-    return static_cast<size_t>(((addr >> 4) * 0x9E3779B97F4A7C15ull) >> 40);
-  }
+  static size_t HashOf(uintptr_t addr) { return static_cast<size_t>(((addr >> 4) * 0x9E3779B97F4A7C15ull) >> 40); }
   size_t BucketOf(uintptr_t addr) const { return HashOf(addr) & mask_; }
   static size_t SummaryOf(uintptr_t addr) { return HashOf(addr) & (kSummarySlots - 1); }
   void SummaryAdd(uintptr_t addr);

@@ -85,10 +85,8 @@ __attribute__((noinline)) HOOK_TEXT void* ReallocSampledOrSlow(void* p, size_t s
   const bool sample = expired && AllocShouldSample(size);
   void* q = RealRealloc(p, size);
   if (was_sampled) {
-    if (q == nullptr && size != 0)
-      ReinsertSampled(p);  // failed: p is untouched and still live
-    else
-      PushFree(p, freed_at);
+    if (q == nullptr && size != 0) ReinsertSampled(p);  // failed: p is untouched and still live
+    else PushFree(p, freed_at);
   }
   if (sample && q) RecordAllocation(q, size);
   return q;

@@ -92,8 +92,6 @@ class StackRefTable {
 inline StackRefCache& PushedStacksOf(ThreadState* ts) {
   return ProducerSlot<StackRefCache, kSlotAllocStacksPushed>(ts);
 }
-inline StackRefTable*& StackTableOf(ThreadState* ts) {
-  return ProducerSlot<StackRefTable*, kSlotAllocStacksTable>(ts);
-}
+inline StackRefTable*& StackTableOf(ThreadState* ts) { return ProducerSlot<StackRefTable*, kSlotAllocStacksTable>(ts); }
 
 }  // namespace flightrec

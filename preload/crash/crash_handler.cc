@@ -319,7 +319,8 @@ void CallAppHandler(int sig, siginfo_t* si, void* uc, const struct sigaction& a,
   if (!top) {  // runs here: below this frame, and on the alternate stack if that is where we are
     live_hi = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
     stack_t cur;
-    if (sigaltstack(nullptr, &cur) == 0 && (cur.ss_flags & SS_ONSTACK)) live_lo = reinterpret_cast<uintptr_t>(cur.ss_sp);
+    if (sigaltstack(nullptr, &cur) == 0 && (cur.ss_flags & SS_ONSTACK))
+      live_lo = reinterpret_cast<uintptr_t>(cur.ss_sp);
   }
   t_chain = Chained{sig, si ? *si : siginfo_t{}, uc, recorded, live_lo, live_hi};
   t_chain_depth++;
@@ -412,7 +413,7 @@ void VforkChildCrash(int sig, siginfo_t* si, void* uc) {
   memset(&dfl, 0, sizeof(dfl));
   dfl.sa_handler = app.sa_handler == SIG_IGN ? SIG_IGN : SIG_DFL;
   if (g_real_sigaction) g_real_sigaction(sig, &dfl, nullptr);  // the child's own table
-  if (!si || si->si_code <= 0 || sig == SIGABRT) raise(sig);  // sent: again, now default; a fault re-faults
+  if (!si || si->si_code <= 0 || sig == SIGABRT) raise(sig);   // sent: again, now default; a fault re-faults
 }
 
 void CrashSignalHandler(int sig, siginfo_t* si, void* uc) {
@@ -474,7 +475,7 @@ void DecodeCrash(FlushContext& ctx, const RecordHeader& h, const void* payload) 
   int n = 0;
   if (r->regs.ip() != 0)
     n = stacks::UnwindCopiedStack(stacks::UnwindRole::kFlush, r->regs, r->stack_addr,
-                                   reinterpret_cast<const uint8_t*>(r + 1), len, pcs, 128);
+                                  reinterpret_cast<const uint8_t*>(r + 1), len, pcs, 128);
   using format::Value;
   Value v[] = {Value::U(r->time_ns),
                Value::U(static_cast<uint64_t>(r->tid)),

@@ -350,12 +350,13 @@ FR_HOOK __attribute__((no_sanitize("address"))) long syscall(long nr, ...) {
   // A seccomp filter about to be installed (seccomp_state.h): from now on
   // nothing of ours makes a call it could kill on.
   if (__builtin_expect(nr == SYS_seccomp || (nr == SYS_prctl && static_cast<int>(a[0]) == PR_SET_SECCOMP), 0))
-    flightrec::NoteSeccompFilter(nr == SYS_seccomp ? "the program's seccomp(2)" : "the program's prctl(PR_SET_SECCOMP)");
+    flightrec::NoteSeccompFilter(nr == SYS_seccomp ? "the program's seccomp(2)"
+                                                   : "the program's prctl(PR_SET_SECCOMP)");
   // The program's capset, mirrored onto our threads (recorder_caps.h).
-  const long ret = __builtin_expect(nr == SYS_capset, 0)
-                       ? flightrec::CapsetThroughHook(reinterpret_cast<const void*>(a[0]),
-                                                      reinterpret_cast<const void*>(a[1]))
-                       : flightrec::RawSyscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+  const long ret =
+      __builtin_expect(nr == SYS_capset, 0)
+          ? flightrec::CapsetThroughHook(reinterpret_cast<const void*>(a[0]), reinterpret_cast<const void*>(a[1]))
+          : flightrec::RawSyscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
   if (__builtin_expect(nr == SYS_prctl && static_cast<int>(a[0]) == PR_SET_KEEPCAPS && ret == 0, 0))
     flightrec::RecorderCapsAfterKeepCaps(static_cast<unsigned long>(a[1]));
   if (ret < 0 && ret > -4096) {

@@ -23,7 +23,7 @@
 namespace flightrec {
 namespace {
 
-constexpr int kSignals[] = {SIGHUP, SIGINT,  SIGQUIT, SIGTERM, SIGUSR1,  SIGUSR2,
+constexpr int kSignals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGTERM, SIGUSR1,  SIGUSR2,
                             SIGPIPE, SIGALRM, SIGXCPU, SIGXFSZ, SIGVTALRM};
 // Dying is what the signal asks for: the seal may delay it this long at most.
 constexpr uint64_t kSealBudgetNs = 1000ull * 1000000ull;

@@ -43,8 +43,7 @@ bool ProtectFd(int fd) {
   const uint64_t old = t.protected_bits[fd >> 6].fetch_or(Bit(fd), std::memory_order_release);
   if (!(old & Bit(fd))) t.count.fetch_add(1, std::memory_order_relaxed);
   int hw = t.high_water.load(std::memory_order_relaxed);
-  while (fd + 1 > hw && !t.high_water.compare_exchange_weak(hw, fd + 1, std::memory_order_relaxed)) {
-  }
+  while (fd + 1 > hw && !t.high_water.compare_exchange_weak(hw, fd + 1, std::memory_order_relaxed)) {}
   return true;
 }
 

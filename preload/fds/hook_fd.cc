@@ -218,7 +218,8 @@ FR_HOOK void closefrom(int lowfd) {
     // No close_range (kernel < 5.9): close one by one up to the fd limit.
     rlimit rl{};
     const unsigned limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (1u << 20)
-                               ? static_cast<unsigned>(rl.rlim_cur) : (1u << 20);
+                               ? static_cast<unsigned>(rl.rlim_cur)
+                               : (1u << 20);
     for (unsigned fd = first; fd < limit; ++fd)
       if (!flightrec::IsProtectedFd(static_cast<int>(fd))) g_real_sock.close(static_cast<int>(fd));
   }

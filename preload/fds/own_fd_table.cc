@@ -59,8 +59,8 @@ bool CloseAllBut(const int* keep, int n) {
     if (hi > lo && syscall(SYS_close_range, lo, hi == ~0U ? ~0U : hi - 1, 0) != 0) {
       if (errno != ENOSYS) return false;
       // Linux 5.6-5.8: list this thread's table and close one by one.
-      const int dir = static_cast<int>(syscall(SYS_openat, AT_FDCWD, "/proc/thread-self/fd",
-                                               O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      const int dir =
+          static_cast<int>(syscall(SYS_openat, AT_FDCWD, "/proc/thread-self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
       if (dir < 0) return false;
       alignas(8) char buf[2048];
       for (;;) {

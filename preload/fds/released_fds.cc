@@ -40,8 +40,8 @@ bool CloseHookComesFirst() {
     // included) lives in our own object?
     Dl_info first{}, ours{};
     void* close_fn = dlsym(RTLD_DEFAULT, "close");
-    v = close_fn && dladdr(close_fn, &first) &&
-        dladdr(reinterpret_cast<void*>(&CloseHookComesFirst), &ours) && first.dli_fbase == ours.dli_fbase;
+    v = close_fn && dladdr(close_fn, &first) && dladdr(reinterpret_cast<void*>(&CloseHookComesFirst), &ours) &&
+        first.dli_fbase == ours.dli_fbase;
     g_hook_first.store(v, std::memory_order_relaxed);
   }
   return v == 1;

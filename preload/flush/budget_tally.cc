@@ -90,8 +90,8 @@ uint64_t AccountSealedSegment(int dir_fd, const BudgetRules& rules, uint64_t sea
     // budget would otherwise be scanned at every seal).
     const bool over = known && counted > max_bytes;
     uint64_t total = counted;
-    deleted = EnforceDiskBudgetAt(dir_fd, over ? max_bytes - max_bytes / 16 : max_bytes, "", &total, expire_before,
-                                  &scan);
+    deleted =
+        EnforceDiskBudgetAt(dir_fd, over ? max_bytes - max_bytes / 16 : max_bytes, "", &total, expire_before, &scan);
     t.bytes = total;
     t.last_scan_ns = realtime_ns;
   }

@@ -10,8 +10,7 @@ constexpr size_t kPrefix = sizeof(kFooterPrefix) - 1;
 }  // namespace
 
 format::EventTypeSpec DropLedger::EventSpec() {
-  const format::FieldType U = format::FieldType::kUInt, T = format::FieldType::kTime,
-                          S = format::FieldType::kString;
+  const format::FieldType U = format::FieldType::kUInt, T = format::FieldType::kTime, S = format::FieldType::kString;
   return {"recorder.dropped", {{"time", T, "ns"}, {"tid", U, ""}, {"kind", S, ""}, {"count", U, "count"}}};
 }
 

@@ -80,8 +80,8 @@ class DropLedger {
   }
   // One thread's ring drops since the last drain, per record kind (the
   // counters beside its ring: ThreadState::dropped, dropped_reported).
-  void ReportThreadDrops(FlushContext& ctx, uint64_t tid, const std::atomic<uint64_t>* dropped,
-                         uint64_t* reported, KindNameFn name_of = RecordKindName);
+  void ReportThreadDrops(FlushContext& ctx, uint64_t tid, const std::atomic<uint64_t>* dropped, uint64_t* reported,
+                         KindNameFn name_of = RecordKindName);
   void ReportThreadDrops(FlushContext& ctx, ThreadState* ts);
   // Records no thread slot could take (UnattributedDrops()).
   void ReportUnregistered(FlushContext& ctx, uint64_t total) {

@@ -100,8 +100,7 @@ std::atomic<uint64_t> g_go_live_within_ns{UINT64_MAX};
 
 void GoLiveWithin(uint64_t ns) {
   uint64_t cur = g_go_live_within_ns.load(std::memory_order_relaxed);
-  while (ns < cur && !g_go_live_within_ns.compare_exchange_weak(cur, ns, std::memory_order_relaxed)) {
-  }
+  while (ns < cur && !g_go_live_within_ns.compare_exchange_weak(cur, ns, std::memory_order_relaxed)) {}
 }
 
 uint64_t GoLiveWithinNs() { return g_go_live_within_ns.load(std::memory_order_relaxed); }

@@ -113,15 +113,15 @@ constexpr int kFinalDiscardUnlessLive = 4;  // a forked child that never went li
 struct FlushState {
   SegmentLifecycle seg;  // the writer and its segment: open, seal, pause, retry (segment_lifecycle.h)
   uint64_t last_rusage_ns = 0;
-  bool hooks_ran = false;  // the live hooks ran (on the flush thread, at its first ordinary tick)
-  bool own_fd_table = false;  // this thread's descriptor table is its own (own_fd_table.h)
+  bool hooks_ran = false;        // the live hooks ran (on the flush thread, at its first ordinary tick)
+  bool own_fd_table = false;     // this thread's descriptor table is its own (own_fd_table.h)
   bool end_handed_over = false;  // the sampler thread ends the process (EndProcess)
   uint64_t end_handed_ns = 0;
   SlotScan<ThreadState> slots;  // which slots a tick visits (slot_scan.h)
   uint64_t last_full_scan_ns = 0;
-  bool busy = false;  // the last drain took 1/kBusyFraction of some ring or more
+  bool busy = false;                  // the last drain took 1/kBusyFraction of some ring or more
   size_t busy_ring_bytes = SIZE_MAX;  // the smallest such ring (ring_growth.h: they differ)
-  bool quiet = false;  // the last tick found no record and no queued sample (FlushContext::work)
+  bool quiet = false;                 // the last tick found no record and no queued sample (FlushContext::work)
   // Set once by the first StopFlushThread; every later asker waits for the
   // same seal. The flush thread ends its tick at the next ring boundary.
   std::atomic<int> final_request{0};
@@ -136,7 +136,7 @@ struct FlushState {
   // tick (kPhase*): whoever moves it from kPhaseAsleep first decides whether
   // the child goes live or is dropped unseen.
   std::atomic<int> phase{0};
-  std::atomic<pid_t> tid{0};       // the flush thread's, once it runs
+  std::atomic<pid_t> tid{0};  // the flush thread's, once it runs
   std::atomic<bool> done{false};
   std::atomic<bool> crash_requested{false};
   std::atomic<bool> crash_done{false};
@@ -189,9 +189,7 @@ void SleepUnlessWoken(uint32_t seen, uint64_t ns) {
 
 // A stopper is waiting for this tick: end it at the next safe point (the
 // stopper's final tick does what is left).
-bool StopRequested(const FlushState& s) {
-  return !s.in_final && s.final_request.load(std::memory_order_acquire) != 0;
-}
+bool StopRequested(const FlushState& s) { return !s.in_final && s.final_request.load(std::memory_order_acquire) != 0; }
 
 // full: visit every slot, quiet ones too (slot_scan.h says when).
 void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
@@ -303,7 +301,7 @@ void Tick(FlushState& s, TickKind kind) {
   if (cfg.rusage_ms && (now - s.last_rusage_ns >= cfg.rusage_ms * kMs || final_tick)) {
     s.last_rusage_ns = now;
     EmitRusage(ctx);
-    CheckSeccompStatus();  // a filter installed by a raw system call (seccomp_state.h)
+    CheckSeccompStatus();                     // a filter installed by a raw system call (seccomp_state.h)
     const uint64_t names_ns = MonotonicNs();  // not `now`: see RefreshThreadName
     s.slots.ForEachDue(final_tick, [&](ThreadState* ts) { RefreshThreadName(ctx, ts, names_ns); });
   }
@@ -350,8 +348,7 @@ void FinalSequence(FlushState& s) {
   // Let go before the asker moves on (it may start that thread at once).
   if (s.own_fd_table && !(req & kFinalProcessEnding) && SamplerAbandonSymbolizer) SamplerAbandonSymbolizer();
   Announce(s, s.final_sealed);
-  if (req & kFinalProcessEnding)
-    RunShutdownHooks(MonotonicNs() + GetConfig().upload_shutdown_ms * kMs);
+  if (req & kFinalProcessEnding) RunShutdownHooks(MonotonicNs() + GetConfig().upload_shutdown_ms * kMs);
   Announce(s, s.final_finished);
 }
 
@@ -365,8 +362,10 @@ void FinalSequence(FlushState& s) {
 // sampler thread and returns; the exit's stop then reaches it as usual.
 void EndProcess(FlushState& s, const LastThreadExit& how) {
   if (how.raw) {
-    Log(LogLevel::kInfo, "the application's last thread has exited (exit system call); ending the process "
-        "(exit status %d)", how.status);
+    Log(LogLevel::kInfo,
+        "the application's last thread has exited (exit system call); ending the process "
+        "(exit status %d)",
+        how.status);
     s.final_request.store(kFinalRequested | kFinalProcessEnding, std::memory_order_release);
     FinalSequence(s);
     syscall(SYS_exit_group, how.status);
@@ -409,7 +408,7 @@ void* FlushMain(void* arg) {
   while (!FinalRequested(*s)) {
     SleepUnlessWoken(seen, sleep_ns);
     RecorderCapsApply();  // the program's capset, made on this thread too
-    CrashFreezePark();  // the program's crash handler is running: touch nothing
+    CrashFreezePark();    // the program's crash handler is running: touch nothing
     const uint32_t now_seen = g_wake_word.load(std::memory_order_seq_cst);
     const bool nudged = now_seen != seen;  // not just the timer: scan every slot
     seen = now_seen;
@@ -467,7 +466,8 @@ bool Launch(const ProcessInfo& info, bool defer_open) {
   if (!defer_open) OpenFirstSegment(s->seg, MonotonicNs());
   const int rc = CreateRecorderThread(&s->thread, "flightrec-flush", FlushMain, s);
   if (rc != 0) {
-    if (rc != kRefusedForNproc) Log(LogLevel::kWarn, "cannot start the flush thread: %s; recording disabled", strerror(rc));
+    if (rc != kRefusedForNproc)
+      Log(LogLevel::kWarn, "cannot start the flush thread: %s; recording disabled", strerror(rc));
     AbandonSegment(s->seg);
     return false;
   }

@@ -45,7 +45,8 @@ bool OpenOutputDir(const std::string& configured, bool allow_foreign, bool prepa
     }
     struct stat st;
     if (fstat(g_pinned_fd, &st) != 0 || st.st_nlink == 0) {
-      *error = "output directory " + *g_pinned_path + " was removed; this process dropped root and cannot create it again";
+      *error =
+          "output directory " + *g_pinned_path + " was removed; this process dropped root and cannot create it again";
       errno = ENOENT;
       return false;
     }
@@ -94,8 +95,8 @@ bool PinOutputDirForUid(const std::string& configured, bool allow_foreign, uid_t
     return false;
   }
   if (st.st_uid != 0 && st.st_uid != uid) {
-    *error = path + " is owned by uid " + std::to_string(st.st_uid) + ", neither root nor " +
-             std::to_string(uid) + "; refusing it";
+    *error = path + " is owned by uid " + std::to_string(st.st_uid) + ", neither root nor " + std::to_string(uid) +
+             "; refusing it";
     CloseTransientFd(fd);
     return false;
   }

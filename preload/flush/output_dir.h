@@ -41,8 +41,7 @@ class OutputDir {
 
 // The directory to use now. prepare: check it (create it if missing) first,
 // as before a new segment. On failure returns false with a one-line reason.
-bool OpenOutputDir(const std::string& configured, bool allow_foreign, bool prepare, OutputDir* out,
-                   std::string* error);
+bool OpenOutputDir(const std::string& configured, bool allow_foreign, bool prepare, OutputDir* out, std::string* error);
 
 // The name of the per-uid subdirectory ("uid-<uid>").
 std::string UidDirName(uid_t uid);

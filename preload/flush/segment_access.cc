@@ -94,8 +94,7 @@ class OutputAccess final : public format::SegmentFileAccess {
     const Config& cfg = GetConfig();
     OutputDir dir;
     std::string error;
-    if (OpenOutputDir(cfg.output, cfg.allow_foreign_dir, false, &dir, &error))
-      unlinkat(dir.fd(), name.c_str(), 0);
+    if (OpenOutputDir(cfg.output, cfg.allow_foreign_dir, false, &dir, &error)) unlinkat(dir.fd(), name.c_str(), 0);
   }
 };
 

@@ -70,12 +70,11 @@ bool PrepareOutputDirectory(const std::string& dir, bool allow_foreign, std::str
   return writable;
 }
 
-std::string ActiveSegmentPath(const std::string& dir, const std::string& service, uint32_t pid,
-                              uint64_t seq, uint64_t realtime_ns) {
+std::string ActiveSegmentPath(const std::string& dir, const std::string& service, uint32_t pid, uint64_t seq,
+                              uint64_t realtime_ns) {
   std::string safe;
   for (char c : service) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_';
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_';
     safe.push_back(ok ? c : '_');  // '-' separates fields, so it is replaced too
     if (safe.size() >= 64) break;
   }
@@ -106,9 +105,8 @@ uint64_t AllocatedBytes(const struct stat& st) {
   return blocks == 0 && st.st_size > 0 ? static_cast<uint64_t>(st.st_size) : blocks;
 }
 
-uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& current_name,
-                             uint64_t* total_after, uint64_t expire_windows_before_ns,
-                             BudgetDeletions* deletions) {
+uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& current_name, uint64_t* total_after,
+                             uint64_t expire_windows_before_ns, BudgetDeletions* deletions) {
   BudgetDeletions unused;
   BudgetDeletions& out = deletions ? *deletions : unused;
   // A directory stream of its own: closedir() must not close dir_fd.
@@ -154,7 +152,8 @@ uint64_t EnforceDiskBudgetAt(int dir_fd, uint64_t max_bytes, const std::string& 
   // an flock on a segment it is shipping, a writer on its .active while it writes).
   // An .active file goes only if its writer is gone (Abandoned).
   auto remove = [&](const Entry& e) {
-    const int fd = OpenTransientFdAt(dirfd(d), e.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);  // a planted FIFO never blocks
+    const int fd =
+        OpenTransientFdAt(dirfd(d), e.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);  // a planted FIFO never blocks
     if (fd < 0) return false;
     bool gone = false;
     if ((e.kind != Kind::kActive || Abandoned(fd, e.name)) && flock(fd, LOCK_EX | LOCK_NB) == 0)

@@ -27,8 +27,8 @@ bool PrepareOutputDirectory(const std::string& dir, bool allow_foreign, std::str
 
 // "<dir>/<UTC yyyymmddThhmmss.mmmZ>-<service>-<pid>-<seq>.active"; the service
 // name is reduced to [A-Za-z0-9._-].
-std::string ActiveSegmentPath(const std::string& dir, const std::string& service, uint32_t pid,
-                              uint64_t seq, uint64_t realtime_ns);
+std::string ActiveSegmentPath(const std::string& dir, const std::string& service, uint32_t pid, uint64_t seq,
+                              uint64_t realtime_ns);
 
 // The sealed name for an active path (".active" -> ".seg").
 std::string SealedSegmentPath(const std::string& active_path);

@@ -77,9 +77,7 @@ void Pause(SegmentLifecycle& s, const std::string& why) {
   }
 }
 
-uint64_t SegmentAgeLimitNs() {
-  return WindowKeeper::SegmentSecondsFor(GetConfig().segment_seconds) * 1000 * kMs;
-}
+uint64_t SegmentAgeLimitNs() { return WindowKeeper::SegmentSecondsFor(GetConfig().segment_seconds) * 1000 * kMs; }
 
 }  // namespace
 
@@ -137,8 +135,7 @@ bool OpenSegment(SegmentLifecycle& s, uint64_t now) {
   }
   if (s.paused && s.paused_for_crash)
     Log(LogLevel::kDebug, "the program recovered from a fault; recording resumed in a new segment");
-  else if (s.paused)
-    Log(LogLevel::kWarn, "output %s usable again; recording resumed", cfg.output.c_str());
+  else if (s.paused) Log(LogLevel::kWarn, "output %s usable again; recording resumed", cfg.output.c_str());
   s.paused = false;
   s.paused_for_crash = false;
   s.paused_logged = false;

@@ -26,7 +26,7 @@ class WindowKeeper;
 
 struct SegmentLifecycle {
   format::SegmentWriter* writer = nullptr;  // created by OpenFirstSegment
-  WindowKeeper* keeper = nullptr;  // triggers, incidents, window mode (window_keeper.h)
+  WindowKeeper* keeper = nullptr;           // triggers, incidents, window mode (window_keeper.h)
   ProcessInfo info;
   uint64_t seq = 0;
   std::string active_path;

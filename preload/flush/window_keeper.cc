@@ -72,8 +72,7 @@ bool ReadOwnStart(uint64_t* ticks, int64_t* started_sec) {
   if (end == p) return false;
   const long hz = sysconf(_SC_CLK_TCK);
   timespec boot, real;
-  if (hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &boot) != 0 || clock_gettime(CLOCK_REALTIME, &real) != 0)
-    return false;
+  if (hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &boot) != 0 || clock_gettime(CLOCK_REALTIME, &real) != 0) return false;
   // Ticks are whole 1/hz: the start is known to within one, rounded down.
   const int64_t age_sec = boot.tv_sec - static_cast<int64_t>(start / static_cast<unsigned long long>(hz));
   *ticks = start;
@@ -157,7 +156,8 @@ void WindowKeeper::PollControlFile() {
     if (ReadOwnStart(&ticks, &started_sec_)) {
       control_name_ = ".trigger-" + std::to_string(getpid()) + "-" + std::to_string(ticks);
     } else {
-      Log(LogLevel::kInfo, "cannot read /proc/self/stat: no on-demand trigger (flightrec-dump trigger) for this process");
+      Log(LogLevel::kInfo,
+          "cannot read /proc/self/stat: no on-demand trigger (flightrec-dump trigger) for this process");
     }
   }
   if (control_name_.empty()) return;
@@ -271,8 +271,8 @@ void WindowKeeper::Handle(FlushContext& ctx, TriggerReason reason, uint64_t t, u
       window_mode_ ? ", keeping its window" : "");
 }
 
-void WindowKeeper::Emit(FlushContext& ctx, TriggerReason reason, uint64_t t, uint64_t detail,
-                        const std::string& note, Merged merged) {
+void WindowKeeper::Emit(FlushContext& ctx, TriggerReason reason, uint64_t t, uint64_t detail, const std::string& note,
+                        Merged merged) {
   if (!t_trigger) return;
   using format::Value;
   const Value v[] = {Value::U(t),
@@ -308,8 +308,7 @@ void WindowKeeper::KeepWindowFor(const Incident& incident) {
     if (fchmodat(dir.fd(), seg.name.c_str(), S_IRUSR | S_IWUSR, 0) != 0 ||
         renameat(dir.fd(), seg.name.c_str(), dir.fd(), kept.c_str()) != 0) {
       // Gone (the disk budget took it) or out of reach: nothing to keep.
-      Log(LogLevel::kDebug, "incident %s: cannot keep %s: %s", incident.tag.c_str(), seg.name.c_str(),
-          strerror(errno));
+      Log(LogLevel::kDebug, "incident %s: cannot keep %s: %s", incident.tag.c_str(), seg.name.c_str(), strerror(errno));
       continue;
     }
     RunShipHooks(dir.path() + "/" + kept);

@@ -22,7 +22,8 @@ ssize_t ReadSmallFile(const char* path, char* buf, size_t size) {
   const int fd = OpenTransientFd(path, O_RDONLY);
   if (fd < 0) return -1;
   ssize_t n;
-  do n = read(fd, buf, size - 1); while (n < 0 && errno == EINTR);
+  do n = read(fd, buf, size - 1);
+  while (n < 0 && errno == EINTR);
   CloseTransientFd(fd);
   if (n < 0) return -1;
   buf[n] = '\0';
@@ -140,7 +141,8 @@ bool ActiveFileWriterGone(int fd, pid_t name_pid, uint64_t now_ns) {
   // A header is a few hundred bytes: service and host are at most 4 KiB each.
   std::vector<uint8_t> buf(16384);
   ssize_t n;
-  do n = pread(fd, buf.data(), buf.size(), 0); while (n < 0 && errno == EINTR);
+  do n = pread(fd, buf.data(), buf.size(), 0);
+  while (n < 0 && errno == EINTR);
   format::SegmentHeader h;
   std::string why;
   if (n <= 0 || !format::ReadSegmentHeader(buf.data(), static_cast<size_t>(n), &h, &why)) {

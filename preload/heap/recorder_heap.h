@@ -18,11 +18,11 @@
 namespace flightrec {
 
 enum class HeapState {
-  kClosed,    // not opened yet
-  kPrivate,   // our own copy of mimalloc, options set by us
-  kShared,    // the program had loaded libmimalloc.so.2 itself: its heap, its options
-  kRefused,   // secure-execution process: never opened
-  kMissing,   // libmimalloc.so.2 could not be loaded (not installed, no memory)
+  kClosed,   // not opened yet
+  kPrivate,  // our own copy of mimalloc, options set by us
+  kShared,   // the program had loaded libmimalloc.so.2 itself: its heap, its options
+  kRefused,  // secure-execution process: never opened
+  kMissing,  // libmimalloc.so.2 could not be loaded (not installed, no memory)
 };
 
 // Opens the heap if it is not yet open; returns the state after the attempt.

@@ -20,9 +20,7 @@
 
 namespace flightrec {
 // Nothing to load: TSan's allocator is always there.
-HeapState RecorderHeapOpen() {
-  return HeapAllowed(getauxval(AT_SECURE)) ? HeapState::kPrivate : HeapState::kRefused;
-}
+HeapState RecorderHeapOpen() { return HeapAllowed(getauxval(AT_SECURE)) ? HeapState::kPrivate : HeapState::kRefused; }
 HeapState RecorderHeapStateNow() { return RecorderHeapOpen(); }
 }  // namespace flightrec
 

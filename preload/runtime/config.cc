@@ -68,9 +68,12 @@ bool ParseU64Text(const std::string& text, uint64_t* out) {
   if (i < text.size()) {
     uint64_t mul = 0;
     switch (text[i]) {
-      case 'k': case 'K': mul = 1ull << 10; break;
-      case 'm': case 'M': mul = 1ull << 20; break;
-      case 'g': case 'G': mul = 1ull << 30; break;
+      case 'k':
+      case 'K': mul = 1ull << 10; break;
+      case 'm':
+      case 'M': mul = 1ull << 20; break;
+      case 'g':
+      case 'G': mul = 1ull << 30; break;
       default: return false;
     }
     ++i;
@@ -101,8 +104,14 @@ void U64(Ctx& c, const char* name, const std::string& text, uint64_t* field, uin
 void Bool(Ctx& c, const char* name, const std::string& text, bool* field) {
   std::string t;
   for (char ch : text) t.push_back(static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch));
-  if (t == "1" || t == "true" || t == "yes" || t == "on") { *field = true; return; }
-  if (t == "0" || t == "false" || t == "no" || t == "off") { *field = false; return; }
+  if (t == "1" || t == "true" || t == "yes" || t == "on") {
+    *field = true;
+    return;
+  }
+  if (t == "0" || t == "false" || t == "no" || t == "off") {
+    *field = false;
+    return;
+  }
   c.Say(std::string(name) + "='" + Shown(text) + "' is not a boolean (0/1); using " + (*field ? "1" : "0"));
 }
 
@@ -233,8 +242,7 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
       else if (v == "info") cfg.log = LogLevel::kInfo;
       else if (v == "debug") cfg.log = LogLevel::kDebug;
       else c.Say(name + "='" + Shown(v) + "' is not one of quiet|warn|info|debug; using warn");
-    }
-    else if (name == "FLIGHTREC_OUTPUT") Str(c, n, v, &cfg.output, Empty::kRefused);
+    } else if (name == "FLIGHTREC_OUTPUT") Str(c, n, v, &cfg.output, Empty::kRefused);
     else if (name == "FLIGHTREC_SERVICE") Str(c, n, v, &cfg.service, Empty::kAllowed);
     else if (name == "FLIGHTREC_RING_BYTES") {
       uint64_t rb = cfg.ring_bytes;
@@ -246,8 +254,7 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
         rb = p;
       }
       cfg.ring_bytes = rb;
-    }
-    else if (name == "FLIGHTREC_FLUSH_MS") U64(c, n, v, &cfg.flush_ms, 1, 10000);
+    } else if (name == "FLIGHTREC_FLUSH_MS") U64(c, n, v, &cfg.flush_ms, 1, 10000);
     else if (name == "FLIGHTREC_RUSAGE_MS") U64(c, n, v, &cfg.rusage_ms, 0, 3600000);
     else if (name == "FLIGHTREC_SEGMENT_BYTES") U64(c, n, v, &cfg.segment_bytes, 64 << 10, 1ull << 40);
     else if (name == "FLIGHTREC_SEGMENT_SECONDS") U64(c, n, v, &cfg.segment_seconds, 1, 86400 * 7);
@@ -260,8 +267,7 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
       if (v == "continuous") cfg.window_mode = false;
       else if (v == "window") cfg.window_mode = true;
       else c.Say(name + "='" + Shown(v) + "' is not one of continuous|window; using continuous");
-    }
-    else if (name == "FLIGHTREC_WINDOW_SECONDS") U64(c, n, v, &cfg.window_seconds, 1, 86400);
+    } else if (name == "FLIGHTREC_WINDOW_SECONDS") U64(c, n, v, &cfg.window_seconds, 1, 86400);
     else if (name == "FLIGHTREC_TRIGGER_AFTER_SECONDS") U64(c, n, v, &cfg.trigger_after_seconds, 0, 3600);
     else if (name == "FLIGHTREC_TRIGGER_SLOW_MS") SlowMs(c, n, v, &cfg.trigger_slow_ms, &cfg.trigger_slow_rules);
     else if (name == "FLIGHTREC_TRIGGER_RSS_MB") U64(c, n, v, &cfg.trigger_rss_mb, 0, 1ull << 30);
@@ -273,13 +279,11 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
       else if (v == "sigprof") cfg.sampler = SamplerMode::kSigprof;
       else if (v == "off") cfg.sampler = SamplerMode::kOff;
       else c.Say(name + "='" + Shown(v) + "' is not one of auto|perf|sigprof|off; using auto");
-    }
-    else if (name == "FLIGHTREC_CPU_HZ") U64(c, n, v, &cfg.cpu_hz, 1, 10000);
+    } else if (name == "FLIGHTREC_CPU_HZ") U64(c, n, v, &cfg.cpu_hz, 1, 10000);
     else if (name == "FLIGHTREC_STACK_COPY_BYTES") {
       U64(c, n, v, &cfg.stack_copy_bytes, 1024, 65528);
       cfg.stack_copy_bytes &= ~uint64_t{7};  // perf requires a multiple of 8
-    }
-    else if (name == "FLIGHTREC_OFFCPU") Bool(c, n, v, &cfg.offcpu);
+    } else if (name == "FLIGHTREC_OFFCPU") Bool(c, n, v, &cfg.offcpu);
     else if (name == "FLIGHTREC_OFFCPU_MIN_US") U64(c, n, v, &cfg.offcpu_min_us, 0, 60000000);
     else if (name == "FLIGHTREC_SOCKETS") {
       if (v == "calls") {
@@ -288,8 +292,7 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
       } else {
         Bool(c, n, v, &cfg.sockets);
       }
-    }
-    else if (name == "FLIGHTREC_ACCEPTQ_MS") U64(c, n, v, &cfg.acceptq_ms, 0, 3600000);
+    } else if (name == "FLIGHTREC_ACCEPTQ_MS") U64(c, n, v, &cfg.acceptq_ms, 0, 3600000);
     else if (name == "FLIGHTREC_SOCKET_TSC") Bool(c, n, v, &cfg.socket_tsc);
     else if (name == "FLIGHTREC_SOCKET_DIRECT") Bool(c, n, v, &cfg.socket_direct);
     else if (name == "FLIGHTREC_ENDPOINTS") Endpoints(c, n, v, &cfg.endpoints);
@@ -306,8 +309,7 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
       Bool(quiet, n, v, &b);
       if (tmp.empty()) cfg.s3_path_style = b ? 1 : 0;
       else c.Say(name + "='" + Shown(v) + "' is not a boolean (0/1); using automatic addressing");
-    }
-    else if (name == "FLIGHTREC_S3_MULTIPART_BYTES") U64(c, n, v, &cfg.s3_multipart_bytes, 5ull << 20, 5ull << 30);
+    } else if (name == "FLIGHTREC_S3_MULTIPART_BYTES") U64(c, n, v, &cfg.s3_multipart_bytes, 5ull << 20, 5ull << 30);
     else if (name == "FLIGHTREC_S3_SSE") OneOf(c, n, v, &cfg.s3_sse, {"AES256", "aws:kms"});
     else if (name == "FLIGHTREC_S3_SSE_KMS_KEY_ID") HeaderToken(c, n, v, &cfg.s3_sse_kms_key_id);
     else if (name == "FLIGHTREC_S3_STORAGE_CLASS")

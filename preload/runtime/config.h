@@ -16,66 +16,66 @@ enum class SamplerMode { kAuto, kPerf, kSigprof, kOff };
 
 struct Config {
   // runtime (foundation)
-  bool enable = true;                          // FLIGHTREC_ENABLE
-  LogLevel log = LogLevel::kWarn;              // FLIGHTREC_LOG
-  std::string output = "/tmp/flightrec";       // FLIGHTREC_OUTPUT
-  std::string service;                         // FLIGHTREC_SERVICE (default: exe basename)
+  bool enable = true;                     // FLIGHTREC_ENABLE
+  LogLevel log = LogLevel::kWarn;         // FLIGHTREC_LOG
+  std::string output = "/tmp/flightrec";  // FLIGHTREC_OUTPUT
+  std::string service;                    // FLIGHTREC_SERVICE (default: exe basename)
   // 256 KiB: a server thread doing ~100k socket calls/s (redis) writes 64 KiB
   // in ~13 ms, which a niced flush thread on a busy machine did not always
   // drain in time (socket.op records dropped); pages are touched only as
   // records are written, so quiet threads do not pay for the size.
-  uint64_t ring_bytes = 256 * 1024;            // FLIGHTREC_RING_BYTES (power of two, 4 KiB..64 MiB)
-  uint64_t flush_ms = 50;                      // FLIGHTREC_FLUSH_MS
-  uint64_t rusage_ms = 1000;                   // FLIGHTREC_RUSAGE_MS (0 = off)
-  uint64_t segment_bytes = 16ull << 20;        // FLIGHTREC_SEGMENT_BYTES
-  uint64_t segment_seconds = 60;               // FLIGHTREC_SEGMENT_SECONDS
-  uint64_t max_disk_bytes = 1ull << 30;        // FLIGHTREC_MAX_DISK_BYTES
-  bool record_cmdline = true;                  // FLIGHTREC_RECORD_CMDLINE
-  bool record_env = false;                     // FLIGHTREC_RECORD_ENV
-  bool crash = true;                           // FLIGHTREC_CRASH
-  bool allow_foreign_dir = false;              // FLIGHTREC_ALLOW_FOREIGN_DIR
+  uint64_t ring_bytes = 256 * 1024;      // FLIGHTREC_RING_BYTES (power of two, 4 KiB..64 MiB)
+  uint64_t flush_ms = 50;                // FLIGHTREC_FLUSH_MS
+  uint64_t rusage_ms = 1000;             // FLIGHTREC_RUSAGE_MS (0 = off)
+  uint64_t segment_bytes = 16ull << 20;  // FLIGHTREC_SEGMENT_BYTES
+  uint64_t segment_seconds = 60;         // FLIGHTREC_SEGMENT_SECONDS
+  uint64_t max_disk_bytes = 1ull << 30;  // FLIGHTREC_MAX_DISK_BYTES
+  bool record_cmdline = true;            // FLIGHTREC_RECORD_CMDLINE
+  bool record_env = false;               // FLIGHTREC_RECORD_ENV
+  bool crash = true;                     // FLIGHTREC_CRASH
+  bool allow_foreign_dir = false;        // FLIGHTREC_ALLOW_FOREIGN_DIR
 
   // flight-recorder (window) mode and triggers (preload/flush/window_keeper.h)
-  bool window_mode = false;                    // FLIGHTREC_MODE=continuous|window
-  uint64_t window_seconds = 300;               // FLIGHTREC_WINDOW_SECONDS
-  uint64_t trigger_after_seconds = 10;         // FLIGHTREC_TRIGGER_AFTER_SECONDS
-  uint64_t trigger_slow_ms = 0;                // FLIGHTREC_TRIGGER_SLOW_MS (0 = off; with rules: the smallest)
-  std::string trigger_slow_rules;              // FLIGHTREC_TRIGGER_SLOW_MS as per-endpoint rules ("" = plain ms)
-  uint64_t trigger_rss_mb = 0;                 // FLIGHTREC_TRIGGER_RSS_MB (0 = off)
+  bool window_mode = false;             // FLIGHTREC_MODE=continuous|window
+  uint64_t window_seconds = 300;        // FLIGHTREC_WINDOW_SECONDS
+  uint64_t trigger_after_seconds = 10;  // FLIGHTREC_TRIGGER_AFTER_SECONDS
+  uint64_t trigger_slow_ms = 0;         // FLIGHTREC_TRIGGER_SLOW_MS (0 = off; with rules: the smallest)
+  std::string trigger_slow_rules;       // FLIGHTREC_TRIGGER_SLOW_MS as per-endpoint rules ("" = plain ms)
+  uint64_t trigger_rss_mb = 0;          // FLIGHTREC_TRIGGER_RSS_MB (0 = off)
 
   // allocations
-  uint64_t alloc_sample_bytes = 524288;        // FLIGHTREC_ALLOC_SAMPLE_BYTES (0 = off, 1 = all)
-  uint64_t alloc_table_entries = 1 << 16;      // FLIGHTREC_ALLOC_TABLE_ENTRIES (live sampled blocks tracked)
+  uint64_t alloc_sample_bytes = 524288;    // FLIGHTREC_ALLOC_SAMPLE_BYTES (0 = off, 1 = all)
+  uint64_t alloc_table_entries = 1 << 16;  // FLIGHTREC_ALLOC_TABLE_ENTRIES (live sampled blocks tracked)
 
   // CPU / off-CPU sampling
-  SamplerMode sampler = SamplerMode::kAuto;    // FLIGHTREC_SAMPLER=auto|perf|sigprof|off
-  uint64_t cpu_hz = 99;                        // FLIGHTREC_CPU_HZ
-  uint64_t stack_copy_bytes = 16384;           // FLIGHTREC_STACK_COPY_BYTES
-  bool offcpu = true;                          // FLIGHTREC_OFFCPU
-  uint64_t offcpu_min_us = 1000;               // FLIGHTREC_OFFCPU_MIN_US
+  SamplerMode sampler = SamplerMode::kAuto;  // FLIGHTREC_SAMPLER=auto|perf|sigprof|off
+  uint64_t cpu_hz = 99;                      // FLIGHTREC_CPU_HZ
+  uint64_t stack_copy_bytes = 16384;         // FLIGHTREC_STACK_COPY_BYTES
+  bool offcpu = true;                        // FLIGHTREC_OFFCPU
+  uint64_t offcpu_min_us = 1000;             // FLIGHTREC_OFFCPU_MIN_US
 
   // sockets
-  bool sockets = true;                         // FLIGHTREC_SOCKETS
-  bool socket_calls = false;                   // FLIGHTREC_SOCKETS=calls: one record per call, not per exchange
-  uint64_t acceptq_ms = 1000;                  // FLIGHTREC_ACCEPTQ_MS (0 = off)
-  bool socket_tsc = true;                      // FLIGHTREC_SOCKET_TSC (0 = clock_gettime)
-  bool socket_direct = true;                   // FLIGHTREC_SOCKET_DIRECT (0 = always through libc)
-  std::string endpoints = "on";                // FLIGHTREC_ENDPOINTS: on, off, or http,redis,postgres
-  bool trace_context = false;                  // FLIGHTREC_TRACE_CONTEXT (traceparent, x-request-id)
-  uint64_t endpoint_names = 1000;              // FLIGHTREC_ENDPOINT_NAMES (distinct names kept per process)
+  bool sockets = true;             // FLIGHTREC_SOCKETS
+  bool socket_calls = false;       // FLIGHTREC_SOCKETS=calls: one record per call, not per exchange
+  uint64_t acceptq_ms = 1000;      // FLIGHTREC_ACCEPTQ_MS (0 = off)
+  bool socket_tsc = true;          // FLIGHTREC_SOCKET_TSC (0 = clock_gettime)
+  bool socket_direct = true;       // FLIGHTREC_SOCKET_DIRECT (0 = always through libc)
+  std::string endpoints = "on";    // FLIGHTREC_ENDPOINTS: on, off, or http,redis,postgres
+  bool trace_context = false;      // FLIGHTREC_TRACE_CONTEXT (traceparent, x-request-id)
+  uint64_t endpoint_names = 1000;  // FLIGHTREC_ENDPOINT_NAMES (distinct names kept per process)
 
   // S3 upload
-  std::string s3_bucket;                       // FLIGHTREC_S3_BUCKET (empty = no upload)
-  std::string s3_prefix = "flightrec";         // FLIGHTREC_S3_PREFIX
-  std::string s3_region;                       // FLIGHTREC_S3_REGION (else AWS_REGION, ...)
-  std::string s3_endpoint;                     // FLIGHTREC_S3_ENDPOINT (else AWS_ENDPOINT_URL_S3, ...)
-  int s3_path_style = -1;                      // FLIGHTREC_S3_PATH_STYLE (-1 = auto)
-  uint64_t s3_multipart_bytes = 64ull << 20;   // FLIGHTREC_S3_MULTIPART_BYTES
-  std::string s3_sse;                          // FLIGHTREC_S3_SSE: "", "AES256" or "aws:kms"
-  std::string s3_sse_kms_key_id;               // FLIGHTREC_S3_SSE_KMS_KEY_ID (implies aws:kms)
-  std::string s3_storage_class;                // FLIGHTREC_S3_STORAGE_CLASS ("" = the bucket's default)
-  bool keep_local = false;                     // FLIGHTREC_KEEP_LOCAL
-  uint64_t upload_shutdown_ms = 3000;          // FLIGHTREC_UPLOAD_SHUTDOWN_MS
+  std::string s3_bucket;                      // FLIGHTREC_S3_BUCKET (empty = no upload)
+  std::string s3_prefix = "flightrec";        // FLIGHTREC_S3_PREFIX
+  std::string s3_region;                      // FLIGHTREC_S3_REGION (else AWS_REGION, ...)
+  std::string s3_endpoint;                    // FLIGHTREC_S3_ENDPOINT (else AWS_ENDPOINT_URL_S3, ...)
+  int s3_path_style = -1;                     // FLIGHTREC_S3_PATH_STYLE (-1 = auto)
+  uint64_t s3_multipart_bytes = 64ull << 20;  // FLIGHTREC_S3_MULTIPART_BYTES
+  std::string s3_sse;                         // FLIGHTREC_S3_SSE: "", "AES256" or "aws:kms"
+  std::string s3_sse_kms_key_id;              // FLIGHTREC_S3_SSE_KMS_KEY_ID (implies aws:kms)
+  std::string s3_storage_class;               // FLIGHTREC_S3_STORAGE_CLASS ("" = the bucket's default)
+  bool keep_local = false;                    // FLIGHTREC_KEEP_LOCAL
+  uint64_t upload_shutdown_ms = 3000;         // FLIGHTREC_UPLOAD_SHUTDOWN_MS
 };
 
 // Parses `envp` (NULL-terminated, like environ). Messages go to `messages`

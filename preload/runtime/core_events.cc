@@ -138,19 +138,31 @@ ProcessInfo CollectProcessInfo() {
 void RegisterCoreEvents() {
   const FieldType U = FieldType::kUInt, T = FieldType::kTime, S = FieldType::kString;
   t_process_start = DefineEventType({"process.start",
-                                     {{"time", T, "ns"}, {"pid", U, ""}, {"ppid", U, ""}, {"exe", S, ""},
-                                      {"cmdline", S, ""}, {"hostname", S, ""}, {"service", S, ""},
-                                      {"realtime_ns", U, "ns"}, {"monotonic_ns", U, "ns"},
-                                      {"alloc_sample_bytes", U, "bytes"}, {"cpu_hz", U, "Hz"},
+                                     {{"time", T, "ns"},
+                                      {"pid", U, ""},
+                                      {"ppid", U, ""},
+                                      {"exe", S, ""},
+                                      {"cmdline", S, ""},
+                                      {"hostname", S, ""},
+                                      {"service", S, ""},
+                                      {"realtime_ns", U, "ns"},
+                                      {"monotonic_ns", U, "ns"},
+                                      {"alloc_sample_bytes", U, "bytes"},
+                                      {"cpu_hz", U, "Hz"},
                                       {"sampler", S, ""}}});
   t_process_env = DefineEventType({"process.env", {{"time", T, "ns"}, {"name", S, ""}, {"value", S, ""}}});
   t_rusage = DefineEventType({"process.rusage",
-                              {{"time", T, "ns"}, {"utime_ns", U, "ns"}, {"stime_ns", U, "ns"},
-                               {"maxrss_kb", U, "KiB"}, {"minflt", U, "count"}, {"majflt", U, "count"},
-                               {"nvcsw", U, "count"}, {"nivcsw", U, "count"}}});
-  t_thread_start = DefineEventType({"thread.start",
-                                    {{"time", T, "ns"}, {"tid", U, ""}, {"parent_tid", U, ""},
-                                     {"name", S, ""}, {"start_routine", S, ""}}});
+                              {{"time", T, "ns"},
+                               {"utime_ns", U, "ns"},
+                               {"stime_ns", U, "ns"},
+                               {"maxrss_kb", U, "KiB"},
+                               {"minflt", U, "count"},
+                               {"majflt", U, "count"},
+                               {"nvcsw", U, "count"},
+                               {"nivcsw", U, "count"}}});
+  t_thread_start = DefineEventType(
+      {"thread.start",
+       {{"time", T, "ns"}, {"tid", U, ""}, {"parent_tid", U, ""}, {"name", S, ""}, {"start_routine", S, ""}}});
   t_thread_name = DefineEventType({"thread.name", {{"time", T, "ns"}, {"tid", U, ""}, {"name", S, ""}}});
   t_thread_end = DefineEventType({"thread.end", {{"time", T, "ns"}, {"tid", U, ""}, {"name", S, ""}}});
   TheDropLedger().SetEventType(DefineEventType(DropLedger::EventSpec()));  // recorder.dropped
@@ -161,10 +173,12 @@ void RegisterCoreEvents() {
 
 void EmitProcessStart(format::SegmentWriter* writer, const ProcessInfo& p, uint64_t now_ns) {
   const Config& cfg = GetConfig();
-  Value v[] = {Value::U(now_ns),         Value::U(p.pid),          Value::U(p.ppid),
-               Value::Str(p.exe),        Value::Str(p.cmdline),    Value::Str(p.hostname),
-               Value::Str(p.service),    Value::U(p.realtime_ns),  Value::U(p.monotonic_ns),
-               Value::U(cfg.alloc_sample_bytes), Value::U(cfg.cpu_hz), Value::Str(p.sampler)};
+  Value v[] = {Value::U(now_ns),         Value::U(p.pid),
+               Value::U(p.ppid),         Value::Str(p.exe),
+               Value::Str(p.cmdline),    Value::Str(p.hostname),
+               Value::Str(p.service),    Value::U(p.realtime_ns),
+               Value::U(p.monotonic_ns), Value::U(cfg.alloc_sample_bytes),
+               Value::U(cfg.cpu_hz),     Value::Str(p.sampler)};
   writer->Append(t_process_start, v, 12);
   for (const auto& [name, value] : p.env) {
     Value e[] = {Value::U(now_ns), Value::Str(name), Value::Str(value)};

@@ -172,7 +172,6 @@ void RecorderForkFenced(void (*fn)(void*), void* arg) {
 // they can track anything (TSan crashed on its function-entry hook).
 FR_HOOK __attribute__((no_sanitize("address", "thread"))) int dl_iterate_phdr(WalkCallback callback, void* data) {
   const WalkFn real = Real();
-  if (__builtin_expect(!(flightrec::t_thread_flags & flightrec::kThreadFlagRecorder), 1))
-    return real(callback, data);
+  if (__builtin_expect(!(flightrec::t_thread_flags & flightrec::kThreadFlagRecorder), 1)) return real(callback, data);
   return RecorderWalk(real, callback, data);
 }

@@ -39,8 +39,7 @@ void BeforeOnOwnStack() {
   try {
     if (flightrec::sampler::SamplerBeforeExec) flightrec::sampler::SamplerBeforeExec();
     flightrec::RecorderBeforeExec();
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 // The seal runs on a stack of ours (own_stack.h): the thread that execs may
@@ -67,8 +66,8 @@ bool CannotFindFile(int dirfd, const char* path, int flags) {
   if (path[0] == '\0') return (flags & AT_EMPTY_PATH) == 0;  // ENOENT
   const int saved = errno;
   struct stat st;
-  const bool missing = fstatat(dirfd, path, &st, flags & AT_SYMLINK_NOFOLLOW) != 0 &&
-                       (errno == ENOENT || errno == ENOTDIR);
+  const bool missing =
+      fstatat(dirfd, path, &st, flags & AT_SYMLINK_NOFOLLOW) != 0 && (errno == ENOENT || errno == ENOTDIR);
   errno = saved;
   return missing;
 }
@@ -109,8 +108,8 @@ __attribute__((visibility("default"))) int fexecve(int fd, char* const argv[], c
   return After(real(fd, argv, envp));
 }
 
-__attribute__((visibility("default"))) int execveat(int dirfd, const char* path, char* const argv[],
-                                                    char* const envp[], int flags) {
+__attribute__((visibility("default"))) int execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
+                                                    int flags) {
   static ExecveatFn real = Next<ExecveatFn>("execveat");
   if (!real) {
     errno = ENOSYS;
@@ -125,26 +124,26 @@ __attribute__((visibility("default"))) int execveat(int dirfd, const char* path,
 // first, then an array of exactly that many on the stack (a fixed array of
 // 4096 took 32 KiB of a thread's stack, more than a 16 KiB one has, and
 // dropped every argument past the 4095th). E2BIG past INT_MAX arguments.
-#define COUNT_EXEC_ARGS(first, argc_out)                  \
-  ptrdiff_t argc_out = 1;                                 \
-  {                                                       \
-    va_list count_ap;                                     \
-    va_start(count_ap, first);                            \
-    while (va_arg(count_ap, const char*)) {               \
-      if (argc_out == INT_MAX) {                          \
-        va_end(count_ap);                                 \
-        errno = E2BIG;                                    \
-        return -1;                                        \
-      }                                                   \
-      argc_out++;                                         \
-    }                                                     \
-    va_end(count_ap);                                     \
+#define COUNT_EXEC_ARGS(first, argc_out)    \
+  ptrdiff_t argc_out = 1;                   \
+  {                                         \
+    va_list count_ap;                       \
+    va_start(count_ap, first);              \
+    while (va_arg(count_ap, const char*)) { \
+      if (argc_out == INT_MAX) {            \
+        va_end(count_ap);                   \
+        errno = E2BIG;                      \
+        return -1;                          \
+      }                                     \
+      argc_out++;                           \
+    }                                       \
+    va_end(count_ap);                       \
   }
 
 // Fills argv[0..argc] (argv[argc] = nullptr) and leaves `ap` past the
 // terminating null pointer (execle's envp follows it).
-#define FILL_EXEC_ARGS(first, argv, argc, ap)             \
-  argv[0] = const_cast<char*>(first);                     \
+#define FILL_EXEC_ARGS(first, argv, argc, ap) \
+  argv[0] = const_cast<char*>(first);         \
   for (ptrdiff_t i = 1; i <= argc; i++) argv[i] = va_arg(ap, char*)
 
 #pragma GCC diagnostic push

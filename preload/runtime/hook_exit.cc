@@ -16,7 +16,7 @@
 namespace flightrec {
 void ShutdownBeforeExit();
 void WaitForAnotherExit();
-}
+}  // namespace flightrec
 
 namespace {
 using ExitFn = void (*)(int);

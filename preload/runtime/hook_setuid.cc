@@ -55,8 +55,8 @@ int AroundUidChange(uid_t new_euid, Call call) {
     errno = saved;
     return rc;
   }
-  const bool drop = new_euid != kUnchanged && new_euid != 0 && geteuid() == 0 &&
-                    flightrec::RecorderBeforeUidDrop(new_euid);
+  const bool drop =
+      new_euid != kUnchanged && new_euid != 0 && geteuid() == 0 && flightrec::RecorderBeforeUidDrop(new_euid);
   const int rc = call();
   if (drop) {
     const int saved = errno;

@@ -122,7 +122,7 @@ void RestartInForkChild() {
   g_owner_pid = getpid();
   g_forked_child = true;
   ResetRegistryAfterFork();
-  CrashFreezeResetInChild();  // before the sampler and flush threads start again
+  CrashFreezeResetInChild();           // before the sampler and flush threads start again
   TheDropLedger().ResetInForkChild();  // the parent's drop totals are not the child's
   LastThreadWatchAtForkChild();
   stacks::PrepareUnwinders(/*after_fork=*/true);
@@ -182,7 +182,6 @@ class OwnWorkOnAppThread {
   uint32_t in_hook_ = 0;
 };
 
-
 void StartRecording() {
   std::vector<std::string> messages;
   Config cfg = ParseConfig(environ, &messages);
@@ -194,16 +193,20 @@ void StartRecording() {
   // before anything of ours opens one (fd_guard.h).
   unsigned long nofile = 0;
   if (!NofileLeavesRoomForRecorder(&nofile)) {
-    Log(LogLevel::kWarn, "recording off: RLIMIT_NOFILE %lu leaves the program too few descriptors (the recorder "
-        "needs a soft limit of at least %lu)", nofile, kMinNofileForRecording);
+    Log(LogLevel::kWarn,
+        "recording off: RLIMIT_NOFILE %lu leaves the program too few descriptors (the recorder "
+        "needs a soft limit of at least %lu)",
+        nofile, kMinNofileForRecording);
     return;
   }
   // Under a tight process-count limit the threads are the program's: stay
   // off before any of ours starts (thread_allowance.h).
   unsigned long nproc = 0;
   if (!NprocLeavesRoomForRecorder(&nproc)) {
-    Log(LogLevel::kWarn, "recording off: RLIMIT_NPROC %lu leaves the program too few threads (the recorder "
-        "needs a soft limit of at least %lu)", nproc, kMinNprocForRecording);
+    Log(LogLevel::kWarn,
+        "recording off: RLIMIT_NPROC %lu leaves the program too few threads (the recorder "
+        "needs a soft limit of at least %lu)",
+        nproc, kMinNprocForRecording);
     return;
   }
   // Under a tight file-size limit every segment write would pass it, and
@@ -219,8 +222,10 @@ void StartRecording() {
   // before anything of ours is mapped.
   const char* limit = nullptr;
   if (!ProcessHasRoomForRecorder(&limit)) {
-    Log(LogLevel::kWarn, "recording off: %s leaves too little room for the recorder (needs %llu MiB free, twice "
-        "what it maps)", limit, static_cast<unsigned long long>(2 * kRecorderAddressSpace >> 20));
+    Log(LogLevel::kWarn,
+        "recording off: %s leaves too little room for the recorder (needs %llu MiB free, twice "
+        "what it maps)",
+        limit, static_cast<unsigned long long>(2 * kRecorderAddressSpace >> 20));
     return;
   }
   const HeapState heap = RecorderHeapOpen();
@@ -306,8 +311,7 @@ void ShutdownBeforeExit() { Shutdown(); }
 // one's seal is done, so its exit_group cannot cut the seal short.
 void WaitForAnotherExit() {
   if (!RuntimeRecording() || getpid() != g_owner_pid || ClaimExit()) return;
-  const uint64_t deadline =
-      MonotonicNs() + kFlushExitBudgetNs + (GetConfig().upload_shutdown_ms + 200) * 1000000ull;
+  const uint64_t deadline = MonotonicNs() + kFlushExitBudgetNs + (GetConfig().upload_shutdown_ms + 200) * 1000000ull;
   while (!g_exit_sealed.load(std::memory_order_acquire) && MonotonicNs() < deadline) SleepNs(1000000);
 }
 
@@ -332,7 +336,6 @@ void RecorderAfterExecFailed() {
   if (!StartFlushThreadOrStop()) SetRuntimeRecording(false);
 }
 
-
 // A process started as root drops to uid N (hook_setuid.cc): seal while
 // still root, pin OUTPUT/uid-N (output_dir.h), and after the call record on
 // in a new segment there (or in the old directory if the call failed). The
@@ -347,8 +350,10 @@ bool RecorderBeforeUidDrop(uid_t uid) {
     return false;
   }
   if (!WaitForStoppedFlushThreadGone(MonotonicNs() + kFlushExitBudgetNs))
-    Log(LogLevel::kWarn, "the stopped flush thread is still leaving; a group change after the switch to uid %u "
-        "could fail on it", uid);
+    Log(LogLevel::kWarn,
+        "the stopped flush thread is still leaving; a group change after the switch to uid %u "
+        "could fail on it",
+        uid);
   std::string error;
   bool pinned = false;
   try {
@@ -369,8 +374,9 @@ void RecorderAfterUidDrop(bool dropped) {
     SetRuntimeRecording(false);
     return;
   }
-  if (dropped) Log(LogLevel::kInfo, "uid %u: recording to %s/%s", geteuid(), GetConfig().output.c_str(),
-                   UidDirName(geteuid()).c_str());
+  if (dropped)
+    Log(LogLevel::kInfo, "uid %u: recording to %s/%s", geteuid(), GetConfig().output.c_str(),
+        UidDirName(geteuid()).c_str());
 }
 
 // The way back: a process that dropped only its effective uid (seteuid) and

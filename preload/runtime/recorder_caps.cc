@@ -151,8 +151,10 @@ void PublishAndWait(Write write) {
     }
     if (!waiting) return;
     if (MonotonicNs() >= deadline) {
-      Log(LogLevel::kWarn, "a recorder thread did not take on the program's capabilities within %llu ms; "
-          "a later setgid/setgroups may fail on it", static_cast<unsigned long long>(kMirrorWaitNs / 1000000ull));
+      Log(LogLevel::kWarn,
+          "a recorder thread did not take on the program's capabilities within %llu ms; "
+          "a later setgid/setgroups may fail on it",
+          static_cast<unsigned long long>(kMirrorWaitNs / 1000000ull));
       return;
     }
     SleepNs(200000);  // raw: not our nanosleep hook

@@ -9,9 +9,9 @@ namespace {
 
 // Fragments of names that carry credentials. KEY also hides harmless names
 // (KEYBOARD_LAYOUT), PASS hides --passive: hiding too much is the safe mistake.
-constexpr std::string_view kSecretFragments[] = {
-    "secret", "token", "pass", "pwd", "key", "credential", "auth", "session", "cookie", "private",
-    "signature", "dsn", "apikey", "bearer", "jwt"};
+constexpr std::string_view kSecretFragments[] = {"secret",     "token", "pass",    "pwd",    "key",
+                                                 "credential", "auth",  "session", "cookie", "private",
+                                                 "signature",  "dsn",   "apikey",  "bearer", "jwt"};
 
 // Query parameters too short for a fragment (Azure SAS `sig`, `pw`, OAuth `code`).
 constexpr std::string_view kSecretQueryNames[] = {"sig", "pw", "code"};
@@ -20,9 +20,9 @@ constexpr std::string_view kSecretQueryNames[] = {"sig", "pw", "code"};
 // credential by convention. Names ending in PATH (LD_LIBRARY_PATH, PYTHONPATH,
 // CLASSPATH...), and LC_*, FLIGHTREC_*, count too.
 constexpr std::string_view kHarmlessEnvNames[] = {
-    "LANG",     "LANGUAGE", "TZ",         "TERM",   "COLORTERM",  "SHELL",       "HOME",
-    "USER",     "LOGNAME",  "PWD",        "OLDPWD", "HOSTNAME",   "HOSTTYPE",    "TMPDIR",
-    "SHLVL",    "_",        "LD_PRELOAD", "GOGC",   "GOMAXPROCS", "OMP_NUM_THREADS", "MALLOC_ARENA_MAX",
+    "LANG",     "LANGUAGE",  "TZ",         "TERM",   "COLORTERM",  "SHELL",           "HOME",
+    "USER",     "LOGNAME",   "PWD",        "OLDPWD", "HOSTNAME",   "HOSTTYPE",        "TMPDIR",
+    "SHLVL",    "_",         "LD_PRELOAD", "GOGC",   "GOMAXPROCS", "OMP_NUM_THREADS", "MALLOC_ARENA_MAX",
     "NODE_ENV", "RAILS_ENV", "container"};
 constexpr std::string_view kHarmlessEnvPrefixes[] = {"LC_", "FLIGHTREC_"};
 
@@ -215,7 +215,8 @@ std::string CmdlineForTrace(std::string_view proc_cmdline) {
     size_t eq = std::string_view::npos;
     if (is_long || is_short) {
       eq = arg.find('=');
-      const std::string_view name = arg.substr(is_long ? 2 : 1, eq == std::string_view::npos ? arg.npos : eq - (is_long ? 2 : 1));
+      const std::string_view name =
+          arg.substr(is_long ? 2 : 1, eq == std::string_view::npos ? arg.npos : eq - (is_long ? 2 : 1));
       const bool user = is_long && (name == "user" || name == "proxy-user");
       if (eq != std::string_view::npos) {  // --name=value, -Dname=value
         line.append(arg.substr(0, eq + 1));
@@ -258,8 +259,7 @@ std::vector<std::pair<std::string, std::string>> EnvironmentForTrace(std::string
     const size_t eq = entry.find('=');
     if (eq == std::string_view::npos || eq == 0) continue;
     const std::string_view name = entry.substr(0, eq), value = entry.substr(eq + 1);
-    env.emplace_back(std::string(name),
-                     IsHarmlessEnvName(name) ? RedactSecretsInText(value) : std::string(kRedacted));
+    env.emplace_back(std::string(name), IsHarmlessEnvName(name) ? RedactSecretsInText(value) : std::string(kRedacted));
   }
   return env;
 }

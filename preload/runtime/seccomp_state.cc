@@ -18,8 +18,10 @@ std::atomic<bool> g_seccomp_filtered{false};
 
 void NoteSeccompFilter(const char* how) {
   if (g_seccomp_filtered.exchange(true, std::memory_order_acq_rel)) return;
-  Log(LogLevel::kInfo, "a seccomp filter is in force (%s): the recorder no longer calls process_vm_readv "
-      "(its memory reads go through rt_sigprocmask probes and pipes)", how);
+  Log(LogLevel::kInfo,
+      "a seccomp filter is in force (%s): the recorder no longer calls process_vm_readv "
+      "(its memory reads go through rt_sigprocmask probes and pipes)",
+      how);
 }
 
 void CheckSeccompStatus() {

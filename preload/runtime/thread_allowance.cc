@@ -31,8 +31,10 @@ bool NprocStillLeavesRoom(const char* consequence) {
   if (NprocLeavesRoomForRecorder(&soft)) return true;
   static std::atomic<bool> said{false};
   if (!said.exchange(true))
-    Log(LogLevel::kWarn, "RLIMIT_NPROC lowered to %lu, under the %lu the recorder needs: %s; the service is "
-        "unaffected", soft, kMinNprocForRecording, consequence);
+    Log(LogLevel::kWarn,
+        "RLIMIT_NPROC lowered to %lu, under the %lu the recorder needs: %s; the service is "
+        "unaffected",
+        soft, kMinNprocForRecording, consequence);
   return false;
 }
 

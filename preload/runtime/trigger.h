@@ -12,12 +12,12 @@
 namespace flightrec {
 
 enum class TriggerReason : uint32_t {
-  kCrash = 0,     // a fatal signal
-  kDemand,        // `flightrec-dump trigger PID` (a control file, no signal)
-  kSlowRequest,   // an exchange slower than FLIGHTREC_TRIGGER_SLOW_MS
-  kRss,           // resident memory above FLIGHTREC_TRIGGER_RSS_MB
-  kFatalSignal,   // a termination signal left at its default action, but
-                  // SIGTERM and SIGINT (an orderly stop is not an incident)
+  kCrash = 0,    // a fatal signal
+  kDemand,       // `flightrec-dump trigger PID` (a control file, no signal)
+  kSlowRequest,  // an exchange slower than FLIGHTREC_TRIGGER_SLOW_MS
+  kRss,          // resident memory above FLIGHTREC_TRIGGER_RSS_MB
+  kFatalSignal,  // a termination signal left at its default action, but
+                 // SIGTERM and SIGINT (an orderly stop is not an incident)
   kCount
 };
 

@@ -46,9 +46,8 @@ void PublishBlockTicks() {
   // Only while the TSC is on: never turns it back on after a disagreement.
   uint64_t word = g_tsc_block_ticks.load(std::memory_order_relaxed);
   // Release: a hook that reads these ticks also reads the ns-per-tick above.
-  while (word != 0 && !g_tsc_block_ticks.compare_exchange_weak(word, ticks, std::memory_order_release,
-                                                               std::memory_order_relaxed)) {
-  }
+  while (word != 0 &&
+         !g_tsc_block_ticks.compare_exchange_weak(word, ticks, std::memory_order_release, std::memory_order_relaxed)) {}
 }
 
 void AddPairChecked() {
@@ -63,13 +62,9 @@ void AddPairChecked() {
 }
 }  // namespace
 
-void SetBlockMinNs(uint64_t min_ns) {
-  g_block_min_ns.store(min_ns ? min_ns : 1, std::memory_order_relaxed);
-}
+void SetBlockMinNs(uint64_t min_ns) { g_block_min_ns.store(min_ns ? min_ns : 1, std::memory_order_relaxed); }
 
-void SetOpenBoundNs(uint64_t bound_ns) {
-  g_open_bound_ns.store(bound_ns ? bound_ns : 1, std::memory_order_relaxed);
-}
+void SetOpenBoundNs(uint64_t bound_ns) { g_open_bound_ns.store(bound_ns ? bound_ns : 1, std::memory_order_relaxed); }
 
 bool CpuHasInvariantTsc() {
   unsigned a = 0, b = 0, c = 0, d = 0;

@@ -69,8 +69,8 @@ extern std::atomic<uint64_t> g_ns_per_tick_q32;
 // when it read ticks, else the ns one.
 inline uint64_t BlockThreshold(uint64_t word) { return HooksReadTsc(word) ? word : BlockMinNs(); }
 inline uint64_t ApproxTicksToNs(uint64_t ticks) {
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) *
-                                g_ns_per_tick_q32.load(std::memory_order_relaxed)) >> 32);
+  return static_cast<uint64_t>(
+      (static_cast<unsigned __int128>(ticks) * g_ns_per_tick_q32.load(std::memory_order_relaxed)) >> 32);
 }
 void SetBlockMinNs(uint64_t min_ns);
 

@@ -49,12 +49,24 @@ socklen_t LocalAddr(int fd, sockaddr_storage* ss) {
 bool ConnectReadAddress(int rc, int err) {
   if (rc == 0) return true;
   switch (err) {
-    case EINPROGRESS: case EALREADY: case EISCONN: case EAGAIN: case EINTR: case ECONNREFUSED:
-    case ECONNRESET: case ETIMEDOUT: case ENETUNREACH: case EHOSTUNREACH: case EADDRNOTAVAIL:
-    case EADDRINUSE: case EAFNOSUPPORT: case ENOENT: case EACCES: case EPERM: case EPROTOTYPE:
-      return true;
-    default:
-      return false;
+    case EINPROGRESS:
+    case EALREADY:
+    case EISCONN:
+    case EAGAIN:
+    case EINTR:
+    case ECONNREFUSED:
+    case ECONNRESET:
+    case ETIMEDOUT:
+    case ENETUNREACH:
+    case EHOSTUNREACH:
+    case EADDRNOTAVAIL:
+    case EADDRINUSE:
+    case EAFNOSUPPORT:
+    case ENOENT:
+    case EACCES:
+    case EPERM:
+    case EPROTOTYPE: return true;
+    default: return false;
   }
 }
 
@@ -94,9 +106,9 @@ __attribute__((noinline)) int AcceptImpl(int fd, sockaddr* addr, socklen_t* addr
   const uint64_t lconn = sockfd::EntryConn(listener);
   if (nfd >= 0) {
     const uint64_t conn = sockfd::NewConnId();
-    const uint64_t entry = sockfd::MakeEntry(conn, sockfd::SockRole::kServer, sockfd::EntryFamily(listener),
-                                             sockfd::EntryType(listener)) |
-                           DirectBit(accept4_flags > 0 && (accept4_flags & SOCK_NONBLOCK));
+    const uint64_t entry =
+        sockfd::MakeEntry(conn, sockfd::SockRole::kServer, sockfd::EntryFamily(listener), sockfd::EntryType(listener)) |
+        DirectBit(accept4_flags > 0 && (accept4_flags & SOCK_NONBLOCK));
     sockfd::Set(nfd, entry);
     flightrec::sockdirect::StoredDirect(nfd, entry);
     if (sockhot::Recording()) {
@@ -133,7 +145,8 @@ FR_HOOK int socket(int domain, int type, int protocol) {
   uint64_t conn = 0;
   if (fd >= 0) {
     conn = sockfd::NewConnId();
-    const uint64_t entry = sockfd::MakeEntry(conn, sockfd::SockRole::kOther, family, st) | DirectBit(type & SOCK_NONBLOCK);
+    const uint64_t entry =
+        sockfd::MakeEntry(conn, sockfd::SockRole::kOther, family, st) | DirectBit(type & SOCK_NONBLOCK);
     if (sockfd::Set(fd, entry)) {
       flightrec::sockdirect::StoredDirect(fd, entry);
     } else {
@@ -165,16 +178,16 @@ FR_HOOK int socketpair(int domain, int type, int protocol, int sv[2]) {
   if (rc == 0) {
     for (int i = 0; i < 2; ++i) {
       const uint64_t conn = sockfd::NewConnId();
-      const uint64_t entry =
-          sockfd::MakeEntry(conn, sockfd::SockRole::kOther, family, sockhot::TypeOf(type)) | DirectBit(type & SOCK_NONBLOCK);
+      const uint64_t entry = sockfd::MakeEntry(conn, sockfd::SockRole::kOther, family, sockhot::TypeOf(type)) |
+                             DirectBit(type & SOCK_NONBLOCK);
       if (!sockfd::Set(sv[i], entry)) continue;
       flightrec::sockdirect::StoredDirect(sv[i], entry);
       if (i == 0) conn0 = conn;
-      if (sockhot::Recording())
-        sockhot::PushAddr(t1, conn, 0, sv[i], entry, AddrWhich::kNone, nullptr, 0, true);
+      if (sockhot::Recording()) sockhot::PushAddr(t1, conn, 0, sv[i], entry, AddrWhich::kNone, nullptr, 0, true);
     }
   }
-  if (sockhot::Recording()) sockhot::PushOp(SockOp::kSocketpair, rc == 0 ? sv[0] : -1, conn0, t0, t1, Result(rc, saved));
+  if (sockhot::Recording())
+    sockhot::PushOp(SockOp::kSocketpair, rc == 0 ? sv[0] : -1, conn0, t0, t1, Result(rc, saved));
   errno = saved;
   return rc;
 }
@@ -188,8 +201,8 @@ FR_HOOK int connect(int fd, const sockaddr* addr, socklen_t len) {
   const uint64_t t1 = MonotonicNs();
   NoteIfBlocked(t0, t1, "connect", 0);
   const uint64_t conn = sockfd::EntryConn(e);
-  const bool readable = addr && len <= sizeof(sockaddr_storage) && len >= sizeof(sa_family_t) &&
-                        ConnectReadAddress(rc, saved);
+  const bool readable =
+      addr && len <= sizeof(sockaddr_storage) && len >= sizeof(sa_family_t) && ConnectReadAddress(rc, saved);
   // AF_UNSPEC "disconnects" a datagram socket; anything else makes it a client.
   const bool unspec = readable && addr->sa_family == AF_UNSPEC;
   uint64_t entry = e;

@@ -189,8 +189,7 @@ FR_HOOK ssize_t recv(int fd, void* buf, size_t n, int flags) {
 FR_HOOK ssize_t recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* addr, socklen_t* len) {
   const uint64_t e = Recorded(fd);
   if (__builtin_expect(!e, 1)) return g_real_sock.recvfrom(fd, buf, n, flags, addr, len);
-  return TimedCall<SockOp::kRecvfrom, &RealSocketFns::recvfrom>(e, PeekFlag(flags), fd, buf, n, flags, addr,
-                                                                len);
+  return TimedCall<SockOp::kRecvfrom, &RealSocketFns::recvfrom>(e, PeekFlag(flags), fd, buf, n, flags, addr, len);
 }
 
 FR_HOOK ssize_t recvmsg(int fd, msghdr* msg, int flags) {
@@ -202,8 +201,7 @@ FR_HOOK ssize_t recvmsg(int fd, msghdr* msg, int flags) {
 FR_HOOK int recvmmsg(int fd, mmsghdr* vec, unsigned vlen, int flags, struct timespec* timeout) {
   const uint64_t e = Recorded(fd);
   if (__builtin_expect(!e, 1)) return g_real_sock.recvmmsg(fd, vec, vlen, flags, timeout);
-  return TimedCall<SockOp::kRecvmmsg, &RealSocketFns::recvmmsg>(e, PeekFlag(flags), fd, vec, vlen, flags,
-                                                                timeout);
+  return TimedCall<SockOp::kRecvmmsg, &RealSocketFns::recvmmsg>(e, PeekFlag(flags), fd, vec, vlen, flags, timeout);
 }
 
 FR_HOOK ssize_t read(int fd, void* buf, size_t n) {
@@ -249,8 +247,7 @@ FR_HOOK ssize_t sendfile64(int out_fd, int in_fd, off_t* offset, size_t count) {
 FR_HOOK ssize_t splice(int fd_in, loff_t* off_in, int fd_out, loff_t* off_out, size_t len, unsigned flags) {
   // One end is a pipe: at most one is a socket.
   if (const uint64_t e = Recorded(fd_out); __builtin_expect(e != 0, 0))
-    return TimedCall<SockOp::kSpliceOut, &RealSocketFns::splice_to>(e, 0, fd_out, fd_in, off_in, off_out, len,
-                                                                     flags);
+    return TimedCall<SockOp::kSpliceOut, &RealSocketFns::splice_to>(e, 0, fd_out, fd_in, off_in, off_out, len, flags);
   if (const uint64_t e = Recorded(fd_in); __builtin_expect(e != 0, 0))
     return TimedCall<SockOp::kSpliceIn, &RealSocketFns::splice>(e, 0, fd_in, off_in, fd_out, off_out, len, flags);
   return g_real_sock.splice(fd_in, off_in, fd_out, off_out, len, flags);
@@ -271,10 +268,9 @@ FR_HOOK ssize_t __recv_chk(int fd, void* buf, size_t n, size_t buflen, int flags
   return TimedCall<SockOp::kRecv, &RealSocketFns::recv_chk>(e, PeekFlag(flags), fd, buf, n, buflen, flags);
 }
 
-FR_HOOK ssize_t __recvfrom_chk(int fd, void* buf, size_t n, size_t buflen, int flags, sockaddr* addr,
-                               socklen_t* len) {
+FR_HOOK ssize_t __recvfrom_chk(int fd, void* buf, size_t n, size_t buflen, int flags, sockaddr* addr, socklen_t* len) {
   const uint64_t e = Recorded(fd);
   if (__builtin_expect(!e, 1)) return g_real_sock.recvfrom_chk(fd, buf, n, buflen, flags, addr, len);
-  return TimedCall<SockOp::kRecvfrom, &RealSocketFns::recvfrom_chk>(e, PeekFlag(flags), fd, buf, n, buflen,
-                                                                    flags, addr, len);
+  return TimedCall<SockOp::kRecvfrom, &RealSocketFns::recvfrom_chk>(e, PeekFlag(flags), fd, buf, n, buflen, flags, addr,
+                                                                    len);
 }

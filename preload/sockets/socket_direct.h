@@ -78,17 +78,28 @@ void SetDirect(int fd, uint64_t conn, bool nonblocking);
 void StoredDirect(int fd, uint64_t entry);
 
 // The system call number of the direct form of real function kFn, or -1.
-template <auto kFn> inline constexpr long kSyscallOf = -1;
-template <> inline constexpr long kSyscallOf<&RealSocketFns::read> = SYS_read;
-template <> inline constexpr long kSyscallOf<&RealSocketFns::write> = SYS_write;
-template <> inline constexpr long kSyscallOf<&RealSocketFns::readv> = SYS_readv;
-template <> inline constexpr long kSyscallOf<&RealSocketFns::writev> = SYS_writev;
-template <> inline constexpr long kSyscallOf<&RealSocketFns::recv> = SYS_recvfrom;
-template <> inline constexpr long kSyscallOf<&RealSocketFns::send> = SYS_sendto;
-template <> inline constexpr long kSyscallOf<&RealSocketFns::recvfrom> = SYS_recvfrom;
-template <> inline constexpr long kSyscallOf<&RealSocketFns::sendto> = SYS_sendto;
-template <> inline constexpr long kSyscallOf<&RealSocketFns::recvmsg> = SYS_recvmsg;
-template <> inline constexpr long kSyscallOf<&RealSocketFns::sendmsg> = SYS_sendmsg;
+template <auto kFn>
+inline constexpr long kSyscallOf = -1;
+template <>
+inline constexpr long kSyscallOf<&RealSocketFns::read> = SYS_read;
+template <>
+inline constexpr long kSyscallOf<&RealSocketFns::write> = SYS_write;
+template <>
+inline constexpr long kSyscallOf<&RealSocketFns::readv> = SYS_readv;
+template <>
+inline constexpr long kSyscallOf<&RealSocketFns::writev> = SYS_writev;
+template <>
+inline constexpr long kSyscallOf<&RealSocketFns::recv> = SYS_recvfrom;
+template <>
+inline constexpr long kSyscallOf<&RealSocketFns::send> = SYS_sendto;
+template <>
+inline constexpr long kSyscallOf<&RealSocketFns::recvfrom> = SYS_recvfrom;
+template <>
+inline constexpr long kSyscallOf<&RealSocketFns::sendto> = SYS_sendto;
+template <>
+inline constexpr long kSyscallOf<&RealSocketFns::recvmsg> = SYS_recvmsg;
+template <>
+inline constexpr long kSyscallOf<&RealSocketFns::sendmsg> = SYS_sendmsg;
 
 template <typename T>
 inline long Word(T v) {
@@ -143,7 +154,8 @@ inline long CallNonBlocking(int fd, A... args) {
   static_assert(kSyscallOf<kFn> >= 0, "no direct form");
   if constexpr (IsFn<kFn, &RealSocketFns::read>() || IsFn<kFn, &RealSocketFns::write>()) {
     const auto [buf, n] = std::make_tuple(args...);
-    return Syscall6(IsFn<kFn, &RealSocketFns::read>() ? SYS_recvfrom : SYS_sendto, fd, Word(buf), Word(n), MSG_DONTWAIT);
+    return Syscall6(IsFn<kFn, &RealSocketFns::read>() ? SYS_recvfrom : SYS_sendto, fd, Word(buf), Word(n),
+                    MSG_DONTWAIT);
   } else if constexpr (IsFn<kFn, &RealSocketFns::readv>() || IsFn<kFn, &RealSocketFns::writev>()) {
     const auto [iov, n] = std::make_tuple(args...);
     return NonBlockingMsg(IsFn<kFn, &RealSocketFns::readv>() ? SYS_recvmsg : SYS_sendmsg, fd, iov, n);

@@ -51,8 +51,8 @@ bool ClaimForClose(Slot& s, uint32_t* q) {
 bool Init(size_t fds, uint64_t open_bound_ns) {
   if (g_slots) return true;
   if (!fds) return false;
-  void* mem = mmap(nullptr, fds * sizeof(Slot), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+  void* mem =
+      mmap(nullptr, fds * sizeof(Slot), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (mem == MAP_FAILED) return false;
   tscclock::SetOpenBoundNs(open_bound_ns);
   g_slot_count = fds;

@@ -97,12 +97,12 @@ struct alignas(64) Slot {
 };
 static_assert(sizeof(Slot) == 64);
 
-inline constexpr uint64_t kSAsk = uint64_t{1} << 48;   // the exchange has asked
-inline constexpr uint64_t kSAns = uint64_t{1} << 49;   // ... and been answered
-inline constexpr uint64_t kSCont = uint64_t{1} << 50;  // the next record continues a partial one
-inline constexpr uint64_t kSTsc = uint64_t{1} << 51;   // times in TSC ticks
-inline constexpr uint64_t kSEof = uint64_t{1} << 52;   // end of stream seen
-inline constexpr uint64_t kSPfx = uint64_t{1} << 53;   // fd's prefix buffer holds this exchange's question
+inline constexpr uint64_t kSAsk = uint64_t{1} << 48;      // the exchange has asked
+inline constexpr uint64_t kSAns = uint64_t{1} << 49;      // ... and been answered
+inline constexpr uint64_t kSCont = uint64_t{1} << 50;     // the next record continues a partial one
+inline constexpr uint64_t kSTsc = uint64_t{1} << 51;      // times in TSC ticks
+inline constexpr uint64_t kSEof = uint64_t{1} << 52;      // end of stream seen
+inline constexpr uint64_t kSPfx = uint64_t{1} << 53;      // fd's prefix buffer holds this exchange's question
 inline constexpr uint64_t kSPfxDone = uint64_t{1} << 54;  // ... and is full: no more copying this exchange
 inline constexpr uint64_t kSErrIn = uint64_t{1} << 55;    // this record's calls include a failed receive
 inline constexpr uint64_t kSErrOut = uint64_t{1} << 56;   // ... a failed send
@@ -136,14 +136,14 @@ inline uint32_t CallerTid() {
 // records the call on its own (per-call record). `send`: the call's
 // direction. `src`: where its bytes are, for the question's prefix
 // (socket_prefix.h).
-__attribute__((always_inline)) inline bool Account(uint64_t entry, int fd, bool send, bool peek, bool tsc,
-                                                   uint64_t t0, uint64_t t1, int64_t result,
+__attribute__((always_inline)) inline bool Account(uint64_t entry, int fd, bool send, bool peek, bool tsc, uint64_t t0,
+                                                   uint64_t t1, int64_t result,
                                                    const sockpfx::Src& src = sockpfx::Src{}) {
   Slot& s = g_slots[fd];
   uint32_t q = s.seq.load(std::memory_order_relaxed);
   if (__builtin_expect((q & 1) != 0, 0) ||
-      __builtin_expect(!s.seq.compare_exchange_strong(q, q + 1, std::memory_order_acquire,
-                                                      std::memory_order_relaxed), 0))
+      __builtin_expect(!s.seq.compare_exchange_strong(q, q + 1, std::memory_order_acquire, std::memory_order_relaxed),
+                       0))
     return false;
   const uint64_t want = sockfd::EntryConn(entry) | (tsc ? kSTsc : 0);
   if (__builtin_expect((s.word & (sockfd::kConnMask | kSTsc)) != want, 0)) Rebind(s, fd, want, t1);
@@ -156,7 +156,8 @@ __attribute__((always_inline)) inline bool Account(uint64_t entry, int fd, bool 
     Emit(s, fd, t1, 0, ExchangeEnd::kPart);  // a counter is full: what the slot holds goes out as a part
   if (result > 0 && !peek) {
     if (ask) {
-      if (s.word & kSAns) Emit(s, fd, t1, 0, ExchangeEnd::kComplete);  // asking again: the previous exchange is complete
+      if (s.word & kSAns)
+        Emit(s, fd, t1, 0, ExchangeEnd::kComplete);  // asking again: the previous exchange is complete
       s.word |= kSAsk;
       if (!s.ask_end) {
         s.ask_begin = send ? t0 : t1;

@@ -33,8 +33,8 @@ size_t TableSizeFromLimit() {
 bool Init(size_t max_fds) {
   if (g_init_started.exchange(true)) return g_table_size != 0;
   const size_t n = max_fds ? max_fds : TableSizeFromLimit();
-  void* mem = mmap(nullptr, n * sizeof(uint64_t), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* mem =
+      mmap(nullptr, n * sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (mem == MAP_FAILED) return false;
   g_table = static_cast<std::atomic<uint64_t>*>(mem);  // zero pages == all entries 0
   // Publish the size last: a hook that sees a size sees the table.
@@ -54,8 +54,7 @@ bool Set(int fd, uint64_t entry) {
   // seq_cst: socket_direct.cc's sweep reads the mark after its switch goes
   // off and must not miss an fd whose bit was set before.
   int hw = g_high_water.load(std::memory_order_seq_cst);
-  while (fd + 1 > hw && !g_high_water.compare_exchange_weak(hw, fd + 1, std::memory_order_seq_cst)) {
-  }
+  while (fd + 1 > hw && !g_high_water.compare_exchange_weak(hw, fd + 1, std::memory_order_seq_cst)) {}
   return true;
 }
 

@@ -52,9 +52,7 @@ inline SockType EntryType(uint64_t e) { return SockType((e >> 56) & 0xf); }
 inline constexpr uint64_t kEntryDirect = uint64_t{1} << 60;
 inline constexpr uint64_t kEntryShared = uint64_t{1} << 61;
 inline bool EntryDirect(uint64_t e) { return (e & kEntryDirect) != 0; }
-inline uint64_t WithRole(uint64_t e, SockRole role) {
-  return (e & ~(uint64_t{0xf} << 48)) | (uint64_t(role) << 48);
-}
+inline uint64_t WithRole(uint64_t e, SockRole role) { return (e & ~(uint64_t{0xf} << 48)) | (uint64_t(role) << 48); }
 
 // Read directly by the hooks' fast path (one load and a compare for non-sockets).
 extern std::atomic<uint64_t>* g_table;

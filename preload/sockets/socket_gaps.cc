@@ -4,7 +4,9 @@
 namespace flightrec {
 namespace {
 
-void Add(std::atomic<uint64_t>& v, uint64_t d) { v.store(v.load(std::memory_order_relaxed) + d, std::memory_order_release); }
+void Add(std::atomic<uint64_t>& v, uint64_t d) {
+  v.store(v.load(std::memory_order_relaxed) + d, std::memory_order_release);
+}
 
 }  // namespace
 

@@ -41,8 +41,8 @@ struct SockGapEntry {
 struct SockGapTable {
   static constexpr int kEntries = 32;
   SockGapEntry entries[kEntries];
-  uint8_t owner_busy = 0;                    // owner only
-  std::atomic<uint64_t> unsummarized{0};     // owner writes, reader reads
+  uint8_t owner_busy = 0;                 // owner only
+  std::atomic<uint64_t> unsummarized{0};  // owner writes, reader reads
   // Bumped (release) by the owner after each call it summarizes, so the
   // reader can pass over a table nothing was added to with one load instead
   // of reading all its entries, every thread's, every tick: those are cache
@@ -79,7 +79,7 @@ template <typename Fn>
 uint64_t HarvestSocketGaps(SockGapTable& t, Fn fn) {
   const uint64_t changes = t.changes.load(std::memory_order_acquire);
   if (changes == t.changes_harvested) return 0;  // nothing summarized since
-  bool complete = true;  // every entry read consistently: `changes` is harvested
+  bool complete = true;                          // every entry read consistently: `changes` is harvested
   for (int i = 0; i < SockGapTable::kEntries; ++i) {
     SockGapEntry& e = t.entries[i];
     const uint32_t s1 = e.seq.load(std::memory_order_acquire);

@@ -20,9 +20,7 @@ void InitTlsStateOffset() {
   g_tls_state_offset = reinterpret_cast<intptr_t>(&t_state) - reinterpret_cast<intptr_t>(__builtin_thread_pointer());
 }
 
-bool InOwnerProcess() {
-  return static_cast<pid_t>(syscall(SYS_getpid)) == g_owner_pid.load(std::memory_order_relaxed);
-}
+bool InOwnerProcess() { return static_cast<pid_t>(syscall(SYS_getpid)) == g_owner_pid.load(std::memory_order_relaxed); }
 
 void PushAddr(uint64_t time_ns, uint64_t conn, uint64_t parent_conn, int fd, uint64_t entry, AddrWhich which,
               const void* addr, size_t len, bool complete) {

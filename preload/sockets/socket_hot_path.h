@@ -33,9 +33,7 @@ namespace flightrec::sockhot {
 
 // The socket table is mapped (FLIGHTREC_SOCKETS=1 and init ran) and the
 // calling thread is not one of flightrec's own: keep the fd table right.
-inline bool Tracking() {
-  return sockfd::g_table_size != 0 && !(t_thread_flags & kThreadFlagRecorder);
-}
+inline bool Tracking() { return sockfd::g_table_size != 0 && !(t_thread_flags & kThreadFlagRecorder); }
 // ... and the recorder is running: also push records.
 inline bool Recording() { return Tracking() && RuntimeRecording(); }
 
@@ -68,9 +66,8 @@ inline ThreadState* ThreadStateViaHotLine() {
   return ts;
 }
 
-__attribute__((always_inline)) inline void PushOp(SockOp op, int fd, uint64_t conn, uint64_t start,
-                                                 uint64_t end, int64_t result, uint8_t flags = 0,
-                                                 uint16_t aux = 0) {
+__attribute__((always_inline)) inline void PushOp(SockOp op, int fd, uint64_t conn, uint64_t start, uint64_t end,
+                                                  int64_t result, uint8_t flags = 0, uint16_t aux = 0) {
   ThreadState* ts = ThreadStateViaHotLine();
   RecordWriter w(ts, kRecSocketOp, sizeof(SocketOpRecord));
   if (__builtin_expect(!w.ok(), 0)) {
@@ -78,8 +75,8 @@ __attribute__((always_inline)) inline void PushOp(SockOp op, int fd, uint64_t co
     if (ts && IsDataOp(static_cast<uint8_t>(op))) {
       const uint64_t moved = result > 0 && !(flags & kOpFlagPeek) ? static_cast<uint64_t>(result) : 0;
       const bool send = IsSendOp(static_cast<uint8_t>(op));
-      SummarizeDroppedDataOp(SocketGapsOf(ts), conn, send ? 0 : moved, send ? moved : 0,
-                             IsSocketError(result), (flags & kOpFlagTsc) ? end | kGapTimeIsTsc : end);
+      SummarizeDroppedDataOp(SocketGapsOf(ts), conn, send ? 0 : moved, send ? moved : 0, IsSocketError(result),
+                             (flags & kOpFlagTsc) ? end | kGapTimeIsTsc : end);
     }
     return;
   }

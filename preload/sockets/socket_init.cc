@@ -53,9 +53,9 @@ void AdoptFd(int fd) {
   if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0) listening = 0;
   const sockfd::SockFamily family = sockhot::FamilyOf(domain);
   if (family == sockfd::SockFamily::kOther) return;
-  sockfd::Set(fd, sockfd::MakeEntry(sockfd::NewConnId(),
-                                    listening ? sockfd::SockRole::kListener : sockfd::SockRole::kOther, family,
-                                    sockhot::TypeOf(type)));
+  sockfd::Set(fd,
+              sockfd::MakeEntry(sockfd::NewConnId(), listening ? sockfd::SockRole::kListener : sockfd::SockRole::kOther,
+                                family, sockhot::TypeOf(type)));
 }
 
 // Walks /proc/self/fd with getdents64 into a stack buffer (no opendir: no host malloc).

@@ -26,7 +26,7 @@ std::atomic<bool> g_resolved{false};
 // Each stub: resolve, then call the real function if one was found, else make
 // the system call directly. (A stub still installed after resolution means
 // dlsym found nothing: the syscall path is then permanent.)
-#define FR_STUB_BODY(member, stub, call_real, fallback) \
+#define FR_STUB_BODY(member, stub, call_real, fallback)                       \
   if (ResolveRealSocketFns() && g_real_sock.member != stub) return call_real; \
   return fallback;
 
@@ -34,8 +34,7 @@ int StubSocket(int d, int t, int p) {
   FR_STUB_BODY(socket, StubSocket, g_real_sock.socket(d, t, p), syscall(SYS_socket, d, t, p))
 }
 int StubSocketpair(int d, int t, int p, int* sv) {
-  FR_STUB_BODY(socketpair, StubSocketpair, g_real_sock.socketpair(d, t, p, sv),
-               syscall(SYS_socketpair, d, t, p, sv))
+  FR_STUB_BODY(socketpair, StubSocketpair, g_real_sock.socketpair(d, t, p, sv), syscall(SYS_socketpair, d, t, p, sv))
 }
 int StubConnect(int fd, const sockaddr* a, socklen_t l) {
   FR_STUB_BODY(connect, StubConnect, g_real_sock.connect(fd, a, l), syscall(SYS_connect, fd, a, l))
@@ -90,54 +89,44 @@ int StubIoctl(int fd, unsigned long request, ...) {
   va_end(ap);
   FR_STUB_BODY(ioctl, StubIoctl, g_real_sock.ioctl(fd, request, arg), syscall(SYS_ioctl, fd, request, arg))
 }
-ssize_t StubSend(int fd, const void* b, size_t n, int f) {
-  FR_STUB_BODY(send, StubSend, g_real_sock.send(fd, b, n, f), syscall(SYS_sendto, fd, b, n, f, nullptr, 0))
-}
-ssize_t StubSendto(int fd, const void* b, size_t n, int f, const sockaddr* a, socklen_t l) {
-  FR_STUB_BODY(sendto, StubSendto, g_real_sock.sendto(fd, b, n, f, a, l), syscall(SYS_sendto, fd, b, n, f, a, l))
-}
-ssize_t StubSendmsg(int fd, const msghdr* m, int f) {
+ssize_t StubSend(int fd, const void* b, size_t n, int f){
+    FR_STUB_BODY(send, StubSend, g_real_sock.send(fd, b, n, f), syscall(SYS_sendto, fd, b, n, f, nullptr, 0))} ssize_t
+    StubSendto(int fd, const void* b, size_t n, int f, const sockaddr* a, socklen_t l){
+        FR_STUB_BODY(sendto, StubSendto, g_real_sock.sendto(fd, b, n, f, a, l),
+                     syscall(SYS_sendto, fd, b, n, f, a, l))} ssize_t StubSendmsg(int fd, const msghdr* m, int f) {
   FR_STUB_BODY(sendmsg, StubSendmsg, g_real_sock.sendmsg(fd, m, f), syscall(SYS_sendmsg, fd, m, f))
 }
-int StubSendmmsg(int fd, mmsghdr* v, unsigned n, int f) {
-  FR_STUB_BODY(sendmmsg, StubSendmmsg, g_real_sock.sendmmsg(fd, v, n, f), syscall(SYS_sendmmsg, fd, v, n, f))
-}
-ssize_t StubRecv(int fd, void* b, size_t n, int f) {
-  FR_STUB_BODY(recv, StubRecv, g_real_sock.recv(fd, b, n, f), syscall(SYS_recvfrom, fd, b, n, f, nullptr, nullptr))
-}
-ssize_t StubRecvfrom(int fd, void* b, size_t n, int f, sockaddr* a, socklen_t* l) {
-  FR_STUB_BODY(recvfrom, StubRecvfrom, g_real_sock.recvfrom(fd, b, n, f, a, l),
-               syscall(SYS_recvfrom, fd, b, n, f, a, l))
-}
-ssize_t StubRecvmsg(int fd, msghdr* m, int f) {
+int StubSendmmsg(int fd, mmsghdr* v, unsigned n, int f){
+    FR_STUB_BODY(sendmmsg, StubSendmmsg, g_real_sock.sendmmsg(fd, v, n, f), syscall(SYS_sendmmsg, fd, v, n, f))} ssize_t
+    StubRecv(int fd, void* b, size_t n,
+             int f){FR_STUB_BODY(recv, StubRecv, g_real_sock.recv(fd, b, n, f),
+                                 syscall(SYS_recvfrom, fd, b, n, f, nullptr, nullptr))} ssize_t
+    StubRecvfrom(int fd, void* b, size_t n, int f, sockaddr* a, socklen_t* l){
+        FR_STUB_BODY(recvfrom, StubRecvfrom, g_real_sock.recvfrom(fd, b, n, f, a, l),
+                     syscall(SYS_recvfrom, fd, b, n, f, a, l))} ssize_t StubRecvmsg(int fd, msghdr* m, int f) {
   FR_STUB_BODY(recvmsg, StubRecvmsg, g_real_sock.recvmsg(fd, m, f), syscall(SYS_recvmsg, fd, m, f))
 }
-int StubRecvmmsg(int fd, mmsghdr* v, unsigned n, int f, struct timespec* t) {
-  FR_STUB_BODY(recvmmsg, StubRecvmmsg, g_real_sock.recvmmsg(fd, v, n, f, t), syscall(SYS_recvmmsg, fd, v, n, f, t))
-}
-ssize_t StubRead(int fd, void* b, size_t n) {
-  FR_STUB_BODY(read, StubRead, g_real_sock.read(fd, b, n), syscall(SYS_read, fd, b, n))
-}
-ssize_t StubWrite(int fd, const void* b, size_t n) {
-  FR_STUB_BODY(write, StubWrite, g_real_sock.write(fd, b, n), syscall(SYS_write, fd, b, n))
-}
-ssize_t StubReadv(int fd, const iovec* v, int n) {
-  FR_STUB_BODY(readv, StubReadv, g_real_sock.readv(fd, v, n), syscall(SYS_readv, fd, v, n))
-}
-ssize_t StubWritev(int fd, const iovec* v, int n) {
-  FR_STUB_BODY(writev, StubWritev, g_real_sock.writev(fd, v, n), syscall(SYS_writev, fd, v, n))
-}
-ssize_t StubSendfile(int o, int i, off_t* off, size_t n) {
-  FR_STUB_BODY(sendfile, StubSendfile, g_real_sock.sendfile(o, i, off, n), syscall(SYS_sendfile, o, i, off, n))
-}
-ssize_t StubSendfile64(int o, int i, off_t* off, size_t n) {
-  FR_STUB_BODY(sendfile64, StubSendfile64, g_real_sock.sendfile64(o, i, off, n),
-               syscall(SYS_sendfile, o, i, off, n))
-}
-ssize_t StubSplice(int i, loff_t* oi, int o, loff_t* oo, size_t n, unsigned f) {
-  FR_STUB_BODY(splice, StubSplice, g_real_sock.splice(i, oi, o, oo, n, f), syscall(SYS_splice, i, oi, o, oo, n, f))
-}
-ssize_t SpliceTo(int sock, int fd_in, loff_t* off_in, loff_t* off_out, size_t n, unsigned f) {
+int StubRecvmmsg(int fd, mmsghdr* v, unsigned n, int f,
+                 struct timespec* t){FR_STUB_BODY(recvmmsg, StubRecvmmsg, g_real_sock.recvmmsg(fd, v, n, f, t),
+                                                  syscall(SYS_recvmmsg, fd, v, n, f, t))} ssize_t
+    StubRead(int fd, void* b,
+             size_t n){FR_STUB_BODY(read, StubRead, g_real_sock.read(fd, b, n), syscall(SYS_read, fd, b, n))} ssize_t
+    StubWrite(int fd, const void* b, size_t n){
+        FR_STUB_BODY(write, StubWrite, g_real_sock.write(fd, b, n), syscall(SYS_write, fd, b, n))} ssize_t
+    StubReadv(int fd, const iovec* v,
+              int n){FR_STUB_BODY(readv, StubReadv, g_real_sock.readv(fd, v, n), syscall(SYS_readv, fd, v, n))} ssize_t
+    StubWritev(int fd, const iovec* v, int n){
+        FR_STUB_BODY(writev, StubWritev, g_real_sock.writev(fd, v, n), syscall(SYS_writev, fd, v, n))} ssize_t
+    StubSendfile(int o, int i, off_t* off,
+                 size_t n){FR_STUB_BODY(sendfile, StubSendfile, g_real_sock.sendfile(o, i, off, n),
+                                        syscall(SYS_sendfile, o, i, off, n))} ssize_t
+    StubSendfile64(int o, int i, off_t* off,
+                   size_t n){FR_STUB_BODY(sendfile64, StubSendfile64, g_real_sock.sendfile64(o, i, off, n),
+                                          syscall(SYS_sendfile, o, i, off, n))} ssize_t
+    StubSplice(int i, loff_t* oi, int o, loff_t* oo, size_t n,
+               unsigned f){FR_STUB_BODY(splice, StubSplice, g_real_sock.splice(i, oi, o, oo, n, f),
+                                        syscall(SYS_splice, i, oi, o, oo, n, f))} ssize_t
+    SpliceTo(int sock, int fd_in, loff_t* off_in, loff_t* off_out, size_t n, unsigned f) {
   return g_real_sock.splice(fd_in, off_in, sock, off_out, n, f);
 }
 ssize_t StubReadChk(int fd, void* b, size_t n, size_t buflen) {

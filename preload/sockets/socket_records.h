@@ -12,27 +12,45 @@ namespace flightrec {
 enum class SockOp : uint8_t {
   kNone = 0,
   // connection lifecycle
-  kSocket, kSocketpair, kConnect, kBind, kListen, kAccept, kClose, kShutdown, kDup,
+  kSocket,
+  kSocketpair,
+  kConnect,
+  kBind,
+  kListen,
+  kAccept,
+  kClose,
+  kShutdown,
+  kDup,
   // data out
-  kSend, kSendto, kSendmsg, kSendmmsg, kWrite, kWritev, kSendfile, kSpliceOut,
+  kSend,
+  kSendto,
+  kSendmsg,
+  kSendmmsg,
+  kWrite,
+  kWritev,
+  kSendfile,
+  kSpliceOut,
   // data in
-  kRecv, kRecvfrom, kRecvmsg, kRecvmmsg, kRead, kReadv, kSpliceIn,
+  kRecv,
+  kRecvfrom,
+  kRecvmsg,
+  kRecvmmsg,
+  kRead,
+  kReadv,
+  kSpliceIn,
   kCount,
 };
 
 // string_views: the flush thread interns one per event and should not
 // measure it; .data() is NUL-terminated static storage for const char* users.
 inline constexpr std::string_view kSockOpNames[] = {
-    "none",  "socket", "socketpair", "connect",  "bind",  "listen",   "accept",  "close",
-    "shutdown", "dup", "send",       "sendto",   "sendmsg", "sendmmsg", "write", "writev",
-    "sendfile", "splice_out", "recv", "recvfrom",  "recvmsg",  "recvmmsg", "read",    "readv",
-    "splice_in",
+    "none", "socket",   "socketpair", "connect",  "bind",     "listen", "accept",    "close",    "shutdown",
+    "dup",  "send",     "sendto",     "sendmsg",  "sendmmsg", "write",  "writev",    "sendfile", "splice_out",
+    "recv", "recvfrom", "recvmsg",    "recvmmsg", "read",     "readv",  "splice_in",
 };
 static_assert(sizeof(kSockOpNames) / sizeof(kSockOpNames[0]) == size_t(SockOp::kCount));
 
-inline const char* SockOpName(uint8_t op) {
-  return op < uint8_t(SockOp::kCount) ? kSockOpNames[op].data() : "unknown";
-}
+inline const char* SockOpName(uint8_t op) { return op < uint8_t(SockOp::kCount) ? kSockOpNames[op].data() : "unknown"; }
 inline bool IsSendOp(uint8_t op) { return op >= uint8_t(SockOp::kSend) && op <= uint8_t(SockOp::kSpliceOut); }
 inline bool IsRecvOp(uint8_t op) { return op >= uint8_t(SockOp::kRecv) && op <= uint8_t(SockOp::kSpliceIn); }
 inline bool IsDataOp(uint8_t op) { return IsSendOp(op) || IsRecvOp(op); }
@@ -85,10 +103,10 @@ struct SocketAddrRecord {
   uint64_t conn;
   uint64_t parent_conn;  // accept: the listener's connection id
   int32_t fd;
-  uint8_t role;    // sockfd::SockRole
-  uint8_t family;  // sockfd::SockFamily
-  uint8_t type;    // sockfd::SockType
-  uint8_t which;   // AddrWhich
+  uint8_t role;       // sockfd::SockRole
+  uint8_t family;     // sockfd::SockFamily
+  uint8_t type;       // sockfd::SockType
+  uint8_t which;      // AddrWhich
   uint16_t addr_len;  // bytes of addr used (0 = none)
   uint8_t complete;
   uint8_t pad[5];

@@ -27,9 +27,7 @@ namespace {
 bool DemangleRust(const char* name, std::string* out) {
   if (!(name[0] == '_' && (name[1] == 'R' || name[1] == 'Z'))) return false;
   out->clear();
-  auto append = [](const char* piece, size_t n, void* opaque) {
-    static_cast<std::string*>(opaque)->append(piece, n);
-  };
+  auto append = [](const char* piece, size_t n, void* opaque) { static_cast<std::string*>(opaque)->append(piece, n); };
   return rust_demangle_callback(name, DMGL_PARAMS | DMGL_ANSI, append, out) && !out->empty();
 }
 

@@ -27,11 +27,9 @@ namespace {
 
 // perf register number for each RegisterSet slot (libunwind order).
 constexpr int kPerfRegOf[RegisterSet::kCount] = {
-    PERF_REG_X86_AX, PERF_REG_X86_DX, PERF_REG_X86_CX, PERF_REG_X86_BX,
-    PERF_REG_X86_SI, PERF_REG_X86_DI, PERF_REG_X86_BP, PERF_REG_X86_SP,
-    PERF_REG_X86_R8, PERF_REG_X86_R9, PERF_REG_X86_R10, PERF_REG_X86_R11,
-    PERF_REG_X86_R12, PERF_REG_X86_R13, PERF_REG_X86_R14, PERF_REG_X86_R15,
-    PERF_REG_X86_IP,
+    PERF_REG_X86_AX,  PERF_REG_X86_DX,  PERF_REG_X86_CX,  PERF_REG_X86_BX,  PERF_REG_X86_SI,  PERF_REG_X86_DI,
+    PERF_REG_X86_BP,  PERF_REG_X86_SP,  PERF_REG_X86_R8,  PERF_REG_X86_R9,  PERF_REG_X86_R10, PERF_REG_X86_R11,
+    PERF_REG_X86_R12, PERF_REG_X86_R13, PERF_REG_X86_R14, PERF_REG_X86_R15, PERF_REG_X86_IP,
 };
 
 // A few cached lines of our own memory, valid for one UnwindCopiedStack call:
@@ -121,9 +119,7 @@ int AccessReg(unw_addr_space_t, unw_regnum_t reg, unw_word_t* val, int write, vo
 
 int AccessFpreg(unw_addr_space_t, unw_regnum_t, unw_fpreg_t*, int, void*) { return -UNW_EBADREG; }
 int Resume(unw_addr_space_t, unw_cursor_t*, void*) { return -UNW_EINVAL; }
-int GetProcName(unw_addr_space_t, unw_word_t, char*, size_t, unw_word_t*, void*) {
-  return -UNW_ENOINFO;
-}
+int GetProcName(unw_addr_space_t, unw_word_t, char*, size_t, unw_word_t*, void*) { return -UNW_ENOINFO; }
 
 // A leaf pc with no unwind table entry (Go code has only .debug_frame,
 // which Debian's libunwind does not read; JIT code has none) is walked by
@@ -246,8 +242,8 @@ bool SafeReadSelf(uint64_t addr, void* out, size_t len) {
   if (g_vm_readv_ok.load(std::memory_order_relaxed) && !SeccompFiltered()) {
     iovec local{out, len};
     iovec remote{reinterpret_cast<void*>(addr), len};
-    const long n = syscall(SYS_process_vm_readv, static_cast<long>(syscall(SYS_getpid)), &local, 1ul,
-                           &remote, 1ul, 0ul);
+    const long n =
+        syscall(SYS_process_vm_readv, static_cast<long>(syscall(SYS_getpid)), &local, 1ul, &remote, 1ul, 0ul);
     if (n == static_cast<long>(len)) return true;
     if (n >= 0 || errno == EFAULT || errno == ESRCH) return false;
     // Refused (seccomp, EPERM/ENOSYS): use the pipe from now on.
@@ -266,8 +262,8 @@ void PrepareUnwinders(bool after_fork) {
   }
 }
 
-int UnwindCopiedStack(UnwindRole role, const RegisterSet& regs, uint64_t stack_addr,
-                      const uint8_t* copy, size_t copy_len, uint64_t* pcs, int max) {
+int UnwindCopiedStack(UnwindRole role, const RegisterSet& regs, uint64_t stack_addr, const uint8_t* copy,
+                      size_t copy_len, uint64_t* pcs, int max) {
   if (max <= 0 || regs.ip() == 0) return 0;
   pcs[0] = regs.ip();
   int n = 1;

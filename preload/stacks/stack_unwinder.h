@@ -20,8 +20,26 @@ namespace flightrec::stacks {
 // Indexed by libunwind's x86_64 numbering: UNW_X86_64_RAX (0), RDX, RCX, RBX,
 // RSI, RDI, RBP, RSP (7), R8..R15 (8..15), RIP (16).
 struct RegisterSet {
-  enum : int { kRax = 0, kRdx, kRcx, kRbx, kRsi, kRdi, kRbp, kRsp,
-               kR8, kR9, kR10, kR11, kR12, kR13, kR14, kR15, kRip, kCount };
+  enum : int {
+    kRax = 0,
+    kRdx,
+    kRcx,
+    kRbx,
+    kRsi,
+    kRdi,
+    kRbp,
+    kRsp,
+    kR8,
+    kR9,
+    kR10,
+    kR11,
+    kR12,
+    kR13,
+    kR14,
+    kR15,
+    kRip,
+    kCount
+  };
   uint64_t r[kCount];
   uint64_t ip() const { return r[kRip]; }
   uint64_t sp() const { return r[kRsp]; }
@@ -59,8 +77,8 @@ void PrepareUnwinders(bool after_fork = false);
 // input: a garbage copy just ends the walk early. A stack that goes on past
 // `max` frames has kTruncatedStackPc (stack_limits.h) as its last entry.
 // Without PrepareUnwinders, returns the leaf alone.
-int UnwindCopiedStack(UnwindRole role, const RegisterSet& regs, uint64_t stack_addr,
-                      const uint8_t* copy, size_t copy_len, uint64_t* pcs, int max);
+int UnwindCopiedStack(UnwindRole role, const RegisterSet& regs, uint64_t stack_addr, const uint8_t* copy,
+                      size_t copy_len, uint64_t* pcs, int max);
 
 // True while the calling thread is inside UnwindCopiedStack. libunwind's
 // cache lock (Debian builds it without per-thread caches) brackets every

@@ -75,8 +75,7 @@ bool StartsInTsanRuntime(void* (*fn)(void*)) {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t* thread,
-                                                                     const pthread_attr_t* attr,
+extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
                                                                      void* (*fn)(void*), void* arg) {
   flightrec::PthreadCreateFn real = flightrec::RealPthreadCreate();
 #if defined(__SANITIZE_THREAD__)
@@ -92,8 +91,8 @@ extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t* 
   a->fn = fn;
   a->arg = arg;
   a->parent_tid = static_cast<pid_t>(syscall(SYS_gettid));
-  a->recorder = (flightrec::t_thread_flags & flightrec::kThreadFlagRecorder) != 0 ||
-                flightrec::t_creating_recorder_thread;
+  a->recorder =
+      (flightrec::t_thread_flags & flightrec::kThreadFlagRecorder) != 0 || flightrec::t_creating_recorder_thread;
   a->app_blocks_sigprof = flightrec::AppBlocksSigprof();
 #if defined(__SANITIZE_THREAD__)
   if (tsan) {

@@ -49,8 +49,7 @@ inline constexpr ProducerSlotSpec kSlotAllocStacksTable{SlotEnd(kSlotAllocStacks
 // slot: the reader's reported totals follow the counters across owners).
 inline constexpr ProducerSlotSpec kSlotSocketGaps{SlotEnd(kSlotAllocStacksTable), 3136, SlotLife::kPerSlot};
 
-inline constexpr ProducerSlotSpec kProducerSlots[] = {kSlotAllocStacksPushed, kSlotAllocStacksTable,
-                                                      kSlotSocketGaps};
+inline constexpr ProducerSlotSpec kProducerSlots[] = {kSlotAllocStacksPushed, kSlotAllocStacksTable, kSlotSocketGaps};
 inline constexpr uint32_t kProducerSlotBytes = SlotEnd(kSlotSocketGaps);
 
 }  // namespace flightrec

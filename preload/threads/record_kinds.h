@@ -19,9 +19,9 @@ enum RecordKind : uint16_t {
   kRecAllocFree = 11,
   kRecAllocSampleRef = 12,  // a sample whose stack the thread pushed before (alloc/stack_refs.h)
   // sampling (sampler/)
-  kRecCpuSample = 20,      // reserved: no longer pushed (SIGPROF samples travel in the sampler's own
-                           // per-thread rings, sampler/sigprof_sampler.cc)
-  kRecOffCpuBlock = 21,    // a blocking call longer than FLIGHTREC_OFFCPU_MIN_US (sampler/offcpu_blocking.cc)
+  kRecCpuSample = 20,    // reserved: no longer pushed (SIGPROF samples travel in the sampler's own
+                         // per-thread rings, sampler/sigprof_sampler.cc)
+  kRecOffCpuBlock = 21,  // a blocking call longer than FLIGHTREC_OFFCPU_MIN_US (sampler/offcpu_blocking.cc)
   // sockets (preload/sockets/socket_records.h, socket_exchange.h)
   kRecSocketOp = 30,
   kRecSocketAddr = 31,

@@ -40,9 +40,9 @@
 namespace flightrec {
 
 struct RecordHeader {
-  uint16_t kind;   // RecordKind; 0 = padding
+  uint16_t kind;  // RecordKind; 0 = padding
   uint16_t flags;
-  uint32_t size;   // total bytes including this header, multiple of 8
+  uint32_t size;  // total bytes including this header, multiple of 8
 };
 static_assert(sizeof(RecordHeader) == 8);
 
@@ -196,9 +196,7 @@ class Ring {
   }
   // Consumer: bytes consumed so far (its own position).
   uint64_t consumed() const { return tail_.load(std::memory_order_relaxed); }
-  bool Empty() const {
-    return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire);
-  }
+  bool Empty() const { return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire); }
 
  private:
   static constexpr uint64_t kNoSwitch = UINT64_MAX;
@@ -222,9 +220,9 @@ class Ring {
   // Producer-private: the committed head after Commit(), the reserved end
   // between Reserve() and Commit(). A failed Reserve leaves it unchanged.
   uint64_t pending_head_ = 0;
-  uint64_t cached_tail_ = 0;   // producer-private; never ahead of tail_
-  bool nudged_ = false;        // producer-private: this filling was reported
-  bool nudge_pending_ = false; // producer-private: TakeNudge() answers true
+  uint64_t cached_tail_ = 0;    // producer-private; never ahead of tail_
+  bool nudged_ = false;         // producer-private: this filling was reported
+  bool nudge_pending_ = false;  // producer-private: TakeNudge() answers true
   std::atomic<uint64_t> head_{0};
 
  public:
@@ -246,8 +244,8 @@ class Ring {
   // Growth: written by the consumer once per Init (offer), by the producer
   // once (switch); off the push's line, read by the producer only at wraps.
   alignas(64) std::atomic<uint8_t*> offer_buf_{nullptr};
-  size_t offer_cap_ = 0;                     // written by the offer's claimant before offer_buf_
-  std::atomic<bool> offer_claimed_{false};   // ClaimOffer
+  size_t offer_cap_ = 0;                    // written by the offer's claimant before offer_buf_
+  std::atomic<bool> offer_claimed_{false};  // ClaimOffer
   std::atomic<uint64_t> switch_pos_{kNoSwitch};
 };
 

@@ -21,7 +21,7 @@ std::atomic<int> g_grown{0};
 // spare is published (release) and never changes.
 std::atomic<uint8_t*> g_spares[kSpareRings];
 std::atomic<size_t> g_spare_bytes{0};
-bool g_spare_mapped[kSpareRings];  // flush thread: slot i held a spare at its last look
+bool g_spare_mapped[kSpareRings];     // flush thread: slot i held a spare at its last look
 uint8_t* g_spare_given[kSpareRings];  // flush thread: what it put in slot i
 uint8_t* g_spare_taken[kSpareRings];  // flush thread: taken spares whose thread is not yet logged
 
@@ -51,8 +51,7 @@ void RefillSpares(size_t base) {
   }
   for (int i = 0; i < kSpareRings; ++i) {
     if (g_spare_mapped[i] || g_grown.load(std::memory_order_relaxed) + mapped >= kMaxGrownRings) continue;
-    void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                     -1, 0);
+    void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mem == MAP_FAILED) return;
     g_spare_given[i] = static_cast<uint8_t*>(mem);
     g_spares[i].store(static_cast<uint8_t*>(mem), std::memory_order_release);
@@ -99,8 +98,8 @@ void NoteRingDrained(ThreadState* ts, uint64_t drained, uint64_t now_ns) {
   // otherwise take a page fault on the service's own time for every 4 KiB of
   // its first lap (256 of them for 1 MiB; a paced redis showed them as the
   // socket hooks' page faults).
-  void* mem = mmap(nullptr, grown, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_POPULATE,
-                   -1, 0);
+  void* mem =
+      mmap(nullptr, grown, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_POPULATE, -1, 0);
   if (mem == MAP_FAILED) return;  // no memory to spare: the thread keeps its ring
   if (!ts->ring.OfferGrowth(static_cast<uint8_t*>(mem), grown)) {
     munmap(mem, grown);

@@ -147,8 +147,7 @@ ThreadState* RegisterCurrentThread(pid_t parent_tid, uint64_t start_routine) {
 
 void InitThreadRegistry() {
   if (!g_key_ready.load(std::memory_order_relaxed)) {
-    if (pthread_key_create(&g_exit_key, ExitKeyDestructor) == 0)
-      g_key_ready.store(true, std::memory_order_release);
+    if (pthread_key_create(&g_exit_key, ExitKeyDestructor) == 0) g_key_ready.store(true, std::memory_order_release);
   }
 }
 

@@ -30,18 +30,18 @@ enum class ThreadSlotState : int { kFree = 0, kActive = 1, kRetired = 2 };
 
 struct ThreadState {
   Ring ring;
-  std::atomic<int> state{0};            // ThreadSlotState
+  std::atomic<int> state{0};  // ThreadSlotState
   pid_t tid = 0;
   pid_t parent_tid = 0;
-  uint64_t start_routine = 0;           // address, 0 if unknown
+  uint64_t start_routine = 0;  // address, 0 if unknown
   char name[16] = {};
   // Drops per record kind. Written only by the owning thread (relaxed), read by
   // the flush thread, which reports deltas.
   std::atomic<uint64_t> dropped[kRecordKindCount];
   uint64_t dropped_reported[kRecordKindCount];  // flush-thread private
-  uint64_t generation = 0;              // bumped on each reuse of the slot
-  ThreadState* next = nullptr;          // registry list (append-only)
-  bool start_emitted = false;           // flush-thread private
+  uint64_t generation = 0;                      // bumped on each reuse of the slot
+  ThreadState* next = nullptr;                  // registry list (append-only)
+  bool start_emitted = false;                   // flush-thread private
   // Set by the exiting thread before it publishes kRetired when its own
   // thread.end record did not fit the ring; the flush thread then writes the
   // end from the slot (core_events.cc).

@@ -23,10 +23,10 @@
 namespace flightrec::sampler {
 
 struct UnloadedObject {
-  uint64_t time_ns = 0;   // when the dlclose that unloaded it returned (the trace's clock)
-  uint64_t bias = 0;      // load bias (link_map l_addr)
+  uint64_t time_ns = 0;     // when the dlclose that unloaded it returned (the trace's clock)
+  uint64_t bias = 0;        // load bias (link_map l_addr)
   uint64_t lo = 0, hi = 0;  // [lo, hi): from its first PT_LOAD (page-aligned) to the end of its last
-  char path[256] = {};    // as the loader knew it (cut to fit)
+  char path[256] = {};      // as the loader knew it (cut to fit)
 };
 
 inline constexpr size_t kUnloadRingSize = 256;

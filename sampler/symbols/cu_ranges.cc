@@ -13,8 +13,7 @@ void CuRanges::Build(Dwarf* dw) {
   constexpr size_t kMaxRanges = 1 << 20;
   Dwarf_Off off = 0, next = 0;
   size_t header_size = 0;
-  while (ranges_.size() < kMaxRanges &&
-         dwarf_nextcu(dw, off, &next, &header_size, nullptr, nullptr, nullptr) == 0) {
+  while (ranges_.size() < kMaxRanges && dwarf_nextcu(dw, off, &next, &header_size, nullptr, nullptr, nullptr) == 0) {
     Dwarf_Die cu;
     if (dwarf_offdie(dw, off + header_size, &cu) != nullptr) {
       Dwarf_Addr base = 0, lo = 0, hi = 0;
@@ -31,8 +30,8 @@ void CuRanges::Build(Dwarf* dw) {
 bool CuRanges::Find(Dwarf* dw, uint64_t dwarf_pc, Dwarf_Die* cu) const {
   // The last range starting at or below pc, then back over earlier ones
   // that may still reach past it (units may interleave).
-  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), dwarf_pc,
-                             [](uint64_t pc, const Range& r) { return pc < r.lo; });
+  auto it =
+      std::upper_bound(ranges_.begin(), ranges_.end(), dwarf_pc, [](uint64_t pc, const Range& r) { return pc < r.lo; });
   for (int steps = 0; it != ranges_.begin() && steps < 64; ++steps) {
     --it;
     if (dwarf_pc < it->hi) return dwarf_offdie(dw, it->cu_die, cu) != nullptr;

@@ -29,8 +29,8 @@ class CuRanges {
 
  private:
   struct Range {
-    uint64_t lo, hi;     // [lo, hi)
-    Dwarf_Off cu_die;    // offset of the unit's DIE in .debug_info
+    uint64_t lo, hi;   // [lo, hi)
+    Dwarf_Off cu_die;  // offset of the unit's DIE in .debug_info
   };
   format::MiVector<Range> ranges_;  // sorted by lo
 };

@@ -119,29 +119,29 @@ void LoadElfutils() { Libdw(); }
 
 // One forwarder: RET NAME PARAMS { return real(ARGS); } or FAIL while libdw
 // (or the function) is missing.
-#define FR_ELFUTILS(ret, name, params, args, fail)                      \
-  extern "C" ret name params {                                         \
-    using Fn = ret(*) params;                                          \
-    static std::atomic<Fn> resolved{nullptr};                          \
-    Fn real = resolved.load(std::memory_order_acquire);                \
-    if (!real) {                                                       \
-      real = Resolve<Fn>(#name);                                       \
-      if (!real) return fail;                                          \
-      resolved.store(real, std::memory_order_release);                 \
-    }                                                                  \
-    return real args;                                                  \
+#define FR_ELFUTILS(ret, name, params, args, fail)      \
+  extern "C" ret name params {                          \
+    using Fn = ret(*) params;                           \
+    static std::atomic<Fn> resolved{nullptr};           \
+    Fn real = resolved.load(std::memory_order_acquire); \
+    if (!real) {                                        \
+      real = Resolve<Fn>(#name);                        \
+      if (!real) return fail;                           \
+      resolved.store(real, std::memory_order_release);  \
+    }                                                   \
+    return real args;                                   \
   }
-#define FR_ELFUTILS_VOID(name, params, args)                           \
-  extern "C" void name params {                                        \
-    using Fn = void(*) params;                                         \
-    static std::atomic<Fn> resolved{nullptr};                          \
-    Fn real = resolved.load(std::memory_order_acquire);                \
-    if (!real) {                                                       \
-      real = Resolve<Fn>(#name);                                       \
-      if (!real) return;                                               \
-      resolved.store(real, std::memory_order_release);                 \
-    }                                                                  \
-    real args;                                                         \
+#define FR_ELFUTILS_VOID(name, params, args)            \
+  extern "C" void name params {                         \
+    using Fn = void(*) params;                          \
+    static std::atomic<Fn> resolved{nullptr};           \
+    Fn real = resolved.load(std::memory_order_acquire); \
+    if (!real) {                                        \
+      real = Resolve<Fn>(#name);                        \
+      if (!real) return;                                \
+      resolved.store(real, std::memory_order_release);  \
+    }                                                   \
+    real args;                                          \
   }
 
 // libdw
@@ -192,8 +192,8 @@ FR_ELFUTILS(int, dwfl_linux_proc_find_elf,
             (Dwfl_Module * mod, void** userdata, const char* module_name, Dwarf_Addr base, char** file_name,
              Elf** elfp),
             (mod, userdata, module_name, base, file_name, elfp), -1)
-FR_ELFUTILS(Dwarf_Die*, dwfl_module_addrdie, (Dwfl_Module * mod, Dwarf_Addr addr, Dwarf_Addr* bias),
-            (mod, addr, bias), nullptr)
+FR_ELFUTILS(Dwarf_Die*, dwfl_module_addrdie, (Dwfl_Module * mod, Dwarf_Addr addr, Dwarf_Addr* bias), (mod, addr, bias),
+            nullptr)
 FR_ELFUTILS(const char*, dwfl_module_addrinfo,
             (Dwfl_Module * mod, GElf_Addr address, GElf_Off* offset, GElf_Sym* sym, GElf_Word* shndxp, Elf** elfp,
              Dwarf_Addr* bias),

@@ -22,8 +22,7 @@ namespace flightrec::sampler {
 // reads or closes a file of the application's that took the number.
 // (Separate debug-info files cannot be handed over as an Elf: see
 // Symbolizer::Impl::ReleaseDebugFds.)
-int FindElfOwned(Dwfl_Module* mod, void** userdata, const char* name, Dwarf_Addr base, char** file_name,
-                 Elf** elfp) {
+int FindElfOwned(Dwfl_Module* mod, void** userdata, const char* name, Dwarf_Addr base, char** file_name, Elf** elfp) {
   OwnFdChange opening;  // libdw's open, then ours to keep
   const int fd = dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
   if (fd < 0 || *elfp) return fd >= 0 ? AvoidReleasedNumber(TakeOwnFd(fd)) : fd;

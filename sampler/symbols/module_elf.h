@@ -6,7 +6,6 @@
 
 namespace flightrec::sampler {
 
-int FindElfOwned(Dwfl_Module* mod, void** userdata, const char* name, Dwarf_Addr base, char** file_name,
-                 Elf** elfp);
+int FindElfOwned(Dwfl_Module* mod, void** userdata, const char* name, Dwarf_Addr base, char** file_name, Elf** elfp);
 
 }  // namespace flightrec::sampler

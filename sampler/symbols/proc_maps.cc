@@ -93,8 +93,7 @@ void ProcMaps::LoadFromText(std::string_view text) {
     }
     entries_.push_back(std::move(e));
   }
-  std::sort(entries_.begin(), entries_.end(),
-            [](const MapEntry& a, const MapEntry& b) { return a.start < b.start; });
+  std::sort(entries_.begin(), entries_.end(), [](const MapEntry& a, const MapEntry& b) { return a.start < b.start; });
   code_fingerprint_ = fp;
 }
 

@@ -18,7 +18,7 @@ struct MapEntry {
   uint64_t offset = 0;          // file offset of start
   uint64_t inode = 0;
   bool readable = false, writable = false, executable = false;
-  format::MiString path;        // "" for anonymous; "[vdso]", "[stack]", ... kept as is
+  format::MiString path;  // "" for anonymous; "[vdso]", "[stack]", ... kept as is
 };
 
 // Parses one line of /proc/<pid>/maps. Returns false for a malformed line.

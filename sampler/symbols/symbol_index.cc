@@ -88,8 +88,8 @@ void SymbolIndex::Build(Dwfl_Module* mod) {
 
 const SymbolIndex::Symbol* SymbolIndex::Find(uint64_t pc) const {
   // The last symbol starting at or below pc.
-  auto it = std::upper_bound(symbols_.begin(), symbols_.end(), pc,
-                             [](uint64_t v, const Symbol& s) { return v < s.addr; });
+  auto it =
+      std::upper_bound(symbols_.begin(), symbols_.end(), pc, [](uint64_t v, const Symbol& s) { return v < s.addr; });
   if (it == symbols_.begin()) return nullptr;
   const Symbol* last = &*(it - 1);
   // The innermost sized symbol containing pc: the nearest one back whose end

@@ -35,8 +35,8 @@ namespace flightrec::sampler {
 class SymbolIndex {
  public:
   struct Symbol {
-    uint64_t addr = 0;   // load address of the symbol's start
-    uint64_t size = 0;   // st_size (0: extent unknown)
+    uint64_t addr = 0;  // load address of the symbol's start
+    uint64_t size = 0;  // st_size (0: extent unknown)
     const char* name = nullptr;
     // The highest end (addr + size) of any sized symbol at or before this
     // one in the index: a backwards scan for the symbol containing a pc can

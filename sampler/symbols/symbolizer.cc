@@ -54,7 +54,7 @@ struct CachedMapping {
 };
 
 struct Entry {
-  int32_t mapping = -1;        // index into mappings, -1 = pc in no mapping
+  int32_t mapping = -1;          // index into mappings, -1 = pc in no mapping
   uint64_t maps_generation = 0;  // for unknown pcs: retry once this changes
   // Resolved while files could not be opened (the host held every fd): the
   // answer is not final, retry like an unknown pc.
@@ -86,16 +86,16 @@ int g_debug_fds_pending = 0;
 // curl_global_init (and OpenSSL's init) inside the host — seen crashing a
 // host at exit after OpenSSL's atexit cleanup — and may reach the network.
 // Returning -1 makes libdw use the module's own sections and symtab.
-int FindDebuginfoLocalOnly(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, const char*, const char*,
-                           GElf_Word, char** debuginfo_file_name) {
+int FindDebuginfoLocalOnly(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word,
+                           char** debuginfo_file_name) {
   const unsigned char* bits = nullptr;
   GElf_Addr vaddr = 0;
   const int len = dwfl_module_build_id(mod, &bits, &vaddr);
   if (len < 2 || !bits) return -1;
   static const char kDigits[] = "0123456789abcdef";
   char path[256];
-  size_t n = static_cast<size_t>(snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%c%c/",
-                                          kDigits[bits[0] >> 4], kDigits[bits[0] & 15]));
+  size_t n = static_cast<size_t>(
+      snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%c%c/", kDigits[bits[0] >> 4], kDigits[bits[0] & 15]));
   for (int i = 1; i < len && n + 8 < sizeof(path); ++i) {
     path[n++] = kDigits[bits[i] >> 4];
     path[n++] = kDigits[bits[i] & 15];
@@ -149,8 +149,8 @@ MiString JoinPath(const char* dir, const char* file) {
 // function, not the copy. Only GCC's own suffixes are cut: other languages
 // use dots inside real names (Go's "main.main").
 void StripCloneSuffix(MiString* name) {
-  static const char* const kSuffixes[] = {" [clone ", ".constprop.", ".isra.", ".part.", ".cold",
-                                          ".lto_priv.", ".localalias", ".clone."};
+  static const char* const kSuffixes[] = {" [clone ", ".constprop.", ".isra.",      ".part.",
+                                          ".cold",    ".lto_priv.",  ".localalias", ".clone."};
   size_t cut = MiString::npos;
   for (const char* suffix : kSuffixes) {
     const size_t at = name->find(suffix);
@@ -233,8 +233,7 @@ MiString ScopePrefix(Dwarf_Die* cu, Dwarf_Off target) {
 MiString LinkageName(Dwarf_Die* die) {
   Dwarf_Attribute attr;
   const char* linkage = nullptr;
-  if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
-      dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr))
+  if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) || dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr))
     linkage = dwarf_formstring(&attr);
   return linkage ? DemangleMi(linkage) : MiString();
 }
@@ -260,8 +259,8 @@ struct Symbolizer::Impl {
   MiVector<CachedMapping> mappings;
   MiHashMap<uint64_t, int32_t> mapping_by_start;
   MiHashMap<uint64_t, MiString> build_id_by_module;  // keyed by module low address
-  MiHashMap<uint64_t, bool> dwarf_loaded;             // module low address -> DWARF used
-  MiHashMap<uint64_t, SymbolIndex> symbol_indexes;    // module low address -> its ELF symbols
+  MiHashMap<uint64_t, bool> dwarf_loaded;            // module low address -> DWARF used
+  MiHashMap<uint64_t, SymbolIndex> symbol_indexes;   // module low address -> its ELF symbols
   // module low address -> an index published before a fork (ours or an
   // ancestor's; inherited_indexes.h), or null: none, build our own
   MiHashMap<uint64_t, const SymbolIndex*> inherited_indexes;
@@ -558,7 +557,8 @@ struct Symbolizer::Impl {
   static MiString CfiFunctionName(Dwfl_Module* mod, uint64_t pc, const format::MiString& path) {
     uint64_t start = 0, end = 0;
     Dwarf_Addr bias = 0;
-    if (!stacks::LocalFunctionRange(pc, &start, &end) || !dwfl_module_getelf(mod, &bias) || start < bias) return MiString();
+    if (!stacks::LocalFunctionRange(pc, &start, &end) || !dwfl_module_getelf(mod, &bias) || start < bias)
+      return MiString();
     char name[64];
     snprintf(name, sizeof(name), "sub_%llx", static_cast<unsigned long long>(start - bias));
     MiString out(name);
@@ -653,9 +653,9 @@ struct Symbolizer::Impl {
     };
     MiVector<Range> ranges;
   };
-  MiHashMap<uint64_t, CuIndex> cu_index;            // key: CuKey(module, CU)
-  MiHashMap<uint64_t, CuRanges> cu_ranges;          // module low address -> its units' ranges
-  MiHashMap<uint64_t, MiString> qualified_names;    // key: CuKey(module, DIE)
+  MiHashMap<uint64_t, CuIndex> cu_index;          // key: CuKey(module, CU)
+  MiHashMap<uint64_t, CuRanges> cu_ranges;        // module low address -> its units' ranges
+  MiHashMap<uint64_t, MiString> qualified_names;  // key: CuKey(module, DIE)
 
   static uint64_t CuKey(Dwfl_Module* mod, Dwarf_Off off) {
     return reinterpret_cast<uintptr_t>(mod) * 0x9E3779B97F4A7C15ull ^ off;
@@ -1007,10 +1007,10 @@ bool Symbolizer::Describe(uint64_t pc, format::MappingInfo* mapping, std::vector
   s.stats.lookups++;
   auto it = s.cache.find(pc);
   // An unknown pc stays cached until the maps change or a rescan is due.
-  const bool hit = it != s.cache.end() &&
-                   ((it->second.mapping >= 0 && !it->second.transient) ||
-                    (it->second.maps_generation == s.maps_generation &&
-                     MonotonicNs() - s.last_rescan_ns < kRescanIntervalNs));
+  const bool hit =
+      it != s.cache.end() &&
+      ((it->second.mapping >= 0 && !it->second.transient) ||
+       (it->second.maps_generation == s.maps_generation && MonotonicNs() - s.last_rescan_ns < kRescanIntervalNs));
   if (hit) {
     s.stats.cache_hits++;
   } else {

@@ -54,10 +54,10 @@ class Symbolizer final : public format::PcDescriber {
 
   struct Stats {
     uint64_t lookups = 0, cache_hits = 0, unknown = 0, rescans = 0, reports = 0, dwarf_skipped = 0;
-    uint64_t symbol_tables = 0;  // SymbolIndex builds (one per module per report)
+    uint64_t symbol_tables = 0;            // SymbolIndex builds (one per module per report)
     uint64_t symbol_tables_inherited = 0;  // indexes a forked child used from its parent (inherited_indexes.h)
-    uint64_t debug_fds_released = 0;  // separate debug files whose descriptor was closed early
-    uint64_t unload_syncs = 0;        // re-reads after a dlclose
+    uint64_t debug_fds_released = 0;       // separate debug files whose descriptor was closed early
+    uint64_t unload_syncs = 0;             // re-reads after a dlclose
     // pcs of events older than an unload; named from an unloaded library; left unknown
     uint64_t described_before = 0, unloaded_named = 0, unknown_before = 0;
   };

@@ -8,13 +8,11 @@
 namespace flightrec::sampler {
 
 namespace {
-int NoSeparateDebuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word,
-                        char**) {
+int NoSeparateDebuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word, char**) {
   return -1;
 }
 char* const kNoDebuginfoPath = nullptr;
-const Dwfl_Callbacks kCallbacks = {FindElfOwned, NoSeparateDebuginfo, nullptr,
-                                   const_cast<char**>(&kNoDebuginfoPath)};
+const Dwfl_Callbacks kCallbacks = {FindElfOwned, NoSeparateDebuginfo, nullptr, const_cast<char**>(&kNoDebuginfoPath)};
 }  // namespace
 
 UnloadedCode::~UnloadedCode() {

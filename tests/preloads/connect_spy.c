@@ -80,7 +80,8 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
 
 ssize_t sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t len) {
   static ssize_t (*real)(int, const void*, size_t, int, const struct sockaddr*, socklen_t);
-  if (!real) real = (ssize_t(*)(int, const void*, size_t, int, const struct sockaddr*, socklen_t))dlsym(RTLD_NEXT, "sendto");
+  if (!real)
+    real = (ssize_t(*)(int, const void*, size_t, int, const struct sockaddr*, socklen_t))dlsym(RTLD_NEXT, "sendto");
   note("sendto", addr, len);
   return real(fd, buf, n, flags, addr, len);
 }

@@ -75,8 +75,8 @@ TEST_CASE("alloc stack refs: a repeated stack costs its hash, and decodes to the
   // Nothing drains: a 30-frame full record takes 304 bytes, so 13 would fit
   // the 4 KiB ring in full; by reference (40 bytes) about 95 do.
   int pushed = 0;
-  while (pushed < 200 && alloc::PushAllocSample(f.ts.get(), reinterpret_cast<void*>(0x10000 + 64 * pushed), 100,
-                                                65536, a.data(), kDepth))
+  while (pushed < 200 && alloc::PushAllocSample(f.ts.get(), reinterpret_cast<void*>(0x10000 + 64 * pushed), 100, 65536,
+                                                a.data(), kDepth))
     ++pushed;
   CHECK(pushed >= 90);
   CHECK(pushed < 200);
@@ -110,8 +110,7 @@ TEST_CASE("alloc stack refs: a repeated stack costs its hash, and decodes to the
 TEST_CASE("alloc stack refs: a dropped full record is never referred to; a new owner starts over") {
   Fixture f;
   const std::vector<uint64_t> a = StackOf(0x401000), b = StackOf(0x501000);
-  while (alloc::PushAllocSample(f.ts.get(), nullptr, 100, 65536, a.data(), kDepth)) {
-  }
+  while (alloc::PushAllocSample(f.ts.get(), nullptr, 100, 65536, a.data(), kDepth)) {}
   // The ring is full: b's full record is dropped, so b must not become known.
   CHECK_FALSE(alloc::PushAllocSample(f.ts.get(), reinterpret_cast<void*>(0xb0), 100, 65536, b.data(), kDepth));
   CHECK_FALSE(PushedStacksOf(f.ts.get()).Known(HashStack(b.data(), kDepth)));

@@ -193,7 +193,7 @@ TEST_CASE("budget tally: window mode expires exited processes' windows at scans 
   const std::string tail = "-svc-" + std::to_string(dead) + "-0000.seg";
   const std::string mine_tail = "-svc-" + std::to_string(getpid()) + "-0000.seg";
   const std::string orphan = d.Segment(0, 100, tail, 0400);
-  const std::string live = d.Segment(1, 100, mine_tail, 0400);           // a live process expires its own
+  const std::string live = d.Segment(1, 100, mine_tail, 0400);  // a live process expires its own
   const std::string sealed = d.Segment(2, 100, "-svc-" + std::to_string(dead) + "-0001.seg");  // not a window
   const uint64_t window = 5 * kSec;
   // Written "now" by the clock of the file system: within the window of a

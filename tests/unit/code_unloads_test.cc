@@ -34,7 +34,8 @@ struct Fresh {
 };
 }  // namespace
 
-TEST_CASE_FIXTURE(Fresh, "code unloads: the holder of a pc in an era is the first library unloaded after it that covered it") {
+TEST_CASE_FIXTURE(Fresh,
+                  "code unloads: the holder of a pc in an era is the first library unloaded after it that covered it") {
   NoteCodeUnloaded(Object(1000, 0x10000, 0x20000, "/nonexistent/liba.so"));
   NoteCodeUnloaded(Object(2000, 0x10000, 0x20000, "/nonexistent/libb.so"));  // loaded where a was
   NoteCodeUnloaded(Object(3000, 0x30000, 0x40000, "/nonexistent/libc.so"));
@@ -60,12 +61,13 @@ TEST_CASE_FIXTURE(Fresh, "code unloads: the holder of a pc in an era is the firs
   CHECK(code.Complete(code.EraOf(500)));
 }
 
-TEST_CASE_FIXTURE(Fresh, "code unloads: records overwritten before they were read make the eras before them incomplete") {
+TEST_CASE_FIXTURE(Fresh,
+                  "code unloads: records overwritten before they were read make the eras before them incomplete") {
   for (size_t i = 0; i < kUnloadRingSize + 10; i++)
     NoteCodeUnloaded(Object(10000 + i, 0x10000, 0x20000, "/nonexistent/lib.so"));
   code.Sync(&latest);
   CHECK(latest == 10000 + kUnloadRingSize + 9);
-  CHECK_FALSE(code.Complete(base));       // its records were overwritten
+  CHECK_FALSE(code.Complete(base));  // its records were overwritten
   CHECK(code.Complete(CodeUnloadCount() - 1));
   CHECK(code.Complete(CodeUnloadCount()));  // after every unload: nothing to miss
 }

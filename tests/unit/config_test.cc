@@ -38,9 +38,9 @@ TEST_CASE("config: defaults with an empty environment") {
 
 TEST_CASE("config: good values are taken, with size suffixes") {
   std::vector<std::string> msgs;
-  Config c = Parse({"FLIGHTREC_RING_BYTES=1M", "FLIGHTREC_FLUSH_MS=20", "FLIGHTREC_ENABLE=0",
-                    "FLIGHTREC_LOG=debug", "FLIGHTREC_SAMPLER=sigprof", "FLIGHTREC_OUTPUT=/var/tmp/x",
-                    "FLIGHTREC_SEGMENT_BYTES=64KiB", "FLIGHTREC_S3_PATH_STYLE=1", "FLIGHTREC_SERVICE=api"},
+  Config c = Parse({"FLIGHTREC_RING_BYTES=1M", "FLIGHTREC_FLUSH_MS=20", "FLIGHTREC_ENABLE=0", "FLIGHTREC_LOG=debug",
+                    "FLIGHTREC_SAMPLER=sigprof", "FLIGHTREC_OUTPUT=/var/tmp/x", "FLIGHTREC_SEGMENT_BYTES=64KiB",
+                    "FLIGHTREC_S3_PATH_STYLE=1", "FLIGHTREC_SERVICE=api"},
                    &msgs);
   CHECK(msgs.empty());
   CHECK(c.ring_bytes == (1u << 20));

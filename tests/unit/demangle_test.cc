@@ -12,8 +12,9 @@ TEST_CASE("demangle: Rust legacy symbols lose the hash and the escapes") {
   CHECK(stacks::Demangle("_ZN4main5inner6Worker6crunch17h2b58dd977c1d184eE") == "main::inner::Worker::crunch");
   CHECK(stacks::Demangle("_ZN3std2rt10lang_start28_$u7b$$u7b$closure$u7d$$u7d$17hdbee5a3fa7ab6636E") ==
         "std::rt::lang_start::{{closure}}");
-  CHECK(stacks::Demangle("_ZN4core3ops8function6FnOnce40call_once$u7b$$u7b$vtable.shim$u7d$$u7d$17h584dd148505da648E") ==
-        "core::ops::function::FnOnce::call_once{{vtable.shim}}");
+  CHECK(
+      stacks::Demangle("_ZN4core3ops8function6FnOnce40call_once$u7b$$u7b$vtable.shim$u7d$$u7d$17h584dd148505da648E") ==
+      "core::ops::function::FnOnce::call_once{{vtable.shim}}");
 }
 
 TEST_CASE("demangle: Rust v0 symbols") {
@@ -22,7 +23,8 @@ TEST_CASE("demangle: Rust v0 symbols") {
 }
 
 TEST_CASE("demangle: C++ still goes through the C++ demangler") {
-  CHECK(stacks::Demangle("_ZNSt6vectorIiSaIiEE9push_backERKi") == "std::vector<int, std::allocator<int> >::push_back(int const&)");
+  CHECK(stacks::Demangle("_ZNSt6vectorIiSaIiEE9push_backERKi") ==
+        "std::vector<int, std::allocator<int> >::push_back(int const&)");
   // Itanium-shaped like legacy Rust, but no "17h<16 hex>" hash: C++.
   CHECK(stacks::Demangle("_ZN3foo3barEv") == "foo::bar()");
   CHECK(stacks::Demangle("_ZN3foo3barE") == "foo::bar");

@@ -96,9 +96,10 @@ TEST_CASE("endpoint: hostile HTTP: truncated, pipelined, NUL bytes, invalid UTF-
 
 TEST_CASE("endpoint: traceparent and x-request-id, and nothing else from the headers") {
   EndpointInfo i;
-  NameOf("GET /x HTTP/1.1\r\nHost: h\r\nTraceParent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"
-         "x-request-id: abc-123\r\nCookie: secret\r\n\r\n",
-         kClassifyAll, &i);
+  NameOf(
+      "GET /x HTTP/1.1\r\nHost: h\r\nTraceParent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"
+      "x-request-id: abc-123\r\nCookie: secret\r\n\r\n",
+      kClassifyAll, &i);
   CHECK(i.has_trace);
   CHECK(i.trace_hi == 0x4bf92f3577b34da6ull);
   CHECK(i.trace_lo == 0xa3ce929d0e0e4736ull);
@@ -123,7 +124,8 @@ TEST_CASE("endpoint: traceparent and x-request-id, and nothing else from the hea
   CHECK(bad_id.request_id_len == 0);
   // Off unless asked for.
   EndpointInfo off;
-  const std::string q = "GET / HTTP/1.1\r\ntraceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n\r\n";
+  const std::string q =
+      "GET / HTTP/1.1\r\ntraceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n\r\n";
   ClassifyQuestion(reinterpret_cast<const uint8_t*>(q.data()), q.size(), kClassifyAll, false, &off);
   CHECK_FALSE(off.has_trace);
 }
@@ -136,7 +138,7 @@ TEST_CASE("endpoint: Redis RESP commands, never their arguments") {
   CHECK(NameOf(Resp({"SET", "k", "v"}) + Resp({"GET", "k"})) == "SET");  // pipelined: the first
   CHECK(NameOf("PING\r\n") == "PING");
   CHECK(NameOf("set k v\r\n") == "SET");
-  CHECK(NameOf("*2\r\n$3\r\nGE") == "other");      // cut before the name ends
+  CHECK(NameOf("*2\r\n$3\r\nGE") == "other");         // cut before the name ends
   CHECK(NameOf("*2\r\n$999\r\nGET\r\n") == "other");  // a length past the bytes
   CHECK(NameOf("*1\r\n$3\r\n\x01\x02\x03\r\n") == "other");
 }
@@ -244,8 +246,8 @@ TEST_CASE("endpoint: the hot path copies a question once, across split receives,
   const int fd = 3101;
   sockex::Slot& s = sockex::g_slots[fd];
   s.word = 0;
-  const uint64_t e = sockfd::MakeEntry(901, sockfd::SockRole::kServer, sockfd::SockFamily::kInet,
-                                       sockfd::SockType::kStream);
+  const uint64_t e =
+      sockfd::MakeEntry(901, sockfd::SockRole::kServer, sockfd::SockFamily::kInet, sockfd::SockType::kStream);
   const std::string req = "GET /split/7 HTTP/1.1\r\nHost: x\r\n\r\n";
   // One byte per receive.
   for (size_t i = 0; i < req.size(); ++i)
@@ -270,8 +272,8 @@ TEST_CASE("endpoint: the hot path copies a question once, across split receives,
   // An iovec question (readv) on a client: its sends are the question.
   const int cfd = 3102;
   sockex::g_slots[cfd].word = 0;
-  const uint64_t ce = sockfd::MakeEntry(902, sockfd::SockRole::kClient, sockfd::SockFamily::kInet,
-                                        sockfd::SockType::kStream);
+  const uint64_t ce =
+      sockfd::MakeEntry(902, sockfd::SockRole::kClient, sockfd::SockFamily::kInet, sockfd::SockType::kStream);
   char a[] = "*1\r\n", b[] = "$4\r\nPING\r\n";
   iovec iov[2] = {{a, 4}, {b, 10}};
   CHECK(sockex::Account(ce, cfd, true, false, false, 1, 2, 14, sockpfx::FromIov(iov, 2)));

@@ -41,8 +41,8 @@ struct Process {
   explicit Process(const std::string& dir, const std::string& name) : dir_(dir), name_(name) {
     for (auto& d : dropped) d.store(0);
     for (auto& r : reported) r = 0;
-    type[kKindA] = w.DefineEventType(
-        {"k.a", {{"time", format::FieldType::kTime, "ns"}, {"blob", format::FieldType::kBytes, ""}}});
+    type[kKindA] =
+        w.DefineEventType({"k.a", {{"time", format::FieldType::kTime, "ns"}, {"blob", format::FieldType::kBytes, ""}}});
     type[kKindB] = w.DefineEventType({"k.b", {{"time", format::FieldType::kTime, "ns"}}});
     ledger.SetEventType(w.DefineEventType(DropLedger::EventSpec()));
   }

@@ -46,8 +46,8 @@ TEST_CASE("format crc32c hardware and portable paths agree at every length and a
 }
 
 TEST_CASE("format varint round trips and rejects malformed input") {
-  const uint64_t values[] = {0, 1, 127, 128, 255, 300, 16383, 16384, (1ull << 32) - 1, 1ull << 32,
-                             (1ull << 63) - 1, 1ull << 63, UINT64_MAX};
+  const uint64_t values[] = {
+      0, 1, 127, 128, 255, 300, 16383, 16384, (1ull << 32) - 1, 1ull << 32, (1ull << 63) - 1, 1ull << 63, UINT64_MAX};
   for (uint64_t v : values) {
     std::vector<uint8_t> b;
     PutUvarint(&b, v);

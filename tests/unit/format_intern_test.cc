@@ -92,8 +92,8 @@ size_t LocationsAt(const Segment& seg, uint64_t address) {
 
 TEST_CASE("format intern: a pc described unnamed gets its name once the describer recovers") {
   Trace t;
-  t.Sample({0x400010, 0x400020});  // 0: starved
-  t.Sample({0x400010, 0x400020});  // 1: same stack, same generation
+  t.Sample({0x400010, 0x400020});           // 0: starved
+  t.Sample({0x400010, 0x400020});           // 1: same stack, same generation
   CHECK(t.describer.calls[0x400010] == 1);  // not asked again before the generation moves
   t.describer.starved = false;
   t.describer.generation = 2;
@@ -101,7 +101,7 @@ TEST_CASE("format intern: a pc described unnamed gets its name once the describe
   t.Sample({0x400010, 0x400030});  // 3: a new stack through the same leaf pc
   t.Sample({0x400010, 0x400020});  // 4
   CHECK(t.describer.calls[0x400010] == 2);
-  t.describer.generation = 3;  // a named location is final
+  t.describer.generation = 3;      // a named location is final
   t.Sample({0x400010, 0x400040});  // 5
   CHECK(t.describer.calls[0x400010] == 2);
   Segment seg = t.Seal();
@@ -203,8 +203,8 @@ TEST_CASE("format intern: the recent-strings cache gives the ids and entries the
   const std::string edge(RecentStrings::kMaxBytes, 'e');
   const std::string past(RecentStrings::kMaxBytes + 1, 'e');
   const std::string huge = std::string(kMaxValueBytes - 1, 'h') + "\xc3\xa9tail";
-  const std::vector<std::string> seq = {"read", "write", "read", "", "accept4", "close", "recv", "send",
-                                        "read", "write", edge, past, edge, huge, "read", huge, "close"};
+  const std::vector<std::string> seq = {"read",  "write", "read", "",   "accept4", "close", "recv", "send", "read",
+                                        "write", edge,    past,   edge, huge,      "read",  huge,   "close"};
   for (const std::string& s : seq) CHECK(cached.String(s, &recent) == plain.String(s));
   // A caller's buffer rewritten in place: the cache compares bytes, not pointers.
   char buf[8] = "read";
@@ -321,11 +321,11 @@ TEST_CASE("format intern: after an unload, pcs are described afresh and older ev
   CHECK(d.now_calls == 2);
   d.world = 1;
   d.world_start = 1000;  // a library was unloaded at 1000
-  sample(2000);  // 2: described afresh, not the first world's cached answer
+  sample(2000);          // 2: described afresh, not the first world's cached answer
   CHECK(d.now_calls == 4);
-  sample(100);   // 3: older than the unload: era 0
-  sample(600);   // 4: era 1
-  sample(150);   // 5: era 0 again: cached
+  sample(100);  // 3: older than the unload: era 0
+  sample(600);  // 4: era 1
+  sample(150);  // 5: era 0 again: cached
   CHECK(d.before_calls == 4);
   sample(3000);  // 6: the current world's cached answer
   CHECK(d.now_calls == 4);

@@ -52,7 +52,8 @@ TEST_CASE("format packed: times on a 64 ns grid lose their zero bits and are sto
   REQUIRE(plain.size() == 1 + 1 + 6);
   CHECK(plain[0] == ColumnEncoding(ColumnScheme::kPackedPlain, 2));
   CHECK(plain[1] == 0);
-  CHECK(std::vector<uint8_t>(plain.begin() + 2, plain.end()) == std::vector<uint8_t>{0x35, 0x56, 0x78, 0x12, 0x00, 0xAB});
+  CHECK(std::vector<uint8_t>(plain.begin() + 2, plain.end()) ==
+        std::vector<uint8_t>{0x35, 0x56, 0x78, 0x12, 0x00, 0xAB});
   CHECK(DecodeWhole(plain, 3).ints == d);
 }
 
@@ -187,8 +188,11 @@ TEST_CASE("format packed: a packed event type is written packed and read back ex
   std::string error;
   REQUIRE_MESSAGE(w.Open(path, SegmentHeaderInfo{}, &error), error);
   EventTypeSpec spec{"x.op",
-                     {{"time", FieldType::kTime, "ns"}, {"n", FieldType::kUInt, ""}, {"s", FieldType::kSInt, ""},
-                      {"name", FieldType::kString, ""}, {"m", FieldType::kUInt, "", 1}},
+                     {{"time", FieldType::kTime, "ns"},
+                      {"n", FieldType::kUInt, ""},
+                      {"s", FieldType::kSInt, ""},
+                      {"name", FieldType::kString, ""},
+                      {"m", FieldType::kUInt, "", 1}},
                      true};
   const uint32_t id = w.DefineEventType(spec);
   REQUIRE(id != 0);

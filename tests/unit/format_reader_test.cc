@@ -167,9 +167,9 @@ TEST_CASE("format reader resynchronises after a corrupt block length") {
   auto ev = EventBlocks(s.data);
   REQUIRE(ev.size() == 4);
   const uint32_t lengths[] = {
-      0x7fffffffu,                                   // impossible (> 64 MiB)
-      static_cast<uint32_t>(s.data.size()),          // runs past end of file
-      5,                                             // plausible but wrong: CRC fails
+      0x7fffffffu,                           // impossible (> 64 MiB)
+      static_cast<uint32_t>(s.data.size()),  // runs past end of file
+      5,                                     // plausible but wrong: CRC fails
   };
   for (uint32_t len : lengths) {
     CAPTURE(len);

@@ -50,10 +50,9 @@ SampleTypes DefineSampleTypes(SegmentWriter* w) {
                                {"tid", FieldType::kUInt, ""},
                                {"stack", FieldType::kStack, ""},
                                {"weight", FieldType::kUInt, "ns"}}});
-  t.dropped = w->DefineEventType({"recorder.dropped",
-                                  {{"time", FieldType::kTime, "ns"},
-                                   {"kind", FieldType::kString, ""},
-                                   {"count", FieldType::kUInt, "count"}}});
+  t.dropped = w->DefineEventType(
+      {"recorder.dropped",
+       {{"time", FieldType::kTime, "ns"}, {"kind", FieldType::kString, ""}, {"count", FieldType::kUInt, "count"}}});
   t.misc = w->DefineEventType({"misc.values",
                                {{"time", FieldType::kTime, "ns"},
                                 {"delta", FieldType::kSInt, ""},
@@ -66,7 +65,8 @@ const uint64_t kS1[] = {0x400101, 0x400200, 0x900000};
 const uint64_t kS2[] = {0x400300, 0x400200};
 
 void Start(SegmentWriter* w, const SampleTypes& t, uint64_t time, uint64_t tid, const char* name, bool stack) {
-  Value v[] = {Value::U(time), Value::U(tid), Value::Str(name), stack ? Value::Stack(kS1, 3) : Value::Stack(nullptr, 0)};
+  Value v[] = {Value::U(time), Value::U(tid), Value::Str(name),
+               stack ? Value::Stack(kS1, 3) : Value::Stack(nullptr, 0)};
   w->Append(t.start, v, 4);
 }
 void End(SegmentWriter* w, const SampleTypes& t, uint64_t time, uint64_t tid) {
@@ -74,8 +74,9 @@ void End(SegmentWriter* w, const SampleTypes& t, uint64_t time, uint64_t tid) {
   w->Append(t.end, v, 2);
 }
 void Rusage(SegmentWriter* w, const SampleTypes& t, uint64_t time, uint64_t tid, uint64_t k) {
-  Value v[] = {Value::U(time), Value::U(tid), Value::U(k * 1'000'000), Value::U(k * 200'000), Value::U(4096 + k),
-               Value::U(10 * k), Value::U(0), Value::U(k), Value::U(k / 2)};
+  Value v[] = {Value::U(time),        Value::U(tid),      Value::U(k * 1'000'000),
+               Value::U(k * 200'000), Value::U(4096 + k), Value::U(10 * k),
+               Value::U(0),           Value::U(k),        Value::U(k / 2)};
   w->Append(t.rusage, v, 9);
 }
 void Cpu(SegmentWriter* w, const SampleTypes& t, uint64_t time, uint64_t tid, int which) {
@@ -116,7 +117,10 @@ TEST_CASE("format sample set: three segments of one process") {
   for (int i = 0; i < 20; i++) Cpu(&w, t, 1 * kSec + 3'000'000 + i * 2'000'000, 101, i % 2);
   Value dropped[] = {Value::U(1 * kSec + 50'000'000), Value::Str("cpu.sample"), Value::U(3)};
   w.Append(t.dropped, dropped, 3);
-  const std::string blob("\x00\x01" "bin", 5);
+  const std::string blob(
+      "\x00\x01"
+      "bin",
+      5);
   Value misc[] = {Value::U(1 * kSec + 60'000'000), Value::S(-42), Value::F(0.25), Value::Str(blob)};
   w.Append(t.misc, misc, 4);
   End(&w, t, 1 * kSec + 90'000'000, 102);
@@ -190,8 +194,14 @@ TEST_CASE("format sample stream: thread/rusage-like events, bytes per event") {
       stime[th] += rng() % 100'000;
       minflt[th] += rng() % 4;
       vcsw[th] += rng() % 3;
-      Value v[] = {Value::U(now + th * 150 + rng() % 100), Value::U(tid), Value::U(utime[th]), Value::U(stime[th]),
-                   Value::U(8192 + th), Value::U(minflt[th]), Value::U(0), Value::U(vcsw[th]),
+      Value v[] = {Value::U(now + th * 150 + rng() % 100),
+                   Value::U(tid),
+                   Value::U(utime[th]),
+                   Value::U(stime[th]),
+                   Value::U(8192 + th),
+                   Value::U(minflt[th]),
+                   Value::U(0),
+                   Value::U(vcsw[th]),
                    Value::U(vcsw[th] / 4)};
       w.Append(t.rusage, v, 9);
     }

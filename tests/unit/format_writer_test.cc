@@ -46,9 +46,9 @@ TEST_CASE("format round trip of every field type, stacks and footer") {
   const uint64_t stack1[] = {0x400101, 0x400200, 0x900000};  // odd pc: inlined frame; last: unmapped
   const uint64_t stack2[] = {0x400200};
   const std::string blob("\x00\x01\xff payload", 11);
-  Value e1[] = {Value::U(2'000'000'000), Value::U(UINT64_MAX), Value::S(-5), Value::Str("hello"),
-                Value::Stack(stack1, 3), Value::F(0.25), Value::Str(blob)};
-  Value e2[] = {Value::U(1'999'000'000), Value::U(0), Value::S(INT64_MIN), Value::Str(""),
+  Value e1[] = {Value::U(2'000'000'000), Value::U(UINT64_MAX), Value::S(-5),    Value::Str("hello"),
+                Value::Stack(stack1, 3), Value::F(0.25),       Value::Str(blob)};
+  Value e2[] = {Value::U(1'999'000'000),  Value::U(0),      Value::S(INT64_MIN), Value::Str(""),
                 Value::Stack(nullptr, 0), Value::F(-1e300), Value::Str("")};
   Value e3[] = {Value::U(2'000'500'000), Value::U(300), Value::S(INT64_MAX), Value::Str("hello"),
                 Value::Stack(stack2, 1), Value::F(3.5), Value::Str("x")};
@@ -192,8 +192,8 @@ TEST_CASE("format AppendColumns writes what Append writes, with ids valid per se
   const uint64_t c[] = {5, 1, w.StringId("send"), 0};
   w.AppendColumns(id, c, 4);
   // Refused: wrong arity, unknown type, and a type with a stack field.
-  const uint32_t stack_type = w.DefineEventType({"with.stack", {{"time", FieldType::kTime, "ns"},
-                                                                {"stk", FieldType::kStack, ""}}});
+  const uint32_t stack_type =
+      w.DefineEventType({"with.stack", {{"time", FieldType::kTime, "ns"}, {"stk", FieldType::kStack, ""}}});
   w.AppendColumns(id, c, 3);
   w.AppendColumns(9, c, 4);
   w.AppendColumns(stack_type, c, 2);
@@ -335,8 +335,9 @@ TEST_CASE("format writer refuses bad specs and counts rejected events") {
   CHECK(w.DefineEventType({"bad.code", {{"time", FieldType::kTime, "ns"}, {"x", static_cast<FieldType>(9), ""}}}) == 0);
   CHECK(w.DefineEventType({"not.named.time", {{"t", FieldType::kTime, "ns"}}}) == 0);
   CHECK(w.DefineEventType({"reserved", {{"time", FieldType::kTime, "ns"}, {"type", FieldType::kUInt, ""}}}) == 0);
-  CHECK(w.DefineEventType({"dup", {{"time", FieldType::kTime, "ns"}, {"a", FieldType::kUInt, ""},
-                                   {"a", FieldType::kSInt, ""}}}) == 0);
+  CHECK(w.DefineEventType(
+            {"dup", {{"time", FieldType::kTime, "ns"}, {"a", FieldType::kUInt, ""}, {"a", FieldType::kSInt, ""}}}) ==
+        0);
   uint32_t id = w.DefineEventType({"ok", {{"time", FieldType::kTime, "ns"}, {"x", FieldType::kUInt, ""}}});
   CHECK(id == 1);
   CHECK(w.DefineEventType({"ok", {{"time", FieldType::kTime, "ns"}, {"x", FieldType::kUInt, ""}}}) == id);

@@ -33,7 +33,8 @@ struct stat StatOf(const std::string& path) {
   return st;
 }
 bool SameFile(int fd, const std::string& path) {
-  struct stat a {}, b {};
+  struct stat a {
+  }, b{};
   return fstat(fd, &a) == 0 && stat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 constexpr uid_t kNobody = 65534;

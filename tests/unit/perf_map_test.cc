@@ -47,8 +47,8 @@ TEST_CASE("perf_map: lines as JIT runtimes write them") {
   REQUIRE(Parse("0x1000 0x20 py::main:/x.py\r", &start, &size, &name));
   CHECK((start == 0x1000 && size == 0x20 && name == "py::main:/x.py"));
   CHECK_FALSE(Parse("", &start, &size, &name));
-  CHECK_FALSE(Parse("1000 20", &start, &size, &name));        // no name
-  CHECK_FALSE(Parse("1000 0 empty", &start, &size, &name));   // no size
+  CHECK_FALSE(Parse("1000 20", &start, &size, &name));       // no name
+  CHECK_FALSE(Parse("1000 0 empty", &start, &size, &name));  // no size
   CHECK_FALSE(Parse("zz 20 bad", &start, &size, &name));
   CHECK_FALSE(Parse("11112222333344445 20 toolong", &start, &size, &name));
   CHECK_FALSE(Parse("ffffffffffffffff 20 wraps", &start, &size, &name));

@@ -20,8 +20,8 @@ namespace {
 constexpr size_t kSample = 8 + 8 * 8 + 8 * 17 + 16384;
 
 RingInputs Inputs(uint64_t hz, bool offcpu, size_t stack = 16384) {
-  return RingInputs{8 + 8 * 8 + 8 * 17 + stack, hz, offcpu ? 50u : 0u, offcpu ? (48u << 10) : 0u,
-                    250'000'000ull, 4096, 4u << 20};
+  return RingInputs{
+      8 + 8 * 8 + 8 * 17 + stack, hz, offcpu ? 50u : 0u, offcpu ? (48u << 10) : 0u, 250'000'000ull, 4096, 4u << 20};
 }
 
 bool IsPow2(size_t v) { return v && !(v & (v - 1)); }
@@ -29,7 +29,8 @@ bool IsPow2(size_t v) { return v && !(v & (v - 1)); }
 // Samples a thread at `hz` (plus `sw` switch samples a second) writes in
 // budget_ns, as record bytes, with the SWITCH-record room on top.
 size_t BytesIn(uint64_t budget_ns, uint64_t hz, uint64_t sw, size_t sample, size_t room) {
-  const uint64_t n = (budget_ns * hz + 999'999'999) / 1'000'000'000 + (sw ? (budget_ns * sw + 999'999'999) / 1'000'000'000 : 0);
+  const uint64_t n =
+      (budget_ns * hz + 999'999'999) / 1'000'000'000 + (sw ? (budget_ns * sw + 999'999'999) / 1'000'000'000 : 0);
   return n * sample + room;
 }
 

@@ -43,7 +43,7 @@ TEST_CASE("address space: room only with twice the recorder's need left") {
   CHECK(AddressSpaceRoomFor(need + (10 << 20), 10 << 20));
   CHECK_FALSE(AddressSpaceRoomFor(need + (10 << 20) - 1, 10 << 20));
   CHECK_FALSE(AddressSpaceRoomFor(40000ull << 10, 5 << 20));  // ulimit -v 40000
-  CHECK_FALSE(AddressSpaceRoomFor(100, 200));                  // already over
+  CHECK_FALSE(AddressSpaceRoomFor(100, 200));                 // already over
   CHECK(AddressSpaceRoomFor(2000000ull << 10, 10 << 20));
 }
 

@@ -16,16 +16,16 @@ using flightrec::RedactSecretsInText;
 
 TEST_CASE("redaction: secret-looking names") {
   for (const char* n : {"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "GITHUB_TOKEN", "DB_PASSWORD", "PGPASSWORD",
-                        "api-key", "--auth", "SENTRY_DSN", "MYSQL_PWD", "session_cookie", "PRIVATE_KEY_PATH",
-                        "DB_PASS", "REDIS_PASS", "requirepass", "X-Amz-Security-Token"})
+                        "api-key", "--auth", "SENTRY_DSN", "MYSQL_PWD", "session_cookie", "PRIVATE_KEY_PATH", "DB_PASS",
+                        "REDIS_PASS", "requirepass", "X-Amz-Security-Token"})
     CHECK_MESSAGE(LooksLikeSecretName(n), n);
   for (const char* n : {"PATH", "HOME", "LANG", "--port", "-v", "FLIGHTREC_OUTPUT", "TERM"})
     CHECK_MESSAGE(!LooksLikeSecretName(n), n);
 }
 
 TEST_CASE("redaction: the environment allow-list") {
-  for (const char* n : {"PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "LANG", "LC_ALL", "TZ", "HOME", "TERM",
-                        "FLIGHTREC_OUTPUT", "USER"})
+  for (const char* n :
+       {"PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "LANG", "LC_ALL", "TZ", "HOME", "TERM", "FLIGHTREC_OUTPUT", "USER"})
     CHECK_MESSAGE(IsHarmlessEnvName(n), n);
   // Unknown names are not harmless, whatever they look like; nor is an
   // allowed prefix with a secret-looking name.
@@ -64,16 +64,15 @@ TEST_CASE("redaction: query tokens, headers, bearer credentials") {
 }
 
 TEST_CASE("redaction: command line") {
-  CHECK(CmdlineForTrace("server\0--port=80\0--password=hunter2\0-v\0"s) ==
-        "server --port=80 --password=[redacted] -v");
+  CHECK(CmdlineForTrace("server\0--port=80\0--password=hunter2\0-v\0"s) == "server --port=80 --password=[redacted] -v");
   CHECK(CmdlineForTrace("cli\0--token\0abc\0next\0"s) == "cli --token [redacted] next");
   CHECK(CmdlineForTrace("psql\0postgresql://me:pw@db/x\0"s) == "psql postgresql://me:[redacted]@db/x");
   CHECK(CmdlineForTrace(""s) == "");
   // The last argument may name a secret with no value after it.
   CHECK(CmdlineForTrace("x\0--secret"s) == "x --secret");
   // The examples of issue #29.
-  CHECK(CmdlineForTrace("redis-server\0--requirepass\0hunter2\0--port\0" "6379\0"s) ==
-        "redis-server --requirepass [redacted] --port 6379");
+  CHECK(CmdlineForTrace("redis-server\0--requirepass\0hunter2\0--port\0"
+                        "6379\0"s) == "redis-server --requirepass [redacted] --port 6379");
   CHECK(CmdlineForTrace("mysql\0-pSECRET\0-h\0db\0"s) == "mysql -p[redacted] -h db");
   CHECK(CmdlineForTrace("redis-cli\0-a\0pw\0ping\0"s) == "redis-cli -a [redacted] ping");
   CHECK(CmdlineForTrace("curl\0-u\0user:pw\0https://h/\0"s) == "curl -u user:[redacted] https://h/");
@@ -92,9 +91,10 @@ TEST_CASE("redaction: command line") {
 }
 
 TEST_CASE("redaction: environment") {
-  const auto env = EnvironmentForTrace("PATH=/usr/bin\0AWS_SECRET_ACCESS_KEY=abc\0DATABASE_URL=mysql://u:pw@h/d\0"
-                                       "EMPTY=\0=weird\0NOEQUALS\0DB_PASS=p1\0REDIS_PASS=p2\0LANG=C.UTF-8\0"
-                                       "FLIGHTREC_S3_ENDPOINT=http://k:s@127.0.0.1:9\0"s);
+  const auto env = EnvironmentForTrace(
+      "PATH=/usr/bin\0AWS_SECRET_ACCESS_KEY=abc\0DATABASE_URL=mysql://u:pw@h/d\0"
+      "EMPTY=\0=weird\0NOEQUALS\0DB_PASS=p1\0REDIS_PASS=p2\0LANG=C.UTF-8\0"
+      "FLIGHTREC_S3_ENDPOINT=http://k:s@127.0.0.1:9\0"s);
   REQUIRE(env.size() == 8);
   CHECK(env[0] == std::make_pair("PATH"s, "/usr/bin"s));
   CHECK(env[1] == std::make_pair("AWS_SECRET_ACCESS_KEY"s, "[redacted]"s));

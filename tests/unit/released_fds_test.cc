@@ -45,9 +45,9 @@ TEST_CASE("released fds: a new descriptor never keeps a listed number") {
   CHECK(ListReleasedFd(fd + 1));  // the next number is listed too
   const int moved = AvoidReleasedNumber(fd);
   CHECK(moved > fd + 1);
-  CHECK(fcntl(fd, F_GETFD) == -1);      // the listed number was given up
-  CHECK(fcntl(moved, F_GETFD) != -1);   // the file lives on elsewhere
-  CHECK(IsProtectedFd(moved));          // and stays ours
+  CHECK(fcntl(fd, F_GETFD) == -1);     // the listed number was given up
+  CHECK(fcntl(moved, F_GETFD) != -1);  // the file lives on elsewhere
+  CHECK(IsProtectedFd(moved));         // and stays ours
   CHECK_FALSE(IsProtectedFd(fd));
   UnprotectFd(moved);
   close(moved);

@@ -82,7 +82,7 @@ TEST_CASE("ring: the consumer is nudged once each time the ring passes a quarter
     return r.TakeNudge();
   };
   for (int i = 0; i < 4; ++i) CHECK_FALSE(push());
-  CHECK(push());  // 5th: past a quarter
+  CHECK(push());                                     // 5th: past a quarter
   for (int i = 0; i < 11; ++i) CHECK_FALSE(push());  // once per filling, up to full
   CHECK(r.Reserve(1, 8) == nullptr);
   CHECK(r.Drain([](const RecordHeader&, const void*) {}) == 16);
@@ -259,8 +259,7 @@ TEST_CASE("ring growth: a full ring moves to a spare at once, and keeps its reco
     return true;
   };
   // Nothing drains: without the spare the ring would refuse after 64 KiB.
-  while (push() && pushed < 10000) {
-  }
+  while (push() && pushed < 10000) {}
   CHECK(pushed * (sizeof(Rec) + 8) > (size_t{128} << 10));
   CHECK(ts->ring.offered_capacity() == (size_t{256} << 10));
   uint64_t received = 0;
@@ -312,7 +311,8 @@ TEST_SUITE("concurrency") {
     std::vector<uint8_t> storage(4096 + 64);
     Ring r;
     r.Init(Aligned64(storage), 4096);
-    const StreamResult res = StreamThroughRing(r, 200000, 0, [] {}, [] {});
+    const StreamResult res = StreamThroughRing(
+        r, 200000, 0, [] {}, [] {});
     CHECK(res.in_order);
     CHECK(res.received == res.accepted);
     CHECK(res.accepted + res.dropped == 200000);

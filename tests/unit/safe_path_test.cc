@@ -25,7 +25,8 @@ std::string TempDir() {
 }
 void RemoveTree(const std::string& dir) { REQUIRE(system(("rm -rf " + dir).c_str()) == 0); }
 bool SameFile(int fd, const std::string& path) {
-  struct stat a {}, b {};
+  struct stat a {
+  }, b{};
   return fstat(fd, &a) == 0 && stat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 // Opens `path`; true if it leads to `expected`.

@@ -117,8 +117,7 @@ pid_t Gettid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 
 }  // namespace
 
-TEST_CASE("sampler_perf: samples of a known chain come back unwound and symbolized" *
-          doctest::skip(!PerfUsable())) {
+TEST_CASE("sampler_perf: samples of a known chain come back unwound and symbolized" * doctest::skip(!PerfUsable())) {
   flightrec::sampler::RegisterSampleEvents();
   flightrec::stacks::PrepareUnwinders();  // what the constructor does in the preload
   flightrec::sampler::PerfOptions o;
@@ -209,7 +208,7 @@ TEST_CASE("sampler_sigprof: samples, the application's dispositions, stepping as
   struct sigaction kernel_view;
   REQUIRE(sigaction(SIGPROF, nullptr, &kernel_view) == 0);
   CHECK((kernel_view.sa_flags & SA_SIGINFO) != 0);  // ours stays in the kernel
-  raise(SIGPROF);  // foreign and ignored: we are still here
+  raise(SIGPROF);                                   // foreign and ignored: we are still here
   CHECK(flightrec::sampler::SigprofInstalled());
 
   // The application installs a real handler: we step aside and it gets
@@ -233,49 +232,49 @@ TEST_CASE("sampler_sigprof: samples, the application's dispositions, stepping as
 }
 
 TEST_SUITE("concurrency") {
-TEST_CASE("sampler_queue: producers and the flush source lose nothing, no data race") {
-  flightrec::sampler::RegisterSampleEvents();
-  flightrec::stacks::PrepareUnwinders();  // what the constructor does in the preload
-  char dir[] = "/tmp/flightrec-sampler-queue-XXXXXX";
-  REQUIRE(mkdtemp(dir) != nullptr);
-  const std::string path = std::string(dir) + "/q.seg";
-  flightrec::format::SegmentWriter w;
-  flightrec::DefineAllEventTypes(&w);
-  std::string error;
-  REQUIRE(w.Open(path, flightrec::format::SegmentHeaderInfo{}, &error));
-  constexpr int kProducers = 4, kEach = 2000;
-  constexpr uint32_t kTidBase = 4000000;  // not a real tid: only this test's events
-  std::atomic<int> running{kProducers};
-  std::vector<std::thread> producers;
-  for (int p = 0; p < kProducers; ++p) {
-    producers.emplace_back([p, &running] {
-      uint64_t pcs[3] = {0x1000u + static_cast<uint64_t>(p), 0x2000, 0x3000};
-      for (int i = 0; i < kEach; ++i)
-        flightrec::sampler::QueueCpuSample(static_cast<uint64_t>(i), kTidBase + static_cast<uint32_t>(p), pcs, 3,
-                                           1000000);
-      running.fetch_sub(1);
-    });
-  }
-  // The flush thread's side, concurrently.
-  while (running.load() > 0) {
+  TEST_CASE("sampler_queue: producers and the flush source lose nothing, no data race") {
+    flightrec::sampler::RegisterSampleEvents();
+    flightrec::stacks::PrepareUnwinders();  // what the constructor does in the preload
+    char dir[] = "/tmp/flightrec-sampler-queue-XXXXXX";
+    REQUIRE(mkdtemp(dir) != nullptr);
+    const std::string path = std::string(dir) + "/q.seg";
+    flightrec::format::SegmentWriter w;
+    flightrec::DefineAllEventTypes(&w);
+    std::string error;
+    REQUIRE(w.Open(path, flightrec::format::SegmentHeaderInfo{}, &error));
+    constexpr int kProducers = 4, kEach = 2000;
+    constexpr uint32_t kTidBase = 4000000;  // not a real tid: only this test's events
+    std::atomic<int> running{kProducers};
+    std::vector<std::thread> producers;
+    for (int p = 0; p < kProducers; ++p) {
+      producers.emplace_back([p, &running] {
+        uint64_t pcs[3] = {0x1000u + static_cast<uint64_t>(p), 0x2000, 0x3000};
+        for (int i = 0; i < kEach; ++i)
+          flightrec::sampler::QueueCpuSample(static_cast<uint64_t>(i), kTidBase + static_cast<uint32_t>(p), pcs, 3,
+                                             1000000);
+        running.fetch_sub(1);
+      });
+    }
+    // The flush thread's side, concurrently.
+    while (running.load() > 0) {
+      flightrec::FlushContext ctx{&w, nullptr, flightrec::MonotonicNs()};
+      flightrec::RunFlushSources(ctx);
+    }
+    for (auto& t : producers) t.join();
     flightrec::FlushContext ctx{&w, nullptr, flightrec::MonotonicNs()};
     flightrec::RunFlushSources(ctx);
+    REQUIRE(w.Seal({}, &error));
+    const Segment seg = flightrec::format::ReadSegmentFile(path);
+    unlink(path.c_str());
+    rmdir(dir);
+    const auto* type = seg.TypeByName("cpu.sample");
+    REQUIRE(type);
+    const int tid_f = Segment::FieldIndex(*type, "tid");
+    int per[kProducers] = {};
+    for (const auto* e : seg.EventsOf("cpu.sample")) {
+      const uint64_t tid = e->values[tid_f].u;
+      if (tid >= kTidBase && tid < kTidBase + kProducers) per[tid - kTidBase]++;
+    }
+    for (int p = 0; p < kProducers; ++p) CHECK(per[p] == kEach);
   }
-  for (auto& t : producers) t.join();
-  flightrec::FlushContext ctx{&w, nullptr, flightrec::MonotonicNs()};
-  flightrec::RunFlushSources(ctx);
-  REQUIRE(w.Seal({}, &error));
-  const Segment seg = flightrec::format::ReadSegmentFile(path);
-  unlink(path.c_str());
-  rmdir(dir);
-  const auto* type = seg.TypeByName("cpu.sample");
-  REQUIRE(type);
-  const int tid_f = Segment::FieldIndex(*type, "tid");
-  int per[kProducers] = {};
-  for (const auto* e : seg.EventsOf("cpu.sample")) {
-    const uint64_t tid = e->values[tid_f].u;
-    if (tid >= kTidBase && tid < kTidBase + kProducers) per[tid - kTidBase]++;
-  }
-  for (int p = 0; p < kProducers; ++p) CHECK(per[p] == kEach);
-}
 }

@@ -32,11 +32,11 @@ using flightrec::stacks::CaptureCurrentStack;
 using flightrec::stacks::RegisterSet;
 
 // The recorder prepares its address spaces in its constructor; tests do it here.
-static int Unwind(const stacks::RegisterSet& regs, uint64_t stack_addr, const uint8_t* copy, size_t len,
-                  uint64_t* pcs, int max) {
+static int Unwind(const stacks::RegisterSet& regs, uint64_t stack_addr, const uint8_t* copy, size_t len, uint64_t* pcs,
+                  int max) {
   flightrec::stacks::PrepareUnwinders();
-  return flightrec::stacks::UnwindCopiedStack(flightrec::stacks::UnwindRole::kSampler, regs, stack_addr,
-                                               copy, len, pcs, max);
+  return flightrec::stacks::UnwindCopiedStack(flightrec::stacks::UnwindRole::kSampler, regs, stack_addr, copy, len, pcs,
+                                              max);
 }
 
 // Return addresses recorded by each link of the chain: the caller's pc after
@@ -314,7 +314,9 @@ TEST_CASE("sampler_unwinder: works where a sandbox refuses process_vm_readv") {
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
       _exit(10);
     uint64_t probe = 0;
-    struct iovec l{&probe, 8}, r{&probe, 8};
+    struct iovec l {
+      &probe, 8
+    }, r{&probe, 8};
     if (syscall(SYS_process_vm_readv, getpid(), &l, 1, &r, 1, 0) != -1 || errno != EPERM) _exit(11);
     const uint64_t v = 0x5566778899aabbccull;
     uint64_t out = 0;

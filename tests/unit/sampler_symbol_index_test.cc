@@ -53,8 +53,7 @@ int CheckModule(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, void* arg) {
   auto* checks = static_cast<std::vector<ModuleCheck>*>(arg);
   const char* name = dwfl_module_info(mod, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
   std::string path = name ? name : "";
-  const bool wanted = path.find("libc.so") != std::string::npos ||
-                      path.find("libstdc++") != std::string::npos ||
+  const bool wanted = path.find("libc.so") != std::string::npos || path.find("libstdc++") != std::string::npos ||
                       path.find("unit_tests") != std::string::npos;
   if (!wanted) return DWARF_CB_OK;
   ModuleCheck c;

@@ -159,7 +159,7 @@ TEST_CASE("segment files: disk budget deletes the .active segments of dead proce
   reused_id.start_ticks = live_id.start_ticks + 1;  // the writer that had `live`'s pid before it
   dead_id.start_ticks = own.start_ticks;
   foreign_id.pid_ns = own.pid_ns + 1;  // a container's writer: its pid means nothing here
-  reboot_id.boot_id[0] ^= 0xff;       // from before a reboot, or another machine
+  reboot_id.boot_id[0] ^= 0xff;        // from before a reboot, or another machine
   auto name = [&](int stamp, pid_t pid, const char* ext) {
     return dir + "/20250101T0000" + std::to_string(10 + stamp) + ".000Z-svc-" + std::to_string(pid) + "-0000." + ext;
   };

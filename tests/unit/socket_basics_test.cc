@@ -125,8 +125,8 @@ TEST_CASE("socket fd table: fds beyond the table are counted, not stored") {
   EnsureTable();
   const uint64_t before = sockfd::BeyondTableCount();
   const int beyond = static_cast<int>(sockfd::g_table_size) + 3;
-  CHECK_FALSE(sockfd::Set(beyond, sockfd::MakeEntry(sockfd::NewConnId(), SockRole::kOther, SockFamily::kInet,
-                                                     SockType::kStream)));
+  CHECK_FALSE(sockfd::Set(
+      beyond, sockfd::MakeEntry(sockfd::NewConnId(), SockRole::kOther, SockFamily::kInet, SockType::kStream)));
   CHECK(sockfd::Lookup(beyond) == 0);
   CHECK(sockfd::BeyondTableCount() == before + 1);
 }

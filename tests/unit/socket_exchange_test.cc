@@ -95,7 +95,7 @@ TEST_CASE("socket exchange: a client asks with sends; MSG_PEEK moves nothing") {
   const uint64_t e = Entry(78, SockRole::kClient);
   sockex::Slot& s = sockex::g_slots[fd];
   CHECK(sockex::Account(e, fd, true, false, false, 100, 110, 40));
-  CHECK(s.ask_begin == 100);  // a send run begins when its first send began
+  CHECK(s.ask_begin == 100);                                       // a send run begins when its first send began
   CHECK(sockex::Account(e, fd, false, true, false, 120, 130, 9));  // peek
   CHECK(s.bytes_in == 0);
   CHECK(s.calls_in == 1);

@@ -353,8 +353,8 @@ TEST_CASE("socket acceptq: netlink reports a real listener's queue and backlog")
   format::MiVector<ListenQueue> queues;
   std::string err;
   REQUIRE_MESSAGE(probe.Dump(&queues, &err), err);
-  const auto it = std::find_if(queues.begin(), queues.end(),
-                               [&](const ListenQueue& q) { return q.inode == st.st_ino; });
+  const auto it =
+      std::find_if(queues.begin(), queues.end(), [&](const ListenQueue& q) { return q.inode == st.st_ino; });
   REQUIRE(it != queues.end());
   CHECK(it->queued == 3);
   CHECK(it->backlog == 7);
@@ -370,8 +370,8 @@ TEST_CASE("socket flush: op start and end are rounded down to the 128 ns grain")
   Harness h;
   SocketFlushSide side(NoProbe());
   SocketOpRecord r = Op(SockOp::kSend, 3, 0, 0, 0, 10);
-  r.start_ns = 1000;     // -> 896
-  r.duration_ns = 100;   // ends at 1100 -> 1024: duration 128
+  r.start_ns = 1000;    // -> 896
+  r.duration_ns = 100;  // ends at 1100 -> 1024: duration 128
   side.OnOp(&h.w, r, 1);
   Segment s = h.Read();
   auto ops = All(s, "socket.op");
@@ -387,7 +387,8 @@ TEST_CASE("socket flush: stale fd-table entries (fd no longer a socket) are repa
   REQUIRE(pipe(p) == 0);
   const int s = socket(AF_INET, SOCK_STREAM, 0);
   REQUIRE(s >= 0);
-  const uint64_t stale = sockfd::MakeEntry(sockfd::NewConnId(), SockRole::kClient, SockFamily::kInet, SockType::kStream);
+  const uint64_t stale =
+      sockfd::MakeEntry(sockfd::NewConnId(), SockRole::kClient, SockFamily::kInet, SockType::kStream);
   const uint64_t live = sockfd::MakeEntry(sockfd::NewConnId(), SockRole::kClient, SockFamily::kInet, SockType::kStream);
   sockfd::Set(p[0], stale);  // as if a socket on this number had been closed behind our back
   sockfd::Set(s, live);

@@ -127,8 +127,7 @@ TEST_CASE("tsc clock: pairs read on this machine map the TSC onto CLOCK_MONOTONI
   TscMap m;
   REQUIRE(m.AddPair(flightrec::tscclock::ReadPair()));
   const uint64_t until = flightrec::MonotonicNs() + 20000000;  // 20 ms apart
-  while (flightrec::MonotonicNs() < until) {
-  }
+  while (flightrec::MonotonicNs() < until) {}
   REQUIRE(m.AddPair(flightrec::tscclock::ReadPair()));
   CHECK(m.slope() > 0.05);  // < 20 GHz
   CHECK(m.slope() < 5.0);   // > 200 MHz

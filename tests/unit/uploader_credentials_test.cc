@@ -50,8 +50,8 @@ TEST_CASE("credentials_json: string members of one flat object") {
   std::string v;
   CHECK(JsonStringMember(R"({"a": "x", "b": "y"})", "b", &v));
   CHECK(v == "y");
-  CHECK(JsonStringMember(R"( {"n": 1.5e3, "o": {"b": "inner"}, "l": [1, "s", {}], "t": true, "b": "outer"} )", "b",
-                         &v));
+  CHECK(
+      JsonStringMember(R"( {"n": 1.5e3, "o": {"b": "inner"}, "l": [1, "s", {}], "t": true, "b": "outer"} )", "b", &v));
   CHECK(v == "outer");  // nested members of the same name are not top-level
   CHECK(JsonStringMember(R"({"b": "q\"\\\/\n\u00e9\ud83d\ude00"})", "b", &v));
   CHECK(v == "q\"\\/\n\xc3\xa9\xf0\x9f\x98\x80");
@@ -82,8 +82,8 @@ TEST_CASE("credentials_json: credential documents from IMDS and container endpoi
   CHECK(c.credentials.secret_access_key == "sec/ret+");
   CHECK(c.credentials.session_token == "tok==");
   CHECK(c.expires_at == 1796310000);  // 2026-12-03T15:00:00Z
-  CHECK_FALSE(ParseCredentialDocument(R"({"Code": "AssumeRoleUnauthorizedAccess", "Message": "secretish"})", &c,
-                                      &error));
+  CHECK_FALSE(
+      ParseCredentialDocument(R"({"Code": "AssumeRoleUnauthorizedAccess", "Message": "secretish"})", &c, &error));
   CHECK(error.find("AssumeRoleUnauthorizedAccess") != std::string::npos);
   CHECK_FALSE(ParseCredentialDocument(R"({"AccessKeyId": "A", "Token": "t"})", &c, &error));
   CHECK_FALSE(ParseCredentialDocument(
@@ -121,8 +121,8 @@ TEST_CASE("credentials_sts: request body, endpoints, responses") {
       "</ErrorResponse>",
       &c, &error));
   CHECK(error == "STS InvalidIdentityToken - bad");
-  CHECK_FALSE(ParseAssumeRoleWithWebIdentityResponse("<Credentials><AccessKeyId>A</AccessKeyId></Credentials>", &c,
-                                                     &error));
+  CHECK_FALSE(
+      ParseAssumeRoleWithWebIdentityResponse("<Credentials><AccessKeyId>A</AccessKeyId></Credentials>", &c, &error));
 }
 
 TEST_CASE("credentials_container: which URLs credentials may be fetched from") {
@@ -130,13 +130,13 @@ TEST_CASE("credentials_container: which URLs credentials may be fetched from") {
   CHECK(ContainerCredentialsUrl(EnvOf({"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=/v2/credentials/x"}), &url, &error));
   CHECK(url == "http://169.254.170.2/v2/credentials/x");  // built, never fetched in tests
   // The relative URI wins over the full one, as in the SDKs.
-  CHECK(ContainerCredentialsUrl(EnvOf({"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=/r",
-                                       "AWS_CONTAINER_CREDENTIALS_FULL_URI=http://127.0.0.1:1/f"}),
-                                &url, &error));
+  CHECK(ContainerCredentialsUrl(
+      EnvOf({"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=/r", "AWS_CONTAINER_CREDENTIALS_FULL_URI=http://127.0.0.1:1/f"}),
+      &url, &error));
   CHECK(url == "http://169.254.170.2/r");
-  for (const char* ok : {"http://127.0.0.1:8080/creds", "http://127.5.6.7/c", "http://[::1]:9/c",
-                         "http://localhost/c", "http://169.254.170.23/v1/credentials", "http://[fd00:ec2::23]/c",
-                         "https://creds.example.com/c"}) {
+  for (const char* ok :
+       {"http://127.0.0.1:8080/creds", "http://127.5.6.7/c", "http://[::1]:9/c", "http://localhost/c",
+        "http://169.254.170.23/v1/credentials", "http://[fd00:ec2::23]/c", "https://creds.example.com/c"}) {
     CAPTURE(ok);
     CHECK(ContainerCredentialsUrl(EnvOf({std::string("AWS_CONTAINER_CREDENTIALS_FULL_URI=") + ok}), &url, &error));
     CHECK(url == ok);
@@ -172,17 +172,17 @@ TEST_CASE("credentials_imds: endpoint and switch") {
 }
 
 TEST_CASE("credentials_refresh: minutes ahead, or halfway through a short lifetime") {
-  CHECK(RefreshAt(1000, 0) == INT64_MAX);            // static keys never expire
+  CHECK(RefreshAt(1000, 0) == INT64_MAX);              // static keys never expire
   CHECK(RefreshAt(1000, 1000 + 3600) == 1000 + 3300);  // an hour: 5 minutes ahead
   CHECK(RefreshAt(1000, 1000 + 21600) == 1000 + 21300);
-  CHECK(RefreshAt(1000, 1000 + 6) == 1000 + 3);      // 6 s: halfway
-  CHECK(RefreshAt(1000, 1000 + 1) == 1000 + 1);      // never sooner than 1 s after the fetch
-  CHECK(RefreshAt(1000, 900) == 1000 + 1);           // handed out already expired
+  CHECK(RefreshAt(1000, 1000 + 6) == 1000 + 3);  // 6 s: halfway
+  CHECK(RefreshAt(1000, 1000 + 1) == 1000 + 1);  // never sooner than 1 s after the fetch
+  CHECK(RefreshAt(1000, 900) == 1000 + 1);       // handed out already expired
   CHECK(CredentialRetryNs(0) == 0);
   CHECK(CredentialRetryNs(1) == 1000000000ull);
   CHECK(CredentialRetryNs(3) == 4000000000ull);
   CHECK(CredentialRetryNs(9) == 256000000000ull);
-  CHECK(CredentialRetryNs(10) == 300000000000ull);   // capped at 5 minutes
+  CHECK(CredentialRetryNs(10) == 300000000000ull);  // capped at 5 minutes
   CHECK(CredentialRetryNs(64) == 300000000000ull);
 }
 
@@ -203,10 +203,10 @@ TEST_CASE("credentials_scrub: secrets and JWT-shaped tokens never survive") {
 }
 
 TEST_CASE("credentials_env: the AWS_* snapshot and the config file") {
-  CredentialEnv env = EnvOf({"AWS_WEB_IDENTITY_TOKEN_FILE=/var/run/token", "AWS_ROLE_ARN=arn:r",
-                             "AWS_ROLE_SESSION_NAME=s", "AWS_DEFAULT_REGION=eu-west-1",
-                             "AWS_CONTAINER_AUTHORIZATION_TOKEN=auth-token-value",
-                             "AWS_CONTAINER_CREDENTIALS_FULL_URI=http://127.0.0.1/c"});
+  CredentialEnv env =
+      EnvOf({"AWS_WEB_IDENTITY_TOKEN_FILE=/var/run/token", "AWS_ROLE_ARN=arn:r", "AWS_ROLE_SESSION_NAME=s",
+             "AWS_DEFAULT_REGION=eu-west-1", "AWS_CONTAINER_AUTHORIZATION_TOKEN=auth-token-value",
+             "AWS_CONTAINER_CREDENTIALS_FULL_URI=http://127.0.0.1/c"});
   CHECK(env.web_identity_token_file == "/var/run/token");
   CHECK(env.role_arn == "arn:r");
   CHECK(env.role_session_name == "s");
@@ -215,13 +215,14 @@ TEST_CASE("credentials_env: the AWS_* snapshot and the config file") {
   env.Clear();
   CHECK(env.container_token.empty());
 
-  TempFile config("[default]\nregion = us-east-1\n[profile ci]\naws_access_key_id = AKCONFIG\n"
-                  "aws_secret_access_key = config-secret\n");
+  TempFile config(
+      "[default]\nregion = us-east-1\n[profile ci]\naws_access_key_id = AKCONFIG\n"
+      "aws_secret_access_key = config-secret\n");
   Credentials c;
   std::string error;
-  CHECK(LoadCredentials(EnvOf({"AWS_PROFILE=ci", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent",
-                               "AWS_CONFIG_FILE=" + config.path}),
-                        &c, &error) == CredentialSource::kConfigFile);
+  CHECK(LoadCredentials(
+            EnvOf({"AWS_PROFILE=ci", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent", "AWS_CONFIG_FILE=" + config.path}), &c,
+            &error) == CredentialSource::kConfigFile);
   CHECK(c.access_key_id == "AKCONFIG");
   CHECK(LoadCredentials(EnvOf({"AWS_SHARED_CREDENTIALS_FILE=/nonexistent", "AWS_CONFIG_FILE=" + config.path}), &c,
                         &error) == CredentialSource::kNone);
@@ -231,9 +232,10 @@ TEST_CASE("credentials_env: the AWS_* snapshot and the config file") {
 }
 
 TEST_CASE("credentials_env: web identity from the config file's profile, unless the variables say otherwise") {
-  TempFile config("[profile eks]\nrole_arn = arn:aws:iam::1:role/from-profile\n"
-                  "web_identity_token_file = /var/run/profile-token\nrole_session_name = prof-session\n"
-                  "[profile half]\nrole_arn = arn:aws:iam::1:role/half\n");
+  TempFile config(
+      "[profile eks]\nrole_arn = arn:aws:iam::1:role/from-profile\n"
+      "web_identity_token_file = /var/run/profile-token\nrole_session_name = prof-session\n"
+      "[profile half]\nrole_arn = arn:aws:iam::1:role/half\n");
   CredentialEnv env = EnvOf({"AWS_PROFILE=eks", "AWS_CONFIG_FILE=" + config.path});
   ApplyProfileWebIdentity(&env);
   CHECK(env.role_arn == "arn:aws:iam::1:role/from-profile");

@@ -150,13 +150,15 @@ TEST_CASE("header_text: environment and shared-file keys with a control characte
 
   TempDir dir;
   // CR LF line ends are fine (trimmed); a CR or another control character inside a value is not.
-  const std::string good = dir.Write("good", "[default]\r\naws_access_key_id = AK\r\naws_secret_access_key = sk\r\n"
-                                             "aws_session_token = tok\r\n");
+  const std::string good = dir.Write("good",
+                                     "[default]\r\naws_access_key_id = AK\r\naws_secret_access_key = sk\r\n"
+                                     "aws_session_token = tok\r\n");
   CHECK(LoadCredentials(EnvFrom({"AWS_SHARED_CREDENTIALS_FILE=" + good}), &out, &error, &refused) ==
         CredentialSource::kSharedFile);
   CHECK(out.session_token == "tok");
-  const std::string bad = dir.Write("bad", "[default]\naws_access_key_id = AK\naws_secret_access_key = sk\n"
-                                           "aws_session_token = tok\rX-Injected: 1\n");
+  const std::string bad = dir.Write("bad",
+                                    "[default]\naws_access_key_id = AK\naws_secret_access_key = sk\n"
+                                    "aws_session_token = tok\rX-Injected: 1\n");
   CHECK(LoadCredentials(EnvFrom({"AWS_SHARED_CREDENTIALS_FILE=" + bad, "AWS_CONFIG_FILE=" + good}), &out, &error,
                         &refused) == CredentialSource::kNone);
   CHECK(refused);
@@ -223,8 +225,8 @@ TEST_CASE("library_environment: OpenSSL configurations that would block their re
   CHECK(why == fifo + " is a FIFO");
   CHECK_FALSE(OpenSslConfigReadable(dir.Write("b.cnf", ".include=" + fifo + "\n"), nullptr, &why));
   CHECK_FALSE(OpenSslConfigReadable(dir.Write("c.cnf", ".include = " + dir.path + "/a.cnf\n"), nullptr, &why));
-  CHECK(OpenSslConfigReadable(dir.Write("d.cnf", ".include " + plain + " # fine\n.include /nonexistent.cnf\n"),
-                              nullptr, &why));
+  CHECK(OpenSslConfigReadable(dir.Write("d.cnf", ".include " + plain + " # fine\n.include /nonexistent.cnf\n"), nullptr,
+                              &why));
   CHECK(mkdir((dir.path + "/conf.d").c_str(), 0700) == 0);
   dir.Write("conf.d/one.cnf", "x = 1\n");
   const std::string dir_cnf = dir.Write("e.cnf", ".include " + dir.path + "/conf.d\n");

@@ -259,8 +259,8 @@ TEST_CASE("uploader_retry: HTTP and ISO dates parse without the locale") {
 TEST_CASE("uploader_keys: a segment kept for an incident goes under incident-{tag}-{pid}/") {
   std::string service, incident, pid;
   time_t when = 0, incident_when = 0;
-  REQUIRE(ParseSegmentName("20231114T221320.123Z-api-4242-0007@20231115T000001.500Z.seg", &service, &when,
-                           &incident, &incident_when, &pid));
+  REQUIRE(ParseSegmentName("20231114T221320.123Z-api-4242-0007@20231115T000001.500Z.seg", &service, &when, &incident,
+                           &incident_when, &pid));
   CHECK(service == "api");
   CHECK(when == 1700000000);
   CHECK(incident == "20231115T000001.500Z");
@@ -272,8 +272,7 @@ TEST_CASE("uploader_keys: a segment kept for an incident goes under incident-{ta
         "flightrec/api/2023-11-15/h/incident-20231115T000001.500Z-4242/"
         "20231114T221320.123Z-api-4242-0007@20231115T000001.500Z.seg");
   // No tag: no incident.
-  REQUIRE(ParseSegmentName("20231114T221320.123Z-api-4242-0007.seg", &service, &when, &incident, &incident_when,
-                           &pid));
+  REQUIRE(ParseSegmentName("20231114T221320.123Z-api-4242-0007.seg", &service, &when, &incident, &incident_when, &pid));
   CHECK(incident.empty());
   // A tag that is not a stamp makes the name unknown (keyed the old way, by mtime).
   CHECK_FALSE(ParseSegmentName("20231114T221320.123Z-api-4242-0007@junk.seg", &service, &when, &incident));

@@ -125,10 +125,10 @@ TEST_CASE("uploader_queue: scan finds pending sealed segments only, oldest first
   std::string error;
   CHECK(q.Rescan(&error) == 3);
   CHECK(error.empty());
-  CHECK(q.Rescan(&error) == 0);  // no duplicates
-  q.Push(dir.path + "/" + SegName(2));       // already known: deduplicated
-  q.Push("/elsewhere/" + SegName(7));        // not our directory: ignored
-  q.Push(dir.path + "/x.active");            // not sealed: ignored
+  CHECK(q.Rescan(&error) == 0);         // no duplicates
+  q.Push(dir.path + "/" + SegName(2));  // already known: deduplicated
+  q.Push("/elsewhere/" + SegName(7));   // not our directory: ignored
+  q.Push(dir.path + "/x.active");       // not sealed: ignored
   CHECK(DrainNames(q) == std::vector<std::string>{SegName(1), SegName(2), SegName(3)});
 
   UploadQueue missing(dir.path + "/not-yet-created");
@@ -181,8 +181,8 @@ TEST_CASE("uploader_queue: uid-N names as output_dir makes them") {
   CHECK(uid == 65534);
   CHECK(UploadQueue::ParseUidDirName("uid-0", &uid));
   CHECK(uid == 0);
-  for (const char* bad : {"uid-", "uid-007", "uid-12a", "uid--1", "uid-4294967295", "uid-99999999999", "UID-5",
-                          "xuid-5", "uid-5/"})
+  for (const char* bad :
+       {"uid-", "uid-007", "uid-12a", "uid--1", "uid-4294967295", "uid-99999999999", "UID-5", "xuid-5", "uid-5/"})
     CHECK_MESSAGE(!UploadQueue::ParseUidDirName(bad, &uid), bad);
 }
 
@@ -204,17 +204,17 @@ TEST_CASE("uploader_queue: root ships leftovers in OUTPUT/uid-N, one level, neve
     return p;
   };
   dir.Write(SegName(1), "top");
-  const std::string worker = subdir("uid-4242", 4242);                    // made by PinOutputDirForUid
+  const std::string worker = subdir("uid-4242", 4242);  // made by PinOutputDirForUid
   const std::string mine = write_as(worker + "/" + SegName(2), 4242, "worker's");
   const std::string same_name = write_as(worker + "/" + SegName(1), 4242, "same name, other directory");
   write_as(worker + "/" + SegName(3), 999, "someone else's file");
   write_as(worker + "/" + SegName(9), 4242, "shipped and kept");
   chmod((dir.path + "/" + worker + "/" + SegName(9)).c_str(), 0400);
-  subdir(worker + "/uid-4242", 4242);                                     // two levels down: not looked at
+  subdir(worker + "/uid-4242", 4242);  // two levels down: not looked at
   write_as(worker + "/uid-4242/" + SegName(4), 4242, "nested");
-  subdir("uid-4343", 1000);                                               // neither root nor 4343
+  subdir("uid-4343", 1000);  // neither root nor 4343
   write_as("uid-4343/" + SegName(5), 4343, "planted");
-  subdir("uid-0077", 77);                                                 // not a name we make
+  subdir("uid-0077", 77);  // not a name we make
   write_as("uid-0077/" + SegName(6), 77, "odd name");
   TempDir elsewhere;
   elsewhere.Write(SegName(7), "behind a symlink");
@@ -303,10 +303,10 @@ TEST_CASE("uploader_queue: a process that dropped root works in its uid-N throug
       REQUIRE(q.Finish(&c, /*keep_local=*/false, &error));
     }
   }
-  CHECK(keys == std::vector<std::string>{SegName(1), sub + "/" + SegName(2), sub + "/" + SegName(3),
-                                         sub + "/" + SegName(4)});
-  CHECK(claims == std::vector<ClaimStatus>{ClaimStatus::kGone, ClaimStatus::kClaimed, ClaimStatus::kClaimed,
-                                           ClaimStatus::kGone});
+  CHECK(keys ==
+        std::vector<std::string>{SegName(1), sub + "/" + SegName(2), sub + "/" + SegName(3), sub + "/" + SegName(4)});
+  CHECK(claims ==
+        std::vector<ClaimStatus>{ClaimStatus::kGone, ClaimStatus::kClaimed, ClaimStatus::kClaimed, ClaimStatus::kGone});
   CHECK(fs::exists(moved + "/" + SegName(1)));
   CHECK(fs::is_empty(moved + "/" + sub));
 }

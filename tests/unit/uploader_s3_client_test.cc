@@ -67,8 +67,8 @@ class StandIn {
       dup2(out[1], 1);
       close(out[0]);
       close(out[1]);
-      std::vector<std::string> args = {"/usr/bin/python3", script, "--bucket", kBucket, "--access-key", kAccessKey,
-                                       "--secret-key", kSecret, "--max-lifetime", "300"};
+      std::vector<std::string> args = {"/usr/bin/python3", script,         "--bucket", kBucket,          "--access-key",
+                                       kAccessKey,         "--secret-key", kSecret,    "--max-lifetime", "300"};
       if (with_token) args.insert(args.end(), {"--session-token", kToken});
       std::vector<char*> argv;
       for (std::string& a : args) argv.push_back(a.data());
@@ -111,10 +111,11 @@ class StandIn {
       curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
       curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
     }
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* u) {
-      static_cast<std::string*>(u)->append(d, s * n);
-      return s * n;
-    });
+    curl_easy_setopt(
+        c, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* u) {
+          static_cast<std::string*>(u)->append(d, s * n);
+          return s * n;
+        });
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
     curl_easy_perform(c);
     curl_easy_cleanup(c);
@@ -359,8 +360,8 @@ TEST_CASE("uploader_s3_client: nothing listening is a transient connection failu
   close(fd);
   S3Endpoint ep;
   std::string error;
-  REQUIRE(ResolveS3Endpoint({kBucket, "", "http://127.0.0.1:" + std::to_string(ntohs(a.sin_port)), -1}, {}, &ep,
-                            &error));
+  REQUIRE(
+      ResolveS3Endpoint({kBucket, "", "http://127.0.0.1:" + std::to_string(ntohs(a.sin_port)), -1}, {}, &ep, &error));
   S3ClientOptions o = FastOptions();
   o.max_attempts = 2;
   S3Client client(ep, Creds(), o, nullptr);

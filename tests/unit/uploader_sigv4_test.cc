@@ -53,8 +53,8 @@ std::string VectorsDir() {
     if (fs::exists(fs::path(dir) / "README.md")) return dir;
   std::string where;
   for (const std::string& dir : tried) where += " " + dir;
-  MESSAGE("SigV4 known-answer vectors NOT FOUND (looked in:" << where
-                                                                << "); set FLIGHTREC_SIGV4_VECTORS. Vector tests skipped.");
+  MESSAGE("SigV4 known-answer vectors NOT FOUND (looked in:"
+          << where << "); set FLIGHTREC_SIGV4_VECTORS. Vector tests skipped.");
   const char* ci = getenv("CI");
   if (ci && (std::string(ci) == "true" || std::string(ci) == "1")) FAIL("SigV4 vectors are required under CI");
   return "";
@@ -171,9 +171,13 @@ TEST_CASE("uploader_sigv4: S3 documentation examples (facts from the S3 API refe
   const std::string host = "examplebucket.s3.amazonaws.com";
 
   SUBCASE("GET object with Range") {
-    SigV4Request r{"GET", "/test.txt", {}, {{"Host", host}, {"Range", "bytes=0-9"},
-                                             {"x-amz-content-sha256", kEmptySha256Hex},
-                                             {"x-amz-date", params.amz_date}}};
+    SigV4Request r{"GET",
+                   "/test.txt",
+                   {},
+                   {{"Host", host},
+                    {"Range", "bytes=0-9"},
+                    {"x-amz-content-sha256", kEmptySha256Hex},
+                    {"x-amz-date", params.amz_date}}};
     SigV4Result s = SignHeaders(r, kEmptySha256Hex, c, params);
     CHECK(s.signature == "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41");
     CHECK(s.authorization ==
@@ -185,24 +189,31 @@ TEST_CASE("uploader_sigv4: S3 documentation examples (facts from the S3 API refe
     const std::string body = "Welcome to Amazon S3.";
     const std::string hash = Sha256Hex(body);
     CHECK(hash == "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072");
-    SigV4Request r{"PUT", "/test$file.text", {}, {{"Host", host}, {"Date", "Fri, 24 May 2013 00:00:00 GMT"},
-                                                   {"x-amz-date", params.amz_date},
-                                                   {"x-amz-storage-class", "REDUCED_REDUNDANCY"},
-                                                   {"x-amz-content-sha256", hash}}};
+    SigV4Request r{"PUT",
+                   "/test$file.text",
+                   {},
+                   {{"Host", host},
+                    {"Date", "Fri, 24 May 2013 00:00:00 GMT"},
+                    {"x-amz-date", params.amz_date},
+                    {"x-amz-storage-class", "REDUCED_REDUNDANCY"},
+                    {"x-amz-content-sha256", hash}}};
     SigV4Result s = SignHeaders(r, hash, c, params);
     CHECK(s.canonical_request.substr(0, 23) == "PUT\n/test%24file.text\n\n");
     CHECK(s.signature == "98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd");
   }
   SUBCASE("GET bucket lifecycle (value-less query key)") {
-    SigV4Request r{"GET", "/", {{"lifecycle", ""}}, {{"Host", host}, {"x-amz-date", params.amz_date},
-                                                     {"x-amz-content-sha256", kEmptySha256Hex}}};
+    SigV4Request r{"GET",
+                   "/",
+                   {{"lifecycle", ""}},
+                   {{"Host", host}, {"x-amz-date", params.amz_date}, {"x-amz-content-sha256", kEmptySha256Hex}}};
     CHECK(SignHeaders(r, kEmptySha256Hex, c, params).signature ==
           "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543");
   }
   SUBCASE("list objects") {
-    SigV4Request r{"GET", "/", {{"prefix", "J"}, {"max-keys", "2"}}, {{"Host", host},
-                                                                       {"x-amz-date", params.amz_date},
-                                                                       {"x-amz-content-sha256", kEmptySha256Hex}}};
+    SigV4Request r{"GET",
+                   "/",
+                   {{"prefix", "J"}, {"max-keys", "2"}},
+                   {{"Host", host}, {"x-amz-date", params.amz_date}, {"x-amz-content-sha256", kEmptySha256Hex}}};
     CHECK(SignHeaders(r, kEmptySha256Hex, c, params).signature ==
           "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7");
   }
@@ -212,11 +223,15 @@ TEST_CASE("uploader_sigv4: S3 documentation examples (facts from the S3 API refe
     CHECK(s.signature == "aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404");
   }
   SUBCASE("chunked upload seed signature") {
-    SigV4Request r{"PUT", "/examplebucket/chunkObject.txt", {},
-                   {{"Host", "s3.amazonaws.com"}, {"x-amz-date", params.amz_date},
+    SigV4Request r{"PUT",
+                   "/examplebucket/chunkObject.txt",
+                   {},
+                   {{"Host", "s3.amazonaws.com"},
+                    {"x-amz-date", params.amz_date},
                     {"x-amz-storage-class", "REDUCED_REDUNDANCY"},
                     {"x-amz-content-sha256", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"},
-                    {"Content-Encoding", "aws-chunked"}, {"x-amz-decoded-content-length", "66560"},
+                    {"Content-Encoding", "aws-chunked"},
+                    {"x-amz-decoded-content-length", "66560"},
                     {"Content-Length", "66824"}}};
     CHECK(SignHeaders(r, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD", c, params).signature ==
           "4f232c4386841ef735655705268965c44a0e4690baa4adea153f7db9fa80a0a9");
@@ -226,9 +241,13 @@ TEST_CASE("uploader_sigv4: S3 documentation examples (facts from the S3 API refe
 TEST_CASE("uploader_sigv4: a session token is signed as x-amz-security-token") {
   Credentials c{"AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "tok/en+="};
   SigV4Params params{"20150830T123600Z", "us-east-1", "s3", false};
-  SigV4Request r{"PUT", "/b/k", {}, {{"host", "h"}, {"x-amz-date", params.amz_date},
-                                     {"x-amz-content-sha256", kEmptySha256Hex},
-                                     {"x-amz-security-token", c.session_token}}};
+  SigV4Request r{"PUT",
+                 "/b/k",
+                 {},
+                 {{"host", "h"},
+                  {"x-amz-date", params.amz_date},
+                  {"x-amz-content-sha256", kEmptySha256Hex},
+                  {"x-amz-security-token", c.session_token}}};
   SigV4Result with = SignHeaders(r, kEmptySha256Hex, c, params);
   CHECK(with.signed_headers == "host;x-amz-content-sha256;x-amz-date;x-amz-security-token");
   CHECK(with.canonical_request.find("x-amz-security-token:tok/en+=\n") != std::string::npos);
@@ -251,8 +270,8 @@ TEST_CASE("uploader_sigv4: aws-c-auth-v4 vectors (header and query signing)") {
     CAPTURE(name);
     const std::string ctx = ReadFile(d / "context.json");
     Credentials c{JsonValue(ctx, "access_key_id"), JsonValue(ctx, "secret_access_key"), JsonValue(ctx, "token")};
-    SigV4Params params{AmzDateFromIso(JsonValue(ctx, "timestamp")), JsonValue(ctx, "region"),
-                       JsonValue(ctx, "service"), JsonValue(ctx, "normalize") == "true"};
+    SigV4Params params{AmzDateFromIso(JsonValue(ctx, "timestamp")), JsonValue(ctx, "region"), JsonValue(ctx, "service"),
+                       JsonValue(ctx, "normalize") == "true"};
     const bool sign_body = JsonValue(ctx, "sign_body") == "true";
     const bool omit_token = JsonValue(ctx, "omit_session_token") == "true";
     const uint64_t expires = std::stoull(JsonValue(ctx, "expiration_in_seconds"));

@@ -42,15 +42,13 @@ bool SplitUrl(const std::string& url, std::string* scheme, std::string* host) {
 }
 
 bool AllowedHttpHost(const std::string& host) {
-  if (host == "localhost" || host == "169.254.170.2" || host == "169.254.170.23" || host == "fd00:ec2::23")
-    return true;
+  if (host == "localhost" || host == "169.254.170.2" || host == "169.254.170.23" || host == "fd00:ec2::23") return true;
   in_addr v4;
   if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
   in6_addr v6;
   if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
   return false;
 }
-
 
 }  // namespace
 

@@ -181,8 +181,8 @@ bool ParseCredentialDocument(std::string_view json, ExpiringCredentials* out, st
   const char* bad = CredentialFieldWithControlChar(c.credentials);
   if (bad || HasControlChar(expiration)) {
     c.Clear();
-    *error = std::string("refused: the credential document's ") + (bad ? bad : "Expiration") +
-             " holds a control character";
+    *error =
+        std::string("refused: the credential document's ") + (bad ? bad : "Expiration") + " holds a control character";
     return false;
   }
   if (have_expiration && !ParseHttpDate(expiration, &c.expires_at)) {

@@ -92,11 +92,8 @@ std::string CredentialProvider::Describe() const {
       if (ContainerCredentialsUrl(env_, &url, &error)) d += " " + url.substr(0, url.find('?'));
       break;
     }
-    case CredentialSource::kInstanceMetadata:
-      d += " " + InstanceMetadataEndpoint(env_);
-      break;
-    default:
-      break;
+    case CredentialSource::kInstanceMetadata: d += " " + InstanceMetadataEndpoint(env_); break;
+    default: break;
   }
   if (temporary()) d += "; refreshed ahead of expiry on the upload thread";
   Scrub(&d);
@@ -112,18 +109,10 @@ bool CredentialProvider::Fetch(ExpiringCredentials* out, std::string* error, boo
   FetchOutcome o;
   fetches_++;
   switch (source_) {
-    case CredentialSource::kWebIdentity:
-      o = FetchWebIdentityCredentials(env_, region_, &http_, out, &seen);
-      break;
-    case CredentialSource::kContainer:
-      o = FetchContainerCredentials(env_, &http_, out, &seen);
-      break;
-    case CredentialSource::kInstanceMetadata:
-      o = FetchInstanceMetadataCredentials(env_, &http_, out, &seen);
-      break;
-    default:
-      o.error = "no temporary credential source";
-      break;
+    case CredentialSource::kWebIdentity: o = FetchWebIdentityCredentials(env_, region_, &http_, out, &seen); break;
+    case CredentialSource::kContainer: o = FetchContainerCredentials(env_, &http_, out, &seen); break;
+    case CredentialSource::kInstanceMetadata: o = FetchInstanceMetadataCredentials(env_, &http_, out, &seen); break;
+    default: o.error = "no temporary credential source"; break;
   }
   secrets_.Add(seen);  // tokens we sent: never in a log line, even if a server echoes them
   if (!seen.empty()) explicit_bzero(seen.data(), seen.size());
@@ -151,10 +140,9 @@ CredentialProvider::Status CredentialProvider::Get(bool last_chance, Credentials
       bool refused = false;
       const CredentialSource found = LoadCredentials(env_, &fresh, &why, &refused);
       if (refused) *error = why;  // said once; the current keys stay (S3 decides about them)
-      if (found != CredentialSource::kNone &&
-          (fresh.access_key_id != current_.credentials.access_key_id ||
-           fresh.secret_access_key != current_.credentials.secret_access_key ||
-           fresh.session_token != current_.credentials.session_token)) {
+      if (found != CredentialSource::kNone && (fresh.access_key_id != current_.credentials.access_key_id ||
+                                               fresh.secret_access_key != current_.credentials.secret_access_key ||
+                                               fresh.session_token != current_.credentials.session_token)) {
         secrets_.Add(fresh.secret_access_key);
         secrets_.Add(fresh.session_token);
         current_.credentials = fresh;
@@ -188,8 +176,7 @@ CredentialProvider::Status CredentialProvider::Get(bool last_chance, Credentials
     }
   }
   if (!Usable(now) || (invalidated_ && temporary())) {
-    *error = last_error_.empty() ? std::string(CredentialSourceName(source_)) + ": credentials expired"
-                                 : last_error_;
+    *error = last_error_.empty() ? std::string(CredentialSourceName(source_)) + ": credentials expired" : last_error_;
     return Status::kWait;
   }
   *out = current_.credentials;

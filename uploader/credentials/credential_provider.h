@@ -84,9 +84,9 @@ class CredentialProvider {
   ExpiringCredentials current_;
   bool have_ = false;
   bool invalidated_ = false;
-  bool handed_out_ = false;  // current_ was returned by Get since it changed
-  int64_t refresh_at_ = 0;   // Unix s
-  uint64_t retry_at_ns_ = 0; // CLOCK_MONOTONIC: no fetch before this after a failure
+  bool handed_out_ = false;   // current_ was returned by Get since it changed
+  int64_t refresh_at_ = 0;    // Unix s
+  uint64_t retry_at_ns_ = 0;  // CLOCK_MONOTONIC: no fetch before this after a failure
   unsigned failures_ = 0;
   unsigned fetches_ = 0;
   std::string last_error_;

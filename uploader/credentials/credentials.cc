@@ -165,7 +165,10 @@ bool ParseSharedCredentials(std::string_view text, std::string_view profile, Cre
     if (line.empty() || line[0] == '#' || line[0] == ';') continue;
     if (line.front() == '[') {
       size_t close_br = line.find(']');
-      if (close_br == std::string_view::npos) { in_section = false; continue; }
+      if (close_br == std::string_view::npos) {
+        in_section = false;
+        continue;
+      }
       in_section = Trim(line.substr(1, close_br - 1)) == profile;
       saw_section |= in_section;
       continue;
@@ -223,8 +226,8 @@ void ApplyProfileWebIdentity(CredentialEnv* env) {
   if (path.empty() || !ReadSmallFile(path, &text, &read_error)) return;
   const std::string section = ConfigFileSection(env->profile.empty() ? "default" : env->profile);
   std::string token_file, role_arn, session_name;
-  if (IniValue(text, section, "web_identity_token_file", &token_file) && IniValue(text, section, "role_arn", &role_arn) &&
-      !token_file.empty() && !role_arn.empty()) {
+  if (IniValue(text, section, "web_identity_token_file", &token_file) &&
+      IniValue(text, section, "role_arn", &role_arn) && !token_file.empty() && !role_arn.empty()) {
     env->web_identity_token_file = token_file;
     env->role_arn = role_arn;
     if (IniValue(text, section, "role_session_name", &session_name) && env->role_session_name.empty())

@@ -39,22 +39,28 @@ struct CredentialEnv {
   std::string sts_endpoint;             // AWS_ENDPOINT_URL_STS (else AWS_ENDPOINT_URL)
   std::string region;                   // AWS_REGION (else AWS_DEFAULT_REGION), for STS
   // Container credentials (ECS task roles, EKS Pod Identity).
-  std::string container_relative_uri;   // AWS_CONTAINER_CREDENTIALS_RELATIVE_URI
-  std::string container_full_uri;       // AWS_CONTAINER_CREDENTIALS_FULL_URI
-  std::string container_token;          // AWS_CONTAINER_AUTHORIZATION_TOKEN (secret)
-  std::string container_token_file;     // AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE
+  std::string container_relative_uri;  // AWS_CONTAINER_CREDENTIALS_RELATIVE_URI
+  std::string container_full_uri;      // AWS_CONTAINER_CREDENTIALS_FULL_URI
+  std::string container_token;         // AWS_CONTAINER_AUTHORIZATION_TOKEN (secret)
+  std::string container_token_file;    // AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE
   // Instance metadata (EC2 instance roles), IMDSv2.
-  bool ec2_metadata_disabled = false;   // AWS_EC2_METADATA_DISABLED=true
-  std::string ec2_metadata_endpoint;    // AWS_EC2_METADATA_SERVICE_ENDPOINT
-  std::string ec2_metadata_mode;        // AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE (IPv4, IPv6)
-  void Clear();                   // wipes the secrets
+  bool ec2_metadata_disabled = false;  // AWS_EC2_METADATA_DISABLED=true
+  std::string ec2_metadata_endpoint;   // AWS_EC2_METADATA_SERVICE_ENDPOINT
+  std::string ec2_metadata_mode;       // AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE (IPv4, IPv6)
+  void Clear();                        // wipes the secrets
 };
 
 // Reads the variables above from a NULL-terminated environment (like environ).
 CredentialEnv CredentialEnvFrom(const char* const* envp);
 
 enum class CredentialSource {
-  kNone, kEnvironment, kSharedFile, kConfigFile, kWebIdentity, kContainer, kInstanceMetadata
+  kNone,
+  kEnvironment,
+  kSharedFile,
+  kConfigFile,
+  kWebIdentity,
+  kContainer,
+  kInstanceMetadata
 };
 
 // Fills *out from the environment snapshot, the shared credentials file or

@@ -21,19 +21,19 @@
 namespace flightrec::uploader {
 
 struct HttpRequest {
-  std::string method = "GET";        // GET, PUT or POST
+  std::string method = "GET";  // GET, PUT or POST
   std::string url;
   std::vector<std::string> headers;  // "Name: value"; may hold a token (never logged)
   std::string body;                  // PUT/POST body
   long connect_timeout_ms = 1000;
-  long timeout_ms = 2000;            // the whole exchange
-  bool direct = true;                // bypass http(s)_proxy
+  long timeout_ms = 2000;  // the whole exchange
+  bool direct = true;      // bypass http(s)_proxy
 };
 
 struct HttpResponse {
-  long status = 0;     // 0: no HTTP answer (see error)
-  std::string body;    // at most kMaxBody bytes
-  std::string error;   // libcurl's generic text for a transport failure, "" otherwise
+  long status = 0;       // 0: no HTTP answer (see error)
+  std::string body;      // at most kMaxBody bytes
+  std::string error;     // libcurl's generic text for a transport failure, "" otherwise
   bool stopped = false;  // the owner's ShouldStop() ended it
 };
 

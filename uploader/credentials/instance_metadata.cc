@@ -92,8 +92,9 @@ FetchOutcome FetchInstanceMetadataCredentials(const CredentialEnv& env, HttpFetc
   Wipe(&req.headers.back());
   if (!RoleName(resp.body, &role)) {  // letters, digits and +=,.@_- only: never a control character
     Wipe(&resp.body);
-    o.error = "refused: instance metadata lists no usable role name (empty, too long, or a character outside "
-              "letters, digits and +=,.@_-)";
+    o.error =
+        "refused: instance metadata lists no usable role name (empty, too long, or a character outside "
+        "letters, digits and +=,.@_-)";
     return o;
   }
   Wipe(&resp.body);

@@ -11,9 +11,7 @@ namespace {
 constexpr size_t kMinSecret = 8;
 constexpr const char* kRedacted = "[redacted]";
 
-bool IsBase64Url(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '=';
-}
+bool IsBase64Url(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '='; }
 
 void Wipe(std::string* s) {
   if (!s->empty()) explicit_bzero(s->data(), s->size());

@@ -53,7 +53,8 @@ std::string StsEndpointUrl(const CredentialEnv& env, std::string_view region) {
 std::string AssumeRoleWithWebIdentityBody(std::string_view role_arn, std::string_view session_name,
                                           std::string_view token) {
   return "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=" + UriEncode(role_arn, Slash::kEncode) +
-         "&RoleSessionName=" + UriEncode(session_name, Slash::kEncode) + "&WebIdentityToken=" + UriEncode(token, Slash::kEncode);
+         "&RoleSessionName=" + UriEncode(session_name, Slash::kEncode) +
+         "&WebIdentityToken=" + UriEncode(token, Slash::kEncode);
 }
 
 bool ParseAssumeRoleWithWebIdentityResponse(std::string_view xml, ExpiringCredentials* out, std::string* error) {

@@ -33,8 +33,8 @@ void SetCommonRequestOptions(CURL* e, const char* url, curl_slist* headers, long
   Curl().easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, NoTlsKeyLog);
 }
 
-TransferEnd StepTransfer(S3Control* control, CURLM* m, CURL* e, curl_slist* headers, long poll_ms,
-                         CURLcode* result, long* status) {
+TransferEnd StepTransfer(S3Control* control, CURLM* m, CURL* e, curl_slist* headers, long poll_ms, CURLcode* result,
+                         long* status) {
   *result = CURLE_OK;
   bool finished = false, stopped = false;
   for (;;) {

@@ -124,10 +124,8 @@ Transport TransportOf(CURLcode code) {
     case CURLE_SSL_CIPHER:
     case CURLE_SSL_ENGINE_NOTFOUND:
     case CURLE_BAD_FUNCTION_ARGUMENT:
-    case CURLE_OUT_OF_MEMORY:
-      return Transport::kFatal;
-    default:
-      return Transport::kTransient;  // resolve/connect/send/recv errors, timeouts, empty replies
+    case CURLE_OUT_OF_MEMORY: return Transport::kFatal;
+    default: return Transport::kTransient;  // resolve/connect/send/recv errors, timeouts, empty replies
   }
 }
 
@@ -158,8 +156,7 @@ KeyValues ObjectPolicyHeaders(const S3ClientOptions& options) {
 
 bool S3Control::Sleep(uint64_t ns) {
   timespec ts = NsToTimespec(ns);
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
   return !ShouldStop();
 }
 
@@ -353,8 +350,8 @@ Transport S3Client::PerformOnce(const char* method, const std::string& raw_path,
 
   // Step the transfer; between steps, check whether we must stop.
   CURLcode result = CURLE_OK;
-  const TransferEnd end = StepTransfer(control_, Multi(multi_), e, headers, options_.poll_ms, &result,
-                                       &response->status);
+  const TransferEnd end =
+      StepTransfer(control_, Multi(multi_), e, headers, options_.poll_ms, &result, &response->status);
   if (end == TransferEnd::kAbandoned) {
     dead_ = true;  // the process is exiting: abandon handles and headers as they are
     return Transport::kAborted;
@@ -521,8 +518,8 @@ S3Result S3Client::MultipartUpload(const std::string& key, int fd, uint64_t size
   Body xml;
   xml.memory = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
   for (size_t i = 0; i < etags.size(); i++)
-    xml.memory += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + XmlEscape(etags[i]) +
-                  "</ETag></Part>";
+    xml.memory +=
+        "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + XmlEscape(etags[i]) + "</ETag></Part>";
   xml.memory += "</CompleteMultipartUpload>";
   r = Send("POST", path, {{"uploadId", upload_id}}, &xml, Sha256Hex(xml.memory), "application/xml", &response);
   if (!r.ok()) AbortMultipart(path, upload_id);

@@ -30,12 +30,12 @@ struct S3ClientOptions {
   uint64_t part_bytes = 0;                     // 0: use multipart_threshold
   uint64_t min_part_bytes = 5ull << 20;        // S3's floor for every part but the last
   long connect_timeout_ms = 10000;
-  long low_speed_bytes = 1024;                 // abort a transfer slower than this...
-  long low_speed_seconds = 30;                 // ...for this long (covers a silent server)
-  unsigned max_attempts = 5;                   // per request, including the first
+  long low_speed_bytes = 1024;  // abort a transfer slower than this...
+  long low_speed_seconds = 30;  // ...for this long (covers a silent server)
+  unsigned max_attempts = 5;    // per request, including the first
   uint64_t backoff_base_ns = 200'000'000;
   uint64_t backoff_cap_ns = 10'000'000'000;
-  long poll_ms = 50;                           // granularity of ShouldStop checks
+  long poll_ms = 50;  // granularity of ShouldStop checks
   // Bucket policies (FLIGHTREC_S3_SSE, _SSE_KMS_KEY_ID, _STORAGE_CLASS): sent
   // as x-amz-* headers, signed, on PutObject and CreateMultipartUpload (S3
   // applies them to the whole object; UploadPart must not carry them).
@@ -133,7 +133,7 @@ class S3Client {
   S3Control default_control_;
   void* easy_ = nullptr;   // CURL* (kept out of this header)
   void* multi_ = nullptr;  // CURLM*
-  bool dead_ = false;  // EnterStep() refused once: libcurl is off limits for good
+  bool dead_ = false;      // EnterStep() refused once: libcurl is off limits for good
   int64_t skew_seconds_ = 0;
   JitterRandom random_;
   char curl_error_[256] = {};

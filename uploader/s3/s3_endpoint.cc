@@ -73,8 +73,8 @@ bool ParseEndpointUrl(std::string_view url, S3Endpoint* out, std::string* error)
     return false;
   }
   for (char c : hostpart) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '[' ||
-          c == ']' || c == ':')) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '[' || c == ']' ||
+          c == ':')) {
       *error = "endpoint host has invalid characters";
       return false;
     }
@@ -150,10 +150,10 @@ bool ResolveS3Endpoint(const EndpointSettings& s, const EndpointEnv& env, S3Endp
   }
   S3Endpoint ep;
   ep.bucket = s.bucket;
-  ep.region = !s.region.empty()               ? s.region
-              : !env.aws_region.empty()       ? env.aws_region
+  ep.region = !s.region.empty()                 ? s.region
+              : !env.aws_region.empty()         ? env.aws_region
               : !env.aws_default_region.empty() ? env.aws_default_region
-                                              : std::string("us-east-1");
+                                                : std::string("us-east-1");
   for (char c : ep.region) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-')) {
       *error = "S3 region '" + ep.region + "' is not a region name";
@@ -162,8 +162,14 @@ bool ResolveS3Endpoint(const EndpointSettings& s, const EndpointEnv& env, S3Endp
   }
   const char* source = "FLIGHTREC_S3_ENDPOINT";
   std::string url = s.endpoint;
-  if (url.empty()) { url = env.aws_endpoint_url_s3; source = "AWS_ENDPOINT_URL_S3"; }
-  if (url.empty()) { url = env.aws_endpoint_url; source = "AWS_ENDPOINT_URL"; }
+  if (url.empty()) {
+    url = env.aws_endpoint_url_s3;
+    source = "AWS_ENDPOINT_URL_S3";
+  }
+  if (url.empty()) {
+    url = env.aws_endpoint_url;
+    source = "AWS_ENDPOINT_URL";
+  }
   ep.custom = !url.empty();
   if (!ep.custom) {
     const bool china = ep.region.rfind("cn-", 0) == 0;
@@ -202,8 +208,8 @@ std::string S3Endpoint::Url(std::string_view encoded_path_and_query) const {
   return u;
 }
 
-std::string SegmentKey(std::string_view prefix, std::string_view service, time_t utc_seconds,
-                       std::string_view host, std::string_view file_name) {
+std::string SegmentKey(std::string_view prefix, std::string_view service, time_t utc_seconds, std::string_view host,
+                       std::string_view file_name) {
   while (!prefix.empty() && prefix.front() == '/') prefix.remove_prefix(1);
   while (!prefix.empty() && prefix.back() == '/') prefix.remove_suffix(1);
   struct tm tm;

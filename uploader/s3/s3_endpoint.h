@@ -37,7 +37,7 @@ struct S3Endpoint {
   std::string bucket;
   std::string region;
   bool path_style = false;
-  bool custom = false;    // endpoint came from configuration, not AWS's default
+  bool custom = false;  // endpoint came from configuration, not AWS's default
 
   // Raw (unencoded) request path of an object / the bucket itself.
   std::string ObjectPath(std::string_view key) const;
@@ -47,16 +47,15 @@ struct S3Endpoint {
 };
 
 // false with *error (one line, no secrets) when the configuration is unusable.
-bool ResolveS3Endpoint(const EndpointSettings& settings, const EndpointEnv& env, S3Endpoint* out,
-                       std::string* error);
+bool ResolveS3Endpoint(const EndpointSettings& settings, const EndpointEnv& env, S3Endpoint* out, std::string* error);
 
 // True for names S3 accepts today: 3-63 of [a-z0-9.-], alphanumeric at both ends.
 bool IsValidBucketName(std::string_view bucket);
 
 // {prefix}/{service}/{yyyy-mm-dd}/{host}/{file_name}; empty prefix is omitted,
 // '/' inside service or host becomes '_', empty ones become "unknown".
-std::string SegmentKey(std::string_view prefix, std::string_view service, time_t utc_seconds,
-                       std::string_view host, std::string_view file_name);
+std::string SegmentKey(std::string_view prefix, std::string_view service, time_t utc_seconds, std::string_view host,
+                       std::string_view file_name);
 // A segment window mode kept for an incident (preload/flush/window_keeper.h):
 // {prefix}/{service}/{yyyy-mm-dd}/{host}/incident-{tag}-{pid}/{file_name},
 // the date being the incident's, so one incident's objects share a prefix.

@@ -20,7 +20,8 @@ const UploadLibs* Crypto() { return LoadUploadLibs(); }
 Digest Sha256(std::string_view data) {
   Digest out{};
   unsigned int len = 0;
-  if (const UploadLibs* c = Crypto()) c->evp_digest(data.data(), data.size(), out.data(), &len, c->evp_sha256(), nullptr);
+  if (const UploadLibs* c = Crypto())
+    c->evp_digest(data.data(), data.size(), out.data(), &len, c->evp_sha256(), nullptr);
   return out;
 }
 

@@ -28,7 +28,6 @@ inline std::string_view AsView(const Digest& d) {
 bool Sha256FileRange(int fd, uint64_t offset, uint64_t length, Digest* out, std::string* error);
 
 // The hex SHA-256 of the empty string, S3's x-amz-content-sha256 for bodiless requests.
-inline constexpr const char* kEmptySha256Hex =
-    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+inline constexpr const char* kEmptySha256Hex = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 }  // namespace flightrec::uploader

@@ -11,8 +11,8 @@ namespace flightrec::uploader {
 namespace {
 
 bool IsUnreserved(unsigned char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-         c == '_' || c == '.' || c == '~';
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+         c == '.' || c == '~';
 }
 
 int HexValue(char c) {
@@ -147,8 +147,7 @@ std::string CanonicalHeaders(const KeyValues& headers, std::string* signed_names
   lowered.reserve(headers.size());
   for (const auto& [n, v] : headers) lowered.emplace_back(Lower(TrimAll(n)), TrimAll(v));
   // Stable: repeated names keep their order of appearance when joined.
-  std::stable_sort(lowered.begin(), lowered.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(lowered.begin(), lowered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::string out;
   signed_names->clear();
   for (size_t i = 0; i < lowered.size();) {
@@ -166,8 +165,8 @@ std::string CanonicalHeaders(const KeyValues& headers, std::string* signed_names
   return out;
 }
 
-std::string CanonicalRequest(const SigV4Request& request, std::string_view payload_hash,
-                             bool normalize_path, std::string* signed_headers) {
+std::string CanonicalRequest(const SigV4Request& request, std::string_view payload_hash, bool normalize_path,
+                             std::string* signed_headers) {
   std::string out = request.method;
   out.push_back('\n');
   out.append(CanonicalUri(request.path, normalize_path)).push_back('\n');
@@ -192,8 +191,7 @@ std::string StringToSign(std::string_view amz_date, std::string_view scope, std:
   return out;
 }
 
-Digest SigningKey(std::string_view secret, std::string_view date8, std::string_view region,
-                  std::string_view service) {
+Digest SigningKey(std::string_view secret, std::string_view date8, std::string_view region, std::string_view service) {
   std::string k_secret = "AWS4";
   k_secret.append(secret);
   Digest k_date = HmacSha256(k_secret, date8);
@@ -207,14 +205,13 @@ std::string SignatureHex(const Digest& signing_key, std::string_view string_to_s
   return HexLower(HmacSha256(AsView(signing_key), string_to_sign));
 }
 
-SigV4Result SignHeaders(const SigV4Request& request, std::string_view payload_hash,
-                        const Credentials& credentials, const SigV4Params& params) {
+SigV4Result SignHeaders(const SigV4Request& request, std::string_view payload_hash, const Credentials& credentials,
+                        const SigV4Params& params) {
   SigV4Result r;
   r.canonical_request = CanonicalRequest(request, payload_hash, params.normalize_path, &r.signed_headers);
   const std::string scope = CredentialScope(params.amz_date, params.region, params.service);
   r.string_to_sign = StringToSign(params.amz_date, scope, r.canonical_request);
-  Digest key = SigningKey(credentials.secret_access_key, params.amz_date.substr(0, 8), params.region,
-                          params.service);
+  Digest key = SigningKey(credentials.secret_access_key, params.amz_date.substr(0, 8), params.region, params.service);
   r.signature = SignatureHex(key, r.string_to_sign);
   explicit_bzero(key.data(), key.size());
   r.authorization = "AWS4-HMAC-SHA256 Credential=" + credentials.access_key_id + "/" + scope +
@@ -222,9 +219,8 @@ SigV4Result SignHeaders(const SigV4Request& request, std::string_view payload_ha
   return r;
 }
 
-SigV4Result PresignQuery(const SigV4Request& request, std::string_view payload_hash,
-                         const Credentials& credentials, const SigV4Params& params,
-                         uint64_t expires_seconds, bool include_token) {
+SigV4Result PresignQuery(const SigV4Request& request, std::string_view payload_hash, const Credentials& credentials,
+                         const SigV4Params& params, uint64_t expires_seconds, bool include_token) {
   SigV4Request req = request;
   std::string signed_names;
   CanonicalHeaders(req.headers, &signed_names);
@@ -240,8 +236,7 @@ SigV4Result PresignQuery(const SigV4Request& request, std::string_view payload_h
   SigV4Result r;
   r.canonical_request = CanonicalRequest(req, payload_hash, params.normalize_path, &r.signed_headers);
   r.string_to_sign = StringToSign(params.amz_date, scope, r.canonical_request);
-  Digest key = SigningKey(credentials.secret_access_key, params.amz_date.substr(0, 8), params.region,
-                          params.service);
+  Digest key = SigningKey(credentials.secret_access_key, params.amz_date.substr(0, 8), params.region, params.service);
   r.signature = SignatureHex(key, r.string_to_sign);
   explicit_bzero(key.data(), key.size());
   r.signed_query = CanonicalQuery(req.query) + "&X-Amz-Signature=" + r.signature;

@@ -42,9 +42,9 @@ struct SigV4Request {
 };
 
 struct SigV4Params {
-  std::string amz_date;  // "20150830T123600Z"
-  std::string region;    // "us-east-1"
-  std::string service;   // "s3"
+  std::string amz_date;         // "20150830T123600Z"
+  std::string region;           // "us-east-1"
+  std::string service;          // "s3"
   bool normalize_path = false;  // never for S3; see the file comment
 };
 
@@ -73,27 +73,25 @@ std::string CanonicalQuery(const KeyValues& query);
 // repeated names joined with ','. Returns "name:value\n"* and sets *signed_names.
 std::string CanonicalHeaders(const KeyValues& headers, std::string* signed_names);
 
-std::string CanonicalRequest(const SigV4Request& request, std::string_view payload_hash,
-                             bool normalize_path, std::string* signed_headers);
+std::string CanonicalRequest(const SigV4Request& request, std::string_view payload_hash, bool normalize_path,
+                             std::string* signed_headers);
 std::string CredentialScope(std::string_view amz_date, std::string_view region, std::string_view service);
 std::string StringToSign(std::string_view amz_date, std::string_view scope, std::string_view canonical_request);
-Digest SigningKey(std::string_view secret, std::string_view date8, std::string_view region,
-                  std::string_view service);
+Digest SigningKey(std::string_view secret, std::string_view date8, std::string_view region, std::string_view service);
 std::string SignatureHex(const Digest& signing_key, std::string_view string_to_sign);
 
 // Signs with headers: the caller has already put every header to sign into
 // request.headers (host, x-amz-date, x-amz-content-sha256, and
 // x-amz-security-token when a session token is used).
-SigV4Result SignHeaders(const SigV4Request& request, std::string_view payload_hash,
-                        const Credentials& credentials, const SigV4Params& params);
+SigV4Result SignHeaders(const SigV4Request& request, std::string_view payload_hash, const Credentials& credentials,
+                        const SigV4Params& params);
 
 // Presigns with the query string: adds X-Amz-Algorithm, -Credential, -Date,
 // -Expires, -SignedHeaders (and -Security-Token when include_token and the
 // credentials carry one) to the query, signs, and returns the full encoded
 // query in signed_query.
-SigV4Result PresignQuery(const SigV4Request& request, std::string_view payload_hash,
-                         const Credentials& credentials, const SigV4Params& params,
-                         uint64_t expires_seconds, bool include_token);
+SigV4Result PresignQuery(const SigV4Request& request, std::string_view payload_hash, const Credentials& credentials,
+                         const SigV4Params& params, uint64_t expires_seconds, bool include_token);
 
 // "YYYYMMDDTHHMMSSZ" for a UTC time.
 std::string AmzDate(time_t utc_seconds);

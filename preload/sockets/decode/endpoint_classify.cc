@@ -42,9 +42,9 @@ void SetName(EndpointInfo* out, std::string_view s) {
 
 // ---- HTTP/1.x ---------------------------------------------------------------
 
-constexpr std::string_view kMethods[] = {"GET",   "POST",  "PUT",     "DELETE",   "HEAD",  "OPTIONS",
+constexpr std::string_view kMethods[] = {"GET",   "POST",  "PUT",     "DELETE",   "HEAD",      "OPTIONS",
                                          "PATCH", "TRACE", "CONNECT", "PROPFIND", "PROPPATCH", "MKCOL",
-                                         "COPY",  "MOVE",  "LOCK",    "UNLOCK",   "REPORT", "PURGE"};
+                                         "COPY",  "MOVE",  "LOCK",    "UNLOCK",   "REPORT",    "PURGE"};
 
 // The method of an HTTP/1.x request line (followed by one space), or empty.
 std::string_view HttpMethod(Bytes p, size_t n) {
@@ -73,13 +73,13 @@ bool LooksLikeId(Bytes s, size_t n) {
     else other++;
     if (IsHex(c)) hex++;
   }
-  if (digits == n) return true;                                 // 12345
-  if (n > 32) return true;                                      // nobody names a route like that
-  if (hex == n && n >= 8 && digits) return true;                // deadbeef01
-  if (hex + dashes == n && dashes == 4 && n == 36) return true;  // a UUID
-  if (digits && digits + dashes + other == n) return true;      // 2024-01-31, 1.2.3, 10_000
+  if (digits == n) return true;                                            // 12345
+  if (n > 32) return true;                                                 // nobody names a route like that
+  if (hex == n && n >= 8 && digits) return true;                           // deadbeef01
+  if (hex + dashes == n && dashes == 4 && n == 36) return true;            // a UUID
+  if (digits && digits + dashes + other == n) return true;                 // 2024-01-31, 1.2.3, 10_000
   if (n >= 16 && digits && alpha && other + dashes <= n / 4) return true;  // base64-ish tokens
-  if (digits * 2 > n) return true;                              // mostly digits: v2 stays, a12345 does not
+  if (digits * 2 > n) return true;                                         // mostly digits: v2 stays, a12345 does not
   return false;
 }
 
@@ -194,8 +194,7 @@ void ParseTraceparent(Bytes v, size_t n, EndpointInfo* out) {
 }
 
 bool RequestIdChar(uint8_t c) {
-  return IsAlpha(c) || IsDigit(c) || c == '-' || c == '_' || c == '.' || c == ':' || c == '+' || c == '/' ||
-         c == '=';
+  return IsAlpha(c) || IsDigit(c) || c == '-' || c == '_' || c == '.' || c == ':' || c == '+' || c == '/' || c == '=';
 }
 
 void ReadTraceHeaders(Bytes p, size_t n, EndpointInfo* out) {
@@ -238,9 +237,9 @@ void ReadTraceHeaders(Bytes p, size_t n, EndpointInfo* out) {
 
 // ---- Redis RESP --------------------------------------------------------------
 
-constexpr std::string_view kRedisContainers[] = {"CONFIG", "CLIENT",  "CLUSTER", "COMMAND", "OBJECT",
-                                                 "SCRIPT", "XINFO",   "XGROUP",  "MEMORY",  "ACL",
-                                                 "FUNCTION", "SLOWLOG", "PUBSUB", "MODULE",  "LATENCY"};
+constexpr std::string_view kRedisContainers[] = {"CONFIG",   "CLIENT",  "CLUSTER", "COMMAND", "OBJECT",
+                                                 "SCRIPT",   "XINFO",   "XGROUP",  "MEMORY",  "ACL",
+                                                 "FUNCTION", "SLOWLOG", "PUBSUB",  "MODULE",  "LATENCY"};
 
 bool RedisWord(Bytes s, size_t n) {
   if (n == 0 || n > 24) return false;
@@ -316,9 +315,7 @@ bool ClassifyRespInline(Bytes p, size_t n, EndpointInfo* out) {
 
 // ---- PostgreSQL frontend -----------------------------------------------------
 
-uint32_t Be32(Bytes p) {
-  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]);
-}
+uint32_t Be32(Bytes p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]); }
 
 // The first keyword of SQL text (comments and leading parentheses skipped).
 void PutKeyword(NameOut& name, Bytes s, size_t n) {

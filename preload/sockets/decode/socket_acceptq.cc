@@ -21,9 +21,7 @@ namespace {
 constexpr int kTcpListen = 10;  // TCP_LISTEN in the kernel's state numbering
 }
 
-ListenQueueProbe::~ListenQueueProbe() {
-  CloseOwnFd(fd_);
-}
+ListenQueueProbe::~ListenQueueProbe() { CloseOwnFd(fd_); }
 
 bool ListenQueueProbe::Open(std::string* error) {
   if (fd_ >= 0 && (FdWasLost(fd_) || !IsProtectedFd(fd_))) fd_ = -1;  // the application took the number

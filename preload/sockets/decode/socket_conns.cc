@@ -98,18 +98,23 @@ void ConnTable::AnnounceAdopted(format::SegmentWriter* w) {
 
 void ConnTable::EmitOpen(format::SegmentWriter* w, uint64_t id, Conn& c) {
   c.open_emitted = true;
-  Value v[] = {Value::U(c.created_ns),       Value::U(c.tid),
-               Value::U(static_cast<uint64_t>(c.fd < 0 ? 0 : c.fd)), Value::U(id),
-               Value::Str(SockRoleName(c.role)), Value::Str(SockFamilyName(c.family)),
-               Value::Str(SockTypeName(c.type)), Value::Str(c.local),
-               Value::Str(c.peer),             Value::U(c.parent)};
+  Value v[] = {Value::U(c.created_ns),
+               Value::U(c.tid),
+               Value::U(static_cast<uint64_t>(c.fd < 0 ? 0 : c.fd)),
+               Value::U(id),
+               Value::Str(SockRoleName(c.role)),
+               Value::Str(SockFamilyName(c.family)),
+               Value::Str(SockTypeName(c.type)),
+               Value::Str(c.local),
+               Value::Str(c.peer),
+               Value::U(c.parent)};
   w->Append(g_socket_types.open, v, 10);
 }
 
 void ConnTable::Close(format::SegmentWriter* w, uint64_t id, Conn& c, const SocketOpRecord& r, uint32_t tid) {
   if (!c.open_emitted) EmitOpen(w, id, c);
-  Value v[] = {Value::U(r.start_ns), Value::U(tid),         Value::U(static_cast<uint64_t>(r.fd)),
-               Value::U(id),         Value::U(c.bytes_in),  Value::U(c.bytes_out),
+  Value v[] = {Value::U(r.start_ns), Value::U(tid),        Value::U(static_cast<uint64_t>(r.fd)),
+               Value::U(id),         Value::U(c.bytes_in), Value::U(c.bytes_out),
                Value::U(c.ops),      Value::U(c.errors)};
   w->Append(g_socket_types.close, v, 8);
   Forget(id);
@@ -132,8 +137,8 @@ void ConnTable::OnAddr(format::SegmentWriter* w, const SocketAddrRecord& r, uint
   SetRole(*c, r.role);
   if (r.which != uint8_t(AddrWhich::kNone) && r.addr_len) {
     char text[kAddrText];
-    const size_t n = FormatSockaddr(r.addr, r.addr_len < sizeof(r.addr) ? r.addr_len : sizeof(r.addr), text,
-                                    sizeof(text));
+    const size_t n =
+        FormatSockaddr(r.addr, r.addr_len < sizeof(r.addr) ? r.addr_len : sizeof(r.addr), text, sizeof(text));
     (r.which == uint8_t(AddrWhich::kLocal) ? c->local : c->peer).assign(text, n);
   }
   if (r.complete) {
@@ -144,7 +149,7 @@ void ConnTable::OnAddr(format::SegmentWriter* w, const SocketAddrRecord& r, uint
 }
 
 void ConnTable::OnGap(format::SegmentWriter* w, const SocketGapRecord& g, uint32_t tid) {
-  const Value v[] = {Value::U(g.time_ns), Value::U(tid),      Value::U(g.conn),  Value::U(g.bytes_in),
+  const Value v[] = {Value::U(g.time_ns),   Value::U(tid),   Value::U(g.conn),  Value::U(g.bytes_in),
                      Value::U(g.bytes_out), Value::U(g.ops), Value::U(g.errors)};
   w->Append(g_socket_types.gap, v, 7);
   Conn* c = Find(g.conn);
@@ -193,7 +198,7 @@ void ConnTable::TrackExchange(Conn& c, const ExchangeEvent& e) {
   if (!(e.flags & kExCont)) {  // a new exchange
     c.exchange = asked ? 1 : 0;
     c.exchange_fired = false;
-    c.exchange_start_ns = e.time;  // a server's: the end of the receive that brought the first bytes
+    c.exchange_start_ns = e.time;    // a server's: the end of the receive that brought the first bytes
     c.exchange_slow_ns = e.slow_ns;  // its endpoint's threshold (the first part names it)
   } else if (c.exchange == 0 && asked) {
     c.exchange = 1;
@@ -279,8 +284,7 @@ void ConnTable::OnOp(format::SegmentWriter* w, const SocketOpRecord& r, uint32_t
     case SockOp::kDup:
       if (r.result >= 0) c->fd_refs++;
       break;
-    default:
-      break;
+    default: break;
   }
 }
 

@@ -29,8 +29,8 @@ struct ConnProbe {
   // Describes a connection first seen in the middle of its life (created
   // before init, in our parent before fork, or whose creation record was
   // dropped). Returns false if fd no longer names conn.
-  bool (*adopt)(int fd, uint64_t conn, uint8_t* role, uint8_t* family, uint8_t* type, char* local,
-                char* peer, size_t cap) = nullptr;
+  bool (*adopt)(int fd, uint64_t conn, uint8_t* role, uint8_t* family, uint8_t* type, char* local, char* peer,
+                size_t cap) = nullptr;
   // The socket inode of a listener (for accept-queue sampling), 0 if unknown.
   uint64_t (*inode)(int fd, uint64_t conn) = nullptr;
   // True while fd still names conn in the fd table.
@@ -114,7 +114,7 @@ class ConnTable {
     // The exchange in progress on a server connection (a receive run, then a
     // send run), for FLIGHTREC_TRIGGER_SLOW_MS: it starts when the first
     // receive returns data, as request_inference.py counts it.
-    uint8_t exchange = 0;       // 0 idle, 1 receiving, 2 answering
+    uint8_t exchange = 0;         // 0 idle, 1 receiving, 2 answering
     bool exchange_fired = false;  // this exchange already triggered
     uint64_t exchange_start_ns = 0;
     uint64_t exchange_slow_ns = 0;  // its threshold (per endpoint: its first part's)

@@ -79,10 +79,15 @@ void SocketFlushSide::OnOp(format::SegmentWriter* w, const SocketOpRecord& raw, 
   r.start_ns = QuantizeSocketTime(raw.start_ns);
   r.duration_ns = end - r.start_ns;
   // socket.op's fields (socket_events.cc) as column values.
-  const uint64_t columns[] = {r.start_ns, tid, static_cast<uint64_t>(r.fd < 0 ? 0 : r.fd), r.conn,
-                              OpNameId(w, r), static_cast<uint64_t>(r.result), r.duration_ns};
+  const uint64_t columns[] = {r.start_ns,
+                              tid,
+                              static_cast<uint64_t>(r.fd < 0 ? 0 : r.fd),
+                              r.conn,
+                              OpNameId(w, r),
+                              static_cast<uint64_t>(r.result),
+                              r.duration_ns};
   w->AppendColumns(g_socket_types.op, columns, 7);
-  if (r.conn == 0) return;  // failed socket(): nothing to track
+  if (r.conn == 0) return;               // failed socket(): nothing to track
   if (conns_.CountDataOpNow(r)) return;  // most calls: totals only, no queueing
   pending_.push_back(Pending{end, seq_++, tid, kNoAddr, r});
 }
@@ -128,13 +133,26 @@ void SocketFlushSide::OnExchange(format::SegmentWriter* w, const ExchangeEvent& 
   }
   if (info && info->request_id_len) rid = w->StringId(info->RequestId());
   // socket.exchange's fields (socket_events.cc) as column values.
-  const uint64_t columns[] = {e.time,         e.tid ? e.tid : tid, static_cast<uint64_t>(e.fd < 0 ? 0 : e.fd),
-                              e.conn,         e.flags,             e.bytes_in,
-                              e.bytes_out,    e.calls_in,          e.calls_out,
-                              e.errors,       e.would_block,       e.ask_ns,
-                              e.answer_ns,    e.end_ns,            names_.StringId(w, e.endpoint),
-                              hi,             lo,                  span,
-                              tflags,         rid};
+  const uint64_t columns[] = {e.time,
+                              e.tid ? e.tid : tid,
+                              static_cast<uint64_t>(e.fd < 0 ? 0 : e.fd),
+                              e.conn,
+                              e.flags,
+                              e.bytes_in,
+                              e.bytes_out,
+                              e.calls_in,
+                              e.calls_out,
+                              e.errors,
+                              e.would_block,
+                              e.ask_ns,
+                              e.answer_ns,
+                              e.end_ns,
+                              names_.StringId(w, e.endpoint),
+                              hi,
+                              lo,
+                              span,
+                              tflags,
+                              rid};
   w->AppendColumns(g_socket_types.exchange, columns, 20);
   if (e.conn == 0 || conns_.CountExchangeNow(e)) return;
   pending_.push_back(
@@ -364,8 +382,10 @@ void OnExchangeRecord(FlushContext& ctx, const SocketExchangeRecord& r, uint32_t
     side.Classify(prefix, r.prefix_len, &e, &info);
     if (side.names().capped() != capped_before && !g_flush->names_capped_logged) {
       g_flush->names_capped_logged = true;
-      Log(LogLevel::kWarn, "endpoint names: %zu distinct names reached (FLIGHTREC_ENDPOINT_NAMES); further names "
-          "are recorded as 'other' (counted as endpoint.names_capped)", side.names().size() - 1);
+      Log(LogLevel::kWarn,
+          "endpoint names: %zu distinct names reached (FLIGHTREC_ENDPOINT_NAMES); further names "
+          "are recorded as 'other' (counted as endpoint.names_capped)",
+          side.names().size() - 1);
     }
     side.OnExchange(ctx.writer, e, ring_tid, &info);
     return;
@@ -384,8 +404,7 @@ void HarvestGaps(FlushContext& ctx) {
   const uint64_t unsummarized = HarvestSocketGaps(
       SocketGapsOf(ctx.thread),
       [&](uint64_t conn, uint64_t in, uint64_t out, uint64_t ops, uint64_t errors, uint64_t last) {
-        const uint64_t t =
-            (last & kGapTimeIsTsc) ? tscclock::TicksToNs(last & ~kGapTimeIsTsc, ctx.now_ns) : last;
+        const uint64_t t = (last & kGapTimeIsTsc) ? tscclock::TicksToNs(last & ~kGapTimeIsTsc, ctx.now_ns) : last;
         g_flush->side->OnGap(SocketGapRecord{t, conn, in, out, ops, errors}, tid);
       });
   if (unsummarized) EmitGlobalDrops(ctx, "socket.gap", unsummarized);
@@ -424,8 +443,8 @@ void SampleAcceptQueues(FlushContext& ctx, FlushGlobals& g) {
     if (!l.inode) return;
     for (const ListenQueue& q : g.queues) {
       if (q.inode != l.inode) continue;
-      Value v[] = {Value::U(ctx.now_ns), Value::U(l.conn), Value::U(static_cast<uint64_t>(l.fd)),
-                   Value::Str(l.local), Value::U(q.queued), Value::U(q.backlog)};
+      Value v[] = {Value::U(ctx.now_ns), Value::U(l.conn),   Value::U(static_cast<uint64_t>(l.fd)),
+                   Value::Str(l.local),  Value::U(q.queued), Value::U(q.backlog)};
       ctx.writer->Append(g_socket_types.acceptq, v, 6);
       break;
     }

@@ -78,12 +78,10 @@ class SocketFlushSide {
   // An exchange record, times already in ns: writes socket.exchange at once.
   // `info`: the classified question when the record carried one (its name is
   // e.endpoint; the trace context is written from info).
-  void OnExchange(format::SegmentWriter* w, const ExchangeEvent& e, uint32_t tid,
-                  const EndpointInfo* info = nullptr);
+  void OnExchange(format::SegmentWriter* w, const ExchangeEvent& e, uint32_t tid, const EndpointInfo* info = nullptr);
 
   // The endpoint side (issue 41): classifiers, names, trace context.
-  void ConfigureEndpoints(unsigned mask, bool trace_context, size_t name_cap,
-                          const format::MiVector<SlowRule>* rules);
+  void ConfigureEndpoints(unsigned mask, bool trace_context, size_t name_cap, const format::MiVector<SlowRule>* rules);
   // Names the question's bytes: sets e->endpoint and e->slow_ns, fills *info.
   void Classify(const uint8_t* p, size_t n, ExchangeEvent* e, EndpointInfo* info);
   EndpointNames& names() { return names_; }
@@ -97,8 +95,8 @@ class SocketFlushSide {
 
  private:
   struct Pending {
-    uint64_t key;   // completion time
-    uint64_t seq;   // arrival order: ties keep ring order (addr records before their op)
+    uint64_t key;  // completion time
+    uint64_t seq;  // arrival order: ties keep ring order (addr records before their op)
     uint32_t tid;
     uint32_t addr;  // index into addrs_ (or gaps_ with kGapBit), or kNoAddr for an op record
     SocketOpRecord op;

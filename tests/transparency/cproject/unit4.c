@@ -1,2 +1,6 @@
 /* A translation unit of the small C project built by make -j2 in the transparency test. */
-int unit4_value(int x) { int s = 0; for (int k = 0; k < x; ++k) s += k * 4; return s; }
+int unit4_value(int x) {
+  int s = 0;
+  for (int k = 0; k < x; ++k) s += k * 4;
+  return s;
+}
