@@ -16,9 +16,9 @@ namespace {
 using format::FieldType;
 using format::Value;
 
-uint32_t t_sample = 0;
-uint32_t t_free = 0;
-uint32_t t_unattributed = 0;
+uint32_t type_sample = 0;
+uint32_t type_free = 0;
+uint32_t type_unattributed = 0;
 
 // References whose stack the thread's table did not hold (flush thread only):
 // written with no stack, their weight kept; reported as alloc.stack_unknown.
@@ -58,7 +58,7 @@ void DecodeSample(FlushContext& ctx, const RecordHeader& h, const void* payload)
   Value v[] = {Value::U(r->time_ns),       Value::U(tid),
                Value::U(r->address),       Value::U(r->size),
                Value::Stack(r->pcs, npcs), Value::U(r->sample_bytes)};
-  ctx.writer->Append(t_sample, v, 6);
+  ctx.writer->Append(type_sample, v, 6);
 }
 
 // No segment open: the sample is lost, but later references may need its stack.
@@ -80,7 +80,7 @@ void DecodeSampleRef(FlushContext& ctx, const RecordHeader& h, const void* paylo
                Value::U(r->size),
                e ? Value::Stack(e->pcs, e->npcs) : Value::Stack(nullptr, 0),
                Value::U(e ? e->extra : 0)};
-  ctx.writer->Append(t_sample, v, 6);
+  ctx.writer->Append(type_sample, v, 6);
 }
 
 void DecodeFree(FlushContext& ctx, const RecordHeader& h, const void* payload) {
@@ -88,7 +88,7 @@ void DecodeFree(FlushContext& ctx, const RecordHeader& h, const void* payload) {
   const auto* r = static_cast<const AllocFreeRecord*>(payload);
   const uint64_t tid = ctx.thread ? static_cast<uint64_t>(ctx.thread->tid) : 0;
   Value v[] = {Value::U(r->time_ns), Value::U(tid), Value::U(r->address)};
-  ctx.writer->Append(t_free, v, 3);
+  ctx.writer->Append(type_free, v, 3);
 }
 
 // After each drain of a thread's ring (and before a retired slot is freed):
@@ -106,24 +106,24 @@ void EmitDroppedWeight(FlushContext& ctx, DroppedWeight& d, uint64_t tid) {
       d.bytes.load(std::memory_order_relaxed) == d.bytes_reported)
     return;
   const DroppedWeight::Delta delta = d.Harvest();
-  if (!ctx.writer || !t_unattributed) return;
+  if (!ctx.writer || !type_unattributed) return;
   Value v[] = {Value::U(ctx.now_ns), Value::U(tid), Value::U(delta.samples), Value::F(delta.bytes),
                Value::F(delta.objects)};
-  ctx.writer->Append(t_unattributed, v, 5);
+  ctx.writer->Append(type_unattributed, v, 5);
 }
 
 void RegisterAllocEvents() {
   const FieldType T = FieldType::kTime, U = FieldType::kUInt, K = FieldType::kStack;
-  t_sample = DefineEventType({"alloc.sample",
-                              {{"time", T, "ns"},
-                               {"tid", U, ""},
-                               {"address", U, ""},
-                               {"size", U, "bytes"},
-                               {"stack", K, ""},
-                               {"sample_bytes", U, "bytes"}}});
-  t_free = DefineEventType({"alloc.free", {{"time", T, "ns"}, {"tid", U, ""}, {"address", U, ""}}});
+  type_sample = DefineEventType({"alloc.sample",
+                                 {{"time", T, "ns"},
+                                  {"tid", U, ""},
+                                  {"address", U, ""},
+                                  {"size", U, "bytes"},
+                                  {"stack", K, ""},
+                                  {"sample_bytes", U, "bytes"}}});
+  type_free = DefineEventType({"alloc.free", {{"time", T, "ns"}, {"tid", U, ""}, {"address", U, ""}}});
   const FieldType F = FieldType::kF64;
-  t_unattributed = DefineEventType(
+  type_unattributed = DefineEventType(
       {"alloc.unattributed",
        {{"time", T, "ns"}, {"tid", U, ""}, {"samples", U, "count"}, {"bytes", F, "bytes"}, {"count", F, "count"}}});
   RegisterThreadDrainedHook(HarvestThreadDroppedWeight);

@@ -108,7 +108,7 @@ struct Chained {
 };
 __thread int t_chain_depth __attribute__((tls_model("initial-exec"))) = 0;
 __thread Chained t_chain __attribute__((tls_model("initial-exec")));
-uint32_t t_crash_recovered = 0;
+uint32_t type_crash_recovered = 0;
 
 struct RecoveredRecord {
   uint64_t time_ns;
@@ -116,7 +116,7 @@ struct RecoveredRecord {
   int32_t signo;
 };
 uint32_t g_stack_copy_max = 0;
-uint32_t t_crash = 0;
+uint32_t type_crash = 0;
 
 // The alternate stack this thread runs on because we installed it (nullptr if
 // none or the application's own). After fork the child's thread still has its
@@ -458,12 +458,12 @@ void CrashSignalHandler(int sig, siginfo_t* si, void* uc) {
 }
 
 void DecodeRecovered(FlushContext& ctx, const RecordHeader& h, const void* payload) {
-  if (h.size < sizeof(RecordHeader) + sizeof(RecoveredRecord) || !t_crash_recovered) return;
+  if (h.size < sizeof(RecordHeader) + sizeof(RecoveredRecord) || !type_crash_recovered) return;
   const auto* r = static_cast<const RecoveredRecord*>(payload);
   using format::Value;
   const Value v[] = {Value::U(r->time_ns), Value::U(static_cast<uint64_t>(r->tid)),
                      Value::U(static_cast<uint64_t>(r->signo)), Value::Str(SignalName(r->signo))};
-  ctx.writer->Append(t_crash_recovered, v, 4);
+  ctx.writer->Append(type_crash_recovered, v, 4);
 }
 
 void DecodeCrash(FlushContext& ctx, const RecordHeader& h, const void* payload) {
@@ -484,7 +484,7 @@ void DecodeCrash(FlushContext& ctx, const RecordHeader& h, const void* payload) 
                Value::S(r->code),
                Value::U(r->fault_addr),
                Value::Stack(pcs, static_cast<uint32_t>(n))};
-  ctx.writer->Append(t_crash, v, 7);
+  ctx.writer->Append(type_crash, v, 7);
 }
 
 // Our handler as the kernel should run it for `sig`, given the
@@ -514,20 +514,20 @@ void CrashHandlerInit(const Config& config) {
   g_real_sigaction = reinterpret_cast<SigactionFn>(dlsym(RTLD_NEXT, "sigaction"));
   if (!g_real_sigaction) return;
   using format::FieldType;
-  t_crash = DefineEventType({"crash",
-                             {{"time", FieldType::kTime, "ns"},
-                              {"tid", FieldType::kUInt, ""},
-                              {"signal", FieldType::kUInt, ""},
-                              {"signal_name", FieldType::kString, ""},
-                              {"code", FieldType::kSInt, ""},
-                              {"fault_addr", FieldType::kUInt, ""},
-                              {"stack", FieldType::kStack, ""}}});
+  type_crash = DefineEventType({"crash",
+                                {{"time", FieldType::kTime, "ns"},
+                                 {"tid", FieldType::kUInt, ""},
+                                 {"signal", FieldType::kUInt, ""},
+                                 {"signal_name", FieldType::kString, ""},
+                                 {"code", FieldType::kSInt, ""},
+                                 {"fault_addr", FieldType::kUInt, ""},
+                                 {"stack", FieldType::kStack, ""}}});
   RegisterRecordKind(kRecCrash, "crash", DecodeCrash);
-  t_crash_recovered = DefineEventType({"crash.recovered",
-                                       {{"time", FieldType::kTime, "ns"},
-                                        {"tid", FieldType::kUInt, ""},
-                                        {"signal", FieldType::kUInt, ""},
-                                        {"signal_name", FieldType::kString, ""}}});
+  type_crash_recovered = DefineEventType({"crash.recovered",
+                                          {{"time", FieldType::kTime, "ns"},
+                                           {"tid", FieldType::kUInt, ""},
+                                           {"signal", FieldType::kUInt, ""},
+                                           {"signal_name", FieldType::kString, ""}}});
   RegisterRecordKind(kRecCrashRecovered, "crash.recovered", DecodeRecovered);
   uint64_t max = config.stack_copy_bytes;
   const uint64_t ring_room = config.ring_bytes / 2 - sizeof(CrashRecord) - 64;

@@ -42,7 +42,7 @@ std::atomic<bool> g_ready{false};
 // One termination at a time: a second signal while the first is being
 // sealed goes straight to its default action.
 std::atomic<int> g_terminating{0};
-uint32_t t_killed = 0;
+uint32_t type_killed = 0;
 
 struct KilledRecord {
   uint64_t time_ns;
@@ -138,7 +138,7 @@ void TermSignalHandler(int sig, siginfo_t* si, void*) {
 }
 
 void DecodeKilled(FlushContext& ctx, const RecordHeader& h, const void* payload) {
-  if (h.size < sizeof(RecordHeader) + sizeof(KilledRecord) || !t_killed) return;
+  if (h.size < sizeof(RecordHeader) + sizeof(KilledRecord) || !type_killed) return;
   const auto* r = static_cast<const KilledRecord*>(payload);
   using format::Value;
   const Value v[] = {Value::U(r->time_ns),
@@ -148,7 +148,7 @@ void DecodeKilled(FlushContext& ctx, const RecordHeader& h, const void* payload)
                      Value::S(r->code),
                      Value::U(static_cast<uint64_t>(r->sender_pid)),
                      Value::U(r->sender_uid)};
-  ctx.writer->Append(t_killed, v, 7);
+  ctx.writer->Append(type_killed, v, 7);
 }
 
 bool IsDefault(const struct sigaction& a) { return !(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_DFL; }
@@ -166,14 +166,14 @@ void TermSignalsInit(const Config& config) {
   g_real_sigaction = reinterpret_cast<SigactionFn>(dlsym(RTLD_NEXT, "sigaction"));
   if (!g_real_sigaction) return;
   using format::FieldType;
-  t_killed = DefineEventType({"process.killed",
-                              {{"time", FieldType::kTime, "ns"},
-                               {"tid", FieldType::kUInt, ""},
-                               {"signal", FieldType::kUInt, ""},
-                               {"signal_name", FieldType::kString, ""},
-                               {"code", FieldType::kSInt, ""},
-                               {"sender_pid", FieldType::kUInt, ""},
-                               {"sender_uid", FieldType::kUInt, ""}}});
+  type_killed = DefineEventType({"process.killed",
+                                 {{"time", FieldType::kTime, "ns"},
+                                  {"tid", FieldType::kUInt, ""},
+                                  {"signal", FieldType::kUInt, ""},
+                                  {"signal_name", FieldType::kString, ""},
+                                  {"code", FieldType::kSInt, ""},
+                                  {"sender_pid", FieldType::kUInt, ""},
+                                  {"sender_uid", FieldType::kUInt, ""}}});
   RegisterRecordKind(kRecProcessKilled, "process.killed", DecodeKilled);
   memset(&g_ours, 0, sizeof(g_ours));
   g_ours.sa_sigaction = TermSignalHandler;

@@ -41,7 +41,7 @@ constexpr uint64_t kMaxSpanAfters = 6;
 constexpr uint64_t kMergedEventGapNs = kSec;
 constexpr size_t kMaxNoteBytes = 200;
 
-uint32_t t_trigger = 0;
+uint32_t type_trigger = 0;
 
 // The incident's tag in file names and keys: the trigger's UTC time, which
 // sorts and reads well, with no '-' (segment names split on it).
@@ -98,18 +98,18 @@ uint64_t ResidentBytes() {
 
 void RegisterTriggerEvents() {
   using format::FieldType;
-  t_trigger = DefineEventType({"trigger",
-                               {{"time", FieldType::kTime, "ns"},
-                                {"reason", FieldType::kString, ""},
-                                {"detail", FieldType::kUInt, ""},
-                                {"note", FieldType::kString, ""},
-                                {"incident", FieldType::kUInt, ""},
-                                {"before_ns", FieldType::kUInt, "ns"},
-                                {"after_ns", FieldType::kUInt, "ns"},
-                                {"merged", FieldType::kUInt, ""},
-                                {"suppressed", FieldType::kUInt, "count"},
-                                {"mode", FieldType::kString, ""},
-                                {"tag", FieldType::kString, ""}}});
+  type_trigger = DefineEventType({"trigger",
+                                  {{"time", FieldType::kTime, "ns"},
+                                   {"reason", FieldType::kString, ""},
+                                   {"detail", FieldType::kUInt, ""},
+                                   {"note", FieldType::kString, ""},
+                                   {"incident", FieldType::kUInt, ""},
+                                   {"before_ns", FieldType::kUInt, "ns"},
+                                   {"after_ns", FieldType::kUInt, "ns"},
+                                   {"merged", FieldType::kUInt, ""},
+                                   {"suppressed", FieldType::kUInt, "count"},
+                                   {"mode", FieldType::kString, ""},
+                                   {"tag", FieldType::kString, ""}}});
 }
 
 uint64_t WindowKeeper::SegmentSecondsFor(uint64_t configured_seconds) {
@@ -273,7 +273,7 @@ void WindowKeeper::Handle(FlushContext& ctx, TriggerReason reason, uint64_t t, u
 
 void WindowKeeper::Emit(FlushContext& ctx, TriggerReason reason, uint64_t t, uint64_t detail, const std::string& note,
                         Merged merged) {
-  if (!t_trigger) return;
+  if (!type_trigger) return;
   using format::Value;
   const Value v[] = {Value::U(t),
                      Value::Str(TriggerReasonName(reason)),
@@ -286,7 +286,7 @@ void WindowKeeper::Emit(FlushContext& ctx, TriggerReason reason, uint64_t t, uin
                      Value::U(suppressed_),
                      Value::Str(window_mode_ ? "window" : "continuous"),
                      Value::Str(incident_.tag)};
-  ctx.writer->Append(t_trigger, v, 11);
+  ctx.writer->Append(type_trigger, v, 11);
   suppressed_ = 0;
   last_event_ns_ = t;
 }

@@ -28,7 +28,7 @@ namespace {
 using format::FieldType;
 using format::Value;
 
-uint32_t t_process_start, t_process_env, t_rusage, t_thread_start, t_thread_name, t_thread_end;
+uint32_t type_process_start, type_process_env, type_rusage, type_thread_start, type_thread_name, type_thread_end;
 
 std::string ReadSmallFile(const char* path, size_t max) {
   std::string out;
@@ -72,14 +72,14 @@ void EmitThreadStart(FlushContext& ctx, const RecordHeader&, const void* payload
   const std::string routine = SymbolFor(r->start_routine);
   Value v[] = {Value::U(r->time_ns), Value::U(static_cast<uint64_t>(r->tid)),
                Value::U(static_cast<uint64_t>(r->parent_tid)), Value::Str(name), Value::Str(routine)};
-  ctx.writer->Append(t_thread_start, v, 5);
+  ctx.writer->Append(type_thread_start, v, 5);
 }
 
 void EmitThreadEnd(FlushContext& ctx, const RecordHeader&, const void* payload) {
   const auto* r = static_cast<const ThreadEndRecord*>(payload);
   const std::string name = Bounded(r->name, sizeof(r->name));
   Value v[] = {Value::U(r->time_ns), Value::U(static_cast<uint64_t>(r->tid)), Value::Str(name)};
-  ctx.writer->Append(t_thread_end, v, 3);
+  ctx.writer->Append(type_thread_end, v, 3);
 }
 
 void EmitThreadName(FlushContext& ctx, const RecordHeader&, const void* payload) {
@@ -87,7 +87,7 @@ void EmitThreadName(FlushContext& ctx, const RecordHeader&, const void* payload)
   const std::string name = Bounded(r->name, sizeof(r->name));
   if (ctx.thread) memcpy(ctx.thread->name, r->name, sizeof(ctx.thread->name));
   Value v[] = {Value::U(r->time_ns), Value::U(static_cast<uint64_t>(r->tid)), Value::Str(name)};
-  ctx.writer->Append(t_thread_name, v, 3);
+  ctx.writer->Append(type_thread_name, v, 3);
 }
 
 uint64_t TvNs(const timeval& tv) {
@@ -137,34 +137,34 @@ ProcessInfo CollectProcessInfo() {
 
 void RegisterCoreEvents() {
   const FieldType U = FieldType::kUInt, T = FieldType::kTime, S = FieldType::kString;
-  t_process_start = DefineEventType({"process.start",
-                                     {{"time", T, "ns"},
-                                      {"pid", U, ""},
-                                      {"ppid", U, ""},
-                                      {"exe", S, ""},
-                                      {"cmdline", S, ""},
-                                      {"hostname", S, ""},
-                                      {"service", S, ""},
-                                      {"realtime_ns", U, "ns"},
-                                      {"monotonic_ns", U, "ns"},
-                                      {"alloc_sample_bytes", U, "bytes"},
-                                      {"cpu_hz", U, "Hz"},
-                                      {"sampler", S, ""}}});
-  t_process_env = DefineEventType({"process.env", {{"time", T, "ns"}, {"name", S, ""}, {"value", S, ""}}});
-  t_rusage = DefineEventType({"process.rusage",
-                              {{"time", T, "ns"},
-                               {"utime_ns", U, "ns"},
-                               {"stime_ns", U, "ns"},
-                               {"maxrss_kb", U, "KiB"},
-                               {"minflt", U, "count"},
-                               {"majflt", U, "count"},
-                               {"nvcsw", U, "count"},
-                               {"nivcsw", U, "count"}}});
-  t_thread_start = DefineEventType(
+  type_process_start = DefineEventType({"process.start",
+                                        {{"time", T, "ns"},
+                                         {"pid", U, ""},
+                                         {"ppid", U, ""},
+                                         {"exe", S, ""},
+                                         {"cmdline", S, ""},
+                                         {"hostname", S, ""},
+                                         {"service", S, ""},
+                                         {"realtime_ns", U, "ns"},
+                                         {"monotonic_ns", U, "ns"},
+                                         {"alloc_sample_bytes", U, "bytes"},
+                                         {"cpu_hz", U, "Hz"},
+                                         {"sampler", S, ""}}});
+  type_process_env = DefineEventType({"process.env", {{"time", T, "ns"}, {"name", S, ""}, {"value", S, ""}}});
+  type_rusage = DefineEventType({"process.rusage",
+                                 {{"time", T, "ns"},
+                                  {"utime_ns", U, "ns"},
+                                  {"stime_ns", U, "ns"},
+                                  {"maxrss_kb", U, "KiB"},
+                                  {"minflt", U, "count"},
+                                  {"majflt", U, "count"},
+                                  {"nvcsw", U, "count"},
+                                  {"nivcsw", U, "count"}}});
+  type_thread_start = DefineEventType(
       {"thread.start",
        {{"time", T, "ns"}, {"tid", U, ""}, {"parent_tid", U, ""}, {"name", S, ""}, {"start_routine", S, ""}}});
-  t_thread_name = DefineEventType({"thread.name", {{"time", T, "ns"}, {"tid", U, ""}, {"name", S, ""}}});
-  t_thread_end = DefineEventType({"thread.end", {{"time", T, "ns"}, {"tid", U, ""}, {"name", S, ""}}});
+  type_thread_name = DefineEventType({"thread.name", {{"time", T, "ns"}, {"tid", U, ""}, {"name", S, ""}}});
+  type_thread_end = DefineEventType({"thread.end", {{"time", T, "ns"}, {"tid", U, ""}, {"name", S, ""}}});
   TheDropLedger().SetEventType(DefineEventType(DropLedger::EventSpec()));  // recorder.dropped
   RegisterRecordKind(kRecThreadStart, "thread.start", EmitThreadStart);
   RegisterRecordKind(kRecThreadEnd, "thread.end", EmitThreadEnd);
@@ -179,10 +179,10 @@ void EmitProcessStart(format::SegmentWriter* writer, const ProcessInfo& p, uint6
                Value::Str(p.service),    Value::U(p.realtime_ns),
                Value::U(p.monotonic_ns), Value::U(cfg.alloc_sample_bytes),
                Value::U(cfg.cpu_hz),     Value::Str(p.sampler)};
-  writer->Append(t_process_start, v, 12);
+  writer->Append(type_process_start, v, 12);
   for (const auto& [name, value] : p.env) {
     Value e[] = {Value::U(now_ns), Value::Str(name), Value::Str(value)};
-    writer->Append(t_process_env, e, 3);
+    writer->Append(type_process_env, e, 3);
   }
 }
 
@@ -197,7 +197,7 @@ void EmitRusage(FlushContext& ctx) {
                Value::U(static_cast<uint64_t>(ru.ru_majflt)),
                Value::U(static_cast<uint64_t>(ru.ru_nvcsw)),
                Value::U(static_cast<uint64_t>(ru.ru_nivcsw))};
-  ctx.writer->Append(t_rusage, v, 8);
+  ctx.writer->Append(type_rusage, v, 8);
 }
 
 void EmitThreadEndIfDropped(FlushContext& ctx, ThreadState* ts) {
@@ -205,7 +205,7 @@ void EmitThreadEndIfDropped(FlushContext& ctx, ThreadState* ts) {
   ts->end_dropped = false;
   const std::string name = Bounded(ts->name, sizeof(ts->name));
   Value v[] = {Value::U(ctx.now_ns), Value::U(static_cast<uint64_t>(ts->tid)), Value::Str(name)};
-  ctx.writer->Append(t_thread_end, v, 3);
+  ctx.writer->Append(type_thread_end, v, 3);
 }
 
 void RefreshThreadName(FlushContext& ctx, ThreadState* ts, uint64_t now) {
@@ -218,7 +218,7 @@ void RefreshThreadName(FlushContext& ctx, ThreadState* ts, uint64_t now) {
   memset(ts->name, 0, sizeof(ts->name));
   memcpy(ts->name, comm.data(), comm.size() < 15 ? comm.size() : 15);
   Value v[] = {Value::U(now), Value::U(static_cast<uint64_t>(ts->tid)), Value::Str(comm)};
-  ctx.writer->Append(t_thread_name, v, 3);
+  ctx.writer->Append(type_thread_name, v, 3);
 }
 
 }  // namespace flightrec
