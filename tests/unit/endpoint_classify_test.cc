@@ -204,6 +204,31 @@ TEST_CASE("endpoint: ten million distinct paths give at most the cap of names, t
   CHECK(names.Admit("GET /p/aaaaaaa") == 2);  // admitted names stay
 }
 
+TEST_CASE("endpoint: names alike in length and outer bytes stay apart (the recent-names cache)") {
+  // Same length, same first and last 8 bytes: one slot of the cache, so
+  // every lookup after the first of each must tell them apart by content.
+  EndpointNames names(100);
+  std::vector<std::string> alike;
+  for (char c = 'a'; c <= 'h'; ++c) alike.push_back(std::string("GET /users/") + c + "/settings");
+  std::vector<uint32_t> first;
+  for (const std::string& n : alike) first.push_back(names.Admit(n));
+  for (size_t i = 0; i < first.size(); ++i)
+    for (size_t j = i + 1; j < first.size(); ++j) CHECK(first[i] != first[j]);
+  for (int round = 0; round < 3; ++round)
+    for (size_t i = alike.size(); i-- > 0;) {
+      CHECK(names.Admit(alike[i]) == first[i]);
+      CHECK(names.Name(first[i]) == alike[i]);
+    }
+  // Short names (under 8 bytes) and the empty name.
+  const uint32_t get = names.Admit("GET"), set = names.Admit("SET"), ge = names.Admit("GE");
+  CHECK(get != set);
+  CHECK(get != ge);
+  CHECK(names.Admit("GET") == get);
+  CHECK(names.Admit("SET") == set);
+  CHECK(names.Admit("GE") == ge);
+  CHECK(names.Admit("") == 0);
+}
+
 TEST_CASE("endpoint: names are redacted once, when admitted") {
   EndpointNames names(100);
   const uint32_t i = names.Admit("GET /x/Bearer abcdefghijklmnop");

@@ -1,6 +1,7 @@
 // Endpoint names of one process (see endpoint_names.h).
 #include "preload/sockets/decode/endpoint_names.h"
 
+#include <cstring>
 #include <string>
 
 #include "preload/runtime/redaction.h"
@@ -36,10 +37,37 @@ EndpointNames::EndpointNames(size_t cap) : cap_(cap < 2 ? 2 : cap) {
   index_.emplace(format::MiString("other"), 1u);
 }
 
+size_t EndpointNames::RecentSlot(std::string_view raw) {
+  // Length, the first and the last 8 bytes (names share prefixes: "GET /a",
+  // "GET /b"; the two loads overlap under 16 bytes), mixed by one multiply.
+  const size_t n = raw.size();
+  const char* p = raw.data();
+  uint64_t head = 0, tail = 0;
+  if (n >= 8) {
+    memcpy(&head, p, 8);
+    memcpy(&tail, p + n - 8, 8);
+  } else {
+    for (size_t i = 0; i < n; ++i) head = head << 8 | static_cast<uint8_t>(p[i]);
+  }
+  const uint64_t h = (head ^ (tail * 0x9e3779b97f4a7c15ull) ^ n) * 0xff51afd7ed558ccdull;
+  return static_cast<size_t>(h >> 58);  // kRecent = 64 slots
+}
+
+void EndpointNames::Remember(std::string_view raw, const format::MiString* key, uint32_t index) {
+  Recent& r = recent_[RecentSlot(raw)];
+  r.key = key;
+  r.index = index;
+}
+
 uint32_t EndpointNames::Admit(std::string_view raw) {
   if (raw.empty()) return 0;
+  const Recent& r = recent_[RecentSlot(raw)];
+  if (r.key && r.key->size() == raw.size() && memcmp(r.key->data(), raw.data(), raw.size()) == 0) return r.index;
   auto it = index_.find(raw);
-  if (it != index_.end()) return it->second;
+  if (it != index_.end()) {
+    Remember(raw, &it->first, it->second);
+    return it->second;
+  }
   if (names_.size() >= cap_) {
     capped_++;
     return 1;
@@ -56,7 +84,8 @@ uint32_t EndpointNames::Admit(std::string_view raw) {
     slow_ns_.push_back(RuleNs(red));
     if (red != raw) index_.emplace(format::MiString(red.data(), red.size()), idx);
   }
-  index_.emplace(format::MiString(raw.data(), raw.size()), idx);
+  const auto added = index_.emplace(format::MiString(raw.data(), raw.size()), idx);
+  Remember(raw, &added.first->first, idx);
   return idx;
 }
 

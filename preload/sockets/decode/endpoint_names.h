@@ -32,6 +32,9 @@ class EndpointNames {
  public:
   // cap: distinct names kept (at least 2: none and other).
   explicit EndpointNames(size_t cap);
+  // recent_ points into index_: a copy would point into the original's map.
+  EndpointNames(const EndpointNames&) = delete;
+  EndpointNames& operator=(const EndpointNames&) = delete;
 
   // The index of a name as the classifier gave it.
   uint32_t Admit(std::string_view raw);
@@ -49,6 +52,19 @@ class EndpointNames {
  private:
   size_t cap_;
   uint64_t capped_ = 0;
+  // Recently admitted raw names, direct-mapped by a hash of their length and
+  // outer bytes: a server's exchanges repeat a handful of names, and hashing
+  // each one whole for the map was a fifth of the flush thread's time per
+  // exchange (flush_socket_bench). `key` points at the map's own key (nodes
+  // of an unordered_map never move); a miss or a collision falls to the map.
+  struct Recent {
+    const format::MiString* key = nullptr;
+    uint32_t index = 0;
+  };
+  static constexpr size_t kRecent = 64;
+  Recent recent_[kRecent];
+  static size_t RecentSlot(std::string_view raw);
+  void Remember(std::string_view raw, const format::MiString* key, uint32_t index);
   format::MiHashMap<format::MiString, uint32_t, format::MiStringHash, format::MiStringEq> index_;
   format::MiVector<format::MiString> names_;
   format::MiVector<uint64_t> slow_ns_;
