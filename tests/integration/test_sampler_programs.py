@@ -141,10 +141,16 @@ def test_500_threads_start_and_stop(fr, trace_dir, sampler):
     samples = fr.events(trace_dir, "cpu.sample")
     tids = {e["tid"] for e in samples if names(e["stack"])[:2] == ["thread_burn", "thread_main"]}
     # Each thread burns 6 ms of CPU at 1000 Hz. perf's cpu-clock samples
-    # every thread; SIGPROF timers fire on 4 ms scheduler ticks, so a thread
-    # that short is caught about every other time.
-    wanted = 400 if sampler == "perf" else 150
+    # every thread. A SIGPROF timer is checked on a scheduler tick (4 ms)
+    # that finds its thread running: on a quiet machine about 70% of the
+    # threads are caught (360 of 500 here), but 50 threads sharing two CPUs
+    # with other work run in short slices that ticks miss, and a loaded CI
+    # machine caught 137. That is the kernel's sampling, not a loss of ours:
+    # what the recorder took it kept (nothing dropped), and a tenth of the
+    # threads caught still shows that threads are armed as they start.
+    wanted = 400 if sampler == "perf" else 50
     assert len(tids) >= wanted, f"only {len(tids)} of 500 threads sampled"
+    assert fr.dump_json("info", "--json", trace_dir)["dropped"].get("cpu.sample", 0) == 0
 
 
 @pytest.mark.slow
