@@ -7,8 +7,15 @@ its children, from wait4's rusage) per process, and how many segment files
 the preloaded loop leaves per program image (N `/bin/true` images plus the
 shell's own). This is what a build or a test suite run under the preload
 pays per process (issue #28: goal <= +0.5 ms and <= 1 segment per image).
+
+It also counts the page faults per process (wait4's ru_minflt of bash and
+its children) and times one page fault on this machine (first writes to
+fresh anonymous pages, against populating the same pages with one
+madvise(MADV_POPULATE_WRITE)): on a VM a fault is an exit to the hypervisor,
+and the faults a process adds explain much of what the preload costs it.
     run_short_lived.py BUILD [ROUNDS] [N]
 """
+import mmap
 import os
 import statistics
 import subprocess
@@ -18,7 +25,7 @@ import time
 
 
 def one(lib, n):
-    """(wall seconds, CPU seconds, sealed segments, files left) of one loop."""
+    """(wall seconds, CPU seconds, sealed segments, files left, minor faults) of one loop."""
     with tempfile.TemporaryDirectory(prefix="fr-short-", dir="/var/tmp") as tmp:
         out = os.path.join(tmp, "out")
         env = dict(os.environ, FLIGHTREC_OUTPUT=out)
@@ -35,7 +42,32 @@ def one(lib, n):
         names = os.listdir(out) if os.path.isdir(out) else []
         sealed = sum(1 for f in names if f.endswith(".seg"))
         files = sum(1 for f in names if f.endswith(".seg") or f.endswith(".active"))
-        return wall, ru.ru_utime + ru.ru_stime, sealed, files
+        return wall, ru.ru_utime + ru.ru_stime, sealed, files, ru.ru_minflt
+
+
+MADV_POPULATE_WRITE = 23  # Linux 5.14
+
+
+def fault_cost(pages=1024, rounds=5):
+    """(µs per page touched one by one, µs per page populated by one madvise
+    or None where the kernel has no MADV_POPULATE_WRITE): medians."""
+    touch, populate = [], []
+    for _ in range(rounds):
+        m = mmap.mmap(-1, pages * 4096)
+        t0 = time.perf_counter()
+        for i in range(0, pages * 4096, 4096):
+            m[i] = 1
+        touch.append((time.perf_counter() - t0) / pages * 1e6)
+        m.close()
+        m = mmap.mmap(-1, pages * 4096)
+        try:
+            t0 = time.perf_counter()
+            m.madvise(MADV_POPULATE_WRITE)
+            populate.append((time.perf_counter() - t0) / pages * 1e6)
+        except OSError:
+            pass
+        m.close()
+    return statistics.median(touch), (statistics.median(populate) if populate else None)
 
 
 def main():
@@ -65,6 +97,14 @@ def main():
           % (pc, tc, tc - pc))
     print("  fork+exec segments: %.2f sealed segment files per program image (%.2f files of any kind; %d images "
           "per loop)" % (segs, files, n + 1))
+    pf = statistics.median(x[4] for x in plain) / n
+    tf = statistics.median(x[4] for x in traced) / n
+    touch, populate = fault_cost()
+    print("  fork+exec page faults (bash and children) plain %.0f, flightrec defaults %.0f: +%.0f per process; "
+          "one fault here costs %.2f us (first write to a fresh page; %s), so the added faults are ~%.2f ms"
+          % (pf, tf, tf - pf, touch,
+             "%.2f us per page populated by one madvise" % populate if populate is not None
+             else "no MADV_POPULATE_WRITE", (tf - pf) * touch / 1e3))
 
 
 if __name__ == "__main__":

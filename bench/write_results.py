@@ -677,6 +677,13 @@ def main():
             "per process, %s×); CPU %s ms / %s ms; %s segment files per program image | `run_short_lived.py` |" % (
                 short[1], short[2], short[3], short[4], short_cpu and short_cpu[1], short_cpu and short_cpu[2],
                 num(short_segs)))
+    short_faults = re.search(r"fork\+exec page faults \(bash and children\) plain (\d+), flightrec defaults (\d+): "
+                             r"\+(-?\d+) per process; one fault here costs ([\d.]+) us \(first write to a fresh page; "
+                             r"([^)]*)\), so the added faults are ~([\d.]+) ms", texts["short"] or "")
+    if short_faults:
+        add("| the same loop, page faults per process: plain / defaults | %s / %s (+%s); one fault costs %s us on "
+            "this VM (%s): the added faults are ~%s ms of the added time | `run_short_lived.py` |" % tuple(
+                short_faults.groups()))
     if tf:
         dec = tf["decode"]
         add("| `flightrec-dump` decode rate: library, every column of every block | %.2fM events/s (%d events in "
