@@ -36,6 +36,7 @@
 #include "preload/flush/flush_thread.h"
 
 #include "preload/crash/crash_freeze.h"
+#include "preload/stacks/stack_unwinder.h"
 #include "preload/flush/flush_wakeup.h"
 #include "preload/flush/slot_scan.h"
 
@@ -266,6 +267,10 @@ void TakeOwnFdTableIfItFits(FlushState& s) {
 void GoLive(FlushState& s, uint64_t now, bool final_tick) {
   if (!final_tick && !s.hooks_ran) {
     s.hooks_ran = true;
+    // A fork child's sampler unwinder waits for this (stack_unwinder.h):
+    // before the sampler's thread starts. Not on a crash's tick (final): the
+    // crashed thread may hold the malloc lock that this takes.
+    stacks::PrepareUnwinders();
     RunLiveThreadHooks();
     TakeOwnFdTableIfItFits(s);
     RunLiveHooks();
@@ -334,8 +339,11 @@ bool g_exit_on_flush_thread = false;
 // ends the process itself). Whoever asked waits on final_sealed.
 void FinalSequence(FlushState& s) {
   const int req = s.final_request.load(std::memory_order_acquire);
+  const bool discard = (req & kFinalDiscardUnlessLive) && !s.seg.opened;
+  // A fork child that seals before it went live: its samples are unwound now.
+  if (!discard) stacks::PrepareUnwinders();
   if (req & kFinalProcessEnding) RunFinalHooks();  // the sampler's last collection
-  if (!((req & kFinalDiscardUnlessLive) && !s.seg.opened)) {
+  if (!discard) {
     s.in_final = true;
     Tick(s, TickKind::kFinal);
   }

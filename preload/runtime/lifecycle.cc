@@ -125,7 +125,7 @@ void RestartInForkChild() {
   CrashFreezeResetInChild();           // before the sampler and flush threads start again
   TheDropLedger().ResetInForkChild();  // the parent's drop totals are not the child's
   LastThreadWatchAtForkChild();
-  stacks::PrepareUnwinders(/*after_fork=*/true);
+  stacks::DeferUnwindersAfterFork();  // remade on the child's flush thread if it lives
   if (SamplerAtFork) SamplerAtFork();
   if (UploaderAtFork) UploaderAtFork();
   CurrentThreadState(IfUnregistered::kRegister);

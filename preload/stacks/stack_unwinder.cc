@@ -252,14 +252,16 @@ bool SafeReadSelf(uint64_t addr, void* out, size_t len) {
   return PipeRead(addr, out, len);
 }
 
-void PrepareUnwinders(bool after_fork) {
+void PrepareUnwinders() {
   for (auto& slot : g_as) {
-    // In a fork child the parent's address spaces are leaked, not destroyed:
-    // a parent thread may have been inside one (holding its cache lock) at
-    // the fork. Their memory is small and was the parent's anyway.
-    if (!after_fork && slot.load(std::memory_order_acquire)) continue;
+    if (slot.load(std::memory_order_acquire)) continue;
     slot.store(CreateAddressSpace(), std::memory_order_release);
   }
+}
+
+void DeferUnwindersAfterFork() {
+  // Leaked, not destroyed: its memory is small and was the parent's anyway.
+  g_as[static_cast<int>(UnwindRole::kSampler)].store(nullptr, std::memory_order_release);
 }
 
 int UnwindCopiedStack(UnwindRole role, const RegisterSet& regs, uint64_t stack_addr, const uint8_t* copy,

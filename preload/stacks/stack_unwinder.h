@@ -66,9 +66,19 @@ constexpr int kUnwindRoleCount = 2;
 
 // Creates the address spaces (host calloc). Call where the host's malloc is
 // safe and before any recorder thread unwinds: the constructor, and a fork
-// child's handler with after_fork (the inherited ones may be locked by a
-// parent thread that was unwinding at the fork). Idempotent otherwise.
-void PrepareUnwinders(bool after_fork = false);
+// child's flush thread (after DeferUnwindersAfterFork) when the child goes
+// live or seals. Creates only the missing ones.
+void PrepareUnwinders();
+
+// In a fork child's handler, on the program's thread: no allocation. The
+// sampler's inherited address space is let go (leaked: a parent sampler
+// thread may have been inside it, holding its cache lock, at the fork); the
+// child's flush thread makes a new one with PrepareUnwinders when the child
+// goes live or seals, before any sample of the child is unwound. A child that
+// execs at once never pays for it. The crash path's address space is kept:
+// only a crash report unwinds with it, and a parent that is crashing does
+// not fork.
+void DeferUnwindersAfterFork();
 
 // Unwinds and writes up to `max` pcs, leaf first: pcs[0] is regs.ip itself;
 // callers are return address - 1 (inside the call instruction), except the

@@ -177,6 +177,24 @@ def test_forked_child_is_profiled_on_its_own(fr, trace_dir, sampler):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sampler", SAMPLERS)
+def test_a_forked_childs_samples_are_unwound_whole(fr, trace_dir, sampler):
+    """A fork child's sampler unwinder is made on its flush thread, not in
+    the fork handler on the program's thread (stack_unwinder.h): when the
+    child goes live (here a ring's nudge, long before the 10 s period), or
+    when it seals first. Its samples are unwound through child_burn into
+    main, not cut to their leaf (which is what they were with neither)."""
+    proc = fr.run([fr.program("cpu_fork")], trace_dir,
+                  env={"FLIGHTREC_SAMPLER": sampler, "FLIGHTREC_CPU_HZ": 1000, "FLIGHTREC_FLUSH_MS": 10000})
+    assert "parent done" in proc.stdout.split("\n")
+    stacks = [names(e["stack"]) for e in fr.events(trace_dir, "cpu.sample") if e["stack"]]
+    child = [s for s in stacks if s[0] == "child_burn"]
+    assert len(child) >= 20, len(child)
+    whole = [s for s in child if s[1:2] == ["main"]]
+    assert len(whole) >= 0.95 * len(child), child[:5]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sampler", SAMPLERS)
 def test_offcpu_blocking_calls(fr, trace_dir, sampler):
     proc = fr.run([fr.program("offcpu_mix")], trace_dir, env={"FLIGHTREC_SAMPLER": sampler})
     assert proc.stdout.strip() == "offcpu done"
