@@ -196,6 +196,8 @@ class Connection:
         logging.getLogger("clickhouse_driver").addHandler(logging.NullHandler())
         logging.getLogger("clickhouse_driver").propagate = False
         self.target = target
+        self.pending = False  # an insert_start not yet waited for: "sample" or "end" (what to read)
+        self.insert_types = {}  # INSERT statement -> its columns' (name, type), from its first sample block
         settings = {"max_block_size": 65536}
         if target.cluster:
             # Inserts through a Distributed table return once every shard has its
@@ -206,6 +208,7 @@ class Connection:
                              sync_request_timeout=10, settings=settings)
 
     def execute(self, sql, params=None, **kw):
+        self.insert_wait()
         try:
             return self.client.execute(sql, params, **kw)
         except Exception as e:
@@ -219,7 +222,54 @@ class Connection:
         except Exception as e:
             raise FleetError(_describe(self.target, e)) from None
 
+    def insert_start(self, sql, columns):
+        """Sends a columnar INSERT (one block; columns: one list per column, in
+        the statement's order) and returns without waiting for the server to
+        store it: insert_wait does. The loader decodes the next segments
+        meanwhile (on loopback the wait was the largest cost of a load). The
+        driver's execute() would also copy every column (its insert_block_size
+        slicing) and ping the server before each query."""
+        from clickhouse_driver.block import ColumnOrientedBlock
+        c = self.client
+        try:
+            if self.pending:
+                self.insert_wait()
+            if not getattr(c, "connection", None) or not c.connection.connected:
+                c.establish_connection(None)  # connects (and pings), as execute() does
+            conn = c.connection
+            conn.send_query(sql)
+            conn.send_external_tables(None)
+            types = self.insert_types.get(sql)
+            if types is None:  # the first insert of a statement: the server says the columns' types
+                types = self.insert_types[sql] = c.receive_sample_block().columns_with_types
+                self.pending = "end"
+            else:  # the same statement again: its sample block is read in insert_wait
+                self.pending = "sample"
+            conn.send_data(ColumnOrientedBlock(types, columns))
+            conn.send_data(ColumnOrientedBlock())  # end of data
+        except FleetError:
+            raise
+        except Exception as e:
+            self.pending = False
+            c.disconnect()
+            raise FleetError(_describe(self.target, e)) from None
+
+    def insert_wait(self):
+        """Waits until the server has stored the insert insert_start sent (its
+        end of query); raises FleetError if it refused it."""
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, False
+        try:
+            if pending == "sample":
+                self.client.receive_sample_block()
+            self.client.receive_end_of_query()
+        except Exception as e:
+            self.client.disconnect()
+            raise FleetError(_describe(self.target, e)) from None
+
     def close(self):
+        self.pending = False
         try:
             self.client.disconnect()
         except Exception:

@@ -112,7 +112,9 @@ class Loader:
         self.columns = {name: _column_names(cols) for name, cols, _, _, _ in fleet_db.TABLES}
         self.buf = {name: [[] for _ in cols] for name, cols in self.columns.items()}
         self.nrows = 0
-        self.pending_ledger = []
+        self.pending_ledger = []  # ledger rows of the segments whose rows are in the buffer
+        self.sent_ledger = []  # ... whose rows were sent, not yet known stored
+        self.conns = {}
         self.stacks_sent = set()
         self.stack_ids = {}  # resolved locations of a stack -> its content id (_segment_stack)
         self.loaded = self.events = self.rows = 0
@@ -143,21 +145,63 @@ class Loader:
                 col.extend([v] * n)
         self.nrows += n
 
-    def flush(self):
+    def _conn(self, table):
+        """The connection a table's inserts go through: one per table, so the
+        server stores every table's batch while the loader decodes the next
+        (an insert occupies its connection until the server has stored it)."""
+        c = self.conns.get(table)
+        if c is None:
+            c = self.conns[table] = fleet_db.Connection(self.conn.target)
+        return c
+
+    def _wait(self):
+        """Until the server has stored every insert sent; then the ledger rows
+        of the segments whose rows those were can go in."""
+        for c in self.conns.values():
+            c.insert_wait()
+        self.sent_ledger, ledger = [], self.sent_ledger
+        return ledger
+
+    def _send(self, final):
+        """Sends the buffered rows, each table's on its own connection, without
+        waiting for the server to store them (but for the last batch, final).
+        Idempotency: a segment's ledger row is sent only once the server has
+        stored all of that segment's rows: the batches sent before this one
+        are waited for first, and their segments' ledger rows go in with this
+        batch; this batch's go in with the next (or at the end)."""
         t = self.conn.target
+        ledger = self._wait()  # the previous batch stored: its segments' ledger rows may go in
         for name, _, _, _, _ in fleet_db.TABLES:
             cols = self.buf[name]
             if not cols[0] or name == "segments":
                 continue
-            self.conn.execute("INSERT INTO %s (%s) VALUES" % (t.table(name), ", ".join(self.columns[name])), cols,
-                              columnar=True)
-            self.rows += len(cols[0])
             self.buf[name] = [[] for _ in cols]
-        if self.pending_ledger:
-            self.conn.execute("INSERT INTO %s (%s) VALUES" % (t.table("segments"), ", ".join(self.columns["segments"])),
-                              self.pending_ledger)
-            self.pending_ledger = []
+            self._conn(name).insert_start("INSERT INTO %s (%s) VALUES" % (
+                t.table(name), ", ".join(self.columns[name])), cols)
+            self.rows += len(cols[0])
+            del cols
+        if ledger:
+            self._conn("segments").insert_start("INSERT INTO %s (%s) VALUES" % (
+                t.table("segments"), ", ".join(self.columns["segments"])), [list(c) for c in zip(*ledger)])
+        self.sent_ledger, self.pending_ledger = self.pending_ledger, []
         self.nrows = 0
+        if final:
+            ledger = self._wait()
+            if ledger:
+                c = self._conn("segments")
+                c.insert_start("INSERT INTO %s (%s) VALUES" % (
+                    t.table("segments"), ", ".join(self.columns["segments"])), [list(c) for c in zip(*ledger)])
+                c.insert_wait()
+
+    def flush(self):
+        """Everything buffered into the database, the ledger last; returns
+        once the server has stored it all."""
+        self._send(final=True)
+
+    def close(self):
+        for c in self.conns.values():
+            c.close()
+        self.conns = {}
 
     # -- one segment
 
@@ -209,7 +253,7 @@ class Loader:
             else:
                 self._generic(seg, batch, base, shift)
             if self.nrows >= BATCH_ROWS:
-                self.flush()
+                self._send(final=False)
         entry = segment_info.segment_entry(seg)
         entry["path"] = key[0]
         counts = seg.event_counts()
@@ -631,6 +675,7 @@ def _work(target, todo):
         loader.flush()
     finally:
         shown.done()
+        loader.close()
         conn.close()
     for path, message in loader.failed:
         cli.err_file(path, message)
