@@ -26,7 +26,7 @@ import random
 import sys
 import time
 
-from . import cli, downstream, fleet_db, names, profiles, progress, request_inference, segment, segment_info, socket_conns
+from . import cli, downstream, fleet_db, fleet_native, names, profiles, progress, request_inference, segment, segment_info, socket_conns
 from . import trace as trace_mod
 from .crc32c import crc32c
 
@@ -110,7 +110,7 @@ class Loader:
     def __init__(self, conn):
         self.conn = conn
         self.columns = {name: _column_names(cols) for name, cols, _, _, _ in fleet_db.TABLES}
-        self.buf = {name: [[] for _ in cols] for name, cols in self.columns.items()}
+        self.buf = {name: _new_columns(cols) for name, cols in self.columns.items()}
         self.nrows = 0
         self.pending_ledger = []  # ledger rows of the segments whose rows are in the buffer
         self.sent_ledger = []  # ... whose rows were sent, not yet known stored
@@ -133,16 +133,17 @@ class Loader:
         if not rows:
             return
         for col, vals in zip(self.buf[table], zip(*rows)):
-            col.extend(vals)
+            col.extend(list(vals))
         self.nrows += len(rows)
 
     def _extend(self, table, cols, n):
-        """cols: per column a list of n values, or one value for all n rows."""
+        """cols: per column a list of n values (the buffer keeps it), or one
+        value for all n rows (a tuple for an array column's one value)."""
         for col, v in zip(self.buf[table], cols):
             if isinstance(v, list):
                 col.extend(v)
             else:
-                col.extend([v] * n)
+                col.repeat(v, n)
         self.nrows += n
 
     def _conn(self, table):
@@ -173,16 +174,16 @@ class Loader:
         ledger = self._wait()  # the previous batch stored: its segments' ledger rows may go in
         for name, _, _, _, _ in fleet_db.TABLES:
             cols = self.buf[name]
-            if not cols[0] or name == "segments":
+            if not cols[0].n or name == "segments":
                 continue
-            self.buf[name] = [[] for _ in cols]
+            self.buf[name] = _new_columns(cols)
             self._conn(name).insert_start("INSERT INTO %s (%s) VALUES" % (
                 t.table(name), ", ".join(self.columns[name])), cols)
-            self.rows += len(cols[0])
+            self.rows += cols[0].n
             del cols
         if ledger:
             self._conn("segments").insert_start("INSERT INTO %s (%s) VALUES" % (
-                t.table("segments"), ", ".join(self.columns["segments"])), [list(c) for c in zip(*ledger)])
+                t.table("segments"), ", ".join(self.columns["segments"])), _ledger_columns(ledger))
         self.sent_ledger, self.pending_ledger = self.pending_ledger, []
         self.nrows = 0
         if final:
@@ -190,7 +191,7 @@ class Loader:
             if ledger:
                 c = self._conn("segments")
                 c.insert_start("INSERT INTO %s (%s) VALUES" % (
-                    t.table("segments"), ", ".join(self.columns["segments"])), [list(c) for c in zip(*ledger)])
+                    t.table("segments"), ", ".join(self.columns["segments"])), _ledger_columns(ledger))
                 c.insert_wait()
 
     def flush(self):
@@ -528,7 +529,18 @@ class Loader:
         trs = [trace_hex(h, lo) if isinstance(h, int) and isinstance(lo, int) else "" for h, lo in
                zip(cols[hi_i], cols[lo_i])] if lo_i is not None else ""
         self._extend("events", list(base) + [[t + shift for t in cols[ti]] if ti is not None else 0, tids, name,
-                                             [rest_names] * n, values, eps, trs], n)
+                                             tuple(rest_names), values, eps, trs], n)
+
+
+def _new_columns(cols):
+    return [fleet_native.Column() for _ in cols]
+
+
+def _ledger_columns(rows):
+    out = _new_columns(rows[0])
+    for col, vals in zip(out, zip(*rows)):
+        col.extend(list(vals))
+    return out
 
 
 def _i(v):
