@@ -8,7 +8,7 @@ load, and the two databases they fill compared table by table.
 
 Each round loads the fleet with `--workers 1` into a fresh database per side
 (old first in odd rounds, new first in even ones) and prints the wall time,
-events/s, the loader's own CPU time (user+sys of the child: less sensitive to
+events/s, peak memory (/usr/bin/time's maximum resident set), the loader's own CPU time (user+sys of the child: less sensitive to
 other engineers' load than the wall clock) and the 1-minute load average.
 At the end every table of the last old and new databases is compared by row
 count and sums of its numeric columns and cityHash64 of its text columns
@@ -39,15 +39,17 @@ def load(scripts, url, fleet, profile=None):
     la = os.getloadavg()[0]
     t = time.monotonic()
     prof = ["-m", "cProfile", "-o", profile] if profile else []
-    p = subprocess.run([PY] + prof + [os.path.join(scripts, "flightrec-dump"), "load", "--clickhouse", url,
-                                      "--workers", "1", fleet], capture_output=True, timeout=3600)
+    p = subprocess.run(["/usr/bin/time", "-f", "maxrss %M"] + [PY] + prof + [
+        os.path.join(scripts, "flightrec-dump"), "load", "--clickhouse", url, "--workers", "1", fleet],
+        capture_output=True, timeout=3600)
     secs = time.monotonic() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         raise SystemExit("load with %s failed: %s" % (scripts, p.stderr.decode()[-2000:]))
     events = int(p.stdout.split(b"(")[1].split()[0])
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return secs, events, cpu, la
+    rss = int(p.stderr.split(b"maxrss ")[-1].split()[0]) // 1024
+    return secs, events, cpu, la, rss
 
 
 def table_digest(c, db, table):
@@ -94,13 +96,13 @@ def main():
                     order.reverse()
                 for side, scripts in order:
                     db = "%s%d" % (side, r)
-                    secs, events, cpu, la = load(scripts, servers.url(0, database=db), fleet)
+                    secs, events, cpu, la, rss = load(scripts, servers.url(0, database=db), fleet)
                     last[side] = db
                     rows.append((r, side, secs, events, cpu, la))
-                    print("round %d %s: %.2f s, %d events, %.0f events/s, loader CPU %.2f s, load average %.2f" % (
-                        r + 1, side, secs, events, events / secs, cpu, la), flush=True)
+                    print("round %d %s: %.2f s, %d events, %.0f events/s, loader CPU %.2f s, peak memory %d MB, "
+                          "load average %.2f" % (r + 1, side, secs, events, events / secs, cpu, rss, la), flush=True)
             if args.profile:
-                secs, events, cpu, la = load(args.new, servers.url(0, database="prof"), fleet, args.profile)
+                secs, events, cpu, la, rss = load(args.new, servers.url(0, database="prof"), fleet, args.profile)
                 print("profiled new: %.2f s" % secs)
                 import pstats
                 pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
