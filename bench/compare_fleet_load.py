@@ -11,7 +11,8 @@ Each round loads the fleet with `--workers 1` into a fresh database per side
 events/s, peak memory (/usr/bin/time's maximum resident set), the loader's own CPU time (user+sys of the child: less sensitive to
 other engineers' load than the wall clock) and the 1-minute load average.
 At the end every table of the last old and new databases is compared by row
-count and sums of its numeric columns and cityHash64 of its text columns
+count and sums of its integer columns and of cityHash64 of its float, text and
+array columns
 (load_id and loaded_ns differ by design: fresh per load). --profile FILE runs
 one extra new-side load under cProfile."""
 import argparse
@@ -64,7 +65,8 @@ def table_digest(c, db, table):
             exprs.append("sum(cityHash64(toString(%s)))" % q if not typ.startswith("Array(") else
                          "sum(cityHash64(arrayStringConcat(arrayMap(x -> toString(x), %s), '\\x01')))" % q)
         else:
-            exprs.append("sum(toFloat64(%s))" % q if typ.startswith("Float") else "sum(%s)" % q)
+            # floats by their bits: a float sum depends on the order the server adds in
+            exprs.append("sum(cityHash64(%s))" % q if typ.startswith("Float") else "sum(%s)" % q)
     names = ["rows"] + [n for n, _ in cols if n not in SKIP]
     return dict(zip(names, c.execute("SELECT %s FROM %s.%s" % (", ".join(exprs), db, table))[0]))
 
