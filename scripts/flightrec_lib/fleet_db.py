@@ -196,6 +196,8 @@ class Connection:
         logging.getLogger("clickhouse_driver").addHandler(logging.NullHandler())
         logging.getLogger("clickhouse_driver").propagate = False
         self.target = target
+        self.pending = False  # an insert_start not yet waited for: "sample" or "end" (what to read)
+        self.insert_types = {}  # INSERT statement -> its columns' (name, type), from its first sample block
         settings = {"max_block_size": 65536}
         if target.cluster:
             # Inserts through a Distributed table return once every shard has its
@@ -206,6 +208,7 @@ class Connection:
                              sync_request_timeout=10, settings=settings)
 
     def execute(self, sql, params=None, **kw):
+        self.insert_wait()
         try:
             return self.client.execute(sql, params, **kw)
         except Exception as e:
@@ -219,11 +222,95 @@ class Connection:
         except Exception as e:
             raise FleetError(_describe(self.target, e)) from None
 
+    def insert_start(self, sql, columns):
+        """Sends a columnar INSERT (one block; columns: one
+        fleet_native.Column per column, in the statement's order) and returns without waiting for the server to
+        store it: insert_wait does. The loader decodes the next segments
+        meanwhile (on loopback the wait was the largest cost of a load). The
+        driver's execute() would also copy every column (its insert_block_size
+        slicing) and ping the server before each query."""
+        from clickhouse_driver.block import ColumnOrientedBlock
+        c = self.client
+        try:
+            if self.pending:
+                self.insert_wait()
+            if not getattr(c, "connection", None) or not c.connection.connected:
+                c.establish_connection(None)  # connects (and pings), as execute() does
+            conn = c.connection
+            conn.send_query(sql)
+            conn.send_external_tables(None)
+            types = self.insert_types.get(sql)
+            if types is None:  # the first insert of a statement: the server says the columns' types
+                types = self.insert_types[sql] = c.receive_sample_block().columns_with_types
+                self.pending = "end"
+            else:  # the same statement again: its sample block is read in insert_wait
+                self.pending = "sample"
+            _send_columns(conn, types, columns)
+            conn.send_data(ColumnOrientedBlock())  # end of data
+        except FleetError:
+            raise
+        except Exception as e:
+            self.pending = False
+            c.disconnect()
+            raise FleetError(_describe(self.target, e)) from None
+
+    def insert_wait(self):
+        """Waits until the server has stored the insert insert_start sent (its
+        end of query); raises FleetError if it refused it."""
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, False
+        try:
+            if pending == "sample":
+                self.client.receive_sample_block()
+            self.client.receive_end_of_query()
+        except Exception as e:
+            self.client.disconnect()
+            raise FleetError(_describe(self.target, e)) from None
+
     def close(self):
+        self.pending = False
         try:
             self.client.disconnect()
         except Exception:
             pass
+
+
+def _send_columns(conn, types, columns):
+    """One Data packet of the columns (fleet_native.Column), as the driver's
+    Connection.send_data writes one, but each column encoded by fleet_native
+    (the driver's writers for the types it leaves to them)."""
+    from clickhouse_driver import defines
+    from clickhouse_driver.block import BlockInfo, ColumnOrientedBlock
+    from clickhouse_driver.columns.service import write_column
+    from clickhouse_driver.protocol import ClientPacketTypes, Compression
+    from clickhouse_driver.varint import write_varint
+    from clickhouse_driver.writer import write_binary_str
+    from . import fleet_native
+    n = columns[0].n if columns else 0
+    if any(c.n != n for c in columns) or len(columns) != len(types):
+        raise ValueError("columns of different lengths in one insert")
+    if conn.compression != Compression.DISABLED:  # the driver's own path (it compresses)
+        conn.send_data(ColumnOrientedBlock(types, [c.values() for c in columns]))
+        return
+    fout = conn.fout
+    write_varint(ClientPacketTypes.DATA, fout)
+    revision = conn.server_info.revision
+    if revision >= defines.DBMS_MIN_REVISION_WITH_TEMPORARY_TABLES:
+        write_binary_str("", fout)
+    if revision >= defines.DBMS_MIN_REVISION_WITH_BLOCK_INFO:
+        BlockInfo().write(fout)
+    write_varint(len(columns), fout)
+    write_varint(n, fout)
+    for (name, ctype), col in zip(types, columns):
+        write_binary_str(name, fout)
+        write_binary_str(ctype, fout)
+        try:
+            fleet_native.write_column(fout, ctype, col, lambda items: write_column(
+                conn.context, name, ctype, items, fout))
+        except (OverflowError, TypeError, AttributeError) as e:
+            raise ValueError("column %s (%s): %s" % (name, ctype, e)) from None
+    fout.flush()
 
 
 def _describe(target, e):

@@ -26,7 +26,7 @@ import random
 import sys
 import time
 
-from . import cli, downstream, fleet_db, names, profiles, progress, request_inference, segment, segment_info, socket_conns
+from . import cli, downstream, fleet_db, fleet_native, names, profiles, progress, request_inference, segment, segment_info, socket_conns
 from . import trace as trace_mod
 from .crc32c import crc32c
 
@@ -110,9 +110,11 @@ class Loader:
     def __init__(self, conn):
         self.conn = conn
         self.columns = {name: _column_names(cols) for name, cols, _, _, _ in fleet_db.TABLES}
-        self.buf = {name: [[] for _ in cols] for name, cols in self.columns.items()}
+        self.buf = {name: _new_columns(cols) for name, cols in self.columns.items()}
         self.nrows = 0
-        self.pending_ledger = []
+        self.pending_ledger = []  # ledger rows of the segments whose rows are in the buffer
+        self.sent_ledger = []  # ... whose rows were sent, not yet known stored
+        self.conns = {}
         self.stacks_sent = set()
         self.stack_ids = {}  # resolved locations of a stack -> its content id (_segment_stack)
         self.loaded = self.events = self.rows = 0
@@ -131,33 +133,76 @@ class Loader:
         if not rows:
             return
         for col, vals in zip(self.buf[table], zip(*rows)):
-            col.extend(vals)
+            col.extend(list(vals))
         self.nrows += len(rows)
 
     def _extend(self, table, cols, n):
-        """cols: per column a list of n values, or one value for all n rows."""
+        """cols: per column a list of n values (the buffer keeps it), or one
+        value for all n rows (a tuple for an array column's one value)."""
         for col, v in zip(self.buf[table], cols):
             if isinstance(v, list):
                 col.extend(v)
             else:
-                col.extend([v] * n)
+                col.repeat(v, n)
         self.nrows += n
 
-    def flush(self):
+    def _conn(self, table):
+        """The connection a table's inserts go through: one per table, so the
+        server stores every table's batch while the loader decodes the next
+        (an insert occupies its connection until the server has stored it)."""
+        c = self.conns.get(table)
+        if c is None:
+            c = self.conns[table] = fleet_db.Connection(self.conn.target)
+        return c
+
+    def _wait(self):
+        """Until the server has stored every insert sent; then the ledger rows
+        of the segments whose rows those were can go in."""
+        for c in self.conns.values():
+            c.insert_wait()
+        self.sent_ledger, ledger = [], self.sent_ledger
+        return ledger
+
+    def _send(self, final):
+        """Sends the buffered rows, each table's on its own connection, without
+        waiting for the server to store them (but for the last batch, final).
+        Idempotency: a segment's ledger row is sent only once the server has
+        stored all of that segment's rows: the batches sent before this one
+        are waited for first, and their segments' ledger rows go in with this
+        batch; this batch's go in with the next (or at the end)."""
         t = self.conn.target
+        ledger = self._wait()  # the previous batch stored: its segments' ledger rows may go in
         for name, _, _, _, _ in fleet_db.TABLES:
             cols = self.buf[name]
-            if not cols[0] or name == "segments":
+            if not cols[0].n or name == "segments":
                 continue
-            self.conn.execute("INSERT INTO %s (%s) VALUES" % (t.table(name), ", ".join(self.columns[name])), cols,
-                              columnar=True)
-            self.rows += len(cols[0])
-            self.buf[name] = [[] for _ in cols]
-        if self.pending_ledger:
-            self.conn.execute("INSERT INTO %s (%s) VALUES" % (t.table("segments"), ", ".join(self.columns["segments"])),
-                              self.pending_ledger)
-            self.pending_ledger = []
+            self.buf[name] = _new_columns(cols)
+            self._conn(name).insert_start("INSERT INTO %s (%s) VALUES" % (
+                t.table(name), ", ".join(self.columns[name])), cols)
+            self.rows += cols[0].n
+            del cols
+        if ledger:
+            self._conn("segments").insert_start("INSERT INTO %s (%s) VALUES" % (
+                t.table("segments"), ", ".join(self.columns["segments"])), _ledger_columns(ledger))
+        self.sent_ledger, self.pending_ledger = self.pending_ledger, []
         self.nrows = 0
+        if final:
+            ledger = self._wait()
+            if ledger:
+                c = self._conn("segments")
+                c.insert_start("INSERT INTO %s (%s) VALUES" % (
+                    t.table("segments"), ", ".join(self.columns["segments"])), _ledger_columns(ledger))
+                c.insert_wait()
+
+    def flush(self):
+        """Everything buffered into the database, the ledger last; returns
+        once the server has stored it all."""
+        self._send(final=True)
+
+    def close(self):
+        for c in self.conns.values():
+            c.close()
+        self.conns = {}
 
     # -- one segment
 
@@ -209,7 +254,7 @@ class Loader:
             else:
                 self._generic(seg, batch, base, shift)
             if self.nrows >= BATCH_ROWS:
-                self.flush()
+                self._send(final=False)
         entry = segment_info.segment_entry(seg)
         entry["path"] = key[0]
         counts = seg.event_counts()
@@ -484,7 +529,18 @@ class Loader:
         trs = [trace_hex(h, lo) if isinstance(h, int) and isinstance(lo, int) else "" for h, lo in
                zip(cols[hi_i], cols[lo_i])] if lo_i is not None else ""
         self._extend("events", list(base) + [[t + shift for t in cols[ti]] if ti is not None else 0, tids, name,
-                                             [rest_names] * n, values, eps, trs], n)
+                                             tuple(rest_names), values, eps, trs], n)
+
+
+def _new_columns(cols):
+    return [fleet_native.Column() for _ in cols]
+
+
+def _ledger_columns(rows):
+    out = _new_columns(rows[0])
+    for col, vals in zip(out, zip(*rows)):
+        col.extend(list(vals))
+    return out
 
 
 def _i(v):
@@ -631,6 +687,7 @@ def _work(target, todo):
         loader.flush()
     finally:
         shown.done()
+        loader.close()
         conn.close()
     for path, message in loader.failed:
         cli.err_file(path, message)
