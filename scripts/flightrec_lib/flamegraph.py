@@ -194,10 +194,7 @@ def svg(entries, title="Flame Graph", unit="ns", palette="hot", paint=None, subt
     value is zero). paint, if given, is called with each frame's call path
     (tuple of labels, root first) and returns (fill colour, extra tooltip
     text): a differential graph colours by change (diffflame.py)."""
-    # Every unit is whole (ns, bytes, objects). Estimated bytes arrive as float
-    # sums whose last bits depend on the order they were added in (the files'
-    # order or a database's); whole numbers make the layout independent of it.
-    root = calltree.build((path, samples, round(value)) for path, samples, value in entries)
+    root = calltree.build(entries)
     use_value = root.value > 0
     total = root.value if use_value else root.samples
     label, fmt = calltree.UNITS[unit]

@@ -83,12 +83,15 @@ BOOTSTRAP_FUNCTIONS = frozenset([
 
 
 def alloc_weight(size, sample_bytes):
-    """(estimated bytes, estimated count) that one allocation sample stands for."""
+    """(estimated bytes, estimated count) that one allocation sample stands for.
+    The bytes are whole: sums of whole numbers are exact in any order, so a
+    report adds up to the same bytes from the files and from a database that
+    sums per shard (a float sum's last bits follow the order of its terms)."""
     if sample_bytes <= 1 or size <= 0:
         # Exact recording (rate 1), or a zero-byte block that carries no bytes.
         return float(size), 1.0
     p = -math.expm1(-size / sample_bytes)  # 1 - e^(-S/R) without cancellation
-    return size / p, 1.0 / p
+    return float(round(size / p)), 1.0 / p
 
 
 def mapping_basename(mapping):

@@ -450,16 +450,16 @@ def test_alloc_and_live_weights(fr, alloc_dir):
     fns = {f["function"]: f for f in doc["functions"]}
     assert fns["kept"]["self_bytes"] == 4000 and fns["churn"]["self_bytes"] == 1800
     p = -math.expm1(-100000 / 524288)
-    assert fns["leak"]["self_bytes"] == round(2 * 100000 / p)
+    assert fns["leak"]["self_bytes"] == 2 * round(100000 / p)
     assert fns["leak"]["self"] == 2
     live = json.loads(dump(fr, "top", "--kind", "live", "--json", alloc_dir).stdout)
     fns = {f["function"]: f for f in live["functions"]}
     # churn's blocks were all freed (the last one in the next segment); leak's
     # blocks sit at addresses process 5000 freed, but in another process.
     assert set(fns) == {"kept", "leak", "main"}
-    assert fns["kept"]["self_bytes"] == 4000 and fns["leak"]["self_bytes"] == round(2 * 100000 / p)
+    assert fns["kept"]["self_bytes"] == 4000 and fns["leak"]["self_bytes"] == 2 * round(100000 / p)
     rows = tree_rows(dump(fr, "tree", "--kind", "live", alloc_dir).stdout)
-    assert rows[0][:3] == (6, "{:,}".format(4000 + round(2 * 100000 / p)), "0")
+    assert rows[0][:3] == (6, "{:,}".format(4000 + 2 * round(100000 / p)), "0")
     assert [r[3] for r in rows] == ["┬ main", "├─ kept", "╰─ leak"]
     # Live at +15 ms: the churn blocks allocated by then are not freed yet.
     live = json.loads(dump(fr, "top", "--kind", "live", "--json", "--to", "15ms", alloc_dir).stdout)
