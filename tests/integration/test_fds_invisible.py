@@ -223,6 +223,40 @@ def test_recorder_files_never_show_in_the_program_table(fr, trace_dir):
     assert not caught, caught
 
 
+LISTEN_QUIETLY = r"""
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen()
+print(s.fileno(), flush=True)
+time.sleep(float(sys.argv[1]))
+"""
+
+
+def test_the_recorders_reads_are_never_the_programs_socket_traffic(fr, trace_dir):
+    """The flush thread's own descriptor table reuses the program's numbers:
+    its /proc/self/stat and /proc/self/status reads (every rusage tick, the
+    seccomp check once a second) got the number of the program's listener
+    (3, the lowest), and the read hook, which only looked the number up,
+    counted them as the listener's: 296 bytes received and an exchange named
+    "other" on a socket that never received a byte (seen in
+    test_fleet_clickhouse's HTTP trace, most runs on a busy machine)."""
+    proc = fr.run([PYTHON, "-c", LISTEN_QUIETLY, "1.5"], trace_dir,
+                  env={"FLIGHTREC_LOG": "debug", "FLIGHTREC_RUSAGE_MS": "20"}, timeout=120)
+    assert "flush thread: descriptor table of its own" in proc.stderr, proc.stderr[-2000:]
+    fd = int(proc.stdout.split()[0])
+    opens = [e for e in fr.events(trace_dir, "socket.open") if e["fd"] == fd and e["role"] == "listener"]
+    assert len(opens) == 1, opens
+    conn = opens[0]["conn"]
+    # Its socket, bind, listen and close are the program's; nothing was read.
+    ops = [e["op"] for e in fr.events(trace_dir, "socket.op") if e["conn"] == conn]
+    assert set(ops) <= {"socket", "bind", "listen", "close"}, ops
+    exchanges = [e for e in fr.events(trace_dir, "socket.exchange") if e["conn"] == conn]
+    assert exchanges == [], exchanges[:3]
+    # The recorder did read /proc on its own table meanwhile (rusage samples).
+    assert len(fr.events(trace_dir, "process.rusage")) >= 10
+
+
 # CPython's tests that look at the descriptors a program or its child sees.
 CPYTHON_FD_TESTS = [
     ["test_subprocess", "-m", "test_pass_fds*", "-m", "test_close_fds*", "-m", "test_close_fd_*",
