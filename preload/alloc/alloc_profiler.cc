@@ -176,6 +176,12 @@ class InHook {
 void ReportAllocCounters(FlushContext& ctx) {
   static uint64_t full_reported = 0, unrecorded_reported = 0;  // flush thread only
   DropLedger& ledger = TheDropLedger();
+  // The sampled-address set grows here, on this thread only, before its
+  // tables fill (sampled_address_set.h).
+  if (g_sampled.Grow())
+    Log(LogLevel::kDebug, "sampled-allocation table: %d tiers, %llu live samples, %llu KiB mapped",
+        g_sampled.tier_count(), static_cast<unsigned long long>(g_sampled.live()),
+        static_cast<unsigned long long>(g_sampled.mapped_bytes() / 1024));
   ledger.ReportGrowth(ctx, "alloc.table_full", g_sampled.full_count(), &full_reported);
   ledger.ReportGrowth(ctx, "alloc.free_unrecorded", g_free_unrecorded.load(std::memory_order_relaxed),
                       &unrecorded_reported);

@@ -21,7 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "preload/alloc/alloc_table.h"
+#include "preload/alloc/sampled_address_set.h"
 #include "preload/runtime/config.h"
 
 namespace flightrec {

@@ -1,4 +1,4 @@
-// Sampled-address set (see alloc_table.h for the invariants).
+// Address table (see alloc_table.h for the invariants).
 #include "preload/alloc/alloc_table.h"
 
 #include <sys/mman.h>
@@ -9,7 +9,7 @@ namespace {
 constexpr uint64_t kMaxBuckets = uint64_t{1} << 24;  // BucketOf keeps 24 hash bits
 }
 
-bool SampledAddressSet::Init(uint64_t max_entries) {
+bool AddressTable::Init(uint64_t max_entries) {
   if (buckets_) return true;
   if (max_entries == 0) return false;
   // Load factor at most 1/2: buckets >= max_entries * 2 / 7.
@@ -32,19 +32,19 @@ bool SampledAddressSet::Init(uint64_t max_entries) {
 
 // A summary slot that reaches 255 stays there (never lowered): it then just
 // sends every free() that hashes there on to the home-count byte.
-void SampledAddressSet::SummaryAdd(uintptr_t addr) {
+void AddressTable::SummaryAdd(uintptr_t addr) {
   std::atomic<uint8_t>& c = summary_[SummaryOf(addr)];
   uint8_t v = c.load(std::memory_order_relaxed);
   while (v != 255 && !c.compare_exchange_weak(v, static_cast<uint8_t>(v + 1), std::memory_order_relaxed)) {}
 }
 
-void SampledAddressSet::SummarySub(uintptr_t addr) {
+void AddressTable::SummarySub(uintptr_t addr) {
   std::atomic<uint8_t>& c = summary_[SummaryOf(addr)];
   uint8_t v = c.load(std::memory_order_relaxed);
   while (v != 255 && v != 0 && !c.compare_exchange_weak(v, static_cast<uint8_t>(v - 1), std::memory_order_relaxed)) {}
 }
 
-bool SampledAddressSet::Insert(uintptr_t addr) {
+bool AddressTable::Insert(uintptr_t addr) {
   if (!buckets_ || addr == 0) return false;
   if (live_.fetch_add(1, std::memory_order_acq_rel) >= max_entries_) {
     live_.fetch_sub(1, std::memory_order_relaxed);
@@ -74,7 +74,7 @@ bool SampledAddressSet::Insert(uintptr_t addr) {
   return false;
 }
 
-bool SampledAddressSet::Remove(uintptr_t addr) {
+bool AddressTable::Remove(uintptr_t addr) {
   if (!buckets_ || addr == 0) return false;
   const size_t home = BucketOf(addr);
   if (home_count_[home].load(std::memory_order_relaxed) == 0) return false;
@@ -97,7 +97,7 @@ bool SampledAddressSet::Remove(uintptr_t addr) {
   return false;
 }
 
-bool SampledAddressSet::Contains(uintptr_t addr) const {
+bool AddressTable::Contains(uintptr_t addr) const {
   if (!buckets_ || addr == 0) return false;
   const size_t home = BucketOf(addr);
   if (home_count_[home].load(std::memory_order_relaxed) == 0) return false;

@@ -1,5 +1,6 @@
-// Sampled-address set: which live blocks were sampled, so free() can report
-// exactly those and the live heap is known at any moment.
+// Address table: one fixed-size set of sampled block addresses. The
+// sampled-address set (sampled_address_set.h) is made of these, as tiers
+// it adds while the number of live sampled blocks grows.
 //
 // Lock-free open addressing over 64-byte buckets of 7 slots plus an
 // "overflow" count; a slot holds an address or 0 (empty). No tombstones:
@@ -26,12 +27,15 @@
 //    cleared, so it is never too low either.
 //  * A key sits at most kMaxProbe - 1 buckets past its home; an insert that
 //    finds no room there, or that would exceed max_entries, is refused and
-//    counted in full_count() (its free will not be seen: reported honestly).
+//    counted in full_count() (the set then tries another tier).
 //  * Callers never insert an address twice: the hooks remove an address
 //    before the real free/realloc can hand it out again.
 //
 // Memory: mmap'd once by Init (untouched pages cost nothing), never freed, so
 // it is inherited as-is by a forked child, whose heap holds the same blocks.
+// Keys hash all over the table: after a few thousand inserts (and removes)
+// nearly every page has been written and is resident, however few keys are
+// live. That is why the set starts with a small table.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -39,7 +43,7 @@
 
 namespace flightrec::alloc {
 
-class SampledAddressSet {
+class AddressTable {
  public:
   static constexpr int kSlotsPerBucket = 7;
   static constexpr int kMaxProbe = 8;
@@ -63,6 +67,11 @@ class SampledAddressSet {
   bool Insert(uintptr_t addr);  // false: refused (full), counted
   bool Remove(uintptr_t addr);  // true: was stored, now removed
   bool Contains(uintptr_t addr) const;
+
+  // The sampled-address set's mark on its first table: a later table has
+  // taken a key (sticky). On this line, which every free() reads anyway.
+  void MarkLaterTablesUsed() { later_used_.store(true, std::memory_order_release); }
+  bool LaterTablesUsed() const { return later_used_.load(std::memory_order_acquire); }
 
   uint64_t live() const { return live_.load(std::memory_order_relaxed); }
   uint64_t full_count() const { return full_.load(std::memory_order_relaxed); }
@@ -91,6 +100,7 @@ class SampledAddressSet {
   uint64_t mask_ = 0;
   uint64_t max_entries_ = 0;
   std::atomic<uint64_t> live_{0};
+  std::atomic<bool> later_used_{false};
   alignas(64) std::atomic<uint64_t> full_{0};
   alignas(64) std::atomic<uint8_t> summary_[kSummarySlots] = {};
 };

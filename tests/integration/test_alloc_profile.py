@@ -129,6 +129,26 @@ def test_rate_one_records_every_allocation_exactly(fr, trace_dir):
         assert (got[name]["bytes"], got[name]["count"], got[name]["live"]) == (t["bytes"], t["count"], t["live"]), name
 
 
+def test_more_live_samples_than_the_first_table_holds_are_all_tracked(fr, trace_dir):
+    """The sampled-address set starts with a 4,096-entry table and a spare
+    (preload/alloc/sampled_address_set.h). A program holding about 8,400
+    sampled blocks at once (every allocation sampled) fills the first and
+    goes on into the spare without waiting for the flush thread: nothing is
+    refused, every live byte is exact, and the set grows (its debug line)."""
+    proc_env = {"FLIGHTREC_ALLOC_SAMPLE_BYTES": 1, "FLIGHTREC_LOG": "debug"}
+    extra = {"FLIGHTREC_RING_BYTES": 16 << 20, "FLIGHTREC_SAMPLER": "off", **proc_env}
+    proc = fr.run([fr.program("alloc_known"), "8"], trace_dir, env=extra, timeout=120)
+    truth = json.loads(proc.stdout.strip().splitlines()[-1])["functions"]
+    kept = sum(t["count"] for t in truth.values() if t["live"])
+    assert kept > 4096, truth
+    assert alloc_drops(fr, trace_dir) == {}, "no block may be refused by the address table"
+    assert "sampled-allocation table: 3 tiers" in proc.stderr, proc.stderr[-2000:]
+    doc = heap(fr, trace_dir)
+    got = by_function(doc, truth)
+    for name, t in truth.items():
+        assert (got[name]["bytes"], got[name]["count"], got[name]["live"]) == (t["bytes"], t["count"], t["live"]), name
+
+
 def test_rate_zero_turns_profiling_off(fr, trace_dir):
     run_known(fr, trace_dir, scale=64, env={"FLIGHTREC_ALLOC_SAMPLE_BYTES": 0})
     assert fr.dump_json("info", "--json", trace_dir)["events"].get("alloc.sample", 0) == 0

@@ -1,4 +1,4 @@
-// Unit tests for the sampled-address set (preload/alloc/alloc_table.h).
+// Unit tests for one address table, a tier of the sampled-address set (preload/alloc/alloc_table.h).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 
 #include "preload/alloc/alloc_table.h"
 
-using flightrec::alloc::SampledAddressSet;
+using flightrec::alloc::AddressTable;
 
 namespace {
 
@@ -30,7 +30,7 @@ std::vector<uintptr_t> Addresses(size_t n, uint64_t seed) {
 }  // namespace
 
 TEST_CASE("alloc_table: insert, find, remove") {
-  SampledAddressSet set;
+  AddressTable set;
   REQUIRE(set.Init(1000));
   CHECK(set.capacity() == 1000);
   CHECK_FALSE(set.MaybeContains(0x1000));
@@ -49,14 +49,14 @@ TEST_CASE("alloc_table: insert, find, remove") {
 }
 
 TEST_CASE("alloc_table: an uninitialised set is empty and refuses inserts") {
-  SampledAddressSet set;
+  AddressTable set;
   CHECK_FALSE(set.MaybeContains(0x1000));
   CHECK_FALSE(set.Insert(0x1000));
   CHECK_FALSE(set.Remove(0x1000));
 }
 
 TEST_CASE("alloc_table: refuses beyond capacity and counts what did not fit") {
-  SampledAddressSet set;
+  AddressTable set;
   REQUIRE(set.Init(100));
   const auto addrs = Addresses(150, 1);
   int inserted = 0;
@@ -78,7 +78,7 @@ TEST_CASE("alloc_table: a full small table keeps every key findable through over
   // The smallest table (64 buckets x 7 slots) filled to its limit forces many
   // keys past their home bucket; removing and re-adding in a shuffled order
   // must never lose one or find a removed one.
-  SampledAddressSet set;
+  AddressTable set;
   REQUIRE(set.Init(200));
   const uint64_t cap = set.capacity();
   REQUIRE(cap == 200);
@@ -109,7 +109,7 @@ TEST_CASE("alloc_table: a full small table keeps every key findable through over
 
 TEST_SUITE("concurrency") {
   TEST_CASE("alloc_table: concurrent inserts and removes stay consistent") {
-    SampledAddressSet set;
+    AddressTable set;
     REQUIRE(set.Init(4096));
     constexpr int kThreads = 4;
     constexpr int kPerThread = 800;  // 3200 live at the peak, within capacity
@@ -147,7 +147,7 @@ TEST_CASE("alloc_table: the free() filter never hides a stored key, also past a 
   const size_t target = hash(base) & 2047;
   for (uintptr_t a = base; same.size() < 300; a += 16)
     if ((hash(a) & 2047) == target) same.push_back(a);
-  SampledAddressSet set;
+  AddressTable set;
   REQUIRE(set.Init(1 << 22));  // 2^21 buckets: the 300 keys spread over 256 home buckets
   for (uintptr_t a : same) REQUIRE(set.Insert(a));
   for (uintptr_t a : same) CHECK(set.MaybeContains(a));
