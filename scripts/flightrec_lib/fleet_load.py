@@ -317,7 +317,8 @@ class Loader:
                     start = starts[i]
                     end = start + durs[i]
                     by_thread.setdefault(tids[i], ([], []))[0].append((start, end, rids[i]))
-                    wins.setdefault(tids[i], []).append((start, end, rids[i], eps[i], tr0[i] if tr0 is not None else ""))
+                    wins.setdefault(tids[i], []).append((start, end, rids[i], eps[i],
+                                                         tr0[i] if tr0 is not None else ""))
                 elif role == "client":
                     start = starts[i]
                     by_thread.setdefault(tids[i], ([], []))[1].append((start, start + durs[i], i))
