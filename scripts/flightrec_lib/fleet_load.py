@@ -21,6 +21,7 @@ import bisect
 import hashlib
 import itertools
 import json
+import operator
 import os
 import random
 import sys
@@ -63,6 +64,13 @@ def request_key_id(pkey, conn, start):
     """req_id: the content id of a request (process, connection, start)."""
     h = hashlib.blake2b(b"%d:%d:%d" % (pkey, conn, start), digest_size=8).digest()
     return (int.from_bytes(h, "little") >> 1) | 1
+
+
+def _request_ids(pkey, conns, starts):
+    """request_key_id of each (connection, start), in one pass."""
+    b2, frm = hashlib.blake2b, int.from_bytes
+    return [(frm(b2(b"%d:%d:%d" % (pkey, c, s), digest_size=8).digest(), "little") >> 1) | 1
+            for c, s in zip(conns, starts)]
 
 
 def trace_hex(hi, lo):
@@ -117,6 +125,7 @@ class Loader:
         self.conns = {}
         self.stacks_sent = set()
         self.stack_ids = {}  # resolved locations of a stack -> its content id (_segment_stack)
+        self.loc_numbers = {}  # a location's content -> its number in stack_ids' keys
         self.loaded = self.events = self.rows = 0
         self.failed = []
         self.windows = {}
@@ -137,11 +146,14 @@ class Loader:
         self.nrows += len(rows)
 
     def _extend(self, table, cols, n):
-        """cols: per column a list of n values (the buffer keeps it), or one
-        value for all n rows (a tuple for an array column's one value)."""
+        """cols: per column a list of n values (the buffer keeps it), one
+        value for all n rows (a tuple for an array column's one value), or a
+        fleet_native.Sparse (one value but at a few rows)."""
         for col, v in zip(self.buf[table], cols):
             if isinstance(v, list):
                 col.extend(v)
+            elif type(v) is fleet_native.Sparse:
+                col.extend_sparse(v)
             else:
                 col.repeat(v, n)
         self.nrows += n
@@ -281,34 +293,45 @@ class Loader:
         if not any(b.type.name in SOCKET_TYPES for b in seg.batches):
             return {}
         R = request_inference
-        wins = []
-        rows = []
+        reqs = list(R.iter_requests(one))
+        n = len(reqs)
+        wins = {}  # tid -> its server requests' (start, end, req_id, endpoint, trace_id)
         by_thread = {}  # tid -> ([server (start, end, req_id)], [client (start, end, row index)])
-        for r in R.iter_requests(one):
-            start = r[R.START]
-            rid = request_key_id(pkey, r[R.CONN], start)
-            tr = r[R.TRACE]
-            ep = r[R.ENDPOINT] or ""
-            rows.append(base + (start + shift, start, r[R.TID], r[R.CONN], r[R.ROLE], r[R.DURATION],
-                                r[R.BYTES_IN], r[R.BYTES_OUT], ep, tr[0] if tr else "",
-                                tr[1] if tr else "", 1 if tr and tr[2] else 0, tr[3] if tr else "",
-                                1 if tr else 0, rid))
-            if r[R.ROLE] in ("server", "client"):
-                pair = by_thread.setdefault(r[R.TID], ([], []))
-                span = (start, start + r[R.DURATION])
-                if r[R.ROLE] == "server":
-                    pair[0].append(span + (rid,))
-                else:
-                    pair[1].append(span + (len(rows) - 1,))
-            if r[R.ROLE] == "server":
-                wins.append((start, start + r[R.DURATION], rid, ep, r[R.TID], tr[0] if tr else ""))
-        # Downstream calls joined to their request (issue 45): each client
-        # exchange's outcome by downstream.py's rule, over this segment's requests.
-        parents = {}
-        for servers, calls in by_thread.values():
-            for (_, _, i), (outcome, parent) in zip(calls, downstream.classify(servers, calls)):
-                parents[i] = (parent or 0, outcome)
-        self._add_rows("requests", [row + parents.get(i, (0, "")) for i, row in enumerate(rows)])
+        if n:
+            # Column by column (the rows' fields transposed once), as the rows were.
+            cols = list(zip(*reqs))
+            starts, tids, roles, durs = cols[R.START], cols[R.TID], cols[R.ROLE], cols[R.DURATION]
+            rids = _request_ids(pkey, cols[R.CONN], starts)
+            eps = [ep or "" for ep in cols[R.ENDPOINT]]
+            trs = cols[R.TRACE]
+            if any(trs):
+                trace_cols = [[tr[0] if tr else "" for tr in trs], [tr[1] if tr else "" for tr in trs],
+                              [1 if tr and tr[2] else 0 for tr in trs], [tr[3] if tr else "" for tr in trs],
+                              [1 if tr else 0 for tr in trs]]
+                tr0 = trace_cols[0]
+            else:
+                trace_cols = ["", "", 0, "", 0]
+                tr0 = None
+            for i, role in enumerate(roles):
+                if role == "server":
+                    start = starts[i]
+                    end = start + durs[i]
+                    by_thread.setdefault(tids[i], ([], []))[0].append((start, end, rids[i]))
+                    wins.setdefault(tids[i], []).append((start, end, rids[i], eps[i],
+                                                         tr0[i] if tr0 is not None else ""))
+                elif role == "client":
+                    start = starts[i]
+                    by_thread.setdefault(tids[i], ([], []))[1].append((start, start + durs[i], i))
+            # Downstream calls joined to their request (issue 45): each client
+            # exchange's outcome by downstream.py's rule, over this segment's requests.
+            parent_ids, outcomes = [0] * n, [""] * n
+            for servers, calls in by_thread.values():
+                for (_, _, i), (outcome, parent) in zip(calls, downstream.classify(servers, calls)):
+                    parent_ids[i], outcomes[i] = parent or 0, outcome
+            self._extend("requests", list(base) + [
+                [t + shift for t in starts], list(starts), list(tids), list(cols[R.CONN]), list(roles), list(durs),
+                list(cols[R.BYTES_IN]), list(cols[R.BYTES_OUT]), eps] + trace_cols + [rids, parent_ids, outcomes],
+                n)
         conns, unattributed = socket_conns.collect(one, raw=True)
         n = lambda v: -1 if v is None else v  # noqa: E731
         first = seg.time_range()[0] or 0
@@ -341,8 +364,7 @@ class Loader:
         if not wins or not any(t in wins for t in set(tids)):
             return [0, "", ""]
         n = len(tids)
-        ids, eps, trs = [0] * n, [""] * n, [""] * n
-        found = False
+        hits = []  # (sample index, its request window): few, most samples are in none
         right = bisect.bisect_right
         for k, (tid, t) in enumerate(zip(tids, times)):
             w = wins.get(tid)
@@ -354,11 +376,14 @@ class Loader:
                 continue
             for j in range(i, max(-1, i - 64), -1):
                 if ws[j][1] >= t:
-                    hit = ws[j]
-                    ids[k], eps[k], trs[k] = hit[2], hit[3], hit[4]
-                    found = True
+                    hits.append((k, ws[j]))
                     break
-        return [ids, eps, trs] if found else [0, "", ""]
+        if not hits:
+            return [0, "", ""]
+        # columns of a default but at the hits (encoded as runs: no list of n
+        # mostly empty strings to write)
+        return [fleet_native.Sparse(default, n, [(k, w[f]) for k, w in hits])
+                for f, default in ((2, 0), (3, ""), (4, ""))]
 
     def _samples(self, batch, base, shift, sid_of, sids, problems):
         kind = {"cpu.sample": 1, "offcpu.sample": 2, "alloc.sample": 3}[batch.type.name]
@@ -420,15 +445,23 @@ class Loader:
                 if loc is None:
                     return self._stack(seg.frames(s))  # a missing location: frames say so
                 m = mappings.get(loc[0]) if loc[0] else None
-                loc_keys[lid] = (loc[1], None if m is None else (m[0], m[1], m[2], seg.string(m[3]),
-                                                                 seg.string(m[4])),
-                                 tuple((seg.string(fn), seg.string(fl), line) for fn, fl, line in loc[2]))
+                content = (loc[1], None if m is None else (m[0], m[1], m[2], seg.string(m[3]), seg.string(m[4])),
+                           tuple((seg.string(fn), seg.string(fl), line) for fn, fl, line in loc[2]))
+                # a location's content as a small number, the same in every segment
+                # this loader reads: a stack's key is then a tuple of ints (its
+                # hash is not a walk through every frame's strings again)
+                loc_keys[lid] = self.loc_numbers.setdefault(content, len(self.loc_numbers))
             key = tuple(map(loc_keys.__getitem__, locs))
         v = self.stack_ids.get(key)
         if v is None:
             v = self.stack_ids[key] = self._stack(seg.frames(s))
-            if len(self.stack_ids) > STACK_CACHE:
-                self.stack_ids.clear()  # bounded: a fleet of very many distinct stacks only hashes them again
+            if len(self.stack_ids) > STACK_CACHE or len(self.loc_numbers) > STACK_CACHE:
+                # bounded: a fleet of very many distinct stacks only hashes them
+                # again. The numbers go with the keys made of them (this
+                # segment's too: its locations are numbered again on use).
+                self.stack_ids.clear()
+                self.loc_numbers.clear()
+                loc_keys.clear()
         return v
 
     def _stack(self, frames):
@@ -520,11 +553,14 @@ class Loader:
                 texts.append(list(map(str, col)))  # decoded integers
             else:
                 texts.append(list(map(_text, col)))
-        values = list(map(list, zip(*texts))) if texts else [[] for _ in range(n)]
-        if di is not None:
-            tids = [(v & 0xffffffff) if isinstance(v, int) else 0 for v in cols[di]]
-        else:
+        # each row's values a tuple (encoded as the lists were: an array column's elements)
+        values = list(zip(*texts)) if texts else [()] * n
+        if di is None:
             tids = 0
+        elif batch.type.fields[di].type in (segment.UINT, segment.SINT, segment.TIME):  # decoded integers
+            tids = list(map(operator.and_, cols[di], itertools.repeat(0xffffffff)))
+        else:
+            tids = [(v & 0xffffffff) if isinstance(v, int) else 0 for v in cols[di]]
         eps = [v if isinstance(v, str) else "" for v in cols[ei]] if ei is not None else ""
         trs = [trace_hex(h, lo) if isinstance(h, int) and isinstance(lo, int) else "" for h, lo in
                zip(cols[hi_i], cols[lo_i])] if lo_i is not None else ""
@@ -552,14 +588,15 @@ def _s(v):
     return v if isinstance(v, str) else None
 
 
-def _request_windows(reqs):
+def _request_windows(wins):
     """{tid: (starts, [(start, end, req_id, endpoint, trace_id)], reach)} of
-    server requests, by start; reach[i]: the latest end of requests 0..i."""
+    server requests ({tid: [window]}), by start; reach[i]: the latest end of
+    requests 0..i."""
     out = {}
-    for w in sorted(reqs):
-        out.setdefault(w[4], []).append(w[:4] + w[5:])
-    return {tid: ([w[0] for w in ws], ws, list(itertools.accumulate((w[1] for w in ws), max)))
-            for tid, ws in out.items()}
+    for tid, ws in wins.items():
+        ws.sort()
+        out[tid] = ([w[0] for w in ws], ws, list(itertools.accumulate((w[1] for w in ws), max)))
+    return out
 
 
 def _map_stacks(sid_of, sids, column):

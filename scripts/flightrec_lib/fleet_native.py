@@ -54,6 +54,17 @@ class Column:
         self.runs.append(_Repeat(v, n))
         self.n += n
 
+    def extend_sparse(self, sparse):
+        """A Sparse's n values: runs of its default between its points."""
+        at = 0
+        for i, v in sparse.points:
+            if i > at:
+                self.repeat(sparse.default, i - at)
+            self.append(v)
+            at = i + 1
+        if sparse.n > at:
+            self.repeat(sparse.default, sparse.n - at)
+
     def all_runs(self):
         return self.runs + [self.tail] if self.tail else self.runs
 
@@ -66,6 +77,16 @@ class Column:
             else:
                 out.extend(r)
         return out
+
+
+class Sparse:
+    """n values of a column, all default but at points [(index, value)]
+    (indices increasing): a column that is mostly one value (the request a
+    sample fell in: most fell in none)."""
+    __slots__ = ("default", "n", "points")
+
+    def __init__(self, default, n, points):
+        self.default, self.n, self.points = default, n, points
 
 
 class _Repeat:

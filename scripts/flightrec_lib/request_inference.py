@@ -297,6 +297,13 @@ def _derive_exchanges(pid, segs, conns):
                 if conn not in conns:
                     continue
                 server = conns[conn][0]
+                if not flags & (EX_PARTIAL | EX_CONT) and conn not in open_groups:
+                    # A whole exchange, no part before it open (most of them):
+                    # what done() makes of it, without the group list.
+                    if (bin_ > 0 and bout > 0):
+                        yield (t, pid, conn, tid, "server" if server else "client", max(0, end - t), bin_, bout,
+                               names[i] if names else "", traces[i] if traces else None)
+                    continue
                 g = open_groups.pop(conn, None)
                 if g is not None and not flags & EX_CONT:
                     r = done(conn, g)  # its continuation never came: it ended with its last part

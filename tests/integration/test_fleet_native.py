@@ -66,7 +66,8 @@ def _ours(ctype, col):
 
 
 def _column(parts):
-    """A Column from ("list", values) / ("repeat", v, n) / ("append", v) parts."""
+    """A Column from ("list", values) / ("repeat", v, n) / ("append", v) /
+    ("sparse", default, n, [(index, value)]) parts."""
     from flightrec_lib import fleet_native
     col = fleet_native.Column()
     for p in parts:
@@ -74,6 +75,8 @@ def _column(parts):
             col.extend(list(p[1]))
         elif p[0] == "repeat":
             col.repeat(p[1], p[2])
+        elif p[0] == "sparse":
+            col.extend_sparse(fleet_native.Sparse(p[1], p[2], p[3]))
         else:
             col.append(p[1])
     return col
@@ -92,6 +95,13 @@ CASES = [
                        ("repeat", (), 4), ("append", ["z"]), ("append", []), ("list", [["q"] * 3])]),
     ("Array(UInt64)", [("list", [[1, 2], [], [2 ** 64 - 1]]), ("repeat", (5, 6), 3), ("append", [7])]),
     ("Array(Int64)", [("list", [[-1], [0, 1]]), ("repeat", (), 2), ("repeat", (-5,), 3)]),
+    # the request columns of samples: mostly the default, a value at a few rows
+    ("UInt64", [("sparse", 0, 10, [(0, 5), (3, 7), (4, 8), (9, 2 ** 64 - 1)]), ("list", [1]), ("sparse", 0, 4, []),
+                ("append", 2), ("sparse", 0, 3, [(2, 9)])]),
+    ("String", [("sparse", "", 100, [(2, "GET /a"), (3, "é€")]), ("append", "x"), ("sparse", "", 3, [(0, "z")]),
+                ("sparse", "", 2, [(0, "p"), (1, "q")]), ("repeat", "h", 2)]),
+    # generic events' values: each row a tuple
+    ("Array(String)", [("list", [("1", "22"), (), ("é",)]), ("repeat", ("fd",), 3), ("list", [("a", "b", "c")])]),
 ]
 
 
