@@ -54,7 +54,7 @@ bool SampledAddressSet::Insert(uintptr_t addr) {
   if (n > 0 && tiers_[0].Insert(addr)) return true;
   for (int i = 1; i < n; ++i) {
     // Before the key is there: a free() that finds it must look past the first.
-    tiers_[0].MarkLaterTablesUsed();
+    if (!tiers_[0].LaterTablesUsed()) tiers_[0].MarkLaterTablesUsed();
     if (tiers_[i].Insert(addr)) return true;
   }
   if (n > 0) full_.fetch_add(1, std::memory_order_relaxed);
