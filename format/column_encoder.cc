@@ -70,11 +70,35 @@ unsigned WidthFor(uint64_t max) {
   return 8;
 }
 
-void EncodePlainColumn(const uint64_t* v, size_t n, ByteBuf* out) {
-  unsigned w = WidthFor(MaxOf(v, n));
+namespace {
+
+// The unpacked columns once their width is known (the width of their widest
+// stored value): EncodePackedColumn knows it already when it falls back to them.
+void PlainColumnOfWidth(const uint64_t* v, size_t n, unsigned w, ByteBuf* out) {
   out->push_back(ColumnEncoding(ColumnScheme::kPlain, w));
   PutFixedArray(v, n, w, out);
 }
+
+void ZigZagColumnOfWidth(const uint64_t* v, size_t n, unsigned w, ByteBuf* out) {
+  out->push_back(ColumnEncoding(ColumnScheme::kZigZag, w));
+  PutFixedOf(n, w, out, [v](size_t i) { return ZigZag(static_cast<int64_t>(v[i])); });
+}
+
+void DeltaColumnOfWidth(const uint64_t* v, size_t n, unsigned w, ByteBuf* out) {
+  const uint64_t base = n ? v[0] : 0;
+  out->push_back(ColumnEncoding(ColumnScheme::kDelta, w));
+  PutFixed(out, base, 8);
+  if (w == 0) return;
+  // The first delta is 0 (from the base); no per-value test for it.
+  PutWidth(n, w, out, [&](uint8_t* p, auto W) {
+    WriteFixedOf<W>(1, p, [](size_t) { return uint64_t{0}; });
+    WriteFixedOf<W>(n - 1, p + W, [v](size_t i) { return ZigZag(static_cast<int64_t>(v[i + 1] - v[i])); });
+  });
+}
+
+}  // namespace
+
+void EncodePlainColumn(const uint64_t* v, size_t n, ByteBuf* out) { PlainColumnOfWidth(v, n, WidthFor(MaxOf(v, n)), out); }
 
 void EncodeZigZagColumn(const uint64_t* v, size_t n, ByteBuf* out) {
   // Two passes over the values (max, then write) instead of a temporary
@@ -84,23 +108,16 @@ void EncodeZigZagColumn(const uint64_t* v, size_t n, ByteBuf* out) {
     uint64_t z = ZigZag(static_cast<int64_t>(v[i]));
     max = z > max ? z : max;
   }
-  unsigned w = WidthFor(max);
-  out->push_back(ColumnEncoding(ColumnScheme::kZigZag, w));
-  PutFixedOf(n, w, out, [v](size_t i) { return ZigZag(static_cast<int64_t>(v[i])); });
+  ZigZagColumnOfWidth(v, n, WidthFor(max), out);
 }
 
 void EncodeDeltaColumn(const uint64_t* v, size_t n, ByteBuf* out) {
-  uint64_t base = n ? v[0] : 0;
-  uint64_t max = 0, prev = base;
-  for (size_t i = 0; i < n; i++) {
-    uint64_t z = ZigZag(static_cast<int64_t>(v[i] - prev));  // mod 2^64
+  uint64_t max = 0;
+  for (size_t i = 1; i < n; i++) {
+    uint64_t z = ZigZag(static_cast<int64_t>(v[i] - v[i - 1]));  // mod 2^64
     max = z > max ? z : max;
-    prev = v[i];
   }
-  unsigned w = WidthFor(max);
-  out->push_back(ColumnEncoding(ColumnScheme::kDelta, w));
-  PutFixed(out, base, 8);
-  PutFixedOf(n, w, out, [v, base](size_t i) { return ZigZag(static_cast<int64_t>(v[i] - (i ? v[i - 1] : base))); });
+  DeltaColumnOfWidth(v, n, WidthFor(max), out);
 }
 
 void EncodeF64Column(const uint64_t* v, size_t n, ByteBuf* out) {
@@ -175,11 +192,11 @@ void EncodePackedColumn(ColumnScheme scheme, const uint64_t* v, size_t n, ByteBu
     max = lo > hi ? lo : hi;
   }
   const unsigned w = WidthFor(max);
-  if (shift == 0 && w < 2) {  // nothing to gain: the classic column
+  if (shift == 0 && w < 2) {  // nothing to gain: the classic column, of the same width
     switch (scheme) {
-      case ColumnScheme::kZigZag: EncodeZigZagColumn(v, n, out); return;
-      case ColumnScheme::kDelta: EncodeDeltaColumn(v, n, out); return;
-      default: EncodePlainColumn(v, n, out); return;
+      case ColumnScheme::kZigZag: ZigZagColumnOfWidth(v, n, w, out); return;
+      case ColumnScheme::kDelta: DeltaColumnOfWidth(v, n, w, out); return;
+      default: PlainColumnOfWidth(v, n, w, out); return;
     }
   }
   const auto packed = static_cast<ColumnScheme>(static_cast<unsigned>(scheme) + 5);
