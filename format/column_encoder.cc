@@ -173,24 +173,29 @@ struct OrSummary {
 };
 OrSummary SummarizeUnsigned(const uint64_t* v, size_t n) {
   if (n == 0) return {};
+  // Two 64-bit lanes per operation (SSE2, the baseline): -O2 leaves the
+  // plain loop scalar, and this pass runs over every unsigned column.
+  typedef uint64_t U2 __attribute__((vector_size(16)));
   const uint64_t first = v[0];
-  uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+  const U2 f2 = {first, first};
+  U2 a0 = {0, 0}, a1 = {0, 0}, d0 = {0, 0}, d1 = {0, 0};
   size_t i = 0;
   for (; i + 4 <= n; i += 4) {
-    a0 |= v[i];
-    a1 |= v[i + 1];
-    a2 |= v[i + 2];
-    a3 |= v[i + 3];
-    d0 |= v[i] ^ first;
-    d1 |= v[i + 1] ^ first;
-    d2 |= v[i + 2] ^ first;
-    d3 |= v[i + 3] ^ first;
+    U2 x, y;
+    std::memcpy(&x, v + i, 16);
+    std::memcpy(&y, v + i + 2, 16);
+    a0 |= x;
+    a1 |= y;
+    d0 |= x ^ f2;
+    d1 |= y ^ f2;
   }
+  const U2 a = a0 | a1, d = d0 | d1;
+  uint64_t any = a[0] | a[1], diff = d[0] | d[1];
   for (; i < n; i++) {
-    a0 |= v[i];
-    d0 |= v[i] ^ first;
+    any |= v[i];
+    diff |= v[i] ^ first;
   }
-  return {a0 | a1 | a2 | a3, d0 | d1 | d2 | d3};
+  return {any, diff};
 }
 
 // Packed PLAIN (or the classic column when packing gains nothing) of values
