@@ -70,11 +70,35 @@ unsigned WidthFor(uint64_t max) {
   return 8;
 }
 
-void EncodePlainColumn(const uint64_t* v, size_t n, ByteBuf* out) {
-  unsigned w = WidthFor(MaxOf(v, n));
+namespace {
+
+// The unpacked columns once their width is known (the width of their widest
+// stored value): EncodePackedColumn knows it already when it falls back to them.
+void PlainColumnOfWidth(const uint64_t* v, size_t n, unsigned w, ByteBuf* out) {
   out->push_back(ColumnEncoding(ColumnScheme::kPlain, w));
   PutFixedArray(v, n, w, out);
 }
+
+void ZigZagColumnOfWidth(const uint64_t* v, size_t n, unsigned w, ByteBuf* out) {
+  out->push_back(ColumnEncoding(ColumnScheme::kZigZag, w));
+  PutFixedOf(n, w, out, [v](size_t i) { return ZigZag(static_cast<int64_t>(v[i])); });
+}
+
+void DeltaColumnOfWidth(const uint64_t* v, size_t n, unsigned w, ByteBuf* out) {
+  const uint64_t base = n ? v[0] : 0;
+  out->push_back(ColumnEncoding(ColumnScheme::kDelta, w));
+  PutFixed(out, base, 8);
+  if (w == 0) return;
+  // The first delta is 0 (from the base); no per-value test for it.
+  PutWidth(n, w, out, [&](uint8_t* p, auto W) {
+    WriteFixedOf<W>(1, p, [](size_t) { return uint64_t{0}; });
+    WriteFixedOf<W>(n - 1, p + W, [v](size_t i) { return ZigZag(static_cast<int64_t>(v[i + 1] - v[i])); });
+  });
+}
+
+}  // namespace
+
+void EncodePlainColumn(const uint64_t* v, size_t n, ByteBuf* out) { PlainColumnOfWidth(v, n, WidthFor(MaxOf(v, n)), out); }
 
 void EncodeZigZagColumn(const uint64_t* v, size_t n, ByteBuf* out) {
   // Two passes over the values (max, then write) instead of a temporary
@@ -84,23 +108,16 @@ void EncodeZigZagColumn(const uint64_t* v, size_t n, ByteBuf* out) {
     uint64_t z = ZigZag(static_cast<int64_t>(v[i]));
     max = z > max ? z : max;
   }
-  unsigned w = WidthFor(max);
-  out->push_back(ColumnEncoding(ColumnScheme::kZigZag, w));
-  PutFixedOf(n, w, out, [v](size_t i) { return ZigZag(static_cast<int64_t>(v[i])); });
+  ZigZagColumnOfWidth(v, n, WidthFor(max), out);
 }
 
 void EncodeDeltaColumn(const uint64_t* v, size_t n, ByteBuf* out) {
-  uint64_t base = n ? v[0] : 0;
-  uint64_t max = 0, prev = base;
-  for (size_t i = 0; i < n; i++) {
-    uint64_t z = ZigZag(static_cast<int64_t>(v[i] - prev));  // mod 2^64
+  uint64_t max = 0;
+  for (size_t i = 1; i < n; i++) {
+    uint64_t z = ZigZag(static_cast<int64_t>(v[i] - v[i - 1]));  // mod 2^64
     max = z > max ? z : max;
-    prev = v[i];
   }
-  unsigned w = WidthFor(max);
-  out->push_back(ColumnEncoding(ColumnScheme::kDelta, w));
-  PutFixed(out, base, 8);
-  PutFixedOf(n, w, out, [v, base](size_t i) { return ZigZag(static_cast<int64_t>(v[i] - (i ? v[i - 1] : base))); });
+  DeltaColumnOfWidth(v, n, WidthFor(max), out);
 }
 
 void EncodeF64Column(const uint64_t* v, size_t n, ByteBuf* out) {
@@ -144,43 +161,91 @@ void PutPlanes(size_t n, unsigned w, ByteBuf* out, StoredOf stored_of) {
 
 }  // namespace
 
+namespace {
+
+// The OR of the values and the OR of their differences (xor) from the first
+// one, in one pass of independent accumulators (no compare per value, and
+// the four chains run side by side). The OR has the largest value's top bit,
+// so it gives the same width; its low zero bits are the shift; diff is 0 for
+// a constant column.
+struct OrSummary {
+  uint64_t any = 0, diff = 0;
+};
+OrSummary SummarizeUnsigned(const uint64_t* v, size_t n) {
+  if (n == 0) return {};
+  // Two 64-bit lanes per operation (SSE2, the baseline): -O2 leaves the
+  // plain loop scalar, and this pass runs over every unsigned column.
+  typedef uint64_t U2 __attribute__((vector_size(16)));
+  const uint64_t first = v[0];
+  const U2 f2 = {first, first};
+  U2 a0 = {0, 0}, a1 = {0, 0}, d0 = {0, 0}, d1 = {0, 0};
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    U2 x, y;
+    std::memcpy(&x, v + i, 16);
+    std::memcpy(&y, v + i + 2, 16);
+    a0 |= x;
+    a1 |= y;
+    d0 |= x ^ f2;
+    d1 |= y ^ f2;
+  }
+  const U2 a = a0 | a1, d = d0 | d1;
+  uint64_t any = a[0] | a[1], diff = d[0] | d[1];
+  for (; i < n; i++) {
+    any |= v[i];
+    diff |= v[i] ^ first;
+  }
+  return {any, diff};
+}
+
+// Packed PLAIN (or the classic column when packing gains nothing) of values
+// whose OR is `any`: the widest stored value, max >> shift, has the top bit
+// of any >> shift, hence the same width.
+void PackedPlainOf(const uint64_t* v, size_t n, uint64_t any, ByteBuf* out) {
+  const unsigned shift = any ? static_cast<unsigned>(std::countr_zero(any)) : 0;
+  const unsigned w = WidthFor(any >> shift);
+  if (shift == 0 && w < 2) {  // nothing to gain: the classic column, of the same width
+    PlainColumnOfWidth(v, n, w, out);
+    return;
+  }
+  out->push_back(ColumnEncoding(ColumnScheme::kPackedPlain, w));
+  out->push_back(static_cast<uint8_t>(shift));
+  PutPlanes(n, w, out, [&](size_t i) { return v[i] >> shift; });
+}
+
+// The widest of zigzag(x >> shift) over signed values between smin and smax
+// (both shifts and zigzag grow with the magnitude on each side of 0, so the
+// extremes give it; smin <= 0 <= smax).
+uint64_t WidestZigZag(int64_t smin, int64_t smax, unsigned shift) {
+  const uint64_t lo = ZigZag(smin >> shift), hi = ZigZag(smax >> shift);
+  return lo > hi ? lo : hi;
+}
+
+}  // namespace
+
 void EncodePackedColumn(ColumnScheme scheme, const uint64_t* v, size_t n, ByteBuf* out) {
-  const uint64_t base = n ? v[0] : 0;
-  // One pass for the shift and the widest stored value: both shifts are
-  // monotone, so the widest stored value comes from the extremes (the
-  // largest value for PLAIN; the smallest and largest signed value for the
-  // zigzag schemes, whose zigzag grows with the magnitude).
-  uint64_t any = 0, umax = 0;
-  int64_t smin = 0, smax = 0;
   if (scheme == ColumnScheme::kPlain) {
-    for (size_t i = 0; i < n; i++) {
-      any |= v[i];
-      umax = v[i] > umax ? v[i] : umax;
-    }
-  } else {
-    for (size_t i = 0; i < n; i++) {
-      const uint64_t x = PrePacked(scheme, v, i, base);
-      const auto sx = static_cast<int64_t>(x);
-      any |= x;
-      smin = sx < smin ? sx : smin;
-      smax = sx > smax ? sx : smax;
-    }
+    PackedPlainOf(v, n, SummarizeUnsigned(v, n).any, out);
+    return;
+  }
+  const uint64_t base = n ? v[0] : 0;
+  // One pass for the shift and the widest stored value (WidestZigZag). A
+  // DELTA column's first value is 0 (from the base): it changes neither.
+  uint64_t any = 0;
+  int64_t smin = 0, smax = 0;
+  for (size_t i = scheme == ColumnScheme::kDelta ? 1 : 0; i < n; i++) {
+    const uint64_t x = scheme == ColumnScheme::kDelta ? v[i] - v[i - 1] : v[i];
+    const auto sx = static_cast<int64_t>(x);
+    any |= x;
+    smin = sx < smin ? sx : smin;
+    smax = sx > smax ? sx : smax;
   }
   const unsigned shift = any ? static_cast<unsigned>(std::countr_zero(any)) : 0;
-  uint64_t max;
-  if (scheme == ColumnScheme::kPlain) {
-    max = umax >> shift;
-  } else {
-    const uint64_t lo = ZigZag(smin >> shift), hi = ZigZag(smax >> shift);
-    max = lo > hi ? lo : hi;
-  }
-  const unsigned w = WidthFor(max);
-  if (shift == 0 && w < 2) {  // nothing to gain: the classic column
-    switch (scheme) {
-      case ColumnScheme::kZigZag: EncodeZigZagColumn(v, n, out); return;
-      case ColumnScheme::kDelta: EncodeDeltaColumn(v, n, out); return;
-      default: EncodePlainColumn(v, n, out); return;
-    }
+  const unsigned w = WidthFor(WidestZigZag(smin, smax, shift));
+  if (shift == 0 && w < 2) {  // nothing to gain: the classic column, of the same width
+    if (scheme == ColumnScheme::kDelta) DeltaColumnOfWidth(v, n, w, out);
+    else ZigZagColumnOfWidth(v, n, w, out);
+    return;
   }
   const auto packed = static_cast<ColumnScheme>(static_cast<unsigned>(scheme) + 5);
   out->push_back(ColumnEncoding(packed, w));
@@ -192,25 +257,31 @@ void EncodePackedColumn(ColumnScheme scheme, const uint64_t* v, size_t n, ByteBu
 void EncodePackedUIntColumn(const uint64_t* v, size_t n, ByteBuf* out) {
   // A constant column as DELTA: encoding byte, base, no deltas (W = 0).
   constexpr size_t kConstantBytes = 1 + 8;
-  if (n > 0 && n * WidthFor(v[0]) > kConstantBytes && std::all_of(v, v + n, [&](uint64_t x) { return x == v[0]; })) {
-    EncodeDeltaColumn(v, n, out);
+  const OrSummary sum = SummarizeUnsigned(v, n);
+  if (n > 0 && n * WidthFor(v[0]) > kConstantBytes && sum.diff == 0) {
+    DeltaColumnOfWidth(v, n, 0, out);
     return;
   }
-  EncodePackedColumn(ColumnScheme::kPlain, v, n, out);
+  PackedPlainOf(v, n, sum.any, out);
 }
 
 void EncodePackedRelColumn(const uint64_t* v, const uint64_t* ref, uint8_t ref_index, size_t n, ByteBuf* out) {
+  // One pass: the shift, and the widest stored value from the extremes (WidestZigZag).
   uint64_t any = 0;
-  for (size_t i = 0; i < n; i++) any |= v[i] - ref[i];
+  int64_t smin = 0, smax = 0;
+  for (size_t i = 0; i < n; i++) {
+    const uint64_t x = v[i] - ref[i];
+    const auto sx = static_cast<int64_t>(x);
+    any |= x;
+    smin = sx < smin ? sx : smin;
+    smax = sx > smax ? sx : smax;
+  }
   const unsigned shift = any ? static_cast<unsigned>(std::countr_zero(any)) : 0;
-  auto stored = [&](size_t i) { return ZigZag(static_cast<int64_t>(v[i] - ref[i]) >> shift); };
-  uint64_t max = 0;
-  for (size_t i = 0; i < n; i++) max = std::max(max, stored(i));
-  const unsigned w = WidthFor(max);
+  const unsigned w = WidthFor(WidestZigZag(smin, smax, shift));
   out->push_back(ColumnEncoding(ColumnScheme::kPackedRel, w));
   out->push_back(ref_index);
   out->push_back(static_cast<uint8_t>(shift));
-  PutPlanes(n, w, out, stored);
+  PutPlanes(n, w, out, [&](size_t i) { return ZigZag(static_cast<int64_t>(v[i] - ref[i]) >> shift); });
 }
 
 }  // namespace flightrec::format

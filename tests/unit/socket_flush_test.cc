@@ -400,3 +400,53 @@ TEST_CASE("socket flush: stale fd-table entries (fd no longer a socket) are repa
   close(p[0]);
   close(p[1]);
 }
+
+// SocketFlushSide::Classify remembers recent questions byte for byte: a
+// repeated question must get exactly what classifying it afresh gives, a
+// capped name must still be counted each time, and new classifiers must not
+// see the old answers.
+TEST_CASE("socket flush: remembered questions answer exactly as classifying them again") {
+  SocketFlushSide side{ConnProbe{}};
+  side.ConfigureEndpoints(kClassifyAll, false, 3, nullptr);  // none, other, and one name
+  auto classify = [&side](const char* q, std::string* name) {
+    ExchangeEvent e;
+    EndpointInfo info;
+    side.Classify(reinterpret_cast<const uint8_t*>(q), strlen(q), &e, &info);
+    *name = std::string(info.Name());
+    return e.endpoint;
+  };
+  const char* get = "*2\r\n$3\r\nGET\r\n$3\r\nkey\r\n";
+  const char* set = "*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$1\r\nx\r\n";
+  std::string name;
+  const uint32_t get_id = classify(get, &name);
+  CHECK(name == "GET");
+  CHECK(get_id >= 2);
+  for (int i = 0; i < 3; i++) {  // repeats: the same index and name
+    CHECK(classify(get, &name) == get_id);
+    CHECK(name == "GET");
+  }
+  // SET is past the cap: "other", counted at every exchange, remembered or not.
+  for (int i = 1; i <= 3; i++) {
+    CHECK(classify(set, &name) == 1u);
+    CHECK(name == "SET");
+    CHECK(side.names().capped() == uint64_t(i));
+  }
+  // A question that differs in its last byte is classified on its own.
+  CHECK(classify("*2\r\n$3\r\nGET\r\n$3\r\nkez\r\n", &name) == get_id);
+  // New classifiers: RESP off, so the same bytes are no longer GET.
+  side.ConfigureEndpoints(kClassifyHttp, false, 10, nullptr);
+  CHECK(classify(get, &name) == 1u);
+  CHECK(name == "other");
+  // A question with trace context is never remembered, and keeps it every time.
+  side.ConfigureEndpoints(kClassifyAll, true, 10, nullptr);
+  const char* traced =
+      "GET /a HTTP/1.1\r\ntraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n\r\n";
+  for (int i = 0; i < 2; i++) {
+    ExchangeEvent e;
+    EndpointInfo info;
+    side.Classify(reinterpret_cast<const uint8_t*>(traced), strlen(traced), &e, &info);
+    CHECK(info.Name() == "GET /a");
+    CHECK(info.has_trace);
+    CHECK(info.parent_span == 0xb7ad6b7169203331ull);
+  }
+}

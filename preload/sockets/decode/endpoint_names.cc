@@ -114,11 +114,6 @@ void EndpointNames::SetSlowRules(const format::MiVector<SlowRule>* rules) {
   for (size_t i = 1; i < names_.size(); ++i) slow_ns_[i] = RuleNs(names_[i]);
 }
 
-uint64_t EndpointNames::SlowNs(uint32_t index) const {
-  if (index == 0 || index >= slow_ns_.size()) return default_ns_;
-  return slow_ns_[index];
-}
-
 bool ParseSlowRules(std::string_view text, format::MiVector<SlowRule>* rules, uint64_t* min_ms) {
   rules->clear();
   *min_ms = 0;

@@ -44,7 +44,9 @@ class EndpointNames {
   // Slow threshold of a name (ns, 0: none): the first rule whose pattern
   // matches it. Index 0 (no name) gets the rule that matches "" ("*").
   void SetSlowRules(const format::MiVector<SlowRule>* rules);
-  uint64_t SlowNs(uint32_t index) const;
+  uint64_t SlowNs(uint32_t index) const {  // inline: asked once per exchange
+    return index == 0 || index >= slow_ns_.size() ? default_ns_ : slow_ns_[index];
+  }
 
   size_t size() const { return names_.size(); }
   uint64_t capped() const { return capped_; }

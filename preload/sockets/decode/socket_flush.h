@@ -114,6 +114,30 @@ class SocketFlushSide {
   uint32_t op_ids_[kOpNameSlots] = {};
   uint64_t op_ids_epoch_ = 0;
 
+  // Recent questions, byte for byte: a server's clients repeat the same
+  // questions (redis-benchmark's "SET key:__rand_int__ ...", a health
+  // check's whole request), and classifying and admitting the name again
+  // was over a quarter of the flush thread's time per exchange
+  // (flush_socket_bench). Classification is a pure function of the bytes
+  // (with the mask and trace context, fixed until ConfigureEndpoints, which
+  // clears the cache) and Admit gives a name the same index for good, so a
+  // question equal to a remembered one gets the remembered answer. Only
+  // answers without trace context or a request id (those come from the
+  // bytes too, but are not worth keeping) and not from a capped Admit
+  // (which counts each time) are remembered. Direct-mapped by a hash of the
+  // length and a few words; fixed memory, no allocation.
+  static constexpr size_t kRecentQuestions = 16;
+  static constexpr size_t kRecentQuestionBytes = 256;
+  struct RecentQuestion {
+    uint32_t len = 0;  // 0: empty
+    uint32_t endpoint = 0;
+    uint32_t name_len = 0;
+    char name[EndpointInfo::kMaxName + 1];
+    uint8_t bytes[kRecentQuestionBytes];
+  };
+  static size_t RecentQuestionSlot(const uint8_t* p, size_t n);
+  RecentQuestion recent_q_[kRecentQuestions];
+
   ConnTable conns_;
   EndpointNames names_{1000};
   unsigned classify_mask_ = 0;
