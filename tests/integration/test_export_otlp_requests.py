@@ -45,11 +45,14 @@ s.shutdown()
 """
 
 # One thread for every connection. /wait/ stays in flight until a /burn/
-# request has burnt its CPU: that burn happens while two requests are in
-# flight on the loop's thread, whatever the scheduling.
+# request has burnt its CPU, and a /burn/ waits until a /wait/ has been
+# read: that burn happens while two requests are in flight on the loop's
+# thread, whatever the scheduling (the client's /wait/ thread can be late
+# on a busy machine: /burn/ then came first and burnt alone).
 EVENT_LOOP = r"""
 import asyncio, sys, time
 burnt = None
+waiting = None
 async def handle(reader, writer):
     while True:
         line = await reader.readline()
@@ -59,8 +62,10 @@ async def handle(reader, writer):
             pass
         path = line.split()[1].decode()
         if path.startswith("/wait/"):
+            waiting.set()
             await burnt.wait()
         elif path.startswith("/burn/"):
+            await waiting.wait()
             end = time.process_time() + 0.12
             while time.process_time() < end:
                 pass
@@ -69,8 +74,9 @@ async def handle(reader, writer):
         await writer.drain()
     writer.close()
 async def main():
-    global burnt
+    global burnt, waiting
     burnt = asyncio.Event()
+    waiting = asyncio.Event()
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     print(server.sockets[0].getsockname()[1], flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
