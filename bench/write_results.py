@@ -639,6 +639,17 @@ def main():
             "RESP question, event, connection table, columns, encode, zstd, write) | %s ns per exchange (runs %s–%s), "
             "%s bytes per exchange; goal ≤ 40 ns: **missed** | `flush_socket_bench N R exchanges` (%s runs of %s "
             "redis-like exchanges) |" % (fex[1], fex[2], fex[3], fex[6], fex[4], fex[5]))
+    fsam = re.search(r"flush_sample_bench: .*?; (\d+) rounds of (\d+) samples \(mean depth ([\d.]+)\)\n"
+                     r"\s+steady state: median ([\d.]+) ns per cpu.sample record \(min ([\d.]+), max ([\d.]+)\), "
+                     r"([\d.]+) bytes per sample on disk.*\n"
+                     r"\s+first pass .*?: ([\d.]+) ns per sample \(([\d.]+) ms for (\d+) distinct pcs\)\n"
+                     r"\s+a new segment's first pass .*?: median ([\d.]+) ns", texts["runtime"] or "")
+    if fsam:
+        add("| flush thread, cpu.sample record to disk (in-process: the sample queue, stack interned, columns, "
+            "encode, zstd, write; 400 call paths, Zipf) | steady state %s ns per sample (rounds %s–%s), %s bytes per "
+            "sample; first pass %s ms for %s distinct pcs (symbolized), a new segment's first pass %s ns per sample; "
+            "goal ≤ 40 ns: **missed** | `flush_sample_bench` (%s rounds of %s samples, mean depth %s) |"
+            % (fsam[4], fsam[5], fsam[6], fsam[7], fsam[9], fsam[10], fsam[11], fsam[1], fsam[2], fsam[3]))
     flive = re.search(r"flush thread CPU per socket.op event, live \((\d+) send\+recv pairs, (\d+) alternating "
                       r"rounds, medians\):\n\s+\S+\s+([\d.]+) ns/event", texts["runtime"] or "")
     if flive:
@@ -800,7 +811,7 @@ def main():
 
     add("## Raw outputs")
     add("")
-    for name, title in (("runtime", "ring_bench + flush_socket_bench + flush_live_bench + run_pipeline_bench.py"), ("sockets", "sock_bench"),
+    for name, title in (("runtime", "ring_bench + flush_socket_bench + flush_sample_bench + flush_live_bench + run_pipeline_bench.py"), ("sockets", "sock_bench"),
                         ("alloc", "alloc_bench"), ("cpu", "run_cpu_bench.py"), ("capture", "run_capture_costs.py"),
                         ("idle", "run_idle_cost.py"), ("short", "run_short_lived.py"),
                         ("trace_figures", "run_trace_figures.py"),
