@@ -98,7 +98,9 @@ void DeltaColumnOfWidth(const uint64_t* v, size_t n, unsigned w, ByteBuf* out) {
 
 }  // namespace
 
-void EncodePlainColumn(const uint64_t* v, size_t n, ByteBuf* out) { PlainColumnOfWidth(v, n, WidthFor(MaxOf(v, n)), out); }
+void EncodePlainColumn(const uint64_t* v, size_t n, ByteBuf* out) {
+  PlainColumnOfWidth(v, n, WidthFor(MaxOf(v, n)), out);
+}
 
 void EncodeZigZagColumn(const uint64_t* v, size_t n, ByteBuf* out) {
   // Two passes over the values (max, then write) instead of a temporary

@@ -251,8 +251,8 @@ struct SegmentWriter::Impl {
         case FieldType::kString:
         case FieldType::kStack:
           if (t.fields[f].follows >= 0) {
-            EncodePackedRelColumn(v, t.col(t.fields[f].follows), static_cast<uint8_t>(t.fields[f].follows),
-                                  t.count, &payload);
+            EncodePackedRelColumn(v, t.col(t.fields[f].follows), static_cast<uint8_t>(t.fields[f].follows), t.count,
+                                  &payload);
           } else if (t.packed) {
             EncodePackedUIntColumn(v, t.count, &payload);
           } else {

@@ -69,11 +69,11 @@ uint64_t Rnd() {
 }
 
 constexpr int kPaths = 400, kPcs = 300, kThreads = 32;
-constexpr uint64_t kPeriodNs = 10'101'010;                   // 99 Hz
-constexpr uint64_t kGapNs = kPeriodNs / kThreads;            // all threads together
-constexpr uint64_t kDrainEveryNs = 50'000'000;               // FLIGHTREC_FLUSH_MS
-constexpr uint64_t kBlockEveryNs = 250'000'000;              // kBlockIntervalNs
-constexpr size_t kMaxBufferedBytes = 1 << 20;                // segment_lifecycle.cc
+constexpr uint64_t kPeriodNs = 10'101'010;         // 99 Hz
+constexpr uint64_t kGapNs = kPeriodNs / kThreads;  // all threads together
+constexpr uint64_t kDrainEveryNs = 50'000'000;     // FLIGHTREC_FLUSH_MS
+constexpr uint64_t kBlockEveryNs = 250'000'000;    // kBlockIntervalNs
+constexpr size_t kMaxBufferedBytes = 1 << 20;      // segment_lifecycle.cc
 
 struct Profile {
   std::vector<std::vector<uint64_t>> paths;  // leaf first
@@ -239,7 +239,8 @@ bool CheckReadBack(sampler::Symbolizer* sym, const Profile& p, const std::vector
     }
   }
   if (events.size() != picks.size() || leaf_ok != picks.size() || named * 2 < frames)
-    return fprintf(stderr, "read back %zu cpu.sample events (fed %zu), %zu with the depth fed, %zu of %zu frames named\n",
+    return fprintf(stderr,
+                   "read back %zu cpu.sample events (fed %zu), %zu with the depth fed, %zu of %zu frames named\n",
                    events.size(), picks.size(), leaf_ok, named, frames),
            false;
   return true;
@@ -314,10 +315,11 @@ int main(int argc, char** argv) {
       "flush_sample_bench: %d paths (mean depth %.1f, %zu distinct pcs), Zipf(1), %d threads at 99 Hz; "
       "%d rounds of %ld samples (mean depth %.1f)\n",
       kPaths, static_cast<double>(frames) / kPaths, p.distinct_pcs, kThreads, rounds, samples, mean_depth);
-  printf("  steady state: median %.1f ns per cpu.sample record (min %.1f, max %.1f), %.2f bytes per sample on disk "
-         "(whole file %.2f)\n",
-         Median(steady), *std::min_element(steady.begin(), steady.end()),
-         *std::max_element(steady.begin(), steady.end()), Median(steady_bytes), Median(total_bytes));
+  printf(
+      "  steady state: median %.1f ns per cpu.sample record (min %.1f, max %.1f), %.2f bytes per sample on disk "
+      "(whole file %.2f)\n",
+      Median(steady), *std::min_element(steady.begin(), steady.end()), *std::max_element(steady.begin(), steady.end()),
+      Median(steady_bytes), Median(total_bytes));
   printf("  first pass (fresh process, each path once): %.0f ns per sample (%.2f ms for %zu distinct pcs)\n",
          first_pass, first_pass * kPaths / 1e6, p.distinct_pcs);
   if (!new_segment.empty())
