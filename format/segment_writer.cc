@@ -183,8 +183,11 @@ struct SegmentWriter::Impl {
     const uint32_t cap = t->cap ? 2 * t->cap : 64;
     const size_t stride = cap + 64 / sizeof(uint64_t);
     MiVector<uint64_t> grown(stride * t->fields.size());
-    for (size_t f = 0; f < t->fields.size(); f++)
-      std::memcpy(grown.data() + f * stride, t->col(f), t->count * sizeof(uint64_t));
+    // The first reservation has no columns yet (cols.data() is null: memcpy
+    // from it is undefined even for 0 bytes).
+    if (t->count > 0)
+      for (size_t f = 0; f < t->fields.size(); f++)
+        std::memcpy(grown.data() + f * stride, t->col(f), t->count * sizeof(uint64_t));
     t->cols.swap(grown);
     t->cap = cap;
     t->stride = stride;
