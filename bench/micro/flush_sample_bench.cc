@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/micro/bench_common.h"
 #include "format/segment_reader.h"
 #include "format/segment_writer.h"
 #include "preload/flush/flush_registry.h"
@@ -51,14 +52,9 @@ extern "C" char __executable_start;
 extern "C" char etext;
 
 using namespace flightrec;
+using bench::ThreadCpuNs;  // bench_common.h
 
 namespace {
-
-double ThreadCpuNs() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
 
 uint64_t g_rng = 88172645463325252ull;
 uint64_t Rnd() {

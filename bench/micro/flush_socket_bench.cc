@@ -23,19 +23,15 @@
 #include <string>
 #include <vector>
 
+#include "bench/micro/bench_common.h"
 #include "format/segment_writer.h"
 #include "preload/sockets/decode/socket_events.h"
 #include "preload/sockets/decode/socket_flush.h"
 
 using namespace flightrec;
+using bench::ThreadCpuNs;  // bench_common.h
 
 namespace {
-
-double ThreadCpuNs() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
 
 SocketAddrRecord Accepted(uint64_t t, uint64_t conn, uint64_t listener, int fd, AddrWhich which, bool complete) {
   SocketAddrRecord r{};

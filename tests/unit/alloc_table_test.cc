@@ -9,25 +9,10 @@
 #include <thread>
 #include <vector>
 
+#include "tests/unit/address_keys.h"
 #include "preload/alloc/alloc_table.h"
 
 using flightrec::alloc::AddressTable;
-
-namespace {
-
-// Distinct 16-byte aligned pseudo addresses.
-std::vector<uintptr_t> Addresses(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::set<uintptr_t> seen;
-  std::vector<uintptr_t> out;
-  while (out.size() < n) {
-    const uintptr_t a = (rng() & 0x00007ffffffffff0ull) | 0x10;
-    if (seen.insert(a).second) out.push_back(a);
-  }
-  return out;
-}
-
-}  // namespace
 
 TEST_CASE("alloc_table: insert, find, remove") {
   AddressTable set;
@@ -58,7 +43,7 @@ TEST_CASE("alloc_table: an uninitialised set is empty and refuses inserts") {
 TEST_CASE("alloc_table: refuses beyond capacity and counts what did not fit") {
   AddressTable set;
   REQUIRE(set.Init(100));
-  const auto addrs = Addresses(150, 1);
+  const auto addrs = PseudoAddresses(150, 1);
   int inserted = 0;
   for (uintptr_t a : addrs) inserted += set.Insert(a) ? 1 : 0;
   CHECK(inserted == 100);
@@ -82,7 +67,7 @@ TEST_CASE("alloc_table: a full small table keeps every key findable through over
   REQUIRE(set.Init(200));
   const uint64_t cap = set.capacity();
   REQUIRE(cap == 200);
-  auto addrs = Addresses(cap, 7);
+  auto addrs = PseudoAddresses(cap, 7);
   for (uintptr_t a : addrs) REQUIRE(set.Insert(a));
   std::mt19937_64 rng(3);
   std::set<uintptr_t> in(addrs.begin(), addrs.end());
@@ -99,7 +84,7 @@ TEST_CASE("alloc_table: a full small table keeps every key findable through over
     }
   }
   for (uintptr_t a : addrs) CHECK(set.Contains(a));
-  const auto others = Addresses(2000, 99);
+  const auto others = PseudoAddresses(2000, 99);
   int false_hits = 0;
   for (uintptr_t a : others)
     if (!in.count(a)) false_hits += set.Contains(a) ? 1 : 0;
@@ -117,7 +102,7 @@ TEST_SUITE("concurrency") {
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&, t] {
-        const auto mine = Addresses(kPerThread, 1000 + t);
+        const auto mine = PseudoAddresses(kPerThread, 1000 + t);
         for (int round = 0; round < 20; ++round) {
           for (uintptr_t a : mine)
             if (!set.Insert(a)) lost++;

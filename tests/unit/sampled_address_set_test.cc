@@ -10,24 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include "tests/unit/address_keys.h"
 #include "preload/alloc/sampled_address_set.h"
 
 using flightrec::alloc::SampledAddressSet;
-
-namespace {
-
-std::vector<uintptr_t> Keys(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::set<uintptr_t> seen;
-  std::vector<uintptr_t> out;
-  while (out.size() < n) {
-    const uintptr_t a = (rng() & 0x00007ffffffffff0ull) | 0x10;
-    if (seen.insert(a).second) out.push_back(a);
-  }
-  return out;
-}
-
-}  // namespace
 
 TEST_CASE("sampled_address_set: a process with few live samples writes only the first, small table") {
   SampledAddressSet set;
@@ -35,7 +21,7 @@ TEST_CASE("sampled_address_set: a process with few live samples writes only the 
   CHECK(set.capacity() == 65536);
   CHECK(set.tier_count() == 2);  // the first table and an empty spare
   // Thousands of samples come and go, never more than 1000 live at once.
-  const auto keys = Keys(20000, 1);
+  const auto keys = PseudoAddresses(20000, 1);
   for (size_t i = 0; i < keys.size(); ++i) {
     REQUIRE(set.Insert(keys[i]));
     if (i >= 1000) REQUIRE(set.Remove(keys[i - 1000]));
@@ -50,7 +36,7 @@ TEST_CASE("sampled_address_set: a process with few live samples writes only the 
 TEST_CASE("sampled_address_set: grows by tiers up to the setting; keys stay findable in every tier") {
   SampledAddressSet set;
   REQUIRE(set.Init(65536));
-  const auto keys = Keys(65536 + 100, 2);
+  const auto keys = PseudoAddresses(65536 + 100, 2);
   size_t inserted = 0;
   // Grow as the flush thread would, between bursts of 1000 inserts.
   while (inserted < 65536) {
@@ -77,7 +63,7 @@ TEST_CASE("sampled_address_set: grows by tiers up to the setting; keys stay find
 TEST_CASE("sampled_address_set: a burst goes on into the spare at once; only one past it is refused and counted") {
   SampledAddressSet set;
   REQUIRE(set.Init(65536));
-  const auto keys = Keys(4096 + 16384 + 100, 3);
+  const auto keys = PseudoAddresses(4096 + 16384 + 100, 3);
   size_t refused = 0;
   for (uintptr_t k : keys)
     if (!set.Insert(k)) ++refused;
@@ -92,7 +78,7 @@ TEST_CASE("sampled_address_set: a burst goes on into the spare at once; only one
 TEST_CASE("sampled_address_set: a small setting is one table") {
   SampledAddressSet set;
   REQUIRE(set.Init(1024));
-  const auto keys = Keys(1100, 4);
+  const auto keys = PseudoAddresses(1100, 4);
   for (size_t i = 0; i < 1024; ++i) REQUIRE(set.Insert(keys[i]));
   CHECK_FALSE(set.Grow());
   CHECK(set.tier_count() == 1);  // no room left for a spare
@@ -123,7 +109,7 @@ TEST_SUITE("concurrency") {
     std::vector<std::thread> hooks;
     for (int t = 0; t < 4; ++t) {
       hooks.emplace_back([&, t] {
-        const auto mine = Keys(6000, 100 + t);  // more than the first tier holds
+        const auto mine = PseudoAddresses(6000, 100 + t);  // more than the first tier holds
         for (int round = 0; round < 5; ++round) {
           for (uintptr_t a : mine)
             while (!set.Insert(a)) std::this_thread::yield();  // refused until the grower adds a tier
