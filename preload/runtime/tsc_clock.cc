@@ -168,6 +168,12 @@ void TickSpanToNs(uint64_t start_tsc, uint64_t ticks, uint64_t tick_ns, uint64_t
   *end_ns = g_map.ToNs(start_tsc + ticks);
 }
 
+void TicksToNsInPlace(uint64_t* ticks, int n, uint64_t tick_ns) {
+  TakeTickPair(tick_ns);
+  for (int i = 0; i < n; ++i)
+    if (ticks[i]) ticks[i] = g_map.ToNs(ticks[i]);
+}
+
 void Refresh(uint64_t now_ns) {
   // Every tick until the map has a slope: the hooks read clock_gettime until
   // then, so there are no ticks to convert that would take pairs.

@@ -141,6 +141,10 @@ uint64_t TicksToNs(uint64_t tsc, uint64_t tick_ns);
 // Both ends of a call that started at start_tsc and took `ticks`, with the
 // checks above made once (one call per socket.op on the flush thread).
 void TickSpanToNs(uint64_t start_tsc, uint64_t ticks, uint64_t tick_ns, uint64_t* start_ns, uint64_t* end_ns);
+// Several times of one record converted in place, the checks made once; a 0
+// (a time the record does not have) stays 0. An exchange's four ends: one
+// call instead of four (the per-call checks were ~0.2 % of redis's samples).
+void TicksToNsInPlace(uint64_t* ticks, int n, uint64_t tick_ns);
 // Keeps the map fresh while nothing is converted (flush thread, ~1/s; every
 // tick until the first slope, which switches the hooks to the TSC).
 void Refresh(uint64_t now_ns);

@@ -178,3 +178,29 @@ TEST_CASE("tsc clock: the hooks read ticks only once the TSC is calibrated; befo
   sc::g_block_min_ns.store(saved_min);
   sc::ResetAfterFork();
 }
+
+TEST_CASE("tsc clock: a record's times converted in place equal one by one, and a missing time stays 0") {
+  namespace sc = flightrec::tscclock;
+  if (!sc::CpuHasInvariantTsc()) return;
+  const uint64_t saved_word = sc::g_tsc_block_ticks.load();
+  const uint64_t saved_q32 = sc::g_ns_per_tick_q32.load();
+  REQUIRE(sc::Init(true));
+  const uint64_t tick = flightrec::MonotonicNs();
+  sc::TicksToNs(__rdtsc(), tick);
+  const timespec pause{0, 5 * 1000 * 1000};
+  nanosleep(&pause, nullptr);
+  const uint64_t now = __rdtsc();
+  uint64_t times[5] = {now - 3000000, 0, now - 1000, now, 0};
+  uint64_t one_by_one[5];
+  // The same tick for both: the map does not move between them.
+  for (int i = 0; i < 5; ++i) one_by_one[i] = times[i] ? sc::TicksToNs(times[i], tick + 1) : 0;
+  sc::TicksToNsInPlace(times, 5, tick + 1);
+  for (int i = 0; i < 5; ++i) CHECK(times[i] == one_by_one[i]);
+  CHECK(times[1] == 0);
+  CHECK(times[4] == 0);
+  CHECK(times[0] < times[2]);
+  CHECK(times[2] <= times[3]);
+  sc::g_tsc_block_ticks.store(saved_word);
+  sc::g_ns_per_tick_q32.store(saved_q32);
+  sc::ResetAfterFork();
+}

@@ -352,12 +352,6 @@ void DecodeOp(FlushContext& ctx, const RecordHeader& h, const void* payload) {
   g_flush->side->OnOp(ctx.writer, r, TidOf(ctx));
 }
 
-// One time of an exchange record in CLOCK_MONOTONIC ns on the socket grid (0 stays 0).
-uint64_t ExchangeTime(uint64_t t, bool tsc, uint64_t now_ns) {
-  if (!t) return 0;
-  return QuantizeExchangeTime(tsc ? tscclock::TicksToNs(t, now_ns) : t);
-}
-
 void OnExchangeRecord(FlushContext& ctx, const SocketExchangeRecord& r, uint32_t ring_tid, const uint8_t* prefix);
 
 void DecodeExchange(FlushContext& ctx, const RecordHeader& h, const void* payload) {
@@ -385,10 +379,11 @@ void SweepExchangeSlots(FlushContext& ctx) {
 
 void OnExchangeRecord(FlushContext& ctx, const SocketExchangeRecord& r, uint32_t ring_tid, const uint8_t* prefix) {
   const bool tsc = (r.flags & kExTsc) != 0;
-  const uint64_t ask_begin = ExchangeTime(r.ask_begin, tsc, ctx.now_ns);
-  const uint64_t ask_end = ExchangeTime(r.ask_end, tsc, ctx.now_ns);
-  const uint64_t ans_begin = ExchangeTime(r.ans_begin, tsc, ctx.now_ns);
-  const uint64_t ans_end = ExchangeTime(r.ans_end, tsc, ctx.now_ns);
+  // The five times in CLOCK_MONOTONIC ns on the socket grid (0 stays 0).
+  uint64_t t[5] = {r.ask_begin, r.ask_end, r.ans_begin, r.ans_end, r.at};
+  if (tsc) tscclock::TicksToNsInPlace(t, 5, ctx.now_ns);
+  for (uint64_t& v : t) v = QuantizeExchangeTime(v);
+  const uint64_t ask_begin = t[0], ask_end = t[1], ans_begin = t[2], ans_end = t[3];
   ExchangeEvent e;
   e.conn = r.conn;
   e.fd = r.fd;
@@ -413,8 +408,7 @@ void OnExchangeRecord(FlushContext& ctx, const SocketExchangeRecord& r, uint32_t
     e.answer_ns = ans_end > ans_begin ? ans_end - ans_begin : 0;
     e.end_ns = ans_end;
   } else {
-    const uint64_t at = ExchangeTime(r.at, tsc, ctx.now_ns);
-    e.time = e.end_ns = at ? at : QuantizeExchangeTime(ctx.now_ns);
+    e.time = e.end_ns = t[4] ? t[4] : QuantizeExchangeTime(ctx.now_ns);
   }
   if (e.end_ns < e.time) e.end_ns = e.time;
   SocketFlushSide& side = *g_flush->side;
