@@ -77,6 +77,10 @@ class Ring {
   size_t capacity() const { return base_cap_; }
   // Consumer: the capacity of the buffer it reads now.
   size_t consumer_capacity() const { return c_cap_; }
+  // Consumer: the base buffer once it has followed a switch to the grown
+  // one (nullptr before). Neither side touches it again until Reset, so its
+  // owner may give its pages back (ring_growth.h).
+  uint8_t* left_base_buffer() const { return c_buf_ != base_buf_ ? base_buf_ : nullptr; }
 
   // Consumer: offers `buffer` (new_capacity bytes, a power of two larger
   // than the current one, 8-byte aligned, writable) to the producer, which

@@ -73,6 +73,16 @@ void PrepareSpareRings(size_t base_ring_bytes) { RefillSpares(base_ring_bytes); 
 
 void NoteRingDrained(ThreadState* ts, uint64_t drained, uint64_t now_ns) {
   ts->ring_window_bytes += drained;
+  // The thread writes only its grown ring now, and this thread has read the
+  // base one to its end: nothing touches the base again until the slot is
+  // reset. Its pages (written whole once it wrapped: 256 KiB at the default)
+  // go back to the kernel, and a later reset finds them zero-filled again.
+  if (!ts->ring_base_released) {
+    if (uint8_t* base = ts->ring.left_base_buffer()) {
+      madvise(base, ts->ring.capacity(), MADV_DONTNEED);
+      ts->ring_base_released = true;
+    }
+  }
   const size_t base = ts->ring.capacity();
   RefillSpares(base);
   for (int i = 0; i < kSpareRings; ++i) {
@@ -114,6 +124,7 @@ void NoteRingDrained(ThreadState* ts, uint64_t drained, uint64_t now_ns) {
 void ReleaseRingGrowth(ThreadState* ts) {
   Unmap(ts);
   ts->ring.Reset();  // drops the offer: the buffer is gone
+  ts->ring_base_released = false;
   ts->ring_window_start_ns = 0;
   ts->ring_window_bytes = 0;
 }

@@ -56,6 +56,9 @@ struct ThreadState {
   // ring_growth.h, flush-thread private: bytes drained since the window began.
   uint64_t ring_window_start_ns = 0;
   uint64_t ring_window_bytes = 0;
+  // ring_growth.h, flush-thread private: the base ring's pages were given
+  // back after the thread moved to its grown ring.
+  bool ring_base_released = false;
   // producer_slots.h: the producers' own per-thread state (socket gaps,
   // allocation stack references), reached through ProducerSlot below.
   alignas(kProducerSlotAlign) unsigned char producer_slots[kProducerSlotBytes];

@@ -2,6 +2,8 @@
 // producer/consumer that checks every record arrives intact and in order.
 #include <doctest/doctest.h>
 
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -279,6 +281,65 @@ TEST_CASE("ring growth: a full ring moves to a spare at once, and keeps its reco
   CHECK(flightrec::GrownRings() == before + 1);
   flightrec::ReleaseRingGrowth(ts.get());
   CHECK(flightrec::GrownRings() == before);
+}
+
+TEST_CASE("ring growth: once the consumer follows to the grown ring, the base ring's pages go back") {
+  constexpr size_t kBase = size_t{64} << 10;
+  void* mem = mmap(nullptr, kBase, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mem != MAP_FAILED);
+  auto* base = static_cast<uint8_t*>(mem);
+  auto resident_pages = [&] {
+    std::vector<unsigned char> vec(kBase / 4096);
+    REQUIRE(mincore(base, kBase, vec.data()) == 0);
+    size_t n = 0;
+    for (unsigned char v : vec) n += v & 1;
+    return n;
+  };
+  auto ts = std::make_unique<flightrec::ThreadState>();
+  ts->ring.Init(base, kBase);
+  flightrec::NoteRingDrained(ts.get(), 0, 2'000'000'000ull);  // maps the spares
+  uint64_t pushed = 0, received = 0;
+  auto push = [&] {
+    flightrec::RecordWriter w(ts.get(), 3, sizeof(Rec), flightrec::IfUnregistered::kSkip);
+    if (!w.ok()) return false;
+    Rec rec{pushed, pushed ^ 0x5a5a5a5aull};
+    memcpy(w.data(), &rec, sizeof(rec));
+    ++pushed;
+    return true;
+  };
+  bool in_order = true;
+  auto drain = [&] {
+    ts->ring.Drain([&](const RecordHeader&, const void* payload) {
+      Rec rec;
+      memcpy(&rec, payload, sizeof(rec));
+      if (rec.seq != received || rec.check != (received ^ 0x5a5a5a5aull)) in_order = false;
+      ++received;
+    });
+  };
+  // Past the base ring: the producer moves to a spare; the base is written whole.
+  while (pushed < kBase / (sizeof(Rec) + 8) + 100) REQUIRE(push());
+  CHECK(resident_pages() == kBase / 4096);
+  // Before the consumer has followed, the base still holds records: kept.
+  flightrec::NoteRingDrained(ts.get(), 0, 2'001'000'000ull);
+  CHECK(resident_pages() == kBase / 4096);
+  drain();
+  CHECK(ts->ring.consumer_capacity() == (size_t{256} << 10));
+  flightrec::NoteRingDrained(ts.get(), 0, 2'002'000'000ull);
+  CHECK(resident_pages() == 0);
+  // The grown ring goes on working; nothing was lost or reordered.
+  for (int i = 0; i < 1000; ++i) REQUIRE(push());
+  drain();
+  CHECK(in_order);
+  CHECK(received == pushed);
+  // Back to the base (the slot's next thread): it works from its zero pages.
+  flightrec::ReleaseRingGrowth(ts.get());
+  CHECK_FALSE(ts->ring_base_released);
+  for (int i = 0; i < 100; ++i) REQUIRE(push());
+  drain();
+  CHECK(in_order);
+  CHECK(received == pushed);
+  ts.reset();
+  munmap(mem, kBase);
 }
 
 TEST_SUITE("concurrency") {
