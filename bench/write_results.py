@@ -381,7 +381,7 @@ def main():
     paced = load_json(d, "paced_latency.json")
     texts = {k: load_text(d, k + ".txt") for k in ("runtime", "sockets", "alloc", "cpu", "capture", "idle",
                                                    "short", "trace_figures", "perf_profile", "settings", "pg_memory",
-                                                   "server_memory")}
+                                                   "server_memory", "redis_memory")}
     out = []
     add = out.append
 
@@ -806,6 +806,19 @@ def main():
         add("")
         add("```")
         out.extend(texts["server_memory"].rstrip("\n").split("\n"))
+        add("```")
+        add("")
+
+    if texts["redis_memory"]:
+        add("## Peak memory of one big process: redis-server (issue #44)")
+        add("")
+        add("`make -C bench redis-memory` (`bench/run_redis_memory.py BUILD 3`): redis-server plain and under the "
+            "preload, side by side, each under its own redis-benchmark (SET, GET, LPUSH, LPOP, 20 clients); the "
+            "added peak RSS (`VmHWM`) per round, and half-way into the load the added PSS by mapping (the same "
+            "code as the forking servers).")
+        add("")
+        add("```")
+        out.extend(texts["redis_memory"].rstrip("\n").split("\n"))
         add("```")
         add("")
 
