@@ -9,9 +9,13 @@
 namespace flightrec::sampler {
 namespace {
 
-// A symbol read from the table, with what ranks it among aliases.
+// A symbol read from the table, at its load address, with what ranks it
+// among aliases.
 struct Candidate {
-  SymbolIndex::Symbol sym;
+  uint64_t addr = 0;
+  uint64_t size = 0;
+  uint64_t limit = 0;
+  const char* name = nullptr;
   int binding = 0;  // global 3 > weak 2 > local 1 (dwfl_module_addrsym's order)
   int ndx = 0;      // table order: the earlier of two equal aliases wins
 };
@@ -28,7 +32,7 @@ int BindingRank(unsigned char info) {
 // Which of two symbols at one address names it: a sized one over a sizeless
 // one, then the better binding, then the first in the table.
 bool Better(const Candidate& a, const Candidate& b) {
-  if ((a.sym.size != 0) != (b.sym.size != 0)) return a.sym.size != 0;
+  if ((a.size != 0) != (b.size != 0)) return a.size != 0;
   if (a.binding != b.binding) return a.binding > b.binding;
   return a.ndx < b.ndx;
 }
@@ -43,10 +47,20 @@ uint64_t SectionEnd(Elf* elf, GElf_Word shndx, Dwarf_Addr bias) {
   return shdr.sh_addr + shdr.sh_size + bias;
 }
 
+// An offset from base for an entry: capped at the largest (nothing of the
+// module lies that far), 0 for a position below base (a limit there names nothing).
+uint32_t Offset(uint64_t v, uint64_t base) {
+  if (v < base) return 0;
+  return v - base > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(v - base);
+}
+
 }  // namespace
 
 void SymbolIndex::Build(Dwfl_Module* mod) {
-  symbols_.clear();
+  entries_.clear();
+  Dwarf_Addr low = 0;
+  dwfl_module_info(mod, nullptr, &low, nullptr, nullptr, nullptr, nullptr, nullptr);
+  base_ = low;
   const int n = dwfl_module_getsymtab(mod);
   if (n <= 0) return;
   format::MiVector<Candidate> all;
@@ -61,42 +75,54 @@ void SymbolIndex::Build(Dwfl_Module* mod) {
     if (!name || !name[0] || sym.st_shndx == SHN_UNDEF) continue;
     const int type = GELF_ST_TYPE(sym.st_info);
     if (type == STT_SECTION || type == STT_FILE || type == STT_TLS) continue;
+    if (addr < base_ || addr - base_ > UINT32_MAX) continue;  // not in the module: names none of its pcs
     Candidate c;
-    c.sym.addr = addr;
-    c.sym.size = sym.st_size;
-    c.sym.name = name;
-    if (sym.st_size == 0) c.sym.limit = SectionEnd(elf, shndx, bias);
+    c.addr = addr;
+    c.size = sym.st_size;
+    c.name = name;
+    if (sym.st_size == 0) c.limit = SectionEnd(elf, shndx, bias);
     c.binding = BindingRank(sym.st_info);
     c.ndx = i;
     all.push_back(c);
   }
   std::sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.sym.addr != b.sym.addr) return a.sym.addr < b.sym.addr;
+    if (a.addr != b.addr) return a.addr < b.addr;
     return Better(a, b);
   });
   // One entry per address: the first of each run is its best alias.
-  symbols_.reserve(all.size());
+  size_t distinct = 0;
+  for (size_t i = 0; i < all.size(); ++i) distinct += i == 0 || all[i].addr != all[i - 1].addr;
+  entries_.reserve(distinct);
   uint64_t reach = 0;
   for (size_t i = 0; i < all.size(); ++i) {
-    if (i > 0 && all[i].sym.addr == all[i - 1].sym.addr) continue;
-    Symbol s = all[i].sym;
-    if (s.size != 0) reach = std::max(reach, s.addr + s.size);
-    s.reach = reach;
-    symbols_.push_back(s);
+    const Candidate& c = all[i];
+    if (i > 0 && c.addr == all[i - 1].addr) continue;
+    if (c.size != 0) reach = std::max(reach, c.addr + c.size);
+    Entry e;
+    e.addr = Offset(c.addr, base_);
+    e.size = c.size > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(c.size);
+    e.reach = Offset(reach, base_);
+    e.limit = Offset(c.limit, base_);
+    e.name = c.name;
+    entries_.push_back(e);
   }
 }
 
-const SymbolIndex::Symbol* SymbolIndex::Find(uint64_t pc) const {
+SymbolIndex::Match SymbolIndex::Find(uint64_t pc) const {
+  // No entry starts below base_, nor past 4 GiB from it.
+  if (pc < base_ || entries_.empty()) return Match();
+  const uint64_t off = pc - base_;
   // The last symbol starting at or below pc.
   auto it =
-      std::upper_bound(symbols_.begin(), symbols_.end(), pc, [](uint64_t v, const Symbol& s) { return v < s.addr; });
-  if (it == symbols_.begin()) return nullptr;
-  const Symbol* last = &*(it - 1);
+      std::upper_bound(entries_.begin(), entries_.end(), off, [](uint64_t v, const Entry& e) { return v < e.addr; });
+  if (it == entries_.begin()) return Match();
+  const Entry* last = &*(it - 1);
+  auto match = [this](const Entry& e) { return Match{base_ + e.addr, e.size, e.name}; };
   // The innermost sized symbol containing pc: the nearest one back whose end
   // passes pc. Symbols rarely nest, so this is usually the first one looked
   // at; `reach` ends the scan as soon as nothing further back can contain pc.
-  for (const Symbol* s = last; s >= symbols_.data() && s->reach > pc; --s) {
-    if (s->size != 0 && pc - s->addr < s->size) return s;
+  for (const Entry* e = last; e >= entries_.data() && e->reach > off; --e) {
+    if (e->size != 0 && off - e->addr < e->size) return match(*e);
   }
   // No sized symbol contains pc: an assembly label (sizeless) right below it
   // names it, unless a sized symbol ends between the label and pc, or pc is
@@ -104,8 +130,8 @@ const SymbolIndex::Symbol* SymbolIndex::Find(uint64_t pc) const {
   // must not name whatever lies beyond the image, such as a JIT's code
   // mapped at a higher address). (A sizeless entry's reach is that of the
   // sized symbols below it.)
-  if (last->size == 0 && last->addr >= last->reach && pc < last->limit) return last;
-  return nullptr;
+  if (last->size == 0 && last->addr >= last->reach && off < last->limit) return match(*last);
+  return Match();
 }
 
 }  // namespace flightrec::sampler

@@ -542,9 +542,9 @@ struct Symbolizer::Impl {
         if (m && m->inode) PublishSymbolIndex(id, index);
       }
     }
-    const SymbolIndex::Symbol* sym = index->Find(pc);
+    const SymbolIndex::Match sym = index->Find(pc);
     if (!sym) return MiString();
-    return FunctionNameOfSymbol(sym->name);
+    return FunctionNameOfSymbol(sym.name);
   }
 
   // A pc no symbol names, in a module without symbols for it (a stripped

@@ -68,21 +68,21 @@ int CheckModule(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, void* arg) {
     const char* want = dwfl_module_addrinfo(mod, pc, &off, &sym, nullptr, nullptr, nullptr);
     // The symbolizer's rule on top of libdw's: past a sized symbol is no name.
     if (want && sym.st_size != 0 && off >= sym.st_size) want = nullptr;
-    const SymbolIndex::Symbol* got = index.Find(pc);
+    const SymbolIndex::Match got = index.Find(pc);
     bool same;
     if (!want || !got) {
       same = !want && !got;
     } else {
       // Aliases share an address; libdw and the index may order equal
       // candidates differently only if they differ in nothing that ranks them.
-      same = got->addr == pc - off && (strcmp(got->name, want) == 0 || got->size == sym.st_size);
+      same = got.addr == pc - off && (strcmp(got.name, want) == 0 || got.size == sym.st_size);
     }
     if (got) c.named++;
     if (!same) {
       if (c.mismatches++ == 0) {
         char buf[256];
         snprintf(buf, sizeof(buf), "pc %#lx: libdw %s (+%lu), index %s", static_cast<unsigned long>(pc),
-                 want ? want : "(none)", static_cast<unsigned long>(off), got ? got->name : "(none)");
+                 want ? want : "(none)", static_cast<unsigned long>(off), got ? got.name : "(none)");
         c.first_mismatch = buf;
       }
     }
@@ -121,7 +121,7 @@ TEST_CASE("sampler_symbol_index: names every pc as libdw's linear search does") 
 TEST_CASE("sampler_symbol_index: an empty index names nothing") {
   SymbolIndex index;
   CHECK(index.size() == 0);
-  CHECK(index.Find(0x1000) == nullptr);
+  CHECK_FALSE(index.Find(0x1000));
 }
 
 namespace {
@@ -140,10 +140,10 @@ int CheckEnd(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, void* arg) {
     ++*found;
     // Whatever lies beyond the image (a JIT's code, another mapping) is not
     // "_end + 1 MiB".
-    const SymbolIndex::Symbol* got = index.Find(addr + (1 << 20));
-    CHECK((got == nullptr || got->addr > addr));
+    SymbolIndex::Match got = index.Find(addr + (1 << 20));
+    CHECK((!got || got.addr > addr));
     got = index.Find(addr + 16);
-    CHECK((got == nullptr || got->addr > addr));
+    CHECK((!got || got.addr > addr));
   }
   return DWARF_CB_OK;
 }
