@@ -255,6 +255,48 @@ TEST_CASE("socket flush: data calls on a described connection skip the queue; to
   CHECK(side.conns().size() == 0);
 }
 
+TEST_CASE("socket flush: a burst of queued exchanges is written whole, then its queue memory goes back") {
+  Harness h;
+  SocketFlushSide side(NoProbe());
+  // A new connection's first exchanges wait for its socket.open (in
+  // completion order): a client that opens many connections at once queues
+  // thousands of them, as redis-benchmark's 20 connections did.
+  const uint64_t c = 9;
+  side.OnAddr(Addr(10, c, 1, 7, SockRole::kServer, AddrWhich::kLocal, "127.0.0.1", 80, true), 1);
+  constexpr int kBurst = 5000;
+  for (int i = 0; i < kBurst; i++) {
+    ExchangeEvent e;
+    e.conn = c;
+    e.fd = 7;
+    e.tid = 1;
+    e.time = (100 + 10 * uint64_t(i)) * G;
+    e.end_ns = e.time + 5 * G;
+    e.bytes_in = 3;
+    e.bytes_out = 4;
+    e.calls_in = e.calls_out = 1;
+    side.OnExchange(&h.w, e, 1);
+  }
+  CHECK(side.queued() == kBurst + 1);
+  CHECK(side.queue_capacity_bytes() > (256u << 10));
+  side.Process(&h.w, 1000000 * G, false);
+  CHECK(side.queued() == 0);
+  CHECK(side.queue_capacity_bytes() <= (64u << 10));
+  // A small queue keeps its capacity for the next burst.
+  side.OnOp(&h.w, Op(SockOp::kClose, 7, c, 1000010, 1, 0), 1);
+  side.OnAddr(Addr(1000020, c + 1, 1, 8, SockRole::kServer, AddrWhich::kLocal, "127.0.0.1", 80, true), 1);
+  const size_t small = side.queue_capacity_bytes();
+  CHECK(small > 0);
+  side.Process(&h.w, 2000000 * G, true);
+  CHECK(side.queue_capacity_bytes() == small);
+  Segment s = h.Read();
+  CHECK(All(s, "socket.exchange").size() == size_t(kBurst));
+  auto closes = All(s, "socket.close");
+  REQUIRE(closes.size() >= 1);
+  CHECK(closes[0].U("conn") == c);
+  CHECK(closes[0].U("bytes_in") == 3u * kBurst);
+  CHECK(closes[0].U("bytes_out") == 4u * kBurst);
+}
+
 TEST_CASE("socket flush: client view, dup'd fds, failed connect, new segment") {
   Harness h;
   SocketFlushSide side(NoProbe());

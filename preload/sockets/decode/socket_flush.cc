@@ -202,6 +202,22 @@ void SocketFlushSide::OnExchange(format::SegmentWriter* w, const ExchangeEvent& 
   exchanges_.push_back(e);
 }
 
+namespace {
+
+// Empties a queue. The queues hold what waits for a connection's open (the
+// first exchanges of new connections, a few hundred KiB when a client opens
+// many at once); a burst's capacity past this goes back to the heap instead
+// of staying with the process for its life (issue #44). Below it, the
+// capacity is kept for the next burst.
+constexpr size_t kKeepQueueBytes = 64 << 10;
+template <typename Vec>
+void ClearQueue(Vec& v) {
+  if (v.capacity() * sizeof(typename Vec::value_type) > kKeepQueueBytes) Vec().swap(v);
+  else v.clear();
+}
+
+}  // namespace
+
 void SocketFlushSide::Process(format::SegmentWriter* w, uint64_t watermark_ns, bool final) {
   if (!pending_.empty()) {
     auto before = [](const Pending& a, const Pending& b) { return a.key != b.key ? a.key < b.key : a.seq < b.seq; };
@@ -223,10 +239,10 @@ void SocketFlushSide::Process(format::SegmentWriter* w, uint64_t watermark_ns, b
       }
     }
     if (done == pending_.size()) {
-      pending_.clear();
-      addrs_.clear();
-      gaps_.clear();
-      exchanges_.clear();
+      ClearQueue(pending_);
+      ClearQueue(addrs_);
+      ClearQueue(gaps_);
+      ClearQueue(exchanges_);
     } else if (done > 0) {
       // Keep the rest; compact the address and gap records they still refer to.
       format::MiVector<SocketAddrRecord> kept;

@@ -92,6 +92,11 @@ class SocketFlushSide {
 
   ConnTable& conns() { return conns_; }
   size_t queued() const { return pending_.size(); }
+  // Bytes the queues hold for later records (their capacity).
+  size_t queue_capacity_bytes() const {
+    return pending_.capacity() * sizeof(Pending) + addrs_.capacity() * sizeof(SocketAddrRecord) +
+           gaps_.capacity() * sizeof(SocketGapRecord) + exchanges_.capacity() * sizeof(ExchangeEvent);
+  }
 
  private:
   struct Pending {
