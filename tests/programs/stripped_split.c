@@ -15,13 +15,18 @@ static __attribute__((noinline, noipa)) void stripped_beta(double s) { BURN_CPU(
 
 int main(void) {
   double alpha = 0, beta = 0;
-  /* Interleaved slices, so a shared machine's slow moments hit both alike. */
+  /* Interleaved slices, so a shared machine's slow moments hit both alike.
+   * Each switch from one to the other can move up to one sample's worth of
+   * CPU across it (a SIGPROF timer is checked on the ticks that find the
+   * thread running, so on a busy machine a sample may stand for 10 ms or
+   * more): slices long against that (ASan, two busy loops beside it: 38 ms
+   * of 640 moved with 60/20 ms slices). */
   for (int i = 0; i < 8; ++i) {
     double t = cpu_seconds();
-    stripped_alpha(0.06);
+    stripped_alpha(0.12);
     alpha += cpu_seconds() - t;
     t = cpu_seconds();
-    stripped_beta(0.02);
+    stripped_beta(0.04);
     beta += cpu_seconds() - t;
   }
   printf("alpha_cpu_ns %llu\nbeta_cpu_ns %llu\n", (unsigned long long)(alpha * 1e9), (unsigned long long)(beta * 1e9));
