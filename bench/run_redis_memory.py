@@ -21,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import memory_report as mr  # noqa: E402
-from run_server_memory import free_port  # noqa: E402
+from run_server_memory import server_dir  # noqa: E402
 
 
 def status_kb(pid, key):
@@ -36,16 +36,7 @@ class Redis:
     """One redis-server (plain when lib is None), no persistence."""
 
     def __init__(self, tmp, name, lib):
-        self.dir = os.path.join(tmp, name)
-        os.mkdir(self.dir)
-        self.port = free_port()
-        out = os.path.join(self.dir, "trace")
-        os.mkdir(out)
-        env = dict(os.environ, FLIGHTREC_OUTPUT=out)
-        env.pop("LD_PRELOAD", None)
-        if lib:
-            env["LD_PRELOAD"] = lib
-        self.log = open(os.path.join(self.dir, "server.log"), "w")
+        self.dir, self.port, env, self.log = server_dir(tmp, name, lib)
         self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
                                       "--save", "", "--appendonly", "no", "--dir", self.dir],
                                      env=env, stdout=self.log, stderr=self.log)

@@ -63,20 +63,26 @@ def free_port():
         return s.getsockname()[1]
 
 
+def server_dir(tmp, name, lib):
+    """A server's own directory under tmp, a free loopback port, the
+    environment to start it with (LD_PRELOAD=lib unless lib is None, its
+    trace in DIR/trace) and its open log file: (dir, port, env, log)."""
+    d = os.path.join(tmp, name)
+    os.mkdir(d)
+    out = os.path.join(d, "trace")
+    os.mkdir(out)
+    env = dict(os.environ, FLIGHTREC_OUTPUT=out)
+    env.pop("LD_PRELOAD", None)
+    if lib:
+        env["LD_PRELOAD"] = lib
+    return d, free_port(), env, open(os.path.join(d, "server.log"), "w")
+
+
 class Server:
     """One server (plain when lib is None) started from its own directory."""
 
     def __init__(self, tmp, kind, name, lib):
-        self.dir = os.path.join(tmp, kind + "-" + name)
-        os.mkdir(self.dir)
-        self.port = free_port()
-        out = os.path.join(self.dir, "trace")
-        os.mkdir(out)
-        env = dict(os.environ, FLIGHTREC_OUTPUT=out)
-        env.pop("LD_PRELOAD", None)
-        if lib:
-            env["LD_PRELOAD"] = lib
-        self.log = open(os.path.join(self.dir, "server.log"), "w")
+        self.dir, self.port, env, self.log = server_dir(tmp, kind + "-" + name, lib)
         if kind == "nginx":
             os.mkdir(os.path.join(self.dir, "www"))
             os.mkdir(os.path.join(self.dir, "tmp"))

@@ -202,6 +202,19 @@ StreamResult StreamThroughRing(Ring& r, uint64_t total, uint64_t after_halfway, 
 }
 }  // namespace
 
+namespace {
+// Pushes record number *pushed through the thread's RecordWriter (the
+// producer's path, growth included); false when the ring refuses it.
+bool PushNumbered(flightrec::ThreadState* ts, uint64_t* pushed) {
+  flightrec::RecordWriter w(ts, 3, sizeof(Rec), flightrec::IfUnregistered::kSkip);
+  if (!w.ok()) return false;
+  Rec rec{*pushed, *pushed ^ 0x5a5a5a5aull};
+  memcpy(w.data(), &rec, sizeof(rec));
+  ++*pushed;
+  return true;
+}
+}  // namespace
+
 TEST_CASE("ring growth: a busy thread's ring is offered 4x, up to 1 MiB; a 1 MiB ring is not") {
   struct Case {
     size_t base, offered;
@@ -252,14 +265,7 @@ TEST_CASE("ring growth: a full ring moves to a spare at once, and keeps its reco
   ts->ring.Init(Aligned64(storage), size_t{64} << 10);
   flightrec::NoteRingDrained(ts.get(), 0, 1'000'000'000ull);
   uint64_t pushed = 0;
-  auto push = [&] {
-    flightrec::RecordWriter w(ts.get(), 3, sizeof(Rec), flightrec::IfUnregistered::kSkip);
-    if (!w.ok()) return false;
-    Rec rec{pushed, pushed ^ 0x5a5a5a5aull};
-    memcpy(w.data(), &rec, sizeof(rec));
-    ++pushed;
-    return true;
-  };
+  auto push = [&] { return PushNumbered(ts.get(), &pushed); };
   // Nothing drains: without the spare the ring would refuse after 64 KiB.
   while (push() && pushed < 10000) {}
   CHECK(pushed * (sizeof(Rec) + 8) > (size_t{128} << 10));
@@ -299,14 +305,7 @@ TEST_CASE("ring growth: once the consumer follows to the grown ring, the base ri
   ts->ring.Init(base, kBase);
   flightrec::NoteRingDrained(ts.get(), 0, 2'000'000'000ull);  // maps the spares
   uint64_t pushed = 0, received = 0;
-  auto push = [&] {
-    flightrec::RecordWriter w(ts.get(), 3, sizeof(Rec), flightrec::IfUnregistered::kSkip);
-    if (!w.ok()) return false;
-    Rec rec{pushed, pushed ^ 0x5a5a5a5aull};
-    memcpy(w.data(), &rec, sizeof(rec));
-    ++pushed;
-    return true;
-  };
+  auto push = [&] { return PushNumbered(ts.get(), &pushed); };
   bool in_order = true;
   auto drain = [&] {
     ts->ring.Drain([&](const RecordHeader&, const void* payload) {
