@@ -171,6 +171,7 @@ void WaitForWork(int timeout_ms) {
 }
 
 std::atomic<void (*)()> g_task{nullptr};
+std::atomic<int> g_wake_within_ms{0};  // SamplerWakeWithin; 0: nobody asked
 
 // Drains every engine (sampler_engine.h; each does nothing unless started).
 // A stop that comes meanwhile collects the rest on the stopping thread: each
@@ -226,8 +227,10 @@ void* SamplerMain(void*) {
     if (!g_ctl.phase.compare_exchange_strong(expected, kCollecting, std::memory_order_acq_rel)) break;
     const uint64_t offered = SamplesOffered();
     pressure = Collect();
-    const bool quiet = !pressure && SamplesOffered() == offered;
+    const int asked_ms = g_wake_within_ms.exchange(0, std::memory_order_relaxed);
+    const bool quiet = !pressure && asked_ms == 0 && SamplesOffered() == offered;
     wait_ms = quiet ? std::min(2 * wait_ms, std::max(period_ms, kIdleMaxWaitMs)) : period_ms;
+    if (asked_ms > 0) wait_ms = std::min(wait_ms, asked_ms);
     expected = kCollecting;
     if (!g_ctl.phase.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel)) {
       g_ctl.phase.store(kStopped, std::memory_order_release);  // hand the state to the stopper
@@ -275,6 +278,11 @@ void NudgeSamplerThread() {
   // first FLIGHTREC_FLUSH_MS; a SIGPROF ring holds only a few samples.
   if (g_deferred.load(std::memory_order_relaxed) == kPending) NudgeFlushThread();
   Wake();
+}
+
+void SamplerWakeWithin(int ms) {
+  int cur = g_wake_within_ms.load(std::memory_order_relaxed);
+  while ((cur == 0 || ms < cur) && !g_wake_within_ms.compare_exchange_weak(cur, ms, std::memory_order_relaxed)) {}
 }
 
 void RunOnSamplerThread(void (*task)()) {

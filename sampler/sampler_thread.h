@@ -30,6 +30,10 @@ bool SamplerThreadRunning();
 bool IsSamplerThread();
 // A SIGPROF ring passed a quarter full: async-signal-safe, keeps errno.
 void NudgeSamplerThread();
+// Sampler thread, during a collection: come back within `ms` at the latest
+// (a sampled thread is running, so no idle back-off; a SIGPROF timer the
+// kernel starved waits for its rescue). The smallest request wins.
+void SamplerWakeWithin(int ms);
 // Asks the sampler thread to run `task` once, before its next collection
 // (async-signal-safe: an atomic store and a nudge). One task at a time; a
 // second request before the first ran replaces it.

@@ -1,8 +1,9 @@
 // SIGPROF sampler (see sigprof_sampler.h).
 //
 // Signal-safety: everything reachable from Handler() is async-signal-safe:
-// register copies, memcpy within stack bounds learned at arm time,
-// process_vm_readv (a syscall that fails instead of faulting) otherwise, and
+// clock_gettime of the thread's CPU clock (a sample's weight), register
+// copies, memcpy within stack bounds learned at arm time, process_vm_readv
+// (a syscall that fails instead of faulting) otherwise, and
 // the slot's single-producer ring (the handler is its only producer: SIGPROF
 // is blocked while it runs, so it never re-enters). errno is preserved.
 #include "sampler/sigprof_sampler.h"
@@ -56,13 +57,23 @@ struct TimerSlot {
   // Atomic: SigprofAdoptThread reads it while a thread that claimed the
   // recycled slot writes it (TSan, 2,000 threads starting and ending).
   std::atomic<pid_t> tid;
-  int timer_id;  // kernel timer id, while armed
-  bool remote;   // armed from another thread: no exit observer
-  Ring ring;     // producer: the handler on `tid`; consumer: the sampler thread
+  int timer_id;              // kernel timer id, while armed
+  std::atomic<bool> remote;  // armed from another thread: no exit observer (adoption clears it)
+  Ring ring;                 // producer: the handler on `tid`; consumer: the sampler thread
   uint8_t* ring_mem;
   size_t ring_bytes;
   std::atomic<uint64_t> dropped;  // ring full
   uint64_t dropped_reported;      // sampler thread
+  // The thread's CPU time up to which its samples account: set at arm,
+  // advanced by each handler run (the sample weighs the difference). The
+  // sampler thread reads it to find a timer whose signals stopped coming.
+  std::atomic<uint64_t> sampled_cpu_ns;
+  // Set while the sampler thread sends a rescue signal to `tid`: an exec
+  // waits for it to clear before consuming what is pending (see Rescue).
+  std::atomic<int> rescuing;
+  // A rescue SIGPROF was sent and not yet taken: what tells the handler a
+  // tgkill'd SIGPROF from our own process is ours (see Rescue).
+  std::atomic<int> rescue_sent;
 };
 // (Ring's zero state is "not initialised": Arm() calls Init before use.)
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free);
@@ -94,7 +105,7 @@ struct SigState {
   struct sigaction app_action;
   pid_t pid = 0;
   std::atomic<int> hwm{0};
-  std::atomic<uint64_t> armed{0}, arm_failed{0}, stepped_aside_count{0}, samples{0};
+  std::atomic<uint64_t> armed{0}, arm_failed{0}, stepped_aside_count{0}, samples{0}, rescued{0};
   uint64_t stepped_reported = 0;     // flush thread
   uint64_t last_liveness_check = 0;  // sampler thread
   bool stepped_logged = false;
@@ -113,6 +124,13 @@ __attribute__((tls_model("initial-exec"))) __thread pid_t t_tid = 0;
 __attribute__((tls_model("initial-exec"))) __thread bool t_rearm_after_exec = false;
 
 pid_t Gettid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+// CPU time of a thread by clock id, 0 when it cannot be read (thread gone).
+uint64_t CpuClockNs(clockid_t clock) {
+  timespec ts;
+  if (clock_gettime(clock, &ts) != 0) return 0;
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 // The CPU-time clock of another thread (glibc's pthread_getcpuclockid does
 // the same: MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)).
@@ -174,8 +192,20 @@ size_t SafeCopyPrefix(uint64_t addr, uint8_t* out, size_t len) {
   return got > 0 ? static_cast<size_t>(got) : 0;
 }
 
-void TakeSample(TimerSlot* slot, const siginfo_t* si, const ucontext_t* uc) {
+// The sample weighs the thread CPU time since the previous one, not the
+// timer's period times its overruns: on a CPU-starved machine the kernel
+// loses thread CPU timer signals outright (6.18 beside two busy loops: 47-70
+// of 120 periods arrived; no overrun counted the rest, and a timer could
+// stay silent for the rest of its thread's life). Read here, the clock
+// counts every nanosecond once, whichever signal (the timer's, or the
+// sampler thread's rescue) comes to collect it. A dropped sample advances it
+// too: its time is lost and counted as a drop, never added to the next.
+void TakeSample(TimerSlot* slot, const ucontext_t* uc) {
   const uint64_t now = MonotonicNs();
+  const uint64_t cpu = CpuClockNs(CLOCK_THREAD_CPUTIME_ID);
+  const uint64_t before = slot->sampled_cpu_ns.load(std::memory_order_relaxed);
+  const uint64_t weight = cpu > before ? cpu - before : 0;
+  if (cpu > before) slot->sampled_cpu_ns.store(cpu, std::memory_order_relaxed);
   stacks::RegisterSet regs;
   stacks::RegisterSetFromUcontext(uc, &regs);
   const uint64_t sp = regs.sp();
@@ -194,7 +224,7 @@ void TakeSample(TimerSlot* slot, const siginfo_t* si, const ucontext_t* uc) {
   }
   auto* r = static_cast<CpuSampleRecord*>(mem);
   r->time_ns = now;
-  r->period_ns = g_sigprof->period_ns * (1 + static_cast<uint64_t>(si->si_overrun > 0 ? si->si_overrun : 0));
+  r->period_ns = weight;
   r->stack_addr = sp;
   r->regs = regs;
   r->tid = slot->tid;
@@ -262,9 +292,17 @@ void ForwardForeign(int sig, siginfo_t* si, ucontext_t* uc) {
   syscall(SYS_tgkill, static_cast<long>(syscall(SYS_getpid)), static_cast<long>(Gettid()), sig);
 }
 
+// The slot a rescue signal (Rescue) was sent for: the calling thread's own,
+// if it is waiting for one. Consumes the mark.
+TimerSlot* RescuedSlot(const siginfo_t* si) {
+  if (!si || si->si_code != SI_TKILL || si->si_pid != g_sigprof->pid || !t_timer_slot) return nullptr;
+  TimerSlot* s = &g_sigprof->slots[t_timer_slot - 1];
+  return s->rescue_sent.exchange(0, std::memory_order_acq_rel) ? s : nullptr;
+}
+
 void Handler(int sig, siginfo_t* si, void* ucv) {
   const int saved_errno = errno;
-  TimerSlot* slot = si && si->si_code == SI_TIMER ? SlotOf(si->si_value.sival_ptr) : nullptr;
+  TimerSlot* slot = si && si->si_code == SI_TIMER ? SlotOf(si->si_value.sival_ptr) : RescuedSlot(si);
   if (slot) {
     // A signal queued before its timer was deleted may still arrive: only an
     // armed slot of this very thread is written.
@@ -272,7 +310,7 @@ void Handler(int sig, siginfo_t* si, void* ucv) {
     if (slot->state.load(std::memory_order_acquire) == kArmed && slot->tid == me && !CrashFrozen() &&
         !g_sigprof->shutdown.load(std::memory_order_relaxed) &&
         !g_sigprof->stepped_aside.load(std::memory_order_relaxed))
-      TakeSample(slot, si, static_cast<const ucontext_t*>(ucv));
+      TakeSample(slot, static_cast<const ucontext_t*>(ucv));
   } else {
     ForwardForeign(sig, si, static_cast<ucontext_t*>(ucv));
   }
@@ -321,9 +359,12 @@ int Arm(pid_t tid, bool self) {
   }
   TimerSlot& s = g_sigprof->slots[idx];
   s.tid = tid;
-  s.remote = !self;
+  s.remote.store(!self, std::memory_order_relaxed);
   s.dropped.store(0, std::memory_order_relaxed);
   s.dropped_reported = 0;
+  s.rescue_sent.store(0, std::memory_order_relaxed);
+  const clockid_t clock = self ? CLOCK_THREAD_CPUTIME_ID : ThreadCpuClock(tid);
+  s.sampled_cpu_ns.store(CpuClockNs(clock), std::memory_order_relaxed);
   if (s.ring_bytes != g_sigprof->ring_bytes) {  // a recycled slot keeps its ring
     void* mem = mmap(nullptr, g_sigprof->ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
@@ -343,7 +384,6 @@ int Arm(pid_t tid, bool self) {
   sev._sigev_un._tid = tid;
   int timer_id = -1;
   // Raw syscalls: glibc's timer_create may allocate for some notify modes.
-  const clockid_t clock = self ? CLOCK_THREAD_CPUTIME_ID : ThreadCpuClock(tid);
   if (syscall(SYS_timer_create, clock, &sev, &timer_id) != 0) {
     s.state.store(kFree, std::memory_order_release);
     g_sigprof->arm_failed.fetch_add(1, std::memory_order_relaxed);
@@ -444,6 +484,91 @@ void ReportDrops(TimerSlot& s, uint64_t now_ns) {
     s.dropped_reported = d;
   }
 }
+
+// A thread that ran three periods of CPU past its last sample has a timer
+// whose signal the kernel lost (TakeSample): the timer reads as expired and
+// waiting for delivery, nothing is pending, and a new timer fares no better.
+// A SIGPROF sent to the thread by hand is delivered; its sample weighs all
+// the CPU time since the last one, and its delivery also frees the timer's
+// stuck signal. The sampler thread looks at every collection: one clock read
+// per thread, and for the stalled ones a second read 20 us later.
+//
+// Sent only while the thread is on a CPU (its clock moves between the two
+// reads): a signal sent to a thread that is not is delivered where it
+// resumes, and the scheduler preempts a CPU-bound thread mostly in a system
+// call that charges its runtime (a CPU clock read). Sent blindly, rescues
+// put 60-75 % of fault_sigblock's burn in __vdso_clock_gettime (2 % in
+// truth); sent while it runs, the signal interrupts it wherever it is, as
+// the timer's would. A stalled thread found off its CPU is tried again in
+// 20 ms (SamplerWakeWithin), and once it has run ten periods unsampled it is
+// sent one anyway: on a machine so starved that this (niced) thread rarely
+// finds it running, a sample whose leaf may be the call it was preempted
+// in, its callers right, beats a thread whose CPU time goes missing.
+//
+// tgkill, the call the liveness check already makes (a seccomp filter that
+// lets the program run lets it through), so the signal carries no pointer:
+// `rescue_sent` marks it for the handler (RescuedSlot). Only slots armed on
+// their own thread know their slot there (t_timer_slot); threads armed from
+// outside are adopted by their first hook call.
+//
+// Exec race: a rescue still pending when the thread execs would meet the
+// new image's SIG_DFL and kill it. `rescuing` and the slot's state are
+// both seq_cst on both sides: either this sees the slot retired and sends
+// nothing, or SigprofBeforeExec (which retires it first) sees `rescuing`
+// and waits for the send before it consumes what is pending.
+class Rescuer {
+ public:
+  // Pass one, per armed slot: notes a thread that ran, keeps a stalled one.
+  void Look(TimerSlot& s) {
+    const pid_t tid = s.tid.load(std::memory_order_relaxed);
+    const uint64_t cpu = CpuClockNs(ThreadCpuClock(tid));
+    const uint64_t sampled = s.sampled_cpu_ns.load(std::memory_order_relaxed);
+    if (cpu < sampled + g_sigprof->period_ns) return;
+    SamplerWakeWithin(kActiveWaitMs);  // a thread is running: no idle back-off
+    if (cpu < sampled + 3 * g_sigprof->period_ns) return;
+    if (n_ < kMaxStalled) stalled_[n_++] = {&s, tid, cpu, cpu - sampled >= 10 * g_sigprof->period_ns};
+    else SamplerWakeWithin(kRetryMs);
+  }
+
+  // Pass two: signals the stalled threads that are on a CPU now.
+  void Send() {
+    if (n_ == 0) return;
+    const uint64_t until = MonotonicNs() + 20000;
+    while (MonotonicNs() < until) {}
+    for (int i = 0; i < n_; ++i) {
+      const Stalled& st = stalled_[i];
+      if (st.overdue || CpuClockNs(ThreadCpuClock(st.tid)) != st.cpu) SendOne(*st.slot, st.tid);
+      else SamplerWakeWithin(kRetryMs);
+    }
+  }
+
+ private:
+  static constexpr int kMaxStalled = 64;
+  static constexpr int kActiveWaitMs = 100;
+  static constexpr int kRetryMs = 20;
+  struct Stalled {
+    TimerSlot* slot;
+    pid_t tid;
+    uint64_t cpu;
+    bool overdue;  // ten periods unsampled: sent whether on a CPU or not
+  };
+
+  static void SendOne(TimerSlot& s, pid_t tid) {
+    s.rescuing.store(1, std::memory_order_seq_cst);
+    if (s.state.load(std::memory_order_seq_cst) == kArmed && s.tid.load(std::memory_order_relaxed) == tid &&
+        !Stopped() && !CrashFrozen()) {
+      s.rescue_sent.store(1, std::memory_order_release);
+      if (syscall(SYS_tgkill, static_cast<long>(g_sigprof->pid), static_cast<long>(tid), static_cast<long>(SIGPROF)) ==
+          0)
+        g_sigprof->rescued.fetch_add(1, std::memory_order_relaxed);
+      else s.rescue_sent.store(0, std::memory_order_relaxed);
+    }
+    s.rescuing.store(0, std::memory_order_seq_cst);
+  }
+
+  Stalled stalled_[kMaxStalled];
+  int n_ = 0;
+};
 
 void SigprofFlushSource(FlushContext&) {
   if (!g_sigprof) return;
@@ -567,7 +692,7 @@ bool SigprofAdoptThread(pid_t tid) {
         t_stack_lo = lo;
         t_stack_hi = hi;
       }
-      s.remote = false;  // the exit observer will retire it now
+      s.remote.store(false, std::memory_order_relaxed);  // the exit observer will retire it now
       t_timer_slot = i + 1;
       return true;
     }
@@ -603,13 +728,14 @@ void SigprofDisarmSelf() {
   t_timer_slot = 0;
 }
 
-void SigprofCollect(uint64_t now_ns) {
+void SigprofCollect(uint64_t now_ns, bool rescue) {
   if (!g_sigprof) return;
   // Every collection (each wake-up of the sampler thread): one system call.
   if (g_sigprof->installed.load(std::memory_order_acquire)) NoticeTakeover();
   LogStepAside();
   const bool check = now_ns - g_sigprof->last_liveness_check >= kLivenessCheckNs;
   if (check) g_sigprof->last_liveness_check = now_ns;
+  Rescuer rescuer;
   const int n = std::min(g_sigprof->hwm.load(std::memory_order_acquire), kMaxTimers);
   for (int i = 0; i < n; ++i) {
     TimerSlot& s = g_sigprof->slots[i];
@@ -617,9 +743,10 @@ void SigprofCollect(uint64_t now_ns) {
     if (st != kArmed && st != kRetiring) continue;
     DrainSlot(s);
     ReportDrops(s, now_ns);
+    if (rescue && st == kArmed && !s.remote.load(std::memory_order_relaxed)) rescuer.Look(s);
     // Threads armed from outside have no exit observer: retire them once the
     // kernel no longer knows the tid.
-    if (st == kArmed && check && s.remote &&
+    if (st == kArmed && check && s.remote.load(std::memory_order_relaxed) &&
         syscall(SYS_tgkill, static_cast<long>(g_sigprof->pid), static_cast<long>(s.tid), 0) != 0 && errno == ESRCH) {
       RetireSlot(i, s.tid);
       st = s.state.load(std::memory_order_acquire);
@@ -631,6 +758,7 @@ void SigprofCollect(uint64_t now_ns) {
       s.state.store(kFree, std::memory_order_release);
     }
   }
+  rescuer.Send();
 }
 
 void RegisterSigprofFlushSource() { RegisterFlushSource(SigprofFlushSource); }
@@ -666,9 +794,14 @@ void SigprofBeforeExec() {
   if (!SigprofInstalled() || !t_timer_slot) return;
   // In a vfork child we share the parent's memory and TLS: touch nothing.
   if (static_cast<pid_t>(syscall(SYS_getpid)) != g_sigprof->pid) return;
+  TimerSlot& slot = g_sigprof->slots[t_timer_slot - 1];
   RetireSlot(t_timer_slot - 1, t_tid);
   t_timer_slot = 0;
   t_rearm_after_exec = true;
+  // A rescue being queued (Rescue): let it land, then consume it below. The
+  // sampler thread holds the flag for one system call; 1 s bounds the wait
+  // should it be stopped in between.
+  for (int i = 0; i < 10000 && slot.rescuing.load(std::memory_order_seq_cst); ++i) SleepNs(100000);
   // A SIGPROF of ours already queued for this thread would survive exec and
   // kill the new image (its SIGPROF is SIG_DFL): consume it, mask restored.
   sigset_t prof, old;
@@ -728,6 +861,7 @@ SigprofStats GetSigprofStats() {
   s.arm_failed = g_sigprof->arm_failed.load(std::memory_order_relaxed);
   s.stepped_aside = g_sigprof->stepped_aside_count.load(std::memory_order_relaxed);
   s.samples = g_sigprof->samples.load(std::memory_order_relaxed);
+  s.rescued = g_sigprof->rescued.load(std::memory_order_relaxed);
   uint64_t d = 0;
   const int n = std::min(g_sigprof->hwm.load(std::memory_order_acquire), kMaxTimers);
   for (int i = 0; i < n; ++i) d += g_sigprof->slots[i].dropped.load(std::memory_order_relaxed);
@@ -765,7 +899,10 @@ bool EngineArmSelf(pid_t) { return SigprofArmSelf(); }
 // A stop that came during the collection (perf's drain, just before) leaves
 // the rest to the stopping thread's last collection.
 bool EngineDrain(uint64_t now_ns) {
-  if (!(IsSamplerThread() && SamplerStopRequested())) SigprofCollect(now_ns);
+  // Rescues come from the sampler thread only: an exit's last collection
+  // runs on a program thread, and nothing is left to rescue there.
+  const bool sampler_thread = IsSamplerThread();
+  if (!(sampler_thread && SamplerStopRequested())) SigprofCollect(now_ns, sampler_thread);
   return false;
 }
 

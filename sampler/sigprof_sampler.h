@@ -6,6 +6,11 @@
 // unwinds the copies (stack_unwinder.h): the handler never walks the stack
 // (that can take the loader's lock).
 //
+// A sample weighs the thread CPU time since the one before. On a CPU-starved
+// machine the kernel loses timer signals (a timer can fall silent for good);
+// the sampler thread notices a thread three periods past its last sample and
+// sends the SIGPROF itself (Rescue in the .cc).
+//
 // Each timer has a slot holding its thread's ring; the timer's sival_ptr
 // points at the slot, so the handler needs no thread-local lookup. Slot
 // states: kFree -> kArming -> kArmed -> kRetiring (timer deleted; from then
@@ -34,7 +39,7 @@ namespace flightrec::sampler {
 // Ring record of one sample; `stack_len` bytes follow.
 struct CpuSampleRecord {
   uint64_t time_ns;
-  uint64_t period_ns;   // CPU time this sample stands for (timer overruns included)
+  uint64_t period_ns;   // thread CPU time since the previous sample (TakeSample)
   uint64_t stack_addr;  // sp at the interrupt; stack[0] is the byte at this address
   stacks::RegisterSet regs;
   int32_t tid;
@@ -65,8 +70,10 @@ void SigprofResumeTimers();
 void SigprofDisarmSelf();
 
 // Sampler thread: drains every ring into the sample queue; reclaims the
-// slots of threads that are gone.
-void SigprofCollect(uint64_t now_ns);
+// slots of threads that are gone; with `rescue`, signals threads whose timer
+// fell silent (the sampler thread's collections; not an exit's last one,
+// which runs on a program thread).
+void SigprofCollect(uint64_t now_ns, bool rescue);
 // Flush source for counters that only the flush thread may report (footer).
 void RegisterSigprofFlushSource();
 
@@ -89,6 +96,7 @@ void SetSigprofStepAsideObserver(void (*observer)());
 
 struct SigprofStats {
   uint64_t armed = 0, arm_failed = 0, stepped_aside = 0, dropped = 0, samples = 0;
+  uint64_t rescued = 0;  // samples the sampler thread asked for (a timer's signal was lost)
 };
 SigprofStats GetSigprofStats();
 

@@ -4,8 +4,8 @@ folded, pprof and diff format it unchanged), aggregated in ClickHouse.
 
 The database does the work per event: samples are summed per (process,
 thread, stack) with GROUP BY, the live heap is each address's last
-allocation without a later free (argMax), the period is the most common
-one. Python receives one row per distinct (process, thread, stack), the
+allocation without a later free (argMax), the period is the mean weight
+of a CPU sample or the most common allocation sample size. Python receives one row per distinct (process, thread, stack), the
 frames of those stacks, and the thread and process starts (to name threads
 as the file reader does), so its memory follows the distinct stacks, not the
 events. Selections (--service/--host/--pid, --thread, --from/--to) resolve
@@ -317,11 +317,17 @@ class FleetTrace:
                 " GROUP BY proc_id, address) WHERE isalloc = 1 GROUP BY %s" % (samples, where, frees, fcond, keys),
                 p)
         period = 0
-        pr = self.conn.execute(
-            "SELECT period, count() AS c FROM %s WHERE %s AND stack_id != 1 GROUP BY period "
-            "ORDER BY c DESC, period LIMIT 1" % (samples, where), p) if kind != "offcpu" else []
-        if pr:
-            period = pr[0][0]
+        if kind == "cpu":  # the mean weight of an attributed sample (profiles.cpu_period)
+            pr = self.conn.execute(
+                "SELECT sum(period), count() FROM %s WHERE %s AND stack_id != 1" % (samples, where), p)
+            if pr and pr[0][1]:
+                period = int(pr[0][0]) // int(pr[0][1])
+        elif kind != "offcpu":
+            pr = self.conn.execute(
+                "SELECT period, count() AS c FROM %s WHERE %s AND stack_id != 1 GROUP BY period "
+                "ORDER BY c DESC, period LIMIT 1" % (samples, where), p)
+            if pr:
+                period = pr[0][0]
         frames = self.stack_frames({r[2] for r in rows if r[2] > 1})
         entries = []
         span = [None, None]

@@ -226,7 +226,7 @@ class Profile:
         self.spec = KINDS[kind]
         self.unit = self.spec["unit"]
         self.entries = []         # in first-seen order
-        self.period = 0           # the most common period_ns / sample_bytes
+        self.period = 0           # cpu: mean period_ns; alloc: the most common sample_bytes
         self.start_wall_ns = 0    # wall-clock span of the included events
         self.end_wall_ns = 0
         self.main_path = None     # the executable, for pprof's mapping[0]
@@ -290,9 +290,25 @@ class Profile:
 
 # ---------------------------------------------------------------- building
 
-# The profile's period (pprof) is the most common period_ns / sample_bytes; a
-# prefix of each batch tells it as well as every event would.
+# The profile's period (pprof) is the most common sample_bytes for
+# allocations, a prefix of each batch telling it as well as every event
+# would. For CPU it is the mean weight of a sample (cpu_period).
 PERIOD_PROBE = 4096
+
+
+def cpu_period(entries):
+    """The CPU profile's period: the attributed samples' total weight over
+    their count, in whole nanoseconds. The SIGPROF sampler weighs each sample
+    by the thread CPU time since the one before, so periods vary around the
+    nominal one; their mean is what a lost sample stands for. The fleet
+    computes the same sum and count in ClickHouse (fleet_profiles.py)."""
+    n = w = 0
+    for e in entries:
+        if e.frames is not UNATTRIBUTED_FRAMES:
+            n += e.samples
+            w += e.weight
+    return int(w) // n if n else 0
+
 
 NO_STACK = [{"function": "[no stack]", "file": "", "line": 0, "address": 0, "mapping": None,
              "inlined": False}]
@@ -630,9 +646,7 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
                         _point(points, (si, tid, sid)).add(t, 1, wc[0], wc[1])
             else:
                 weights = columns[3]
-                if kind == "cpu":  # off-CPU durations are no sampling period
-                    periods.update(weights[:PERIOD_PROBE])
-                elif "weight" in batch.type.field_names:
+                if kind != "cpu" and "weight" in batch.type.field_names:
                     # A thinned switch sample stands for `weight` blocks (older
                     # segments have no such field: every block was sampled).
                     wcol = select_columns(batch, ["weight"], problems)
@@ -671,8 +685,8 @@ def build(trace, kind, thread=None, t_from=None, t_to=None, merge=True, timeline
 
     # Order by first appearance (wall clock, so processes recorded side by
     # side interleave correctly).
-    period = periods.most_common(1)[0][0] if periods else 0
     entries = list(merged.entries.values())
+    period = cpu_period(entries) if kind == "cpu" else (periods.most_common(1)[0][0] if periods else 0)
     if kind == "cpu":
         for e in entries:
             if e.frames is UNATTRIBUTED_FRAMES:  # lost samples weigh the profile's period
