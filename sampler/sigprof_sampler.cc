@@ -463,8 +463,11 @@ void StepAside(const char* why, bool in_handler) {
   if (observer) observer();
 }
 
-void DrainSlot(TimerSlot& s) {
+// Returns the number of records taken.
+int DrainSlot(TimerSlot& s) {
+  int records = 0;
   s.ring.Drain([&](const RecordHeader& h, const void* payload) {
+    ++records;
     const size_t body = h.size - sizeof(RecordHeader);
     if (body < sizeof(CpuSampleRecord)) return;
     const auto* r = static_cast<const CpuSampleRecord*>(payload);
@@ -475,6 +478,7 @@ void DrainSlot(TimerSlot& s) {
         stacks::UnwindCopiedStack(stacks::UnwindRole::kSampler, r->regs, r->stack_addr, r->stack, len, pcs, kMaxFrames);
     if (n > 0) QueueCpuSample(r->time_ns, static_cast<uint32_t>(r->tid), pcs, n, r->period_ns);
   });
+  return records;
 }
 
 void ReportDrops(TimerSlot& s, uint64_t now_ns) {
@@ -491,7 +495,8 @@ void ReportDrops(TimerSlot& s, uint64_t now_ns) {
 // A SIGPROF sent to the thread by hand is delivered; its sample weighs all
 // the CPU time since the last one, and its delivery also frees the timer's
 // stuck signal. The sampler thread looks at every collection: one clock read
-// per thread, and for the stalled ones a second read 20 us later.
+// per thread that gave no sample since the last, and for the stalled ones a
+// second read 20 us later.
 //
 // Sent only while the thread is on a CPU (its clock moves between the two
 // reads): a signal sent to a thread that is not is delivered where it
@@ -741,9 +746,10 @@ void SigprofCollect(uint64_t now_ns, bool rescue) {
     TimerSlot& s = g_sigprof->slots[i];
     int st = s.state.load(std::memory_order_acquire);
     if (st != kArmed && st != kRetiring) continue;
-    DrainSlot(s);
+    const int drained = DrainSlot(s);
     ReportDrops(s, now_ns);
-    if (rescue && st == kArmed && !s.remote.load(std::memory_order_relaxed)) rescuer.Look(s);
+    // A slot that gave samples since the last collection has a live timer.
+    if (rescue && drained == 0 && st == kArmed && !s.remote.load(std::memory_order_relaxed)) rescuer.Look(s);
     // Threads armed from outside have no exit observer: retire them once the
     // kernel no longer knows the tid.
     if (st == kArmed && check && s.remote.load(std::memory_order_relaxed) &&
