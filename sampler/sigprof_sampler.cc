@@ -71,9 +71,6 @@ struct TimerSlot {
   // Set while the sampler thread sends a rescue signal to `tid`: an exec
   // waits for it to clear before consuming what is pending (see Rescue).
   std::atomic<int> rescuing;
-  // A rescue SIGPROF was sent and not yet taken: what tells the handler a
-  // tgkill'd SIGPROF from our own process is ours (see Rescue).
-  std::atomic<int> rescue_sent;
 };
 // (Ring's zero state is "not initialised": Arm() calls Init before use.)
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free);
@@ -292,17 +289,9 @@ void ForwardForeign(int sig, siginfo_t* si, ucontext_t* uc) {
   syscall(SYS_tgkill, static_cast<long>(syscall(SYS_getpid)), static_cast<long>(Gettid()), sig);
 }
 
-// The slot a rescue signal (Rescue) was sent for: the calling thread's own,
-// if it is waiting for one. Consumes the mark.
-TimerSlot* RescuedSlot(const siginfo_t* si) {
-  if (!si || si->si_code != SI_TKILL || si->si_pid != g_sigprof->pid || !t_timer_slot) return nullptr;
-  TimerSlot* s = &g_sigprof->slots[t_timer_slot - 1];
-  return s->rescue_sent.exchange(0, std::memory_order_acq_rel) ? s : nullptr;
-}
-
 void Handler(int sig, siginfo_t* si, void* ucv) {
   const int saved_errno = errno;
-  TimerSlot* slot = si && si->si_code == SI_TIMER ? SlotOf(si->si_value.sival_ptr) : RescuedSlot(si);
+  TimerSlot* slot = si && si->si_code == SI_TIMER ? SlotOf(si->si_value.sival_ptr) : nullptr;
   if (slot) {
     // A signal queued before its timer was deleted may still arrive: only an
     // armed slot of this very thread is written.
@@ -362,7 +351,6 @@ int Arm(pid_t tid, bool self) {
   s.remote.store(!self, std::memory_order_relaxed);
   s.dropped.store(0, std::memory_order_relaxed);
   s.dropped_reported = 0;
-  s.rescue_sent.store(0, std::memory_order_relaxed);
   const clockid_t clock = self ? CLOCK_THREAD_CPUTIME_ID : ThreadCpuClock(tid);
   s.sampled_cpu_ns.store(CpuClockNs(clock), std::memory_order_relaxed);
   if (s.ring_bytes != g_sigprof->ring_bytes) {  // a recycled slot keeps its ring
@@ -510,11 +498,13 @@ void ReportDrops(TimerSlot& s, uint64_t now_ns) {
 // finds it running, a sample whose leaf may be the call it was preempted
 // in, its callers right, beats a thread whose CPU time goes missing.
 //
-// tgkill, the call the liveness check already makes (a seccomp filter that
-// lets the program run lets it through), so the signal carries no pointer:
-// `rescue_sent` marks it for the handler (RescuedSlot). Only slots armed on
-// their own thread know their slot there (t_timer_slot); threads armed from
-// outside are adopted by their first hook call.
+// The signal is queued with rt_tgsigqueueinfo as the timer's own would be
+// (SI_TIMER, the slot in sival_ptr), so the handler tells it from the
+// program's SIGPROFs exactly as it tells the timer's, and one that arrives
+// after its slot was retired is ignored like a late timer signal. Not under
+// a seccomp filter: the program would not make that call, and a filter may
+// kill on it (seccomp_state.h); there the weights still hold, the rescues
+// do not.
 //
 // Exec race: a rescue still pending when the thread execs would meet the
 // new image's SIG_DFL and kill it. `rescuing` and the slot's state are
@@ -562,11 +552,14 @@ class Rescuer {
     s.rescuing.store(1, std::memory_order_seq_cst);
     if (s.state.load(std::memory_order_seq_cst) == kArmed && s.tid.load(std::memory_order_relaxed) == tid &&
         !Stopped() && !CrashFrozen()) {
-      s.rescue_sent.store(1, std::memory_order_release);
-      if (syscall(SYS_tgkill, static_cast<long>(g_sigprof->pid), static_cast<long>(tid), static_cast<long>(SIGPROF)) ==
-          0)
+      siginfo_t si;
+      std::memset(&si, 0, sizeof(si));
+      si.si_signo = SIGPROF;
+      si.si_code = SI_TIMER;
+      si.si_value.sival_ptr = &s;
+      if (syscall(SYS_rt_tgsigqueueinfo, static_cast<long>(g_sigprof->pid), static_cast<long>(tid),
+                  static_cast<long>(SIGPROF), &si) == 0)
         g_sigprof->rescued.fetch_add(1, std::memory_order_relaxed);
-      else s.rescue_sent.store(0, std::memory_order_relaxed);
     }
     s.rescuing.store(0, std::memory_order_seq_cst);
   }
@@ -740,6 +733,7 @@ void SigprofCollect(uint64_t now_ns, bool rescue) {
   LogStepAside();
   const bool check = now_ns - g_sigprof->last_liveness_check >= kLivenessCheckNs;
   if (check) g_sigprof->last_liveness_check = now_ns;
+  if (SeccompFiltered()) rescue = false;  // see Rescuer
   Rescuer rescuer;
   const int n = std::min(g_sigprof->hwm.load(std::memory_order_acquire), kMaxTimers);
   for (int i = 0; i < n; ++i) {
@@ -749,7 +743,7 @@ void SigprofCollect(uint64_t now_ns, bool rescue) {
     const int drained = DrainSlot(s);
     ReportDrops(s, now_ns);
     // A slot that gave samples since the last collection has a live timer.
-    if (rescue && drained == 0 && st == kArmed && !s.remote.load(std::memory_order_relaxed)) rescuer.Look(s);
+    if (rescue && drained == 0 && st == kArmed) rescuer.Look(s);
     // Threads armed from outside have no exit observer: retire them once the
     // kernel no longer knows the tid.
     if (st == kArmed && check && s.remote.load(std::memory_order_relaxed) &&
