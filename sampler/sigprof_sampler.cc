@@ -71,6 +71,10 @@ struct TimerSlot {
   // Set while the sampler thread sends a rescue signal to `tid`: an exec
   // waits for it to clear before consuming what is pending (see Rescue).
   std::atomic<int> rescuing;
+  // Under a seccomp filter a rescue is a plain tgkill, which carries no
+  // pointer: the thread it was sent to, until its handler takes it (see
+  // TkillRescueSlot) or the thread settles it as it retires the slot.
+  std::atomic<pid_t> rescue_tid;
 };
 // (Ring's zero state is "not initialised": Arm() calls Init before use.)
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free);
@@ -115,6 +119,9 @@ struct SigState {
 SigState* g_sigprof = nullptr;
 
 __attribute__((tls_model("initial-exec"))) __thread int t_timer_slot = 0;  // index + 1
+// The slot this thread last armed or adopted (index + 1), kept after it
+// retires it: where a tgkill'd rescue still in flight is looked up.
+__attribute__((tls_model("initial-exec"))) __thread int t_rescue_slot = 0;
 __attribute__((tls_model("initial-exec"))) __thread uint64_t t_stack_lo = 0;
 __attribute__((tls_model("initial-exec"))) __thread uint64_t t_stack_hi = 0;
 __attribute__((tls_model("initial-exec"))) __thread pid_t t_tid = 0;
@@ -289,9 +296,19 @@ void ForwardForeign(int sig, siginfo_t* si, ucontext_t* uc) {
   syscall(SYS_tgkill, static_cast<long>(syscall(SYS_getpid)), static_cast<long>(Gettid()), sig);
 }
 
+// A tgkill'd SIGPROF from our own process that is the rescue sent to this
+// thread (Rescuer::SendOne under a seccomp filter): its slot, the mark
+// taken. Null for the program's own SIGPROFs.
+TimerSlot* TkillRescueSlot(const siginfo_t* si) {
+  if (!si || si->si_code != SI_TKILL || si->si_pid != g_sigprof->pid || !t_rescue_slot) return nullptr;
+  TimerSlot* s = &g_sigprof->slots[t_rescue_slot - 1];
+  pid_t me = t_tid ? t_tid : Gettid();
+  return s->rescue_tid.compare_exchange_strong(me, 0, std::memory_order_acq_rel) ? s : nullptr;
+}
+
 void Handler(int sig, siginfo_t* si, void* ucv) {
   const int saved_errno = errno;
-  TimerSlot* slot = si && si->si_code == SI_TIMER ? SlotOf(si->si_value.sival_ptr) : nullptr;
+  TimerSlot* slot = si && si->si_code == SI_TIMER ? SlotOf(si->si_value.sival_ptr) : TkillRescueSlot(si);
   if (slot) {
     // A signal queued before its timer was deleted may still arrive: only an
     // armed slot of this very thread is written.
@@ -306,7 +323,8 @@ void Handler(int sig, siginfo_t* si, void* ucv) {
   errno = saved_errno;
 }
 
-void RetireSlot(int idx, pid_t tid);
+// `own`: called by the slot's thread (SettleRescue runs).
+void RetireSlot(int idx, pid_t tid, bool own = false);
 
 // A free slot, claimed for this thread (slot_claim.h); -1 when all are taken.
 int ClaimSlot() { return ClaimSlotIn(g_sigprof->slots, g_sigprof->hwm, kMaxTimers, kFree, kArming); }
@@ -349,6 +367,8 @@ int Arm(pid_t tid, bool self) {
   TimerSlot& s = g_sigprof->slots[idx];
   s.tid = tid;
   s.remote.store(!self, std::memory_order_relaxed);
+  s.rescue_tid.store(0, std::memory_order_relaxed);
+  if (self) t_rescue_slot = idx + 1;  // before kArmed: no rescue can come earlier
   s.dropped.store(0, std::memory_order_relaxed);
   s.dropped_reported = 0;
   const clockid_t clock = self ? CLOCK_THREAD_CPUTIME_ID : ThreadCpuClock(tid);
@@ -396,16 +416,39 @@ int Arm(pid_t tid, bool self) {
   syscall(SYS_timer_settime, timer_id, 0, &its, nullptr);
   s.state.store(kArmed, std::memory_order_seq_cst);
   if (Stopped()) {
-    RetireSlot(idx, tid);
+    RetireSlot(idx, tid, self);
     return -1;
   }
   g_sigprof->armed.fetch_add(1, std::memory_order_relaxed);
   return idx;
 }
 
+// On the slot's own thread, the slot no longer armed (so no rescue starts):
+// lets a rescue being sent land, and takes a tgkill'd one still pending, so
+// that none is left for after t_rescue_slot moves on or the slot is reused
+// (one taken for the program's would meet its SIG_DFL). Async-signal-safe.
+void SettleRescue(TimerSlot& s) {
+  // The sender holds the flag for one system call; 1 s bounds the wait
+  // should it be stopped in between.
+  for (int i = 0; i < 10000 && s.rescuing.load(std::memory_order_seq_cst); ++i) SleepNs(100000);
+  const pid_t me = t_tid ? t_tid : Gettid();
+  if (s.rescue_tid.load(std::memory_order_acquire) != me) return;
+  sigset_t prof, old;
+  sigemptyset(&prof);
+  sigaddset(&prof, SIGPROF);
+  RealPthreadSigmask(SIG_BLOCK, &prof, &old);
+  pid_t expected = me;
+  if (s.rescue_tid.compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) {
+    const timespec zero{0, 0};
+    siginfo_t info;
+    while (sigtimedwait(&prof, &info, &zero) == SIGPROF) {}
+  }
+  RealPthreadSigmask(SIG_SETMASK, &old, nullptr);
+}
+
 // Deletes the timer of slot idx if it still belongs to tid (tid 0 = any) and
 // hands the slot to the sampler thread, which drains and frees it.
-void RetireSlot(int idx, pid_t tid) {
+void RetireSlot(int idx, pid_t tid, bool own) {
   TimerSlot& s = g_sigprof->slots[idx];
   if (tid && s.tid != tid) return;
   // Held as kArming (no handler writes, no one else claims it) while the
@@ -414,6 +457,7 @@ void RetireSlot(int idx, pid_t tid) {
   // (TSan saw this timer_id = -1 land on the next owner's fresh timer id).
   int expected = kArmed;
   if (!s.state.compare_exchange_strong(expected, kArming, std::memory_order_seq_cst)) return;
+  if (own) SettleRescue(s);
   syscall(SYS_timer_delete, s.timer_id);
   s.timer_id = -1;
   s.state.store(kRetiring, std::memory_order_release);
@@ -501,16 +545,18 @@ void ReportDrops(TimerSlot& s, uint64_t now_ns) {
 // The signal is queued with rt_tgsigqueueinfo as the timer's own would be
 // (SI_TIMER, the slot in sival_ptr), so the handler tells it from the
 // program's SIGPROFs exactly as it tells the timer's, and one that arrives
-// after its slot was retired is ignored like a late timer signal. Not under
-// a seccomp filter: the program would not make that call, and a filter may
-// kill on it (seccomp_state.h); there the weights still hold, the rescues
-// do not.
+// after its slot was retired is ignored like a late timer signal. Under a
+// seccomp filter, where the program would not make that call and a filter
+// may kill on it (seccomp_state.h), it is a tgkill (the liveness check's
+// call) marked in the slot with the thread it went to (rescue_tid): the
+// handler finds it through t_rescue_slot, and a thread retiring its slot
+// settles one still in flight (SettleRescue), so none outlives the mark.
 //
-// Exec race: a rescue still pending when the thread execs would meet the
-// new image's SIG_DFL and kill it. `rescuing` and the slot's state are
-// both seq_cst on both sides: either this sees the slot retired and sends
-// nothing, or SigprofBeforeExec (which retires it first) sees `rescuing`
-// and waits for the send before it consumes what is pending.
+// Exec and retirement race: a rescue still pending when the thread execs
+// would meet the new image's SIG_DFL and kill it. `rescuing` and the slot's
+// state are both seq_cst on both sides: either this sees the slot retired
+// and sends nothing, or the retiring thread (SettleRescue) sees `rescuing`
+// and waits for the send; SigprofBeforeExec then consumes what is pending.
 class Rescuer {
  public:
   // Pass one, per armed slot: notes a thread that ran, keeps a stalled one.
@@ -552,16 +598,33 @@ class Rescuer {
     s.rescuing.store(1, std::memory_order_seq_cst);
     if (s.state.load(std::memory_order_seq_cst) == kArmed && s.tid.load(std::memory_order_relaxed) == tid &&
         !Stopped() && !CrashFrozen()) {
-      siginfo_t si;
-      std::memset(&si, 0, sizeof(si));
-      si.si_signo = SIGPROF;
-      si.si_code = SI_TIMER;
-      si.si_value.sival_ptr = &s;
-      if (syscall(SYS_rt_tgsigqueueinfo, static_cast<long>(g_sigprof->pid), static_cast<long>(tid),
-                  static_cast<long>(SIGPROF), &si) == 0)
+      if (SeccompFiltered() ? SendTkill(s, tid) : SendQueued(s, tid))
         g_sigprof->rescued.fetch_add(1, std::memory_order_relaxed);
     }
     s.rescuing.store(0, std::memory_order_seq_cst);
+  }
+
+  // As the timer's own signal: SI_TIMER, the slot in sival_ptr.
+  static bool SendQueued(TimerSlot& s, pid_t tid) {
+    siginfo_t si;
+    std::memset(&si, 0, sizeof(si));
+    si.si_signo = SIGPROF;
+    si.si_code = SI_TIMER;
+    si.si_value.sival_ptr = &s;
+    return syscall(SYS_rt_tgsigqueueinfo, static_cast<long>(g_sigprof->pid), static_cast<long>(tid),
+                   static_cast<long>(SIGPROF), &si) == 0;
+  }
+
+  // Under a seccomp filter: marked in the slot (TkillRescueSlot), one at a
+  // time per slot.
+  static bool SendTkill(TimerSlot& s, pid_t tid) {
+    pid_t none = 0;
+    if (!s.rescue_tid.compare_exchange_strong(none, tid, std::memory_order_acq_rel)) return false;  // in flight
+    if (syscall(SYS_tgkill, static_cast<long>(g_sigprof->pid), static_cast<long>(tid), static_cast<long>(SIGPROF)) == 0)
+      return true;
+    pid_t mine = tid;
+    s.rescue_tid.compare_exchange_strong(mine, 0, std::memory_order_acq_rel);
+    return false;
   }
 
   Stalled stalled_[kMaxStalled];
@@ -690,8 +753,9 @@ bool SigprofAdoptThread(pid_t tid) {
         t_stack_lo = lo;
         t_stack_hi = hi;
       }
-      s.remote.store(false, std::memory_order_relaxed);  // the exit observer will retire it now
       t_timer_slot = i + 1;
+      t_rescue_slot = i + 1;                             // before remote goes: a tgkill'd rescue needs it
+      s.remote.store(false, std::memory_order_release);  // the exit observer will retire it now
       return true;
     }
   }
@@ -722,7 +786,7 @@ void SigprofResumeTimers() { SetAllTimers(true); }
 
 void SigprofDisarmSelf() {
   if (!g_sigprof || !t_timer_slot) return;
-  RetireSlot(t_timer_slot - 1, t_tid);
+  RetireSlot(t_timer_slot - 1, t_tid, true);
   t_timer_slot = 0;
 }
 
@@ -733,7 +797,7 @@ void SigprofCollect(uint64_t now_ns, bool rescue) {
   LogStepAside();
   const bool check = now_ns - g_sigprof->last_liveness_check >= kLivenessCheckNs;
   if (check) g_sigprof->last_liveness_check = now_ns;
-  if (SeccompFiltered()) rescue = false;  // see Rescuer
+  const bool seccomp = SeccompFiltered();
   Rescuer rescuer;
   const int n = std::min(g_sigprof->hwm.load(std::memory_order_acquire), kMaxTimers);
   for (int i = 0; i < n; ++i) {
@@ -743,7 +807,10 @@ void SigprofCollect(uint64_t now_ns, bool rescue) {
     const int drained = DrainSlot(s);
     ReportDrops(s, now_ns);
     // A slot that gave samples since the last collection has a live timer.
-    if (rescue && drained == 0 && st == kArmed) rescuer.Look(s);
+    // Under a filter only threads that armed or adopted their slot (their
+    // handler finds it: t_rescue_slot).
+    if (rescue && drained == 0 && st == kArmed && !(seccomp && s.remote.load(std::memory_order_acquire)))
+      rescuer.Look(s);
     // Threads armed from outside have no exit observer: retire them once the
     // kernel no longer knows the tid.
     if (st == kArmed && check && s.remote.load(std::memory_order_relaxed) &&
@@ -775,6 +842,7 @@ void SigprofAtForkChild() {
   // POSIX timers are not inherited; forget the parent's. Rings are private
   // copies of the parent's memory: keep them for reuse, emptied.
   t_timer_slot = 0;
+  t_rescue_slot = 0;
   t_rearm_after_exec = false;
   if (!g_sigprof) return;
   // Slots at and above the high-water mark were never claimed: still zero.
@@ -794,14 +862,11 @@ void SigprofBeforeExec() {
   if (!SigprofInstalled() || !t_timer_slot) return;
   // In a vfork child we share the parent's memory and TLS: touch nothing.
   if (static_cast<pid_t>(syscall(SYS_getpid)) != g_sigprof->pid) return;
-  TimerSlot& slot = g_sigprof->slots[t_timer_slot - 1];
-  RetireSlot(t_timer_slot - 1, t_tid);
+  // Retired on its own thread: a rescue being sent has landed when this
+  // returns (SettleRescue), so the consumption below takes it too.
+  RetireSlot(t_timer_slot - 1, t_tid, true);
   t_timer_slot = 0;
   t_rearm_after_exec = true;
-  // A rescue being queued (Rescue): let it land, then consume it below. The
-  // sampler thread holds the flag for one system call; 1 s bounds the wait
-  // should it be stopped in between.
-  for (int i = 0; i < 10000 && slot.rescuing.load(std::memory_order_seq_cst); ++i) SleepNs(100000);
   // A SIGPROF of ours already queued for this thread would survive exec and
   // kill the new image (its SIGPROF is SIG_DFL): consume it, mask restored.
   sigset_t prof, old;
