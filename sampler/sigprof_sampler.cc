@@ -853,6 +853,10 @@ void SigprofAtForkChild() {
     s.timer_id = -1;
     s.dropped.store(0, std::memory_order_relaxed);
     s.dropped_reported = 0;
+    // The parent's sampler thread may have been mid-rescue: no sender here,
+    // so nothing may stay marked (a retiring thread would wait on it).
+    s.rescuing.store(0, std::memory_order_relaxed);
+    s.rescue_tid.store(0, std::memory_order_relaxed);
   }
   g_sigprof->hwm.store(0, std::memory_order_relaxed);
   g_sigprof->pid = static_cast<pid_t>(syscall(SYS_getpid));
