@@ -68,8 +68,8 @@ struct TimerSlot {
   // advanced by each handler run (the sample weighs the difference). The
   // sampler thread reads it to find a timer whose signals stopped coming.
   std::atomic<uint64_t> sampled_cpu_ns;
-  // Set while the sampler thread sends a rescue signal to `tid`: an exec
-  // waits for it to clear before consuming what is pending (see Rescue).
+  // Set while the sampler thread sends a rescue signal to `tid`: the thread
+  // retiring its slot waits for it to clear (SettleRescue, Rescuer).
   std::atomic<int> rescuing;
   // Under a seccomp filter a rescue is a plain tgkill, which carries no
   // pointer: the thread it was sent to, until its handler takes it (see
