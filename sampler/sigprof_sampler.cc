@@ -68,6 +68,14 @@ struct TimerSlot {
   // advanced by each handler run (the sample weighs the difference). The
   // sampler thread reads it to find a timer whose signals stopped coming.
   std::atomic<uint64_t> sampled_cpu_ns;
+  // The thread's CPU time when the sampler thread last looked (Rescuer):
+  // unchanged means it has not run since, and is left alone. Sampler thread
+  // only (its collections; the exit's last one on a program thread does not
+  // look).
+  uint64_t looked_cpu_ns;
+  uint64_t looked_at_ns;   // when (CLOCK_MONOTONIC)
+  uint64_t look_gap_ns;    // a thread found idle is looked at less often:
+  uint64_t look_after_ns;  // not before then (doubling gaps, 20-500 ms)
   // Set while the sampler thread sends a rescue signal to `tid`: the thread
   // retiring its slot waits for it to clear (SettleRescue, Rescuer).
   std::atomic<int> rescuing;
@@ -527,8 +535,9 @@ void ReportDrops(TimerSlot& s, uint64_t now_ns) {
 // A SIGPROF sent to the thread by hand is delivered; its sample weighs all
 // the CPU time since the last one, and its delivery also frees the timer's
 // stuck signal. The sampler thread looks at every collection: one clock read
-// per thread that gave no sample since the last, and for the stalled ones a
-// second read 20 us later.
+// per thread that gave no sample since the last (less often for one found
+// idle: gaps doubling up to 500 ms), and for the stalled ones a second read
+// 20 us later.
 //
 // Sent only while the thread is on a CPU (its clock moves between the two
 // reads): a signal sent to a thread that is not is delivered where it
@@ -540,7 +549,15 @@ void ReportDrops(TimerSlot& s, uint64_t now_ns) {
 // 20 ms (SamplerWakeWithin), and once it has run ten periods unsampled it is
 // sent one anyway: on a machine so starved that this (niced) thread rarely
 // finds it running, a sample whose leaf may be the call it was preempted
-// in, its callers right, beats a thread whose CPU time goes missing.
+// in, its callers right, beats a thread whose CPU time goes missing. A
+// thread whose clock has not moved since the last look is never sent one:
+// it has stopped running (blocked, asleep), its unsampled time is a tail no
+// signal can place any more, and a signal would cut short the call it
+// sleeps in (EINTR; sleep() returning early). Nor is one sent off-CPU
+// unless its clock moved since a look at most 60 ms old (the last look may
+// be a second old after an idle back-off). One that ran that lately and
+// blocked just now can still meet an overdue rescue in its sleep; the
+// timer's own signal has the same (narrower) window.
 //
 // The signal is queued with rt_tgsigqueueinfo as the timer's own would be
 // (SI_TIMER, the slot in sival_ptr), so the handler tells it from the
@@ -559,15 +576,36 @@ void ReportDrops(TimerSlot& s, uint64_t now_ns) {
 // and waits for the send; SigprofBeforeExec then consumes what is pending.
 class Rescuer {
  public:
+  explicit Rescuer(uint64_t now_ns) : now_ns_(now_ns) {}
   // Pass one, per armed slot: notes a thread that ran, keeps a stalled one.
   void Look(TimerSlot& s) {
+    if (now_ns_ < s.look_after_ns) return;
     const pid_t tid = s.tid.load(std::memory_order_relaxed);
     const uint64_t cpu = CpuClockNs(ThreadCpuClock(tid));
     const uint64_t sampled = s.sampled_cpu_ns.load(std::memory_order_relaxed);
+    const uint64_t looked = s.looked_cpu_ns;
+    // A look this recent that saw the clock lower: it ran within kRecentNs.
+    const bool ran_lately = now_ns_ - s.looked_at_ns <= kRecentNs;
+    s.looked_cpu_ns = cpu;
+    s.looked_at_ns = now_ns_;
+    // Not run since the last look: whatever it ran unsampled before it
+    // stopped (blocked, asleep) is not worth a wake-up here, and a signal
+    // would interrupt the call it sleeps in (EINTR, a short sleep()).
+    if (cpu == looked) {
+      // A pool of idle threads would cost a clock read each at every
+      // collection (500 threads, 10 collections a second: 5,000 system
+      // calls). One that starts to burn is looked at again within 500 ms,
+      // and its rescue then carries all its unsampled time.
+      s.look_gap_ns = std::clamp(2 * s.look_gap_ns, kMinIdleGapNs, kMaxIdleGapNs);
+      s.look_after_ns = now_ns_ + s.look_gap_ns;
+      return;
+    }
+    s.look_gap_ns = 0;
     if (cpu < sampled + g_sigprof->period_ns) return;
     SamplerWakeWithin(kActiveWaitMs);  // a thread is running: no idle back-off
     if (cpu < sampled + 3 * g_sigprof->period_ns) return;
-    if (n_ < kMaxStalled) stalled_[n_++] = {&s, tid, cpu, cpu - sampled >= 10 * g_sigprof->period_ns};
+    const bool overdue = ran_lately && cpu - sampled >= 10 * g_sigprof->period_ns;
+    if (n_ < kMaxStalled) stalled_[n_++] = {&s, tid, cpu, overdue};
     else SamplerWakeWithin(kRetryMs);
   }
 
@@ -587,12 +625,16 @@ class Rescuer {
   static constexpr int kMaxStalled = 64;
   static constexpr int kActiveWaitMs = 100;
   static constexpr int kRetryMs = 20;
+  static constexpr uint64_t kRecentNs = 3 * kRetryMs * 1000000ull;
+  static constexpr uint64_t kMinIdleGapNs = kRetryMs * 1000000ull;
+  static constexpr uint64_t kMaxIdleGapNs = 500 * 1000000ull;
   struct Stalled {
     TimerSlot* slot;
     pid_t tid;
     uint64_t cpu;
-    bool overdue;  // ten periods unsampled: sent whether on a CPU or not
+    bool overdue;  // ten periods unsampled and ran lately: sent whether on a CPU or not
   };
+  uint64_t now_ns_;
 
   static void SendOne(TimerSlot& s, pid_t tid) {
     s.rescuing.store(1, std::memory_order_seq_cst);
@@ -798,7 +840,7 @@ void SigprofCollect(uint64_t now_ns, bool rescue) {
   const bool check = now_ns - g_sigprof->last_liveness_check >= kLivenessCheckNs;
   if (check) g_sigprof->last_liveness_check = now_ns;
   const bool seccomp = SeccompFiltered();
-  Rescuer rescuer;
+  Rescuer rescuer(now_ns);
   const int n = std::min(g_sigprof->hwm.load(std::memory_order_acquire), kMaxTimers);
   for (int i = 0; i < n; ++i) {
     TimerSlot& s = g_sigprof->slots[i];

@@ -214,6 +214,29 @@ TEST_CASE("sampler_sigprof: samples, the application's dispositions, stepping as
   }
   flightrec::g_seccomp_filtered.store(false);
   const uint64_t cpu_burnt = ThreadCpuNs() - cpu_at_arm;
+  // A thread that ran unsampled and then went to sleep is left alone: no
+  // rescue reaches it in its sleep (which a signal would cut short, EINTR).
+  // The burn comes with no collection beside it, so the first look finds
+  // the clock moved since a look long ago and cannot tell whether it runs.
+  {
+    const uint64_t rescued_before = flightrec::sampler::GetSigprofStats().rescued;
+    sampler_test_outer(0.1);  // longer than a look counts as recent (60 ms)
+    std::atomic<bool> woke{false};
+    std::thread collector([&] {
+      while (!woke.load()) {
+        flightrec::sampler::SigprofCollect(flightrec::MonotonicNs(), true);
+        usleep(5000);
+      }
+    });
+    const timespec nap{0, 200'000'000};
+    const int slept = nanosleep(&nap, nullptr);
+    const int slept_errno = errno;
+    woke.store(true);
+    collector.join();
+    CHECK(slept == 0);
+    CHECK(slept_errno != EINTR);
+    CHECK(flightrec::sampler::GetSigprofStats().rescued == rescued_before);
+  }
   flightrec::sampler::SigprofDisarmSelf();
   flightrec::sampler::SigprofCollect(flightrec::MonotonicNs(), false);
   CHECK(flightrec::sampler::GetSigprofStats().dropped == 0);
