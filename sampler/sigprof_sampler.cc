@@ -9,6 +9,7 @@
 #include "sampler/sigprof_sampler.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -19,12 +20,14 @@
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
 #include "preload/runtime/clock.h"
 #include "preload/runtime/core_events.h"
 #include "preload/crash/crash_freeze.h"
+#include "preload/fds/fd_guard.h"
 #include "preload/runtime/log.h"
 #include "preload/runtime/seccomp_state.h"
 #include "preload/fds/validation_pipe.h"
@@ -547,17 +550,17 @@ void ReportDrops(TimerSlot& s, uint64_t now_ns) {
 // truth); sent while it runs, the signal interrupts it wherever it is, as
 // the timer's would. A stalled thread found off its CPU is tried again in
 // 20 ms (SamplerWakeWithin), and once it has run ten periods unsampled it is
-// sent one anyway: on a machine so starved that this (niced) thread rarely
-// finds it running, a sample whose leaf may be the call it was preempted
-// in, its callers right, beats a thread whose CPU time goes missing. A
-// thread whose clock has not moved since the last look is never sent one:
-// it has stopped running (blocked, asleep), its unsampled time is a tail no
-// signal can place any more, and a signal would cut short the call it
-// sleeps in (EINTR; sleep() returning early). Nor is one sent off-CPU
-// unless its clock moved since a look at most 60 ms old (the last look may
-// be a second old after an idle back-off). One that ran that lately and
-// blocked just now can still meet an overdue rescue in its sleep; the
-// timer's own signal has the same (narrower) window.
+// sent one while it waits for a CPU (runnable in its /proc stat): on a
+// machine so starved that this (niced) thread rarely finds it running, a
+// sample whose leaf may be the call it was preempted in, its callers
+// right, beats a thread whose CPU time goes missing. Never to a thread
+// asleep: a signal would cut short the call it sleeps in (EINTR, whatever
+// SA_RESTART says, for nanosleep, epoll_wait and the like; sleep()
+// returning early). A thread whose clock has not moved since the last look
+// is not even read again soon: it has stopped running, and its unsampled
+// time is a tail no signal can place any more. The stat is read only for a
+// thread whose clock moved since a look at most 60 ms old (the last look
+// may be a second old after an idle back-off).
 //
 // The signal is queued with rt_tgsigqueueinfo as the timer's own would be
 // (SI_TIMER, the slot in sival_ptr), so the handler tells it from the
@@ -616,7 +619,8 @@ class Rescuer {
     while (MonotonicNs() < until) {}
     for (int i = 0; i < n_; ++i) {
       const Stalled& st = stalled_[i];
-      if (st.overdue || CpuClockNs(ThreadCpuClock(st.tid)) != st.cpu) SendOne(*st.slot, st.tid);
+      if (CpuClockNs(ThreadCpuClock(st.tid)) != st.cpu || (st.overdue && RunnableNow(st.tid)))
+        SendOne(*st.slot, st.tid);
       else SamplerWakeWithin(kRetryMs);
     }
   }
@@ -632,9 +636,29 @@ class Rescuer {
     TimerSlot* slot;
     pid_t tid;
     uint64_t cpu;
-    bool overdue;  // ten periods unsampled and ran lately: sent whether on a CPU or not
+    bool overdue;  // ten periods unsampled and ran lately: sent if runnable, on a CPU or not
   };
   uint64_t now_ns_;
+
+  // Whether the thread is running or waiting for a CPU ('R' in its stat),
+  // not asleep in a call a signal would cut short. Its clock says only that
+  // it ran lately: one that burnt and then went to sleep() looks the same
+  // for up to a retry. A transient descriptor for the read (fd_guard.h),
+  // only for overdue threads on a starved machine; unreadable counts as
+  // asleep.
+  static bool RunnableNow(pid_t tid) {
+    char path[48];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", static_cast<int>(tid));
+    const int fd = OpenTransientFd(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char buf[512];
+    const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    CloseTransientFd(fd);
+    if (n <= 0) return false;
+    buf[n] = 0;
+    const char* paren = strrchr(buf, ')');  // the name (field 2) may hold ')' and spaces
+    return paren && paren[1] == ' ' && paren[2] == 'R';
+  }
 
   static void SendOne(TimerSlot& s, pid_t tid) {
     s.rescuing.store(1, std::memory_order_seq_cst);

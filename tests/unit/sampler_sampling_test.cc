@@ -216,11 +216,15 @@ TEST_CASE("sampler_sigprof: samples, the application's dispositions, stepping as
   const uint64_t cpu_burnt = ThreadCpuNs() - cpu_at_arm;
   // A thread that ran unsampled and then went to sleep is left alone: no
   // rescue reaches it in its sleep (which a signal would cut short, EINTR).
-  // The burn comes with no collection beside it, so the first look finds
-  // the clock moved since a look long ago and cannot tell whether it runs.
+  // Its clock moved since the last look (the burn, with no collection
+  // beside it), which is all a look can see: its stat says it sleeps.
   {
+    // A fresh look first, so the one after the burn finds the clock moved
+    // since a recent look (the overdue case, which reads the stat).
+    flightrec::sampler::SigprofCollect(flightrec::MonotonicNs(), true);
+    flightrec::sampler::SigprofCollect(flightrec::MonotonicNs(), true);
     const uint64_t rescued_before = flightrec::sampler::GetSigprofStats().rescued;
-    sampler_test_outer(0.1);  // longer than a look counts as recent (60 ms)
+    sampler_test_outer(0.015);  // 15 periods: overdue at ten, and well inside the 60 ms
     std::atomic<bool> woke{false};
     std::thread collector([&] {
       while (!woke.load()) {
