@@ -9,7 +9,6 @@
 #include "sampler/sigprof_sampler.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -27,8 +26,8 @@
 #include "preload/runtime/clock.h"
 #include "preload/runtime/core_events.h"
 #include "preload/crash/crash_freeze.h"
-#include "preload/fds/fd_guard.h"
 #include "preload/runtime/log.h"
+#include "preload/runtime/proc_stat.h"
 #include "preload/runtime/seccomp_state.h"
 #include "preload/fds/validation_pipe.h"
 #include "preload/threads/ring.h"
@@ -647,17 +646,10 @@ class Rescuer {
   // only for overdue threads on a starved machine; unreadable counts as
   // asleep.
   static bool RunnableNow(pid_t tid) {
-    char path[48];
+    char path[48], buf[512];
     snprintf(path, sizeof(path), "/proc/self/task/%d/stat", static_cast<int>(tid));
-    const int fd = OpenTransientFd(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    char buf[512];
-    const ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    CloseTransientFd(fd);
-    if (n <= 0) return false;
-    buf[n] = 0;
-    const char* paren = strrchr(buf, ')');  // the name (field 2) may hold ')' and spaces
-    return paren && paren[1] == ' ' && paren[2] == 'R';
+    const char* state = ReadStatFields(path, buf, sizeof(buf));
+    return state && *state == 'R';
   }
 
   static void SendOne(TimerSlot& s, pid_t tid) {
