@@ -16,6 +16,17 @@
 //    early, so the consumer can sleep long while producers are quiet
 //    (flush_wakeup.h), and a consumer slow to be scheduled still has three
 //    quarters of the ring of margin.
+//  * Rewind: the producer goes back to offset 0 whenever it finds the ring
+//    empty after the consumer has read past a sixteenth of it (the consumer
+//    hints so once per drain; the producer checks at its next record). The
+//    jump from `rewind_from_` to the next lap start `rewind_to_` holds no
+//    bytes: both sides count it as consumed (the producer's free space is
+//    the whole ring again at once; the consumer skips it when its tail
+//    reaches it). So a thread touches only the front pages its records
+//    reach between two drains, not the whole ring after its first lap: the
+//    rest of the mapping stays untouched address space (issue #44: a PostgreSQL
+//    backend wrote its 256 KiB ring and 128 KiB SIGPROF ring whole).
+//    Positions stay monotonic; consumed() excludes the jumps.
 //  * Memory is supplied by the caller (mmap'd per thread); no allocation here.
 //  * Growth, once per Init: a bigger buffer may be offered (OfferGrowth, by
 //    the consumer; or ClaimOffer + PublishOffer, by the producer itself
@@ -72,6 +83,13 @@ class Ring {
     offer_claimed_.store(false, std::memory_order_relaxed);
     offer_buf_.store(nullptr, std::memory_order_relaxed);
     switch_pos_.store(kNoSwitch, std::memory_order_relaxed);
+    rewind_hint_.store(false, std::memory_order_relaxed);
+    rewind_from_.store(kNoSwitch, std::memory_order_relaxed);
+    rewind_to_.store(kNoSwitch, std::memory_order_relaxed);
+    p_rewind_from_ = kNoSwitch;
+    p_rewind_to_ = kNoSwitch;
+    rewinds_ = 0;
+    skipped_ = 0;
   }
   // The capacity given to Init (the largest record is half of it).
   size_t capacity() const { return base_cap_; }
@@ -124,20 +142,29 @@ class Ring {
   void* Reserve(uint16_t kind, uint32_t payload) {
     const uint32_t size = static_cast<uint32_t>((sizeof(RecordHeader) + payload + 7) & ~size_t{7});
     if (size > capacity_ / 2) return nullptr;
-    const uint64_t head = pending_head_;  // == head_ outside Reserve..Commit
-    const size_t offset = head & (capacity_ - 1);
-    const size_t to_end = capacity_ - offset;
+    uint64_t head = pending_head_;  // == head_ outside Reserve..Commit
+    size_t offset = head & (capacity_ - 1);
+    size_t to_end = capacity_ - offset;
     // Expectations keep the common push (no wrap, room) one straight run of
     // code: fewer instruction cache lines to fetch again after a syscall.
-    const bool wraps = __builtin_expect(to_end < size, 0);
+    bool wraps = __builtin_expect(to_end < size, 0);
     uint64_t need = size;
     if (wraps) need += to_end;  // padding to the end, then the record at 0
     // Re-read the consumer's position only when the cached one says "over
-    // a quarter full": keeps the consumer's cache line out of the common
-    // path. Past a quarter for real, the consumer is nudged once; it is not
-    // again until a re-read finds the ring at most a quarter full.
-    if (__builtin_expect(head + need - cached_tail_ > capacity_ / 4, 0)) {
-      cached_tail_ = tail_.load(std::memory_order_acquire);
+    // a quarter full", or when the consumer hints that a rewind may be due:
+    // keeps the consumer's cache line out of the common path. Past a
+    // quarter for real, the consumer is nudged once; it is not again until
+    // a re-read finds the ring at most a quarter full.
+    if (__builtin_expect(head + need - cached_tail_ > capacity_ / 4 || rewind_hint_.load(std::memory_order_relaxed),
+                         0)) {
+      cached_tail_ = EffectiveTail(tail_.load(std::memory_order_acquire));
+      if (rewind_hint_.load(std::memory_order_relaxed) && RewindIfEmpty(head)) {
+        head = pending_head_;
+        offset = 0;
+        to_end = capacity_;
+        wraps = false;
+        need = size;
+      }
       const uint64_t fill = head + need - cached_tail_;
       if (fill > capacity_) return nullptr;
       if (fill <= capacity_ / 4) {
@@ -181,7 +208,17 @@ class Ring {
     const uint64_t switch_pos = switch_pos_.load(std::memory_order_relaxed);
     uint64_t tail = tail_.load(std::memory_order_relaxed);
     size_t n = 0;
+    // Read after head_ too: a rewind inside [tail, head) was published
+    // before the Commit that made head_ cover it, and the producer makes no
+    // other until this drain's tail_ shows the ring empty.
+    const uint64_t rewind_from = rewind_from_.load(std::memory_order_relaxed);
+    const uint64_t rewind_to = rewind_to_.load(std::memory_order_relaxed);
     while (tail < head) {
+      if (__builtin_expect(tail == rewind_from, 0)) {
+        skipped_ += rewind_to - rewind_from;
+        tail = rewind_to;
+        continue;
+      }
       if (__builtin_expect(tail == switch_pos, 0)) {
         c_buf_ = offer_buf_.load(std::memory_order_relaxed);
         c_cap_ = offer_cap_;
@@ -196,14 +233,48 @@ class Ring {
       tail += size;
     }
     tail_.store(tail, std::memory_order_release);
+    // Past the front sixteenth: ask the producer to come back to offset 0
+    // if it finds the ring empty at its next record. A store to the
+    // producer's line once per drain at most, and only while it is away
+    // from the front.
+    if (c_cap_ != 0 && (tail & (c_cap_ - 1)) >= c_cap_ / 16 && !rewind_hint_.load(std::memory_order_relaxed))
+      rewind_hint_.store(true, std::memory_order_relaxed);
     return n;
   }
-  // Consumer: bytes consumed so far (its own position).
-  uint64_t consumed() const { return tail_.load(std::memory_order_relaxed); }
+  // Producer (or anyone once it has stopped): rewinds made since Init/Reset.
+  uint64_t rewinds() const { return rewinds_; }
+  // Consumer: bytes consumed so far (records and padding; rewinds' jumps
+  // hold no bytes and are not counted).
+  uint64_t consumed() const { return tail_.load(std::memory_order_relaxed) - skipped_; }
   bool Empty() const { return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire); }
 
  private:
   static constexpr uint64_t kNoSwitch = UINT64_MAX;
+
+  // Producer: the consumer's position with the last rewind's jump counted
+  // as consumed (the consumer's tail is at the jump's start, or past it).
+  uint64_t EffectiveTail(uint64_t tail) const { return tail == p_rewind_from_ ? p_rewind_to_ : tail; }
+
+  // Producer, in Reserve's slow path, when the consumer hinted (see Rewind
+  // at the top): if the ring is empty (cached_tail_, just re-read, equals
+  // head) and head is past offset 0, the next record starts the next lap at
+  // offset 0. Not while a growth offer waits: the next wrap takes that.
+  // The jump is published by the next Commit's release, with the record.
+  __attribute__((noinline)) bool RewindIfEmpty(uint64_t head) {
+    rewind_hint_.store(false, std::memory_order_relaxed);
+    if (cached_tail_ != head || (head & (capacity_ - 1)) == 0) return false;
+    uint8_t* offered = offer_buf_.load(std::memory_order_acquire);
+    if (offered != nullptr && offered != buf_) return false;
+    const uint64_t lap = (head | (capacity_ - 1)) + 1;
+    rewind_from_.store(head, std::memory_order_relaxed);
+    rewind_to_.store(lap, std::memory_order_relaxed);
+    p_rewind_from_ = head;
+    p_rewind_to_ = lap;
+    rewinds_++;
+    pending_head_ = lap;
+    cached_tail_ = lap;
+    return true;
+  }
 
   // Producer, at a wrap to `pos`: moves to an offered buffer (positions from
   // pos on map into it by its own mask; see Growth above). Out of line of
@@ -228,6 +299,13 @@ class Ring {
   bool nudged_ = false;         // producer-private: this filling was reported
   bool nudge_pending_ = false;  // producer-private: TakeNudge() answers true
   std::atomic<uint64_t> head_{0};
+  // Set by the consumer (see Drain), cleared by the producer. On this line:
+  // the push reads it on every record.
+  std::atomic<bool> rewind_hint_{false};
+  // Producer-private copies of the last rewind's jump (EffectiveTail).
+  uint64_t p_rewind_from_ = kNoSwitch;
+  uint64_t p_rewind_to_ = kNoSwitch;
+  uint64_t rewinds_ = 0;  // producer-private: a count, for tests
 
  public:
   // Producer-side re-entrancy guard (RecordWriter): set while a record is
@@ -241,6 +319,11 @@ class Ring {
   // producer's, which move ahead of it at a switch).
   uint8_t* c_buf_ = nullptr;
   size_t c_cap_ = 0;
+  uint64_t skipped_ = 0;  // consumer-private: bytes of rewinds' jumps passed
+  // The last rewind's jump [from, to), written by the producer before the
+  // Commit that publishes it; read by the consumer after head_.
+  std::atomic<uint64_t> rewind_from_{kNoSwitch};
+  std::atomic<uint64_t> rewind_to_{kNoSwitch};
   // Set by Init; read by both sides, written by neither after.
   uint8_t* base_buf_ = nullptr;
   size_t base_cap_ = 0;
