@@ -155,10 +155,10 @@ class Ring {
     // keeps the consumer's cache line out of the common path. Past a
     // quarter for real, the consumer is nudged once; it is not again until
     // a re-read finds the ring at most a quarter full.
-    if (__builtin_expect(head + need - cached_tail_ > capacity_ / 4 || rewind_hint_.load(std::memory_order_relaxed),
-                         0)) {
+    const bool hinted = rewind_hint_.load(std::memory_order_relaxed);
+    if (__builtin_expect(head + need - cached_tail_ > capacity_ / 4 || hinted, 0)) {
       cached_tail_ = EffectiveTail(tail_.load(std::memory_order_acquire));
-      if (rewind_hint_.load(std::memory_order_relaxed) && RewindIfEmpty(head)) {
+      if (hinted && RewindIfEmpty(head)) {
         head = pending_head_;
         offset = 0;
         to_end = capacity_;

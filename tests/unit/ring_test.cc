@@ -341,86 +341,6 @@ TEST_CASE("ring growth: once the consumer follows to the grown ring, the base ri
   munmap(mem, kBase);
 }
 
-TEST_SUITE("concurrency") {
-  TEST_CASE("ring: growth offered while a producer pushes loses and reorders nothing") {
-    std::vector<uint8_t> storage(4096 + 64), bigger(16384 + 64);
-    Ring r;
-    r.Init(Aligned64(storage), 4096);
-    std::atomic<bool> halfway{false}, offered{false};
-    // The producer waits at halfway for the offer, so it comes while records
-    // are in flight; 2000 records after it make sure a wrap onto a multiple of
-    // 16 KiB (where the switch happens) is reached.
-    const StreamResult res = StreamThroughRing(
-        r, 200000, 2000,
-        [&] {
-          halfway.store(true, std::memory_order_release);
-          while (!offered.load(std::memory_order_acquire)) std::this_thread::yield();
-        },
-        [&] {
-          if (!offered.load(std::memory_order_relaxed) && halfway.load(std::memory_order_acquire))
-            offered.store(r.OfferGrowth(Aligned64(bigger), 16384), std::memory_order_release);
-        });
-    CHECK(offered.load());
-    CHECK(r.consumer_capacity() == 16384);
-    CHECK(res.in_order);
-    CHECK(res.received == res.accepted);
-    CHECK(res.accepted + res.dropped == res.attempts);
-  }
-
-  TEST_CASE("ring: a producer that rewinds while the consumer drains loses and reorders nothing") {
-    // Bursts that each fit the ring, the producer waiting for the consumer
-    // to empty it between them: the first record of a burst finds the ring
-    // empty, often just after a drain that left the hint, and rewinds.
-    std::vector<uint8_t> storage(4096 + 64);
-    Ring r;
-    r.Init(Aligned64(storage), 4096);
-    std::atomic<bool> done{false};
-    uint64_t accepted = 0, dropped = 0, received = 0;
-    bool in_order = true;
-    std::thread producer([&] {
-      for (int burst = 0; burst < 4000; ++burst) {
-        while (!r.Empty()) std::this_thread::yield();
-        for (int i = 0; i < 1 + burst % 60; ++i) {
-          void* p = r.Reserve(3, sizeof(Rec) + static_cast<uint32_t>(i % 5) * 8);  // at most 56 bytes
-          if (!p) {
-            ++dropped;
-            continue;
-          }
-          Rec rec{accepted, accepted ^ 0x5a5a5a5aull};
-          memcpy(p, &rec, sizeof(rec));
-          r.Commit();
-          ++accepted;
-        }
-      }
-      done.store(true, std::memory_order_release);
-    });
-    auto consume = [&](const RecordHeader&, const void* payload) {
-      Rec rec;
-      memcpy(&rec, payload, sizeof(rec));
-      if (rec.seq != received || rec.check != (received ^ 0x5a5a5a5aull)) in_order = false;
-      ++received;
-    };
-    while (!done.load(std::memory_order_acquire)) r.Drain(consume);
-    producer.join();
-    r.Drain(consume);
-    CHECK(in_order);
-    CHECK(dropped == 0);  // a burst never outgrows an empty ring, rewound or not
-    CHECK(received == accepted);
-    CHECK(r.rewinds() > 0);
-  }
-
-  TEST_CASE("ring: concurrent producer and consumer lose nothing they accepted") {
-    std::vector<uint8_t> storage(4096 + 64);
-    Ring r;
-    r.Init(Aligned64(storage), 4096);
-    const StreamResult res = StreamThroughRing(
-        r, 200000, 0, [] {}, [] {});
-    CHECK(res.in_order);
-    CHECK(res.received == res.accepted);
-    CHECK(res.accepted + res.dropped == 200000);
-  }
-}
-
 TEST_CASE("ring: after a drain past the front sixteenth, the next record starts again at offset 0") {
   alignas(64) static uint8_t buf[1024];
   Ring r;
@@ -506,4 +426,84 @@ TEST_CASE("ring: a thread that writes a little between drains touches only the r
   // again at 0 with 2 KiB more written: at most 18 KiB, five pages.
   CHECK(resident <= 5);
   munmap(mem, kBytes);
+}
+
+TEST_SUITE("concurrency") {
+  TEST_CASE("ring: growth offered while a producer pushes loses and reorders nothing") {
+    std::vector<uint8_t> storage(4096 + 64), bigger(16384 + 64);
+    Ring r;
+    r.Init(Aligned64(storage), 4096);
+    std::atomic<bool> halfway{false}, offered{false};
+    // The producer waits at halfway for the offer, so it comes while records
+    // are in flight; 2000 records after it make sure a wrap onto a multiple of
+    // 16 KiB (where the switch happens) is reached.
+    const StreamResult res = StreamThroughRing(
+        r, 200000, 2000,
+        [&] {
+          halfway.store(true, std::memory_order_release);
+          while (!offered.load(std::memory_order_acquire)) std::this_thread::yield();
+        },
+        [&] {
+          if (!offered.load(std::memory_order_relaxed) && halfway.load(std::memory_order_acquire))
+            offered.store(r.OfferGrowth(Aligned64(bigger), 16384), std::memory_order_release);
+        });
+    CHECK(offered.load());
+    CHECK(r.consumer_capacity() == 16384);
+    CHECK(res.in_order);
+    CHECK(res.received == res.accepted);
+    CHECK(res.accepted + res.dropped == res.attempts);
+  }
+
+  TEST_CASE("ring: a producer that rewinds while the consumer drains loses and reorders nothing") {
+    // Bursts that each fit the ring, the producer waiting for the consumer
+    // to empty it between them: the first record of a burst finds the ring
+    // empty, often just after a drain that left the hint, and rewinds.
+    std::vector<uint8_t> storage(4096 + 64);
+    Ring r;
+    r.Init(Aligned64(storage), 4096);
+    std::atomic<bool> done{false};
+    uint64_t accepted = 0, dropped = 0, received = 0;
+    bool in_order = true;
+    std::thread producer([&] {
+      for (int burst = 0; burst < 4000; ++burst) {
+        while (!r.Empty()) std::this_thread::yield();
+        for (int i = 0; i < 1 + burst % 60; ++i) {
+          void* p = r.Reserve(3, sizeof(Rec) + static_cast<uint32_t>(i % 5) * 8);  // at most 56 bytes
+          if (!p) {
+            ++dropped;
+            continue;
+          }
+          Rec rec{accepted, accepted ^ 0x5a5a5a5aull};
+          memcpy(p, &rec, sizeof(rec));
+          r.Commit();
+          ++accepted;
+        }
+      }
+      done.store(true, std::memory_order_release);
+    });
+    auto consume = [&](const RecordHeader&, const void* payload) {
+      Rec rec;
+      memcpy(&rec, payload, sizeof(rec));
+      if (rec.seq != received || rec.check != (received ^ 0x5a5a5a5aull)) in_order = false;
+      ++received;
+    };
+    while (!done.load(std::memory_order_acquire)) r.Drain(consume);
+    producer.join();
+    r.Drain(consume);
+    CHECK(in_order);
+    CHECK(dropped == 0);  // a burst never outgrows an empty ring, rewound or not
+    CHECK(received == accepted);
+    CHECK(r.rewinds() > 0);
+  }
+
+  TEST_CASE("ring: concurrent producer and consumer lose nothing they accepted") {
+    std::vector<uint8_t> storage(4096 + 64);
+    Ring r;
+    r.Init(Aligned64(storage), 4096);
+    const StreamResult res = StreamThroughRing(
+        r, 200000, 0, [] {}, [] {});
+    CHECK(res.in_order);
+    CHECK(res.received == res.accepted);
+    CHECK(res.accepted + res.dropped == 200000);
+  }
 }
