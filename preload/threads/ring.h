@@ -27,6 +27,16 @@
 //    rest of the mapping stays untouched address space (issue #44: a PostgreSQL
 //    backend wrote its 256 KiB ring and 128 KiB SIGPROF ring whole).
 //    Positions stay monotonic; consumed() excludes the jumps.
+//  * Trim: pages a rewind leaves behind go back to the kernel. A burst (a
+//    process's start before its first drain, a busy spell) may have taken
+//    the producer far into the ring; at a rewind it gives back, with one
+//    madvise(MADV_DONTNEED), the pages past what this lap and the one before
+//    it reached, when that is 64 KiB or more. Safe without a lock: the ring
+//    is empty at a rewind, so the consumer reads nothing there, and the
+//    producer is the only writer and writes there again only after a later
+//    lap's records reach it. A raw system call (async-signal-safe, errno
+//    untouched), at most once per rewind; bursts are rare, so the next laps
+//    fault back only pages they use.
 //  * Memory is supplied by the caller (mmap'd per thread); no allocation here.
 //  * Growth, once per Init: a bigger buffer may be offered (OfferGrowth, by
 //    the consumer; or ClaimOffer + PublishOffer, by the producer itself
@@ -46,6 +56,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#include "preload/crash/raw_syscall.h"
 #include "preload/threads/record_kinds.h"
 
 namespace flightrec {
@@ -89,6 +103,9 @@ class Ring {
     p_rewind_from_ = kNoSwitch;
     p_rewind_to_ = kNoSwitch;
     rewinds_ = 0;
+    p_touched_end_ = 0;
+    p_last_lap_end_ = 0;
+    trimmed_bytes_ = 0;
     skipped_ = 0;
   }
   // The capacity given to Init (the largest record is half of it).
@@ -129,6 +146,7 @@ class Ring {
     buf_ = offered;
     capacity_ = offer_cap_;
     switch_pos_.store(pending_head_, std::memory_order_relaxed);  // the next Commit's release publishes it
+    TrimStartsOver();
     return true;
   }
   // The offered buffer (nullptr if none), for its owner to release after Reset.
@@ -176,6 +194,7 @@ class Ring {
     }
     uint64_t pos = head;
     if (wraps) {
+      p_touched_end_ = capacity_;  // this lap reached the end
       auto* pad = reinterpret_cast<RecordHeader*>(buf_ + offset);
       pad->kind = kRecPadding;
       pad->flags = 0;
@@ -241,8 +260,10 @@ class Ring {
       rewind_hint_.store(true, std::memory_order_relaxed);
     return n;
   }
-  // Producer (or anyone once it has stopped): rewinds made since Init/Reset.
+  // Producer (or anyone once it has stopped): rewinds made since Init/Reset,
+  // and bytes of pages their trims gave back.
   uint64_t rewinds() const { return rewinds_; }
+  uint64_t trimmed_bytes() const { return trimmed_bytes_; }
   // Consumer: bytes consumed so far (records and padding; rewinds' jumps
   // hold no bytes and are not counted).
   uint64_t consumed() const { return tail_.load(std::memory_order_relaxed) - skipped_; }
@@ -265,6 +286,7 @@ class Ring {
     if (cached_tail_ != head || (head & (capacity_ - 1)) == 0) return false;
     uint8_t* offered = offer_buf_.load(std::memory_order_acquire);
     if (offered != nullptr && offered != buf_) return false;
+    TrimBehind(head & (capacity_ - 1));
     const uint64_t lap = (head | (capacity_ - 1)) + 1;
     rewind_from_.store(head, std::memory_order_relaxed);
     rewind_to_.store(lap, std::memory_order_relaxed);
@@ -276,6 +298,25 @@ class Ring {
     return true;
   }
 
+  // Producer, at a rewind from offset lap_end (see Trim at the top): gives
+  // back the pages past max(lap_end, the previous lap's end), if 64 KiB or
+  // more of them may be resident. Only for a page-aligned buffer (every
+  // mmap'd ring; tests may pass others).
+  void TrimBehind(size_t lap_end) {
+    constexpr size_t kPage = 4096, kTrimMinBytes = 64 << 10;
+    const size_t reached = lap_end > p_touched_end_ ? lap_end : p_touched_end_;
+    size_t keep = lap_end > p_last_lap_end_ ? lap_end : p_last_lap_end_;
+    keep = (keep + kPage - 1) & ~(kPage - 1);
+    p_last_lap_end_ = lap_end;
+    p_touched_end_ = reached;
+    const size_t end = (reached + kPage - 1) & ~(kPage - 1);
+    if (end < keep + kTrimMinBytes || (reinterpret_cast<uintptr_t>(buf_) & (kPage - 1)) != 0) return;
+    if (RawSyscall6(SYS_madvise, reinterpret_cast<long>(buf_ + keep), static_cast<long>(end - keep), MADV_DONTNEED, 0,
+                    0, 0) != 0)
+      return;
+    p_touched_end_ = keep;
+    trimmed_bytes_ += end - keep;
+  }
   // Producer, at a wrap to `pos`: moves to an offered buffer (positions from
   // pos on map into it by its own mask; see Growth above). Out of line of
   // the push: it runs once per trip round the ring.
@@ -285,6 +326,13 @@ class Ring {
     buf_ = offered;
     capacity_ = offer_cap_;
     switch_pos_.store(pos, std::memory_order_relaxed);  // Commit's release publishes it
+    TrimStartsOver();
+  }
+  // A grown buffer may have been populated whole when it was mapped: its
+  // first trim may give back everything past the laps' ends.
+  void TrimStartsOver() {
+    p_touched_end_ = capacity_;
+    p_last_lap_end_ = 0;
   }
 
   // Everything a push touches shares one cache line (a hook around a system
@@ -306,6 +354,11 @@ class Ring {
   uint64_t p_rewind_from_ = kNoSwitch;
   uint64_t p_rewind_to_ = kNoSwitch;
   uint64_t rewinds_ = 0;  // producer-private: a count, for tests
+  // Producer-private (Trim): how far into the buffer pages may be resident,
+  // where the last rewound lap ended, and what trims gave back.
+  size_t p_touched_end_ = 0;
+  size_t p_last_lap_end_ = 0;
+  uint64_t trimmed_bytes_ = 0;
 
  public:
   // Producer-side re-entrancy guard (RecordWriter): set while a record is

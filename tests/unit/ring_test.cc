@@ -428,6 +428,65 @@ TEST_CASE("ring: a thread that writes a little between drains touches only the r
   munmap(mem, kBytes);
 }
 
+TEST_CASE("ring: a burst's pages go back to the kernel once the laps are short again") {
+  constexpr size_t kBytes = 256 << 10;
+  void* mem = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mem != MAP_FAILED);
+  Ring r;
+  r.Init(static_cast<uint8_t*>(mem), kBytes);
+  uint64_t pushed = 0, received = 0;
+  bool in_order = true;
+  auto push = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      void* p = r.Reserve(3, 56);
+      REQUIRE(p != nullptr);
+      memcpy(p, &pushed, sizeof(pushed));
+      r.Commit();
+      ++pushed;
+    }
+  };
+  auto drain = [&] {
+    r.Drain([&](const RecordHeader&, const void* payload) {
+      uint64_t seq;
+      memcpy(&seq, payload, sizeof(seq));
+      in_order = in_order && seq == received;
+      ++received;
+    });
+  };
+  auto resident_pages = [&] {
+    std::vector<unsigned char> vec(kBytes / 4096);
+    REQUIRE(mincore(mem, kBytes, vec.data()) == 0);
+    size_t n = 0;
+    for (unsigned char v : vec) n += v & 1;
+    return n;
+  };
+  // A burst of 192 KiB before the first drain (a process's start), then
+  // 2 KiB between drains.
+  push((192 << 10) / 64);
+  drain();
+  CHECK(resident_pages() >= 48);
+  // The lap after the burst keeps its pages (the previous lap reached that
+  // far); the one after gives them back.
+  for (int round = 0; round < 64; ++round) {
+    push(32);
+    drain();
+  }
+  CHECK(in_order);
+  CHECK(received == pushed);
+  CHECK(r.rewinds() >= 3);
+  CHECK(r.trimmed_bytes() >= (160u << 10));
+  CHECK(resident_pages() <= 6);
+  // Short laps alone never trim (nothing past them was touched).
+  const uint64_t trimmed = r.trimmed_bytes();
+  for (int round = 0; round < 64; ++round) {
+    push(32);
+    drain();
+  }
+  CHECK(r.trimmed_bytes() == trimmed);
+  CHECK(received == pushed);
+  munmap(mem, kBytes);
+}
+
 TEST_SUITE("concurrency") {
   TEST_CASE("ring: growth offered while a producer pushes loses and reorders nothing") {
     std::vector<uint8_t> storage(4096 + 64), bigger(16384 + 64);
