@@ -311,11 +311,12 @@ class Ring {
     p_touched_end_ = reached;
     const size_t end = (reached + kPage - 1) & ~(kPage - 1);
     if (end < keep + kTrimMinBytes || (reinterpret_cast<uintptr_t>(buf_) & (kPage - 1)) != 0) return;
-    if (RawSyscall6(SYS_madvise, reinterpret_cast<long>(buf_ + keep), static_cast<long>(end - keep), MADV_DONTNEED, 0,
-                    0, 0) != 0)
-      return;
+    const long rc = RawSyscall6(SYS_madvise, reinterpret_cast<long>(buf_ + keep), static_cast<long>(end - keep),
+                                MADV_DONTNEED, 0, 0, 0);
+    // Refused (the program locked its memory: mlockall): the pages stay,
+    // and later rewinds do not ask again for the same ones.
     p_touched_end_ = keep;
-    trimmed_bytes_ += end - keep;
+    if (rc == 0) trimmed_bytes_ += end - keep;
   }
   // Producer, at a wrap to `pos`: moves to an offered buffer (positions from
   // pos on map into it by its own mask; see Growth above). Out of line of
