@@ -77,7 +77,9 @@ def render(speedscope_file, tmp_path, view="sandwich"):
 
 def sandwich_row(text, function):
     """(total ns, self ns) of the function's row in the viewer's sandwich table."""
-    amount = r"([\d.]+)(ns|µs|ms|s) \([\d.<]+%\) "
+    # speedscope writes shares like "(12.5%)", "(<0.01%)" and, for a function
+    # that is nearly all of the profile, "(>99%)".
+    amount = r"([\d.]+)(ns|µs|ms|s) \([\d.<>]+%\) "
     m = re.search(amount + amount + re.escape(function) + " ", text + " ")
     assert m, "%s not in the viewer's table: %s" % (function, text[:2000])
     return float(m.group(1)) * UNITS_NS[m.group(2)], float(m.group(3)) * UNITS_NS[m.group(4)]
