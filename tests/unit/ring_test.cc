@@ -394,51 +394,22 @@ TEST_CASE("ring: after a drain past the front sixteenth, the next record starts 
   CHECK(r.Empty());
 }
 
-TEST_CASE("ring: a thread that writes a little between drains touches only the ring's front pages") {
-  constexpr size_t kBytes = 256 << 10;
-  void* mem = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  REQUIRE(mem != MAP_FAILED);
+// A 256 KiB mmap'd ring fed numbered 64-byte records: what the rewind and
+// trim tests push, drain and count resident.
+struct SequencedRing {
+  static constexpr size_t kBytes = 256 << 10;
+  void* mem = nullptr;
   Ring r;
-  r.Init(static_cast<uint8_t*>(mem), kBytes);
   uint64_t pushed = 0, received = 0;
   bool in_order = true;
-  // 4 MiB through the ring, 2 KiB between drains.
-  while (pushed < (4u << 20) / 64) {
-    for (int i = 0; i < 32; ++i) {
-      void* p = r.Reserve(3, 56);
-      REQUIRE(p != nullptr);
-      memcpy(p, &pushed, sizeof(pushed));
-      r.Commit();
-      ++pushed;
-    }
-    r.Drain([&](const RecordHeader&, const void* payload) {
-      uint64_t seq;
-      memcpy(&seq, payload, sizeof(seq));
-      in_order = in_order && seq == received;
-      ++received;
-    });
-  }
-  CHECK(in_order);
-  CHECK(received == pushed);
-  std::vector<unsigned char> vec(kBytes / 4096);
-  REQUIRE(mincore(mem, kBytes, vec.data()) == 0);
-  size_t resident = 0;
-  for (unsigned char v : vec) resident += v & 1;
-  // The consumer hints once it has read 16 KiB; the producer then starts
-  // again at 0 with 2 KiB more written: at most 18 KiB, five pages.
-  CHECK(resident <= 5);
-  munmap(mem, kBytes);
-}
 
-TEST_CASE("ring: a burst's pages go back to the kernel once the laps are short again") {
-  constexpr size_t kBytes = 256 << 10;
-  void* mem = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  REQUIRE(mem != MAP_FAILED);
-  Ring r;
-  r.Init(static_cast<uint8_t*>(mem), kBytes);
-  uint64_t pushed = 0, received = 0;
-  bool in_order = true;
-  auto push = [&](int n) {
+  SequencedRing() {
+    mem = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(mem != MAP_FAILED);
+    r.Init(static_cast<uint8_t*>(mem), kBytes);
+  }
+  ~SequencedRing() { munmap(mem, kBytes); }
+  void Push(int n) {
     for (int i = 0; i < n; ++i) {
       void* p = r.Reserve(3, 56);
       REQUIRE(p != nullptr);
@@ -446,88 +417,74 @@ TEST_CASE("ring: a burst's pages go back to the kernel once the laps are short a
       r.Commit();
       ++pushed;
     }
-  };
-  auto drain = [&] {
+  }
+  void Drain() {
     r.Drain([&](const RecordHeader&, const void* payload) {
       uint64_t seq;
       memcpy(&seq, payload, sizeof(seq));
       in_order = in_order && seq == received;
       ++received;
     });
-  };
-  auto resident_pages = [&] {
+  }
+  void Lap(int n) {
+    Push(n);
+    Drain();
+  }
+  size_t ResidentPages() const {
     std::vector<unsigned char> vec(kBytes / 4096);
     REQUIRE(mincore(mem, kBytes, vec.data()) == 0);
     size_t n = 0;
     for (unsigned char v : vec) n += v & 1;
     return n;
-  };
+  }
+};
+
+TEST_CASE("ring: a thread that writes a little between drains touches only the ring's front pages") {
+  SequencedRing s;
+  // 4 MiB through the ring, 2 KiB between drains.
+  while (s.pushed < (4u << 20) / 64) s.Lap(32);
+  CHECK(s.in_order);
+  CHECK(s.received == s.pushed);
+  // The consumer hints once it has read 16 KiB; the producer then starts
+  // again at 0 with 2 KiB more written: at most 18 KiB, five pages.
+  CHECK(s.ResidentPages() <= 5);
+}
+
+TEST_CASE("ring: a burst's pages go back to the kernel once the laps are short again") {
+  SequencedRing s;
   // A burst of 192 KiB before the first drain (a process's start), then
   // 2 KiB between drains.
-  push((192 << 10) / 64);
-  drain();
-  CHECK(resident_pages() >= 48);
+  s.Lap((192 << 10) / 64);
+  CHECK(s.ResidentPages() >= 48);
   // The lap after the burst keeps its pages (the previous lap reached that
   // far); the one after gives them back.
-  for (int round = 0; round < 64; ++round) {
-    push(32);
-    drain();
-  }
-  CHECK(in_order);
-  CHECK(received == pushed);
-  CHECK(r.rewinds() >= 3);
-  CHECK(r.trimmed_bytes() >= (160u << 10));
-  CHECK(resident_pages() <= 6);
+  for (int round = 0; round < 64; ++round) s.Lap(32);
+  CHECK(s.in_order);
+  CHECK(s.received == s.pushed);
+  CHECK(s.r.rewinds() >= 3);
+  CHECK(s.r.trimmed_bytes() >= (160u << 10));
+  CHECK(s.ResidentPages() <= 6);
   // Short laps alone never trim (nothing past them was touched).
-  const uint64_t trimmed = r.trimmed_bytes();
-  for (int round = 0; round < 64; ++round) {
-    push(32);
-    drain();
-  }
-  CHECK(r.trimmed_bytes() == trimmed);
-  CHECK(received == pushed);
-  munmap(mem, kBytes);
+  const uint64_t trimmed = s.r.trimmed_bytes();
+  for (int round = 0; round < 64; ++round) s.Lap(32);
+  CHECK(s.r.trimmed_bytes() == trimmed);
+  CHECK(s.received == s.pushed);
 }
 
 TEST_CASE("ring: memory the program locked stays, and records still flow") {
-  constexpr size_t kBytes = 256 << 10;
-  void* mem = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  REQUIRE(mem != MAP_FAILED);
+  SequencedRing s;
   // MADV_DONTNEED is refused on locked pages (EINVAL). Without the
   // privilege or the RLIMIT_MEMLOCK for 256 KiB there is nothing to check.
   // The system call itself: AddressSanitizer's mlock() returns 0 and locks
   // nothing.
-  if (syscall(SYS_mlock, mem, kBytes) != 0) {
-    munmap(mem, kBytes);
-    return;
-  }
-  Ring r;
-  r.Init(static_cast<uint8_t*>(mem), kBytes);
-  uint64_t pushed = 0, received = 0;
-  bool in_order = true;
-  auto lap = [&](int n) {
-    for (int i = 0; i < n; ++i) {
-      void* p = r.Reserve(3, 56);
-      REQUIRE(p != nullptr);
-      memcpy(p, &pushed, sizeof(pushed));
-      r.Commit();
-      ++pushed;
-    }
-    r.Drain([&](const RecordHeader&, const void* payload) {
-      uint64_t seq;
-      memcpy(&seq, payload, sizeof(seq));
-      in_order = in_order && seq == received;
-      ++received;
-    });
-  };
-  lap((192 << 10) / 64);
-  for (int round = 0; round < 64; ++round) lap(32);
-  CHECK(in_order);
-  CHECK(received == pushed);
-  CHECK(r.rewinds() >= 3);
-  CHECK(r.trimmed_bytes() == 0);
-  syscall(SYS_munlock, mem, kBytes);
-  munmap(mem, kBytes);
+  if (syscall(SYS_mlock, s.mem, SequencedRing::kBytes) != 0) return;
+  s.Lap((192 << 10) / 64);
+  for (int round = 0; round < 64; ++round) s.Lap(32);
+  CHECK(s.in_order);
+  CHECK(s.received == s.pushed);
+  CHECK(s.r.rewinds() >= 3);
+  CHECK(s.r.trimmed_bytes() == 0);
+  syscall(SYS_munlock, s.mem, SequencedRing::kBytes);
 }
 
 TEST_SUITE("concurrency") {
