@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "preload/heap/recorder_heap.h"
 #include "preload/runtime/clock.h"
 #include "preload/crash/crash_freeze.h"
 #include "preload/crash/raw_syscall.h"
@@ -227,6 +228,7 @@ void* SamplerMain(void*) {
     if (!g_ctl.phase.compare_exchange_strong(expected, kCollecting, std::memory_order_acq_rel)) break;
     const uint64_t offered = SamplesOffered();
     pressure = Collect();
+    RecorderHeapCollect(MonotonicNs());  // what this collection freed goes back (issue #44)
     const int asked_ms = g_wake_within_ms.exchange(0, std::memory_order_relaxed);
     const bool quiet = !pressure && asked_ms == 0 && SamplesOffered() == offered;
     wait_ms = quiet ? std::min(2 * wait_ms, std::max(period_ms, kIdleMaxWaitMs)) : period_ms;

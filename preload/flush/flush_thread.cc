@@ -60,6 +60,7 @@
 #include "preload/flush/flush_registry_internal.h"
 #include "preload/flush/segment_lifecycle.h"
 #include "preload/flush/window_keeper.h"
+#include "preload/heap/recorder_heap.h"
 #include "preload/runtime/clock.h"
 #include "preload/runtime/config.h"
 #include "preload/runtime/last_thread_exit.h"
@@ -442,6 +443,7 @@ void* FlushMain(void* arg) {
       continue;
     }
     Tick(*s, nudged ? TickKind::kNudged : TickKind::kPeriodic);
+    RecorderHeapCollect(MonotonicNs());  // what this tick freed goes back (issue #44)
     if (s->busy && period > BusyPeriodNs(s->busy_ring_bytes)) {
       sleep_ns = BusyPeriodNs(s->busy_ring_bytes);
     } else if (!s->quiet || MainThreadLeft()) {

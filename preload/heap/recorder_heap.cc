@@ -55,6 +55,7 @@ namespace {
 using MallocFn = void* (*)(size_t);
 using ReallocFn = void* (*)(void*, size_t);
 using FreeFn = void (*)(void*);
+using CollectFn = void (*)(bool force);
 using OptionSetFn = void (*)(int option, long value);
 using OutputFun = void(const char* msg, void* arg);
 using RegisterOutputFn = void (*)(OutputFun*, void*);
@@ -101,6 +102,7 @@ void ReturnFreedMemory(OptionSetFn option_set, VersionFn version) {
 std::atomic<MallocFn> g_malloc{nullptr};
 std::atomic<ReallocFn> g_realloc{nullptr};
 std::atomic<FreeFn> g_free{nullptr};
+std::atomic<CollectFn> g_collect{nullptr};  // set only for our own copy (kPrivate)
 std::atomic<int> g_state{static_cast<int>(HeapState::kClosed)};
 // One opener at a time; a thread that finds another opening gets no memory
 // this once (callers handle null) rather than waiting inside a hook.
@@ -186,6 +188,7 @@ HeapState Load() {
       option_set(kOptionVerbose, 0);
       ReturnFreedMemory(option_set, reinterpret_cast<VersionFn>(dlsym(handle, "mi_version")));
     }
+    g_collect.store(reinterpret_cast<CollectFn>(dlsym(handle, "mi_collect")), std::memory_order_release);
   }
   g_realloc.store(r, std::memory_order_relaxed);
   g_free.store(f, std::memory_order_relaxed);
@@ -213,6 +216,16 @@ HeapState RecorderHeapOpen() {
   }
   g_opening.store(false, std::memory_order_release);
   return state;
+}
+
+// When this thread last collected (RecorderHeapCollect).
+__thread uint64_t t_last_collect_ns __attribute__((tls_model("initial-exec"))) = 0;
+
+void RecorderHeapCollect(uint64_t now_ns) {
+  const CollectFn collect = g_collect.load(std::memory_order_acquire);
+  if (!collect || now_ns - t_last_collect_ns < kCollectEveryNs) return;
+  t_last_collect_ns = now_ns;
+  collect(true);
 }
 
 HeapState RecorderHeapStateNow() { return static_cast<HeapState>(g_state.load(std::memory_order_acquire)); }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace flightrec {
 
@@ -30,6 +31,19 @@ enum class HeapState {
 HeapState RecorderHeapOpen();
 HeapState RecorderHeapStateNow();
 const char* HeapStateName(HeapState state);
+
+// Hands back to the kernel what the calling thread's part of the heap holds
+// free (mimalloc's mi_collect(true): pages emptied since, pages kept for
+// reuse, cached segments), at most once per kCollectEveryNs per thread
+// (issue #44). mimalloc returns a page only when its last block is freed
+// and then keeps it a while for the next allocation of its size; a
+// recorder thread works in short bursts, so between bursts those pages stay
+// resident, ~0.1 MiB in each PostgreSQL backend. `now_ns` is the caller's
+// monotonic clock. Recorder threads only, between their work: never from a
+// hook or a signal handler. Does nothing unless the heap is our own copy
+// (kPrivate): a program's own mimalloc keeps its own policy.
+void RecorderHeapCollect(uint64_t now_ns);
+inline constexpr uint64_t kCollectEveryNs = 1'000'000'000;
 
 // Whether this process may open the heap at all: not when `at_secure`
 // (getauxval(AT_SECURE)) is set. A function of its input, for the unit test.

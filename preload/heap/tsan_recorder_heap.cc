@@ -22,6 +22,7 @@ namespace flightrec {
 // Nothing to load: TSan's allocator is always there.
 HeapState RecorderHeapOpen() { return HeapAllowed(getauxval(AT_SECURE)) ? HeapState::kPrivate : HeapState::kRefused; }
 HeapState RecorderHeapStateNow() { return RecorderHeapOpen(); }
+void RecorderHeapCollect(uint64_t) {}  // TSan's allocator keeps its own policy
 }  // namespace flightrec
 
 extern "C" {

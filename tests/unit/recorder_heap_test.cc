@@ -4,11 +4,14 @@
 #include <dlfcn.h>
 #include <doctest/doctest.h>
 #include <mimalloc.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include <cstdint>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "format/mi_containers.h"
@@ -87,5 +90,56 @@ TEST_CASE("recorder heap: freed memory goes back to the kernel at once (issue #4
     CHECK(option_get(23) == 0);  // segment_decommit_delay
   }
   dlclose(handle);
+}
+#endif
+
+#if !defined(__SANITIZE_THREAD__)
+namespace {
+
+// Whether the 4 KiB page holding p is resident (an unmapped page is not).
+bool Resident(const void* p) {
+  unsigned char vec = 0;
+  void* page = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095});
+  return mincore(page, 4096, &vec) == 0 && (vec & 1);
+}
+
+// Fills most of one small page of a size class on this thread's part of the
+// heap, frees it all, and returns a block from its middle (its page holds
+// blocks only, no page metadata).
+void* FillAndEmptyOnePage() {
+  std::vector<void*> blocks;
+  for (int i = 0; i < 200; i++) blocks.push_back(mi_malloc(256));
+  void* middle = blocks[100];
+  for (void* b : blocks) mi_free(b);
+  return middle;
+}
+
+}  // namespace
+
+TEST_CASE("recorder heap: a recorder thread's emptied pages go back when it collects, once a second (issue #44)") {
+  void* p = mi_malloc(64);
+  REQUIRE(p != nullptr);
+  mi_free(p);
+  if (flightrec::RecorderHeapStateNow() != flightrec::HeapState::kPrivate) return;  // the program's mimalloc
+  // A thread of its own: its own part of the heap, never collected before.
+  std::thread([] {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+    // mimalloc keeps the emptied page (the only one of its size class) for
+    // the next allocation of that size: resident though nothing is in it.
+    void* middle = FillAndEmptyOnePage();
+    REQUIRE(Resident(middle));
+    flightrec::RecorderHeapCollect(now);
+    CHECK_FALSE(Resident(middle));
+    // Within the same second a second call does nothing...
+    middle = FillAndEmptyOnePage();
+    REQUIRE(Resident(middle));
+    flightrec::RecorderHeapCollect(now + flightrec::kCollectEveryNs - 1);
+    CHECK(Resident(middle));
+    // ...and a second later it collects again.
+    flightrec::RecorderHeapCollect(now + flightrec::kCollectEveryNs);
+    CHECK_FALSE(Resident(middle));
+  }).join();
 }
 #endif
