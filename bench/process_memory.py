@@ -12,13 +12,17 @@ one of the places the recorder puts memory:
                             at its aligned hints, 2 TiB..30 TiB (the host's own
                             mmaps and brk heap sit near 0x7f.. and 0x55..): the
                             writer's batches and intern tables, the symbolizer's
-                            caches and symbol indexes, zstd's context. Split in
+                            caches and symbol indexes, zstd's context, and
+                            the recorder arena: whatever our threads malloc
+                            (libdw's DWARF, libelf, zlib, libcurl). Split in
                             two: the part only this process has ("own": its
                             private pages) and the copy-on-write pages a forked
                             child still shares with its parent ("inherited")
   malloc arenas             glibc's per-thread arenas (64 MiB-aligned heaps in
-                            the mmap area): what libdw/libelf and libunwind
-                            allocate with malloc on the recorder's threads (a
+                            the mmap area): before the recorder arena
+                            (preload/heap/recorder_thread_malloc.h), what
+                            libdw/libelf allocated on our threads; now only
+                            what glibc allocates there for itself (a
                             single-threaded host has none)
   unwind caches             anonymous mappings of exactly 256 KiB: libunwind's
                             per-thread trace cache, made for a thread that

@@ -388,6 +388,10 @@ bool SamplerKeepsProgramFdTable() {
 // whatever table the destroying thread has.
 void SamplerAbandonSymbolizer() { g_symbolizer.store(nullptr, std::memory_order_release); }
 
+void SamplerTrimSymbolizer(uint64_t now_ns) {
+  if (sampler::Symbolizer* s = g_symbolizer.load(std::memory_order_acquire)) s->DropIdleDebugInfo(now_ns);
+}
+
 format::PcDescriber* SamplerPcDescriber() {
   sampler::Symbolizer* s = g_symbolizer.load(std::memory_order_acquire);
   if (s) return s;

@@ -40,6 +40,8 @@ void SamplerAtFork();
 void SamplerShutdown();
 // The symbolizer for the flush thread's segment writer (created on first use).
 format::PcDescriber* SamplerPcDescriber();
+// The flush thread, between ticks: idle debug information goes (issue #44).
+void SamplerTrimSymbolizer(uint64_t now_ns);
 
 namespace sampler {
 // preload/runtime/hook_exec.cc: around every exec-family call.

@@ -210,13 +210,19 @@ bool AllocShouldSample(size_t size) {
   AllocThreadState& t = t_alloc;
   // Our own allocations: InHook restores the countdown afterwards.
   if (t.in_hook) return false;
+  if (t_thread_flags & kThreadFlagRecorder) {
+    // Recorder threads never sample. Their allocations keep taking the slow
+    // path, where they go to the recorder arena (hook_malloc.cc).
+    t.countdown = kRecorderThreadCountdown;
+    return false;
+  }
   const int mode = g_mode.load(std::memory_order_acquire);
   if (mode != kOn) {
     t.countdown = mode == kOff ? kNeverSample : kPreInitRecheckBytes;
     return false;
   }
-  if (t_thread_flags & (kThreadFlagRecorder | kThreadFlagDead)) {
-    t.countdown = kNeverSample;  // recorder threads never sample; dead ones cannot record
+  if (t_thread_flags & kThreadFlagDead) {
+    t.countdown = kNeverSample;  // dead threads cannot record
     return false;
   }
   if (t.epoch == 0) {

@@ -38,6 +38,9 @@ inline bool AllocCountdownExpired(int64_t* countdown, size_t size) {
 
 // Large enough never to expire in practice, small enough not to wrap.
 inline constexpr int64_t kNeverSample = int64_t{1} << 62;
+// Expired for good (2^62 bytes from wrapping): every allocation of the
+// thread takes the slow path (recorder threads: hook_malloc.cc).
+inline constexpr int64_t kRecorderThreadCountdown = -(int64_t{1} << 62);
 
 uint64_t NextRandom(uint64_t* state);
 uint64_t SeedRandom(uint64_t a, uint64_t b);

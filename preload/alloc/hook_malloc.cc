@@ -23,7 +23,9 @@
 #include "preload/alloc/alloc_profiler.h"
 #include "preload/alloc/alloc_real.h"
 #include "preload/alloc/alloc_sampler.h"
+#include "preload/heap/recorder_thread_malloc.h"
 #include "preload/runtime/clock.h"
+#include "preload/threads/thread_registry.h"
 
 // Every function of this file lies in one section, so the allocation
 // profiler can tell which frame of a sampled stack called malloc & co.
@@ -37,12 +39,21 @@ namespace {
 
 inline bool Expired(size_t size) { return AllocCountdownExpired(&t_alloc.countdown, size); }
 
+// A recorder thread's allocations go to the recorder arena
+// (recorder_thread_malloc.h). Its countdown stays expired (AllocShouldSample
+// keeps it so), so they all reach the slow paths below, which ask this
+// first: the program's threads never pay for the question.
+inline bool RecorderThread() { return __builtin_expect(flightrec::IsRecorderThread(), 0); }
+
 size_t PageSize() {
   static size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return page;
 }
 
 __attribute__((noinline)) HOOK_TEXT void* MallocSlow(size_t size) {
+  if (RecorderThread()) {
+    if (void* p = flightrec::RecorderThreadMalloc(size)) return p;
+  }
   const bool sample = AllocShouldSample(size);
   void* p = RealMalloc(size);
   if (sample && p) RecordAllocation(p, size);
@@ -55,6 +66,9 @@ inline void* MallocImpl(size_t size) {
 }
 
 __attribute__((noinline)) HOOK_TEXT void* CallocSlow(size_t n, size_t m, size_t bytes) {
+  if (RecorderThread()) {
+    if (void* p = flightrec::RecorderThreadCalloc(n, m)) return p;
+  }
   const bool sample = AllocShouldSample(bytes);
   void* p = RealCalloc(n, m);
   if (sample && p) RecordAllocation(p, bytes);
@@ -74,6 +88,8 @@ __attribute__((noinline)) HOOK_TEXT void* ReallocBootstrap(void* p, size_t size)
 }
 
 __attribute__((noinline)) HOOK_TEXT void* ReallocSampledOrSlow(void* p, size_t size, bool expired) {
+  // A recorder thread's realloc of a block the real allocator gave it (before
+  // the arena existed) stays with the real allocator: nothing to route.
   bool was_sampled = false;
   uint64_t freed_at = 0;
   if (g_sampled.MaybeContains(reinterpret_cast<uintptr_t>(p)) && TakeSampled(p)) {
@@ -92,9 +108,15 @@ __attribute__((noinline)) HOOK_TEXT void* ReallocSampledOrSlow(void* p, size_t s
   return q;
 }
 
+// A block of the recorder arena, on any thread.
+__attribute__((noinline)) HOOK_TEXT void* ReallocArena(void* p, size_t size) {
+  return flightrec::RecorderArenaRealloc(p, size, flightrec::IsRecorderThread());
+}
+
 inline void* ReallocImpl(void* p, size_t size) {
   if (p == nullptr) return MallocImpl(size);
   if (__builtin_expect(BootstrapOwns(p), 0)) return ReallocBootstrap(p, size);
+  if (__builtin_expect(flightrec::InRecorderArena(p), 0)) return ReallocArena(p, size);
   const bool expired = Expired(size);
   if (__builtin_expect(!expired && !g_sampled.MaybeContains(reinterpret_cast<uintptr_t>(p)), 1))
     return RealRealloc(p, size);
@@ -104,6 +126,9 @@ inline void* ReallocImpl(void* p, size_t size) {
 // memalign, aligned_alloc, valloc, pvalloc: same shape, different callee.
 template <void* (*Real)(size_t, size_t)>
 __attribute__((noinline)) HOOK_TEXT void* AlignedSlow(size_t alignment, size_t size) {
+  if (RecorderThread()) {
+    if (void* p = flightrec::RecorderThreadAligned(alignment, size)) return p;
+  }
   const bool sample = AllocShouldSample(size);
   void* p = Real(alignment, size);
   if (sample && p) RecordAllocation(p, size);
@@ -117,6 +142,13 @@ inline void* AlignedImpl(size_t alignment, size_t size) {
 }
 
 __attribute__((noinline)) HOOK_TEXT int PosixMemalignSlow(void** out, size_t alignment, size_t size) {
+  // (posix_memalign's own rule: a power of two times sizeof(void*); else EINVAL from the real one.)
+  if (RecorderThread() && alignment % sizeof(void*) == 0) {
+    if (void* p = flightrec::RecorderThreadAligned(alignment, size)) {
+      *out = p;
+      return 0;
+    }
+  }
   const bool sample = AllocShouldSample(size);
   const int rc = RealPosixMemalign(out, alignment, size);
   if (sample && rc == 0 && *out) RecordAllocation(*out, size);
@@ -131,6 +163,7 @@ MALLOC_HOOK void* malloc(size_t size) { return MallocImpl(size); }
 
 MALLOC_HOOK void free(void* p) {
   if (__builtin_expect(BootstrapOwns(p), 0)) return;  // arena blocks are never released
+  if (__builtin_expect(flightrec::InRecorderArena(p), 0)) return flightrec::RecorderArenaFree(p);
   if (__builtin_expect(g_sampled.MaybeContains(reinterpret_cast<uintptr_t>(p)), 0)) FreeSampled(p);
   RealFree(p);
 }
@@ -182,5 +215,6 @@ MALLOC_HOOK void* pvalloc(size_t size) {
 MALLOC_HOOK size_t malloc_usable_size(void* p) {
   if (p == nullptr) return 0;
   if (__builtin_expect(BootstrapOwns(p), 0)) return BootstrapSize(p);
+  if (__builtin_expect(flightrec::InRecorderArena(p), 0)) return flightrec::RecorderArenaUsableSize(p);
   return RealUsableSize(p);
 }

@@ -317,6 +317,7 @@ void Tick(FlushState& s, TickKind kind) {
   }
   if (StopRequested(s)) return;
   WriteAndRotate(s.seg, now, incident_done);
+  if (SamplerTrimSymbolizer) SamplerTrimSymbolizer(now);  // after the tick's pcs were described
 }
 
 // How long until a tick has timed work to do: the next process.rusage, the

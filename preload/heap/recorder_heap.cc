@@ -13,6 +13,7 @@
 // (tsan_recorder_heap.cc); only the policy functions at the top are
 // built there.
 #include "preload/heap/recorder_heap.h"
+#include "preload/heap/recorder_thread_malloc.h"
 
 #include <strings.h>
 
@@ -189,6 +190,7 @@ HeapState Load() {
       ReturnFreedMemory(option_set, reinterpret_cast<VersionFn>(dlsym(handle, "mi_version")));
     }
     g_collect.store(reinterpret_cast<CollectFn>(dlsym(handle, "mi_collect")), std::memory_order_release);
+    RecorderArenaResolve(handle);  // our threads' malloc goes there (recorder_thread_malloc.h)
   }
   g_realloc.store(r, std::memory_order_relaxed);
   g_free.store(f, std::memory_order_relaxed);
@@ -226,6 +228,7 @@ void RecorderHeapCollect(uint64_t now_ns) {
   if (!collect || now_ns - t_last_collect_ns < kCollectEveryNs) return;
   t_last_collect_ns = now_ns;
   collect(true);
+  RecorderArenaCollect();
 }
 
 HeapState RecorderHeapStateNow() { return static_cast<HeapState>(g_state.load(std::memory_order_acquire)); }

@@ -46,6 +46,9 @@ format::PcDescriber* SamplerPcDescriber() __attribute__((weak));
 bool SamplerKeepsProgramFdTable() __attribute__((weak));
 bool SamplerThreadEndsProcess() __attribute__((weak));
 void SamplerAbandonSymbolizer() __attribute__((weak));
+// flush/flush_thread.cc, at the end of a tick: the symbolizer frees the
+// debug information of modules idle since (Symbolizer::DropIdleDebugInfo).
+void SamplerTrimSymbolizer(uint64_t now_ns) __attribute__((weak));
 
 namespace sampler {
 // hook_exec.cc: around every exec-family call.

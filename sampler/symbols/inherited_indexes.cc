@@ -1,6 +1,8 @@
 // Symbol indexes a forked child inherits: see inherited_indexes.h.
 #include "sampler/symbols/inherited_indexes.h"
 
+#include <pthread.h>
+
 #include <atomic>
 
 namespace flightrec::sampler {
@@ -14,6 +16,15 @@ struct Slot {
 };
 
 Slot g_slots[kSlots];
+
+// SymbolIndexesSharedWithChildren. The handlers run on the forking thread
+// (any of the program's, possibly in a signal handler): atomics only.
+std::atomic<bool> g_shared_with_children{false};
+std::atomic<bool> g_fork_handlers{false};
+void AfterForkInParent() {
+  if (PublishedSymbolIndexCount() > 0) g_shared_with_children.store(true, std::memory_order_relaxed);
+}
+void AfterForkInChild() { g_shared_with_children.store(false, std::memory_order_relaxed); }
 
 }  // namespace
 
@@ -37,6 +48,8 @@ void PublishSymbolIndex(const ModuleIdentity& id, const SymbolIndex* index) {
     if (!cur && !free_slot) free_slot = &s;
   }
   if (!free_slot) return;
+  if (!g_fork_handlers.exchange(true, std::memory_order_relaxed))
+    pthread_atfork(nullptr, AfterForkInParent, AfterForkInChild);
   free_slot->id = id;
   free_slot->index.store(index, std::memory_order_release);
 }
@@ -54,6 +67,8 @@ const SymbolIndex* FindPublishedSymbolIndex(const ModuleIdentity& id) {
   }
   return nullptr;
 }
+
+bool SymbolIndexesSharedWithChildren() { return g_shared_with_children.load(std::memory_order_relaxed); }
 
 int PublishedSymbolIndexCount() {
   int n = 0;

@@ -45,4 +45,11 @@ const SymbolIndex* FindPublishedSymbolIndex(const ModuleIdentity& id);
 // How many entries are published (tests).
 int PublishedSymbolIndexCount();
 
+// Whether this process has forked while it had indexes published: its
+// children may be using them, so it keeps them (and the modules their names
+// point into) rather than drop them when idle (symbolizer.cc). Reset in
+// each child, which has forked nothing yet. Registers its fork handlers on
+// the first publish.
+bool SymbolIndexesSharedWithChildren();
+
 }  // namespace flightrec::sampler

@@ -260,7 +260,14 @@ struct Symbolizer::Impl {
   MiHashMap<uint64_t, int32_t> mapping_by_start;
   MiHashMap<uint64_t, MiString> build_id_by_module;  // keyed by module low address
   MiHashMap<uint64_t, bool> dwarf_loaded;            // module low address -> DWARF used
-  MiHashMap<uint64_t, SymbolIndex> symbol_indexes;   // module low address -> its ELF symbols
+  // Modules whose DWARF is loaded: module low address -> when it last
+  // described a pc. Idle ones are dropped (DropIdleDwarf).
+  MiHashMap<uint64_t, uint64_t> dwarf_used_ns;
+  // module low address -> how often its DWARF was dropped (kept across
+  // reports: each drop doubles the idle time before the next).
+  MiHashMap<uint64_t, uint32_t> dwarf_drops;
+  uint64_t last_idle_check_ns = 0;
+  MiHashMap<uint64_t, SymbolIndex> symbol_indexes;  // module low address -> its ELF symbols
   // module low address -> an index published before a fork (ours or an
   // ancestor's; inherited_indexes.h), or null: none, build our own
   MiHashMap<uint64_t, const SymbolIndex*> inherited_indexes;
@@ -291,19 +298,16 @@ struct Symbolizer::Impl {
     g_debug_fds_pending = 0;
   }
 
-  void Report() {
-    if (!dwfl) dwfl = dwfl_begin(&kCallbacks);
-    if (!dwfl) {
-      // libdw not loaded yet (elfutils_lazy.cc: no descriptor was free):
-      // retry with the next miss, as for a module file out of reach.
-      fd_starved = true;
-      return;
-    }
+  // One report round: every code run of the snapshot but those starting at
+  // an address in leave_out (if given). libdw keeps a module reported again
+  // as it was, and frees those left out (with their ELF and DWARF).
+  void ReportCodeRuns(const MiVector<uint64_t>* leave_out) {
     dwfl_report_begin(dwfl);
     // From our own snapshot, the one mappings are described from (code_runs.h
     // says why not dwfl_linux_proc_report).
     const int pid = static_cast<int>(getpid());
     ForEachCodeRun(maps, [&](const char* name, uint64_t lo, uint64_t hi) {
+      if (leave_out && std::find(leave_out->begin(), leave_out->end(), lo) != leave_out->end()) return;
       if (strcmp(name, "[vdso]") != 0) {
         dwfl_report_module(dwfl, name, lo, hi);
         return;
@@ -317,8 +321,69 @@ struct Symbolizer::Impl {
       dwfl_report_end(dwfl, nullptr, nullptr);
     }
     g_debug_fds_pending = 0;  // their modules may be gone: those fds stay libdw's
+  }
+
+  // Drops the DWARF of modules that have described no pc for a while
+  // (issue #44). libdw keeps a module's debug information for as long as
+  // the module is reported, and a separate debug file with compressed
+  // sections (Debian's -dbg and -dbgsym packages) is decompressed whole into
+  // malloc'd memory: 3 MiB for libm's, in every process that ever sampled
+  // libm, for its whole life. Pcs already described stay in the cache, so
+  // an idle module's DWARF serves nothing; the module is reported afresh at
+  // once (nothing loaded until a new pc needs it), and a module dropped
+  // before waits twice as long the next time, so one that keeps meeting new
+  // pcs is reloaded a handful of times, not every few seconds. Not in a
+  // process whose children may be using its symbol indexes
+  // (inherited_indexes.h), nor in exit mode (nothing is loaded then).
+  void DropIdleDwarf(uint64_t now) {
+    if (!dwfl || dwarf_used_ns.empty() || exit_mode.load(std::memory_order_relaxed)) return;
+    if (now - last_idle_check_ns < kIdleCheckNs) return;
+    last_idle_check_ns = now;
+    if (SymbolIndexesSharedWithChildren()) return;
+    MiVector<uint64_t> idle;
+    for (const auto& [low, used_ns] : dwarf_used_ns) {
+      auto d = dwarf_drops.find(low);
+      const uint32_t drops = d == dwarf_drops.end() ? 0 : std::min<uint32_t>(d->second, kMaxIdleDoublings);
+      // (A module used during this tick was stamped after `now` was read.)
+      if (used_ns < now && now - used_ns >= (kDwarfIdleNs << drops)) idle.push_back(low);
+    }
+    if (idle.empty()) return;
+    for (uint64_t low : idle) {
+      // Unpublished before its module goes: a fork from now on must not find it.
+      if (auto it = symbol_indexes.find(low); it != symbol_indexes.end()) {
+        UnpublishSymbolIndex(&it->second);
+        symbol_indexes.erase(it);
+      }
+    }
+    ReportCodeRuns(&idle);    // frees them
+    ReportCodeRuns(nullptr);  // and back, fresh
+    for (uint64_t low : idle) {
+      dwarf_used_ns.erase(low);
+      dwarf_loaded.erase(low);
+      build_id_by_module.erase(low);
+      inherited_indexes.erase(low);
+      load_ranges.erase(low);
+      cu_ranges.erase(low);
+      dwarf_drops[low]++;
+    }
+    cu_index.clear();  // keyed by module pointers, which the new modules may reuse
+    qualified_names.clear();
+    stats.dwarf_dropped += idle.size();
+  }
+
+  void Report() {
+    if (!dwfl) dwfl = dwfl_begin(&kCallbacks);
+    if (!dwfl) {
+      // libdw not loaded yet (elfutils_lazy.cc: no descriptor was free):
+      // retry with the next miss, as for a module file out of reach.
+      fd_starved = true;
+      return;
+    }
+    ReportCodeRuns(nullptr);
     build_id_by_module.clear();
     dwarf_loaded.clear();
+    // (dwarf_used_ns stays: a module reported again unchanged keeps its
+    // loaded DWARF, and must stay due for dropping.)
     UnpublishIndexes();      // before they go: a fork from now on must not find them
     symbol_indexes.clear();  // names point into the modules just dropped
     inherited_indexes.clear();
@@ -939,6 +1004,8 @@ struct Symbolizer::Impl {
       }
     } else {
       DwarfFrames(mod, pc, &e->frames);
+      Dwarf_Addr bias = 0;  // (loaded by now if the module has any: this loads nothing)
+      if (dwfl_module_getdwarf(mod, &bias)) dwarf_used_ns[low] = MonotonicNs();
     }
     if (e->frames.empty() || e->frames.back().function.empty()) {
       MiString name = CfiFunctionName(mod, pc, m->path);
@@ -991,6 +1058,8 @@ bool Symbolizer::DescribeBefore(uint64_t pc, uint64_t era, format::MappingInfo* 
   lines->clear();
   return false;
 }
+
+void Symbolizer::DropIdleDebugInfo(uint64_t now_ns) { impl_->DropIdleDwarf(now_ns); }
 
 void Symbolizer::SetExitMode(bool on) { impl_->exit_mode.store(on, std::memory_order_relaxed); }
 

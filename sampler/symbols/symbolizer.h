@@ -52,12 +52,23 @@ class Symbolizer final : public format::PcDescriber {
   // which an exiting process must not spend. Callable from any thread.
   void SetExitMode(bool on);
 
+  // Frees the debug information of modules that have described no new pc
+  // for kDwarfIdleNs (doubling with each drop of the same module), and
+  // reports them afresh: a new pc there loads it again. Memory, not truth:
+  // described pcs stay cached. Checked at most every kIdleCheckNs. The
+  // symbolizer's thread only, between descriptions.
+  void DropIdleDebugInfo(uint64_t now_ns);
+  static constexpr uint64_t kDwarfIdleNs = 2'000'000'000;  // 2 s, then 4, 8, ... 64 s
+  static constexpr uint32_t kMaxIdleDoublings = 5;
+  static constexpr uint64_t kIdleCheckNs = 1'000'000'000;
+
   struct Stats {
     uint64_t lookups = 0, cache_hits = 0, unknown = 0, rescans = 0, reports = 0, dwarf_skipped = 0;
     uint64_t symbol_tables = 0;            // SymbolIndex builds (one per module per report)
     uint64_t symbol_tables_inherited = 0;  // indexes a forked child used from its parent (inherited_indexes.h)
     uint64_t debug_fds_released = 0;       // separate debug files whose descriptor was closed early
     uint64_t unload_syncs = 0;             // re-reads after a dlclose
+    uint64_t dwarf_dropped = 0;            // modules whose idle DWARF was freed (DropIdleDebugInfo)
     // pcs of events older than an unload; named from an unloaded library; left unknown
     uint64_t described_before = 0, unloaded_named = 0, unknown_before = 0;
   };

@@ -8,7 +8,9 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <string>
 #include <thread>
@@ -17,6 +19,7 @@
 #include "format/mi_containers.h"
 #include "preload/heap/address_space.h"
 #include "preload/heap/recorder_heap.h"
+#include "preload/heap/recorder_thread_malloc.h"
 
 using flightrec::AddressSpaceRoomFor;
 using flightrec::HeapAllowed;
@@ -141,5 +144,55 @@ TEST_CASE("recorder heap: a recorder thread's emptied pages go back when it coll
     flightrec::RecorderHeapCollect(now + flightrec::kCollectEveryNs);
     CHECK_FALSE(Resident(middle));
   }).join();
+}
+#endif
+
+#if !defined(__SANITIZE_THREAD__)
+TEST_CASE("recorder arena: a recorder thread's blocks lie in the arena and are served on any thread (issue #44)") {
+  void* p = mi_malloc(64);
+  REQUIRE(p != nullptr);
+  mi_free(p);
+  if (flightrec::RecorderHeapStateNow() != flightrec::HeapState::kPrivate) return;  // nothing is routed then
+  void* blocks[5] = {};
+  std::thread([&] {
+    blocks[0] = flightrec::RecorderThreadMalloc(100);
+    blocks[1] = flightrec::RecorderThreadMalloc(3 << 20);  // a decompressed debug section's size
+    blocks[2] = flightrec::RecorderThreadCalloc(1000, 8);
+    blocks[3] = flightrec::RecorderThreadAligned(4096, 100);
+    blocks[4] = flightrec::RecorderThreadMalloc(64);
+    CHECK(flightrec::RecorderThreadAligned(24, 100) == nullptr);  // not a power of two: the real allocator's
+  }).join();
+  for (void* b : blocks) {
+    REQUIRE(b != nullptr);
+    CHECK(flightrec::InRecorderArena(b));
+  }
+  CHECK(flightrec::RecorderArenaUsableSize(blocks[1]) >= (3u << 20));
+  const auto* zeros = static_cast<const unsigned char*>(blocks[2]);
+  CHECK(std::all_of(zeros, zeros + 8000, [](unsigned char c) { return c == 0; }));
+  CHECK(reinterpret_cast<uintptr_t>(blocks[3]) % 4096 == 0);
+  // A block the real allocator made is not the arena's.
+  void* glibc_block = malloc(100);
+  CHECK_FALSE(flightrec::InRecorderArena(glibc_block));
+  free(glibc_block);
+  CHECK_FALSE(flightrec::InRecorderArena(nullptr));
+  // On a program thread (this one), a realloc moves the block out of the
+  // arena, contents kept.
+  memset(blocks[0], 0x5a, 100);
+  void* moved = flightrec::RecorderArenaRealloc(blocks[0], 200, /*recorder_thread=*/false);
+  REQUIRE(moved != nullptr);
+  CHECK_FALSE(flightrec::InRecorderArena(moved));
+  CHECK(static_cast<unsigned char*>(moved)[99] == 0x5a);
+  free(moved);
+  // On a recorder thread it stays in the arena; size 0 frees.
+  std::thread([&] {
+    memset(blocks[4], 0x33, 64);
+    void* grown = flightrec::RecorderArenaRealloc(blocks[4], 1 << 20, /*recorder_thread=*/true);
+    REQUIRE(grown != nullptr);
+    CHECK(flightrec::InRecorderArena(grown));
+    CHECK(static_cast<unsigned char*>(grown)[63] == 0x33);
+    CHECK(flightrec::RecorderArenaRealloc(grown, 0, true) == nullptr);
+  }).join();
+  // Freed on another thread than the one that allocated them.
+  for (int i = 1; i < 4; i++) flightrec::RecorderArenaFree(blocks[i]);
 }
 #endif
