@@ -112,9 +112,18 @@ class Cluster:
             self.proc.kill()
 
 
+def lib_of(build):
+    """BUILD's libflightrec.so; one clear line (not a silently plain run) for anything else."""
+    lib = os.path.join(os.path.abspath(build), "libflightrec.so")
+    if not os.path.isfile(lib):
+        raise SystemExit("no libflightrec.so in %s: give the build directory (e.g. build)" % build)
+    return lib
+
+
 def main():
-    build = os.path.abspath(sys.argv[1])
-    lib = os.path.join(build, "libflightrec.so")
+    if len(sys.argv) < 2:
+        raise SystemExit(__doc__)
+    lib = lib_of(sys.argv[1])
     conns_list = [int(x) for x in (sys.argv[2] if len(sys.argv) > 2 else "16,64").split(",")]
     seconds = int(sys.argv[3]) if len(sys.argv) > 3 else 8
     if os.geteuid() != 0:
