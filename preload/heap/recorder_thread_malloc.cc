@@ -52,6 +52,11 @@ std::atomic<int> g_arena_state{kNone};
 int g_arena_id = 0;
 
 __thread Heap* t_heap __attribute__((tls_model("initial-exec"))) = nullptr;
+// Set while this thread makes its heap: mimalloc's first use on a thread
+// registers it with pthread_setspecific, which may calloc (keys past the
+// first 32) and so come back here; that allocation goes to the real
+// allocator instead of making a second heap.
+__thread bool t_making_heap __attribute__((tls_model("initial-exec"))) = false;
 
 bool ArenaReady() {
   int state = g_arena_state.load(std::memory_order_acquire);
@@ -79,8 +84,10 @@ bool ArenaReady() {
 
 Heap* ThisThreadsHeap() {
   if (t_heap) return t_heap;
-  if (!ArenaReady()) return nullptr;
+  if (t_making_heap || !ArenaReady()) return nullptr;
+  t_making_heap = true;
   t_heap = g_fns.heap_new(g_arena_id);
+  t_making_heap = false;
   return t_heap;
 }
 
