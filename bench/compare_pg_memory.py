@@ -21,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import process_memory as pm  # noqa: E402
-from run_pg_memory import Cluster, as_postgres, lib_of, pg_bin  # noqa: E402
+from run_pg_memory import Cluster, lib_of, new_template, pg_bin  # noqa: E402
 
 
 def is_backend(pid):
@@ -38,11 +38,7 @@ def one_round(lib, conns, seconds):
     os.chmod(tmp, 0o755)  # owned by root: see run_pg_memory.py
     cluster = None
     try:
-        template = os.path.join(tmp, "template")
-        os.mkdir(template)
-        shutil.chown(template, "postgres", "postgres")
-        as_postgres([os.path.join(pg_bin(), "initdb"), "-D", template, "-A", "trust", "-N"])
-        cluster = Cluster(tmp, "fr", template, lib)
+        cluster = Cluster(tmp, "fr", new_template(tmp), lib)
         load = cluster.load(conns, 3600)
         deadline = time.monotonic() + 2 * seconds
         while time.monotonic() < deadline and cluster.backends() < conns:

@@ -112,6 +112,15 @@ class Cluster:
             self.proc.kill()
 
 
+def new_template(tmp):
+    """An initdb'd cluster directory in tmp, owned by postgres, for Cluster to copy."""
+    template = os.path.join(tmp, "template")
+    os.mkdir(template)
+    shutil.chown(template, "postgres", "postgres")
+    as_postgres([os.path.join(pg_bin(), "initdb"), "-D", template, "-A", "trust", "-N"])
+    return template
+
+
 def lib_of(build):
     """BUILD's libflightrec.so; one clear line (not a silently plain run) for anything else."""
     lib = os.path.join(os.path.abspath(build), "libflightrec.so")
@@ -135,10 +144,7 @@ def main():
     os.chmod(tmp, 0o755)
     clusters = []
     try:
-        template = os.path.join(tmp, "template")
-        os.mkdir(template)
-        shutil.chown(template, "postgres", "postgres")
-        as_postgres([os.path.join(pg_bin(), "initdb"), "-D", template, "-A", "trust", "-N"])
+        template = new_template(tmp)
         plain = Cluster(tmp, "plain", template, None)
         clusters.append(plain)
         traced = Cluster(tmp, "flightrec", template, lib)
