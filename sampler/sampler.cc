@@ -17,10 +17,14 @@
 #include <new>
 
 #include "preload/runtime/clock.h"
+#include "format/own_fds.h"
 #include "preload/fds/fd_guard.h"
+#include "preload/fds/own_fd_table.h"
 #include "preload/flush/flush_registry.h"
 #include "preload/crash/sigprof_owner.h"
 #include "preload/runtime/log.h"
+#include "preload/runtime/own_stack.h"
+#include "preload/runtime/own_work.h"
 #include "preload/threads/thread_registry.h"
 #include "preload/stacks/local_stack.h"
 #include "sampler/offcpu_blocking.h"
@@ -220,16 +224,28 @@ bool StartEngine(const SamplerEngine& e, bool log_refusal) {
   return true;
 }
 
-// Sampler thread, auto mode: the application installed its own SIGPROF
-// handler, so the SIGPROF sampler stepped aside. Sampling carries on with
-// perf: every live thread is armed from here (new ones arm themselves once
-// the mode reads perf), and the blocking-call hooks stop where context
-// switches now give off-CPU time, so no block is counted twice.
+// Auto mode: the application installed its own SIGPROF handler, so the
+// SIGPROF sampler stepped aside. Sampling carries on with perf: every live
+// thread is armed from here (new ones arm themselves once the mode reads
+// perf), and the blocking-call hooks stop where context switches now give
+// off-CPU time, so no block is counted twice.
 // Known window: a thread starting during the scan may arm itself and be
 // armed by the scan too; PerfArmThread skips a tid that already has a slot,
 // which narrows it to the few instructions between the two checks.
+// Runs on the thread that collects (the sampler's, or the flush thread
+// hosting it) while that thread is in the program's descriptor table, or
+// on the program's thread that took SIGPROF (TakeOverWithPerfHere).
 void TakeOverWithPerf() {
   if (g_state.shutdown.load() || g_state.engine.load() != &sampler::kSigprofEngine) return;
+  // perf descriptors are closed by number by the program's threads as they
+  // exit: they must be opened in the program's table, not in one of ours.
+  if (format::t_own_fd_table) {
+    g_state.engine.store(nullptr, std::memory_order_release);
+    Log(LogLevel::kWarn,
+        "the application took SIGPROF while no thread of ours could hand sampling to perf; "
+        "CPU sampling off (FLIGHTREC_SAMPLER=perf samples such programs)");
+    return;
+  }
   // Threads perf refuses still adopt a SIGPROF slot armed for them, as at
   // init in perf mode; the fallback is not started again (thread_fallback).
   g_state.fallback.store(&sampler::kSigprofEngine);
@@ -241,7 +257,29 @@ void TakeOverWithPerf() {
   if (g_state.offcpu && sampler::kPerfEngine.gives_offcpu())
     g_block_notes_retired.store(true, std::memory_order_relaxed);
   ArmOtherThreads();
+  // On the program's thread that took SIGPROF, the scan skipped it.
+  if (!sampler::IsSamplerThread()) ArmSelf(Gettid());
   Log(LogLevel::kInfo, "the application took SIGPROF; CPU sampling continues with perf");
+}
+
+// The program's thread that installed its SIGPROF handler, inside its
+// sigaction call, when the collecting thread is the flush thread working in
+// a descriptor table of its own (own_fd_table.h): only this thread can open
+// perf descriptors where the program's threads will close them. System
+// calls only (perf_event_open, mmap, the /proc/self/task scan), once in the
+// process's life, on a stack of ours (a program thread's may be 16 KiB).
+void TakeOverWithPerfHere() {
+  OwnWorkOnAppThread ours;
+  RunOnOwnStack(TakeOverWithPerf);
+}
+
+// The SIGPROF sampler stepped aside (sigprof_sampler.h).
+void OnSigprofStepAside(bool program_call) {
+  if (program_call && sampler::SamplerHosted() && FlushThreadHasOwnFdTable()) {
+    TakeOverWithPerfHere();
+    return;
+  }
+  sampler::RunOnSamplerThread(TakeOverWithPerf);
 }
 
 }  // namespace
@@ -308,7 +346,7 @@ void SamplerInit(const Config& cfg) {
   // In auto mode, an application that later takes SIGPROF for itself hands
   // sampling over to perf (TakeOverWithPerf).
   if (s.engine.load() == &sampler::kSigprofEngine && cfg.sampler == SamplerMode::kAuto)
-    sampler::SetSigprofStepAsideObserver([] { sampler::RunOnSamplerThread(TakeOverWithPerf); });
+    sampler::SetSigprofStepAsideObserver(OnSigprofStepAside);
   // A perf process may still fall back to SIGPROF per thread, and any mode
   // may use the blocking-call hooks: register both.
   sampler::RegisterSigprofFlushSource();
@@ -316,7 +354,7 @@ void SamplerInit(const Config& cfg) {
   AddThreadObserver(OnThreadStart, OnThreadExit);
   ArmSelf(Gettid());
   ArmOtherThreads();  // before our own thread exists: it must not be armed
-  if (!sampler::StartSamplerThread(cfg.flush_ms)) {
+  if (!sampler::StartSamplerThread(cfg.flush_ms, cfg.sampler_thread)) {
     SamplerShutdown();
     s.engine = nullptr;
   }
@@ -373,8 +411,10 @@ void SamplerShutdown() {
   }
 }
 
-// For the flush thread (preload/fds/own_fd_table.h): a SIGPROF sampler
-// thread that lives in the program's descriptor table.
+// For the flush thread (preload/fds/own_fd_table.h): a SIGPROF sampler, whose
+// collection is hosted by the flush thread or runs on a thread that lives in
+// the program's descriptor table. A perf sampler keeps the flush thread in
+// the program's table (its descriptors are closed by number there).
 bool SamplerKeepsProgramFdTable() {
   const SamplerEngine* e = g_state.engine.load(std::memory_order_acquire);
   return e && e->flush_thread_may_leave_program_fds && sampler::SamplerThreadRunning();

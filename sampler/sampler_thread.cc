@@ -76,8 +76,14 @@ std::atomic<int> g_deferred{kNone};
 // close-everything loops like every fd of ours.
 std::atomic<uint32_t> g_wake_word{0};
 std::atomic<int> g_futex_sleepers{0};
+// Hosted (the default): there is no sampler thread; the flush thread runs
+// the collection (SamplerHostedCollect) and every wake-up goes to it.
+std::atomic<bool> g_hosted{false};
 std::atomic<int> g_epoll_fd{-1};
 std::atomic<int> g_event_fd{-1};
+// Made by a thread with a descriptor table of its own (own_fd_table.h):
+// the numbers mean nothing in the program's table, and the reverse.
+std::atomic<bool> g_wake_fds_own_table{false};
 std::atomic<bool> g_creating_wake_fds{false};
 
 void Wake();
@@ -110,6 +116,7 @@ int EnsureWakeFds() {
       e.events = EPOLLIN | EPOLLET;
       e.data.fd = ev;
       epoll_ctl(ep, EPOLL_CTL_ADD, ev, &e);
+      g_wake_fds_own_table.store(format::t_own_fd_table, std::memory_order_relaxed);
       g_event_fd.store(ev, std::memory_order_release);
       g_epoll_fd.store(ep, std::memory_order_release);
     }
@@ -122,6 +129,10 @@ int EnsureWakeFds() {
 // Raw syscalls: write() and read() are our own socket hooks, and errno is
 // the interrupted code's. Async-signal-safe.
 void Wake() {
+  if (g_hosted.load(std::memory_order_acquire)) {
+    WakeFlushThreadForSampler();
+    return;
+  }
   // Bump, then look for a sleeper (seq_cst both sides): either the sleeper
   // sees the new word and does not sleep, or this sees it and wakes it.
   g_wake_word.fetch_add(1, std::memory_order_seq_cst);
@@ -243,6 +254,19 @@ void* SamplerMain(void*) {
   return nullptr;
 }
 
+// What the flush thread keeps between hosted collections (flush thread only).
+int g_hosted_wait_ms = 0;
+bool g_own_thread_wanted = false;  // FLIGHTREC_SAMPLER_THREAD
+
+// The flush thread takes the collection on (at its first tick).
+void Host() {
+  g_ctl.phase.store(kIdle);
+  g_ctl.tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
+  g_hosted_wait_ms = static_cast<int>(g_ctl.period_ms);
+  g_hosted.store(true, std::memory_order_release);
+  g_ctl.started.store(true, std::memory_order_release);
+}
+
 bool Launch() {
   g_ctl.phase.store(kIdle);
   g_ctl.tid.store(0);
@@ -292,9 +316,10 @@ void RunOnSamplerThread(void (*task)()) {
   Wake();
 }
 
-bool StartSamplerThread(uint64_t period_ms) {
+bool StartSamplerThread(uint64_t period_ms, bool own_thread) {
   if (g_ctl.started.load(std::memory_order_acquire)) return true;
   g_ctl.period_ms = period_ms ? period_ms : 100;
+  g_own_thread_wanted = own_thread;
   g_deferred.store(kPending, std::memory_order_release);
   return true;
 }
@@ -302,8 +327,48 @@ bool StartSamplerThread(uint64_t period_ms) {
 void StartDeferredSamplerThread() {
   int expected = kPending;
   if (!g_deferred.compare_exchange_strong(expected, kLaunching, std::memory_order_acq_rel)) return;
-  Launch();
+  if (g_own_thread_wanted) Launch();
+  else Host();
   g_deferred.store(kNone, std::memory_order_release);
+}
+
+bool SamplerHosted() { return g_hosted.load(std::memory_order_acquire); }
+
+int SamplerHostedCollect() {
+  if (!g_hosted.load(std::memory_order_acquire)) return -1;
+  // A restarted flush thread (uid switch, failed exec) carries on hosting.
+  g_ctl.tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
+  int expected = kIdle;
+  if (!g_ctl.phase.compare_exchange_strong(expected, kCollecting, std::memory_order_acq_rel)) return -1;
+  const int period_ms = static_cast<int>(g_ctl.period_ms);
+  const uint64_t offered = SamplesOffered();
+  const bool pressure = Collect();
+  const int asked_ms = g_wake_within_ms.exchange(0, std::memory_order_relaxed);
+  const bool quiet = !pressure && asked_ms == 0 && SamplesOffered() == offered;
+  int& wait_ms = g_hosted_wait_ms;
+  wait_ms = quiet ? std::min(2 * std::max(wait_ms, 1), std::max(period_ms, kIdleMaxWaitMs)) : period_ms;
+  if (asked_ms > 0) wait_ms = std::min(wait_ms, asked_ms);
+  expected = kCollecting;
+  if (!g_ctl.phase.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel)) {
+    g_ctl.phase.store(kStopped, std::memory_order_release);  // a stopper on another thread takes it from here
+    return -1;
+  }
+  int wait = pressure ? kPressureWaitMs : wait_ms;
+  // perf rings whose watermark cannot reach this thread (their epoll set is
+  // in another descriptor table): looked at every period instead.
+  if (g_epoll_fd.load(std::memory_order_acquire) >= 0 && SamplerHostedEpollFd(nullptr) < 0)
+    wait = std::min(wait, period_ms);
+  return wait;
+}
+
+int SamplerHostedEpollFd(int* event_fd) {
+  if (!g_hosted.load(std::memory_order_acquire)) return -1;
+  const int ep = g_epoll_fd.load(std::memory_order_acquire);
+  // Only in the program's table: the threads that wake it write the eventfd
+  // by number from there.
+  if (ep < 0 || format::t_own_fd_table || g_wake_fds_own_table.load(std::memory_order_relaxed)) return -1;
+  if (event_fd) *event_fd = g_event_fd.load(std::memory_order_acquire);
+  return ep;
 }
 
 // The last collection on the stopping thread, which counts as a recorder
@@ -328,6 +393,7 @@ StopOutcome StopSamplerThread(uint64_t deadline_ns) {
     SleepNs(100000);  // raw: a stop may run in a seal from a signal handler
   }
   if (!g_ctl.started.exchange(false, std::memory_order_acq_rel)) return StopOutcome::kNotRunning;
+  const bool hosted = g_hosted.load(std::memory_order_acquire);
   StopOutcome outcome = StopOutcome::kTookOverIdle;
   for (;;) {
     int expected = kIdle;
@@ -337,12 +403,12 @@ StopOutcome StopSamplerThread(uint64_t deadline_ns) {
         !g_ctl.phase.compare_exchange_strong(expected, kStopRequested, std::memory_order_acq_rel))
       continue;  // it went idle meanwhile
     outcome = StopOutcome::kWaitedForCollection;
-    LiftRecorderThread(g_ctl.tid.load(std::memory_order_acquire));
+    if (!hosted) LiftRecorderThread(g_ctl.tid.load(std::memory_order_acquire));
     while (g_ctl.phase.load(std::memory_order_acquire) != kStopped) {
       if (MonotonicNs() >= deadline_ns) {
         // It keeps the collection state; the process ends without it.
         // Detached, as it will never be joined (TSan reported it leaked).
-        pthread_detach(g_ctl.thread);
+        if (!hosted) pthread_detach(g_ctl.thread);
         return StopOutcome::kTimedOut;
       }
       SleepNs(1000000);
@@ -350,9 +416,12 @@ StopOutcome StopSamplerThread(uint64_t deadline_ns) {
     break;
   }
   // It wakes, finds kStopped and leaves on its own: never join a thread the
-  // scheduler may not run for a while.
-  Wake();
-  pthread_detach(g_ctl.thread);
+  // scheduler may not run for a while. Hosted, the flush thread just stops
+  // collecting.
+  if (!hosted) {
+    Wake();
+    pthread_detach(g_ctl.thread);
+  }
   // The last collection (what the threads recorded before sampling stopped)
   // on this thread, at the host's priority.
   CollectHere();
@@ -364,6 +433,7 @@ void RestartSamplerThreadInChild() {
   // set): the child's rings go into a set of its own, made when its first
   // ring is watched. Nobody sleeps on the child's futex word yet.
   CloseWakeFds();
+  g_hosted.store(false, std::memory_order_relaxed);
   g_end_process.store(false, std::memory_order_relaxed);
   g_futex_sleepers.store(0, std::memory_order_relaxed);
   g_creating_wake_fds.store(false, std::memory_order_relaxed);
@@ -380,7 +450,7 @@ namespace flightrec {
 // The flush thread's EndProcess (preload/flush/flush_thread.cc; weak reference
 // in preload/runtime/features.h): true if this thread is there to make the exit.
 bool SamplerThreadEndsProcess() {
-  if (!sampler::SamplerThreadRunning()) return false;
+  if (!sampler::SamplerThreadRunning() || sampler::SamplerHosted()) return false;
   sampler::g_end_process.store(true, std::memory_order_release);
   sampler::Wake();
   return true;

@@ -1,9 +1,18 @@
-// Sampler thread "flightrec-sampl" (the name fits the 15-character limit):
-// drains the perf rings and the SIGPROF rings, unwinds the copied stacks and
-// queues the samples for the flush thread (sample_events.h). It never
-// symbolizes and never writes the segment, so the flush thread's slow
-// moments (libdw's first look at a module, compression, disk) do not
-// overflow the sampling rings.
+// The collection: draining the perf rings and the SIGPROF rings, unwinding
+// the copied stacks and queuing the samples for the flush thread
+// (sample_events.h).
+//
+// By default it is hosted: the flush thread runs it (SamplerHostedCollect)
+// before each of its ticks and whenever a ring asks, so a process has one
+// recorder thread, not two (issue #44). Its slow moments (libdw's first look
+// at a module, compression, disk) then delay the collection: the rings ride
+// them out (perf rings are sized for 250 ms of starvation, ring_sizing.h; a
+// SIGPROF ring holds at least four samples, and what overflows is counted).
+//
+// FLIGHTREC_SAMPLER_THREAD=1 gives it a thread of its own, "flightrec-sampl"
+// (the name fits the 15-character limit), which never symbolizes and never
+// writes the segment. The rest of this header describes that thread; hosted,
+// the same calls reach the flush thread.
 //
 // It sleeps until a ring needs draining (a SIGPROF handler nudges it through
 // a futex word at a quarter of its ring; with perf, the kernel's watermark, a
@@ -44,9 +53,20 @@ void RunOnSamplerThread(void (*task)());
 // so a process that lives a few milliseconds never has one: its handlers'
 // samples wait in their rings (or are dropped and counted if a ring fills)
 // and the flush thread's final sequence collects them. Returns false if it cannot be had.
-bool StartSamplerThread(uint64_t period_ms);
-// The live hook: creates the thread StartSamplerThread asked for (flush thread).
+bool StartSamplerThread(uint64_t period_ms, bool own_thread);
+// The live hook: creates the thread StartSamplerThread asked for, or (not
+// own_thread) makes the calling flush thread the collector.
 void StartDeferredSamplerThread();
+// The flush thread collects (no sampler thread).
+bool SamplerHosted();
+// Flush thread: one collection, when hosted. Returns within how many ms the
+// next one is wanted, or -1 (not hosted, or stopped).
+int SamplerHostedCollect();
+// Flush thread: the epoll set its sleep should wait on (perf rings' watermarks)
+// and in *event_fd (may be null) the eventfd that nudges it; -1 when it
+// should sleep on its futex word (no perf ring, or the set is in another
+// descriptor table).
+int SamplerHostedEpollFd(int* event_fd);
 // How StopSamplerThread went.
 enum class StopOutcome {
   kNotRunning,

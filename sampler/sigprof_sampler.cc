@@ -254,7 +254,7 @@ void TakeSample(TimerSlot* slot, const ucontext_t* uc) {
   g_sigprof->samples.fetch_add(1, std::memory_order_relaxed);
 }
 
-void StepAside(const char* why, bool in_handler);
+void StepAside(const char* why, bool in_handler, bool program_call = false);
 
 // Whether a SIGPROF is one of our timers' (queued before they were deleted).
 bool IsOurs(const siginfo_t* si) { return si && si->si_code == SI_TIMER && SlotOf(si->si_value.sival_ptr); }
@@ -479,7 +479,7 @@ void RetireAll() {
   for (int i = 0; i < n; ++i) RetireSlot(i, 0);
 }
 
-std::atomic<void (*)()> g_step_aside_observer{nullptr};
+std::atomic<void (*)(bool)> g_step_aside_observer{nullptr};
 
 // Once: why the sampler stepped aside (info when someone carries on sampling).
 void LogStepAside() {
@@ -494,15 +494,17 @@ void LogStepAside() {
 // handler stays installed unless the caller replaces it: a signal of ours
 // still queued must never meet SIG_DFL. Async-signal-safe; from inside our
 // handler the log line is left to the sampler thread (LogStepAside).
-void StepAside(const char* why, bool in_handler) {
+// program_call: from the program's own sigaction call (not a handler of
+// ours), where the observer may do real work.
+void StepAside(const char* why, bool in_handler, bool program_call) {
   bool expected = false;
   if (!g_sigprof->stepped_aside.compare_exchange_strong(expected, true, std::memory_order_seq_cst)) return;
   RetireAll();
   g_sigprof->stepped_aside_count.fetch_add(1, std::memory_order_relaxed);
   g_sigprof->stepped_why.store(why, std::memory_order_release);
-  void (*observer)() = g_step_aside_observer.load(std::memory_order_acquire);
+  void (*observer)(bool) = g_step_aside_observer.load(std::memory_order_acquire);
   if (!in_handler) LogStepAside();
-  if (observer) observer();
+  if (observer) observer(program_call);
 }
 
 // Returns the number of records taken.
@@ -947,7 +949,7 @@ void SigprofAfterExecFailed() {
   if (g_sigprof && static_cast<pid_t>(syscall(SYS_getpid)) == g_sigprof->pid) SigprofArmSelf();
 }
 
-void SetSigprofStepAsideObserver(void (*observer)()) {
+void SetSigprofStepAsideObserver(void (*observer)(bool program_call)) {
   g_step_aside_observer.store(observer, std::memory_order_release);
 }
 
@@ -973,7 +975,7 @@ bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* ol
   }
   // The application wants SIGPROF for itself: stop our timers first so it
   // does not receive our samples, then let libc install its handler.
-  StepAside("the application installed its own SIGPROF handler", false);
+  StepAside("the application installed its own SIGPROF handler", false, /*program_call=*/true);
   g_sigprof->handler_ours.store(false, std::memory_order_release);
   const int r = g_sigprof->real_sigaction(SIGPROF, act, nullptr);
   if (r == 0 && old) *old = prev;

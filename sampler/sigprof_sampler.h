@@ -92,7 +92,7 @@ bool SigprofInterceptSigaction(const struct sigaction* act, struct sigaction* ol
 // in a signal handler: async-signal-safe work only) right after the sampler
 // steps aside. With an observer set, stepping aside is logged at info level:
 // the observer is expected to carry on sampling some other way.
-void SetSigprofStepAsideObserver(void (*observer)());
+void SetSigprofStepAsideObserver(void (*observer)(bool program_call));
 
 struct SigprofStats {
   uint64_t armed = 0, arm_failed = 0, stepped_aside = 0, dropped = 0, samples = 0;

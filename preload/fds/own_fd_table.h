@@ -13,8 +13,8 @@
 // only narrows the window; a table of our own closes it.
 //
 // How: at its first live tick, after the live hooks have started the
-// sampler thread (which must stay in the program's table), the flush thread
-// calls unshare(CLONE_FILES), closes its copies of the program's
+// collection (hosted by this thread, or a sampler thread that stays in the
+// program's table), the flush thread calls unshare(CLONE_FILES), closes its copies of the program's
 // descriptors at once (keeping only numbers protected as ours: a pinned
 // output directory), and fills 0-2 with /dev/null so nothing of ours lands
 // there. From then on fd_guard.h keeps its marks for this table apart
@@ -24,9 +24,9 @@
 // before): a seccomp filter may be in force (unshare or pidfd_getfd could be
 // what it kills on); S3 upload is configured (the uploader thread and the
 // flush thread hand descriptors to each other); the sampler uses perf, or
-// has no thread (its thread keeps the program's table alive for the exit
-// below); the kernel is older than 5.6 (pidfd_getfd, for log lines); a
-// TSan build (TSan tracks descriptors by number across threads).
+// is off; the main thread has left already (no exit keeper can be made for
+// the exit below); the kernel is older than 5.6 (pidfd_getfd, for log
+// lines); a TSan build (TSan tracks descriptors by number across threads).
 //
 // What changes for the rest of the recorder:
 //  * Log lines from this thread go to the program's stderr through
@@ -34,8 +34,13 @@
 //    thread has left (pthread_exit), the kernel has no table to copy from
 //    and such lines are lost.
 //  * A process whose last thread leaves after main's pthread_exit ends by
-//    exit(0) on the sampler thread, which still has the program's files
-//    (atexit handlers flush stdio into them), not on this thread.
+//    exit(0) on a thread that still has the program's files (atexit
+//    handlers flush stdio into them), not on this thread: the exit keeper
+//    the main thread made as it left (preload/runtime/exit_keeper.h), or
+//    the sampler thread when it has one (FLIGHTREC_SAMPLER_THREAD=1).
+//  * The program taking SIGPROF in auto mode hands sampling to perf, whose
+//    descriptors its threads close by number: the hand-over is made on the
+//    program's thread, inside its sigaction call (sampler.cc), not here.
 //  * What the flush thread looks up in the program's table (a socket's
 //    names and inode, whether a tracked socket is still open) goes through
 //    ProgramFd.

@@ -54,6 +54,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <sys/epoll.h>
+
+#include "format/own_fds.h"
+#include "preload/crash/raw_syscall.h"
 #include "preload/fds/fd_guard.h"
 #include "preload/fds/own_fd_table.h"
 #include "preload/flush/drop_ledger.h"
@@ -63,6 +67,7 @@
 #include "preload/heap/recorder_heap.h"
 #include "preload/runtime/clock.h"
 #include "preload/runtime/config.h"
+#include "preload/runtime/exit_keeper.h"
 #include "preload/runtime/last_thread_exit.h"
 #include "preload/runtime/log.h"
 #include "preload/runtime/recorder_caps.h"
@@ -174,15 +179,50 @@ std::atomic<uint32_t> g_wake_word{0};
 std::atomic<int> g_sleepers{0};  // flush threads in (or entering) their futex wait
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex word");
 
-void FutexWakeAll() {
-  const int saved = errno;
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_wake_word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
-  errno = saved;
+// Wake-ups that were for the collection the flush thread hosts
+// (WakeFlushThreadForSampler), counted apart so that they do not count as a
+// producer's nudge (which makes the tick scan every slot). Bumped before
+// the word, read after it.
+std::atomic<uint32_t> g_sampler_wakes{0};
+// While a flush thread sleeps in the sampler's epoll set (hosted, perf
+// rings): the eventfd in that set that wakes it. Only ever in the program's
+// descriptor table (SamplerHostedEpollFd), so only a thread in that table
+// writes it.
+std::atomic<int> g_epoll_wake_fd{-1};
+
+// Raw system calls: a SIGPROF handler may be the waker.
+void WakeSleepers() {
+  RawSyscall6(SYS_futex, reinterpret_cast<long>(&g_wake_word), FUTEX_WAKE_PRIVATE, INT_MAX, 0, 0, 0);
+  const int fd = g_epoll_wake_fd.load(std::memory_order_seq_cst);
+  if (fd < 0 || format::t_own_fd_table) return;
+  const uint64_t one = 1;
+  RawSyscall6(SYS_write, fd, reinterpret_cast<long>(&one), sizeof(one), 0, 0, 0);
 }
 
 // Sleeps up to `ns` unless the word moved since `seen` (read before the tick:
-// a nudge or wake during the tick cuts this sleep at once).
+// a nudge or wake during the tick cuts this sleep at once). Hosting the
+// collection with perf rings, in the sampler's epoll set instead, so that a
+// ring's watermark wakes it too.
 void SleepUnlessWoken(uint32_t seen, uint64_t ns) {
+  int ev = -1;
+  const int ep = sampler::SamplerHostedEpollFd ? sampler::SamplerHostedEpollFd(&ev) : -1;
+  if (ep >= 0 && ev >= 0) {
+    // Set before counting ourselves asleep: a waker that sees the count sees the fd.
+    g_epoll_wake_fd.store(ev, std::memory_order_seq_cst);
+    g_sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (g_wake_word.load(std::memory_order_seq_cst) == seen) {
+      epoll_event events[16];
+      const int n = epoll_wait(ep, events, 16, static_cast<int>((ns + kMs - 1) / kMs));
+      for (int i = 0; i < n; ++i) {
+        if (events[i].data.fd != ev) continue;
+        uint64_t count;
+        RawSyscall6(SYS_read, ev, reinterpret_cast<long>(&count), sizeof(count), 0, 0, 0);
+      }
+    }
+    g_sleepers.fetch_sub(1, std::memory_order_relaxed);
+    g_epoll_wake_fd.store(-1, std::memory_order_relaxed);
+    return;
+  }
   timespec ts = NsToTimespec(ns);
   g_sleepers.fetch_add(1, std::memory_order_seq_cst);
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_wake_word), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
@@ -192,6 +232,18 @@ void SleepUnlessWoken(uint32_t seen, uint64_t ns) {
 // A stopper is waiting for this tick: end it at the next safe point (the
 // stopper's final tick does what is left).
 bool StopRequested(const FlushState& s) { return !s.in_final && s.final_request.load(std::memory_order_acquire) != 0; }
+
+// Hosting the collection: a sampling ring that asked for a drain while this
+// tick was busy (decoding, symbolizing a new module) is drained between the
+// tick's pieces of work, not after all of them. Its samples are written by
+// the next tick.
+uint32_t g_sampler_wakes_collected = 0;  // flush thread only
+void CollectIfAsked() {
+  const uint32_t wakes = g_sampler_wakes.load(std::memory_order_acquire);
+  if (wakes == g_sampler_wakes_collected || !sampler::SamplerHostedCollect) return;
+  g_sampler_wakes_collected = wakes;
+  sampler::SamplerHostedCollect();
+}
 
 // full: visit every slot, quiet ones too (slot_scan.h says when).
 void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
@@ -255,8 +307,13 @@ void TakeOwnFdTableIfItFits(FlushState& s) {
   // sampler's SIGPROF thread keeps the program's table (and its files) for
   // the exit after main's pthread_exit.
   if (!GetConfig().s3_bucket.empty() || !SamplerKeepsProgramFdTable || !SamplerKeepsProgramFdTable()) return;
+  // Hosted, no sampler thread stays in the program's table: a keeper made
+  // when main leaves does the exit (exit_keeper.h), unless main left already.
+  const bool hosted = sampler::SamplerHosted && sampler::SamplerHosted();
+  if (hosted && !ExitKeeperLetFlushThreadLeave()) return;
   const char* why_not = nullptr;
   s.own_fd_table = TakeOwnFdTable(&why_not);
+  if (hosted && !s.own_fd_table) ExitKeeperFlushThreadStayed();
   // Only the change is news: the program's table is how it always was.
   if (s.own_fd_table) Log(LogLevel::kDebug, "flush thread: descriptor table of its own");
 }
@@ -273,6 +330,9 @@ void GoLive(FlushState& s, uint64_t now, bool final_tick) {
     // crashed thread may hold the malloc lock that this takes.
     stacks::PrepareUnwinders();
     RunLiveThreadHooks();
+    // Hosting the collection: a hand-over to perf asked for already (the
+    // program took SIGPROF early) is made while still in the program's table.
+    if (sampler::SamplerHostedCollect) sampler::SamplerHostedCollect();
     TakeOwnFdTableIfItFits(s);
     RunLiveHooks();
   }
@@ -297,7 +357,9 @@ void Tick(FlushState& s, TickKind kind) {
   if (full_scan) s.last_full_scan_ns = now;
   DrainRings(s, ctx, full_scan);
   if (!s.seg.writer->is_open() || StopRequested(s)) return;
+  if (!final_tick) CollectIfAsked();
   RunFlushSources(ctx);
+  if (!final_tick) CollectIfAsked();
   s.quiet = ctx.work == 0;
   TheDropLedger().ReportUnregistered(ctx, UnattributedDrops());
   TheDropLedger().ReportOutputLosses(ctx);
@@ -382,8 +444,10 @@ void EndProcess(FlushState& s, const LastThreadExit& how) {
     __builtin_unreachable();
   }
   // exit(0) runs the program's atexit handlers, which write to its files:
-  // this thread's own table has none of them, the sampler thread's has.
-  if (s.own_fd_table && !s.end_handed_over && SamplerThreadEndsProcess && SamplerThreadEndsProcess()) {
+  // this thread's own table has none of them; the sampler thread's (when it
+  // has one) and the exit keeper's (exit_keeper.h) have.
+  if (s.own_fd_table && !s.end_handed_over &&
+      ((SamplerThreadEndsProcess && SamplerThreadEndsProcess()) || ExitKeeperEndsProcess())) {
     s.end_handed_over = true;
     s.end_handed_ns = MonotonicNs();
     return;
@@ -406,10 +470,12 @@ void* FlushMain(void* arg) {
   s->tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
   const uint64_t period = GetConfig().flush_ms * kMs;
   uint32_t seen = g_wake_word.load(std::memory_order_seq_cst);
+  uint32_t seen_sampler = g_sampler_wakes.load(std::memory_order_seq_cst);
   // The first tick makes the recorder live; a producer the flush thread does
   // not drain may need that sooner than a period (GoLiveWithin).
   uint64_t sleep_ns = std::min(period, GoLiveWithinNs());
   uint64_t idle_ns = period;  // doubles with every quiet tick, up to kIdleMaxNs
+  uint64_t next_tick_ns = 0;  // when the next tick is due (a nudge brings it forward)
   CrashFreezeJoin();
   RecorderCapsSetWaker(&NudgeFlushThread);
   RecorderCapsApply();
@@ -420,8 +486,11 @@ void* FlushMain(void* arg) {
     RecorderCapsApply();  // the program's capset, made on this thread too
     CrashFreezePark();    // the program's crash handler is running: touch nothing
     const uint32_t now_seen = g_wake_word.load(std::memory_order_seq_cst);
-    const bool nudged = now_seen != seen;  // not just the timer: scan every slot
+    const uint32_t now_sampler = g_sampler_wakes.load(std::memory_order_seq_cst);
+    // Not just the timer, nor only the sampling rings: scan every slot.
+    const bool nudged = now_seen - seen > now_sampler - seen_sampler;
     seen = now_seen;
+    seen_sampler = now_sampler;
     // The program lowered RLIMIT_NPROC under what we need: this thread is
     // one it may miss (thread_allowance.h). It seals what it has (the final
     // sequence below, with no request: no hooks) and leaves; what the rings
@@ -443,21 +512,35 @@ void* FlushMain(void* arg) {
       SettleRecorderThread();  // lifted by the asker; the process may live on
       continue;
     }
-    Tick(*s, nudged ? TickKind::kNudged : TickKind::kPeriodic);
-    RecorderHeapCollect(MonotonicNs());  // what this tick freed goes back (issue #44)
-    if (s->busy && period > BusyPeriodNs(s->busy_ring_bytes)) {
-      sleep_ns = BusyPeriodNs(s->busy_ring_bytes);
-    } else if (!s->quiet || MainThreadLeft()) {
-      idle_ns = period;
-      sleep_ns = period;
+    // The collection this thread hosts (sampler_thread.h) comes first, so
+    // the tick writes what it queued; a wake-up for it alone (a ring's
+    // watermark, a SIGPROF ring a quarter full) collects without a tick.
+    g_sampler_wakes_collected = now_sampler;
+    int sampler_wait_ms = sampler::SamplerHostedCollect ? sampler::SamplerHostedCollect() : -1;
+    if (nudged || MonotonicNs() >= next_tick_ns) {
+      Tick(*s, nudged ? TickKind::kNudged : TickKind::kPeriodic);
+      RecorderHeapCollect(MonotonicNs());  // what this tick freed goes back (issue #44)
+      // The tick that made the recorder live began hosting: collect now.
+      if (sampler_wait_ms < 0 && sampler::SamplerHostedCollect) sampler_wait_ms = sampler::SamplerHostedCollect();
+      if (s->busy && period > BusyPeriodNs(s->busy_ring_bytes)) {
+        sleep_ns = BusyPeriodNs(s->busy_ring_bytes);
+      } else if (!s->quiet || MainThreadLeft()) {
+        idle_ns = period;
+        sleep_ns = period;
+      } else {
+        idle_ns = std::min(idle_ns * 2, std::max(period, kIdleMaxNs));
+        sleep_ns = std::max(period, std::min(idle_ns, UntilNextDuty(*s, MonotonicNs())));
+      }
+      next_tick_ns = MonotonicNs() + sleep_ns;
     } else {
-      idle_ns = std::min(idle_ns * 2, std::max(period, kIdleMaxNs));
-      sleep_ns = std::max(period, std::min(idle_ns, UntilNextDuty(*s, MonotonicNs())));
+      RecorderHeapCollect(MonotonicNs());
     }
+    const uint64_t now = MonotonicNs();
+    sleep_ns = next_tick_ns > now ? next_tick_ns - now : 0;
+    if (sampler_wait_ms >= 0) sleep_ns = std::min(sleep_ns, static_cast<uint64_t>(sampler_wait_ms) * kMs);
     LastThreadExit how;
     // A sampler thread that never got to the exit it was handed: end here.
-    if ((!s->end_handed_over || MonotonicNs() - s->end_handed_ns > kEndHandOverNs) &&
-        ApplicationThreadsGone(MonotonicNs(), &how))
+    if ((!s->end_handed_over || now - s->end_handed_ns > kEndHandOverNs) && ApplicationThreadsGone(now, &how))
       EndProcess(*s, how);
   }
   FinalSequence(*s);
@@ -490,7 +573,16 @@ bool Launch(const ProcessInfo& info, bool defer_open) {
 
 void NudgeFlushThread() {
   g_wake_word.fetch_add(1, std::memory_order_seq_cst);
-  if (g_sleepers.load(std::memory_order_seq_cst) > 0) FutexWakeAll();
+  if (g_sleepers.load(std::memory_order_seq_cst) > 0) {
+    const int saved = errno;
+    WakeSleepers();
+    errno = saved;
+  }
+}
+
+void WakeFlushThreadForSampler() {
+  g_sampler_wakes.fetch_add(1, std::memory_order_seq_cst);
+  NudgeFlushThread();
 }
 
 bool StartFlushThread(const ProcessInfo& info) { return Launch(info, /*defer_open=*/false); }
@@ -608,6 +700,11 @@ void ResumeAfterCrash() {
 }
 
 void RestartFlushThreadInChild(const ProcessInfo& info) {
+  // The parent's flush thread may have been asleep, in the sampler's epoll
+  // set even: nobody sleeps here, and that eventfd's number is the child's
+  // to reuse once the sampler closes its copy (RestartSamplerThreadInChild).
+  g_sleepers.store(0, std::memory_order_relaxed);
+  g_epoll_wake_fd.store(-1, std::memory_order_relaxed);
   // The parent's FlushState and writer are abandoned (leaked): their memory
   // may be mid-update from a thread that does not exist in the child. Only
   // the inherited descriptor is released, so the child does not hold the

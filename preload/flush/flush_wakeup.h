@@ -17,4 +17,10 @@ namespace flightrec {
 // flush thread sleeps.
 void NudgeFlushThread();
 
+// The same, for the collection the flush thread hosts (sampler_thread.h): a
+// sampling ring wants draining. Wakes the thread without making it scan
+// every slot, and wakes it in the sampler's epoll set too when it sleeps
+// there. Async-signal-safe, keeps errno.
+void WakeFlushThreadForSampler();
+
 }  // namespace flightrec

@@ -284,6 +284,7 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
       U64(c, n, v, &cfg.stack_copy_bytes, 1024, 65528);
       cfg.stack_copy_bytes &= ~uint64_t{7};  // perf requires a multiple of 8
     } else if (name == "FLIGHTREC_OFFCPU") Bool(c, n, v, &cfg.offcpu);
+    else if (name == "FLIGHTREC_SAMPLER_THREAD") Bool(c, n, v, &cfg.sampler_thread);
     else if (name == "FLIGHTREC_OFFCPU_MIN_US") U64(c, n, v, &cfg.offcpu_min_us, 0, 60000000);
     else if (name == "FLIGHTREC_SOCKETS") {
       if (v == "calls") {

@@ -52,7 +52,10 @@ struct Config {
   uint64_t cpu_hz = 99;                      // FLIGHTREC_CPU_HZ
   uint64_t stack_copy_bytes = 16384;         // FLIGHTREC_STACK_COPY_BYTES
   bool offcpu = true;                        // FLIGHTREC_OFFCPU
-  uint64_t offcpu_min_us = 1000;             // FLIGHTREC_OFFCPU_MIN_US
+  // The collection (unwinding the copied stacks) on a thread of its own
+  // instead of on the flush thread (sampler_thread.h): one more thread.
+  bool sampler_thread = false;    // FLIGHTREC_SAMPLER_THREAD
+  uint64_t offcpu_min_us = 1000;  // FLIGHTREC_OFFCPU_MIN_US
 
   // sockets
   bool sockets = true;             // FLIGHTREC_SOCKETS

@@ -40,9 +40,10 @@ void UploaderAtFork() __attribute__((weak));
 // core_events.cc and flush/flush_thread.cc: the sampler's symbolizer for
 // the segment writer's new pcs.
 format::PcDescriber* SamplerPcDescriber() __attribute__((weak));
-// flush/flush_thread.cc: whether the sampler keeps the program's descriptor
-// table, whether its thread makes the process's exit (EndProcess), and
-// dropping the symbolizer.
+// flush/flush_thread.cc: whether the sampler lets the flush thread leave the
+// program's descriptor table (a SIGPROF sampler, hosted or with its thread
+// in the program's table), whether its thread makes the process's exit
+// (EndProcess), and dropping the symbolizer.
 bool SamplerKeepsProgramFdTable() __attribute__((weak));
 bool SamplerThreadEndsProcess() __attribute__((weak));
 void SamplerAbandonSymbolizer() __attribute__((weak));
@@ -51,6 +52,11 @@ void SamplerAbandonSymbolizer() __attribute__((weak));
 void SamplerTrimSymbolizer(uint64_t now_ns) __attribute__((weak));
 
 namespace sampler {
+// flush/flush_thread.cc: the collection the flush thread hosts
+// (sampler/sampler_thread.h).
+bool SamplerHosted() __attribute__((weak));
+int SamplerHostedCollect() __attribute__((weak));
+int SamplerHostedEpollFd(int* event_fd) __attribute__((weak));
 // hook_exec.cc: around every exec-family call.
 void SamplerBeforeExec() __attribute__((weak));
 void SamplerAfterExecFailed() __attribute__((weak));

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "preload/runtime/exit_keeper.h"
 #include "preload/runtime/proc_stat.h"
 #include "preload/fds/fd_guard.h"
 #include "preload/threads/thread_registry.h"
@@ -38,7 +39,10 @@ uint64_t g_last_exit_seen_ns = 0;
 void OnThreadExit(ThreadState* ts) {
   // The main thread runs key destructors only when it leaves through
   // pthread_exit or cancellation (returning from main calls exit instead).
-  if (ts && ts->tid == static_cast<pid_t>(syscall(SYS_getpid))) g_main_gone.store(true, std::memory_order_release);
+  if (ts && ts->tid == static_cast<pid_t>(syscall(SYS_getpid))) {
+    g_main_gone.store(true, std::memory_order_release);
+    ExitKeeperOnMainThreadExit();  // the flush thread may have left the program's files (exit_keeper.h)
+  }
   g_exits.fetch_add(1, std::memory_order_release);
 }
 

@@ -25,6 +25,7 @@
 #include "preload/crash/crash_handler.h"
 #include "preload/runtime/config.h"
 #include "preload/flush/drop_ledger.h"
+#include "preload/runtime/exit_keeper.h"
 #include "preload/runtime/features.h"
 #include "preload/runtime/core_events.h"
 #include "preload/fds/fd_guard.h"
@@ -34,6 +35,7 @@
 #include "preload/flush/window_keeper.h"
 #include "preload/runtime/last_thread_exit.h"
 #include "preload/runtime/log.h"
+#include "preload/runtime/own_work.h"
 #include "preload/runtime/recorder_caps.h"
 #include "preload/heap/recorder_heap.h"
 #include "preload/flush/output_dir.h"
@@ -125,6 +127,7 @@ void RestartInForkChild() {
   CrashFreezeResetInChild();           // before the sampler and flush threads start again
   TheDropLedger().ResetInForkChild();  // the parent's drop totals are not the child's
   LastThreadWatchAtForkChild();
+  ExitKeeperAtForkChild();
   stacks::DeferUnwindersAfterFork();  // remade on the child's flush thread if it lives
   if (SamplerAtFork) SamplerAtFork();
   if (UploaderAtFork) UploaderAtFork();
@@ -159,28 +162,6 @@ __attribute__((constructor)) void FlightrecInit() {
     Log(LogLevel::kWarn, "recording off: out of memory while starting");
   }
 }
-
-// Our own work on an application thread (opening the first segment and
-// starting our thread at init, a privilege drop): what libc allocates for it
-// (the time zone, a new thread's TLS) is not recorded as
-// the application's, and the thread's allocation sampling resumes exactly
-// where it was (a recorder-flagged allocation would turn it off for good).
-class OwnWorkOnAppThread {
- public:
-  OwnWorkOnAppThread() : flags_(t_thread_flags) {
-    if (AllocSamplingHold) AllocSamplingHold(&countdown_, &in_hook_);
-    t_thread_flags |= kThreadFlagRecorder;
-  }
-  ~OwnWorkOnAppThread() {
-    t_thread_flags = flags_;
-    if (AllocSamplingResume) AllocSamplingResume(countdown_, in_hook_);
-  }
-
- private:
-  uint32_t flags_;
-  int64_t countdown_ = 0;
-  uint32_t in_hook_ = 0;
-};
 
 void StartRecording() {
   std::vector<std::string> messages;
