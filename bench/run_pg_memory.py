@@ -47,7 +47,7 @@ def as_postgres(cmd, env=None, **kw):
 
 
 class Cluster:
-    def __init__(self, tmp, name, template, lib):
+    def __init__(self, tmp, name, template, lib, settings=()):
         self.dir = os.path.join(tmp, name)
         shutil.copytree(template, self.dir)
         shutil.chown(self.dir, "postgres", "postgres")
@@ -64,7 +64,7 @@ class Cluster:
             env["LD_PRELOAD"] = lib
         self.log = open(os.path.join(tmp, name + ".log"), "w")
         self.proc = subprocess.Popen(
-            ["runuser", "-u", "postgres", "--", "env"] + (["LD_PRELOAD=" + lib] if lib else []) +
+            ["runuser", "-u", "postgres", "--", "env"] + (["LD_PRELOAD=" + lib] if lib else []) + list(settings) +
             ["FLIGHTREC_OUTPUT=" + self.out, os.path.join(pg_bin(), "postgres"), "-D", self.dir,
              "-p", str(self.port), "-k", self.dir, "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=100"],
             env=env, stdout=self.log, stderr=self.log)
