@@ -524,7 +524,8 @@ def test_a_missing_libdw_leaves_samples_unnamed_and_the_program_unharmed(fr, tra
 
 @pytest.mark.slow
 def test_perf_rings_ride_out_a_starved_sampler_thread(fr, trace_dir):
-    """The sampler thread runs at nice +10: on a machine whose CPUs are busy
+    """The thread that collects the samples (the flush thread, which hosts
+    the collection) runs at nice +10: on a machine whose CPUs are busy
     it can be kept off the CPU for a long time while a program thread keeps
     filling its perf ring. perf_starved_sampler holds it off on purpose (its
     only CPU taken by a SCHED_FIFO spinner) while the main thread burns 300

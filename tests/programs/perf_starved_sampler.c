@@ -2,7 +2,9 @@
  * off the CPU on purpose, so a test can check that the perf rings ride out
  * the starvation (docs/LIMITS.md: 250 ms at the configured rate).
  *   perf_starved_sampler BURN_MS
- * Waits for the sampler thread ("flightrec-sampl"), pins it to one CPU and
+ * Waits for the thread that collects the samples (the sampler's own,
+ * "flightrec-sampl", with FLIGHTREC_SAMPLER_THREAD=1; else the flush
+ * thread, "flightrec-flush", which hosts the collection), pins it to one CPU and
  * starts a SCHED_FIFO spinner pinned to that CPU (the sampler, SCHED_OTHER at
  * nice +10, cannot run there while the spinner spins), pins itself to another
  * CPU, where it runs in SCHED_FIFO too (so its burn takes about as much wall
@@ -54,8 +56,9 @@ static int read_file(const char* path, char* buf, size_t len) {
   return (int)n;
 }
 
+/* The collecting thread: "flightrec-sampl" if there is one, else "flightrec-flush". */
 static int find_sampler(void) {
-  int found = 0;
+  int found = 0, flush = 0;
   DIR* d = opendir("/proc/self/task");
   struct dirent* e;
   while (d && (e = readdir(d))) {
@@ -63,10 +66,12 @@ static int find_sampler(void) {
     const int tid = atoi(e->d_name);
     char path[64], comm[32];
     snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
-    if (read_file(path, comm, sizeof(comm)) > 0 && strncmp(comm, "flightrec-sampl", 15) == 0) found = tid;
+    if (read_file(path, comm, sizeof(comm)) <= 0) continue;
+    if (strncmp(comm, "flightrec-sampl", 15) == 0) found = tid;
+    if (strncmp(comm, "flightrec-flush", 15) == 0) flush = tid;
   }
   if (d) closedir(d);
-  return found;
+  return found ? found : flush;
 }
 
 /* The thread's time on the CPU so far (ns): schedstat's first field. */
