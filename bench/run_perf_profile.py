@@ -9,7 +9,8 @@ context switches, with interrupts off) cannot be split out this way: on
 this VM samples taken with interrupts off land on the point where they are
 re-enabled (pvm_irq_enable); the macro sides fr-cpu / fr-cpu+offcpu
 measure it instead.
-    run_perf_profile.py BUILD OUT_JSON [SCALE]
+    run_perf_profile.py BUILD OUT_JSON [SCALE [SIDE]]
+SIDE: a flightrec side of bench/macro/sides.py (default fr-default).
 """
 import json
 import os
@@ -52,7 +53,8 @@ def flightrec_dso(dso):
 def main():
     build, out = os.path.abspath(sys.argv[1]), sys.argv[2]
     scale = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
-    side = sides.by_names(["fr-default"])[1]
+    side_name = sys.argv[4] if len(sys.argv) > 4 else "fr-default"
+    side = sides.by_names([side_name])[1]
     n = redis_load.requests_per_test(scale)
     with tempfile.TemporaryDirectory(prefix="fr-perf-", dir="/var/tmp") as tmp:
         port = procs.free_port()
@@ -95,8 +97,8 @@ def main():
            "recorder_threads_pct": sum(e["pct"] for e in recorder),
            "host_threads_in_flightrec_pct": sum(e["pct"] for e in hooks),
            "recorder_top": recorder[:15], "host_threads_in_flightrec_top": hooks[:10]}
-    print("perf on redis-server under flightrec defaults (%d Hz, %d requests, %d samples): share of all samples" % (
-        FREQ, 4 * n, doc["samples"]))
+    print("perf on redis-server under %s (%d Hz, %d requests, %d samples): share of all samples" % (
+        "flightrec defaults" if side_name == "fr-default" else side_name, FREQ, 4 * n, doc["samples"]))
     print("  by thread: " + ", ".join("%s %.1f%%" % kv for kv in sorted(by_comm.items(), key=lambda kv: -kv[1])))
     print("  flightrec's own threads: %.1f%%; flightrec's code on redis's thread (hooks): %.1f%%" % (
         doc["recorder_threads_pct"], doc["host_threads_in_flightrec_pct"]))

@@ -77,6 +77,8 @@ SIDES = [
     Side("plain-again", "no tool, a second time (A/A: the noise floor)", None),
     Side("fr-default", "flightrec, every default on", "flightrec"),
     Side("fr-core", "flightrec, every feature off (runtime only)", "flightrec", FEATURES_OFF),
+    Side("fr-sampler-thread", "flightrec, every default on, the sampler's collection on a thread of its own",
+         "flightrec", dict(FLIGHTREC_SAMPLER_THREAD="1")),
     Side("fr-cpu", "flightrec, CPU sampling only", "flightrec",
          dict(FEATURES_OFF, FLIGHTREC_SAMPLER="auto")),
     Side("fr-cpu+offcpu", "flightrec, CPU + off-CPU sampling (off-CPU needs the sampler)", "flightrec",
