@@ -235,6 +235,8 @@ bool StartEngine(const SamplerEngine& e, bool log_refusal) {
 // Runs on the thread that collects (the sampler's, or the flush thread
 // hosting it) while that thread is in the program's descriptor table, or
 // on the program's thread that took SIGPROF (TakeOverWithPerfHere).
+__thread bool t_takeover_here __attribute__((tls_model("initial-exec"))) = false;  // TakeOverWithPerfHere
+
 void TakeOverWithPerf() {
   if (g_state.shutdown.load() || g_state.engine.load() != &sampler::kSigprofEngine) return;
   // perf descriptors are closed by number by the program's threads as they
@@ -258,7 +260,7 @@ void TakeOverWithPerf() {
     g_block_notes_retired.store(true, std::memory_order_relaxed);
   ArmOtherThreads();
   // On the program's thread that took SIGPROF, the scan skipped it.
-  if (!sampler::IsSamplerThread()) ArmSelf(Gettid());
+  if (t_takeover_here) ArmSelf(Gettid());
   Log(LogLevel::kInfo, "the application took SIGPROF; CPU sampling continues with perf");
 }
 
@@ -270,7 +272,9 @@ void TakeOverWithPerf() {
 // process's life, on a stack of ours (a program thread's may be 16 KiB).
 void TakeOverWithPerfHere() {
   OwnWorkOnAppThread ours;
+  t_takeover_here = true;
   RunOnOwnStack(TakeOverWithPerf);
+  t_takeover_here = false;
 }
 
 // The SIGPROF sampler stepped aside (sigprof_sampler.h).

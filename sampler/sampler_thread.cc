@@ -128,8 +128,15 @@ int EnsureWakeFds() {
 
 // Raw syscalls: write() and read() are our own socket hooks, and errno is
 // the interrupted code's. Async-signal-safe.
+std::atomic<uint32_t> g_helper_word{0};  // the helper's futex word (SlowWorkScope)
+std::atomic<bool> g_helper_running{false};
+
 void Wake() {
   if (g_hosted.load(std::memory_order_acquire)) {
+    if (g_helper_running.load(std::memory_order_acquire)) {
+      g_helper_word.fetch_add(1, std::memory_order_seq_cst);
+      RawSyscall6(SYS_futex, reinterpret_cast<long>(&g_helper_word), FUTEX_WAKE_PRIVATE, 1, 0, 0, 0);
+    }
     WakeFlushThreadForSampler();
     return;
   }
@@ -256,6 +263,8 @@ void* SamplerMain(void*) {
 
 // What the flush thread keeps between hosted collections (flush thread only).
 int g_hosted_wait_ms = 0;
+// On SlowWorkScope's helper thread.
+__thread bool t_slow_work_helper __attribute__((tls_model("initial-exec"))) = false;
 bool g_own_thread_wanted = false;  // FLIGHTREC_SAMPLER_THREAD
 
 // The flush thread takes the collection on (at its first tick).
@@ -337,7 +346,7 @@ bool SamplerHosted() { return g_hosted.load(std::memory_order_acquire); }
 int SamplerHostedCollect() {
   if (!g_hosted.load(std::memory_order_acquire)) return -1;
   // A restarted flush thread (uid switch, failed exec) carries on hosting.
-  g_ctl.tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
+  if (!t_slow_work_helper) g_ctl.tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
   int expected = kIdle;
   if (!g_ctl.phase.compare_exchange_strong(expected, kCollecting, std::memory_order_acq_rel)) return -1;
   const int period_ms = static_cast<int>(g_ctl.period_ms);
@@ -360,6 +369,38 @@ int SamplerHostedCollect() {
     wait = std::min(wait, period_ms);
   return wait;
 }
+
+namespace {
+
+// SlowWorkScope's helper (flush thread only, but for the flag the helper
+// reads): how deep the scopes are, the thread, and its stop request.
+int g_slow_depth = 0;
+pthread_t g_helper{};
+bool g_helper_joinable = false;
+uint64_t g_helper_since_ns = 0;
+std::atomic<bool> g_helper_stop{false};
+// The helper polls at most this long between collections: it does not sleep
+// in the perf rings' epoll set (which may be in another descriptor table).
+constexpr int kHelperPollMs = 10;
+
+void* HelperMain(void*) {
+  t_slow_work_helper = true;
+  CrashFreezeJoin();
+  while (!g_helper_stop.load(std::memory_order_acquire)) {
+    const uint32_t seen = g_helper_word.load(std::memory_order_seq_cst);
+    RecorderCapsApply();
+    CrashFreezePark();
+    int wait = SamplerHostedCollect();
+    wait = wait < 0 ? kHelperPollMs : std::min(wait, kHelperPollMs);
+    if (g_helper_stop.load(std::memory_order_acquire)) break;
+    const timespec ts{0, wait * 1000000L};
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_helper_word), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+  }
+  CrashFreezeLeave();
+  return nullptr;
+}
+
+}  // namespace
 
 int SamplerHostedEpollFd(int* event_fd) {
   if (!g_hosted.load(std::memory_order_acquire)) return -1;
@@ -428,12 +469,44 @@ StopOutcome StopSamplerThread(uint64_t deadline_ns) {
   return outcome;
 }
 
+SlowWorkScope::SlowWorkScope() {
+  if (!g_hosted.load(std::memory_order_acquire) || t_slow_work_helper || !IsSamplerThread()) return;
+  entered_ = true;
+  if (g_slow_depth++ > 0) return;
+  const int phase = g_ctl.phase.load(std::memory_order_acquire);
+  if (!g_ctl.started.load(std::memory_order_acquire) || phase == kStopped || phase == kStopRequested) return;
+  g_helper_stop.store(false, std::memory_order_release);
+  g_helper_running.store(true, std::memory_order_release);
+  g_helper_joinable = CreateRecorderThread(&g_helper, "flightrec-help", HelperMain, nullptr) == 0;
+  if (!g_helper_joinable) g_helper_running.store(false, std::memory_order_release);
+  g_helper_since_ns = MonotonicNs();
+}
+
+SlowWorkScope::~SlowWorkScope() {
+  if (!entered_ || --g_slow_depth > 0 || !g_helper_joinable) return;
+  g_helper_stop.store(true, std::memory_order_release);
+  g_helper_word.fetch_add(1, std::memory_order_seq_cst);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_helper_word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  // Its collection in progress ends first (bounded): the flush thread then
+  // has the collection state to itself again.
+  pthread_join(g_helper, nullptr);
+  g_helper_joinable = false;
+  g_helper_running.store(false, std::memory_order_release);
+  Log(LogLevel::kDebug, "a helper thread collected the samples for %.1f ms of slow symbolization",
+      static_cast<double>(MonotonicNs() - g_helper_since_ns) / 1e6);
+}
+
 void RestartSamplerThreadInChild() {
   // The epoll set is shared with the parent (fork copies the fd, not the
   // set): the child's rings go into a set of its own, made when its first
   // ring is watched. Nobody sleeps on the child's futex word yet.
   CloseWakeFds();
   g_hosted.store(false, std::memory_order_relaxed);
+  // A helper of the parent's is not the child's (and a fork from inside a
+  // scope is not the flush thread's: it does not fork).
+  g_slow_depth = 0;
+  g_helper_joinable = false;
+  g_helper_running.store(false, std::memory_order_relaxed);
   g_end_process.store(false, std::memory_order_relaxed);
   g_futex_sleepers.store(0, std::memory_order_relaxed);
   g_creating_wake_fds.store(false, std::memory_order_relaxed);

@@ -4,10 +4,12 @@
 //
 // By default it is hosted: the flush thread runs it (SamplerHostedCollect)
 // before each of its ticks and whenever a ring asks, so a process has one
-// recorder thread, not two (issue #44). Its slow moments (libdw's first look
-// at a module, compression, disk) then delay the collection: the rings ride
-// them out (perf rings are sized for 250 ms of starvation, ring_sizing.h; a
-// SIGPROF ring holds at least four samples, and what overflows is counted).
+// recorder thread, not two (issue #44). Its slow moments then delay the
+// collection: for the longest, libdw's first look at a module, a helper
+// thread collects meanwhile (SlowWorkScope, below); the rest (compression,
+// disk) the rings ride out (perf rings are sized for 250 ms of starvation,
+// ring_sizing.h; a SIGPROF ring holds at least four samples, and what
+// overflows is counted).
 //
 // FLIGHTREC_SAMPLER_THREAD=1 gives it a thread of its own, "flightrec-sampl"
 // (the name fits the 15-character limit), which never symbolizes and never
@@ -62,6 +64,23 @@ bool SamplerHosted();
 // Flush thread: one collection, when hosted. Returns within how many ms the
 // next one is wanted, or -1 (not hosted, or stopped).
 int SamplerHostedCollect();
+// The flush thread, hosting the collection, is about to do something that
+// may take long (libdw's first look at a module's ELF and DWARF: tens of ms,
+// seconds for a large binary or under a sanitizer): for the scope's life a
+// helper thread, "flightrec-help", collects in its place, so the sampling
+// rings do not overflow meanwhile. The helper is made at the start and
+// joined at the end; nested scopes share it. Elsewhere (not hosted, another
+// thread, the collection stopped) it does nothing.
+class SlowWorkScope {
+ public:
+  SlowWorkScope();
+  ~SlowWorkScope();
+  SlowWorkScope(const SlowWorkScope&) = delete;
+  SlowWorkScope& operator=(const SlowWorkScope&) = delete;
+
+ private:
+  bool entered_ = false;
+};
 // Flush thread: the epoll set its sleep should wait on (perf rings' watermarks)
 // and in *event_fd (may be null) the eventfd that nudges it; -1 when it
 // should sleep on its futex word (no perf ring, or the set is in another

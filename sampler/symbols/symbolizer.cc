@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "format/mi_containers.h"
@@ -31,6 +32,7 @@
 #include "sampler/symbols/perf_map.h"
 #include "sampler/symbols/proc_maps.h"
 #include "sampler/sample_events.h"
+#include "sampler/sampler_thread.h"
 #include "sampler/symbols/inherited_indexes.h"
 #include "sampler/symbols/symbol_index.h"
 #include "sampler/symbols/unloaded_code.h"
@@ -403,6 +405,7 @@ struct Symbolizer::Impl {
   }
 
   void Init() {
+    sampler::SlowWorkScope slow;  // the maps read and every module reported
     initialised = true;
     errno = 0;
     if (!maps.Load() && FdStarved(errno)) fd_starved = true;
@@ -968,6 +971,14 @@ struct Symbolizer::Impl {
     if (!mod && IsFileBacked(*m) && reported_again.emplace(m->start, true).second) {
       report_again = true;
       e->transient = true;
+    }
+    // The first pc of a module (or the first since its DWARF was let go):
+    // its ELF and perhaps its DWARF are read now, which may take long.
+    std::optional<sampler::SlowWorkScope> slow;
+    if (mod) {
+      Dwarf_Addr module_low = 0;
+      dwfl_module_info(mod, nullptr, &module_low, nullptr, nullptr, nullptr, nullptr, nullptr);
+      if (dwarf_loaded.find(module_low) == dwarf_loaded.end()) slow.emplace();
     }
     if (mod) {
       // libdw opens the module's file on first use; without a descriptor it

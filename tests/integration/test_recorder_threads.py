@@ -19,9 +19,13 @@ OWN_TABLE_LINE = "flightrec: flush thread: descriptor table of its own"
 
 
 def recorder_line(stdout):
+    """The flightrec-* threads the program saw, but for the helper that
+    collects while the flush thread reads a module's debug information for
+    the first time (sampler_thread.h, SlowWorkScope): it lives for those
+    milliseconds only, and a busy machine may stretch them into the look."""
     lines = [line for line in stdout.splitlines() if line.startswith("recorder:")]
     assert len(lines) == 1, stdout
-    return lines[0].split()[1:]
+    return [name for name in lines[0].split()[1:] if name != "flightrec-help"]
 
 
 def worker_samples(fr, trace_dir):
