@@ -67,3 +67,16 @@ def test_atexit_output_after_main_leaves_through_pthread_exit(fr, trace_dir, tmp
     expected = ["flightrec-flush", "flightrec-keep"] if own_table else ["flightrec-flush"]
     assert recorder_line(traced.stdout) == expected, traced.stdout
     assert worker_samples(fr, trace_dir) >= 10
+
+
+def test_a_helper_collects_while_a_module_is_first_read(fr, trace_dir):
+    """The flush thread reads each module's ELF and DWARF the first time one
+    of its pcs is named (libdw; seconds for a large binary): a helper thread
+    collects the samples meanwhile (sampler_thread.h, SlowWorkScope), and is
+    gone when the reading is done."""
+    proc = fr.run([fr.program("recorder_threads")], trace_dir, env={"FLIGHTREC_LOG": "debug"})
+    helped = [line for line in proc.stderr.splitlines()
+              if line.startswith("flightrec: a helper thread collected the samples for ")]
+    assert helped, proc.stderr
+    assert recorder_line(proc.stdout) == ["flightrec-flush"], proc.stdout
+    assert worker_samples(fr, trace_dir) >= 10
