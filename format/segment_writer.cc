@@ -178,9 +178,17 @@ struct SegmentWriter::Impl {
   }
 
   // Room for one more event in every column of t's batch (count < cap after).
+  // Doubling stops at the most events a batch can hold before Appended
+  // flushes it (each event puts at least 8 bytes per field into raw_bytes):
+  // a busy socket.exchange batch (20 fields) needs 1,639 slots, and the
+  // doubling to 2,048 left 64 KiB of every busy process's heap unused
+  // (issue #44).
   static void ReserveRow(Type* t) {
     if (t->count < t->cap) return;
-    const uint32_t cap = t->cap ? 2 * t->cap : 64;
+    const size_t row_bytes = 8 * std::max<size_t>(1, t->fields.size());
+    const uint32_t most =
+        static_cast<uint32_t>(std::min<size_t>(kBatchMaxEvents, (kBatchFlushBytes + row_bytes - 1) / row_bytes));
+    const uint32_t cap = std::max(t->count + 1, std::min(t->cap ? 2 * t->cap : 64, std::max<uint32_t>(most, 64)));
     const size_t stride = cap + 64 / sizeof(uint64_t);
     MiVector<uint64_t> grown(stride * t->fields.size());
     // The first reservation has no columns yet (cols.data() is null: memcpy
