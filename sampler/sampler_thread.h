@@ -2,19 +2,22 @@
 // the copied stacks and queuing the samples for the flush thread
 // (sample_events.h).
 //
-// By default it is hosted: the flush thread runs it (SamplerHostedCollect)
-// before each of its ticks and whenever a ring asks, so a process has one
-// recorder thread, not two (issue #44). Its slow moments then delay the
+// With FLIGHTREC_SAMPLER_THREAD=0 it is hosted: the flush thread runs it
+// (SamplerHostedCollect) before each of its ticks and whenever a ring asks,
+// so a process has one recorder thread, not two (issue #44). Not the
+// default: a Rust program whose names the flush thread demangles and whose
+// large compile units it reads lost 43-48 of ~290 samples at 499 Hz that the
+// sampler's own thread kept (docs/LIMITS.md). Its slow moments then delay the
 // collection: for the longest, libdw's first look at a module, a helper
 // thread collects meanwhile (SlowWorkScope, below); the rest (compression,
 // disk) the rings ride out (perf rings are sized for 250 ms of starvation,
 // ring_sizing.h; a SIGPROF ring holds at least four samples, and what
 // overflows is counted).
 //
-// FLIGHTREC_SAMPLER_THREAD=1 gives it a thread of its own, "flightrec-sampl"
-// (the name fits the 15-character limit), which never symbolizes and never
-// writes the segment. The rest of this header describes that thread; hosted,
-// the same calls reach the flush thread.
+// By default (FLIGHTREC_SAMPLER_THREAD=1) it has a thread of its own,
+// "flightrec-sampl" (the name fits the 15-character limit), which never
+// symbolizes and never writes the segment. The rest of this header describes
+// that thread; hosted, the same calls reach the flush thread.
 //
 // It sleeps until a ring needs draining (a SIGPROF handler nudges it through
 // a futex word at a quarter of its ring; with perf, the kernel's watermark, a

@@ -3,11 +3,12 @@ process whose main thread leaves through pthread_exit still ends as it would
 without the preload, its atexit output written to its own stdout.
 
 recorder_threads burns 0.3 s on a worker, then prints the names of the
-process's flightrec-* threads. By default the flush thread hosts the
-sampler's collection (sampler/sampler_thread.h): one thread, and the worker's
-samples are in the trace. With main_exit, main leaves first; the flush thread
+process's flightrec-* threads. With FLIGHTREC_SAMPLER_THREAD=0 the flush
+thread hosts the sampler's collection (sampler/sampler_thread.h): one
+thread, and the worker's samples are in the trace. By default the sampler
+has a thread of its own. With main_exit, main leaves first; the flush thread
 has left the program's descriptor table (own_fd_table.h) in the SIGPROF
-modes, so the exit keeper the main thread made as it left
+modes, so (hosted) the exit keeper the main thread made as it left
 (preload/runtime/exit_keeper.h) makes the exit(0), and the atexit handler's
 output, including a line main left in stdout's buffer, reaches the pipe.
 """
@@ -16,6 +17,7 @@ import collections
 import pytest
 
 OWN_TABLE_LINE = "flightrec: flush thread: descriptor table of its own"
+HOSTED = {"FLIGHTREC_SAMPLER_THREAD": "0"}  # the flush thread collects
 
 
 def recorder_line(stdout):
@@ -36,15 +38,15 @@ def worker_samples(fr, trace_dir):
 
 @pytest.mark.parametrize("sampler", ["auto", "sigprof", "perf"])
 def test_one_recorder_thread_and_samples(fr, trace_dir, sampler):
-    proc = fr.run([fr.program("recorder_threads")], trace_dir, env={"FLIGHTREC_SAMPLER": sampler})
+    proc = fr.run([fr.program("recorder_threads")], trace_dir, env={"FLIGHTREC_SAMPLER": sampler, **HOSTED})
     assert recorder_line(proc.stdout) == ["flightrec-flush"], proc.stdout
     assert proc.stdout.endswith("atexit ran\n"), proc.stdout
     # 0.3 s of CPU at 99 Hz: about 30 samples, collected by the flush thread.
     assert worker_samples(fr, trace_dir) >= 10
 
 
-def test_sampler_thread_setting_gives_it_a_thread(fr, trace_dir):
-    proc = fr.run([fr.program("recorder_threads")], trace_dir, env={"FLIGHTREC_SAMPLER_THREAD": "1"})
+def test_by_default_the_sampler_has_a_thread(fr, trace_dir):
+    proc = fr.run([fr.program("recorder_threads")], trace_dir)
     assert recorder_line(proc.stdout) == ["flightrec-flush", "flightrec-sampl"], proc.stdout
     assert worker_samples(fr, trace_dir) >= 10
 
@@ -53,7 +55,7 @@ def test_sampler_thread_setting_gives_it_a_thread(fr, trace_dir):
 def test_atexit_output_after_main_leaves_through_pthread_exit(fr, trace_dir, tmp_path, sampler):
     plain = fr.run([fr.program("recorder_threads"), "main_exit"], tmp_path / "plain", preload=False)
     traced = fr.run([fr.program("recorder_threads"), "main_exit"], trace_dir,
-                    env={"FLIGHTREC_SAMPLER": sampler, "FLIGHTREC_LOG": "debug"}, timeout=60)
+                    env={"FLIGHTREC_SAMPLER": sampler, "FLIGHTREC_LOG": "debug", **HOSTED}, timeout=60)
     # Everything but the recorder's own threads is as without the preload:
     # main's buffered line and the handler's, written by the exit.
     def without_recorder(out):
@@ -74,7 +76,7 @@ def test_a_helper_collects_while_a_module_is_first_read(fr, trace_dir):
     of its pcs is named (libdw; seconds for a large binary): a helper thread
     collects the samples meanwhile (sampler_thread.h, SlowWorkScope), and is
     gone when the reading is done."""
-    proc = fr.run([fr.program("recorder_threads")], trace_dir, env={"FLIGHTREC_LOG": "debug"})
+    proc = fr.run([fr.program("recorder_threads")], trace_dir, env={"FLIGHTREC_LOG": "debug", **HOSTED})
     helped = [line for line in proc.stderr.splitlines()
               if line.startswith("flightrec: a helper thread collected the samples for ")]
     assert helped, proc.stderr
