@@ -54,7 +54,7 @@ struct Config {
   bool offcpu = true;                        // FLIGHTREC_OFFCPU
   // The collection (unwinding the copied stacks) on a thread of its own,
   // or (0) on the flush thread, one thread fewer (sampler_thread.h).
-  bool sampler_thread = true;    // FLIGHTREC_SAMPLER_THREAD
+  bool sampler_thread = true;     // FLIGHTREC_SAMPLER_THREAD
   uint64_t offcpu_min_us = 1000;  // FLIGHTREC_OFFCPU_MIN_US
 
   // sockets
