@@ -281,9 +281,14 @@ def test_a_fifo_as_a_credential_file_is_refused_not_waited_on(fr, trace_dir, tmp
 
 @pytest.mark.slow
 def test_a_refresh_that_fails_stops_uploads_before_the_credentials_expire(fr, trace_dir, tmp_path, s3, spy):
-    with ImdsStandIn(s3, lifetime=LIFETIME) as imds:
+    # Refreshed half way through the lifetime, unusable 2 s before its end:
+    # 10 s leaves the failing refresh a 3 s window in which the old
+    # credentials still work (6 s left 1 s, which one late upload round on a
+    # busy machine missed: it then saw them already expired). The worker
+    # outlives them, so some segments stay on disk.
+    with ImdsStandIn(s3, lifetime=10) as imds:
         imds.fail_after(1)  # the first set, then every refresh fails
-        proc = fr.run([fr.program("s3_worker"), "8000"], trace_dir, env=run_env(
+        proc = fr.run([fr.program("s3_worker"), "10000"], trace_dir, env=run_env(
             fr, s3, spy, str(tmp_path), FLIGHTREC_UPLOAD_SHUTDOWN_MS=3000,
             AWS_EC2_METADATA_DISABLED="false", AWS_EC2_METADATA_SERVICE_ENDPOINT=imds.endpoint))
         assert "worker done" in proc.stdout
