@@ -496,6 +496,15 @@ SlowWorkScope::~SlowWorkScope() {
       static_cast<double>(MonotonicNs() - g_helper_since_ns) / 1e6);
 }
 
+SlowWorkWatch::SlowWorkWatch() {
+  if (g_hosted.load(std::memory_order_acquire) && !t_slow_work_helper && IsSamplerThread()) start_ns_ = MonotonicNs();
+}
+
+void SlowWorkWatch::PollSlow() {
+  if (scope_ || MonotonicNs() - start_ns_ < kSlowAfterNs) return;
+  scope_.emplace();
+}
+
 void RestartSamplerThreadInChild() {
   // The epoll set is shared with the parent (fork copies the fd, not the
   // set): the child's rings go into a set of its own, made when its first

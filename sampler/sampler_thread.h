@@ -2,19 +2,18 @@
 // the copied stacks and queuing the samples for the flush thread
 // (sample_events.h).
 //
-// With FLIGHTREC_SAMPLER_THREAD=0 it is hosted: the flush thread runs it
-// (SamplerHostedCollect) before each of its ticks and whenever a ring asks,
-// so a process has one recorder thread, not two (issue #44). Not the
-// default: a Rust program whose names the flush thread demangles and whose
-// large compile units it reads lost 43-48 of ~290 samples at 499 Hz that the
-// sampler's own thread kept (docs/LIMITS.md). Its slow moments then delay the
-// collection: for the longest, libdw's first look at a module, a helper
-// thread collects meanwhile (SlowWorkScope, below); the rest (compression,
+// By default (FLIGHTREC_SAMPLER_THREAD=0) it is hosted: the flush thread
+// runs it (SamplerHostedCollect) before each of its ticks and whenever a ring
+// asks, so a process has one recorder thread, not two (issue #44). Its slow
+// moments then delay the collection: for the longest, libdw's first look at
+// a module and at a large compile unit, a helper thread collects meanwhile
+// (SlowWorkScope, SlowWorkWatch, below); without it a Rust program at
+// 499 Hz lost 35-59 of ~300 samples (docs/LIMITS.md). The rest (compression,
 // disk) the rings ride out (perf rings are sized for 250 ms of starvation,
 // ring_sizing.h; a SIGPROF ring holds at least four samples, and what
 // overflows is counted).
 //
-// By default (FLIGHTREC_SAMPLER_THREAD=1) it has a thread of its own,
+// With FLIGHTREC_SAMPLER_THREAD=1 it has a thread of its own,
 // "flightrec-sampl" (the name fits the 15-character limit), which never
 // symbolizes and never writes the segment. The rest of this header describes
 // that thread; hosted, the same calls reach the flush thread.
@@ -29,6 +28,7 @@
 // A recorder thread: all signals blocked, nice +10, never sampled itself.
 #pragma once
 #include <cstdint>
+#include <optional>
 
 namespace flightrec::sampler {
 
@@ -83,6 +83,25 @@ class SlowWorkScope {
 
  private:
   bool entered_ = false;
+};
+// A SlowWorkScope entered only once the work has lasted kSlowAfterNs (wall
+// time), for work whose length is not known ahead: indexing one compile
+// unit's functions takes microseconds for most units and tens of
+// milliseconds, more on a niced thread of a busy machine, for a Rust
+// crate's single large unit. Poll() between small steps of the work.
+class SlowWorkWatch {
+ public:
+  static constexpr uint64_t kSlowAfterNs = 2000000;
+  SlowWorkWatch();
+  void Poll() {
+    if (start_ns_ && ++steps_ % 256 == 0) PollSlow();
+  }
+
+ private:
+  void PollSlow();
+  uint64_t start_ns_ = 0;  // 0: nothing to watch (not the hosting flush thread)
+  uint32_t steps_ = 0;
+  std::optional<SlowWorkScope> scope_;
 };
 // Flush thread: the epoll set its sleep should wait on (perf rings' watermarks)
 // and in *event_fd (may be null) the eventfd that nudges it; -1 when it

@@ -52,9 +52,9 @@ struct Config {
   uint64_t cpu_hz = 99;                      // FLIGHTREC_CPU_HZ
   uint64_t stack_copy_bytes = 16384;         // FLIGHTREC_STACK_COPY_BYTES
   bool offcpu = true;                        // FLIGHTREC_OFFCPU
-  // The collection (unwinding the copied stacks) on a thread of its own,
-  // or (0) on the flush thread, one thread fewer (sampler_thread.h).
-  bool sampler_thread = true;     // FLIGHTREC_SAMPLER_THREAD
+  // The collection (unwinding the copied stacks) on the flush thread (0,
+  // one recorder thread) or on a thread of its own (1) (sampler_thread.h).
+  bool sampler_thread = false;    // FLIGHTREC_SAMPLER_THREAD
   uint64_t offcpu_min_us = 1000;  // FLIGHTREC_OFFCPU_MIN_US
 
   // sockets

@@ -155,6 +155,7 @@ FR_ELFUTILS(Dwarf_Die*, dwarf_diecu,
             (die, result, address_sizep, offset_sizep), nullptr)
 FR_ELFUTILS(const char*, dwarf_diename, (Dwarf_Die * die), (die), nullptr)
 FR_ELFUTILS(Dwarf_Off, dwarf_dieoffset, (Dwarf_Die * die), (die), static_cast<Dwarf_Off>(-1))
+FR_ELFUTILS(Dwarf_Off, dwarf_cuoffset, (Dwarf_Die * die), (die), static_cast<Dwarf_Off>(-1))
 FR_ELFUTILS(const char*, dwarf_filesrc, (Dwarf_Files * file, size_t idx, Dwarf_Word* mtime, Dwarf_Word* length),
             (file, idx, mtime, length), nullptr)
 FR_ELFUTILS(Dwarf_Die*, dwarf_formref_die, (Dwarf_Attribute * attr, Dwarf_Die* die_mem), (attr, die_mem), nullptr)

@@ -729,10 +729,11 @@ struct Symbolizer::Impl {
     return reinterpret_cast<uintptr_t>(mod) * 0x9E3779B97F4A7C15ull ^ off;
   }
 
-  static void IndexChildren(Dwarf_Die* parent, CuIndex* idx, int depth) {
+  static void IndexChildren(Dwarf_Die* parent, CuIndex* idx, int depth, sampler::SlowWorkWatch* watch) {
     Dwarf_Die child;
     if (depth > 16 || dwarf_child(parent, &child) != 0) return;
     do {
+      watch->Poll();
       const int tag = dwarf_tag(&child);
       if (tag == DW_TAG_subprogram) {
         Dwarf_Addr base = 0, lo = 0, hi = 0;
@@ -740,9 +741,30 @@ struct Symbolizer::Impl {
         while ((off = dwarf_ranges(&child, off, &base, &lo, &hi)) > 0)
           if (hi > lo) idx->ranges.push_back({lo, hi, dwarf_dieoffset(&child)});
       } else if (IsNamedScope(tag)) {
-        IndexChildren(&child, idx, depth + 1);
+        IndexChildren(&child, idx, depth + 1, watch);
       }
     } while (dwarf_siblingof(&child, &child) == 0);
+  }
+
+  // A unit whose debug information is this large is read for its first pc
+  // (line table, function index) with a helper collecting from the start
+  // (SlowWorkScope): Rust's units of 1 MB took 20-240 ms on the niced flush
+  // thread of a busy machine, which, once descheduled, cannot start the
+  // helper itself in time. Smaller units get one only if indexing them turns
+  // out slow (SlowWorkWatch).
+  static constexpr Dwarf_Off kLargeUnitBytes = 64 * 1024;
+
+  static bool LargeUnit(Dwarf* dw, Dwarf_Die* cudie) {
+    const Dwarf_Off start = dwarf_dieoffset(cudie) - dwarf_cuoffset(cudie);
+    Dwarf_Off next = 0;
+    size_t header = 0;
+    return dwarf_nextcu(dw, start, &next, &header, nullptr, nullptr, nullptr) == 0 && next - start >= kLargeUnitBytes;
+  }
+
+  // A unit's first pc, in a large unit: its line table and every function
+  // DIE in it are read now.
+  bool FirstLookAtLargeUnit(Dwfl_Module* mod, Dwarf* dw, Dwarf_Die* cudie) const {
+    return cu_index.find(CuKey(mod, dwarf_dieoffset(cudie))) == cu_index.end() && LargeUnit(dw, cudie);
   }
 
   const CuIndex& IndexFor(Dwfl_Module* mod, Dwarf_Die* cudie) {
@@ -750,7 +772,9 @@ struct Symbolizer::Impl {
     auto it = cu_index.find(key);
     if (it != cu_index.end()) return it->second;
     CuIndex idx;
-    IndexChildren(cudie, &idx, 0);
+    // A unit's first pc: every function DIE in it is read.
+    sampler::SlowWorkWatch watch;
+    IndexChildren(cudie, &idx, 0, &watch);
     std::sort(idx.ranges.begin(), idx.ranges.end(),
               [](const CuIndex::Range& a, const CuIndex::Range& b) { return a.lo < b.lo; });
     return cu_index.emplace(key, std::move(idx)).first->second;
@@ -844,14 +868,16 @@ struct Symbolizer::Impl {
     Dwarf_Addr bias = 0;
     Dwarf_Die cu_storage;
     Dwarf_Die* cudie = CuOf(mod, pc, &bias, &cu_storage);
+    Dwarf_Addr dw_bias = 0;
+    Dwarf* dw = cudie ? dwfl_module_getdwarf(mod, &dw_bias) : nullptr;
+    std::optional<sampler::SlowWorkScope> large;
+    if (dw && FirstLookAtLargeUnit(mod, dw, cudie)) large.emplace();
     // Innermost location from the line table.
     MiString file;
     uint32_t line = 0;
     LineOf(cudie, pc - bias, &file, &line);
     Dwarf_Attribute comp_dir_attr;
     const char* comp_dir = cudie ? dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &comp_dir_attr)) : nullptr;
-    Dwarf_Addr dw_bias = 0;
-    Dwarf* dw = cudie ? dwfl_module_getdwarf(mod, &dw_bias) : nullptr;
     Dwarf_Die chain[kMaxInlineDepth];
     const int n = dw ? InlineChain(mod, dw, cudie, pc - bias, chain) : 0;
     Dwarf_Files* files = nullptr;

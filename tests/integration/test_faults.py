@@ -585,8 +585,8 @@ def test_exit_takes_over_a_starved_sampler_thread(fr, trace_dir, sampler):
     into its own scheduling class, and the flush thread takes the collection
     over (no "did not finish" warning); the samples taken while the sampler
     was starved are in the trace."""
-    # The sampler's own thread (the default; FLIGHTREC_SAMPLER_THREAD=0 has
-    # the flush thread collect), the collector the exit takes over while starved.
+    # The sampler's own thread (FLIGHTREC_SAMPLER_THREAD=1; by default the
+    # flush thread collects), the collector the exit takes over while starved.
     proc = fr.run([fr.program("starve_exit")], trace_dir,
                   env={"FLIGHTREC_LOG": "debug", "FLIGHTREC_SAMPLER": sampler, "FLIGHTREC_FLUSH_MS": 10000,
                        "FLIGHTREC_SAMPLER_THREAD": 1})

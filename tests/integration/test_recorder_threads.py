@@ -3,10 +3,10 @@ process whose main thread leaves through pthread_exit still ends as it would
 without the preload, its atexit output written to its own stdout.
 
 recorder_threads burns 0.3 s on a worker, then prints the names of the
-process's flightrec-* threads. With FLIGHTREC_SAMPLER_THREAD=0 the flush
-thread hosts the sampler's collection (sampler/sampler_thread.h): one
-thread, and the worker's samples are in the trace. By default the sampler
-has a thread of its own. With main_exit, main leaves first; the flush thread
+process's flightrec-* threads. By default (FLIGHTREC_SAMPLER_THREAD=0) the
+flush thread hosts the sampler's collection (sampler/sampler_thread.h): one
+thread, and the worker's samples are in the trace. With the setting at 1 the
+sampler has a thread of its own. With main_exit, main leaves first; the flush thread
 has left the program's descriptor table (own_fd_table.h) in the SIGPROF
 modes, so (hosted) the exit keeper the main thread made as it left
 (preload/runtime/exit_keeper.h) makes the exit(0), and the atexit handler's
@@ -38,15 +38,16 @@ def worker_samples(fr, trace_dir):
 
 @pytest.mark.parametrize("sampler", ["auto", "sigprof", "perf"])
 def test_one_recorder_thread_and_samples(fr, trace_dir, sampler):
-    proc = fr.run([fr.program("recorder_threads")], trace_dir, env={"FLIGHTREC_SAMPLER": sampler, **HOSTED})
+    # The default (FLIGHTREC_SAMPLER_THREAD=0).
+    proc = fr.run([fr.program("recorder_threads")], trace_dir, env={"FLIGHTREC_SAMPLER": sampler})
     assert recorder_line(proc.stdout) == ["flightrec-flush"], proc.stdout
     assert proc.stdout.endswith("atexit ran\n"), proc.stdout
     # 0.3 s of CPU at 99 Hz: about 30 samples, collected by the flush thread.
     assert worker_samples(fr, trace_dir) >= 10
 
 
-def test_by_default_the_sampler_has_a_thread(fr, trace_dir):
-    proc = fr.run([fr.program("recorder_threads")], trace_dir)
+def test_with_the_setting_the_sampler_has_a_thread(fr, trace_dir):
+    proc = fr.run([fr.program("recorder_threads")], trace_dir, env={"FLIGHTREC_SAMPLER_THREAD": "1"})
     assert recorder_line(proc.stdout) == ["flightrec-flush", "flightrec-sampl"], proc.stdout
     assert worker_samples(fr, trace_dir) >= 10
 
