@@ -236,10 +236,15 @@ TSAN_LIB_OBJS  := $(LIB_SRCS:%.cc=$(BUILD)/tsan/obj/%.o)
 # or atfork handler): a parent thread inside ASan's calloc at the fork leaves
 # the child's new flush thread waiting on that lock for good (seen in CI; gdb:
 # AsanThread::Init -> pthread_getattr_np -> calloc -> Mutex::Lock). glibc's
-# malloc locks its arenas around fork; the plain run checks the worker.
+# malloc locks its arenas around fork; the plain run checks the worker. The
+# same lock, under load, also stops cpu_fork's child
+# (test_a_forked_childs_samples_are_unwound_whole): "flush thread did not
+# finish before the exit deadline", no child segment, in 1-2 of 8 runs beside
+# two busy loops with either sampler layout; the plain run checks it.
 SAN_TESTS := test_runtime.py test_crash.py test_privacy.py test_sampler_programs.py \
   test_sockets_echo.py test_sockets_misc.py test_sockets_direct.py test_term_signals.py
-SAN_INTEGRATION := $(SAN_TESTS) -k "not forked_child_is_profiled and not raw_exit and not forked_worker"
+SAN_INTEGRATION := $(SAN_TESTS) -k "not forked_child_is_profiled and not raw_exit and not forked_worker \
+  and not forked_childs_samples"
 # The TSan preload (check-preload-tsan) runs SAN_TESTS minus: every SIGPROF-
 # mode run (the sampler installs its SIGPROF handler with libc's sigaction,
 # behind TSan's interceptor, so TSan does not know when it runs: it can
