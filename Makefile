@@ -66,7 +66,7 @@ LIBS     := -Wl,--no-as-needed -lgcc_s -Wl,--as-needed -lunwind-x86_64 -lunwind 
             -Wl,-Bstatic -lzstd -Wl,-Bdynamic -Wl,--exclude-libs,libzstd.a -liberty -Wl,--exclude-libs,libiberty.a -ldl -lrt -pthread
 UNIT_LIBS := $(LIBS) -ldw -lelf -lcurl -lcrypto
 
-DEBIAN_PACKAGES := g++ make pkg-config libunwind-dev libdw-dev libelf-dev libzstd-dev \
+DEBIAN_PACKAGES := g++ make pkg-config libunwind-dev libdw-dev libelf-dev libzstd-dev zlib1g-dev \
   libcurl4-openssl-dev libssl-dev libmimalloc-dev libiberty-dev doctest-dev python3 python3-zstandard \
   python3-botocore python3-crcmod python3-pytest zstd clang libclang-rt-14-dev golang-go procps \
   redis-server redis-tools nginx wrk heaptrack google-perftools libgoogle-perftools4 linux-perf \

@@ -32,6 +32,7 @@
 #include "sampler/sampler_engine.h"
 #include "sampler/sampler_thread.h"
 #include "sampler/sigprof_sampler.h"
+#include "sampler/symbols/debug_file_cache.h"
 #include "sampler/symbols/elfutils_lazy.h"
 #include "sampler/symbols/symbolizer.h"
 
@@ -296,6 +297,7 @@ void SamplerInit(const Config& cfg) {
   // Names for every kind of stack (allocation samples too, sampler off or
   // not): libdw is loaded when the recorder goes live (elfutils_lazy.h).
   RegisterLiveHook(sampler::LoadElfutils);
+  sampler::debugcache::Configure(cfg.debug_cache);
   if (cfg.sampler == SamplerMode::kOff) {
     Log(LogLevel::kInfo, "sampler: off (FLIGHTREC_SAMPLER=off)");
     return;

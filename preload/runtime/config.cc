@@ -286,7 +286,11 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
     } else if (name == "FLIGHTREC_OFFCPU") Bool(c, n, v, &cfg.offcpu);
     else if (name == "FLIGHTREC_SAMPLER_THREAD") Bool(c, n, v, &cfg.sampler_thread);
     else if (name == "FLIGHTREC_OFFCPU_MIN_US") U64(c, n, v, &cfg.offcpu_min_us, 0, 60000000);
-    else if (name == "FLIGHTREC_SOCKETS") {
+    else if (name == "FLIGHTREC_DEBUG_CACHE") {
+      if (v != "off" && (v.empty() || v[0] != '/'))
+        c.Say(name + "='" + Shown(v) + "' is neither off nor an absolute directory; using the default");
+      else Str(c, n, v, &cfg.debug_cache, Empty::kRefused);
+    } else if (name == "FLIGHTREC_SOCKETS") {
       if (v == "calls") {
         cfg.sockets = true;
         cfg.socket_calls = true;

@@ -56,6 +56,10 @@ struct Config {
   // one recorder thread) or on a thread of its own (1) (sampler_thread.h).
   bool sampler_thread = false;    // FLIGHTREC_SAMPLER_THREAD
   uint64_t offcpu_min_us = 1000;  // FLIGHTREC_OFFCPU_MIN_US
+  // Inflated copies of compressed debug files, shared by every process
+  // (sampler/symbols/debug_file_cache.h): "" = /var/tmp/flightrec-debug-<euid>,
+  // "off", or an absolute directory.
+  std::string debug_cache;  // FLIGHTREC_DEBUG_CACHE
 
   // sockets
   bool sockets = true;             // FLIGHTREC_SOCKETS

@@ -6,6 +6,7 @@
 
 #include "preload/fds/fd_guard.h"
 #include "preload/fds/released_fds.h"
+#include "sampler/symbols/debug_file_cache.h"
 
 namespace flightrec::sampler {
 
@@ -24,8 +25,11 @@ namespace flightrec::sampler {
 // Symbolizer::Impl::ReleaseDebugFds.)
 int FindElfOwned(Dwfl_Module* mod, void** userdata, const char* name, Dwarf_Addr base, char** file_name, Elf** elfp) {
   OwnFdChange opening;  // libdw's open, then ours to keep
-  const int fd = dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
+  int fd = dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
   if (fd < 0 || *elfp) return fd >= 0 ? AvoidReleasedNumber(TakeOwnFd(fd)) : fd;
+  // A module with compressed debug sections of its own: its inflated copy
+  // (debug_file_cache.h); *file_name stays the module's path.
+  fd = debugcache::Substitute(fd);
   Elf* elf = dwelf_elf_begin(fd);
   if (elf && elf_kind(elf) == ELF_K_ELF && elf_cntl(elf, ELF_C_FDREAD) == 0) {
     // libc's close, not the raw syscall: a sanitizer must see the number

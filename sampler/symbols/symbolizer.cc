@@ -26,6 +26,7 @@
 #include "sampler/symbols/code_runs.h"
 #include "sampler/symbols/code_unloads.h"
 #include "sampler/symbols/cu_ranges.h"
+#include "sampler/symbols/debug_file_cache.h"
 #include "preload/stacks/demangle.h"
 #include "preload/stacks/local_stack.h"
 #include "sampler/symbols/module_elf.h"
@@ -104,7 +105,10 @@ int FindDebuginfoLocalOnly(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, co
   }
   snprintf(path + n, sizeof(path) - n, ".debug");
   OwnFdChange opening;  // no bulk close between the open and the protection
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  // Compressed (a -dbgsym package's): its inflated copy, shared by every
+  // process (debug_file_cache.h). The name stays the package's, which
+  // libdw resolves a .gnu_debugaltlink against.
+  const int fd = debugcache::Substitute(open(path, O_RDONLY | O_CLOEXEC));
   if (fd < 0) return -1;
   *debuginfo_file_name = strdup(path);
   const int owned = AvoidReleasedNumber(TakeOwnFd(fd));

@@ -8,7 +8,9 @@
 // that nothing freed on the recorder's threads moved glibc's mmap
 // threshold.
 //
-// usage: dwarf_idle LIB.so
+// usage: dwarf_idle LIB.so [MAPPED]
+//   MAPPED: the file libdw is expected to map for LIB.so's debug information
+//   (its inflated copy in the debug-file cache); LIB.so itself by default.
 //   prints "dropped yes|no", "dropped again yes|no", "mmapped yes|no", "done"
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -68,7 +70,10 @@ int main(int argc, char** argv) {
   burn_fn two = (burn_fn)dlsym(h, "phase_two");
   if (!one || !two) return 4;
   char real[4096];
-  if (!realpath(argv[1], real)) return 5;
+  if (argc > 2)
+    snprintf(real, sizeof real, "%s", argv[2]);  // absolute; made by the recorder later
+  else if (!realpath(argv[1], real))
+    return 5;
   run(one, 0.5);
   printf("dropped %s\n", wait_for_drop(real) ? "yes" : "no");
   run(two, 0.5);

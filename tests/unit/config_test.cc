@@ -157,3 +157,16 @@ TEST_CASE("config: window mode and trigger settings") {
   CHECK(Mentions(msgs, "FLIGHTREC_MODE='snapshot' is not one of continuous|window; using continuous"));
   CHECK(Mentions(msgs, "FLIGHTREC_WINDOW_SECONDS='0' is out of range [1, 86400]; using 300"));
 }
+
+TEST_CASE("config: the debug-file cache is off, a directory, or the default") {
+  std::vector<std::string> msgs;
+  CHECK(Parse({}, &msgs).debug_cache.empty());  // the default: /var/tmp/flightrec-debug-<euid>
+  CHECK(Parse({"FLIGHTREC_DEBUG_CACHE=off"}, &msgs).debug_cache == "off");
+  CHECK(Parse({"FLIGHTREC_DEBUG_CACHE=/srv/cache"}, &msgs).debug_cache == "/srv/cache");
+  CHECK(msgs.empty());
+  CHECK(Parse({"FLIGHTREC_DEBUG_CACHE=cache"}, &msgs).debug_cache.empty());
+  CHECK(Mentions(msgs, "FLIGHTREC_DEBUG_CACHE='cache'"));
+  msgs.clear();
+  CHECK(Parse({"FLIGHTREC_DEBUG_CACHE="}, &msgs).debug_cache.empty());
+  CHECK(msgs.size() == 1);
+}
