@@ -297,7 +297,7 @@ void SamplerInit(const Config& cfg) {
   // Names for every kind of stack (allocation samples too, sampler off or
   // not): libdw is loaded when the recorder goes live (elfutils_lazy.h).
   RegisterLiveHook(sampler::LoadElfutils);
-  sampler::debugcache::Configure(cfg.debug_cache);
+  sampler::debugcache::Configure(cfg.debug_cache, cfg.debug_cache_max_bytes);
   if (cfg.sampler == SamplerMode::kOff) {
     Log(LogLevel::kInfo, "sampler: off (FLIGHTREC_SAMPLER=off)");
     return;

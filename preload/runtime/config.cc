@@ -290,7 +290,9 @@ Config ParseConfig(const char* const* envp, std::vector<std::string>* messages) 
       if (v != "off" && (v.empty() || v[0] != '/'))
         c.Say(name + "='" + Shown(v) + "' is neither off nor an absolute directory; using the default");
       else Str(c, n, v, &cfg.debug_cache, Empty::kRefused);
-    } else if (name == "FLIGHTREC_SOCKETS") {
+    } else if (name == "FLIGHTREC_DEBUG_CACHE_MAX_BYTES")
+      U64(c, n, v, &cfg.debug_cache_max_bytes, 1ull << 20, 1ull << 40);
+    else if (name == "FLIGHTREC_SOCKETS") {
       if (v == "calls") {
         cfg.sockets = true;
         cfg.socket_calls = true;

@@ -59,7 +59,8 @@ struct Config {
   // Inflated copies of compressed debug files, shared by every process
   // (sampler/symbols/debug_file_cache.h): "" = /var/tmp/flightrec-debug-<euid>,
   // "off", or an absolute directory.
-  std::string debug_cache;  // FLIGHTREC_DEBUG_CACHE
+  std::string debug_cache;                      // FLIGHTREC_DEBUG_CACHE
+  uint64_t debug_cache_max_bytes = 1ull << 30;  // FLIGHTREC_DEBUG_CACHE_MAX_BYTES
 
   // sockets
   bool sockets = true;             // FLIGHTREC_SOCKETS

@@ -40,6 +40,7 @@ char g_dir[4096];  // kExplicit's directory
 // The effective uid a directory was refused for: a process that drops root
 // tries again, as its new user, in that user's own default directory.
 uid_t g_refused_for = static_cast<uid_t>(-1);
+uint64_t g_max_bytes = 1ull << 30;
 bool g_warned = false;
 Stats g_stats;
 
@@ -302,28 +303,47 @@ int OpenDirectory() {
   return fd;
 }
 
-// Allocated bytes of the copies in the directory; drops stale temporary files.
-uint64_t DirectoryBytes(int dir_fd) {
+// Makes room for `need` more bytes under the cap: drops stale temporary
+// files, then copies of ours, least recently read first (atime: relatime
+// still moves it once a day), a copy a process maps stays readable through
+// its mapping. False if the room cannot be made.
+bool MakeRoom(int dir_fd, uint64_t need) {
   const int fd = OpenTransientFdAt(dir_fd, ".", O_RDONLY | O_DIRECTORY);
   DIR* d = fd >= 0 ? fdopendir(fd) : nullptr;
   if (!d) {
     if (fd >= 0) CloseTransientFd(fd);
-    return UINT64_MAX;
+    return false;
   }
+  struct Held {
+    time_t atime;
+    uint64_t bytes;
+    char name[160];
+  };
+  Vec<Held> copies;
   uint64_t total = 0;
   const time_t now = time(nullptr);
   while (dirent* e = readdir(d)) {
     struct stat st;
     if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
       continue;
-    if (strstr(e->d_name, ".tmp") && now - st.st_mtime > kStaleTempSeconds && st.st_uid == geteuid()) {
-      unlinkat(dirfd(d), e->d_name, 0);
+    const bool ours = st.st_uid == geteuid();
+    if (ours && strstr(e->d_name, ".tmp") && now - st.st_mtime > kStaleTempSeconds) {
+      unlinkat(dirfd(d), e->d_name, 0);  // left by a killed writer
       continue;
     }
-    total += static_cast<uint64_t>(st.st_blocks) * 512;
+    const uint64_t bytes = static_cast<uint64_t>(st.st_blocks) * 512;
+    total += bytes;
+    if (ours && strlen(e->d_name) < sizeof(Held::name) && strstr(e->d_name, ".debug") && !strstr(e->d_name, ".tmp")) {
+      Held h{st.st_atime, bytes, {}};
+      memcpy(h.name, e->d_name, strlen(e->d_name) + 1);
+      copies.push_back(h);
+    }
   }
+  std::sort(copies.begin(), copies.end(), [](const Held& a, const Held& b) { return a.atime < b.atime; });
+  for (size_t i = 0; i < copies.size() && total + need > g_max_bytes; ++i)
+    if (unlinkat(dirfd(d), copies[i].name, 0) == 0) total -= std::min(total, copies[i].bytes);
   CloseTransientDir(d);
-  return total;
+  return total + need <= g_max_bytes;
 }
 
 // The copy `name` if it is whole and ours, opened read-only; else -1.
@@ -342,8 +362,7 @@ bool MakeCopy(int in, const Plan& plan, int dir_fd, const char* name) {
   struct statvfs vfs;
   if (fstatvfs(dir_fd, &vfs) != 0 || static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize < plan.size + kDiskMarginBytes)
     return false;
-  const uint64_t held = DirectoryBytes(dir_fd);
-  if (held == UINT64_MAX || held + plan.size > kMaxCacheBytes) return false;
+  if (plan.size > g_max_bytes || !MakeRoom(dir_fd, plan.size)) return false;
   char tmp[256];
   snprintf(tmp, sizeof(tmp), "%s.tmp%d", name, static_cast<int>(getpid()));
   unlinkat(dir_fd, tmp, 0);  // a killed writer's, under our pid
@@ -358,7 +377,8 @@ bool MakeCopy(int in, const Plan& plan, int dir_fd, const char* name) {
 
 }  // namespace
 
-void Configure(const std::string& setting) {
+void Configure(const std::string& setting, uint64_t max_bytes) {
+  g_max_bytes = max_bytes;
   g_refused_for = static_cast<uid_t>(-1);
   g_mode = Mode::kOff;
   if (setting.empty()) {

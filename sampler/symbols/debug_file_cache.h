@@ -23,21 +23,21 @@
 // Flush thread (whoever symbolizes) only. Off, every file handed to libdw
 // as it is, when FLIGHTREC_DEBUG_CACHE=off, when the directory cannot be
 // made or is refused (preload/flush/safe_path.h), when it is on tmpfs (a copy
-// there would be memory), or when a copy would take the directory past its
-// cap or leave the disk with less than its margin.
+// there would be memory), when a copy alone would pass the directory's cap
+// or leave the disk with less than its margin. Past the cap, the copies read
+// least recently are deleted first (a process that maps one keeps reading
+// it through its mapping).
 #pragma once
 #include <cstdint>
 #include <string>
 
 namespace flightrec::sampler::debugcache {
 
-// Cap on what the directory's copies may take, in allocated bytes.
-inline constexpr uint64_t kMaxCacheBytes = 1ull << 30;
-
 // FLIGHTREC_DEBUG_CACHE: "off", a directory (made 0700 on first use), or ""
 // for DefaultDirectory() of the user the process is when it first needs a
-// copy. Before the first symbolization (SamplerInit).
-void Configure(const std::string& setting);
+// copy. max_bytes caps what the directory's copies take (allocated bytes;
+// FLIGHTREC_DEBUG_CACHE_MAX_BYTES). Before the first symbolization (SamplerInit).
+void Configure(const std::string& setting, uint64_t max_bytes);
 
 // /var/tmp/flightrec-debug-<euid>: on disk (not /tmp, which may be tmpfs),
 // kept across runs, one per user.

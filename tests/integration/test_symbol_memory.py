@@ -194,3 +194,23 @@ def test_a_corrupt_compressed_section_leaves_no_copy_and_the_program_runs(fr, tm
     # The symbol table still names the function (libdw cannot read the DWARF).
     samples = fr.events(out, "cpu.sample")
     assert any(e["stack"] and e["stack"][0]["function"] == "one_inner" for e in samples)
+
+
+@pytest.mark.slow
+def test_the_least_recently_read_copies_make_room_under_the_cap(fr, tmp_path):
+    lib, src = build_library(tmp_path)
+    cache = tmp_path / "debug-cache"
+    cache.mkdir(mode=0o700)
+    old = cache / ("00" * 20 + ".debug")  # a copy nobody has read for a day
+    old.write_bytes(b"\0" * (2 << 20))
+    os.utime(old, (1_700_000_000, 1_700_000_000))
+    copy = cache / (build_id(lib) + ".debug")
+    out = tmp_path / "out"
+    out.mkdir()
+    # 3 MiB: the old copy and this library's (1.4 MB) do not both fit.
+    proc = fr.run([fr.program("dwarf_idle"), str(lib), str(copy)], out,
+                  env={"FLIGHTREC_CPU_HZ": 1000, "FLIGHTREC_DEBUG_CACHE": str(cache),
+                       "FLIGHTREC_DEBUG_CACHE_MAX_BYTES": 3 << 20}, timeout=300)
+    assert "dropped yes" in proc.stdout.split("\n"), proc.stdout + proc.stderr  # libdw mapped the copy
+    assert not old.exists()
+    assert_named_with_lines(fr, out, src)

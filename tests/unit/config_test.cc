@@ -169,4 +169,6 @@ TEST_CASE("config: the debug-file cache is off, a directory, or the default") {
   msgs.clear();
   CHECK(Parse({"FLIGHTREC_DEBUG_CACHE="}, &msgs).debug_cache.empty());
   CHECK(msgs.size() == 1);
+  CHECK(Parse({}, &msgs).debug_cache_max_bytes == (1ull << 30));
+  CHECK(Parse({"FLIGHTREC_DEBUG_CACHE_MAX_BYTES=4194304"}, &msgs).debug_cache_max_bytes == (4ull << 20));
 }
