@@ -18,6 +18,7 @@
 #include <cstring>
 #include <vector>
 
+#include "format/fsize_guard.h"
 #include "format/mi_containers.h"
 #include "preload/flush/safe_path.h"
 #include "preload/fds/fd_guard.h"
@@ -82,7 +83,7 @@ bool ReadAll(int fd, void* buf, size_t n, uint64_t off) {
 bool WriteAll(int fd, const void* buf, size_t n) {
   auto* p = static_cast<const char*>(buf);
   while (n) {
-    const ssize_t w = write(fd, p, n);
+    const ssize_t w = format::WriteWithoutSigxfsz(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return false;
     p += w;
@@ -275,7 +276,8 @@ bool WriteCopy(int in, const Plan& plan, int out) {
   }
   if (!WriteZeros(out, plan.ehdr.e_shoff - at)) return false;
   if (!WriteAll(out, plan.shdrs.data(), plan.shdrs.size() * sizeof(Elf64_Shdr))) return false;
-  if (pwrite(out, &plan.ehdr, sizeof(plan.ehdr), 0) != static_cast<ssize_t>(sizeof(plan.ehdr))) return false;
+  if (format::PwriteWithoutSigxfsz(out, &plan.ehdr, sizeof(plan.ehdr), 0) != static_cast<ssize_t>(sizeof(plan.ehdr)))
+    return false;
   return fdatasync(out) == 0;
 }
 
@@ -362,7 +364,8 @@ bool MakeCopy(int in, const Plan& plan, int dir_fd, const char* name) {
   struct statvfs vfs;
   if (fstatvfs(dir_fd, &vfs) != 0 || static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize < plan.size + kDiskMarginBytes)
     return false;
-  if (plan.size > g_max_bytes || !MakeRoom(dir_fd, plan.size)) return false;
+  // Under `ulimit -f` a write past the limit would signal (fsize_guard.h).
+  if (plan.size > g_max_bytes || !format::FileSizeAllows(plan.size) || !MakeRoom(dir_fd, plan.size)) return false;
   char tmp[256];
   snprintf(tmp, sizeof(tmp), "%s.tmp%d", name, static_cast<int>(getpid()));
   unlinkat(dir_fd, tmp, 0);  // a killed writer's, under our pid
