@@ -110,6 +110,7 @@ class WindowKeeper {
   // /proc/self/stat at the first look; empty: unknown, no on-demand trigger).
   bool control_known_ = false;
   std::string control_name_;
+  std::string control_path_;  // FLIGHTREC_OUTPUT/control_name_, for the cheap look first
   int64_t started_sec_ = 0;
   bool foreign_logged_ = false, stale_logged_ = false;
   std::vector<Segment> window_;  // oldest first
