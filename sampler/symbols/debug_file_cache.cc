@@ -366,9 +366,13 @@ bool MakeCopy(int in, const Plan& plan, int dir_fd, const char* name) {
     return false;
   // Under `ulimit -f` a write past the limit would signal (fsize_guard.h).
   if (plan.size > g_max_bytes || !format::FileSizeAllows(plan.size) || !MakeRoom(dir_fd, plan.size)) return false;
+  // One writer per copy: the temporary name is the copy's own, taken with
+  // O_EXCL. The 64 backends of a server started on an empty cache would
+  // otherwise each write the same 10 MB; the others inflate in memory this
+  // once, as without a cache. A killed writer's file is deleted by MakeRoom
+  // once it is kStaleTempSeconds old.
   char tmp[256];
-  snprintf(tmp, sizeof(tmp), "%s.tmp%d", name, static_cast<int>(getpid()));
-  unlinkat(dir_fd, tmp, 0);  // a killed writer's, under our pid
+  snprintf(tmp, sizeof(tmp), "%s.tmp", name);
   const int out = OpenTransientFdAt(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (out < 0) return false;
   const bool ok = WriteCopy(in, plan, out);

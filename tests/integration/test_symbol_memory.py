@@ -214,3 +214,20 @@ def test_the_least_recently_read_copies_make_room_under_the_cap(fr, tmp_path):
     assert "dropped yes" in proc.stdout.split("\n"), proc.stdout + proc.stderr  # libdw mapped the copy
     assert not old.exists()
     assert_named_with_lines(fr, out, src)
+
+
+@pytest.mark.slow
+def test_one_writer_per_copy_and_a_killed_writers_file_is_cleared(fr, tmp_path):
+    lib, src = build_library(tmp_path)
+    cache = tmp_path / "debug-cache"
+    cache.mkdir(mode=0o700)
+    copy = cache / (build_id(lib) + ".debug")
+    writing = cache / (copy.name + ".tmp")
+    writing.write_bytes(b"\0" * 4096)  # another process writing the copy now
+    run_with_cache(fr, tmp_path / "first", lib, cache, None, expect_copy=False)  # libdw maps the library
+    assert not copy.exists() and writing.read_bytes() == b"\0" * 4096  # its file left alone
+    assert_named_with_lines(fr, tmp_path / "first", src)
+    os.utime(writing, (1_700_000_000, 1_700_000_000))  # ... and its writer was killed long ago
+    run_with_cache(fr, tmp_path / "second", lib, cache, copy)
+    assert copy.exists() and not writing.exists()
+    assert_named_with_lines(fr, tmp_path / "second", src)
