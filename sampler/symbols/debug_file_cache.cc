@@ -23,6 +23,7 @@
 #include "preload/flush/safe_path.h"
 #include "preload/fds/fd_guard.h"
 #include "preload/runtime/log.h"
+#include "preload/runtime/seccomp_state.h"
 
 namespace flightrec::sampler::debugcache {
 namespace {
@@ -399,7 +400,9 @@ void Configure(const std::string& setting, uint64_t max_bytes) {
 std::string DefaultDirectory() { return "/var/tmp/flightrec-debug-" + std::to_string(geteuid()); }
 
 int Substitute(int fd) {
-  if (g_mode == Mode::kOff || fd < 0) return fd;
+  // Under a seccomp filter the copy's calls (mkdirat, renameat, fstatvfs,
+  // fdatasync...) may be ones the program never makes and the filter kills on.
+  if (g_mode == Mode::kOff || fd < 0 || SeccompFiltered()) return fd;
   const int saved_errno = errno;
   struct stat st;
   Plan plan;

@@ -21,7 +21,8 @@
 // and libdw still checks its build-id against the module's.
 //
 // Flush thread (whoever symbolizes) only. Off, every file handed to libdw
-// as it is, when FLIGHTREC_DEBUG_CACHE=off, when the directory cannot be
+// as it is, when FLIGHTREC_DEBUG_CACHE=off, under a seccomp filter
+// (seccomp_state.h), when the directory cannot be
 // made or is refused (preload/flush/safe_path.h), when it is on tmpfs (a copy
 // there would be memory), when a copy alone would pass the directory's cap
 // or leave the disk with less than its margin. Past the cap, the copies read
