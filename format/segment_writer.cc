@@ -10,9 +10,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <new>
+#include <utility>
 
 #include "format/block_encoder.h"
 #include "format/column_encoder.h"
@@ -30,6 +33,38 @@ namespace {
 constexpr size_t kBatchFlushBytes = 256 * 1024;  // auto-flush a type's batch past this
 constexpr uint32_t kBatchMaxEvents = 65536;      // and never put more in one EVENTS block
 constexpr size_t kMaxHeaderString = 4096;
+constexpr uint32_t kKeptBatchRows = 256;  // a batch array this small is always kept
+
+// A batch's column array: uninitialised memory from the recorder's heap
+// (mi_malloc), owned, movable (a vector of types moves its elements).
+class ColumnStore {
+ public:
+  ColumnStore() = default;
+  ColumnStore(const ColumnStore&) = delete;
+  ColumnStore& operator=(const ColumnStore&) = delete;
+  ColumnStore(ColumnStore&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  ColumnStore& operator=(ColumnStore&& o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  ~ColumnStore() { mi_free(p_); }
+  // False (nothing changed) if the memory cannot be had.
+  bool Allocate(size_t n) {
+    auto* p = static_cast<uint64_t*>(mi_malloc(n * sizeof(uint64_t)));
+    if (!p) return false;
+    mi_free(p_);
+    p_ = p;
+    return true;
+  }
+  void Release() {
+    mi_free(p_);
+    p_ = nullptr;
+  }
+  uint64_t* data() const { return p_; }
+
+ private:
+  uint64_t* p_ = nullptr;
+};
 
 bool IsIntegerField(FieldType t) {
   return t == FieldType::kTime || t == FieldType::kUInt || t == FieldType::kSInt || t == FieldType::kString ||
@@ -91,11 +126,17 @@ struct SegmentWriter::Impl {
     // power-of-two stride) every column's slot of one event fell in the same
     // L1 set (16 KiB arrays, page aligned), and a socket.exchange's 20 stores
     // evicted each other (flush_socket_bench).
+    //
+    // The array is not zero-filled: every Append writes every field of its
+    // row, and only rows below `count` are read. So only the pages rows were
+    // written to become resident: a zero-filled 1,024-row socket.exchange
+    // array was 165 KiB resident in every PostgreSQL backend whatever its
+    // batches held (issue #44).
     uint32_t count = 0;
     uint32_t cap = 0;
     size_t stride = 0;
     size_t raw_bytes = 0;
-    MiVector<uint64_t> cols;
+    ColumnStore cols;
     uint64_t* col(size_t f) { return cols.data() + f * stride; }
     MiVector<MiVector<uint8_t>> bytes;  // concatenated kBytes values, per field
     MiVector<RecentStrings> recent;     // one per kString field
@@ -172,6 +213,13 @@ struct SegmentWriter::Impl {
   }
 
   static void ClearBatch(Type* t) {
+    // A batch that used under a quarter of what a burst grew it to gives the
+    // memory back; the next one grows again by doubling from 64 rows.
+    if (t->cap > kKeptBatchRows && static_cast<uint64_t>(t->count) * 4 < t->cap) {
+      t->cols.Release();
+      t->cap = 0;
+      t->stride = 0;
+    }
     t->count = 0;
     t->raw_bytes = 0;
     for (auto& b : t->bytes) b.clear();
@@ -190,13 +238,14 @@ struct SegmentWriter::Impl {
         static_cast<uint32_t>(std::min<size_t>(kBatchMaxEvents, (kBatchFlushBytes + row_bytes - 1) / row_bytes));
     const uint32_t cap = std::max(t->count + 1, std::min(t->cap ? 2 * t->cap : 64, std::max<uint32_t>(most, 64)));
     const size_t stride = cap + 64 / sizeof(uint64_t);
-    MiVector<uint64_t> grown(stride * t->fields.size());
+    ColumnStore grown;
+    if (!grown.Allocate(std::max<size_t>(1, stride * t->fields.size()))) throw std::bad_alloc();
     // The first reservation has no columns yet (cols.data() is null: memcpy
     // from it is undefined even for 0 bytes).
     if (t->count > 0)
       for (size_t f = 0; f < t->fields.size(); f++)
         std::memcpy(grown.data() + f * stride, t->col(f), t->count * sizeof(uint64_t));
-    t->cols.swap(grown);
+    t->cols = std::move(grown);
     t->cap = cap;
     t->stride = stride;
   }
@@ -641,6 +690,10 @@ std::vector<std::pair<std::string, uint64_t>> SegmentWriter::TakeLostEvents() {
 }
 
 WriterStats SegmentWriter::stats() const { return impl_->stats; }
+
+uint32_t SegmentWriter::batch_capacity(uint32_t type_id) const {
+  return type_id == 0 || type_id > impl_->types.size() ? 0 : impl_->types[type_id - 1].cap;
+}
 
 uint64_t SegmentWriter::buffered_bytes() const {
   uint64_t n = impl_->tables.pending_bytes();

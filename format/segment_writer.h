@@ -250,6 +250,9 @@ class SegmentWriter {
 
   WriterStats stats() const;
   uint64_t buffered_bytes() const;  // rough raw size of unflushed events
+  // Rows the type's batch array holds now (0 before its first event, and
+  // again after a batch that used under a quarter of it): for tests.
+  uint32_t batch_capacity(uint32_t type_id) const;
 
  private:
   struct Impl;

@@ -215,6 +215,40 @@ TEST_CASE("format AppendColumns writes what Append writes, with ids valid per se
   CHECK(d.FooterValue("writer.rejected") == 3u);
 }
 
+TEST_CASE("format a batch array grown by a burst is given back after a small batch") {
+  TempDir dir;
+  SegmentWriter w;
+  const uint32_t id =
+      w.DefineEventType({"burst.event", {{"time", FieldType::kTime, "ns"}, {"u", FieldType::kUInt, ""}}, true});
+  std::string err;
+  REQUIRE_MESSAGE(w.Open(dir.File("a"), Header(), &err), err);
+  CHECK(w.batch_capacity(id) == 0);
+  auto append = [&](int n, uint64_t t0) {
+    for (int i = 0; i < n; i++) {
+      const uint64_t c[] = {t0 + static_cast<uint64_t>(i), static_cast<uint64_t>(i)};
+      w.AppendColumns(id, c, 2);
+    }
+  };
+  append(3000, 1000);  // a burst: the array grows by doubling
+  CHECK(w.batch_capacity(id) >= 3000);
+  const uint32_t grown = w.batch_capacity(id);
+  REQUIRE(w.Flush(&err));
+  CHECK(w.batch_capacity(id) == grown);  // that batch filled it: kept
+  append(100, 10000);                    // a quiet batch
+  REQUIRE(w.Flush(&err));
+  CHECK(w.batch_capacity(id) == 0);  // under a quarter: given back
+  append(100, 20000);
+  CHECK(w.batch_capacity(id) == 128);  // grows again from 64
+  REQUIRE(w.Seal({}, &err));
+  // Every event read back as written, across the release.
+  std::vector<uint8_t> file = ReadAll(dir.File("a"));
+  Segment seg = ReadSegment(file.data(), file.size());
+  REQUIRE(seg.events.size() == 3200);
+  CHECK(seg.events[2999].values[1].u == 2999);
+  CHECK(seg.events[3000].values[0].u == 10000);
+  CHECK(seg.events[3199].values[1].u == 99);
+}
+
 TEST_CASE("format one writer produces several self-contained segments") {
   TempDir dir;
   FakeDescriber describer;
