@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -43,6 +44,7 @@ char g_dir[4096];  // kExplicit's directory
 // tries again, as its new user, in that user's own default directory.
 uid_t g_refused_for = static_cast<uid_t>(-1);
 uint64_t g_max_bytes = 1ull << 30;
+std::atomic<bool> g_no_new_copies{false};  // exit mode: copies found are used, none is made
 bool g_warned = false;
 Stats g_stats;
 
@@ -423,7 +425,7 @@ int Substitute(int fd) {
     copy = OpenCopy(dir_fd, name, plan.size);
     if (copy >= 0) {
       ++g_stats.used;
-    } else if (MakeCopy(fd, plan, dir_fd, name)) {
+    } else if (!g_no_new_copies.load(std::memory_order_relaxed) && MakeCopy(fd, plan, dir_fd, name)) {
       copy = OpenCopy(dir_fd, name, plan.size);
       if (copy >= 0) ++g_stats.written;
     }
@@ -438,6 +440,8 @@ int Substitute(int fd) {
   errno = saved_errno;
   return copy;
 }
+
+void StopMakingCopies() { g_no_new_copies.store(true, std::memory_order_relaxed); }
 
 Stats GetStats() { return g_stats; }
 

@@ -49,6 +49,11 @@ std::string DefaultDirectory();
 // the file's inflated copy (fd then closed). errno is left as it was.
 int Substitute(int fd);
 
+// The process is exiting (Symbolizer::SetExitMode): a copy already there is
+// still used, but none is written (megabytes of inflating and a sync would
+// only delay the exit). Any thread.
+void StopMakingCopies();
+
 struct Stats {
   uint64_t used = 0;     // descriptors handed out for a copy found in place
   uint64_t written = 0;  // copies made

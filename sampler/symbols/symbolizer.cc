@@ -1102,7 +1102,10 @@ bool Symbolizer::DescribeBefore(uint64_t pc, uint64_t era, format::MappingInfo* 
 
 void Symbolizer::DropIdleDebugInfo(uint64_t now_ns) { impl_->DropIdleDwarf(now_ns); }
 
-void Symbolizer::SetExitMode(bool on) { impl_->exit_mode.store(on, std::memory_order_relaxed); }
+void Symbolizer::SetExitMode(bool on) {
+  impl_->exit_mode.store(on, std::memory_order_relaxed);
+  if (on) debugcache::StopMakingCopies();
+}
 
 bool Symbolizer::Describe(uint64_t pc, format::MappingInfo* mapping, std::vector<format::FrameLine>* lines) {
   Impl& s = *impl_;
