@@ -34,7 +34,15 @@ void ZstdFree(void*, void* p) { mi_free(p); }
 
 }  // namespace
 
-BlockEncoder::BlockEncoder() {
+BlockEncoder::BlockEncoder() = default;
+
+BlockEncoder::~BlockEncoder() { ZSTD_freeCCtx(cctx_); }
+
+// zstd's context is made at the first block worth compressing, not with the
+// writer: a short-lived process whose blocks all stay under
+// kMinCompressBytes never pays for it (nor for faulting in zstd's code).
+bool BlockEncoder::MakeContext() {
+  if (cctx_ || context_failed_) return cctx_ != nullptr;
   ZSTD_customMem mem = {ZstdAlloc, ZstdFree, nullptr};
   cctx_ = ZSTD_createCCtx_advanced(mem);
   if (cctx_ && (ZSTD_isError(ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, kZstdLevel)) ||
@@ -43,15 +51,15 @@ BlockEncoder::BlockEncoder() {
     ZSTD_freeCCtx(cctx_);
     cctx_ = nullptr;  // blocks are then written uncompressed (Append)
   }
+  context_failed_ = cctx_ == nullptr;
+  return cctx_ != nullptr;
 }
-
-BlockEncoder::~BlockEncoder() { ZSTD_freeCCtx(cctx_); }
 
 void BlockEncoder::Append(BlockKind kind, const uint8_t* raw, size_t raw_len, MiVector<uint8_t>* out) {
   const uint8_t* payload = raw;
   size_t payload_len = raw_len;
   uint16_t flags = 0;
-  if (cctx_ && raw_len >= kMinCompressBytes) {
+  if (raw_len >= kMinCompressBytes && MakeContext()) {
     scratch_.resize(ZSTD_compressBound(raw_len));
     size_t n = ZSTD_compress2(cctx_, scratch_.data(), scratch_.size(), raw, raw_len);
     if (!ZSTD_isError(n) && n < raw_len) {

@@ -138,7 +138,7 @@ struct SegmentWriter::Impl {
     size_t raw_bytes = 0;
     ColumnStore cols;
     uint64_t* col(size_t f) { return cols.data() + f * stride; }
-    MiVector<MiVector<uint8_t>> bytes;  // concatenated kBytes values, per field
+    MiVector<MiVector<uint8_t>> bytes;  // concatenated kBytes values, per field (empty without a kBytes field)
     MiVector<RecentStrings> recent;     // one per kString field
     bool columns_only = true;           // no kBytes/kStack field: AppendColumns accepts it
   };
@@ -165,6 +165,7 @@ struct SegmentWriter::Impl {
   uint64_t rejected = 0;
 
   uint64_t definitions_round = 0;      // AppendPendingDefinitions calls (one per write)
+  uint64_t segment_first_round = 0;    // the round of the open segment's first write
   MiVector<uint8_t> out;               // blocks waiting for one write()
   uint64_t pending_events_in_out = 0;  // events inside `out`, not yet written
   MiVector<uint8_t> payload;           // scratch for one block's raw payload
@@ -196,6 +197,7 @@ struct SegmentWriter::Impl {
     fail_error.clear();
     deferred = false;
     vanished = false;
+    segment_first_round = definitions_round + 1;
   }
 
   // Bookkeeping after an event of type_id (time: its first field) went into
@@ -252,40 +254,62 @@ struct SegmentWriter::Impl {
 
   void AddBlock(BlockKind kind, const uint8_t* p, size_t n) { blocks.Append(kind, p, n, &out); }
 
-  // A type's definition is due if it was never written in this segment, or
-  // written once at an earlier round (its second copy).
+  // A type's definition is due if it has events waiting and was never
+  // written in this segment, or was written once at an earlier round (its
+  // second copy). A type without events in the segment is not defined in
+  // it: a short-lived process's segment then carries the few types it used,
+  // not all ~50, and its SCHEMA block stays too small to be worth zstd's
+  // context (issue #39: what a short-lived process pays).
   bool SchemaDue(const Type& t) const {
-    return t.schema_copies == 0 || (t.schema_copies == 1 && t.schema_round != definitions_round);
+    if (t.schema_copies == 0) return t.count > 0;
+    return t.schema_copies == 1 && t.schema_round != definitions_round;
+  }
+
+  // One SCHEMA block defining every type `due(t)` selects (none: no block).
+  template <typename Due>
+  void AppendSchemaBlock(Due due) {
+    payload.clear();
+    uint32_t n = 0;
+    for (const Type& t : types) n += due(t);
+    if (!n) return;
+    PutUvarint(&payload, n);
+    for (size_t i = 0; i < types.size(); i++) {
+      Type& t = types[i];
+      if (!due(t)) continue;
+      PutUvarint(&payload, i + 1);
+      PutStr(&payload, t.name);
+      PutUvarint(&payload, t.fields.size());
+      for (const Field& f : t.fields) {
+        PutStr(&payload, f.name);
+        payload.push_back(static_cast<uint8_t>(f.type));
+        PutStr(&payload, f.unit);
+      }
+      if (t.schema_copies++ == 0) t.schema_round = definitions_round;
+    }
+    AddBlock(BlockKind::kSchema, payload.data(), payload.size());
   }
 
   // New schemas (and second copies), then new intern entries (strings,
   // mappings, locations, stacks).
   void AppendPendingDefinitions() {
     definitions_round++;
-    payload.clear();
-    uint32_t nnew = 0;
-    for (const Type& t : types) nnew += SchemaDue(t);
-    if (nnew) {
-      PutUvarint(&payload, nnew);
-      for (size_t i = 0; i < types.size(); i++) {
-        Type& t = types[i];
-        if (!SchemaDue(t)) continue;
-        PutUvarint(&payload, i + 1);
-        PutStr(&payload, t.name);
-        PutUvarint(&payload, t.fields.size());
-        for (const Field& f : t.fields) {
-          PutStr(&payload, f.name);
-          payload.push_back(static_cast<uint8_t>(f.type));
-          PutStr(&payload, f.unit);
-        }
-        if (t.schema_copies++ == 0) t.schema_round = definitions_round;
-      }
-      AddBlock(BlockKind::kSchema, payload.data(), payload.size());
-    }
+    AppendSchemaBlock([this](const Type& t) { return SchemaDue(t); });
     tables.EmitPending([this](BlockKind kind, const uint8_t* p, size_t n) {
       AddBlock(kind, p, n);
       return true;
     });
+  }
+
+  // At the seal of a segment written more than once: the second copy of
+  // each type first defined in this last write, in a block after its events
+  // (readers keep such events until a later definition, SPEC.md 5.3). Before
+  // types were defined only with events, every type had its copies in the
+  // first two writes; this keeps "one damaged SCHEMA block loses no event"
+  // for the types that first appear at the end (thread.end, socket.close).
+  // A segment sealed at its first write keeps one copy, as before.
+  void AppendSecondCopiesAtSeal() {
+    if (definitions_round <= segment_first_round) return;
+    AppendSchemaBlock([this](const Type& t) { return t.schema_copies == 1 && t.schema_round == definitions_round; });
   }
 
   void AppendEventsBlock(uint32_t type_id) {
@@ -435,6 +459,7 @@ struct SegmentWriter::Impl {
   }
 
   static constexpr size_t kMaxDeferredBytes = SegmentWriter::kMaxDeferredBytes;
+  static constexpr size_t kFirstBufferBytes = 4096;  // `out` and `payload` at Open
 };
 
 SegmentWriter::SegmentWriter() : impl_(std::make_unique<Impl>()), string_epoch_(impl_->tables.epoch_address()) {}
@@ -478,6 +503,10 @@ bool SegmentWriter::Open(const std::string& path, const SegmentHeaderInfo& heade
   std::string_view host = TruncateUtf8(header.host, kMaxHeaderString);
   MiVector<uint8_t>& h = m.out;
   h.clear();
+  // One allocation each instead of a doubling per block size on the way up
+  // (each in a fresh mimalloc size-class page: a page fault apiece).
+  if (h.capacity() < Impl::kFirstBufferBytes) h.reserve(Impl::kFirstBufferBytes);
+  if (m.payload.capacity() < Impl::kFirstBufferBytes) m.payload.reserve(Impl::kFirstBufferBytes);
   PutBytes(&h, kSegmentMagic, sizeof(kSegmentMagic));
   PutFixed(&h, kFramingVersion, 2);
   PutFixed(&h, 0, 2);
@@ -548,9 +577,21 @@ uint32_t SegmentWriter::DefineEventType(const EventTypeSpec& spec) {
              std::string_view(t.fields[f].unit) == spec.fields[f].unit;
     return same ? static_cast<uint32_t>(i + 1) : 0;
   }
+  // Sized once, not grown by doubling: each doubling lands in another of
+  // mimalloc's size classes, a fresh page and a page fault, and a process
+  // defines ~50 types at start (issue #39: what a short-lived process pays).
+  if (m.types.capacity() == m.types.size()) m.types.reserve(m.types.size() < 32 ? 64 : 2 * m.types.size());
   Impl::Type t;
   t.name = MiString(spec.name);
   t.packed = spec.packed;
+  t.fields.reserve(spec.fields.size());
+  size_t strings = 0;
+  bool has_bytes = false;
+  for (const FieldSpec& f : spec.fields) {
+    strings += f.type == FieldType::kString;
+    has_bytes |= f.type == FieldType::kBytes;
+  }
+  t.recent.reserve(strings);
   for (size_t i = 0; i < spec.fields.size(); i++) {
     const FieldSpec& f = spec.fields[i];
     // Only an earlier integer field can be followed (readers decode in order).
@@ -561,7 +602,7 @@ uint32_t SegmentWriter::DefineEventType(const EventTypeSpec& spec) {
     if (f.type == FieldType::kString) t.recent.emplace_back();
     if (f.type == FieldType::kBytes || f.type == FieldType::kStack) t.columns_only = false;
   }
-  t.bytes.resize(t.fields.size());
+  if (has_bytes) t.bytes.resize(t.fields.size());  // indexed by field; only kBytes fields use theirs
   m.types.push_back(std::move(t));
   return static_cast<uint32_t>(m.types.size());
 }
@@ -638,6 +679,7 @@ bool SegmentWriter::Seal(const std::vector<std::pair<std::string, uint64_t>>& fo
   }
   bool ok = m.FlushAll();
   if (ok) {
+    m.AppendSecondCopiesAtSeal();
     MiVector<uint8_t>& p = m.payload;
     p.clear();
     uint64_t n = 3 + (m.rejected ? 1 : 0) + footer_counters.size();

@@ -5,8 +5,12 @@ forked child that execs at once opens no segment of its own; what happened
 before going live (CPU samples, a crash) is still in the trace."""
 import os
 import signal
+import sys
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz"))
+import dump_corruption as dc  # noqa: E402  (the block walker, independent of the reader)
 
 # The first tick (going live) waits FLIGHTREC_FLUSH_MS: at its largest, so
 # nothing here depends on how fast the machine starts a process.
@@ -34,6 +38,26 @@ def test_a_shell_fork_before_exec_leaves_no_segment(fr, trace_dir):
     assert exes == ["bash", "true", "true", "true"], (exes, files)
     assert len(files) == 4 and all(f.endswith(".seg") for f in files), files
     assert len({pid_of(f) for f in files}) == 4, files
+
+
+def test_a_short_lived_segment_defines_only_the_types_it_holds(fr, trace_dir):
+    """A segment defines the event types it has events of, not all ~50 the
+    recorder knows: /bin/true's segment is its process.start,
+    process.rusage and thread.start (it was 1.2 KiB, most of it the other
+    types' definitions). Its blocks are all small enough to be stored
+    plain, so the process never builds zstd's context (issue #39)."""
+    fr.run(["/bin/true"], trace_dir, env=NOT_YET_LIVE)
+    files = fr.segments(trace_dir)
+    assert len(files) == 1 and files[0].endswith(".seg"), files
+    data = open(files[0], "rb").read()
+    blocks, names, _, events = dc.events_by_block(data)
+    with_events = {names[tid] for tid, count in events.values() if count}
+    assert {"process.start", "thread.start"} <= with_events, with_events
+    assert set(names.values()) == with_events, (sorted(names.values()), sorted(with_events))
+    # The same types, read by the dump tool: each listed with its events.
+    listed = {t["name"]: t["events"] for t in fr.dump_json("schema", "--json", files[0])}
+    assert set(listed) == with_events and all(listed.values()), listed
+    assert all(b.flags == 0 for b in blocks), [(b.kind, b.flags, b.payload_len) for b in blocks]
 
 
 def test_a_forked_child_that_lives_on_keeps_its_segment(fr, trace_dir):

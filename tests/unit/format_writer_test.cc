@@ -291,6 +291,99 @@ TEST_CASE("format one writer produces several self-contained segments") {
   }
 }
 
+namespace {
+
+// Type ids defined by each SCHEMA block of an intact segment, in file order
+// (the test's schemas are small: their blocks are stored plain).
+std::vector<std::vector<uint64_t>> SchemaBlockIds(const std::vector<uint8_t>& d) {
+  std::vector<std::vector<uint64_t>> out;
+  BlockScanner s(d.data(), d.size(), static_cast<size_t>(LoadLE(d.data() + 12, 4)));
+  std::vector<Problem> problems;
+  RawBlock b;
+  while (s.Next(&b, &problems)) {
+    if (b.kind != static_cast<uint16_t>(BlockKind::kSchema)) continue;
+    REQUIRE(b.flags == 0);
+    ByteCursor c(b.payload, b.payload_len);
+    uint64_t n = 0;
+    REQUIRE(c.Uvarint(&n));
+    std::vector<uint64_t> ids;
+    for (uint64_t i = 0; i < n; i++) {
+      uint64_t id = 0, nfields = 0;
+      std::string_view text;
+      uint8_t code = 0;
+      REQUIRE(c.Uvarint(&id));
+      REQUIRE(c.Str(&text));
+      REQUIRE(c.Uvarint(&nfields));
+      for (uint64_t f = 0; f < nfields; f++) {
+        REQUIRE(c.Str(&text));  // name
+        REQUIRE(c.U8(&code));
+        REQUIRE(c.Str(&text));  // unit
+      }
+      ids.push_back(id);
+    }
+    out.push_back(ids);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("format a segment defines only the types it has events of, each twice across writes") {
+  TempDir dir;
+  SegmentWriter w;
+  const uint32_t early = w.DefineEventType({"early", {{"time", FieldType::kTime, "ns"}, {"n", FieldType::kUInt, ""}}});
+  const uint32_t late = w.DefineEventType({"late", {{"time", FieldType::kTime, "ns"}, {"n", FieldType::kUInt, ""}}});
+  const uint32_t never = w.DefineEventType({"never", {{"time", FieldType::kTime, "ns"}}});
+  REQUIRE(never == 3);
+  std::string err;
+  Value v[] = {Value::U(100), Value::U(1)};
+
+  SUBCASE("written three times: each type in two blocks, a type first seen at the seal after its events") {
+    REQUIRE(w.Open(dir.File("s"), Header(), &err));
+    w.Append(early, v, 2);
+    REQUIRE(w.Flush(&err));  // write 1: early's first copy
+    w.Append(early, v, 2);
+    REQUIRE(w.Flush(&err));  // write 2: early's second copy
+    w.Append(late, v, 2);
+    REQUIRE(w.Seal({}, &err));  // late's first copy before its events, its second after them
+    const std::vector<uint8_t> d = ReadAll(dir.File("s"));
+    const auto blocks = SchemaBlockIds(d);
+    REQUIRE(blocks.size() == 4);
+    CHECK(blocks[0] == std::vector<uint64_t>{early});
+    CHECK(blocks[1] == std::vector<uint64_t>{early});
+    CHECK(blocks[2] == std::vector<uint64_t>{late});
+    CHECK(blocks[3] == std::vector<uint64_t>{late});
+    // The second copy of `late` follows its EVENTS block.
+    const auto all = Blocks(d);
+    size_t schemas = 0, late_events_at = 0, last_schema_at = 0;
+    for (size_t i = 0; i < all.size(); i++) {
+      if (all[i].kind == static_cast<uint16_t>(BlockKind::kSchema) && ++schemas == 4) last_schema_at = i;
+      if (all[i].kind == static_cast<uint16_t>(BlockKind::kEvents)) late_events_at = i;
+    }
+    CHECK(late_events_at < last_schema_at);
+    Segment seg = ReadSegmentFile(dir.File("s"));
+    CHECK(seg.problems.empty());
+    CHECK(seg.EventsOf("early").size() == 2);
+    CHECK(seg.EventsOf("late").size() == 1);
+    CHECK(seg.TypeByName("never") == nullptr);
+  }
+  SUBCASE("sealed at its first write: one copy") {
+    REQUIRE(w.Open(dir.File("one"), Header(), &err));
+    w.Append(late, v, 2);
+    REQUIRE(w.Seal({}, &err));
+    const auto blocks = SchemaBlockIds(ReadAll(dir.File("one")));
+    REQUIRE(blocks.size() == 1);
+    CHECK(blocks[0] == std::vector<uint64_t>{late});
+  }
+  SUBCASE("no events: no SCHEMA block at all") {
+    REQUIRE(w.Open(dir.File("none"), Header(), &err));
+    REQUIRE(w.Flush(&err));
+    REQUIRE(w.Seal({}, &err));
+    CHECK(SchemaBlockIds(ReadAll(dir.File("none"))).empty());
+    CHECK(ReadSegmentFile(dir.File("none")).state == SegmentState::kSealed);
+  }
+}
+
 TEST_CASE("format batches auto-flush and stay within the per-block limit") {
   TempDir dir;
   SegmentWriter w;

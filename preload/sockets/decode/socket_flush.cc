@@ -338,24 +338,37 @@ void MakeGlobals(uint64_t acceptq_ms) {
   // The previous globals (a fork child's copy of the parent's) are leaked on purpose.
   g_flush = MiNew<FlushGlobals>();
   if (!g_flush) return;
-  g_flush->side = MiNew<SocketFlushSide>(LiveConnProbe());
-  g_flush->acceptq = MiNew<ListenQueueProbe>();
   g_flush->acceptq_ns = acceptq_ms * kMs;
+}
+
+// The connection table, endpoint names and accept-queue probe are made when
+// the process first has a socket to describe (a record, a gap, a socket it
+// was started or forked with), not at start: a process that never touches a
+// socket, /bin/true or a compiler, does not pay the ~15 page faults of
+// making them (issue #39). Made on the flush thread, or before it runs (at
+// start, in a fork child): only the flush thread reads them afterwards.
+SocketFlushSide* SideOrMake() {
+  FlushGlobals* g = g_flush;
+  if (!g) return nullptr;
+  if (g->side) return g->side;
+  g->side = MiNew<SocketFlushSide>(LiveConnProbe());
+  g->acceptq = MiNew<ListenQueueProbe>();
+  if (!g->side || !g->acceptq) return g->side = nullptr;
   // The endpoint side (issue 41) from the configuration.
   const Config& cfg = GetConfig();
   unsigned mask = 0;
   if (!ParseEndpointClassifiers(cfg.endpoints, &mask)) mask = kClassifyAll;
   uint64_t least = 0;
-  if (!cfg.trigger_slow_rules.empty()) ParseSlowRules(cfg.trigger_slow_rules, &g_flush->slow_rules, &least);
-  else ParseSlowRules(std::to_string(cfg.trigger_slow_ms), &g_flush->slow_rules, &least);
-  if (g_flush->side)
-    g_flush->side->ConfigureEndpoints(mask, cfg.trace_context, cfg.endpoint_names, &g_flush->slow_rules);
+  if (!cfg.trigger_slow_rules.empty()) ParseSlowRules(cfg.trigger_slow_rules, &g->slow_rules, &least);
+  else ParseSlowRules(std::to_string(cfg.trigger_slow_ms), &g->slow_rules, &least);
+  g->side->ConfigureEndpoints(mask, cfg.trace_context, cfg.endpoint_names, &g->slow_rules);
+  return g->side;
 }
 
 uint32_t TidOf(const FlushContext& ctx) { return ctx.thread ? static_cast<uint32_t>(ctx.thread->tid) : 0; }
 
 void DecodeOp(FlushContext& ctx, const RecordHeader& h, const void* payload) {
-  if (!g_flush || !g_flush->side || h.size < sizeof(RecordHeader) + sizeof(SocketOpRecord)) return;
+  if (h.size < sizeof(RecordHeader) + sizeof(SocketOpRecord) || !SideOrMake()) return;
   SocketOpRecord r;
   memcpy(&r, payload, sizeof(r));
   if (r.flags & kOpFlagTsc) {  // TSC ticks -> CLOCK_MONOTONIC ns (tsc_clock.h)
@@ -371,7 +384,7 @@ void DecodeOp(FlushContext& ctx, const RecordHeader& h, const void* payload) {
 void OnExchangeRecord(FlushContext& ctx, const SocketExchangeRecord& r, uint32_t ring_tid, const uint8_t* prefix);
 
 void DecodeExchange(FlushContext& ctx, const RecordHeader& h, const void* payload) {
-  if (!g_flush || !g_flush->side || h.size < sizeof(RecordHeader) + sizeof(SocketExchangeRecord)) return;
+  if (h.size < sizeof(RecordHeader) + sizeof(SocketExchangeRecord) || !SideOrMake()) return;
   SocketExchangeRecord r;
   memcpy(&r, payload, sizeof(r));
   // The question's first bytes follow the record (socket_prefix.h), if the
@@ -451,19 +464,19 @@ void OnExchangeRecord(FlushContext& ctx, const SocketExchangeRecord& r, uint32_t
 // After a thread's ring is drained: what its dropped data calls added to
 // their connections (socket_gaps.h), queued behind the records drained.
 void HarvestGaps(FlushContext& ctx) {
-  if (!g_flush || !g_flush->side || !ctx.thread) return;
+  if (!g_flush || !ctx.thread) return;
   const uint32_t tid = TidOf(ctx);
   const uint64_t unsummarized = HarvestSocketGaps(
       SocketGapsOf(ctx.thread),
       [&](uint64_t conn, uint64_t in, uint64_t out, uint64_t ops, uint64_t errors, uint64_t last) {
         const uint64_t t = (last & kGapTimeIsTsc) ? tscclock::TicksToNs(last & ~kGapTimeIsTsc, ctx.now_ns) : last;
-        g_flush->side->OnGap(SocketGapRecord{t, conn, in, out, ops, errors}, tid);
+        if (SocketFlushSide* side = SideOrMake()) side->OnGap(SocketGapRecord{t, conn, in, out, ops, errors}, tid);
       });
   if (unsummarized) EmitGlobalDrops(ctx, "socket.gap", unsummarized);
 }
 
 void DecodeAddr(FlushContext& ctx, const RecordHeader& h, const void* payload) {
-  if (!g_flush || !g_flush->side || h.size < sizeof(RecordHeader) + sizeof(SocketAddrRecord)) return;
+  if (h.size < sizeof(RecordHeader) + sizeof(SocketAddrRecord) || !SideOrMake()) return;
   SocketAddrRecord r;
   memcpy(&r, payload, sizeof(r));
   g_flush->side->OnAddr(r, TidOf(ctx));
@@ -479,6 +492,20 @@ void OnSeal(const std::string&) { g_new_segment.store(true, std::memory_order_re
 // 128 ns are then left queued. A final-tick flag in FlushContext would make
 // this exact.)
 void MarkFinalizing() { g_finalize_ns.store(MonotonicNs(), std::memory_order_release); }
+
+// Every kEvictEveryNs (not at the first tick): socket table entries of
+// descriptors closed outside libc's close() are cleared. True when it ran.
+bool HealStaleEntriesEvery(const FlushContext& ctx, FlushGlobals& g) {
+  if (ctx.now_ns < g.next_evict_ns) return false;
+  const bool due = g.next_evict_ns != 0;
+  g.next_evict_ns = ctx.now_ns + kEvictEveryNs;
+  if (!due) return false;
+  const size_t healed = HealStaleSocketEntries();
+  if (healed)
+    LogOnce(&g.stale_logged, LogLevel::kInfo,
+            "socket table: %zu stale entries repaired (sockets closed outside libc's close())", healed);
+  return true;
+}
 
 void SampleAcceptQueues(FlushContext& ctx, FlushGlobals& g) {
   bool any = false;
@@ -505,7 +532,13 @@ void SampleAcceptQueues(FlushContext& ctx, FlushGlobals& g) {
 
 void FlushSource(FlushContext& ctx) {
   FlushGlobals* g = g_flush;
-  if (!g || !g->side) return;
+  if (!g) return;
+  if (!g->side) {
+    // No socket described yet. The socket table may still hold entries
+    // (sockets made and not yet used): repair stale ones as below.
+    HealStaleEntriesEvery(ctx, *g);
+    return;
+  }
   if (!g->atexit_registered) {
     g->atexit_registered = true;
     atexit(MarkFinalizing);
@@ -531,16 +564,8 @@ void FlushSource(FlushContext& ctx) {
   DropLedger& ledger = TheDropLedger();
   ledger.ReportGrowth(ctx, "endpoint.names_capped", g->side->names().capped(), &g->names_capped_reported);
   ledger.ReportGrowth(ctx, "socket.fd_beyond_table", sockfd::BeyondTableCount(), &g->beyond_reported);
-  if (ctx.now_ns >= g->next_evict_ns) {
-    if (g->next_evict_ns) {
-      const size_t healed = HealStaleSocketEntries();
-      if (healed)
-        LogOnce(&g->stale_logged, LogLevel::kInfo,
-                "socket table: %zu stale entries repaired (sockets closed outside libc's close())", healed);
-      if (ctx.now_ns > kEvictIdleNs) g->side->conns().EvictStale(ctx.now_ns - kEvictIdleNs);
-    }
-    g->next_evict_ns = ctx.now_ns + kEvictEveryNs;
-  }
+  if (HealStaleEntriesEvery(ctx, *g) && ctx.now_ns > kEvictIdleNs)
+    g->side->conns().EvictStale(ctx.now_ns - kEvictIdleNs);
 }
 
 }  // namespace
@@ -581,12 +606,15 @@ void RegisterSocketFlushSide(const Config& cfg) {
 }
 
 void AdoptLiveSockets() {
-  if (!g_flush || !g_flush->side) return;
+  if (!g_flush) return;
   const uint64_t now = MonotonicNs();
   const int hw = sockfd::HighWater();
   for (int fd = 0; fd < hw; ++fd) {
     const uint64_t e = sockfd::Lookup(fd);
-    if (e) g_flush->side->conns().AdoptLive(sockfd::EntryConn(e), fd, now);
+    if (!e) continue;
+    SocketFlushSide* side = SideOrMake();
+    if (!side) return;
+    side->conns().AdoptLive(sockfd::EntryConn(e), fd, now);
   }
   g_adopted_pending.store(true, std::memory_order_release);
 }
