@@ -34,6 +34,11 @@ constexpr size_t kBatchFlushBytes = 256 * 1024;  // auto-flush a type's batch pa
 constexpr uint32_t kBatchMaxEvents = 65536;      // and never put more in one EVENTS block
 constexpr size_t kMaxHeaderString = 4096;
 constexpr uint32_t kKeptBatchRows = 256;  // a batch array this small is always kept
+// A type's first batch array: 16 rows of a 20-field type with the stride's
+// padding is 3,840 bytes, under the 4 KiB where mimalloc's first block of a
+// size class sets up four blocks (four pages) instead of one page. Most
+// types hold a few events per batch (issue #39: a short-lived process).
+constexpr uint32_t kFirstBatchRows = 16;
 
 // A batch's column array: uninitialised memory from the recorder's heap
 // (mi_malloc), owned, movable (a vector of types moves its elements).
@@ -64,6 +69,48 @@ class ColumnStore {
 
  private:
   uint64_t* p_ = nullptr;
+};
+
+// Elements allocated one by one from the recorder's heap and reached
+// through a vector of pointers: they never move, and each is a small block.
+// (The writer's ~50 event types in one vector made a 12 KB block, and
+// mimalloc's first block of a size class that large sets up a free list
+// through four blocks: four page faults, in every process at start.)
+template <typename T>
+class PointerList {
+ public:
+  PointerList() = default;
+  PointerList(const PointerList&) = delete;
+  PointerList& operator=(const PointerList&) = delete;
+  ~PointerList() {
+    for (T* p : items_) {
+      p->~T();
+      mi_free(p);
+    }
+  }
+  size_t size() const { return items_.size(); }
+  void reserve(size_t n) { items_.reserve(n); }
+  T& operator[](size_t i) const { return *items_[i]; }
+  void push_back(T&& v) {
+    items_.reserve(items_.size() + 1);  // may throw: nothing allocated yet
+    void* mem = mi_malloc(sizeof(T));
+    if (!mem) throw std::bad_alloc();
+    items_.push_back(new (mem) T(std::move(v)));
+  }
+  struct iterator {
+    T* const* p;
+    T& operator*() const { return **p; }
+    iterator& operator++() {
+      ++p;
+      return *this;
+    }
+    bool operator!=(const iterator& o) const { return p != o.p; }
+  };
+  iterator begin() const { return {items_.data()}; }
+  iterator end() const { return {items_.data() + items_.size()}; }
+
+ private:
+  MiVector<T*> items_;
 };
 
 bool IsIntegerField(FieldType t) {
@@ -143,7 +190,7 @@ struct SegmentWriter::Impl {
     bool columns_only = true;           // no kBytes/kStack field: AppendColumns accepts it
   };
 
-  MiVector<Type> types;  // type id = index + 1; persists across segments
+  PointerList<Type> types;  // type id = index + 1; persists across segments
   InternTables tables;
   BlockEncoder blocks;
 
@@ -216,7 +263,7 @@ struct SegmentWriter::Impl {
 
   static void ClearBatch(Type* t) {
     // A batch that used under a quarter of what a burst grew it to gives the
-    // memory back; the next one grows again by doubling from 64 rows.
+    // memory back; the next one grows again by doubling from kFirstBatchRows.
     if (t->cap > kKeptBatchRows && static_cast<uint64_t>(t->count) * 4 < t->cap) {
       t->cols.Release();
       t->cap = 0;
@@ -238,7 +285,8 @@ struct SegmentWriter::Impl {
     const size_t row_bytes = 8 * std::max<size_t>(1, t->fields.size());
     const uint32_t most =
         static_cast<uint32_t>(std::min<size_t>(kBatchMaxEvents, (kBatchFlushBytes + row_bytes - 1) / row_bytes));
-    const uint32_t cap = std::max(t->count + 1, std::min(t->cap ? 2 * t->cap : 64, std::max<uint32_t>(most, 64)));
+    const uint32_t cap = std::max(
+        t->count + 1, std::min(t->cap ? 2 * t->cap : kFirstBatchRows, std::max<uint32_t>(most, kFirstBatchRows)));
     const size_t stride = cap + 64 / sizeof(uint64_t);
     ColumnStore grown;
     if (!grown.Allocate(std::max<size_t>(1, stride * t->fields.size()))) throw std::bad_alloc();
@@ -459,7 +507,9 @@ struct SegmentWriter::Impl {
   }
 
   static constexpr size_t kMaxDeferredBytes = SegmentWriter::kMaxDeferredBytes;
-  static constexpr size_t kFirstBufferBytes = 4096;  // `out` and `payload` at Open
+  // `out` and `payload` at Open: under 4 KiB, where mimalloc's first block
+  // of a size class sets up one page, not four blocks (four pages).
+  static constexpr size_t kFirstBufferBytes = 2048;
 };
 
 SegmentWriter::SegmentWriter() : impl_(std::make_unique<Impl>()), string_epoch_(impl_->tables.epoch_address()) {}
@@ -580,7 +630,7 @@ uint32_t SegmentWriter::DefineEventType(const EventTypeSpec& spec) {
   // Sized once, not grown by doubling: each doubling lands in another of
   // mimalloc's size classes, a fresh page and a page fault, and a process
   // defines ~50 types at start (issue #39: what a short-lived process pays).
-  if (m.types.capacity() == m.types.size()) m.types.reserve(m.types.size() < 32 ? 64 : 2 * m.types.size());
+  if (m.types.size() == 0) m.types.reserve(64);
   Impl::Type t;
   t.name = MiString(spec.name);
   t.packed = spec.packed;

@@ -238,12 +238,17 @@ TEST_CASE("format a batch array grown by a burst is given back after a small bat
   REQUIRE(w.Flush(&err));
   CHECK(w.batch_capacity(id) == 0);  // under a quarter: given back
   append(100, 20000);
-  CHECK(w.batch_capacity(id) == 128);  // grows again from 64
+  CHECK(w.batch_capacity(id) == 128);  // grows again from 16
+  const uint32_t quiet =
+      w.DefineEventType({"quiet.event", {{"time", FieldType::kTime, "ns"}, {"u", FieldType::kUInt, ""}}, true});
+  const uint64_t one[] = {30000, 1};
+  w.AppendColumns(quiet, one, 2);
+  CHECK(w.batch_capacity(quiet) == 16);  // a type's first array is small
   REQUIRE(w.Seal({}, &err));
   // Every event read back as written, across the release.
   std::vector<uint8_t> file = ReadAll(dir.File("a"));
   Segment seg = ReadSegment(file.data(), file.size());
-  REQUIRE(seg.events.size() == 3200);
+  REQUIRE(seg.events.size() == 3201);
   CHECK(seg.events[2999].values[1].u == 2999);
   CHECK(seg.events[3000].values[0].u == 10000);
   CHECK(seg.events[3199].values[1].u == 99);
