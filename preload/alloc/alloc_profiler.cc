@@ -11,7 +11,6 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <new>
 
@@ -192,12 +191,7 @@ void ReportAllocCounters(FlushContext& ctx) {
 // give a recorded sample, scripts/flightrec_lib/profiles.alloc_weight) goes to
 // the thread's dropped weight, so totals stay right. The sampled path only.
 void NoteDroppedSample(size_t size) {
-  double bytes = static_cast<double>(size), objects = 1.0;
-  if (g_mean > 1 && size > 0) {
-    const double p = -std::expm1(-static_cast<double>(size) / static_cast<double>(g_mean));
-    bytes /= p;
-    objects /= p;
-  }
+  const double bytes = SampleBytesWeight(size, g_mean), objects = SampleCountWeight(size, g_mean);
   ThreadState* ts = t_state;
   (ts ? ts->alloc_dropped : g_dropped_unattached).Add(bytes, objects);
 }

@@ -3,7 +3,7 @@
 // alloc_profiler.cc.
 #include "preload/alloc/alloc_sampler.h"
 
-#include <cmath>
+#include "preload/alloc/sample_math.h"
 
 namespace flightrec::alloc {
 
@@ -34,23 +34,24 @@ int64_t DrawGap(uint64_t* rng, uint64_t mean) {
   const double u = (static_cast<double>(NextRandom(rng) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
   // Rounded up: an allocation of s bytes crosses iff ceil(X) <= s iff X <= s,
   // which is exactly the 1 - e^(-s/mean) the weights assume.
-  const double gap = std::ceil(-std::log(u) * static_cast<double>(mean));
-  if (gap < 1.0) return 1;
-  if (gap >= static_cast<double>(kNeverSample)) return kNeverSample;
-  return static_cast<int64_t>(gap);
+  const double x = NegLogUnit(u) * static_cast<double>(mean);
+  if (x <= 1.0) return 1;
+  if (x >= static_cast<double>(kNeverSample)) return kNeverSample;
+  const int64_t gap = static_cast<int64_t>(x);  // truncated, then rounded up
+  return static_cast<double>(gap) < x ? gap + 1 : gap;
 }
 
 double SampleBytesWeight(uint64_t size, uint64_t mean) {
   if (mean <= 1) return static_cast<double>(size);
   if (size == 0) return 0.0;
-  const double p = -std::expm1(-static_cast<double>(size) / static_cast<double>(mean));
+  const double p = OneMinusExpNeg(static_cast<double>(size) / static_cast<double>(mean));
   return static_cast<double>(size) / p;
 }
 
 double SampleCountWeight(uint64_t size, uint64_t mean) {
   if (mean <= 1) return 1.0;
   if (size == 0) return 0.0;  // zero-byte allocations are never sampled at mean > 1
-  const double p = -std::expm1(-static_cast<double>(size) / static_cast<double>(mean));
+  const double p = OneMinusExpNeg(static_cast<double>(size) / static_cast<double>(mean));
   return 1.0 / p;
 }
 

@@ -267,6 +267,18 @@ def test_libcurl_is_not_loaded_unless_s3_is_configured(fr, trace_dir):
         assert lib not in maps, lib
 
 
+def test_a_program_without_libm_does_not_get_it_from_the_preload(fr, trace_dir):
+    # The allocation sampler's -log(u) and 1 - e^(-x) are our own
+    # (preload/alloc/sample_math.h): cat links no libm, and the preload must
+    # not bring it (8-10 page faults and its relocations in every short-lived
+    # process). Under a sanitizer its runtime brings libm itself.
+    if fr.sanitized:
+        pytest.skip("the sanitizer runtime links libm")
+    maps = fr.run(["cat", "/proc/self/maps"], trace_dir).stdout
+    assert "libflightrec" in maps
+    assert "/libm.so" not in maps and "/libm-" not in maps, maps
+
+
 def _recorder_wakeups(pid):
     """Voluntary context switches of flightrec's threads in process pid."""
     total = 0

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "preload/alloc/alloc_sampler.h"
+#include "preload/alloc/sample_math.h"
 
 using namespace flightrec::alloc;
 
@@ -30,6 +31,45 @@ TEST_CASE("alloc_sampler: gaps are exponential with the configured mean") {
   CHECK(m == doctest::Approx(static_cast<double>(mean)).epsilon(0.02));
   CHECK(sd == doctest::Approx(static_cast<double>(mean)).epsilon(0.03));  // exponential: sd == mean
   CHECK(below_mean / static_cast<double>(n) == doctest::Approx(1 - std::exp(-1.0)).epsilon(0.02));
+}
+
+// The sampler's own -log(u) and 1 - e^(-x) (no libm in the preload) against
+// libm's, over every binade they are used in and the edges.
+TEST_CASE("alloc_sampler: NegLogUnit and OneMinusExpNeg agree with libm") {
+  using flightrec::alloc::NegLogUnit;
+  using flightrec::alloc::OneMinusExpNeg;
+  auto close = [](double got, double want) { return got == want || std::fabs(got - want) <= 4e-16 * std::fabs(want); };
+  uint64_t z = 12345;
+  auto next = [&z] {
+    z = z * 6364136223846793005ull + 1442695040888963407ull;
+    return z;
+  };
+  int checked = 0;
+  for (int binade = -1022; binade <= -1; ++binade) {
+    for (int i = 0; i < 200; ++i) {
+      const double u = std::ldexp(1.0 + static_cast<double>(next() >> 12) * 0x1p-52, binade);
+      const double want = -std::log(u);
+      if (!close(NegLogUnit(u), want)) FAIL_CHECK("NegLogUnit(" << u << ") = " << NegLogUnit(u) << ", libm " << want);
+      checked++;
+    }
+  }
+  CHECK(NegLogUnit(1.0) == 0.0);
+  CHECK(NegLogUnit(0x1p-53) == doctest::Approx(-std::log(0x1p-53)).epsilon(1e-15));
+  CHECK(NegLogUnit(1.0 - 0x1p-53) == doctest::Approx(-std::log1p(-0x1p-53)).epsilon(1e-9));
+  for (int binade = -60; binade <= 10; ++binade) {
+    for (int i = 0; i < 200; ++i) {
+      const double x = std::ldexp(1.0 + static_cast<double>(next() >> 12) * 0x1p-52, binade);
+      const double want = -std::expm1(-x);
+      if (!close(OneMinusExpNeg(x), want))
+        FAIL_CHECK("OneMinusExpNeg(" << x << ") = " << OneMinusExpNeg(x) << ", libm " << want);
+      checked++;
+    }
+  }
+  CHECK(OneMinusExpNeg(0.0) == 0.0);
+  CHECK(OneMinusExpNeg(0.35) == doctest::Approx(-std::expm1(-0.35)).epsilon(1e-15));
+  CHECK(OneMinusExpNeg(745.5) == 1.0);
+  CHECK(OneMinusExpNeg(1e300) == 1.0);
+  CHECK(checked == 1022 * 200 + 71 * 200);
 }
 
 TEST_CASE("alloc_sampler: mean 1 samples every allocation") {
