@@ -465,6 +465,21 @@ void BoostFlushThread(const FlushState& s) { LiftRecorderThread(s.tid.load(std::
 
 bool FinalRequested(const FlushState& s) { return s.final_request.load(std::memory_order_seq_cst) != 0; }
 
+// After the process-ending final sequence the process is on its way out:
+// the exit that asked for it is about to end every thread. Returning now
+// would run this thread's exit path first (mimalloc's thread teardown gives
+// its pages back: madvise, and a TLB shootdown of the other CPU), ~90 us of
+// a short-lived process's life spent on memory that exit_group frees
+// anyway (issue #39). So wait instead; the exit kills the thread where it
+// sleeps. Bounded, so a process that somehow lives on (an atexit handler
+// that never returns, say) still sees the thread leave.
+void ParkUntilTheProcessEnds() {
+  constexpr uint64_t kParkNs = 5ull * 1000 * 1000 * 1000;
+  const uint64_t until = MonotonicNs() + kParkNs;
+  for (uint64_t now = MonotonicNs(); now < until; now = MonotonicNs())
+    SleepNs(std::min<uint64_t>(until - now, kMs * 100));
+}
+
 void* FlushMain(void* arg) {
   auto* s = static_cast<FlushState*>(arg);
   s->tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
@@ -546,6 +561,7 @@ void* FlushMain(void* arg) {
   FinalSequence(*s);
   Announce(*s, s->done);
   CrashFreezeLeave();
+  if (s->final_request.load(std::memory_order_acquire) & kFinalProcessEnding) ParkUntilTheProcessEnds();
   return nullptr;
 }
 
