@@ -13,7 +13,10 @@ its children) and times one page fault on this machine (first writes to
 fresh anonymous pages, against populating the same pages with one
 madvise(MADV_POPULATE_WRITE)): on a VM a fault is an exit to the hypervisor,
 and the faults a process adds explain much of what the preload costs it.
-    run_short_lived.py BUILD [ROUNDS] [N]
+    run_short_lived.py BUILD [ROUNDS] [N] [--against OTHER_BUILD]
+With --against, a third side (OTHER_BUILD's library, an earlier commit's
+build say) runs in the same rounds, and the two libraries are compared
+round by round: what one change saves, measured inside one run.
 """
 import mmap
 import os
@@ -71,16 +74,25 @@ def fault_cost(pages=1024, rounds=5):
 
 
 def main():
-    build = os.path.abspath(sys.argv[1])
+    args = sys.argv[1:]
+    other = None
+    if "--against" in args:
+        i = args.index("--against")
+        other = os.path.join(os.path.abspath(args[i + 1]), "libflightrec.so")
+        del args[i:i + 2]
+    build = os.path.abspath(args[0])
     lib = os.path.join(build, "libflightrec.so")
-    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    n = int(sys.argv[3]) if len(sys.argv) > 3 else 100
-    plain, traced = [], []
-    one(None, 10)  # warm the page cache for both sides
+    rounds = int(args[1]) if len(args) > 1 else 5
+    n = int(args[2]) if len(args) > 2 else 100
+    plain, traced, against = [], [], []
+    one(None, 10)  # warm the page cache for every side
     one(lib, 10)
+    if other:
+        one(other, 10)
     for r in range(rounds):
-        sides = ((None, plain), (lib, traced))
-        for side_lib, res in sides if r % 2 == 0 else sides[::-1]:
+        sides = [(None, plain), (lib, traced)] + ([(other, against)] if other else [])
+        k = r % len(sides)  # each side takes each place in the order in turn
+        for side_lib, res in sides[k:] + sides[:k]:
             res.append(one(side_lib, n))
     pw = statistics.median(x[0] for x in plain) / n * 1e3
     tw = statistics.median(x[0] for x in traced) / n * 1e3
@@ -105,6 +117,16 @@ def main():
           % (pf, tf, tf - pf, touch,
              "%.2f us per page populated by one madvise" % populate if populate is not None
              else "no MADV_POPULATE_WRITE", (tf - pf) * touch / 1e3))
+    if other:
+        ow = statistics.median(x[0] for x in against) / n * 1e3
+        oc = statistics.median(x[1] for x in against) / n * 1e3
+        of = statistics.median(x[4] for x in against) / n
+        paired = [(t[1] - o[1]) / n * 1e3 for t, o in zip(traced, against)]
+        print("  against %s: wall %.3f ms (+%.3f per process over plain), CPU %.3f ms (+%.3f), page faults %.0f "
+              "(+%.0f); this build minus that one, CPU per process, median of the rounds' differences %+.3f ms "
+              "(rounds %+.3f to %+.3f), page faults %+.0f"
+              % (other, ow, ow - pw, oc, oc - pc, of, of - pf, statistics.median(paired), min(paired), max(paired),
+                 tf - of))
 
 
 if __name__ == "__main__":

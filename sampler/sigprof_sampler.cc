@@ -784,9 +784,14 @@ bool SigprofArmSelf() {
   if (!g_sigprof || t_timer_slot) return t_timer_slot != 0;
   t_tid = Gettid();
   // Stack bounds for the handler's plain copy: the mapping holding our sp.
-  uint64_t lo = 0, hi = 0;
+  // Bounds this thread learned before and that still hold sp are kept: a
+  // forked child's thread is its parent thread on a copy of the same stack
+  // (and an exec that failed leaves it where it was). Reading
+  // /proc/self/maps for them again cost a shell ~200 us on every fork whose
+  // child execs at once (issue #39).
   const uint64_t sp = reinterpret_cast<uint64_t>(__builtin_frame_address(0));
-  if (FindSelfMappingNoAlloc(sp, &lo, &hi)) {
+  uint64_t lo = 0, hi = 0;
+  if (!(t_stack_hi && sp >= t_stack_lo && sp < t_stack_hi) && FindSelfMappingNoAlloc(sp, &lo, &hi)) {
     t_stack_lo = lo;
     t_stack_hi = hi;
   }
