@@ -2,7 +2,9 @@
 #include "preload/alloc/alloc_real.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <link.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -125,10 +127,41 @@ void* NoAligned(size_t, size_t) {
   return nullptr;
 }
 
-const void* ObjectBase(void* fn) {
-  Dl_info info;
-  if (!fn || dladdr(fn, &info) == 0) return nullptr;
-  return info.dli_fbase;
+// The object that holds malloc: where it is loaded (dladdr's dli_fbase, its
+// ELF header) and the span of its PT_LOAD segments. Membership is then a
+// comparison: dladdr for each of the six other functions scanned libc's
+// whole symbol table each time (~40 us of every process's first malloc).
+struct MallocObject {
+  const void* base = nullptr;
+  uintptr_t lo = 0, hi = 0;  // [lo, hi) of its segments; hi == 0: unknown, ask dladdr
+
+  bool Holds(void* fn) const {
+    if (hi) return reinterpret_cast<uintptr_t>(fn) >= lo && reinterpret_cast<uintptr_t>(fn) < hi;
+    Dl_info info;
+    return dladdr(fn, &info) != 0 && info.dli_fbase == base;
+  }
+};
+
+// Fills *o from the object's own program headers (mapped with its first
+// segment, which starts at the ELF header); leaves hi 0 if they do not look
+// like an ELF object's.
+void SpanOf(const void* base, MallocObject* o) {
+  o->base = base;
+  const auto* eh = static_cast<const ElfW(Ehdr)*>(base);
+  if (!base || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_phentsize != sizeof(ElfW(Phdr))) return;
+  const auto* ph = reinterpret_cast<const ElfW(Phdr)*>(static_cast<const char*>(base) + eh->e_phoff);
+  uintptr_t vlo = UINTPTR_MAX, vhi = 0;
+  for (int i = 0; i < eh->e_phnum; i++) {
+    if (ph[i].p_type != PT_LOAD) continue;
+    vlo = ph[i].p_vaddr < vlo ? ph[i].p_vaddr : vlo;
+    vhi = ph[i].p_vaddr + ph[i].p_memsz > vhi ? ph[i].p_vaddr + ph[i].p_memsz : vhi;
+  }
+  if (vhi <= vlo) return;
+  // The header is at the page start of the lowest segment: the load bias.
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t bias = reinterpret_cast<uintptr_t>(base) - (vlo & ~(page - 1));
+  o->lo = bias + vlo;
+  o->hi = bias + vhi;
 }
 
 void AppendName(const char* name) {
@@ -140,10 +173,10 @@ void AppendName(const char* name) {
 
 // Looks `name` up behind us; keeps it only if it lives in the malloc object.
 template <typename Fn>
-Fn Next(const char* name, const void* malloc_base) {
+Fn Next(const char* name, const MallocObject& malloc_object) {
   void* f = dlsym(RTLD_NEXT, name);
   if (!f) return nullptr;
-  if (malloc_base && ObjectBase(f) != malloc_base) return nullptr;
+  if (malloc_object.base && !malloc_object.Holds(f)) return nullptr;
   return reinterpret_cast<Fn>(f);
 }
 
@@ -171,7 +204,12 @@ bool ResolveRealAllocator() {
     t_resolving = 0;
     return false;
   }
-  const void* base = ObjectBase(reinterpret_cast<void*>(next_malloc));
+  Dl_info info;
+  MallocObject base;
+  if (dladdr(reinterpret_cast<void*>(next_malloc), &info) != 0) {
+    SpanOf(info.dli_fbase, &base);
+    if (info.dli_fname) strncpy(g_object, info.dli_fname, sizeof(g_object) - 1);
+  }
   g_base_malloc = next_malloc;
   auto calloc_fn = Next<CallocFn>("calloc", base);
   auto realloc_fn = Next<ReallocFn>("realloc", base);
@@ -206,10 +244,6 @@ bool ResolveRealAllocator() {
     us_fn = EmuUsableSize;
     AppendName("malloc_usable_size");
   }
-
-  Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(next_malloc), &info) && info.dli_fname)
-    strncpy(g_object, info.dli_fname, sizeof(g_object) - 1);
 
   constexpr auto kRel = std::memory_order_relaxed;
   g_real.calloc.store(calloc_fn, kRel);
