@@ -19,6 +19,7 @@
 #include <cstring>
 #include <vector>
 
+#include "sampler/symbols/build_id_path.h"
 #include "format/fsize_guard.h"
 #include "format/mi_containers.h"
 #include "preload/flush/safe_path.h"
@@ -412,14 +413,9 @@ int Substitute(int fd) {
     errno = saved_errno;
     return fd;
   }
-  static const char kDigits[] = "0123456789abcdef";
   char name[2 * sizeof(plan.build_id) + 8];
-  int n = 0;
-  for (int i = 0; i < plan.build_id_len; ++i) {
-    name[n++] = kDigits[plan.build_id[i] >> 4];
-    name[n++] = kDigits[plan.build_id[i] & 15];
-  }
-  memcpy(name + n, ".debug", 7);
+  BuildIdHex(plan.build_id, static_cast<size_t>(plan.build_id_len), name, sizeof(name));
+  memcpy(name + 2 * plan.build_id_len, ".debug", 7);
   int copy = -1;
   if (const int dir_fd = OpenDirectory(); dir_fd >= 0) {
     copy = OpenCopy(dir_fd, name, plan.size);

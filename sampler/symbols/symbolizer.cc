@@ -23,6 +23,7 @@
 #include "preload/runtime/clock.h"
 #include "preload/fds/fd_guard.h"
 #include "preload/fds/released_fds.h"
+#include "sampler/symbols/build_id_path.h"
 #include "sampler/symbols/code_runs.h"
 #include "sampler/symbols/code_unloads.h"
 #include "sampler/symbols/cu_ranges.h"
@@ -94,16 +95,8 @@ int FindDebuginfoLocalOnly(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, co
   const unsigned char* bits = nullptr;
   GElf_Addr vaddr = 0;
   const int len = dwfl_module_build_id(mod, &bits, &vaddr);
-  if (len < 2 || !bits) return -1;
-  static const char kDigits[] = "0123456789abcdef";
   char path[256];
-  size_t n = static_cast<size_t>(
-      snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%c%c/", kDigits[bits[0] >> 4], kDigits[bits[0] & 15]));
-  for (int i = 1; i < len && n + 8 < sizeof(path); ++i) {
-    path[n++] = kDigits[bits[i] >> 4];
-    path[n++] = kDigits[bits[i] & 15];
-  }
-  snprintf(path + n, sizeof(path) - n, ".debug");
+  if (len < 2 || !bits || !BuildIdDebugPath(bits, static_cast<size_t>(len), path, sizeof(path))) return -1;
   OwnFdChange opening;  // no bulk close between the open and the protection
   // Compressed (a -dbgsym package's): its inflated copy, shared by every
   // process (debug_file_cache.h). The name stays the package's, which
@@ -127,12 +120,9 @@ const Dwfl_Callbacks kCallbacks = {
 };
 
 MiString Hex(const unsigned char* bits, int len) {
-  static const char kDigits[] = "0123456789abcdef";
-  MiString s;
-  for (int i = 0; i < len; ++i) {
-    s.push_back(kDigits[bits[i] >> 4]);
-    s.push_back(kDigits[bits[i] & 15]);
-  }
+  MiString s(2 * static_cast<size_t>(len) + 1, '\0');
+  BuildIdHex(bits, static_cast<size_t>(len), s.data(), s.size());
+  s.pop_back();  // the NUL
   return s;
 }
 
@@ -696,14 +686,10 @@ struct Symbolizer::Impl {
     const unsigned char* bits = nullptr;
     GElf_Addr vaddr = 0;
     const int len = dwfl_module_build_id(mod, &bits, &vaddr);
-    if (len < 2) return true;  // no build-id: nothing costly will be found
-    const MiString hex = Hex(bits, len);
-    MiString path = "/usr/lib/debug/.build-id/";
-    path.append(hex, 0, 2);
-    path += "/";
-    path.append(hex, 2, MiString::npos);
-    path += ".debug";
-    const int fd = OpenTransientFd(path.c_str(), O_RDONLY | O_CLOEXEC);
+    char path[256];
+    // No build-id: nothing costly will be found.
+    if (len < 2 || !BuildIdDebugPath(bits, static_cast<size_t>(len), path, sizeof(path))) return true;
+    const int fd = OpenTransientFd(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return true;
     DebugSize separate;
     if (Elf* debug = elf_begin(fd, ELF_C_READ_MMAP, nullptr)) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "sampler/symbols/build_id_path.h"
 #include "sampler/symbols/proc_maps.h"
 #include "sampler/symbols/symbolizer.h"
 
@@ -282,4 +283,23 @@ TEST_CASE("sampler_symbolizer: a forked child inherits the parent's symbol index
   // The parent's symbolizer is gone (its indexes unpublished before they
   // were freed): a child forked now builds its own.
   CHECK(ChildDescribesGetpid() == 1);
+}
+
+TEST_CASE("build-id names: hex digits and the separate debug file's path") {
+  using flightrec::sampler::BuildIdDebugPath;
+  using flightrec::sampler::BuildIdHex;
+  const unsigned char id[] = {0x0a, 0xbc, 0xde, 0xf0, 0x12};
+  char hex[11];
+  REQUIRE(BuildIdHex(id, 5, hex, sizeof(hex)));
+  CHECK(std::string(hex) == "0abcdef012");
+  CHECK_FALSE(BuildIdHex(id, 5, hex, 10));  // no room for the NUL
+  CHECK(hex[0] == '\0');
+  char path[64];
+  REQUIRE(BuildIdDebugPath(id, 5, path, sizeof(path)));
+  CHECK(std::string(path) == "/usr/lib/debug/.build-id/0a/bcdef012.debug");
+  const size_t need = std::string(path).size() + 1;
+  char tight[64];
+  CHECK(BuildIdDebugPath(id, 5, tight, need));
+  CHECK_FALSE(BuildIdDebugPath(id, 5, tight, need - 1));
+  CHECK_FALSE(BuildIdDebugPath(id, 1, path, sizeof(path)));  // too short to be a build-id
 }
