@@ -91,6 +91,7 @@ void ResetSegmentNumbering() { g_next_seq = 0; }
 
 bool OpenSegment(SegmentLifecycle& s, uint64_t now) {
   const Config& cfg = GetConfig();
+  if (s.info.details_pending) CollectProcessDetails(&s.info);  // a forked child's first segment
   std::string error;
   // The program lowered its descriptor limit since start: a new segment
   // would take one of its last numbers (fd_guard.h). Paused, retried.

@@ -118,18 +118,33 @@ const std::string& StartupServiceName(const std::string& exe) {
 
 }  // namespace
 
+ProcessInfo ForkedChildProcessInfo() {
+  ProcessInfo p;
+  p.pid = static_cast<uint32_t>(getpid());
+  p.ppid = static_cast<uint32_t>(getppid());
+  p.realtime_ns = RealtimeNs();
+  p.monotonic_ns = MonotonicNs();
+  p.details_pending = true;
+  return p;
+}
+
+void CollectProcessDetails(ProcessInfo* p) {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) p->exe.assign(exe, static_cast<size_t>(n));
+  if (GetConfig().record_cmdline) p->cmdline = CmdlineForTrace(ReadSmallFile("/proc/self/cmdline", 8192));
+  if (GetConfig().record_env) p->env = EnvironmentForTrace(ReadSmallFile("/proc/self/environ", 65536));
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0) p->hostname = host;
+  p->service = StartupServiceName(p->exe);
+  p->details_pending = false;
+}
+
 ProcessInfo CollectProcessInfo() {
   ProcessInfo p;
   p.pid = static_cast<uint32_t>(getpid());
   p.ppid = static_cast<uint32_t>(getppid());
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n > 0) p.exe.assign(exe, static_cast<size_t>(n));
-  if (GetConfig().record_cmdline) p.cmdline = CmdlineForTrace(ReadSmallFile("/proc/self/cmdline", 8192));
-  if (GetConfig().record_env) p.env = EnvironmentForTrace(ReadSmallFile("/proc/self/environ", 65536));
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) == 0) p.hostname = host;
-  p.service = StartupServiceName(p.exe);
+  CollectProcessDetails(&p);
   p.realtime_ns = RealtimeNs();
   p.monotonic_ns = MonotonicNs();
   return p;

@@ -21,11 +21,20 @@ struct ProcessInfo {
   // FLIGHTREC_RECORD_ENV=1 only; credentials already redacted (redaction.h).
   std::vector<std::pair<std::string, std::string>> env;
   uint64_t realtime_ns = 0, monotonic_ns = 0;  // taken together
+  // A forked child's: exe, cmdline, env, hostname and service are still to
+  // be read (CollectProcessDetails), by its flush thread when the child's
+  // first segment opens. A child that execs at once never reads them.
+  bool details_pending = false;
 };
 
 // Collects pid, exe, cmdline (unless disabled; credentials redacted), the
 // environment (only if enabled; redacted), hostname and service name.
 ProcessInfo CollectProcessInfo();
+// What a forked child knows without reading a file or allocating: pid,
+// ppid and the time (details_pending set).
+ProcessInfo ForkedChildProcessInfo();
+// Fills exe, cmdline, env, hostname and service; clears details_pending.
+void CollectProcessDetails(ProcessInfo* p);
 
 void RegisterCoreEvents();
 void EmitProcessStart(format::SegmentWriter* writer, const ProcessInfo& info, uint64_t now_ns);

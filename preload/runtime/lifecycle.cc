@@ -68,6 +68,16 @@ ProcessInfo CurrentProcessInfo() {
   return info;
 }
 
+// A forked child's, in its fork handler: the rest is read by its flush
+// thread if the child lives to open a segment (most shell children exec at
+// once: readlink, /proc/self/cmdline and the strings were ~55 us of every
+// fork, perf record of a preloaded bash loop; issue #39).
+ProcessInfo ForkedChildInfo() {
+  ProcessInfo info = ForkedChildProcessInfo();
+  info.sampler = SamplerModeName ? SamplerModeName() : "off";
+  return info;
+}
+
 // The atexit handler and the _exit hooks: on a program's thread (perhaps in
 // a signal handler, on a small stack), so it only asks the flush thread for
 // the final seal and waits, bounded (flush_thread.h). The sampler's last
@@ -132,7 +142,7 @@ void RestartInForkChild() {
   if (SamplerAtFork) SamplerAtFork();
   if (UploaderAtFork) UploaderAtFork();
   CurrentThreadState(IfUnregistered::kRegister);
-  RestartFlushThreadInChild(CurrentProcessInfo());
+  RestartFlushThreadInChild(ForkedChildInfo());
 }
 
 // Whether the recorder's heap can serve a first block now: under a tight

@@ -69,6 +69,15 @@ def test_a_forked_child_that_lives_on_keeps_its_segment(fr, trace_dir):
     # The shell, its subshell (forked, exits without exec) and /bin/true
     # (the subshell's last command, exec'd in place or forked then exec'd).
     assert exes.count("bash") == 2 and exes.count("true") == 1, exes
+    # The subshell's exe, command line and service are read by its own flush
+    # thread when its segment opens, not in the fork handler; its pid and
+    # parent are the fork's.
+    bashes = sorted((s for s in fr.events(trace_dir, "process.start") if s["exe"].endswith("/bash")),
+                    key=lambda s: s["time"])
+    shell, subshell = bashes
+    assert subshell["ppid"] == shell["pid"] and subshell["pid"] != shell["pid"], bashes
+    assert subshell["cmdline"] == shell["cmdline"] and "(/bin/true; exit 0)" in shell["cmdline"], bashes
+    assert subshell["service"] == shell["service"] == "bash" and subshell["hostname"] == shell["hostname"], bashes
 
 
 def test_before_going_live_there_is_no_sampler_thread(fr, trace_dir):
