@@ -351,9 +351,10 @@ SocketFlushSide* SideOrMake() {
   FlushGlobals* g = g_flush;
   if (!g) return nullptr;
   if (g->side) return g->side;
+  if (!g->acceptq) g->acceptq = MiNew<ListenQueueProbe>();
+  if (!g->acceptq) return nullptr;  // out of memory: no side; tried again at the next socket
   g->side = MiNew<SocketFlushSide>(LiveConnProbe());
-  g->acceptq = MiNew<ListenQueueProbe>();
-  if (!g->side || !g->acceptq) return g->side = nullptr;
+  if (!g->side) return nullptr;
   // The endpoint side (issue 41) from the configuration.
   const Config& cfg = GetConfig();
   unsigned mask = 0;
@@ -533,6 +534,9 @@ void SampleAcceptQueues(FlushContext& ctx, FlushGlobals& g) {
 void FlushSource(FlushContext& ctx) {
   FlushGlobals* g = g_flush;
   if (!g) return;
+  // The TSC's calibration runs from the first tick, socket or not: the
+  // hooks read clock_gettime until it has a slope.
+  tscclock::Refresh(ctx.now_ns);
   if (!g->side) {
     // No socket described yet. The socket table may still hold entries
     // (sockets made and not yet used): repair stale ones as below.
@@ -545,7 +549,6 @@ void FlushSource(FlushContext& ctx) {
   }
   if (g_adopted_pending.exchange(false, std::memory_order_acq_rel)) g->side->conns().AnnounceAdopted(ctx.writer);
   if (g_new_segment.exchange(false, std::memory_order_acq_rel)) g->side->conns().NewSegment(ctx.writer);
-  tscclock::Refresh(ctx.now_ns);
   // Final only in a tick that began after exit() started: its drain then
   // holds everything the exited threads pushed. (A tick that was already
   // draining when exit() began may have missed records of another ring.)
