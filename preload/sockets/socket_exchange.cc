@@ -4,6 +4,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "preload/sockets/socket_gaps.h"
@@ -47,6 +48,22 @@ bool ClaimForClose(Slot& s, uint32_t* q) {
   return false;
 }
 }  // namespace
+
+void ForgetParentExchangesInChild() {
+  if (!g_slots) return;
+  const size_t hw = static_cast<size_t>(std::max(0, sockfd::HighWater()));
+  const size_t n = hw < g_slot_count ? hw : g_slot_count;
+  constexpr uint64_t kKeep = sockfd::kConnMask | kSTsc;  // the connection and its clock's unit
+  for (size_t fd = 0; fd < n; ++fd) {
+    Slot& s = g_slots[fd];
+    const uint32_t q = s.seq.load(std::memory_order_relaxed);
+    const bool held = q & 1;  // by a parent thread, which does not exist here
+    const bool holds = (s.word & ~kKeep) != 0 || s.calls_in || s.calls_out || s.errors || s.would_block;
+    if (!held && !holds) continue;  // read only: its page stays shared with the parent
+    Reset(s, s.word & kKeep);
+    if (held) s.seq.store(q + 1, std::memory_order_relaxed);
+  }
+}
 
 bool Init(size_t fds, uint64_t open_bound_ns) {
   if (g_slots) return true;

@@ -113,6 +113,16 @@ extern Slot* g_slots;
 
 // Maps the slot array for `fds` descriptors (the fd table's size). Init only.
 bool Init(size_t fds, uint64_t open_bound_ns);
+
+// In a forked child, at once (the fork handler, on the only thread): the
+// slots are copies of the parent's, and the exchanges in them are the
+// parent's, which goes on accounting them (its close, its end write them).
+// The child starts each connection's exchange afresh; before, its close,
+// exit or exec wrote the parent's bytes a second time under its own pid.
+// A slot a parent thread held at the fork is released (its holder does not
+// exist here). Allocation-free; writes only the slots that held something
+// (their pages are the parent's, copy-on-write).
+void ForgetParentExchangesInChild();
 inline bool On() { return g_slots != nullptr; }
 
 // Out of line, rare: write the slot's record with `flags` and reset it

@@ -79,6 +79,7 @@ void AdoptExistingSockets() {
 
 void AtForkChild() {
   sockhot::SetOwnerPid(getpid());
+  sockex::ForgetParentExchangesInChild();
   ResetSocketFlushSideAfterFork();
 }
 

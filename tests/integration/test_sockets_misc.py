@@ -2,7 +2,11 @@
 event loop on non-blocking sockets, unix sockets, UDP, failing connects, dup'd
 fds, a forked worker on an inherited listener, and a process that closes
 every fd. Each must be recorded correctly and leave the program unharmed."""
+import os
 import re
+import socket
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -182,6 +186,146 @@ def test_forked_worker_on_an_inherited_listener(fr, trace_dir):
     assert [(c["bytes_in"], c["bytes_out"]) for c in served] == [(64, 32)]
     parent_client = [c for c in doc["connections"] if c["pid"] != child and c["role"] == "client"]
     assert [(c["bytes_out"], c["bytes_in"]) for c in parent_client] == [(64, 32)]
+
+
+# A connection the program did not open: handed over at exec (socket
+# activation, a supervisor, a shell's redirection). The recorder adopts it at
+# start; at a low number it probes the descriptor table by number, past 256
+# open it lists /proc/self/fd (preload/sockets/socket_init.cc). Either way its
+# bytes are in the trace, exactly.
+SERVE_INHERITED = """
+import os, sys
+fd = int(sys.argv[1])
+got = b""
+while len(got) < 1000:
+    chunk = os.read(fd, 1000 - len(got))
+    assert chunk, "the client closed early"
+    got += chunk
+os.write(fd, b"y" * 500)
+print("served", len(got))
+"""
+
+
+@pytest.mark.parametrize("fd", [5, 300])
+def test_a_connection_inherited_across_exec_is_recorded(fr, trace_dir, fd):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    client = socket.create_connection(listener.getsockname())
+    server, _ = listener.accept()
+    # The number is set in the child, before exec: this process's own
+    # descriptors (pytest's capture files) stay where they are.
+    child = subprocess.Popen([sys.executable, "-c", SERVE_INHERITED, str(fd)], env=fr.env(trace_dir),
+                             close_fds=False, preexec_fn=lambda: os.dup2(server.fileno(), fd),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server.close()
+    client.sendall(b"x" * 1000)
+    answer = b""
+    while len(answer) < 500:
+        chunk = client.recv(500 - len(answer))
+        assert chunk, "the program closed early"
+        answer += chunk
+    out, err = child.communicate(timeout=120)
+    client.close()
+    listener.close()
+    assert child.returncode == 0 and "served 1000" in out, err
+    doc = sockets(fr, trace_dir)
+    mine = [c for c in doc["connections"] if c["pid"] == child.pid]
+    assert [(c["bytes_in"], c["bytes_out"]) for c in mine] == [(1000, 500)], mine
+
+
+# A client that asks, reads the answer and exits at once, its connection
+# still open (the exit closes it): the exchange is still in its descriptor's
+# slot when the final tick runs, which must write it even when the process
+# ends before any periodic tick (preload/sockets/decode/socket_flush.cc).
+ASK_AND_EXIT = """
+import os, socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+fd = s.detach()
+os.write(fd, b"x" * 1000)
+got = b""
+while len(got) < 500:
+    chunk = os.read(fd, 500 - len(got))
+    assert chunk, "the server closed early"
+    got += chunk
+print("answered", len(got))
+"""
+
+
+def test_a_client_exiting_with_its_connection_open_keeps_its_bytes(fr, trace_dir):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    child = subprocess.Popen([sys.executable, "-c", ASK_AND_EXIT, str(listener.getsockname()[1])],
+                             env=fr.env(trace_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server, _ = listener.accept()
+    asked = b""
+    while len(asked) < 1000:
+        chunk = server.recv(1000 - len(asked))
+        assert chunk, "the program closed early"
+        asked += chunk
+    server.sendall(b"y" * 500)
+    out, err = child.communicate(timeout=120)
+    server.close()
+    listener.close()
+    assert child.returncode == 0 and "answered 500" in out, err
+    doc = sockets(fr, trace_dir)
+    mine = [c for c in doc["connections"] if c["pid"] == child.pid]
+    assert [(c["role"], c["bytes_out"], c["bytes_in"]) for c in mine] == [("client", 1000, 500)], mine
+    reqs = fr.dump_json("requests", "--json", "--slowest", "0", trace_dir)["requests"]
+    assert [(r["bytes_out"], r["bytes_in"]) for r in reqs if r["connection"] == mine[0]["id"]] == [(1000, 500)]
+
+
+# A server that forks while a request is half done (it has read the
+# question; a CGI, a subprocess.run): the child's copy of the descriptor's
+# exchange slot is the parent's exchange, which the parent finishes. The
+# child must not write those bytes again under its own pid, whether it
+# exits, _exits or execs, after living long enough to record (0.2 s).
+FORK_MID_REQUEST = """
+import os, socket, sys, time
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
+print(l.getsockname()[1], flush=True)
+c, _ = l.accept()
+got = b""
+while len(got) < 1000:
+    got += c.recv(1000 - len(got))
+pid = os.fork()
+if pid == 0:
+    time.sleep(0.2)
+    if sys.argv[1] == "exec":
+        os.execv("/bin/true", ["true"])
+    if sys.argv[1] == "_exit":
+        os._exit(0)
+    sys.exit(0)
+os.waitpid(pid, 0)
+c.sendall(b"y" * 500)
+c.close()
+print("child", pid, flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "_exit", "exec"])
+def test_a_child_forked_mid_request_does_not_repeat_its_parents_bytes(fr, trace_dir, how):
+    server = subprocess.Popen([sys.executable, "-c", FORK_MID_REQUEST, how], env=fr.env(trace_dir),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    port = int(server.stdout.readline())
+    client = socket.create_connection(("127.0.0.1", port))
+    client.sendall(b"x" * 1000)
+    answer = b""
+    while len(answer) < 500:
+        chunk = client.recv(500 - len(answer))
+        assert chunk, "the server closed early"
+        answer += chunk
+    out, err = server.communicate(timeout=120)
+    client.close()
+    assert server.returncode == 0, err
+    child = int(re.search(r"child (\d+)", out).group(1))
+    exchanges = fr.events(trace_dir, "socket.exchange")
+    assert [e for e in exchanges if e["pid"] == child] == []
+    mine = [e for e in exchanges if e["pid"] == server.pid]
+    assert (sum(e["bytes_in"] for e in mine), sum(e["bytes_out"] for e in mine)) == (1000, 500)
+    totals = sockets(fr, trace_dir)["totals"]
+    assert (totals["bytes_in"], totals["bytes_out"]) == (1000, 500), totals
 
 
 @pytest.mark.parametrize("mode", ["range", "loop", "from"])

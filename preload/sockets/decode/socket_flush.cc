@@ -485,13 +485,10 @@ void DecodeAddr(FlushContext& ctx, const RecordHeader& h, const void* payload) {
 
 void OnSeal(const std::string&) { g_new_segment.store(true, std::memory_order_release); }
 
-// A hint that the process is exiting: exit() usually runs this before the
-// runtime's own handler (registered earlier) makes the final drain, so that
-// drain hands every queued record to the connection table (the closes of
-// the last moments get their socket.close). (glibc may also defer a
-// library's handler to _dl_fini, after the final drain; records of the last
-// 128 ns are then left queued. A final-tick flag in FlushContext would make
-// this exact.)
+// A hint that the process is exiting, for the ticks between exit() and the
+// final one (the final tick itself knows, ctx.final_tick). Registered by the
+// first tick that has a socket side, so a process that ends before that
+// tick never registers it: the final tick must not depend on it.
 void MarkFinalizing() { g_finalize_ns.store(MonotonicNs(), std::memory_order_release); }
 
 // Every kEvictEveryNs (not at the first tick): socket table entries of
@@ -549,11 +546,15 @@ void FlushSource(FlushContext& ctx) {
   }
   if (g_adopted_pending.exchange(false, std::memory_order_acq_rel)) g->side->conns().AnnounceAdopted(ctx.writer);
   if (g_new_segment.exchange(false, std::memory_order_acq_rel)) g->side->conns().NewSegment(ctx.writer);
-  // Final only in a tick that began after exit() started: its drain then
-  // holds everything the exited threads pushed. (A tick that was already
-  // draining when exit() began may have missed records of another ring.)
+  // Final in the final tick (exit, _exit, exec, a crash: every ring drained
+  // to its end), and in a tick that began after exit() started: its drain
+  // then holds everything the exited threads pushed. (A tick that was
+  // already draining when exit() began may have missed records of another
+  // ring.) Not the atexit hint alone: a process that exits before its first
+  // tick with a socket never registered it, and an exchange still open in
+  // its slot (a client that exits without closing) was lost, bytes and all.
   const uint64_t exiting_since = g_finalize_ns.load(std::memory_order_acquire);
-  const bool final = exiting_since != 0 && ctx.now_ns > exiting_since;
+  const bool final = ctx.final_tick || (exiting_since != 0 && ctx.now_ns > exiting_since);
   if (final) SweepExchangeSlots(ctx);
   // Up to when every ring was last drained, not this tick's start: a thread
   // the tick passed over as quiet (slot_scan.h) may still hold an earlier
