@@ -16,6 +16,10 @@ namespace flightrec {
 
 std::atomic<bool> g_seccomp_filtered{false};
 
+namespace {
+std::atomic<unsigned> g_fd_table_size_seen{0};  // FdTableSizeSeen
+}  // namespace
+
 void NoteSeccompFilter(const char* how) {
   if (g_seccomp_filtered.exchange(true, std::memory_order_acq_rel)) return;
   Log(LogLevel::kInfo,
@@ -43,6 +47,13 @@ void CheckSeccompStatus() {
   errno = saved;
   if (n <= 0) return;
   buf[n] = '\0';
+  if (const char* fd_size = strstr(buf, "\nFDSize:")) {
+    fd_size += sizeof("\nFDSize:") - 1;
+    while (*fd_size == ' ' || *fd_size == '\t') fd_size++;
+    unsigned v = 0;
+    while (*fd_size >= '0' && *fd_size <= '9' && v < (1u << 28)) v = v * 10 + static_cast<unsigned>(*fd_size++ - '0');
+    g_fd_table_size_seen.store(v, std::memory_order_relaxed);
+  }
   const char* field = strstr(buf, "\nSeccomp:");
   if (!field) return;
   field += sizeof("\nSeccomp:") - 1;
@@ -50,5 +61,7 @@ void CheckSeccompStatus() {
   // 0 disabled, 1 strict, 2 filter.
   if (*field == '1' || *field == '2') NoteSeccompFilter("/proc/self/status says so");
 }
+
+unsigned FdTableSizeSeen() { return g_fd_table_size_seen.load(std::memory_order_relaxed); }
 
 }  // namespace flightrec

@@ -39,4 +39,12 @@ void NoteSeccompFilter(const char* how);
 // thread's once-a-second work.
 void CheckSeccompStatus();
 
+// The FDSize: field (the size of the descriptor table: every open
+// descriptor is below it) as the last CheckSeccompStatus that read the file
+// saw it; 0 when none did. The start reads the status file once for both
+// (each /proc read is tens of microseconds of a short-lived process's
+// start on a VM, issue #39): the socket side probes that many numbers
+// instead of listing /proc/self/fd.
+unsigned FdTableSizeSeen();
+
 }  // namespace flightrec

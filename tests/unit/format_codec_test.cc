@@ -6,6 +6,9 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "format/column_decoder.h"
 #include "format/column_encoder.h"
@@ -44,6 +47,16 @@ TEST_CASE("format crc32c hardware and portable paths agree at every length and a
     }
   }
 }
+
+#if defined(__x86_64__)
+TEST_CASE("format crc32c takes the hardware path exactly when the CPU has SSE4.2") {
+  // Crc32cHardware reads glibc's copy of the CPUID bits; the instruction
+  // itself must agree.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  REQUIRE(__get_cpuid(1, &eax, &ebx, &ecx, &edx));
+  CHECK(Crc32cHardware() == ((ecx & bit_SSE4_2) != 0));
+}
+#endif
 
 TEST_CASE("format varint round trips and rejects malformed input") {
   const uint64_t values[] = {

@@ -1,6 +1,7 @@
 // TSC clock unit tests (prefix "tsc clock"): the TSC -> CLOCK_MONOTONIC
 // map the flush thread converts socket records with (preload/runtime/tsc_clock.h),
 // fed with synthetic pairs, and the real pair reader on this machine.
+#include <cpuid.h>
 #include <doctest/doctest.h>
 
 #include <time.h>
@@ -117,6 +118,15 @@ TEST_CASE("tsc clock: large tick counts do not overflow; times before the first 
   CHECK(Diff(m.ToNs(a.tsc + 2500000000ull + hour_ticks), a.ns + kSec + 3600 * kSec) == 0);
   // Far before the first pair: clamped to 1, never wrapped to a huge time.
   CHECK(m.ToNs(a.tsc - (uint64_t{1} << 50)) == 1);
+}
+
+TEST_CASE("tsc clock: the invariant-TSC answer agrees with the CPUID instruction") {
+  // CpuHasInvariantTsc reads glibc's copy of the CPUID bits (no trap to a
+  // hypervisor per process); the instruction itself must agree.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool raw = __get_cpuid(0x80000000u, &a, &b, &c, &d) && a >= 0x80000007u &&
+                   __get_cpuid(0x80000007u, &a, &b, &c, &d) && (d & (1u << 8)) != 0;
+  CHECK(flightrec::tscclock::CpuHasInvariantTsc() == raw);
 }
 
 TEST_CASE("tsc clock: pairs read on this machine map the TSC onto CLOCK_MONOTONIC") {
