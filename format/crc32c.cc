@@ -4,14 +4,11 @@
 #include <atomic>
 #include <cstring>
 
+#include "format/cpu_features.h"
+
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <nmmintrin.h>
 #define CRC32C_HAVE_X86 1
-#if __has_include(<sys/platform/x86.h>)  // glibc 2.33 and later
-#include <sys/platform/x86.h>
-#define CRC32C_HAVE_GLIBC_CPU_FEATURES 1
-#endif
 #endif
 
 namespace flightrec::format {
@@ -51,7 +48,7 @@ uint32_t PortableRaw(uint32_t state, const uint8_t* p, size_t len) {
 
 #ifdef CRC32C_HAVE_X86
 // target attribute instead of a global -msse4.2: the library must still run
-// on CPUs without the instruction (the cpuid check picks the path).
+// on CPUs without the instruction (the SSE4.2 bit picks the path).
 __attribute__((target("sse4.2"))) uint32_t HardwareRaw(uint32_t state, const uint8_t* p, size_t len) {
   uint64_t s = state;
   while (len >= 8) {
@@ -66,19 +63,8 @@ __attribute__((target("sse4.2"))) uint32_t HardwareRaw(uint32_t state, const uin
   return s32;
 }
 
-// glibc's copy of the CPUID bits, read once by the dynamic loader: the
-// instruction itself traps to the hypervisor on a VM (about 8 us each on the
-// VMs this was measured on, issue #39), and every process opening a segment
-// asked it twice.
-bool DetectHardware() {
-#if CRC32C_HAVE_GLIBC_CPU_FEATURES
-  return CPU_FEATURE_PRESENT(SSE4_2);
-#else
-  unsigned eax, ebx, ecx, edx;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
-  return (ecx & bit_SSE4_2) != 0;
-#endif
-}
+// format/cpu_features.h: glibc's copy of the bits, not a CPUID per process.
+bool DetectHardware() { return cpu::HasSse42(); }
 #endif
 
 // 0 = unknown, 1 = portable, 2 = hardware. Racing first calls compute the

@@ -1,6 +1,6 @@
 // CRC32C (Castagnoli, the iSCSI/ext4 CRC): checksums every segment header and
-// block. Uses the SSE4.2 crc32 instruction when the CPU has it (checked once
-// with cpuid) and a slicing-by-8 table otherwise. Parameters: reflected
+// block. Uses the SSE4.2 crc32 instruction when the CPU has it (checked once,
+// format/cpu_features.h) and a slicing-by-8 table otherwise. Parameters: reflected
 // polynomial 0x82F63B78, init and final XOR 0xFFFFFFFF; crc32c("123456789")
 // is 0xE3069283.
 #pragma once

@@ -2,11 +2,7 @@
 // tsc -> CLOCK_MONOTONIC map.
 #include "preload/runtime/tsc_clock.h"
 
-#include <cpuid.h>
-#if __has_include(<sys/platform/x86.h>)  // glibc 2.33 and later
-#include <sys/platform/x86.h>
-#endif
-
+#include "format/cpu_features.h"
 #include "preload/runtime/hot_data.h"
 #include "preload/runtime/log.h"
 
@@ -69,19 +65,8 @@ void SetBlockMinNs(uint64_t min_ns) { g_block_min_ns.store(min_ns ? min_ns : 1, 
 
 void SetOpenBoundNs(uint64_t bound_ns) { g_open_bound_ns.store(bound_ns ? bound_ns : 1, std::memory_order_relaxed); }
 
-// From glibc's copy of the CPUID bits where it has one: four CPUID
-// instructions, each a trap to the hypervisor on a VM, were ~30 us of every
-// process's start there (issue #39).
-bool CpuHasInvariantTsc() {
-#if __has_include(<sys/platform/x86.h>)
-  return CPU_FEATURE_PRESENT(INVARIANT_TSC);
-#else
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u) return false;
-  if (!__get_cpuid(0x80000007u, &a, &b, &c, &d)) return false;
-  return (d & (1u << 8)) != 0;
-#endif
-}
+// format/cpu_features.h: glibc's copy of the bits, not four CPUIDs per process.
+bool CpuHasInvariantTsc() { return cpu::HasInvariantTsc(); }
 
 bool Init(bool allowed) {
   const bool tsc = allowed && CpuHasInvariantTsc();
