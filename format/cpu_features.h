@@ -19,14 +19,14 @@
 #else
 #include <sys/platform/x86.h>
 #endif
-#define FLIGHTREC_GLIBC_CPU_FEATURES 1
+#define FR_HAVE_GLIBC_CPU_FEATURES 1
 #endif
 #endif
 
 namespace flightrec::cpu {
 
 inline bool HasSse42() {
-#if defined(FLIGHTREC_GLIBC_CPU_FEATURES)
+#if defined(FR_HAVE_GLIBC_CPU_FEATURES)
   return CPU_FEATURE_PRESENT(SSE4_2);
 #elif defined(__x86_64__)
   unsigned eax, ebx, ecx, edx;
@@ -37,7 +37,7 @@ inline bool HasSse42() {
 }
 
 inline bool HasInvariantTsc() {
-#if defined(FLIGHTREC_GLIBC_CPU_FEATURES)
+#if defined(FR_HAVE_GLIBC_CPU_FEATURES)
   return CPU_FEATURE_PRESENT(INVARIANT_TSC);
 #elif defined(__x86_64__)
   unsigned a = 0, b = 0, c = 0, d = 0;

@@ -37,6 +37,16 @@ def ops(fr, trace_dir):
     return fr.events(trace_dir, "socket.op")
 
 
+def recv_exactly(sock, n, who):
+    """n bytes from sock; `who` closing first fails the test."""
+    got = b""
+    while len(got) < n:
+        chunk = sock.recv(n - len(got))
+        assert chunk, "%s closed early" % who
+        got += chunk
+    return got
+
+
 @pytest.mark.slow
 def test_epoll_nonblocking_event_loop(fr, trace_dir):
     proc, plain = run_misc(fr, trace_dir, "epoll", 4, 20)
@@ -220,11 +230,7 @@ def test_a_connection_inherited_across_exec_is_recorded(fr, trace_dir, fd):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     server.close()
     client.sendall(b"x" * 1000)
-    answer = b""
-    while len(answer) < 500:
-        chunk = client.recv(500 - len(answer))
-        assert chunk, "the program closed early"
-        answer += chunk
+    answer = recv_exactly(client, 500, "the program")
     out, err = child.communicate(timeout=120)
     client.close()
     listener.close()
@@ -259,11 +265,7 @@ def test_a_client_exiting_with_its_connection_open_keeps_its_bytes(fr, trace_dir
     child = subprocess.Popen([sys.executable, "-c", ASK_AND_EXIT, str(listener.getsockname()[1])],
                              env=fr.env(trace_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     server, _ = listener.accept()
-    asked = b""
-    while len(asked) < 1000:
-        chunk = server.recv(1000 - len(asked))
-        assert chunk, "the program closed early"
-        asked += chunk
+    asked = recv_exactly(server, 1000, "the program")
     server.sendall(b"y" * 500)
     out, err = child.communicate(timeout=120)
     server.close()
@@ -311,11 +313,7 @@ def test_a_child_forked_mid_request_does_not_repeat_its_parents_bytes(fr, trace_
     port = int(server.stdout.readline())
     client = socket.create_connection(("127.0.0.1", port))
     client.sendall(b"x" * 1000)
-    answer = b""
-    while len(answer) < 500:
-        chunk = client.recv(500 - len(answer))
-        assert chunk, "the server closed early"
-        answer += chunk
+    answer = recv_exactly(client, 500, "the server")
     out, err = server.communicate(timeout=120)
     client.close()
     assert server.returncode == 0, err
