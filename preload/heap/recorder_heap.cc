@@ -14,6 +14,7 @@
 // built there.
 #include "preload/heap/recorder_heap.h"
 #include "preload/heap/recorder_thread_malloc.h"
+#include "preload/threads/thread_registry.h"
 
 #include <strings.h>
 
@@ -168,6 +169,7 @@ HeapState Load() {
   void* handle = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   HeapState state = HeapState::kShared;
   if (!handle) {
+    RecorderArenaPrepare();  // its key before mimalloc's (recorder_thread_malloc.cc)
     EnvironWithoutMimalloc filtered;
     handle = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     state = HeapState::kPrivate;
@@ -241,13 +243,28 @@ HeapState RecorderHeapStateNow() { return static_cast<HeapState>(g_state.load(st
 // global scope first) must never reach these.
 extern "C" {
 
+// On a recorder thread (or in our own work on a program's thread) both go
+// to the thread's heap in the recorder arena, the one its libraries'
+// malloc already uses (recorder_thread_malloc.h), so the thread has one
+// mimalloc heap, not two: each heap keeps its own partly used page for
+// every size class it allocates, and its own segments (issue #44). A
+// program's thread that has such a heap (the main thread, from start-up)
+// uses it too; one that has none (a thread creating threads, for the
+// pthread_create hook's few bytes) keeps its default heap rather than make
+// a second one. Elsewhere, or when the arena cannot serve, the default heap.
 __attribute__((visibility("hidden"))) void* mi_malloc(size_t size) noexcept {
   if (!flightrec::EnsureOpen()) return nullptr;
+  if (flightrec::IsRecorderThread() || flightrec::RecorderThreadHasHeap()) {
+    if (void* p = flightrec::RecorderThreadMalloc(size)) return p;
+  }
   return flightrec::g_malloc.load(std::memory_order_relaxed)(size);
 }
 
 __attribute__((visibility("hidden"))) void* mi_realloc(void* p, size_t size) noexcept {
   if (!flightrec::EnsureOpen()) return nullptr;
+  if (flightrec::IsRecorderThread() || flightrec::RecorderThreadHasHeap()) {
+    if (void* q = flightrec::RecorderThreadRealloc(p, size)) return q;
+  }
   return flightrec::g_realloc.load(std::memory_order_relaxed)(p, size);
 }
 

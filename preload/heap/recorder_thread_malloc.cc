@@ -3,6 +3,7 @@
 #include "preload/heap/recorder_thread_malloc.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 
 #include <cstring>
 
@@ -52,6 +53,21 @@ std::atomic<int> g_arena_state{kNone};
 int g_arena_id = 0;
 
 __thread Heap* t_heap __attribute__((tls_model("initial-exec"))) = nullptr;
+// Set once the thread's exit has begun (its thread-specific data is being
+// destroyed): no arena heap from then on. mimalloc deletes every heap a
+// thread made when its own destructor runs, and destructors of other keys
+// (the program's, ours) may still allocate after it; a heap used then would
+// be freed memory. This key's destructor runs first: it was made before
+// libmimalloc was loaded, so its index is the lower one, and glibc calls
+// the destructors in index order.
+__thread bool t_heap_closed __attribute__((tls_model("initial-exec"))) = false;
+pthread_key_t g_exit_key;
+std::atomic<bool> g_exit_key_made{false};
+
+void CloseThreadsHeap(void*) {
+  t_heap = nullptr;
+  t_heap_closed = true;
+}
 // Set while this thread makes its heap: mimalloc's first use on a thread
 // registers it with pthread_setspecific, which may calloc (keys past the
 // first 32) and so come back here; that allocation goes to the real
@@ -69,8 +85,13 @@ bool ArenaReady() {
   size_t size = 0;
   void* lo = nullptr;
   // Reserved, not committed: mimalloc commits what it uses and decommits
-  // what it frees, so only pages in use are resident.
-  if (g_fns.reserve(kRecorderArenaBytes, false, false, true, &id) == 0) lo = g_fns.area(id, &size);
+  // what it frees, so only pages in use are resident. Not exclusive: the
+  // heaps made in it allocate only here, and mimalloc takes the segments
+  // of every other heap of ours from here first too (a thread's default
+  // heap, which holds its arena heap's own struct), so those are known
+  // to be zero and their headers are not cleared page by page (~44 KiB
+  // resident per segment from the OS against ~8 here).
+  if (g_fns.reserve(kRecorderArenaBytes, false, false, false, &id) == 0) lo = g_fns.area(id, &size);
   if (!lo || size == 0) {
     g_arena_state.store(kFailed, std::memory_order_release);
     return false;
@@ -84,9 +105,12 @@ bool ArenaReady() {
 
 Heap* ThisThreadsHeap() {
   if (t_heap) return t_heap;
-  if (t_making_heap || !ArenaReady()) return nullptr;
+  if (t_making_heap || t_heap_closed || !g_exit_key_made.load(std::memory_order_acquire) || !ArenaReady())
+    return nullptr;
   t_making_heap = true;
   t_heap = g_fns.heap_new(g_arena_id);
+  // Non-null, so that the key's destructor runs at this thread's exit.
+  if (t_heap) pthread_setspecific(g_exit_key, &t_heap);
   t_making_heap = false;
   return t_heap;
 }
@@ -101,6 +125,11 @@ void* Checked(void* p) {
 }
 
 }  // namespace
+
+void RecorderArenaPrepare() {
+  if (g_exit_key_made.load(std::memory_order_acquire)) return;
+  if (pthread_key_create(&g_exit_key, CloseThreadsHeap) == 0) g_exit_key_made.store(true, std::memory_order_release);
+}
 
 void RecorderArenaResolve(void* handle) {
   if (g_resolved.load(std::memory_order_acquire) || !handle) return;
@@ -121,6 +150,7 @@ void RecorderArenaResolve(void* handle) {
     return;
   g_fns = f;
   g_resolved.store(true, std::memory_order_release);
+  (void)ArenaReady();  // before the first segment of ours, so that all come from it
 }
 
 void* RecorderThreadMalloc(size_t size) {
@@ -139,6 +169,16 @@ void* RecorderThreadAligned(size_t alignment, size_t size) {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0) return nullptr;
   Heap* h = ThisThreadsHeap();
   return h ? Checked(g_fns.aligned(h, size, alignment)) : nullptr;
+}
+
+bool RecorderThreadHasHeap() { return t_heap != nullptr; }
+
+void* RecorderThreadRealloc(void* p, size_t size) {
+  // A null answer leaves p as it was (mi_heap_realloc frees it only once
+  // the new block exists). The recorder's own blocks never reach the
+  // malloc family, so where the new one lies needs no check here.
+  Heap* h = ThisThreadsHeap();
+  return h ? g_fns.realloc(h, p, size) : nullptr;
 }
 
 void* RecorderArenaRealloc(void* p, size_t size, bool recorder_thread) {

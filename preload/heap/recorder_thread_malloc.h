@@ -22,6 +22,15 @@
 // before the arena exists, when the private heap is not ours (kShared:
 // the program's mimalloc), or when the reservation failed (RLIMIT_AS).
 //
+// The recorder's own allocations (mi_malloc, mi_realloc: recorder_heap.cc)
+// go to the same per-thread heap on a recorder thread, in our own work on
+// a program's thread, and on a program's thread that has such a heap
+// already: one mimalloc heap per thread, not two (issue #44). The arena is
+// reserved when the private heap opens and is not exclusive, so mimalloc
+// takes the segments of its default heaps from it too (a thread's default
+// heap holds its arena heap's own struct): all of the recorder's heap lies
+// in this one range.
+//
 // Memory allocated inside glibc itself (strdup, fopen: libc's internal
 // malloc) never passes through here and stays glibc's, on both sides.
 #pragma once
@@ -46,10 +55,18 @@ inline bool InRecorderArena(const void* p) {
 
 // For the calling recorder thread: a block from the arena, or null (no
 // arena, arena full, bad alignment: the caller uses the real allocator).
-// Creates the arena on first use. Recorder threads only.
+// Makes the thread's heap on first use. Recorder threads (and our own work
+// on a program's thread) only.
 void* RecorderThreadMalloc(size_t size);
 void* RecorderThreadCalloc(size_t n, size_t size);
 void* RecorderThreadAligned(size_t alignment, size_t size);
+// Whether the calling thread has its heap in the arena already.
+bool RecorderThreadHasHeap();
+// mimalloc's realloc (not glibc's: size 0 gives a minimal block) for the
+// recorder's own mi_realloc on a recorder thread: p null or any block of the
+// private heap, the result from the calling thread's arena heap; null (p
+// untouched) when the arena cannot serve.
+void* RecorderThreadRealloc(void* p, size_t size);
 
 // For a block in the arena, on any thread (glibc semantics: size 0 frees
 // and returns null). On a recorder thread the block stays in the arena; on
@@ -61,6 +78,12 @@ size_t RecorderArenaUsableSize(const void* p);
 // The calling thread's arena heap gives back what it holds free (with
 // RecorderHeapCollect). Recorder threads only.
 void RecorderArenaCollect();
+
+// Called by the private heap before it loads libmimalloc (recorder_heap.cc):
+// makes the key whose destructor closes a thread's arena heap as the thread
+// exits, before mimalloc's own deletes it. Without it no heap is made in
+// the arena (everything goes to the default heap and the real allocator).
+void RecorderArenaPrepare();
 
 // Called once by the private heap when it opens (recorder_heap.cc) with
 // libmimalloc's handle; the arena itself is reserved on first use.

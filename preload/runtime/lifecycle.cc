@@ -122,6 +122,10 @@ void AtForkChild() {
   format::ResetFdOpeningAfterFork();
   RecorderCapsResetAfterFork();  // nor are our threads
   if (!RuntimeRecording()) return;
+  // Our work on the program's thread: what it allocates goes to this
+  // thread's recorder heap, the one the parent's start-up filled, not to a
+  // segment of its own (recorder_heap.cc).
+  OwnWorkOnAppThread ours;
   try {
     RestartInForkChild();
   } catch (const std::bad_alloc&) {
@@ -149,6 +153,9 @@ void RestartInForkChild() {
 // address-space limit (ulimit -v) mimalloc cannot map its first segment, and
 // then nothing of ours starts. Probed before anything is installed.
 bool HeapHasRoom() {
+  // As our own work: the probe makes this thread's heap in the recorder
+  // arena, which the rest of start-up then uses (recorder_heap.cc).
+  OwnWorkOnAppThread ours;
   void* probe = mi_malloc(4096);
   if (!probe) return false;
   mi_free(probe);

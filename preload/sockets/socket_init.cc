@@ -17,6 +17,7 @@
 #include "preload/runtime/config.h"
 #include "preload/fds/fd_guard.h"
 #include "preload/runtime/log.h"
+#include "preload/runtime/own_work.h"
 #include "preload/runtime/seccomp_state.h"
 #include "preload/runtime/tsc_clock.h"
 #include "preload/sockets/socket_direct.h"
@@ -94,6 +95,10 @@ void AdoptExistingSockets() {
 void AtForkChild() {
   sockhot::SetOwnerPid(getpid());
   sockex::ForgetParentExchangesInChild();
+  // Our work: what it allocates goes to this thread's recorder heap, the
+  // one the parent's start-up filled, not to a segment of its own
+  // (recorder_heap.cc).
+  OwnWorkOnAppThread ours;
   ResetSocketFlushSideAfterFork();
 }
 
