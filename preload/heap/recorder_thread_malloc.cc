@@ -88,9 +88,8 @@ bool ArenaReady() {
   // what it frees, so only pages in use are resident. Not exclusive: the
   // heaps made in it allocate only here, and mimalloc takes the segments
   // of every other heap of ours from here first too (a thread's default
-  // heap, which holds its arena heap's own struct), so those are known
-  // to be zero and their headers are not cleared page by page (~44 KiB
-  // resident per segment from the OS against ~8 here).
+  // heap, which holds its arena heap's own struct), so all of the
+  // recorder's heap lies in this one range.
   if (g_fns.reserve(kRecorderArenaBytes, false, false, false, &id) == 0) lo = g_fns.area(id, &size);
   if (!lo || size == 0) {
     g_arena_state.store(kFailed, std::memory_order_release);

@@ -86,7 +86,8 @@ void RecorderArenaCollect();
 void RecorderArenaPrepare();
 
 // Called once by the private heap when it opens (recorder_heap.cc) with
-// libmimalloc's handle; the arena itself is reserved on first use.
+// libmimalloc's handle; reserves the arena then, before any segment of
+// ours exists.
 void RecorderArenaResolve(void* mimalloc_handle);
 
 }  // namespace flightrec
