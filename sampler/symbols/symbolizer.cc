@@ -31,6 +31,7 @@
 #include "preload/stacks/demangle.h"
 #include "preload/stacks/local_stack.h"
 #include "sampler/symbols/module_elf.h"
+#include "sampler/symbols/pc_cache.h"
 #include "sampler/symbols/perf_map.h"
 #include "sampler/symbols/proc_maps.h"
 #include "sampler/sample_events.h"
@@ -47,23 +48,9 @@ using format::MiHashMap;
 using format::MiString;
 using format::MiVector;
 
-struct CachedFrame {
-  MiString function, file;
-  uint32_t line = 0;
-};
-
 struct CachedMapping {
   uint64_t start = 0, end = 0, offset = 0;
   MiString path, build_id;
-};
-
-struct Entry {
-  int32_t mapping = -1;          // index into mappings, -1 = pc in no mapping
-  uint64_t maps_generation = 0;  // for unknown pcs: retry once this changes
-  // Resolved while files could not be opened (the host held every fd): the
-  // answer is not final, retry like an unknown pc.
-  bool transient = false;
-  MiVector<CachedFrame> frames;
 };
 
 char* const kDebuginfoPath = nullptr;
@@ -251,7 +238,8 @@ struct Symbolizer::Impl {
   // report per rescan interval.
   bool report_again = false;
   MiHashMap<uint64_t, bool> reported_again;
-  MiHashMap<uint64_t, Entry> cache;
+  PcCache cache;        // one compact answer per pc (pc_cache.h)
+  Resolution resolved;  // the answer being found (its vectors' room is reused)
   MiVector<CachedMapping> mappings;
   MiHashMap<uint64_t, int32_t> mapping_by_start;
   MiHashMap<uint64_t, MiString> build_id_by_module;  // keyed by module low address
@@ -444,7 +432,7 @@ struct Symbolizer::Impl {
     if (!maps.Load() && FdStarved(errno)) fd_starved = true;
     last_rescan_ns = MonotonicNs();
     maps_generation++;
-    cache.clear();
+    cache.Clear();
     mapping_by_start.clear();
     reported_again.clear();
     Report();
@@ -528,7 +516,7 @@ struct Symbolizer::Impl {
   // every kRescanIntervalNs; new names move the generation so pcs written
   // unnamed are asked about again. While the map exists, a pc it does not
   // name yet stays retryable (its line may be on its way).
-  void NameJitCode(uint64_t pc, Entry* e) {
+  void NameJitCode(uint64_t pc, Resolution* e) {
     const char* name = perf_map.Find(pc);
     const uint64_t now = MonotonicNs();
     if (!name && (last_perf_map_ns == 0 || now - last_perf_map_ns >= kRescanIntervalNs)) {
@@ -537,7 +525,7 @@ struct Symbolizer::Impl {
       name = perf_map.Find(pc);
     }
     if (name) {
-      CachedFrame f;
+      ResolvedFrame f;
       f.function = name;
       e->frames.push_back(std::move(f));
     } else if (perf_map.present()) {
@@ -854,7 +842,7 @@ struct Symbolizer::Impl {
     *line = lineno > 0 ? static_cast<uint32_t>(lineno) : 0;
   }
 
-  void DwarfFrames(Dwfl_Module* mod, uint64_t pc, MiVector<CachedFrame>* out) {
+  void DwarfFrames(Dwfl_Module* mod, uint64_t pc, MiVector<ResolvedFrame>* out) {
     Dwarf_Addr bias = 0;
     Dwarf_Die cu_storage;
     Dwarf_Die* cudie = CuOf(mod, pc, &bias, &cu_storage);
@@ -875,7 +863,7 @@ struct Symbolizer::Impl {
     bool have_files = false;
     for (int i = n - 1; i >= 0; --i) {  // innermost first
       Dwarf_Die* die = &chain[i];
-      CachedFrame f;
+      ResolvedFrame f;
       f.function = LinkageName(die);
       // The physical function without a linkage name: the ELF symbol has
       // the full demangled form (C++ parameters); else the DWARF scopes.
@@ -902,7 +890,7 @@ struct Symbolizer::Impl {
       MiString name = SymbolName(mod, pc);
       if (!name.empty()) {
         if (out->empty()) {
-          CachedFrame f;
+          ResolvedFrame f;
           f.file = file;
           f.line = line;
           out->push_back(std::move(f));
@@ -965,7 +953,7 @@ struct Symbolizer::Impl {
     }
   }
 
-  void Resolve(uint64_t pc, Entry* e) {
+  void Resolve(uint64_t pc, Resolution* e) {
     const MapEntry* m = maps.Find(pc);
     Dwfl_Module* mod = ModuleAt(pc);
     if ((!m || (!mod && IsFileBacked(*m)) || fd_starved) && MaybeRescan()) {
@@ -974,11 +962,9 @@ struct Symbolizer::Impl {
     }
     e->maps_generation = maps_generation;
     e->frames.clear();
-    if (!m) {
-      e->mapping = -1;
-      return;
-    }
+    e->mapping = -1;
     e->transient = false;
+    if (!m) return;
     // No module for a pc in a file's mapping: the snapshot was taken while
     // a library was being mapped (/proc/PID/maps is not read atomically; a
     // library half-mapped has no executable mapping yet) or libdw could not
@@ -1025,7 +1011,7 @@ struct Symbolizer::Impl {
       stats.dwarf_skipped++;
       MiString name = SymbolName(mod, pc);
       if (!name.empty()) {
-        CachedFrame f;
+        ResolvedFrame f;
         f.function = std::move(name);
         e->frames.push_back(std::move(f));
       }
@@ -1104,37 +1090,35 @@ bool Symbolizer::Describe(uint64_t pc, format::MappingInfo* mapping, std::vector
   // (Unloads are noticed in WorldStart() and Generation(), which the intern
   // tables call before a stack's pcs: never between two pcs of one stack.)
   s.stats.lookups++;
-  auto it = s.cache.find(pc);
+  const PcCache::Entry* e = s.cache.Find(pc);
   // An unknown pc stays cached until the maps change or a rescan is due.
-  const bool hit =
-      it != s.cache.end() &&
-      ((it->second.mapping >= 0 && !it->second.transient) ||
-       (it->second.maps_generation == s.maps_generation && MonotonicNs() - s.last_rescan_ns < kRescanIntervalNs));
+  const bool hit = e && ((e->mapping >= 0 && !e->transient) || (e->maps_generation == s.maps_generation &&
+                                                                MonotonicNs() - s.last_rescan_ns < kRescanIntervalNs));
   if (hit) {
     s.stats.cache_hits++;
   } else {
-    if (s.cache.size() >= kMaxCachedPcs) s.cache.clear();
-    it = s.cache.try_emplace(pc).first;
-    s.Resolve(pc, &it->second);
+    s.Resolve(pc, &s.resolved);
+    e = &s.cache.Store(pc, s.resolved);
     if (g_debug_fds_pending) s.ReleaseDebugFds();
   }
-  const Entry& e = it->second;
   lines->clear();
-  if (e.mapping < 0) {
+  if (e->mapping < 0) {
     s.stats.unknown++;
     return false;
   }
-  const CachedMapping& cm = s.mappings[static_cast<size_t>(e.mapping)];
+  const CachedMapping& cm = s.mappings[static_cast<size_t>(e->mapping)];
   mapping->start = cm.start;
   mapping->end = cm.end;
   mapping->file_offset = cm.offset;
   mapping->path.assign(cm.path.data(), cm.path.size());
   mapping->build_id.assign(cm.build_id.data(), cm.build_id.size());
-  for (const CachedFrame& f : e.frames) {
+  const PcCache::Frame* frames = s.cache.FramesOf(*e);
+  for (uint16_t i = 0; i < e->frame_count; i++) {
     format::FrameLine fl;
-    fl.function.assign(f.function.data(), f.function.size());
-    fl.file.assign(f.file.data(), f.file.size());
-    fl.line = f.line;
+    const std::string_view function = s.cache.Text(frames[i].function), file = s.cache.Text(frames[i].file);
+    fl.function.assign(function.data(), function.size());
+    fl.file.assign(file.data(), file.size());
+    fl.line = frames[i].line;
     lines->push_back(std::move(fl));
   }
   return true;

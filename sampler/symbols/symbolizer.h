@@ -5,10 +5,10 @@
 // thread only (not thread-safe): libdw, demangling and /proc reads allocate
 // and take time, which is fine there and never on an application thread.
 //
-// Caching: one entry per pc, kept until the table reaches kMaxCachedPcs (then
-// dropped wholesale). A pc in no known module is retried after the process's
-// code mappings change (dlopen/dlclose), which is checked at most every
-// kRescanIntervalNs when unknown pcs keep arriving.
+// Caching: one compact entry per pc (pc_cache.h), kept until the table
+// reaches its bound (then dropped wholesale). A pc in no known module is
+// retried after the process's code mappings change (dlopen/dlclose), which
+// is checked at most every kRescanIntervalNs when unknown pcs keep arriving.
 //
 // Unloads (code_unloads.h, unloaded_code.h): after the host dlclosed a
 // library, the next WorldStart() or Generation() call re-reads the maps and
@@ -74,7 +74,6 @@ class Symbolizer final : public format::PcDescriber {
   };
   Stats stats() const;
 
-  static constexpr size_t kMaxCachedPcs = 1 << 18;
   static constexpr uint64_t kRescanIntervalNs = 100'000'000;  // 100 ms
 
  private:
