@@ -272,7 +272,9 @@ __attribute__((visibility("hidden"))) void mi_free(void* p) noexcept {
   if (!p) return;
   // A non-null pointer came from the heap, so it is open.
   flightrec::FreeFn f = flightrec::g_free.load(std::memory_order_acquire);
-  if (f) f(p);
+  if (!f) return;
+  if (flightrec::IsRecorderThread()) flightrec::ReleaseFreedBlockPages(p);
+  f(p);
 }
 
 // mi_stl_allocator::allocate. mimalloc's own mi_new_n aborts the process

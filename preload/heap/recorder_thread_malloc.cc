@@ -1,9 +1,12 @@
 // The recorder arena and the recorder threads' malloc (see
 // recorder_thread_malloc.h).
 #include "preload/heap/recorder_thread_malloc.h"
+#include "preload/threads/thread_registry.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
 
 #include <cstring>
 
@@ -200,7 +203,32 @@ void* RecorderArenaRealloc(void* p, size_t size, bool recorder_thread) {
   return q;
 }
 
-void RecorderArenaFree(void* p) { g_fns.free(p); }
+void RecorderArenaFree(void* p) {
+  if (IsRecorderThread()) ReleaseFreedBlockPages(p);
+  g_fns.free(p);
+}
+
+// mimalloc keeps blocks of a medium size class (8-128 KiB) in 512 KiB pages
+// shared by several blocks, and a freed block stays resident for as long as
+// any other block of its page lives. A buffer that grew by doubling (a
+// vector, an event batch's columns, zstd's workspace) leaves its old blocks
+// so: 100-200 KiB of a PostgreSQL backend's heap at any time, read page by
+// page (issue #44). So the pages wholly inside such a block go back to the
+// kernel before it is freed, all but the one holding its first word, which
+// mimalloc links its free list through (it reads nothing else of a free
+// block, and hands a block out again as uninitialised memory: zero pages
+// are as good). Larger blocks have a page of their own, which mimalloc
+// decommits itself once free.
+void ReleaseFreedBlockPages(void* p) {
+  constexpr size_t kMinBytes = 32 << 10, kMaxBytes = 128 << 10;
+  if (!p || !g_resolved.load(std::memory_order_acquire)) return;
+  const size_t n = g_fns.usable(p);
+  if (n < kMinBytes || n > kMaxBytes) return;
+  static const uintptr_t page = getauxval(AT_PAGESZ) ? getauxval(AT_PAGESZ) : 4096;
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + sizeof(void*) + page - 1) & ~(page - 1);
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
 
 size_t RecorderArenaUsableSize(const void* p) { return g_fns.usable(p); }
 

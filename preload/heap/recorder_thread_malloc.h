@@ -75,6 +75,12 @@ void* RecorderArenaRealloc(void* p, size_t size, bool recorder_thread);
 void RecorderArenaFree(void* p);
 size_t RecorderArenaUsableSize(const void* p);
 
+// Before a block of the private heap is freed on a recorder thread: gives
+// the pages wholly inside a medium-sized block back to the kernel (the .cc
+// says why). Never on a program's thread (a system call there is the
+// host's time).
+void ReleaseFreedBlockPages(void* p);
+
 // The calling thread's arena heap gives back what it holds free (with
 // RecorderHeapCollect). Recorder threads only.
 void RecorderArenaCollect();

@@ -20,6 +20,7 @@
 #include "preload/heap/address_space.h"
 #include "preload/heap/recorder_heap.h"
 #include "preload/heap/recorder_thread_malloc.h"
+#include "preload/threads/thread_registry.h"
 
 using flightrec::AddressSpaceRoomFor;
 using flightrec::HeapAllowed;
@@ -143,6 +144,51 @@ TEST_CASE("recorder heap: a recorder thread's emptied pages go back when it coll
     // ...and a second later it collects again.
     flightrec::RecorderHeapCollect(now + flightrec::kCollectEveryNs);
     CHECK_FALSE(Resident(middle));
+  }).join();
+}
+#endif
+
+#if !defined(__SANITIZE_THREAD__)
+TEST_CASE("recorder heap: a medium block freed on a recorder thread gives its pages back, its page's others kept") {
+  void* p = mi_malloc(64);
+  REQUIRE(p != nullptr);
+  mi_free(p);
+  if (flightrec::RecorderHeapStateNow() != flightrec::HeapState::kPrivate) return;  // the program's mimalloc
+  std::thread([] {
+    flightrec::MarkRecorderThread();
+    // Three blocks of one medium size class: one mimalloc page holds them,
+    // so the page stays in use while any of them lives.
+    constexpr size_t kBytes = 60 << 10;
+    unsigned char* b[3];
+    for (auto*& x : b) {
+      x = static_cast<unsigned char*>(mi_malloc(kBytes));
+      REQUIRE(x != nullptr);
+      memset(x, 0x7c, kBytes);
+    }
+    REQUIRE(Resident(b[1] + kBytes / 2));
+    mi_free(b[1]);
+    // Its interior is gone; the page of its first word (mimalloc's free
+    // list link) and its neighbours stay, contents intact.
+    CHECK_FALSE(Resident(b[1] + kBytes / 2));
+    CHECK(Resident(b[1]));
+    CHECK(b[0][kBytes - 1] == 0x7c);
+    CHECK(b[2][0] == 0x7c);
+    CHECK(b[2][kBytes - 1] == 0x7c);
+    // Handed out again, the block is plain usable memory.
+    auto* again = static_cast<unsigned char*>(mi_malloc(kBytes));
+    REQUIRE(again != nullptr);
+    memset(again, 0x11, kBytes);
+    CHECK(again[kBytes / 2] == 0x11);
+    // A small block is left alone (not worth a system call).
+    auto* small = static_cast<unsigned char*>(mi_malloc(2000));
+    auto* keep = static_cast<unsigned char*>(mi_malloc(2000));
+    memset(small, 1, 2000);
+    mi_free(small);
+    CHECK(Resident(small + 1000));
+    mi_free(keep);
+    mi_free(again);
+    mi_free(b[0]);
+    mi_free(b[2]);
   }).join();
 }
 #endif
