@@ -597,6 +597,37 @@ struct Symbolizer::Impl {
     return FunctionNameOfSymbol(sym.name);
   }
 
+  // Where a module's answers do not depend on the pc within a function, the
+  // function's key: a module whose DWARF is not read names a pc after the
+  // ELF symbol holding it, or, with none, after the unwind tables' function
+  // (CfiFunctionName); every pc of that function gets the same answer. So
+  // such answers are cached once per function, not once per pc: a busy
+  // process keeps meeting new pcs of the same hot functions (every sampled
+  // instruction is one), and per pc the cache grew for as long as it ran
+  // (issue #44). 0 where the answer is the pc's own (DWARF lines, JIT
+  // code, no module, a module not looked at yet). The tag bits keep the
+  // keys apart from pcs (user-space addresses stay below 2^56).
+  static constexpr uint64_t kSymbolKey = 1ull << 63, kCfiKey = 1ull << 62;
+  uint64_t FunctionKey(uint64_t pc) {
+    Dwfl_Module* mod = ModuleAt(pc);
+    if (!mod) return 0;
+    Dwarf_Addr low = 0;
+    dwfl_module_info(mod, nullptr, &low, nullptr, nullptr, nullptr, nullptr, nullptr);
+    auto loaded = dwarf_loaded.find(low);
+    if (loaded == dwarf_loaded.end() || loaded->second) return 0;
+    const SymbolIndex* index = nullptr;
+    if (auto own = symbol_indexes.find(low); own != symbol_indexes.end()) {
+      index = &own->second;
+    } else if (auto in = inherited_indexes.find(low); in != inherited_indexes.end()) {
+      index = in->second;
+    }
+    if (!index) return 0;  // not built yet: the first pc builds it
+    if (const SymbolIndex::Match sym = index->Find(pc)) return kSymbolKey | sym.addr;
+    uint64_t start = 0, end = 0;
+    if (stacks::LocalFunctionRange(pc, &start, &end)) return kCfiKey | start;
+    return 0;
+  }
+
   // A pc no symbol names, in a module without symbols for it (a stripped
   // binary's static functions): the function that holds it is still known
   // from the unwind tables (.eh_frame, which even stripped binaries keep:
@@ -1092,13 +1123,29 @@ bool Symbolizer::Describe(uint64_t pc, format::MappingInfo* mapping, std::vector
   s.stats.lookups++;
   const PcCache::Entry* e = s.cache.Find(pc);
   // An unknown pc stays cached until the maps change or a rescan is due.
-  const bool hit = e && ((e->mapping >= 0 && !e->transient) || (e->maps_generation == s.maps_generation &&
-                                                                MonotonicNs() - s.last_rescan_ns < kRescanIntervalNs));
+  bool hit = e && ((e->mapping >= 0 && !e->transient) ||
+                   (e->maps_generation == s.maps_generation && MonotonicNs() - s.last_rescan_ns < kRescanIntervalNs));
+  if (!e) {
+    // Cached for its function rather than itself (FunctionKey), if the
+    // answer found there is a final one, in the mapping that holds pc.
+    if (const uint64_t key = s.FunctionKey(pc)) {
+      const PcCache::Entry* f = s.cache.Find(key);
+      if (f && f->mapping >= 0 && !f->transient) {
+        const CachedMapping& cm = s.mappings[static_cast<size_t>(f->mapping)];
+        hit = cm.start <= pc && pc < cm.end;
+        if (hit) e = f;
+      }
+    }
+  }
   if (hit) {
     s.stats.cache_hits++;
   } else {
     s.Resolve(pc, &s.resolved);
-    e = &s.cache.Store(pc, s.resolved);
+    uint64_t key = pc;
+    if (s.resolved.mapping >= 0 && !s.resolved.transient && s.resolved.frames.size() == 1) {
+      if (const uint64_t function = s.FunctionKey(pc)) key = function;
+    }
+    e = &s.cache.Store(key, s.resolved);
     if (g_debug_fds_pending) s.ReleaseDebugFds();
   }
   lines->clear();
