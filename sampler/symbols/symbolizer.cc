@@ -598,7 +598,8 @@ struct Symbolizer::Impl {
   }
 
   // Where a module's answers do not depend on the pc within a function, the
-  // function's key: a module whose DWARF is not read names a pc after the
+  // function's key: a module whose DWARF is not read (or that has none)
+  // names a pc after the
   // ELF symbol holding it, or, with none, after the unwind tables' function
   // (CfiFunctionName); every pc of that function gets the same answer. So
   // such answers are cached once per function, not once per pc: a busy
@@ -614,7 +615,12 @@ struct Symbolizer::Impl {
     Dwarf_Addr low = 0;
     dwfl_module_info(mod, nullptr, &low, nullptr, nullptr, nullptr, nullptr, nullptr);
     auto loaded = dwarf_loaded.find(low);
-    if (loaded == dwarf_loaded.end() || loaded->second) return 0;
+    if (loaded == dwarf_loaded.end()) return 0;
+    // DWARF judged affordable, but the module has none (a stripped binary
+    // without a debug file, as Debian's postgres): named as without it.
+    // (Resolve has tried to load it by now: this loads nothing.)
+    Dwarf_Addr bias = 0;
+    if (loaded->second && dwfl_module_getdwarf(mod, &bias)) return 0;
     const SymbolIndex* index = nullptr;
     if (auto own = symbol_indexes.find(low); own != symbol_indexes.end()) {
       index = &own->second;

@@ -230,6 +230,36 @@ TEST_CASE("sampler_symbolizer: pcs named from the symbol table share their funct
   CHECK(sym.stats().cache_hits - hits_before == size - 1);
 }
 
+TEST_CASE("sampler_symbolizer: pcs of a module without DWARF share their function's answer") {
+  // A library with no debug information anywhere (no sections, no debug
+  // file installed), as Debian's stripped binaries are: DWARF is judged
+  // affordable, found absent, and the symbol table names every pc.
+  void* handle = dlopen("libbz2.so.1.0", RTLD_NOW | RTLD_LOCAL);
+  if (!handle) return;  // not installed here
+  void* fn = dlsym(handle, "BZ2_bzCompress");
+  REQUIRE(fn);
+  Dl_info info;
+  ElfW(Sym)* elf_sym = nullptr;
+  REQUIRE(dladdr1(fn, &info, reinterpret_cast<void**>(&elf_sym), RTLD_DL_SYMENT));
+  REQUIRE(elf_sym != nullptr);
+  const uint64_t start = reinterpret_cast<uint64_t>(fn), size = elf_sym->st_size;
+  REQUIRE(size > 64);
+  Symbolizer sym;
+  MappingInfo m;
+  std::vector<FrameLine> lines;
+  REQUIRE(sym.Describe(start, &m, &lines));
+  REQUIRE(lines.size() == 1);
+  if (!lines[0].file.empty()) return;  // its debug file is installed here: per pc, with lines
+  CHECK(lines[0].function == "BZ2_bzCompress");
+  const uint64_t hits_before = sym.stats().cache_hits;
+  for (uint64_t pc = start + 1; pc < start + size; pc++) {
+    REQUIRE(sym.Describe(pc, &m, &lines));
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].function == "BZ2_bzCompress");
+  }
+  CHECK(sym.stats().cache_hits - hits_before == size - 1);
+}
+
 TEST_CASE("sampler_symbolizer: a library dlopen'ed after the first lookup is picked up") {
   Symbolizer sym;
   MappingInfo m;
