@@ -201,16 +201,16 @@ TEST_CASE("sampler_symbolizer: libc symbol without DWARF, and unknown pcs") {
   CHECK(sym.stats().unknown >= 1);
 }
 
-TEST_CASE("sampler_symbolizer: pcs named from the symbol table share their function's answer") {
-  Symbolizer sym;
-  MappingInfo m;
-  std::vector<FrameLine> lines;
-  // Every byte of one libc function, as a busy program's samples land on
-  // its instructions: one answer, resolved once and kept for the function.
-  // libc's own, not a sanitizer's interceptor of the same name.
-  void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-  REQUIRE(libc);
-  void* fn = dlsym(libc, "getaddrinfo");
+namespace {
+
+// Describes every byte of `symbol` (from `handle`: the library's own, not a
+// sanitizer's interceptor of the same name), as a busy program's samples
+// land on its instructions, and checks they get one answer, named `want`,
+// in a file named `path_part`, resolved once and kept for the function.
+// Nothing is checked where the library's DWARF is installed (answers are
+// per pc then, with lines).
+void CheckOneAnswerPerFunction(void* handle, const char* symbol, const char* want, const char* path_part) {
+  void* fn = dlsym(handle, symbol);
   REQUIRE(fn);
   Dl_info info;
   ElfW(Sym)* elf_sym = nullptr;
@@ -218,19 +218,30 @@ TEST_CASE("sampler_symbolizer: pcs named from the symbol table share their funct
   REQUIRE(elf_sym != nullptr);
   const uint64_t start = reinterpret_cast<uint64_t>(fn), size = elf_sym->st_size;
   REQUIRE(size > 64);
+  Symbolizer sym;
+  MappingInfo m;
+  std::vector<FrameLine> lines;
   REQUIRE(sym.Describe(start, &m, &lines));
   REQUIRE(lines.size() == 1);
+  if (!lines[0].file.empty()) return;
   const std::string name = lines[0].function;
-  if (!lines[0].file.empty()) return;  // libc's DWARF is installed here: answers are per pc, with lines
-  CHECK(name.find("getaddrinfo") != std::string::npos);
+  CHECK(name.find(want) != std::string::npos);
   const uint64_t hits_before = sym.stats().cache_hits;
   for (uint64_t pc = start + 1; pc < start + size; pc++) {
     REQUIRE(sym.Describe(pc, &m, &lines));
     REQUIRE(lines.size() == 1);
     CHECK(lines[0].function == name);
-    CHECK(m.path.find("libc.so") != std::string::npos);
+    CHECK(m.path.find(path_part) != std::string::npos);
   }
   CHECK(sym.stats().cache_hits - hits_before == size - 1);
+}
+
+}  // namespace
+
+TEST_CASE("sampler_symbolizer: pcs named from the symbol table share their function's answer") {
+  void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(libc);
+  CheckOneAnswerPerFunction(libc, "getaddrinfo", "getaddrinfo", "libc.so");
 }
 
 TEST_CASE("sampler_symbolizer: pcs of a module without DWARF share their function's answer") {
@@ -239,28 +250,7 @@ TEST_CASE("sampler_symbolizer: pcs of a module without DWARF share their functio
   // affordable, found absent, and the symbol table names every pc.
   void* handle = dlopen("libbz2.so.1.0", RTLD_NOW | RTLD_LOCAL);
   if (!handle) return;  // not installed here
-  void* fn = dlsym(handle, "BZ2_bzCompress");
-  REQUIRE(fn);
-  Dl_info info;
-  ElfW(Sym)* elf_sym = nullptr;
-  REQUIRE(dladdr1(fn, &info, reinterpret_cast<void**>(&elf_sym), RTLD_DL_SYMENT));
-  REQUIRE(elf_sym != nullptr);
-  const uint64_t start = reinterpret_cast<uint64_t>(fn), size = elf_sym->st_size;
-  REQUIRE(size > 64);
-  Symbolizer sym;
-  MappingInfo m;
-  std::vector<FrameLine> lines;
-  REQUIRE(sym.Describe(start, &m, &lines));
-  REQUIRE(lines.size() == 1);
-  if (!lines[0].file.empty()) return;  // its debug file is installed here: per pc, with lines
-  CHECK(lines[0].function == "BZ2_bzCompress");
-  const uint64_t hits_before = sym.stats().cache_hits;
-  for (uint64_t pc = start + 1; pc < start + size; pc++) {
-    REQUIRE(sym.Describe(pc, &m, &lines));
-    REQUIRE(lines.size() == 1);
-    CHECK(lines[0].function == "BZ2_bzCompress");
-  }
-  CHECK(sym.stats().cache_hits - hits_before == size - 1);
+  CheckOneAnswerPerFunction(handle, "BZ2_bzCompress", "BZ2_bzCompress", "libbz2");
 }
 
 TEST_CASE("sampler_symbolizer: a library dlopen'ed after the first lookup is picked up") {
