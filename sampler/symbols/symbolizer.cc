@@ -599,9 +599,10 @@ struct Symbolizer::Impl {
 
   // Where a module's answers do not depend on the pc within a function, the
   // function's key: a module whose DWARF is not read (or that has none)
-  // names a pc after the
-  // ELF symbol holding it, or, with none, after the unwind tables' function
-  // (CfiFunctionName); every pc of that function gets the same answer. So
+  // names a pc after the ELF symbol holding it, or, with none, after the
+  // unwind tables' function (CfiFunctionName); every pc of that function
+  // gets the same answer. (A symbol whose name demangles to nothing is
+  // named from the unwind tables, by its first pc's function.) So
   // such answers are cached once per function, not once per pc: a busy
   // process keeps meeting new pcs of the same hot functions (every sampled
   // instruction is one), and per pc the cache grew for as long as it ran
