@@ -11,10 +11,11 @@
 // stable across segments (schemas are re-emitted in each segment).
 //
 // Descriptors: the writer holds none between writes. Each write (the header,
-// a flush, an auto-flush of a full batch, the footer) opens the file by name
-// through its SegmentFileAccess, writes at the file's known end and closes
-// it, so the program it records never sees (nor inherits through fork, nor
-// runs out of numbers because of) the segment's descriptor.
+// a flush, the footer, and 64 KiB of full batches' blocks waiting for the
+// next flush) opens the file by name through its SegmentFileAccess, writes
+// at the file's known end and closes it, so the program it records never
+// sees (nor inherits through fork, nor runs out of numbers because of) the
+// segment's descriptor.
 #pragma once
 #include <cstddef>
 #include <cstdint>

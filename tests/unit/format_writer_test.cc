@@ -719,6 +719,48 @@ TEST_CASE("format writer holds no descriptor between writes") {
   CHECK(seg.events.size() == 10);
 }
 
+TEST_CASE("format writer gathers full batches' blocks into one write per flush") {
+  TempDir dir;
+  CountingAccess access;
+  SegmentWriter w;
+  w.SetFileAccess(&access);
+  uint32_t id = w.DefineEventType({"o", {{"time", FieldType::kTime, "ns"}, {"n", FieldType::kUInt, ""}}});
+  std::string err;
+  REQUIRE(w.Open(dir.File("g.active"), Header(), &err));
+  REQUIRE(access.opens == 1);  // the header
+  // 16 bytes of columns per event: a batch is full (and sealed into a block)
+  // every 16,384 events. These compress to a few hundred bytes a block.
+  const uint64_t n = 16384 * 6;
+  for (uint64_t i = 0; i < n; i++) {
+    Value v[] = {Value::U(1000 + i), Value::U(i & 7)};
+    w.Append(id, v, 2);
+  }
+  CHECK(w.stats().events_written == 0);  // six blocks, none written yet
+  CHECK(access.opens == 1);
+  REQUIRE(w.Flush(&err));
+  CHECK(access.opens == 2);  // all of them in one write
+  CHECK(w.stats().events_written == n);
+
+  // Blocks that compress less (two random bytes an event: ~32 KiB a block)
+  // reach the file before the flush once 64 KiB of them wait: every second
+  // block, so what waits stays bounded.
+  uint64_t x = 88172645463325252ull;
+  for (uint64_t i = 0; i < n; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    Value v[] = {Value::U(2000000 + i), Value::U(x & 0xffff)};
+    w.Append(id, v, 2);
+  }
+  CHECK(access.opens >= 2 + 2);
+  CHECK(access.opens <= 2 + 3);
+  CHECK(w.stats().events_written > n);
+  REQUIRE(w.Seal({}, &err));
+  Segment seg = ReadSegmentFile(dir.File("g.active"));
+  CHECK(seg.state == SegmentState::kSealed);
+  REQUIRE(seg.events.size() == 2 * n);
+  CHECK(seg.events[5].values[1].u == 5);
+  CHECK(seg.bad_blocks == 0);
+}
+
 TEST_CASE("format writer keeps its blocks while no descriptor is free, and writes them later") {
   TempDir dir;
   CountingAccess access;
