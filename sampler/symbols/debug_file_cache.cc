@@ -41,6 +41,12 @@ constexpr int kMaxSections = 4096;
 enum class Mode { kOff, kDefault, kExplicit };
 Mode g_mode = Mode::kOff;
 char g_dir[4096];  // kExplicit's directory
+// The inodes of the copies handed to libdw so far (the first ones: a
+// process names code from a few dozen files at most), for
+// IsCopyHandedOut. Flush thread only.
+constexpr size_t kMaxCopyInodes = 64;
+uint64_t g_copy_inodes[kMaxCopyInodes];
+size_t g_copies_handed_out = 0;
 // The effective uid a directory was refused for: a process that drops root
 // tries again, as its new user, in that user's own default directory.
 uid_t g_refused_for = static_cast<uid_t>(-1);
@@ -433,8 +439,17 @@ int Substitute(int fd) {
     return fd;
   }
   close(fd);
+  struct stat copy_st;
+  if (fstat(copy, &copy_st) == 0 && g_copies_handed_out < kMaxCopyInodes)
+    g_copy_inodes[g_copies_handed_out++] = static_cast<uint64_t>(copy_st.st_ino);
   errno = saved_errno;
   return copy;
+}
+
+bool IsCopyHandedOut(uint64_t inode) {
+  for (size_t i = 0; i < g_copies_handed_out; i++)
+    if (g_copy_inodes[i] == inode) return true;
+  return false;
 }
 
 void StopMakingCopies() { g_no_new_copies.store(true, std::memory_order_relaxed); }

@@ -49,6 +49,10 @@ std::string DefaultDirectory();
 // the file's inflated copy (fd then closed). errno is left as it was.
 int Substitute(int fd);
 
+// Whether Substitute handed out a copy whose inode is `inode` (the first
+// 64 copies): a mapping of that file is libelf's, made for libdw.
+bool IsCopyHandedOut(uint64_t inode);
+
 // The process is exiting (Symbolizer::SetExitMode): a copy already there is
 // still used, but none is written (megabytes of inflating and a sync would
 // only delay the exit). Any thread.

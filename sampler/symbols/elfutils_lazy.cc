@@ -208,6 +208,10 @@ FR_ELFUTILS(const char*, dwfl_module_getsym_info,
              Dwarf_Addr* bias),
             (mod, ndx, sym, addr, shndxp, elfp, bias), nullptr)
 FR_ELFUTILS(int, dwfl_module_getsymtab, (Dwfl_Module * mod), (mod), -1)
+FR_ELFUTILS(ptrdiff_t, dwfl_getmodules,
+            (Dwfl * dwfl, int (*callback)(Dwfl_Module*, void**, const char*, Dwarf_Addr, void*), void* arg,
+             ptrdiff_t offset),
+            (dwfl, callback, arg, offset), -1)
 FR_ELFUTILS(const char*, dwfl_module_info,
             (Dwfl_Module * mod, void*** userdata, Dwarf_Addr* start, Dwarf_Addr* end, Dwarf_Addr* dwbias,
              Dwarf_Addr* symbias, const char** mainfile, const char** debugfile),

@@ -34,6 +34,7 @@
 #include "sampler/symbols/pc_cache.h"
 #include "sampler/symbols/perf_map.h"
 #include "sampler/symbols/proc_maps.h"
+#include "sampler/symbols/source_pages.h"
 #include "sampler/sample_events.h"
 #include "sampler/sampler_thread.h"
 #include "sampler/symbols/inherited_indexes.h"
@@ -353,6 +354,63 @@ struct Symbolizer::Impl {
     cu_index.clear();  // keyed by module pointers, which the new modules may reuse
     qualified_names.clear();
     stats.dwarf_dropped += idle.size();
+  }
+
+  // Symbol sources' pages (source_pages.h): at most every
+  // kSourcePagesEveryNs, and only once libdw resolved a pc since the last
+  // time. The files are found as libdw names them (each module's ELF file
+  // and separate debug file), their mappings in a fresh read of the maps:
+  // the ones libelf makes, whole and private (writable, offset 0), of the
+  // same file (inode and resolved path), or of an inflated copy we handed
+  // libdw instead of a debug file.
+  static constexpr uint64_t kSourcePagesEveryNs = 5'000'000'000;
+  uint64_t last_source_pages_ns = 0;
+  uint64_t resolves = 0, resolves_at_source_pages = 0;
+
+  void ReleaseSourcePages(uint64_t now) {
+    if (!dwfl || resolves == resolves_at_source_pages || exit_mode.load(std::memory_order_relaxed)) return;
+    if (now - last_source_pages_ns < kSourcePagesEveryNs) return;
+    last_source_pages_ns = now;
+    resolves_at_source_pages = resolves;
+    MiVector<MiString> names;
+    dwfl_getmodules(
+        dwfl,
+        [](Dwfl_Module* mod, void**, const char*, Dwarf_Addr, void* arg) -> int {
+          const char *main = nullptr, *debug = nullptr;
+          dwfl_module_info(mod, nullptr, nullptr, nullptr, nullptr, nullptr, &main, &debug);
+          auto* out = static_cast<MiVector<MiString>*>(arg);
+          if (main && main[0] == '/') out->emplace_back(main);
+          if (debug && debug[0] == '/') out->emplace_back(debug);
+          return DWARF_CB_OK;
+        },
+        &names, 0);
+    struct File {
+      MiString path;
+      uint64_t inode;
+    };
+    MiVector<File> files;
+    for (const MiString& name : names) {
+      char* real = realpath(name.c_str(), nullptr);
+      struct stat st;
+      if (real && stat(real, &st) == 0) files.push_back({MiString(real), static_cast<uint64_t>(st.st_ino)});
+      free(real);
+    }
+    ProcMaps now_maps;
+    if (!now_maps.Load()) return;
+    for (const MapEntry& m : now_maps.entries()) {
+      if (!m.writable || m.executable || m.offset != 0 || m.path.empty() || m.path[0] != '/') continue;
+      // An inflated copy of a debug file (debug_file_cache.h): libdw knows
+      // it by the name of the file it stands for.
+      if (debugcache::IsCopyHandedOut(m.inode)) {
+        stats.source_bytes_released += ReleaseCleanFilePages(m.start, m.end);
+        continue;
+      }
+      for (const File& f : files) {
+        if (f.inode != m.inode || f.path != m.path) continue;
+        stats.source_bytes_released += ReleaseCleanFilePages(m.start, m.end);
+        break;
+      }
+    }
   }
 
   void Report() {
@@ -992,6 +1050,7 @@ struct Symbolizer::Impl {
   }
 
   void Resolve(uint64_t pc, Resolution* e) {
+    resolves++;
     const MapEntry* m = maps.Find(pc);
     Dwfl_Module* mod = ModuleAt(pc);
     if ((!m || (!mod && IsFileBacked(*m)) || fd_starved) && MaybeRescan()) {
@@ -1110,7 +1169,10 @@ bool Symbolizer::DescribeBefore(uint64_t pc, uint64_t era, format::MappingInfo* 
   return false;
 }
 
-void Symbolizer::DropIdleDebugInfo(uint64_t now_ns) { impl_->DropIdleDwarf(now_ns); }
+void Symbolizer::DropIdleDebugInfo(uint64_t now_ns) {
+  impl_->DropIdleDwarf(now_ns);
+  impl_->ReleaseSourcePages(now_ns);
+}
 
 void Symbolizer::SetExitMode(bool on) {
   impl_->exit_mode.store(on, std::memory_order_relaxed);

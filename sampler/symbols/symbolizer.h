@@ -55,8 +55,10 @@ class Symbolizer final : public format::PcDescriber {
   // Frees the debug information of modules that have described no new pc
   // for kDwarfIdleNs (doubling with each drop of the same module), and
   // reports them afresh: a new pc there loads it again. Memory, not truth:
-  // described pcs stay cached. Checked at most every kIdleCheckNs. The
-  // symbolizer's thread only, between descriptions.
+  // described pcs stay cached. Checked at most every kIdleCheckNs. Also
+  // lets go of the pages libdw read of the files it keeps mapped, at most
+  // every 5 s after it resolved a pc (source_pages.h). The symbolizer's
+  // thread only, between descriptions.
   void DropIdleDebugInfo(uint64_t now_ns);
   static constexpr uint64_t kDwarfIdleNs = 2'000'000'000;  // 2 s, then 4, 8, ... 64 s
   static constexpr uint32_t kMaxIdleDoublings = 5;
@@ -69,6 +71,7 @@ class Symbolizer final : public format::PcDescriber {
     uint64_t debug_fds_released = 0;       // separate debug files whose descriptor was closed early
     uint64_t unload_syncs = 0;             // re-reads after a dlclose
     uint64_t dwarf_dropped = 0;            // modules whose idle DWARF was freed (DropIdleDebugInfo)
+    uint64_t source_bytes_released = 0;    // pages of libdw's file mappings let go (source_pages.h)
     // pcs of events older than an unload; named from an unloaded library; left unknown
     uint64_t described_before = 0, unloaded_named = 0, unknown_before = 0;
   };
