@@ -26,6 +26,7 @@
 // is tried again (at most every 10 ms); any other failure is final, with one line.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -35,6 +36,7 @@
 #include <gelf.h>
 #include <libelf.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -65,12 +67,51 @@ bool OutOfDescriptors() {
   return errno == EMFILE || errno == ENFILE;
 }
 
+// The libraries loading libdw brought in (ElfutilsOnlySpans): the objects
+// loaded after the dlopen whose load address was not among those before it.
+// Written by the one thread that loads libdw (g_loading), before g_handle is
+// published; read after it. (A library the program loads at the same moment
+// would be counted as ours: its pages would only be faulted in again.)
+constexpr int kMaxObjects = 1024;
+constexpr int kMaxOwnSpans = 16;
+uint64_t g_bases_before[kMaxObjects];
+int g_bases_before_count = 0;
+uint64_t g_own_spans[kMaxOwnSpans][2];
+int g_own_span_count = 0;
+
+int NoteBaseBefore(dl_phdr_info* info, size_t, void*) {
+  if (g_bases_before_count == kMaxObjects) return 1;
+  g_bases_before[g_bases_before_count++] = info->dlpi_addr;
+  return 0;
+}
+
+int NoteIfNew(dl_phdr_info* info, size_t, void*) {
+  if (g_own_span_count == kMaxOwnSpans) return 1;
+  if (!info->dlpi_name || info->dlpi_name[0] != '/' || info->dlpi_addr == 0) return 0;
+  for (int i = 0; i < g_bases_before_count; i++)
+    if (g_bases_before[i] == info->dlpi_addr) return 0;
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    lo = std::min<uint64_t>(lo, info->dlpi_addr + ph.p_vaddr);
+    hi = std::max<uint64_t>(hi, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+  }
+  if (lo >= hi) return 0;
+  g_own_spans[g_own_span_count][0] = lo & ~uint64_t{4095};
+  g_own_spans[g_own_span_count][1] = hi;
+  g_own_span_count++;
+  return 0;
+}
+
 void* Libdw() {
   if (void* h = g_handle.load(std::memory_order_acquire)) return h;
   if (g_given_up.load(std::memory_order_relaxed)) return nullptr;
   const uint64_t now = flightrec::MonotonicNs();
   if (now < g_retry_at_ns.load(std::memory_order_relaxed)) return nullptr;
   if (g_loading.exchange(true, std::memory_order_acq_rel)) return nullptr;  // another thread is at it
+  g_bases_before_count = 0;
+  dl_iterate_phdr(NoteBaseBefore, nullptr);
   // libdw.so.1 pulls libelf.so.1 in; dlsym on its handle searches both.
   void* h = flightrec::OwnDlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
   const char* why = h ? nullptr : dlerror();
@@ -82,6 +123,7 @@ void* Libdw() {
     h = nullptr;
   }
   if (h) {
+    if (g_own_span_count == 0) dl_iterate_phdr(NoteIfNew, nullptr);
     g_handle.store(h, std::memory_order_release);
   } else if (transient) {
     g_retry_at_ns.store(now + kRetryNs, std::memory_order_relaxed);
@@ -114,6 +156,16 @@ Fn Resolve(const char* name) {
 namespace flightrec::sampler {
 
 void LoadElfutils() { Libdw(); }
+
+int ElfutilsOnlySpans(uint64_t (*spans)[2], int max) {
+  if (!g_handle.load(std::memory_order_acquire)) return 0;
+  int n = 0;
+  for (; n < g_own_span_count && n < max; n++) {
+    spans[n][0] = g_own_spans[n][0];
+    spans[n][1] = g_own_spans[n][1];
+  }
+  return n;
+}
 
 }  // namespace flightrec::sampler
 

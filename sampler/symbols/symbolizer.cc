@@ -28,6 +28,7 @@
 #include "sampler/symbols/code_unloads.h"
 #include "sampler/symbols/cu_ranges.h"
 #include "sampler/symbols/debug_file_cache.h"
+#include "sampler/symbols/elfutils_lazy.h"
 #include "preload/stacks/demangle.h"
 #include "preload/stacks/local_stack.h"
 #include "sampler/symbols/module_elf.h"
@@ -362,7 +363,8 @@ struct Symbolizer::Impl {
   // and separate debug file), their mappings in a fresh read of the maps:
   // the ones libelf makes, whole and private (writable, offset 0), of the
   // same file (inode and resolved path), or of an inflated copy we handed
-  // libdw instead of a debug file.
+  // libdw instead of a debug file. And the pages of libdw's own code and
+  // data files (elfutils_lazy.h: ElfutilsOnlySpans).
   static constexpr uint64_t kSourcePagesEveryNs = 5'000'000'000;
   uint64_t last_source_pages_ns = 0;
   uint64_t resolves = 0, resolves_at_source_pages = 0;
@@ -395,6 +397,10 @@ struct Symbolizer::Impl {
       if (real && stat(real, &st) == 0) files.push_back({MiString(real), static_cast<uint64_t>(st.st_ino)});
       free(real);
     }
+    // The code of libdw and the libraries it brought (only our threads run it).
+    uint64_t spans[16][2];
+    const int own = ElfutilsOnlySpans(spans, 16);
+    for (int i = 0; i < own; i++) stats.source_bytes_released += ReleaseCleanFilePages(spans[i][0], spans[i][1]);
     ProcMaps now_maps;
     if (!now_maps.Load()) return;
     for (const MapEntry& m : now_maps.entries()) {

@@ -5,6 +5,10 @@ an inflated copy of such a file, kept once per build-id, instead of
 inflating its sections into each process's memory; the tests at the end
 check the copy, its reuse, its repair and a refused directory.
 
+test_read_pages_of_symbol_files_are_given_back: what libdw read of the
+files it keeps mapped (libc's, its debug file's inflated copy) does not stay
+resident in the program (sampler/symbols/source_pages.h).
+
 dwarf_idle loads a library whose debug sections are compressed (libdw
 decompresses them into memory it allocates: half a megabyte here, megabytes
 for a -dbgsym package), burns CPU in it, idles, burns CPU in other code of
@@ -20,9 +24,11 @@ it, idles again. The recorder must
     256 KiB malloc would no longer be mmapped.
 """
 import os
+import re
 import stat
 import struct
 import subprocess
+import sys
 
 import pytest
 
@@ -231,3 +237,41 @@ def test_one_writer_per_copy_and_a_killed_writers_file_is_cleared(fr, tmp_path):
     run_with_cache(fr, tmp_path / "second", lib, cache, copy)
     assert copy.exists() and not writing.exists()
     assert_named_with_lines(fr, tmp_path / "second", src)
+
+
+def symbol_file_rss(pid):
+    """{path: KiB resident} of the file mappings libelf makes for libdw:
+    whole files, private and writable (rw-p at offset 0)."""
+    out, cur = {}, None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            m = re.match(r"^[0-9a-f]+-[0-9a-f]+ (\S+) ([0-9a-f]+) \S+ \S+\s*(.*)$", line)
+            if m:
+                cur = (m.group(1), int(m.group(2), 16), m.group(3))
+            elif line.startswith("Rss:") and cur and cur[0] == "rw-p" and cur[1] == 0 and cur[2].startswith("/"):
+                out[cur[2]] = out.get(cur[2], 0) + int(line.split()[1])
+    return out
+
+
+def test_read_pages_of_symbol_files_are_given_back(fr, tmp_path):
+    # A Python program burns CPU (its samples are named from libc's and
+    # python's files), then sleeps: the files stay mapped for libdw, and
+    # what it read of them must go (they were 500+ KiB resident before).
+    script = ("import time\nt = time.time()\nwhile time.time() - t < 1.5: sum(range(1000))\n"
+              "print('burnt', flush=True)\ntime.sleep(300)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], env=fr.env(tmp_path, {"FLIGHTREC_CPU_HZ": 500}),
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "burnt"
+        fr.wait_until(lambda: symbol_file_rss(proc.pid), "libdw mapping a file to name a sample", timeout=120)
+        # Every 5 s after libdw resolved a pc; the program no longer makes new ones.
+        fr.wait_until(lambda: sum(symbol_file_rss(proc.pid).values()) <= 16,
+                      "the pages of the symbol files given back", timeout=120)
+        assert any("libc.so" in p or p.endswith(".debug") for p in symbol_file_rss(proc.pid))
+    finally:
+        proc.kill()
+        proc.wait()
+    # The samples are named as ever.
+    samples = fr.events(tmp_path, "cpu.sample")
+    assert samples
+    assert any(f["function"] for e in samples for f in e["stack"])
