@@ -58,6 +58,13 @@ bool SigprofInstall(const SigprofOptions& opts, const char** why);
 bool SigprofInstalled();
 // Arms the calling thread (and learns its stack bounds for a fault-free copy).
 bool SigprofArmSelf();
+
+// The main thread's stack as the handler's plain copy may read it,
+// [*lo, *hi), found from AT_EXECFN and one mincore instead of
+// /proc/self/maps (the .cc says how). False on any other thread, when sp
+// lies deeper than the 128 KiB exec maps below the arguments, or when
+// AT_EXECFN is not at the stack's top (a program started through ld.so).
+bool MainThreadStackBounds(uint64_t sp, uint64_t* lo, uint64_t* hi);
 // Arms another thread of this process (threads alive at init); the sampler
 // thread notices when it is gone.
 bool SigprofArmThread(pid_t tid);

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <thread>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -152,6 +153,39 @@ TEST_CASE("sampler_perf: samples of a known chain come back unwound and symboliz
   // they add up to most of the 200 ms burnt (part of it is in the kernel).
   CHECK(period_sum >= 60'000'000ull);
   CHECK(period_sum <= 260'000'000ull);
+}
+
+TEST_CASE("sampler_sigprof: the main thread's stack bounds without /proc/self/maps") {
+  using flightrec::sampler::MainThreadStackBounds;
+  const uint64_t sp = reinterpret_cast<uint64_t>(__builtin_frame_address(0));
+  uint64_t lo = 0, hi = 0;
+  // The same [stack] the kernel lists, its top exactly, 128 KiB of it.
+  uint64_t map_lo = 0, map_hi = 0;
+  {
+    FILE* f = fopen("/proc/self/maps", "r");
+    REQUIRE(f);
+    char line[512];
+    while (fgets(line, sizeof(line), f))
+      if (strstr(line, "[stack]")) sscanf(line, "%lx-%lx", &map_lo, &map_hi);
+    fclose(f);
+  }
+  REQUIRE(map_hi != 0);
+  if (map_hi - sp <= 128 * 1024) {  // doctest's own frames are shallow; a deeper sp is refused
+    REQUIRE(MainThreadStackBounds(sp, &lo, &hi));
+    CHECK(hi == map_hi);
+    CHECK(hi - lo == 128 * 1024);
+    CHECK(lo >= map_lo);
+    CHECK(sp >= lo);
+  }
+  CHECK_FALSE(MainThreadStackBounds(map_hi - 200 * 1024, &lo, &hi));  // deeper than exec mapped
+  // Not on another thread.
+  bool other = true;
+  std::thread([&] {
+    const uint64_t t_sp = reinterpret_cast<uint64_t>(__builtin_frame_address(0));
+    uint64_t a = 0, b = 0;
+    other = MainThreadStackBounds(t_sp, &a, &b);
+  }).join();
+  CHECK_FALSE(other);
 }
 
 TEST_CASE("sampler_sigprof: samples, the application's dispositions, stepping aside") {
