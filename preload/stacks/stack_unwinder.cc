@@ -189,11 +189,13 @@ struct KnownLeafFunctions {
   }
 };
 KnownLeafFunctions g_known_leaves[kUnwindRoleCount];
+std::atomic<uint64_t> g_leaf_lookups{0};  // LeafProcInfoLookups (tests)
 
 bool LeafHasUnwindInfo(UnwindRole role, uint64_t pc, unw_cursor_t* cursor) {
   KnownLeafFunctions& known = g_known_leaves[static_cast<int>(role)];
   known.Refresh();
   if (known.Covers(pc)) return true;
+  g_leaf_lookups.fetch_add(1, std::memory_order_relaxed);
   unw_proc_info_t info;
   if (!HasUnwindInfo(cursor, &info)) return false;
   known.Learn(info.start_ip, info.end_ip);
@@ -326,6 +328,8 @@ void DeferUnwindersAfterFork() {
   // Leaked, not destroyed: its memory is small and was the parent's anyway.
   g_as[static_cast<int>(UnwindRole::kSampler)].store(nullptr, std::memory_order_release);
 }
+
+uint64_t LeafProcInfoLookups() { return g_leaf_lookups.load(std::memory_order_relaxed); }
 
 int UnwindCopiedStack(UnwindRole role, const RegisterSet& regs, uint64_t stack_addr, const uint8_t* copy,
                       size_t copy_len, uint64_t* pcs, int max) {

@@ -90,6 +90,12 @@ void DeferUnwindersAfterFork();
 int UnwindCopiedStack(UnwindRole role, const RegisterSet& regs, uint64_t stack_addr, const uint8_t* copy,
                       size_t copy_len, uint64_t* pcs, int max);
 
+// For tests: how many times UnwindCopiedStack asked libunwind whether a
+// leaf has unwind info. The last 32 leaf functions found with it are known
+// per role (no question asked for a pc inside them) until the loaded
+// objects change (dlpi_adds/dlpi_subs).
+uint64_t LeafProcInfoLookups();
+
 // True while the calling thread is inside UnwindCopiedStack. libunwind's
 // cache lock (Debian builds it without per-thread caches) brackets every
 // lookup with two rt_sigprocmask syscalls; on recorder threads, which run

@@ -2,6 +2,7 @@
 // noinline functions (this file is built -O2, which omits frame pointers on
 // x86_64) must come out whole, both unwound in place and from a stack copy.
 #include <doctest/doctest.h>
+#include <dlfcn.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -247,6 +249,41 @@ TEST_CASE("sampler_unwinder: copied stack unwinds through -fomit-frame-pointer f
   const int m = Unwind(t.regs, t.stack_addr, t.copy.data(), t.copy.size(), cut, 64);
   CHECK(m == 2);  // chain_leaf, chain_3; chain_3's return address is now 0
   CHECK(Find(cut, m, t.ret_into[2] - 1) == -1);
+}
+
+TEST_CASE("sampler_unwinder: a leaf's function is asked about once, and again after a library loads") {
+  ChainTrace t{};
+  chain_1(&t, Mode::kCopy);
+  REQUIRE(!t.copy.empty());
+  uint64_t first[64], again[64];
+  const int n = Unwind(t.regs, t.stack_addr, t.copy.data(), t.copy.size(), first, 64);
+  REQUIRE(n >= 6);
+  const uint64_t asked = stacks::LeafProcInfoLookups();
+  const int m = Unwind(t.regs, t.stack_addr, t.copy.data(), t.copy.size(), again, 64);
+  CHECK(stacks::LeafProcInfoLookups() == asked);  // chain_leaf's function is known now
+  REQUIRE(m == n);
+  CHECK(std::equal(first, first + n, again));
+
+  // A library loaded since: what is known is forgotten (its code may lie
+  // where an unloaded one's did), and the same walk comes out the same.
+  char dir[] = "/tmp/fr-leaf-XXXXXX";
+  REQUIRE(mkdtemp(dir));
+  const std::string copy = std::string(dir) + "/libfr_leaf_test.so";
+  void* z = dlopen("libz.so.1", RTLD_NOW | RTLD_NOLOAD);
+  Dl_info info{};
+  if (!z) z = dlopen("libz.so.1", RTLD_NOW);
+  REQUIRE(z);
+  REQUIRE(dladdr(dlsym(z, "zlibVersion"), &info));
+  REQUIRE(system(("cp " + std::string(info.dli_fname) + " " + copy).c_str()) == 0);
+  void* fresh = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(fresh);
+  const int k = Unwind(t.regs, t.stack_addr, t.copy.data(), t.copy.size(), again, 64);
+  CHECK(stacks::LeafProcInfoLookups() == asked + 1);
+  REQUIRE(k == n);
+  CHECK(std::equal(first, first + n, again));
+  dlclose(fresh);
+  unlink(copy.c_str());
+  rmdir(dir);
 }
 
 TEST_CASE("sampler_unwinder: garbage registers and copies end the walk without faulting") {
