@@ -233,14 +233,18 @@ class Ring {
     const uint64_t rewind_from = rewind_from_.load(std::memory_order_relaxed);
     const uint64_t rewind_to = rewind_to_.load(std::memory_order_relaxed);
     while (tail < head) {
+      // The switch first: a producer that moved to the grown buffer because
+      // its ring was full (GrowNow) may rewind in the same push, when the
+      // ring had emptied meanwhile; that jump starts at the switch and lands
+      // in the grown buffer. (Following a switch twice changes nothing.)
+      if (__builtin_expect(tail == switch_pos, 0)) {
+        c_buf_ = offer_buf_.load(std::memory_order_relaxed);
+        c_cap_ = offer_cap_;
+      }
       if (__builtin_expect(tail == rewind_from, 0)) {
         skipped_ += rewind_to - rewind_from;
         tail = rewind_to;
         continue;
-      }
-      if (__builtin_expect(tail == switch_pos, 0)) {
-        c_buf_ = offer_buf_.load(std::memory_order_relaxed);
-        c_cap_ = offer_cap_;
       }
       const auto* h = reinterpret_cast<const RecordHeader*>(c_buf_ + (tail & (c_cap_ - 1)));
       const uint32_t size = h->size;
