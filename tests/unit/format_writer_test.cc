@@ -719,14 +719,24 @@ TEST_CASE("format writer holds no descriptor between writes") {
   CHECK(seg.events.size() == 10);
 }
 
-TEST_CASE("format writer gathers full batches' blocks into one write per flush") {
+// A writer on a counting file access, with one type "o" (time, n), open on
+// dir/name: the set-up of the tests that count the writer's file accesses.
+struct CountedWriter {
   TempDir dir;
   CountingAccess access;
   SegmentWriter w;
-  w.SetFileAccess(&access);
-  uint32_t id = w.DefineEventType({"o", {{"time", FieldType::kTime, "ns"}, {"n", FieldType::kUInt, ""}}});
+  uint32_t id = 0;
   std::string err;
-  REQUIRE(w.Open(dir.File("g.active"), Header(), &err));
+  explicit CountedWriter(const char* name) {
+    w.SetFileAccess(&access);
+    id = w.DefineEventType({"o", {{"time", FieldType::kTime, "ns"}, {"n", FieldType::kUInt, ""}}});
+    REQUIRE(w.Open(dir.File(name), Header(), &err));
+  }
+};
+
+TEST_CASE("format writer gathers full batches' blocks into one write per flush") {
+  CountedWriter c("g.active");
+  auto& [dir, access, w, id, err] = c;
   REQUIRE(access.opens == 1);  // the header
   // 16 bytes of columns per event: a batch is full (and sealed into a block)
   // every 16,384 events. These compress to a few hundred bytes a block.
@@ -762,13 +772,8 @@ TEST_CASE("format writer gathers full batches' blocks into one write per flush")
 }
 
 TEST_CASE("format writer keeps its blocks while no descriptor is free, and writes them later") {
-  TempDir dir;
-  CountingAccess access;
-  SegmentWriter w;
-  w.SetFileAccess(&access);
-  uint32_t id = w.DefineEventType({"o", {{"time", FieldType::kTime, "ns"}, {"n", FieldType::kUInt, ""}}});
-  std::string err;
-  REQUIRE(w.Open(dir.File("d.active"), Header(), &err));
+  CountedWriter c("d.active");
+  auto& [dir, access, w, id, err] = c;
   const uint64_t header_bytes = w.stats().bytes_written;
   access.refuse = EMFILE;
   for (int i = 0; i < 100; i++) {
