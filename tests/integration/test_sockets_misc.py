@@ -37,11 +37,17 @@ def ops(fr, trace_dir):
     return fr.events(trace_dir, "socket.op")
 
 
-def recv_exactly(sock, n, who):
-    """n bytes from sock; `who` closing first fails the test."""
+def recv_exactly(sock, n, who, timeout=120):
+    """n bytes from sock; `who` closing first, or hanging (no bytes for
+    `timeout` s: a deadlock guard, not a timing assertion), fails the test."""
     got = b""
+    sock.settimeout(timeout)
     while len(got) < n:
-        chunk = sock.recv(n - len(got))
+        try:
+            chunk = sock.recv(n - len(got))
+        except socket.timeout:
+            raise AssertionError("%s sent %d of %d bytes and then nothing for %d s (hung?)"
+                                 % (who, len(got), n, timeout))
         assert chunk, "%s closed early" % who
         got += chunk
     return got
