@@ -6,6 +6,7 @@ Fixtures:
                  .run(cmd, out, env=..., timeout=...) and .dump_json(args...)
   trace_dir   -- a fresh empty directory for one test's segments
 """
+import faulthandler
 import json
 import os
 import subprocess
@@ -98,6 +99,20 @@ class Flightrec:
 @pytest.fixture
 def fr():
     return Flightrec()
+
+
+# A test still running after this long is hung, not slow (the slowest, the
+# 64-thread minute, takes about 2 minutes; under TSan on a busy machine a few
+# take 5): every thread's stack goes to stderr and the run ends, failed, rather
+# than stalling CI until its limit. A deadlock guard, not a timing assertion.
+HUNG_TEST_SECONDS = 1800
+
+
+@pytest.fixture(autouse=True)
+def hung_test_guard():
+    faulthandler.dump_traceback_later(HUNG_TEST_SECONDS, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture
