@@ -245,6 +245,22 @@ void CollectIfAsked() {
   sampler::SamplerHostedCollect();
 }
 
+// Records the ring could not read (Ring::SkipUnreadable: a bug, never seen
+// since the one it was written for): counted as dropped, in bytes, and said
+// once per process.
+void ReportUnreadable(FlushContext& ctx, ThreadState* ts, uint64_t bytes, bool writing) {
+  static bool said = false;
+  if (!said) {
+    said = true;
+    Log(LogLevel::kWarn,
+        "thread %d's ring held a record it could not read: %llu bytes of its records skipped, "
+        "counted as dropped (ring.unreadable_bytes); a flightrec bug, please report it",
+        ts->tid, static_cast<unsigned long long>(bytes));
+  }
+  if (writing) TheDropLedger().Report(ctx, static_cast<uint64_t>(ts->tid), "ring.unreadable_bytes", bytes);
+  else AddFooterDrop("ring.unreadable_bytes", bytes);
+}
+
 // full: visit every slot, quiet ones too (slot_scan.h says when).
 void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
   const bool writing = s.seg.writer->is_open();
@@ -264,6 +280,7 @@ void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
       return false;
     ctx.thread = ts;
     const uint64_t before = ts->ring.consumed();
+    const uint64_t unreadable_before = ts->ring.unreadable_bytes();
     ts->ring.Drain([&](const RecordHeader& h, const void* payload) {
       RecordDecodeFn fn = h.kind < kRecordKindCount ? decoders[h.kind] : nullptr;
       ctx.work++;
@@ -275,6 +292,7 @@ void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
       }
     });
     const uint64_t drained = ts->ring.consumed() - before;
+    if (const uint64_t bad = ts->ring.unreadable_bytes() - unreadable_before) ReportUnreadable(ctx, ts, bad, writing);
     const size_t ring_bytes = ts->ring.consumer_capacity();
     if (drained * kBusyFraction >= ring_bytes) {
       s.busy = true;

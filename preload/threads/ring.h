@@ -107,6 +107,7 @@ class Ring {
     p_last_lap_end_ = 0;
     trimmed_bytes_ = 0;
     skipped_ = 0;
+    unreadable_bytes_ = 0;
   }
   // The capacity given to Init (the largest record is half of it).
   size_t capacity() const { return base_cap_; }
@@ -248,7 +249,10 @@ class Ring {
       }
       const auto* h = reinterpret_cast<const RecordHeader*>(c_buf_ + (tail & (c_cap_ - 1)));
       const uint32_t size = h->size;
-      if (size < sizeof(RecordHeader) || size > c_cap_) break;  // cannot happen; stay safe
+      if (__builtin_expect(size < sizeof(RecordHeader) || size > c_cap_, 0)) {
+        tail = SkipUnreadable(tail, head, switch_pos, rewind_from, rewind_to);
+        break;
+      }
       if (h->kind != kRecPadding) {
         fn(*h, static_cast<const void*>(h + 1));
         ++n;
@@ -264,6 +268,10 @@ class Ring {
       rewind_hint_.store(true, std::memory_order_relaxed);
     return n;
   }
+  // Consumer: bytes of committed records it could not read (a header no
+  // record can have) and skipped, since Init/Reset. Always 0 unless a bug
+  // broke the ring's invariants; its owner reports any as lost.
+  uint64_t unreadable_bytes() const { return unreadable_bytes_; }
   // Producer (or anyone once it has stopped): rewinds made since Init/Reset,
   // and bytes of pages their trims gave back.
   uint64_t rewinds() const { return rewinds_; }
@@ -279,6 +287,27 @@ class Ring {
   // Producer: the consumer's position with the last rewind's jump counted
   // as consumed (the consumer's tail is at the jump's start, or past it).
   uint64_t EffectiveTail(uint64_t tail) const { return tail == p_rewind_from_ ? p_rewind_to_ : tail; }
+
+  // Consumer, at a header no record can have (cannot happen unless a bug
+  // broke the invariants: one did, a rewind at a switch, caught only by a
+  // 64-thread soak): with no way to find the next record, everything up to
+  // head is skipped and counted, so the ring does not stay stuck and lose
+  // all that follows uncounted. A switch or a rewind's jump in the skipped
+  // span is taken as Drain would have. Returns the new tail (head).
+  __attribute__((noinline, cold)) uint64_t SkipUnreadable(uint64_t tail, uint64_t head, uint64_t switch_pos,
+                                                          uint64_t rewind_from, uint64_t rewind_to) {
+    uint64_t bytes = head - tail;
+    if (switch_pos > tail && switch_pos <= head) {
+      c_buf_ = offer_buf_.load(std::memory_order_relaxed);
+      c_cap_ = offer_cap_;
+    }
+    if (rewind_from > tail && rewind_from < head && rewind_to <= head) {
+      bytes -= rewind_to - rewind_from;
+      skipped_ += rewind_to - rewind_from;
+    }
+    unreadable_bytes_ += bytes;
+    return head;
+  }
 
   // Producer, in Reserve's slow path, when the consumer hinted (see Rewind
   // at the top): if the ring is empty (cached_tail_, just re-read, equals
@@ -377,7 +406,8 @@ class Ring {
   // producer's, which move ahead of it at a switch).
   uint8_t* c_buf_ = nullptr;
   size_t c_cap_ = 0;
-  uint64_t skipped_ = 0;  // consumer-private: bytes of rewinds' jumps passed
+  uint64_t skipped_ = 0;           // consumer-private: bytes of rewinds' jumps passed
+  uint64_t unreadable_bytes_ = 0;  // consumer-private: SkipUnreadable's total
   // The last rewind's jump [from, to), written by the producer before the
   // Commit that publishes it; read by the consumer after head_.
   std::atomic<uint64_t> rewind_from_{kNoSwitch};
