@@ -37,6 +37,11 @@ void DropLedger::ReportThreadDrops(FlushContext& ctx, ThreadState* ts) {
   ReportThreadDrops(ctx, static_cast<uint64_t>(ts->tid), ts->dropped, ts->dropped_reported);
 }
 
+void DropLedger::DiscardThreadDrops(const std::atomic<uint64_t>* dropped, uint64_t* reported) {
+  for (int k = 0; k < kRecordKindCount; ++k)
+    discarded_[k] += Growth(dropped[k].load(std::memory_order_relaxed), &reported[k]);
+}
+
 void DropLedger::ReportOutputLosses(FlushContext& ctx, KindNameFn name_of) {
   for (int k = 0; k < kRecordKindCount; ++k) {
     if (!discarded_[k]) continue;

@@ -90,6 +90,10 @@ class DropLedger {
 
   // A ring record drained while no segment is open: lost, under its kind.
   void Discarded(uint16_t kind) { discarded_[kind < kRecordKindCount ? kind : 0]++; }
+  // A thread that ended while no segment is open: its slot is about to be
+  // freed (and its counters reset for the next owner), so its ring drops not
+  // yet reported join the discarded records, reported when a segment opens.
+  void DiscardThreadDrops(const std::atomic<uint64_t>* dropped, uint64_t* reported);
   // Everything the output lost, under the kind it would have been recorded
   // as: records discarded while paused, events the writer could not write
   // (ctx.writer's), drop reports that never reached the disk. Once per tick

@@ -301,6 +301,8 @@ void DrainRings(FlushState& s, FlushContext& ctx, bool full) {
     if (writing && st == static_cast<int>(ThreadSlotState::kRetired)) EmitThreadEndIfDropped(ctx, ts);
     if (writing) RunThreadDrainedHooks(ctx);
     if (writing) TheDropLedger().ReportThreadDrops(ctx, ts);
+    else if (st == static_cast<int>(ThreadSlotState::kRetired))
+      TheDropLedger().DiscardThreadDrops(ts->dropped, ts->dropped_reported);  // the slot is freed below
     if (st == static_cast<int>(ThreadSlotState::kRetired)) {
       // The owner is gone; whatever it pushed before retiring was drained above.
       ReleaseRingGrowth(ts);

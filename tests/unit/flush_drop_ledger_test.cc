@@ -74,6 +74,20 @@ struct Process {
     }
   }
 
+  // The producer thread ends and its slot is freed for the next one
+  // (flush_thread.cc's DrainRings): with no segment open, its unreported
+  // drops go to the ledger first; the counters start again from zero.
+  void RetireThread() {
+    if (w.is_open()) {
+      FlushContext ctx{&w, nullptr, ++now, false};
+      ledger.ReportThreadDrops(ctx, 7, dropped, reported, KindName);
+    } else {
+      ledger.DiscardThreadDrops(dropped, reported);
+    }
+    for (auto& d : dropped) d.store(0);
+    for (auto& r : reported) r = 0;
+  }
+
   // The reports a tick makes once a segment is open (flush_thread.cc's Tick).
   void Tick() {
     now++;
@@ -222,6 +236,31 @@ TEST_CASE("drop ledger: produced = recorded + dropped across rotation and exit")
   CHECK(f.recorded["k.a"] == 16);
   CHECK(f.dropped["k.a"] == 8);
   CHECK(f.dropped["k.b"] == 3);
+  CheckInvariant(p, f);
+}
+
+TEST_CASE("drop ledger: a thread that ends while no segment is open keeps its ring drops counted") {
+  TempDir dir;
+  Process p(dir.path, "ended");
+  REQUIRE(p.Open());
+  p.Produce(kKindA, 4, false);
+  p.Produce(kKindA, 2, true);
+  p.Tick();
+  REQUIRE(p.Seal());
+  // Output paused (no segment): the thread drops more, is drained, and ends.
+  p.Produce(kKindA, 5, true);
+  p.Produce(kKindB, 3, false);  // drained while paused: discarded
+  p.Produce(kKindB, 7, true);
+  p.RetireThread();
+  // The slot's next thread, then a segment again.
+  p.Produce(kKindB, 1, true);
+  REQUIRE(p.Open());
+  p.Tick();
+  p.Exit();
+  Found f = Read(dir.path, "ended");
+  CHECK(f.recorded["k.a"] == 4);
+  CHECK(f.dropped["k.a"] == 7);
+  CHECK(f.dropped["k.b"] == 11);
   CheckInvariant(p, f);
 }
 
