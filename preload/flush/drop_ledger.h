@@ -94,6 +94,9 @@ class DropLedger {
   // freed (and its counters reset for the next owner), so its ring drops not
   // yet reported join the discarded records, reported when a segment opens.
   void DiscardThreadDrops(const std::atomic<uint64_t>* dropped, uint64_t* reported);
+  // `n` of a named loss found while no segment is open: reported (tid 0)
+  // with the discarded records once a segment opens.
+  void LostWhilePaused(const char* kind, uint64_t n) { carried_[kind] += n; }
   // Everything the output lost, under the kind it would have been recorded
   // as: records discarded while paused, events the writer could not write
   // (ctx.writer's), drop reports that never reached the disk. Once per tick

@@ -258,7 +258,7 @@ void ReportUnreadable(FlushContext& ctx, ThreadState* ts, uint64_t bytes, bool w
         ts->tid, static_cast<unsigned long long>(bytes));
   }
   if (writing) TheDropLedger().Report(ctx, static_cast<uint64_t>(ts->tid), "ring.unreadable_bytes", bytes);
-  else AddFooterDrop("ring.unreadable_bytes", bytes);
+  else TheDropLedger().LostWhilePaused("ring.unreadable_bytes", bytes);
 }
 
 // full: visit every slot, quiet ones too (slot_scan.h says when).
