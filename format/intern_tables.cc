@@ -108,6 +108,7 @@ uint32_t InternTables::Mapping(const MappingInfo& m) {
 }
 
 bool InternTables::Describe(uint64_t pc, uint64_t era) {
+  described_ = true;
   uint32_t mapping_id = 0;
   bool named = false;
   scratch_ids_.clear();  // (function, file, line) per inline frame
@@ -209,11 +210,26 @@ uint32_t InternTables::NewStack(const MiVector<uint32_t>& loc_ids) {
 uint32_t InternTables::Stack(const uint64_t* pcs, uint32_t npcs, uint64_t time_ns) {
   if (npcs == 0 || pcs == nullptr) return 0;
   size_t n = npcs > kMaxStackFrames ? kMaxStackFrames : npcs;
-  if (describer_) {
+  if (!describer_) return StackNow(pcs, n);
+  // The world is asked again after any pc was described: a library unloaded
+  // while a stack was being described may have left its addresses to the
+  // next one loaded before the describer looked at them (it reads the maps
+  // afresh for a pc it does not know), and then the answer names the
+  // newcomer. If the world moved, what was described is forgotten
+  // (NewWorld) and the stack described again, as of its era. Bounded: a host
+  // that unloads faster than a stack is described keeps the last answer.
+  uint32_t id = 0;
+  for (int attempt = 0; attempt < kWorldAttempts; attempt++) {
     const uint64_t start = describer_->WorldStart();
     if (start != world_start_) NewWorld(start);
-    if (time_ns && time_ns < start) return StackBefore(pcs, n, describer_->EraBefore(time_ns));
+    described_ = false;
+    id = time_ns && time_ns < start ? StackBefore(pcs, n, describer_->EraBefore(time_ns)) : StackNow(pcs, n);
+    if (!described_ || describer_->WorldStart() == start) break;
   }
+  return id;
+}
+
+uint32_t InternTables::StackNow(const uint64_t* pcs, size_t n) {
   PcSpan key{pcs, n};
   auto it = stack_ids_.find(key);
   if (it != stack_ids_.end()) return it->second.provisional ? Recheck(&it->second, it->first) : it->second.id;

@@ -21,7 +21,9 @@
 // library, so an address may now hold other code), every pc and stack is
 // described afresh under new ids; ids handed out before stay valid. A stack
 // of an event older than WorldStart() is described by DescribeBefore and
-// cached apart from the current world's.
+// cached apart from the current world's. The world is asked again after a
+// stack was described: if it moved meanwhile, the answers may name code
+// loaded after the event, and the stack is described again (Stack()).
 //
 // Memory: everything here comes from mimalloc and lives for one segment;
 // Reset() (at every Open/Seal) drops it all, so a long-running process keeps
@@ -168,6 +170,8 @@ class InternTables {
   void ForgetPcs();
   // The describer's world changed: ForgetPcs.
   void NewWorld(uint64_t start);
+  // Stack id in the describer's current world (every event when there is no describer).
+  uint32_t StackNow(const uint64_t* pcs, size_t n);
   // Stack id for an event older than world_start_, of the describer's `era`.
   uint32_t StackBefore(const uint64_t* pcs, size_t n, uint64_t era);
   uint32_t NewStack(const MiVector<uint32_t>& loc_ids);
@@ -185,6 +189,8 @@ class InternTables {
   MiHashMap<MiVector<uint64_t>, StackRef, StackHash, StackEq> stack_ids_;
   MiHashMap<uint32_t, ProvisionalStack> provisional_stacks_;  // by stack id
   uint64_t world_start_ = 0;                                  // the describer's WorldStart() these ids hold for
+  bool described_ = false;                                    // Describe ran since Stack() last asked for the world
+  static constexpr int kWorldAttempts = 4;
   // For events older than it: keyed by era and pc(s) (the era leads the key).
   struct PcEra {
     uint64_t pc, era;

@@ -129,7 +129,9 @@ class PcDescriber {
   // code unloaded then may have left its addresses to other code. Events
   // older than it have their pcs described by DescribeBefore instead, and a
   // new value means every pc must be described afresh. 0: always held.
-  // Called on the same thread as Describe, once per stack.
+  // Called on the same thread as Describe, before each stack and again after
+  // one whose pcs were described (a new value then means they may describe
+  // what came after the event: they are described again).
   virtual uint64_t WorldStart() { return 0; }
   // For an event older than WorldStart(): which era of the describer's it
   // falls in. Events of one era have their pcs described alike.

@@ -345,3 +345,41 @@ TEST_CASE("format intern: after an unload, pcs are described afresh and older ev
   CHECK(StackOf(seg, 6) == StackOf(seg, 2));
   CHECK(*seg.String(seg.MappingById(Frame(seg, 3, 0).mapping)->path) == "/usr/lib/gone.so");
 }
+
+TEST_CASE("format intern: a library unloaded while a stack is described has it described again as of its era") {
+  // The describer learns of an unload (at 1000) only after it described a
+  // pc of an event at 100 as the code there now ("now_1": what the loader put
+  // at the address since). The stack must be described again, as of era 0.
+  struct RacingDescriber : WorldDescriber {
+    bool Describe(uint64_t pc, MappingInfo* m, std::vector<FrameLine>* lines) override {
+      if (world == 0) {
+        world = 1;
+        world_start = 1000;
+      }
+      return WorldDescriber::Describe(pc, m, lines);
+    }
+  } d;
+  TempDir dir;
+  SegmentWriter w;
+  w.SetPcDescriber(&d);
+  const uint32_t type = w.DefineEventType({"s", {{"time", FieldType::kTime, "ns"}, {"stack", FieldType::kStack, ""}}});
+  std::string err;
+  REQUIRE_MESSAGE(w.Open(dir.File("a.active"), Header(), &err), err);
+  const uint64_t pcs[] = {0x400010, 0x400020};
+  auto sample = [&](uint64_t time) {
+    Value v[] = {Value::U(time), Value::Stack(pcs, 2)};
+    w.Append(type, v, 2);
+  };
+  sample(100);   // 0: described now, the world moved meanwhile: again as of era 0
+  sample(2000);  // 1: the current world, described afresh (not the answers of event 0's first try)
+  CHECK(d.before_calls == 2);
+  REQUIRE_MESSAGE(w.Seal({}, &err), err);
+  auto data = ReadAll(dir.File("a.active"));
+  Segment seg = ReadSegment(data.data(), data.size());
+  REQUIRE(seg.problems.empty());
+  REQUIRE(seg.events.size() == 2);
+  CHECK(FunctionOf(seg, Frame(seg, 0, 0)) == "era_0");
+  CHECK(FunctionOf(seg, Frame(seg, 0, 1)) == "era_0");
+  CHECK(*seg.String(seg.MappingById(Frame(seg, 0, 0).mapping)->path) == "/usr/lib/gone.so");
+  CHECK(FunctionOf(seg, Frame(seg, 1, 0)) == "now_1");
+}
