@@ -63,6 +63,9 @@ void AllocSamplingHold(int64_t* countdown, uint32_t* in_hook) {
   *countdown = alloc::t_alloc.countdown;
   *in_hook = alloc::t_alloc.in_hook;
   alloc::t_alloc.in_hook = 1;
+  // Expired, as on a recorder thread: every allocation meanwhile takes the
+  // hooks' slow path, which sends it to the recorder's heap (hook_malloc.cc).
+  alloc::t_alloc.countdown = alloc::kRecorderThreadCountdown;
 }
 
 void AllocSamplingResume(int64_t countdown, uint32_t in_hook) {

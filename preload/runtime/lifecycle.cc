@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -235,6 +236,14 @@ void StartRecording() {
     Log(LogLevel::kWarn, "recording off: no memory for the recorder (address-space limit?)");
     return;
   }
+  // From here what init builds for the recorder's life (the configuration's
+  // copy, the event types, the unwinders, the symbolizer, the tables) is
+  // allocated in the recorder's heap, not the program's: the program's heap
+  // at main is as without us, and our threads freeing it later never move
+  // the program's next malloc (which block, what usable size: it did,
+  // timing-dependent, in test_mimalloc_environment_is_not_read_by_our_heap).
+  // Ends before the main thread registers (a flagged thread never does).
+  std::optional<OwnWorkOnAppThread> ours(std::in_place);
   // A filter inherited through exec (a sandbox's launcher): nothing of ours
   // may make a call it could kill on, from the first unwind on.
   CheckSeccompStatus();
@@ -270,11 +279,12 @@ void StartRecording() {
   if (TermSignalsInit) TermSignalsInit(cfg);
   if (UploaderInit) UploaderInit(cfg);
   g_owner_pid = getpid();
+  ours.reset();
   SetRuntimeRecording(true);
   CurrentThreadState(IfUnregistered::kRegister);  // the main thread
   bool started;
   {
-    OwnWorkOnAppThread ours;
+    OwnWorkOnAppThread flush_start;
     started = StartFlushThread(CurrentProcessInfo());
   }
   if (!started) {

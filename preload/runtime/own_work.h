@@ -10,10 +10,11 @@
 
 namespace flightrec {
 
-// What libc allocates meanwhile (the time zone, a new thread's TLS) is not
-// recorded as the application's, and the thread's allocation sampling
-// resumes exactly where it was (a recorder-flagged allocation would turn it
-// off for good).
+// What the malloc family allocates meanwhile (our init's state, a new
+// thread's TLS) goes to the recorder's heap, not the program's, and is not
+// recorded as the application's; the thread's allocation sampling resumes
+// exactly where it was (a recorder-flagged allocation would turn it off for
+// good).
 class OwnWorkOnAppThread {
  public:
   OwnWorkOnAppThread() : flags_(t_thread_flags) {

@@ -161,6 +161,40 @@ def test_mimalloc_environment_is_not_read_by_our_heap(fr, trace_dir):
     assert "recording to" in pre.stderr  # the heap was in use
 
 
+# libstdc++'s emergency exception pool, which our library's static copy of
+# libstdc++ allocates from the host's malloc as it is loaded, before any
+# code of ours runs (docs/LIMITS.md, "Memory"): 72,704 bytes with GCC 12.
+STATIC_LIBSTDCXX_POOL = 72704
+
+
+def test_the_programs_heap_at_main_holds_nothing_of_the_recorders(fr, trace_dir):
+    """What init builds for the recorder's life lies in the recorder's heap,
+    not the program's: at main the program's heap holds only what loading
+    our library put there, and its first allocations get the blocks and
+    usable sizes they get plain. (Init's tables, event types and symbolizer
+    were built in the program's heap, about 81 KiB, and freed into it by the
+    flush thread while the program ran: a malloc(16) then came back with 40
+    usable bytes in one run of many, where plain gives 24.)"""
+    prog = fr.program("heap_at_main")
+    plain = run([prog], fr.env(trace_dir, preload=False))
+    assert plain.returncode == 0, plain.stderr
+
+    def fields(out):
+        lines = out.splitlines()
+        return int(lines[0].split()[1]), [line for line in lines if line.startswith("usable")]
+
+    plain_inuse, plain_usable = fields(plain.stdout)
+    for _ in range(5):
+        pre = run([prog], fr.env(trace_dir, {"FLIGHTREC_FLUSH_MS": 1}))
+        assert pre.returncode == 0, pre.stderr
+        inuse, usable = fields(pre.stdout)
+        assert usable == plain_usable, (pre.stdout, plain.stdout)
+        # Beyond the pool: the loader's records of the recorder's heap library
+        # (mimalloc, loaded on demand) and of our configuration, a few KiB.
+        added = inuse - plain_inuse - STATIC_LIBSTDCXX_POOL
+        assert added <= 16 * 1024, (inuse, plain_inuse)
+
+
 @pytest.fixture
 def world_readable_dir():
     path = tempfile.mkdtemp(prefix="flightrec-secure-")
