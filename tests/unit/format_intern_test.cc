@@ -301,21 +301,38 @@ class WorldDescriber : public PcDescriber {
     return true;
   }
 };
+
+// A segment of events (time, stack of the same two pcs) written through a
+// describer: the world tests' writer.
+struct SampleWriter {
+  explicit SampleWriter(PcDescriber* d) {
+    w.SetPcDescriber(d);
+    type = w.DefineEventType({"s", {{"time", FieldType::kTime, "ns"}, {"stack", FieldType::kStack, ""}}});
+    std::string err;
+    REQUIRE_MESSAGE(w.Open(dir.File("a.active"), Header(), &err), err);
+  }
+  void Sample(uint64_t time) {
+    static const uint64_t kPcs[] = {0x400010, 0x400020};
+    Value v[] = {Value::U(time), Value::Stack(kPcs, 2)};
+    w.Append(type, v, 2);
+  }
+  Segment Seal() {
+    std::string err;
+    REQUIRE_MESSAGE(w.Seal({}, &err), err);
+    data = ReadAll(dir.File("a.active"));
+    return ReadSegment(data.data(), data.size());
+  }
+  TempDir dir;
+  SegmentWriter w;
+  uint32_t type = 0;
+  std::vector<uint8_t> data;  // the segment read back (its views point here)
+};
 }  // namespace
 
 TEST_CASE("format intern: after an unload, pcs are described afresh and older events as of their era") {
-  TempDir dir;
   WorldDescriber d;
-  SegmentWriter w;
-  w.SetPcDescriber(&d);
-  const uint32_t type = w.DefineEventType({"s", {{"time", FieldType::kTime, "ns"}, {"stack", FieldType::kStack, ""}}});
-  std::string err;
-  REQUIRE_MESSAGE(w.Open(dir.File("a.active"), Header(), &err), err);
-  const uint64_t pcs[] = {0x400010, 0x400020};
-  auto sample = [&](uint64_t time) {
-    Value v[] = {Value::U(time), Value::Stack(pcs, 2)};
-    w.Append(type, v, 2);
-  };
+  SampleWriter sw(&d);
+  auto sample = [&](uint64_t time) { sw.Sample(time); };
   sample(100);  // 0: the first world
   sample(200);  // 1: cached
   CHECK(d.now_calls == 2);
@@ -329,9 +346,7 @@ TEST_CASE("format intern: after an unload, pcs are described afresh and older ev
   CHECK(d.before_calls == 4);
   sample(3000);  // 6: the current world's cached answer
   CHECK(d.now_calls == 4);
-  REQUIRE_MESSAGE(w.Seal({}, &err), err);
-  auto data = ReadAll(dir.File("a.active"));
-  Segment seg = ReadSegment(data.data(), data.size());
+  Segment seg = sw.Seal();
   REQUIRE(seg.problems.empty());
   REQUIRE(seg.events.size() == 7);
   auto leaf = [&](size_t e) { return FunctionOf(seg, Frame(seg, e, 0)); };
@@ -359,23 +374,12 @@ TEST_CASE("format intern: a library unloaded while a stack is described has it d
       return WorldDescriber::Describe(pc, m, lines);
     }
   } d;
-  TempDir dir;
-  SegmentWriter w;
-  w.SetPcDescriber(&d);
-  const uint32_t type = w.DefineEventType({"s", {{"time", FieldType::kTime, "ns"}, {"stack", FieldType::kStack, ""}}});
-  std::string err;
-  REQUIRE_MESSAGE(w.Open(dir.File("a.active"), Header(), &err), err);
-  const uint64_t pcs[] = {0x400010, 0x400020};
-  auto sample = [&](uint64_t time) {
-    Value v[] = {Value::U(time), Value::Stack(pcs, 2)};
-    w.Append(type, v, 2);
-  };
+  SampleWriter sw(&d);
+  auto sample = [&](uint64_t time) { sw.Sample(time); };
   sample(100);   // 0: described now, the world moved meanwhile: again as of era 0
   sample(2000);  // 1: the current world, described afresh (not the answers of event 0's first try)
   CHECK(d.before_calls == 2);
-  REQUIRE_MESSAGE(w.Seal({}, &err), err);
-  auto data = ReadAll(dir.File("a.active"));
-  Segment seg = ReadSegment(data.data(), data.size());
+  Segment seg = sw.Seal();
   REQUIRE(seg.problems.empty());
   REQUIRE(seg.events.size() == 2);
   CHECK(FunctionOf(seg, Frame(seg, 0, 0)) == "era_0");
