@@ -81,4 +81,27 @@ inline uint64_t RingFillNs(size_t sample_bytes, uint64_t per_sec, size_t bytes) 
   return samples * 1'000'000'000ull / std::max<uint64_t>(1, per_sec);
 }
 
+// A SIGPROF timer slot's ring (sigprof_sampler.cc). Its handler writes each
+// sample into the ring of the thread it interrupted, and the sampler thread
+// drains it; the handler wakes that thread when the ring passes a quarter
+// full (Ring::TakeNudge), so the other three quarters must hold `budget_ns`
+// of samples at `hz`, each as big as a record can be (`record_bytes`: the
+// whole stack copy; most records hold only the live part of the stack, so
+// the ring rides out longer in practice). Before the recorder goes live
+// the nudge is what starts the sampler thread, which at nice +10 on a busy
+// machine can take as long as any later drain. Four records at least (one
+// may take half the ring: Ring::Reserve), 64 KiB at least, a power of two,
+// at most `max_bytes` unless four records need more. The mapping costs
+// address space: a ring rewinds to its front when drained and gives back
+// the pages a burst reached (ring.h), so a thread keeps resident only what
+// it writes between drains.
+inline size_t SigprofRingBytes(size_t record_bytes, uint64_t hz, uint64_t budget_ns, size_t max_bytes) {
+  const size_t floor = RingRoundUpPow2(std::max<size_t>(64 * 1024, 4 * record_bytes));
+  const uint64_t samples = RingSamplesIn(budget_ns, hz);
+  const size_t want = RingRoundUpPow2(static_cast<size_t>((samples * record_bytes * 4 + 2) / 3));
+  size_t cap = RingRoundUpPow2(std::max<size_t>(1, max_bytes));
+  if (cap > max_bytes && cap > 1) cap /= 2;
+  return std::max(floor, std::min(want, cap));
+}
+
 }  // namespace flightrec::sampler

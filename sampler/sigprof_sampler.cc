@@ -35,6 +35,7 @@
 #include "preload/crash/raw_syscall.h"
 #include "preload/crash/signal_mask.h"
 #include "preload/crash/sigprof_owner.h"
+#include "sampler/ring_sizing.h"
 #include "sampler/symbols/proc_maps.h"
 #include "sampler/sample_events.h"
 #include "sampler/sampler_engine.h"
@@ -46,6 +47,11 @@ namespace {
 
 constexpr int kMaxTimers = 4096;
 constexpr uint64_t kLivenessCheckNs = 250'000'000;
+// How long the sampler thread may go unscheduled (nice +10, a busy machine)
+// without a thread's ring losing a sample, and what one ring may take
+// (address space; see SigprofRingBytes). As for perf rings (perf_sampler.cc).
+constexpr uint64_t kStarvationBudgetNs = 250'000'000;
+constexpr size_t kMaxRingBytes = 4u << 20;
 enum TimerState : int { kFree = 0, kArming = 1, kArmed = 2, kRetiring = 3 };
 
 // A timer slot. The table of kMaxTimers slots (1 MiB) is zero-filled
@@ -103,7 +109,8 @@ struct KernelSigaction {
 struct SigState {
   SigprofOptions opts;
   uint64_t period_ns = 0;
-  size_t ring_bytes = 0;
+  size_t ring_bytes = 0;      // a slot's ring as planned
+  size_t min_ring_bytes = 0;  // four records: the fallback, and the least a slot keeps
   SigactionFn real_sigaction = nullptr;
   std::atomic<bool> installed{false}, stepped_aside{false}, shutdown{false};
   // The kernel's SIGPROF disposition is our Handler, as far as we know: set
@@ -384,15 +391,25 @@ int Arm(pid_t tid, bool self) {
   s.dropped_reported = 0;
   const clockid_t clock = self ? CLOCK_THREAD_CPUTIME_ID : ThreadCpuClock(tid);
   s.sampled_cpu_ns.store(CpuClockNs(clock), std::memory_order_relaxed);
-  if (s.ring_bytes != g_sigprof->ring_bytes) {  // a recycled slot keeps its ring
-    void* mem = mmap(nullptr, g_sigprof->ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) {
+  if (s.ring_bytes < g_sigprof->min_ring_bytes) {  // a recycled slot keeps its ring
+    if (s.ring_mem) munmap(s.ring_mem, s.ring_bytes);
+    s.ring_mem = nullptr;
+    s.ring_bytes = 0;
+    // Address space only until written (MAP_NORESERVE: no commit charge for
+    // the part a thread never reaches). Where the process's address space
+    // is tight, four records still sample the thread.
+    for (size_t bytes : {g_sigprof->ring_bytes, g_sigprof->min_ring_bytes}) {
+      void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (mem == MAP_FAILED) continue;
+      s.ring_mem = static_cast<uint8_t*>(mem);
+      s.ring_bytes = bytes;
+      break;
+    }
+    if (!s.ring_mem) {
       s.state.store(kFree, std::memory_order_release);
       g_sigprof->arm_failed.fetch_add(1, std::memory_order_relaxed);
       return -1;
     }
-    s.ring_mem = static_cast<uint8_t*>(mem);
-    s.ring_bytes = g_sigprof->ring_bytes;
   }
   s.ring.Init(s.ring_mem, s.ring_bytes);
   sigevent sev;
@@ -723,13 +740,15 @@ bool SigprofInstall(const SigprofOptions& opts, const char** why) {
   }
   g_sigprof->opts = opts;
   g_sigprof->period_ns = 1000000000ull / (opts.hz ? opts.hz : 1);
-  // Room for four full-size records (128 KiB with 16 KiB stacks). Records
-  // hold only the live part of the stack (a few KiB typically) and timers
-  // fire at most once per scheduler tick, so this spans many collection
-  // periods of the sampler thread.
-  size_t ring = 64 * 1024;
-  while (ring < 4 * (opts.stack_bytes + sizeof(CpuSampleRecord) + sizeof(RecordHeader) + 8)) ring <<= 1;
-  g_sigprof->ring_bytes = ring;
+  // 250 ms of full-size records past the quarter-full wake-up
+  // (ring_sizing.h): 1 MiB of address space at 99 Hz with 16 KiB stacks,
+  // 4 MiB at 499 Hz. It was four records (128 KiB): beside busy loops, with
+  // the sampler thread not yet started (FLIGHTREC_FLUSH_MS=1000), a thread
+  // sampled at 499 Hz lost 86 of 225 samples before anything drained it.
+  g_sigprof->ring_bytes = SigprofRingBytes(opts.stack_bytes + sizeof(CpuSampleRecord) + sizeof(RecordHeader) + 8,
+                                           opts.hz, kStarvationBudgetNs, kMaxRingBytes);
+  g_sigprof->min_ring_bytes =
+      SigprofRingBytes(opts.stack_bytes + sizeof(CpuSampleRecord) + sizeof(RecordHeader) + 8, 1, 1, 0);
   g_sigprof->pid = static_cast<pid_t>(syscall(SYS_getpid));
   // libc's sigaction, not our own interposer (hook_signal.cc).
   g_sigprof->real_sigaction = reinterpret_cast<SigactionFn>(dlsym(RTLD_NEXT, "sigaction"));

@@ -17,8 +17,9 @@
 //    (flush_wakeup.h), and a consumer slow to be scheduled still has three
 //    quarters of the ring of margin.
 //  * Rewind: the producer goes back to offset 0 whenever it finds the ring
-//    empty after the consumer has read past a sixteenth of it (the consumer
-//    hints so once per drain; the producer checks at its next record). The
+//    empty after the consumer has read past a sixteenth of it, 16 KiB at
+//    most (the consumer hints so once per drain; the producer checks at its
+//    next record). The
 //    jump from `rewind_from_` to the next lap start `rewind_to_` holds no
 //    bytes: both sides count it as consumed (the producer's free space is
 //    the whole ring again at once; the consumer skips it when its tail
@@ -50,6 +51,7 @@
 //    records first, then follows. The old buffer is never written again;
 //    both stay mapped until the consumer's owner resets the ring (Reset).
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstddef>
@@ -260,11 +262,12 @@ class Ring {
       tail += size;
     }
     tail_.store(tail, std::memory_order_release);
-    // Past the front sixteenth: ask the producer to come back to offset 0
+    // Past the front sixteenth (or 16 KiB of a big ring): ask the producer to come back to offset 0
     // if it finds the ring empty at its next record. A store to the
     // producer's line once per drain at most, and only while it is away
     // from the front.
-    if (c_cap_ != 0 && (tail & (c_cap_ - 1)) >= c_cap_ / 16 && !rewind_hint_.load(std::memory_order_relaxed))
+    if (c_cap_ != 0 && (tail & (c_cap_ - 1)) >= std::min<uint64_t>(c_cap_ / 16, kRewindPastBytes) &&
+        !rewind_hint_.load(std::memory_order_relaxed))
       rewind_hint_.store(true, std::memory_order_relaxed);
     return n;
   }
@@ -283,6 +286,10 @@ class Ring {
 
  private:
   static constexpr uint64_t kNoSwitch = UINT64_MAX;
+  // A big ring (a SIGPROF ring sized for 250 ms of 16 KiB records: up to
+  // 4 MiB) rewinds past 16 KiB, not a sixteenth: a thread writing 50 KiB
+  // between drains kept 256 KiB of a 4 MiB ring resident.
+  static constexpr uint64_t kRewindPastBytes = 16 << 10;
 
   // Producer: the consumer's position with the last rewind's jump counted
   // as consumed (the consumer's tail is at the jump's start, or past it).

@@ -92,3 +92,27 @@ TEST_CASE("perf ring: fill time of half the 499 Hz ring is past the budget") {
   CHECK(half >= 200'000'000ull);
   CHECK(half <= 250'000'000ull);
 }
+
+TEST_CASE("sigprof ring: past the quarter-full wake-up it holds 250 ms of full-size records") {
+  using flightrec::sampler::SigprofRingBytes;
+  constexpr size_t kRecord = 16384 + 200;  // a 16 KiB stack copy and the record around it
+  for (uint64_t hz : {1u, 49u, 99u, 199u, 499u, 999u}) {
+    CAPTURE(hz);
+    const size_t ring = SigprofRingBytes(kRecord, hz, 250'000'000, 4u << 20);
+    CHECK(IsPow2(ring));
+    CHECK(ring >= 4 * kRecord);  // Ring::Reserve: one record may take half
+    if (ring < (4u << 20)) {
+      CHECK(ring / 4 * 3 >= BytesIn(250'000'000, hz, 0, kRecord, 0));
+      if (ring > (128u << 10)) CHECK(ring / 2 / 4 * 3 < BytesIn(250'000'000, hz, 0, kRecord, 0));  // no bigger
+    }
+    CHECK(ring <= (4u << 20));
+  }
+  // The default rate: 1 MiB (it was 128 KiB, four records, whatever the
+  // rate); 499 Hz: the 4 MiB cap.
+  CHECK(SigprofRingBytes(kRecord, 99, 250'000'000, 4u << 20) == (1u << 20));
+  CHECK(SigprofRingBytes(kRecord, 499, 250'000'000, 4u << 20) == (4u << 20));
+  // Four records are the floor, also under a cap below them.
+  CHECK(SigprofRingBytes(kRecord, 1, 1, 0) == (128u << 10));
+  CHECK(SigprofRingBytes(kRecord, 10000, 250'000'000, 4096) == (128u << 10));
+  CHECK(SigprofRingBytes(1000, 1, 1, 0) == (64u << 10));
+}

@@ -394,6 +394,39 @@ TEST_CASE("ring: after a drain past the front sixteenth, the next record starts 
   CHECK(r.Empty());
 }
 
+TEST_CASE("ring: a big ring rewinds once a drain passes 16 KiB, not a sixteenth of it") {
+  // A SIGPROF ring sized for 250 ms of 16 KiB records is 4 MiB; a sixteenth
+  // would let a thread keep 256 KiB of it resident between rewinds.
+  constexpr size_t kBytes = 1 << 20;
+  void* mem = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mem != MAP_FAILED);
+  auto* buf = static_cast<uint8_t*>(mem);
+  Ring r;
+  r.Init(buf, kBytes);
+  auto push = [&] {  // a 4 KiB record, as a sample's stack copy
+    void* p = r.Reserve(7, 4096 - sizeof(RecordHeader));
+    REQUIRE(p != nullptr);
+    r.Commit();
+    return static_cast<size_t>(static_cast<uint8_t*>(p) - sizeof(RecordHeader) - buf);
+  };
+  auto drain = [&] { return r.Drain([](const RecordHeader&, const void*) {}); };
+  for (int i = 0; i < 3; ++i) push();
+  CHECK(drain() == 3);
+  CHECK(push() == 3 * 4096);  // 12 KiB read: not yet
+  CHECK(drain() == 1);        // 16 KiB read
+  CHECK(push() == 0);         // back to the front
+  CHECK(drain() == 1);
+  // A thread writing 5 records between drains keeps to the first 16 KiB
+  // and one drain's records past it (a sixteenth: 64 KiB and those).
+  size_t furthest = 0;
+  for (int round = 0; round < 200; ++round) {
+    for (int i = 0; i < 5; ++i) furthest = std::max(furthest, push());
+    CHECK(drain() == 5);
+  }
+  CHECK(furthest + 4096 <= (16 << 10) + 5 * 4096);
+  munmap(mem, kBytes);
+}
+
 // A 256 KiB mmap'd ring fed numbered 64-byte records: what the rewind and
 // trim tests push, drain and count resident.
 struct SequencedRing {
