@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -749,6 +750,13 @@ bool SigprofInstall(const SigprofOptions& opts, const char** why) {
                                            opts.hz, kStarvationBudgetNs, kMaxRingBytes);
   g_sigprof->min_ring_bytes =
       SigprofRingBytes(opts.stack_bytes + sizeof(CpuSampleRecord) + sizeof(RecordHeader) + 8, 1, 1, 0);
+  // Under an address-space limit the mapping itself counts (RLIMIT_AS; a
+  // private writable one counts against RLIMIT_DATA too, MAP_NORESERVE or
+  // not): 1 MiB a thread would be the program's room. Four records there.
+  rlimit as{}, data{};
+  if ((getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
+      (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY))
+    g_sigprof->ring_bytes = g_sigprof->min_ring_bytes;
   g_sigprof->pid = static_cast<pid_t>(syscall(SYS_getpid));
   // libc's sigaction, not our own interposer (hook_signal.cc).
   g_sigprof->real_sigaction = reinterpret_cast<SigactionFn>(dlsym(RTLD_NEXT, "sigaction"));
