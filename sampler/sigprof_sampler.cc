@@ -9,6 +9,7 @@
 #include "sampler/sigprof_sampler.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -31,6 +32,7 @@
 #include "preload/runtime/log.h"
 #include "preload/runtime/proc_stat.h"
 #include "preload/runtime/seccomp_state.h"
+#include "preload/fds/fd_guard.h"
 #include "preload/fds/validation_pipe.h"
 #include "preload/threads/ring.h"
 #include "preload/crash/raw_syscall.h"
@@ -719,6 +721,17 @@ void SigprofFlushSource(FlushContext&) {
   }
 }
 
+// vm.overcommit_memory is 2 (every private writable mapping is charged in
+// full). Unreadable (no /proc): not known to be.
+bool StrictOvercommit() {
+  const int fd = OpenTransientFd("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char c = 0;
+  const ssize_t got = read(fd, &c, 1);
+  CloseTransientFd(fd);
+  return got == 1 && c == '2';
+}
+
 }  // namespace
 
 bool SigprofInstall(const SigprofOptions& opts, const char** why) {
@@ -753,9 +766,12 @@ bool SigprofInstall(const SigprofOptions& opts, const char** why) {
   // Under an address-space limit the mapping itself counts (RLIMIT_AS; a
   // private writable one counts against RLIMIT_DATA too, MAP_NORESERVE or
   // not): 1 MiB a thread would be the program's room. Four records there.
+  // So does strict overcommit (vm.overcommit_memory=2 ignores
+  // MAP_NORESERVE): the whole mapping is charged to the machine's commit
+  // limit, which the program's own allocations then meet sooner.
   rlimit as{}, data{};
   if ((getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
-      (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY))
+      (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY) || StrictOvercommit())
     g_sigprof->ring_bytes = g_sigprof->min_ring_bytes;
   g_sigprof->pid = static_cast<pid_t>(syscall(SYS_getpid));
   // libc's sigaction, not our own interposer (hook_signal.cc).
