@@ -3,8 +3,9 @@ call tree and flame graph, and slow requests against typical ones — on real
 programs under the preload whose difference is known:
 
   cpu_phases ONE TWO  burns ONE s in phase_one(), then TWO s in phase_two()
-  req_slow            answers every 8th request through slow_path() (15 ms
-                      of CPU), the others through fast_path() (0.3 ms)
+  req_slow 160 1000 30000
+                      answers every 8th request through slow_path() (30 ms
+                      of CPU), the others through fast_path() (1 ms)
 """
 import json
 import re
@@ -117,7 +118,13 @@ def slow_requests(tmp_path_factory):
     from conftest import Flightrec
     fr = Flightrec()
     out = tmp_path_factory.mktemp("req_slow")
-    fr.run([fr.program("req_slow")], out, env={"FLIGHTREC_CPU_HZ": 1000})
+    # fast_path must be sampled in the typical requests for the diff to
+    # show it shrinking. SIGPROF fires at most once a kernel tick (250 Hz
+    # here, whatever the 1000 asked), and a busy machine loses some of those:
+    # with the program's default 0.3 ms fast path, 140 requests brought 2-8
+    # samples there, and 1 run in 5 beside two busy loops had none among the
+    # typical requests. 1 ms brings 25-32.
+    fr.run([fr.program("req_slow"), "160", "1000", "30000"], out, env={"FLIGHTREC_CPU_HZ": 1000})
     return fr, out
 
 
