@@ -52,7 +52,7 @@ constexpr size_t kSwitchRecordRoom = 48u << 10;
 // woken but not run). The ring holds the watermark plus this much of the
 // configured rate (CPU samples, thinned switch samples); kMaxRingBytes and
 // the budgets above bound what that costs.
-constexpr uint64_t kStarvationBudgetNs = 250'000'000;
+constexpr uint64_t kStarvationBudgetNs = kRingStarvationBudgetNs;
 
 PerfState* g_perf = nullptr;
 

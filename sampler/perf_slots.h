@@ -21,6 +21,7 @@
 #include "preload/stacks/stack_limits.h"
 #include "sampler/cpu_credit.h"
 #include "sampler/perf_sampler.h"
+#include "sampler/ring_sizing.h"
 
 namespace flightrec::sampler::perf {
 
@@ -31,7 +32,7 @@ constexpr int kMaxSlots = 4096;
 // (perf_switch_thinning.cc; the ring is sized for them too).
 constexpr uint64_t kSwitchSamplesPerSec = 50;
 // The largest ring (PlanRing's cap) and so the most one drain takes out.
-constexpr size_t kMaxRingBytes = 4u << 20;
+constexpr size_t kMaxRingBytes = kRingMaxBytes;
 
 // kDraining: the sampler thread is reading the ring. kClosing: the exiting
 // owner is saving what is left and unmapping it. Whoever moved the slot out

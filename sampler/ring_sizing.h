@@ -19,6 +19,12 @@
 
 namespace flightrec::sampler {
 
+// How long the collector (nice +10, on a machine whose CPUs are all busy)
+// may go unscheduled without a busy thread's ring losing a sample, and the
+// most one ring may take: perf's rings and SIGPROF's alike.
+inline constexpr uint64_t kRingStarvationBudgetNs = 250'000'000;
+inline constexpr size_t kRingMaxBytes = 4u << 20;
+
 struct RingInputs {
   size_t sample_bytes;        // one PERF_RECORD_SAMPLE, stack copy included
   uint64_t cpu_hz;            // CPU samples per second of thread CPU time
@@ -95,8 +101,11 @@ inline uint64_t RingFillNs(size_t sample_bytes, uint64_t per_sec, size_t bytes) 
 // address space: a ring rewinds to its front when drained and gives back
 // the pages a burst reached (ring.h), so a thread keeps resident only what
 // it writes between drains.
+inline size_t SigprofRingFloorBytes(size_t record_bytes) {
+  return RingRoundUpPow2(std::max<size_t>(64 * 1024, 4 * record_bytes));
+}
 inline size_t SigprofRingBytes(size_t record_bytes, uint64_t hz, uint64_t budget_ns, size_t max_bytes) {
-  const size_t floor = RingRoundUpPow2(std::max<size_t>(64 * 1024, 4 * record_bytes));
+  const size_t floor = SigprofRingFloorBytes(record_bytes);
   const uint64_t samples = RingSamplesIn(budget_ns, hz);
   const size_t want = RingRoundUpPow2(static_cast<size_t>((samples * record_bytes * 4 + 2) / 3));
   size_t cap = RingRoundUpPow2(std::max<size_t>(1, max_bytes));

@@ -9,10 +9,8 @@
 #include "sampler/sigprof_sampler.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -32,7 +30,7 @@
 #include "preload/runtime/log.h"
 #include "preload/runtime/proc_stat.h"
 #include "preload/runtime/seccomp_state.h"
-#include "preload/fds/fd_guard.h"
+#include "preload/heap/address_space.h"
 #include "preload/fds/validation_pipe.h"
 #include "preload/threads/ring.h"
 #include "preload/crash/raw_syscall.h"
@@ -50,11 +48,6 @@ namespace {
 
 constexpr int kMaxTimers = 4096;
 constexpr uint64_t kLivenessCheckNs = 250'000'000;
-// How long the sampler thread may go unscheduled (nice +10, a busy machine)
-// without a thread's ring losing a sample, and what one ring may take
-// (address space; see SigprofRingBytes). As for perf rings (perf_sampler.cc).
-constexpr uint64_t kStarvationBudgetNs = 250'000'000;
-constexpr size_t kMaxRingBytes = 4u << 20;
 enum TimerState : int { kFree = 0, kArming = 1, kArmed = 2, kRetiring = 3 };
 
 // A timer slot. The table of kMaxTimers slots (1 MiB) is zero-filled
@@ -721,17 +714,6 @@ void SigprofFlushSource(FlushContext&) {
   }
 }
 
-// vm.overcommit_memory is 2 (every private writable mapping is charged in
-// full). Unreadable (no /proc): not known to be.
-bool StrictOvercommit() {
-  const int fd = OpenTransientFd("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char c = 0;
-  const ssize_t got = read(fd, &c, 1);
-  CloseTransientFd(fd);
-  return got == 1 && c == '2';
-}
-
 }  // namespace
 
 bool SigprofInstall(const SigprofOptions& opts, const char** why) {
@@ -759,20 +741,12 @@ bool SigprofInstall(const SigprofOptions& opts, const char** why) {
   // 4 MiB at 499 Hz. It was four records (128 KiB): beside busy loops, with
   // the sampler thread not yet started (FLIGHTREC_FLUSH_MS=1000), a thread
   // sampled at 499 Hz lost 86 of 225 samples before anything drained it.
-  g_sigprof->ring_bytes = SigprofRingBytes(opts.stack_bytes + sizeof(CpuSampleRecord) + sizeof(RecordHeader) + 8,
-                                           opts.hz, kStarvationBudgetNs, kMaxRingBytes);
-  g_sigprof->min_ring_bytes =
-      SigprofRingBytes(opts.stack_bytes + sizeof(CpuSampleRecord) + sizeof(RecordHeader) + 8, 1, 1, 0);
-  // Under an address-space limit the mapping itself counts (RLIMIT_AS; a
-  // private writable one counts against RLIMIT_DATA too, MAP_NORESERVE or
-  // not): 1 MiB a thread would be the program's room. Four records there.
-  // So does strict overcommit (vm.overcommit_memory=2 ignores
-  // MAP_NORESERVE): the whole mapping is charged to the machine's commit
-  // limit, which the program's own allocations then meet sooner.
-  rlimit as{}, data{};
-  if ((getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
-      (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY) || StrictOvercommit())
-    g_sigprof->ring_bytes = g_sigprof->min_ring_bytes;
+  const size_t record = opts.stack_bytes + sizeof(CpuSampleRecord) + sizeof(RecordHeader) + 8;
+  g_sigprof->ring_bytes = SigprofRingBytes(record, opts.hz, kRingStarvationBudgetNs, kRingMaxBytes);
+  g_sigprof->min_ring_bytes = SigprofRingFloorBytes(record);
+  // Where the mapping itself takes from the program's room (address_space.h),
+  // 1 MiB a thread would: four records there.
+  if (UnwrittenMappingsAreCharged()) g_sigprof->ring_bytes = g_sigprof->min_ring_bytes;
   g_sigprof->pid = static_cast<pid_t>(syscall(SYS_getpid));
   // libc's sigaction, not our own interposer (hook_signal.cc).
   g_sigprof->real_sigaction = reinterpret_cast<SigactionFn>(dlsym(RTLD_NEXT, "sigaction"));

@@ -5,6 +5,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "preload/fds/fd_guard.h"
+
 namespace flightrec {
 namespace {
 
@@ -40,7 +42,21 @@ uint64_t SoftLimit(int resource) {
   return lim.rlim_cur;
 }
 
+// vm.overcommit_memory is 2. Unreadable (no /proc): not known to be.
+bool StrictOvercommit() {
+  const int fd = OpenTransientFd("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char c = 0;
+  const ssize_t got = read(fd, &c, 1);
+  CloseTransientFd(fd);
+  return got == 1 && c == '2';
+}
+
 }  // namespace
+
+bool UnwrittenMappingsAreCharged() {
+  return SoftLimit(RLIMIT_AS) != RLIM_INFINITY || SoftLimit(RLIMIT_DATA) != RLIM_INFINITY || StrictOvercommit();
+}
 
 bool AddressSpaceRoomFor(uint64_t limit, uint64_t used) {
   if (limit == RLIM_INFINITY) return true;

@@ -21,4 +21,13 @@ bool AddressSpaceRoomFor(uint64_t limit, uint64_t used);
 // On false, `which` names the limit ("RLIMIT_AS" or "RLIMIT_DATA").
 bool ProcessHasRoomForRecorder(const char** which);
 
+// Whether a mapping of this process is charged in full, written or not, to
+// a limit the program's own allocations meet: RLIMIT_AS or RLIMIT_DATA set
+// (a private writable mapping counts against both, MAP_NORESERVE or not),
+// or strict overcommit (vm.overcommit_memory=2 ignores MAP_NORESERVE and
+// charges the machine's commit limit). Then a ring sized for the rare
+// burst takes room the program may need. Reads one /proc file (about 7 us
+// on a VM) when no limit is set. No allocation.
+bool UnwrittenMappingsAreCharged();
+
 }  // namespace flightrec

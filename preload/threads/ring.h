@@ -19,11 +19,10 @@
 //  * Rewind: the producer goes back to offset 0 whenever it finds the ring
 //    empty after the consumer has read past a sixteenth of it, 16 KiB at
 //    most (the consumer hints so once per drain; the producer checks at its
-//    next record). The
-//    jump from `rewind_from_` to the next lap start `rewind_to_` holds no
-//    bytes: both sides count it as consumed (the producer's free space is
-//    the whole ring again at once; the consumer skips it when its tail
-//    reaches it). So a thread touches only the front pages its records
+//    next record). The jump from `rewind_from_` to the next lap start
+//    `rewind_to_` holds no bytes: both sides count it as consumed (the
+//    producer's free space is the whole ring again at once; the consumer
+//    skips it when its tail reaches it). So a thread touches only the front pages its records
 //    reach between two drains, not the whole ring after its first lap: the
 //    rest of the mapping stays untouched address space (issue #44: a PostgreSQL
 //    backend wrote its 256 KiB ring and 128 KiB SIGPROF ring whole).
@@ -262,8 +261,9 @@ class Ring {
       tail += size;
     }
     tail_.store(tail, std::memory_order_release);
-    // Past the front sixteenth (or 16 KiB of a big ring): ask the producer to come back to offset 0
-    // if it finds the ring empty at its next record. A store to the
+    // Past the front sixteenth (or 16 KiB of a big ring): ask the producer
+    // to come back to offset 0 if it finds the ring empty at its next
+    // record. A store to the
     // producer's line once per drain at most, and only while it is away
     // from the front.
     if (c_cap_ != 0 && (tail & (c_cap_ - 1)) >= std::min<uint64_t>(c_cap_ / 16, kRewindPastBytes) &&

@@ -6,7 +6,9 @@
 #include <mimalloc.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -242,3 +244,25 @@ TEST_CASE("recorder arena: a recorder thread's blocks lie in the arena and are s
   for (int i = 1; i < 4; i++) flightrec::RecorderArenaFree(blocks[i]);
 }
 #endif
+
+TEST_CASE("address space: a set RLIMIT_AS or RLIMIT_DATA charges every mapping") {
+  // In a child, so the limits stay the test process's own.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    rlimit lim{};
+    getrlimit(RLIMIT_DATA, &lim);
+    lim.rlim_cur = std::min<rlim_t>(lim.rlim_max, rlim_t{64} << 30);
+    int ok = setrlimit(RLIMIT_DATA, &lim) == 0 && flightrec::UnwrittenMappingsAreCharged();
+    lim.rlim_cur = RLIM_INFINITY;
+    if (lim.rlim_max == RLIM_INFINITY) ok = ok && setrlimit(RLIMIT_DATA, &lim) == 0;
+    getrlimit(RLIMIT_AS, &lim);
+    lim.rlim_cur = std::min<rlim_t>(lim.rlim_max, rlim_t{64} << 30);
+    ok = ok && setrlimit(RLIMIT_AS, &lim) == 0 && flightrec::UnwrittenMappingsAreCharged();
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
