@@ -24,7 +24,11 @@ bool InOwnerProcess() { return static_cast<pid_t>(syscall(SYS_getpid)) == g_owne
 
 void PushAddr(uint64_t time_ns, uint64_t conn, uint64_t parent_conn, int fd, uint64_t entry, AddrWhich which,
               const void* addr, size_t len, bool complete) {
-  RecordWriter w(kRecSocketAddr, sizeof(SocketAddrRecord));
+  constexpr size_t kAddrBytes = sizeof(SocketAddrRecord::addr);
+  if (!addr) len = 0;
+  if (len > kAddrBytes) len = kAddrBytes;
+  // Only the address's own bytes go into the ring (ReadAddrRecord).
+  RecordWriter w(kRecSocketAddr, static_cast<uint32_t>(kAddrRecordFixedBytes + len));
   if (!w.ok()) return;
   auto* r = static_cast<SocketAddrRecord*>(w.data());
   r->time_ns = time_ns;
@@ -35,8 +39,6 @@ void PushAddr(uint64_t time_ns, uint64_t conn, uint64_t parent_conn, int fd, uin
   r->family = static_cast<uint8_t>(sockfd::EntryFamily(entry));
   r->type = static_cast<uint8_t>(sockfd::EntryType(entry));
   r->which = static_cast<uint8_t>(which);
-  if (len > sizeof(r->addr)) len = sizeof(r->addr);
-  if (!addr) len = 0;
   r->addr_len = static_cast<uint16_t>(len);
   r->complete = complete ? 1 : 0;
   if (len) memcpy(r->addr, addr, len);

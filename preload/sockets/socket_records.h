@@ -98,6 +98,10 @@ enum class AddrWhich : uint8_t { kNone = 0, kLocal = 1, kPeer = 2 };
 // accept, bind, listen and socketpair, before their op record. `complete`
 // marks the last identity record of the call: the connection's role and
 // addresses are then known and socket.open can be emitted.
+// In the ring the record stops after addr_len bytes of addr (rounded up to
+// 8 by the ring): 48-80 bytes for an inet address or none, not 168, so a
+// burst of new connections fits about three times as many before the ring
+// fills (ReadAddrRecord restores the full struct).
 struct SocketAddrRecord {
   uint64_t time_ns;
   uint64_t conn;
@@ -113,5 +117,21 @@ struct SocketAddrRecord {
   uint8_t addr[128];  // struct sockaddr_storage bytes
 };
 static_assert(sizeof(SocketAddrRecord) == 168);
+inline constexpr size_t kAddrRecordFixedBytes = offsetof(SocketAddrRecord, addr);
+static_assert(kAddrRecordFixedBytes == 40);
+
+// The ring bytes of an address record (payload_bytes of them, which may
+// include the ring's padding) as the full struct: the address past what
+// was written reads as zeros, and an addr_len claiming more than the record
+// holds is cut to what it holds. False when the record is too short to be one.
+inline bool ReadAddrRecord(const void* payload, size_t payload_bytes, SocketAddrRecord* out) {
+  if (payload_bytes < kAddrRecordFixedBytes) return false;
+  *out = SocketAddrRecord{};
+  const size_t n = payload_bytes < sizeof(*out) ? payload_bytes : sizeof(*out);
+  __builtin_memcpy(out, payload, n);
+  const size_t held = n - kAddrRecordFixedBytes;
+  if (out->addr_len > held) out->addr_len = static_cast<uint16_t>(held);
+  return true;
+}
 
 }  // namespace flightrec

@@ -477,9 +477,9 @@ void HarvestGaps(FlushContext& ctx) {
 }
 
 void DecodeAddr(FlushContext& ctx, const RecordHeader& h, const void* payload) {
-  if (h.size < sizeof(RecordHeader) + sizeof(SocketAddrRecord) || !SideOrMake()) return;
   SocketAddrRecord r;
-  memcpy(&r, payload, sizeof(r));
+  if (h.size < sizeof(RecordHeader) || !ReadAddrRecord(payload, h.size - sizeof(RecordHeader), &r)) return;
+  if (!SideOrMake()) return;
   g_flush->side->OnAddr(r, TidOf(ctx));
 }
 
