@@ -36,15 +36,17 @@ AS_LIMIT = 1 << 30          # the tool's address space (a MemoryError past it)
 RSS_BOUND_KB = 400 << 10    # what any of these inputs may cost, peak
 
 
-def run_dump(*args, env=None, timeout=120):
+def run_dump(*args, env=None, timeout=120, stdout_path=None):
     """(status, stdout, stderr, peak RSS KiB) of flightrec-dump under
-    RLIMIT_AS; killed (status -9) after `timeout` seconds."""
+    RLIMIT_AS; killed (status -9) after `timeout` seconds. With stdout_path
+    the output goes to that file and is not read here (stdout is "")."""
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     full_env = dict(os.environ if env is None else env)
     full_env.pop("FLIGHTREC_DUMP_DEBUG", None)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    out_file = open(stdout_path, "w+b") if stdout_path else tempfile.TemporaryFile()
+    with out_file as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen([PYTHON, DUMP] + [str(a) for a in args], stdout=out, stderr=err,
                                 preexec_fn=limit, env=full_env)
         timer = threading.Timer(timeout, lambda: os.kill(proc.pid, signal.SIGKILL))
@@ -56,8 +58,8 @@ def run_dump(*args, env=None, timeout=120):
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        return (proc.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"),
-                usage.ru_maxrss)
+        text = "" if stdout_path else out.read().decode("utf-8", "replace")
+        return proc.returncode, text, err.read().decode("utf-8", "replace"), usage.ru_maxrss
 
 
 def lines_naming(stderr, name):
@@ -99,6 +101,29 @@ def test_events_bomb_is_refused_in_bounded_memory(tdir):
             assert_intact_reported(out)
             bomb_doc = [s for s in json.loads(out)["segments"] if s["pid"] == 9][0]
             assert bomb_doc["bad_blocks"] == 3 and bomb_doc["events"] == 0
+
+
+def test_events_with_long_names_are_written_in_bounded_memory(tmp_path):
+    """1,024 samples whose one frame is a 64 KiB function name: `events`
+    writes 67 MB of JSON lines. The fuzzer found it holding 4,096 lines at a
+    time (peak RSS 552 MiB on a recording with longer stacks); here it was
+    224 MiB before the lines were batched by size, about 30 after."""
+    long_name = "f" * 65536
+    (tmp_path / "long.seg").write_bytes(hs.intact_segment(function=long_name, samples=1024))
+    out_path = tmp_path / "events.jsonl"
+    status, _, err, rss = run_dump("events", "--json", tmp_path / "long.seg", stdout_path=out_path)
+    assert status == 0, err
+    assert rss < 96 << 10, rss
+    # The output is whole: every sample, each with the full name. (Read line
+    # by line: this process's peak RSS is inherited by the ones it starts.)
+    samples = 0
+    with open(out_path) as f:
+        for line in f:
+            e = json.loads(line)
+            if e["type"] == "cpu.sample":
+                samples += 1
+                assert e["stack"][0]["function"] == long_name
+    assert samples == 1024
 
 
 @pytest.mark.slow

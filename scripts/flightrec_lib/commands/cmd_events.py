@@ -9,6 +9,9 @@ import sys
 from .. import cli
 
 
+OUT_BATCH_CHARS = 1 << 20
+
+
 def register(subparsers):
     p = subparsers.add_parser("events", help="every event, in time order")
     cli.add_paths_argument(p)
@@ -72,17 +75,24 @@ def run(args):
         for t in sorted(types - known):
             cli.err("note: no event type %r in these segments" % t)
     t0 = trace.time_range()[0] or 0
+    # Lines are written in batches of at most OUT_BATCH_CHARS characters, not
+    # of a number of lines: one event can be large (a stack of 64 KiB names
+    # in a hostile file), and 4,096 such lines held 540 MiB with their join.
     out = []
+    held = 0
     n = 0
     write = sys.stdout.write
     for e in trace.events(types):
         if args.limit is not None and n >= args.limit:
             break
-        out.append(to_json(e) if args.json else to_text(e, t0))
+        line = to_json(e) if args.json else to_text(e, t0)
+        out.append(line)
+        held += len(line) + 1
         n += 1
-        if len(out) >= 4096:
+        if held >= OUT_BATCH_CHARS:
             write("\n".join(out) + "\n")
             out.clear()
+            held = 0
     if out:
         write("\n".join(out) + "\n")
     return cli.exit_status(trace)
