@@ -1,6 +1,7 @@
-// Socket records: the fixed-size records the socket hooks push into the
-// calling thread's ring (kinds kRecSocketOp and kRecSocketAddr), and the
-// operation codes with their names as they appear in socket.op events.
+// Socket records: the records the socket hooks push into the calling
+// thread's ring (kinds kRecSocketOp, fixed size, and kRecSocketAddr, cut
+// after its address), and the operation codes with their names as they
+// appear in socket.op events.
 #pragma once
 #include <cstddef>
 #include <cerrno>
