@@ -270,7 +270,14 @@ def test_a_client_exiting_with_its_connection_open_keeps_its_bytes(fr, trace_dir
     listener.listen(1)
     child = subprocess.Popen([sys.executable, "-c", ASK_AND_EXIT, str(listener.getsockname()[1])],
                              env=fr.env(trace_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    server, _ = listener.accept()
+    # A program that dies before connecting (a sanitizer's report) must fail
+    # the test with its stderr, not leave it waiting in accept() for ever.
+    listener.settimeout(120)
+    try:
+        server, _ = listener.accept()
+    except socket.timeout:
+        child.kill()
+        raise AssertionError("the program never connected: %s" % child.communicate()[1][-4000:])
     asked = recv_exactly(server, 1000, "the program")
     server.sendall(b"y" * 500)
     out, err = child.communicate(timeout=120)
