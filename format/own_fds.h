@@ -31,20 +31,34 @@ namespace flightrec::format {
 inline std::atomic<int> g_own_fd_floor{3};
 inline void SetOwnFdFloor(int floor) { g_own_fd_floor.store(floor < 3 ? 3 : floor, std::memory_order_relaxed); }
 
+// Closes the low number a descriptor of ours just left. A raw syscall: inside
+// the preload it must not go through the close hook, the number was never
+// the application's. Under ThreadSanitizer it goes through libc's close
+// instead, so TSan's interceptor sees it: TSan models an fd number as a
+// memory location, and a close it does not see leaves our last use of the
+// number (an fstat) standing, to be paired with the program's next close of
+// that number as a race. There the call reaches the close hook, which for a
+// number no one protects and no socket holds is a plain close.
+inline void CloseVacatedFd(int fd) {
+#if defined(__SANITIZE_THREAD__)
+  close(fd);
+#else
+  syscall(SYS_close, fd);
+#endif
+}
+
 // Moves fd to the lowest free number from the floor and returns the fd to
 // use from now on (the same one unless moved). With the range above the floor
 // full (or the soft limit lowered under it), a descriptor on 0-2 still moves
 // to 3 or above; any other stays where it is. New descriptors are
-// close-on-exec. Async-signal-safe (fcntl, close). The close is a raw
-// syscall: inside the preload it must not go through the close hook, the fd
-// was never the application's.
+// close-on-exec. Async-signal-safe (fcntl, close).
 inline int MoveToOwnFdRange(int fd) {
   const int floor = g_own_fd_floor.load(std::memory_order_relaxed);
   if (fd < 0 || fd >= floor) return fd;
   int moved = fcntl(fd, F_DUPFD_CLOEXEC, floor);
   if (moved < 0 && fd <= 2) moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
   if (moved < 0) return fd;
-  syscall(SYS_close, fd);
+  CloseVacatedFd(fd);
   return moved;
 }
 

@@ -4,10 +4,12 @@
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -277,4 +279,39 @@ TEST_CASE("own fd range: a descriptor under the floor moves to it, one above sta
   close(stays);
   close(moved);
   format::SetOwnFdFloor(saved_floor);
+}
+
+TEST_SUITE("concurrency") {
+  // The debug-file case of a TSan report from a CI run: a recorder thread
+  // uses a low number (fstat) and moves the descriptor up; the program then
+  // opens that number where TSan cannot see it (opendir's internal open)
+  // and closes it (closedir). Under TSan the move's close must be visible,
+  // or the program's close is reported as racing with our fstat. The two
+  // threads share no synchronisation, as in the preload; the sleep only
+  // makes the numbers line up, and a slow thread makes the check vacuous,
+  // never wrong.
+  TEST_CASE("own fd range: a moved descriptor's old number is free to the program, also to TSan") {
+    const int saved_floor = format::g_own_fd_floor.load();
+    format::SetOwnFdFloor(300);
+    std::atomic<int> moved{-1};
+    int low_seen = -1;
+    std::thread recorder([&] {
+      const int low = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      struct stat st;
+      if (low >= 0 && fstat(low, &st) == 0) {
+        low_seen = low;
+        moved.store(format::MoveToOwnFdRange(low), std::memory_order_relaxed);
+      }
+    });
+    usleep(200 * 1000);
+    DIR* dir = opendir("/");
+    REQUIRE(dir != nullptr);
+    const int program_fd = dirfd(dir);
+    closedir(dir);
+    recorder.join();
+    CHECK(moved.load() >= 300);
+    if (program_fd != low_seen) MESSAGE("the numbers did not line up (a slow thread): nothing checked");
+    close(moved.load());
+    format::SetOwnFdFloor(saved_floor);
+  }
 }
