@@ -72,7 +72,7 @@ DEBIAN_PACKAGES := g++ make pkg-config libunwind-dev libdw-dev libelf-dev libzst
   redis-server redis-tools nginx wrk heaptrack google-perftools libgoogle-perftools4 linux-perf \
   python3-matplotlib time rustc chromium protobuf-compiler libpython3.11-testsuite \
   clickhouse-server clickhouse-client python3-clickhouse-driver \
-  postgresql python3-psycopg2 python3-redis nodejs clang-format
+  postgresql python3-psycopg2 python3-redis nodejs clang-format valgrind
 
 LIB_SRCS   := $(sort $(shell find format sampler uploader preload -name '*.cc'))
 HOOK_SRCS  := $(filter $(foreach d,$(sort $(dir $(LIB_SRCS))),$(d)hook_%.cc),$(LIB_SRCS)) \
