@@ -196,7 +196,9 @@ void StartRecording() {
   // curl's test suite, which runs curl under Valgrind, failed under the
   // preload. The report is the program's: stay off, quietly (test suites
   // compare stderr). RUNNING_ON_VALGRIND is a no-op instruction sequence
-  // natively.
+  // natively. Other tools fare no better: under callgrind the SIGPROF
+  // sampler's first signal killed the program (Valgrind could not extend the
+  // stack to deliver it).
   if (RUNNING_ON_VALGRIND) {
     Log(LogLevel::kInfo, "recording off: running under Valgrind");
     return;
