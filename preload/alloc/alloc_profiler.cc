@@ -325,10 +325,19 @@ void AllocProfilerInit(const Config& config) {
     Log(LogLevel::kInfo, "allocations go to %s (emulated there: %s)", RealAllocatorObject(), RealAllocatorEmulated());
   else Log(LogLevel::kInfo, "allocations go to %s", RealAllocatorObject());
   if (config.alloc_sample_bytes == 0) {
-    g_mode.store(kOff, std::memory_order_release);
-    Log(LogLevel::kInfo, "allocation profiling off (FLIGHTREC_ALLOC_SAMPLE_BYTES=0)");
+    g_mode.store(kOff, std::memory_order_release);  // init said why (lifecycle.cc)
     return;
   }
+  // An allocator behind us that defines C++ operator new itself (tcmalloc,
+  // jemalloc and mimalloc all do) serves `new` without calling malloc: those
+  // allocations never reach our hooks. Said, not hidden (docs/LIMITS.md).
+  Dl_info new_owner, malloc_owner;
+  void* global_new = dlsym(RTLD_DEFAULT, "_Znwm");
+  if (global_new && dladdr(global_new, &new_owner) &&
+      dladdr(reinterpret_cast<void*>(g_real.malloc.load(std::memory_order_relaxed)), &malloc_owner) &&
+      new_owner.dli_fbase == malloc_owner.dli_fbase)
+    Log(LogLevel::kInfo, "C++ operator new is %s's own and does not call malloc: new and delete are not profiled",
+        RealAllocatorObject());
   if (!g_sampled.Init(config.alloc_table_entries))
     Log(LogLevel::kWarn, "cannot map the sampled-allocation table (%llu entries); frees are not tracked",
         static_cast<unsigned long long>(config.alloc_table_entries));

@@ -5,6 +5,7 @@
 //
 // Features are linked in as weak symbols (features.h) so each lives in its
 // own files and the runtime still builds while one is missing.
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
@@ -165,6 +166,21 @@ bool HeapHasRoom() {
 }
 
 void StartRecording();
+void FlightrecInit();
+
+// The object whose malloc the process calls when it is not ours: an
+// allocator listed ahead of the preload in LD_PRELOAD (libtcmalloc,
+// libjemalloc), a sanitizer runtime, an executable with its own malloc.
+// No allocation of the program reaches our hooks then, and an empty heap
+// profile would look like a program that allocates nothing. Null when the
+// process's malloc is ours (or cannot be told).
+const char* AllocatorAheadOfUs() {
+  void* global = dlsym(RTLD_DEFAULT, "malloc");
+  Dl_info self{}, owner{};
+  if (!global || !dladdr(reinterpret_cast<void*>(&FlightrecInit), &self) || !dladdr(global, &owner)) return nullptr;
+  if (self.dli_fbase == owner.dli_fbase) return nullptr;
+  return owner.dli_fname && owner.dli_fname[0] ? owner.dli_fname : "the executable";
+}
 
 __attribute__((constructor)) void FlightrecInit() {
   // Never in setuid/setgid (secure-execution) processes: nothing of ours
@@ -268,6 +284,17 @@ void StartRecording() {
   // pipes above all, whose numbers we cannot change later) must not take
   // those numbers from the program (fd_guard.h).
   StdioPlaceholders keep_stdio_free;
+  if (cfg.alloc_sample_bytes == 0) {
+    Log(LogLevel::kInfo, "allocation profiling off (FLIGHTREC_ALLOC_SAMPLE_BYTES=0)");
+  } else if (const char* other = AllocatorAheadOfUs()) {
+    // Said at info level: a program built with its own allocator would
+    // otherwise print it at every start. The trace says it too
+    // (process.start's alloc_sample_bytes is 0).
+    Log(LogLevel::kInfo,
+        "allocation profiling off: the process's malloc is %s's (list libflightrec.so ahead of it in LD_PRELOAD)",
+        other);
+    cfg.alloc_sample_bytes = 0;
+  }
   SetConfig(cfg);
   InitThreadRegistry();
   // Before any thread can burst: the first drain may be late (nice +10).

@@ -4,6 +4,7 @@
 #include "preload/stacks/stack_unwinder.h"
 
 #include <asm/perf_regs.h>
+#include <dlfcn.h>
 #include <libunwind.h>
 #include <link.h>
 #include <pthread.h>
@@ -229,17 +230,36 @@ bool ReturnAddressAtSp(UnwindArg* a, uint64_t leaf_pc, uint64_t* ra_out) {
 // (sampler_thread.cc, flush_thread.cc), so one address space is enough.
 std::atomic<unw_addr_space_t> g_as[kUnwindRoleCount];
 
+// libunwind-x86_64's own unw_get_accessors. libunwind.so.8 (the local-only
+// build, which in-place capture uses) exports a function of the same name,
+// and where it comes first in the global scope (a program, or a preload ahead
+// of ours, that links it: gperftools' libtcmalloc does) the plain call binds
+// to that copy. It sets up its own local address space, not this library's:
+// the accessors read back null and the first unwind called address 0
+// (LD_PRELOAD="libtcmalloc.so.4 libflightrec.so" died of SIGSEGV). Looked up
+// in the library itself, through its handle. Null if it is not loaded.
+using GetAccessorsFn = unw_accessors_t* (*)(unw_addr_space_t);
+GetAccessorsFn RemoteGetAccessors() {
+  static GetAccessorsFn fn = [] {
+    void* lib = dlopen("libunwind-x86_64.so.8", RTLD_NOW | RTLD_NOLOAD);
+    return lib ? reinterpret_cast<GetAccessorsFn>(dlsym(lib, "_Ux86_64_get_accessors")) : nullptr;
+  }();
+  return fn;
+}
+
 unw_addr_space_t CreateAddressSpace() {
+  const GetAccessorsFn get_accessors = RemoteGetAccessors();
+  if (!get_accessors) return nullptr;
   // libunwind sets its local address space up on first use and later callers
   // test a plain flag outside its lock, so TSan found the flush thread's read
   // of the accessors unordered against the sampler thread's setup. Make that
   // first use once, under pthread_once: every thread then sees it finished.
   static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, [] { unw_get_accessors(unw_local_addr_space); });
+  pthread_once(&once, [] { RemoteGetAccessors()(unw_local_addr_space); });
   // find_proc_info and friends stay the local ones: they locate unwind tables
   // through dl_iterate_phdr of our own process, which is the process the
   // copied stack came from. Only memory and register access are redirected.
-  unw_accessors_t acc = *unw_get_accessors(unw_local_addr_space);
+  unw_accessors_t acc = *get_accessors(unw_local_addr_space);
   acc.access_mem = AccessMem;
   acc.access_reg = AccessReg;
   acc.access_fpreg = AccessFpreg;

@@ -205,7 +205,8 @@ def run(args):
         return cli.exit_status(trace)
     if not total_sites:
         print("no allocation samples in the trace" + (
-            " (allocation profiling was off: FLIGHTREC_ALLOC_SAMPLE_BYTES=0)" if doc["sample_bytes"] == 0
+            " (allocation profiling was off: FLIGHTREC_ALLOC_SAMPLE_BYTES=0, or the process's"
+            " malloc was another allocator's, loaded ahead of the preload)" if doc["sample_bytes"] == 0
             and any(True for _ in trace.batches({"process.start"})) else ""))
         return cli.exit_status(trace)
     rate = doc["sample_bytes"]
