@@ -141,6 +141,10 @@ PROG_FLAGS := -O2 -g -fomit-frame-pointer -pthread -Wall -Wextra -Werror
 $(BUILD)/programs/%: tests/programs/%.c $(PROG_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(PROG_FLAGS) -o $@ $< -ldl -lm
+# Linked with libunwind.so.8 itself (what it tests: tests/programs/unwind_linked.c).
+$(BUILD)/programs/unwind_linked: tests/programs/unwind_linked.c
+	@mkdir -p $(dir $@)
+	$(CC) $(PROG_FLAGS) -o $@ $< -lunwind
 $(BUILD)/programs/%: tests/programs/%.cc $(PROG_HDRS)
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++20 $(PROG_FLAGS) -o $@ $< -ldl -lm

@@ -87,6 +87,25 @@ def test_crash_in_a_vfork_child_is_not_the_parents(fr, trace_dir, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("sampler", ["sigprof", "perf"])
+def test_a_program_linked_with_libunwind_is_sampled_not_killed(fr, trace_dir, tmp_path, sampler):
+    """A program linked with libunwind.so.8 (its own crash reporter, or
+    gperftools' libtcmalloc) puts that library ahead of the preload's
+    libunwind-x86_64.so.8, and both export unw_get_accessors: the recorder
+    bound to the wrong one, read null accessors, and the first CPU sample's
+    unwind called address 0 (SIGSEGV, exit 139). Now it exits as plain and
+    its samples are unwound through main."""
+    traced = same_as_plain(fr, [fr.program("unwind_linked")], trace_dir, tmp_path,
+                           env={"FLIGHTREC_SAMPLER": sampler})
+    assert "own_depth 1" in traced.stdout
+    top = fr.dump_json("top", "--json", trace_dir)
+    if sampler == "perf" and top["samples"] == 0:
+        pytest.skip("perf sampling is not available here")
+    names = {f["function"]: f for f in top["functions"]}
+    assert names.get("spin", {}).get("self", 0) > 0, top["functions"][:5]
+    assert names.get("main", {}).get("total", 0) >= names["spin"]["self"], top["functions"][:5]
+
+
 def test_fork_while_our_threads_walk_the_loaded_objects(fr, trace_dir, tmp_path):
     """#34, suspected then confirmed: libunwind's lookups on the sampler and
     flush threads hold glibc's dl_load_write_lock inside dl_iterate_phdr,
