@@ -321,13 +321,13 @@ void AllocProfilerInit(const Config& config) {
   RegisterAllocEvents();
   RegisterFlushSource(ReportAllocCounters);
   ResolveRealAllocator();
-  if (RealAllocatorEmulated()[0])
-    Log(LogLevel::kInfo, "allocations go to %s (emulated there: %s)", RealAllocatorObject(), RealAllocatorEmulated());
-  else Log(LogLevel::kInfo, "allocations go to %s", RealAllocatorObject());
   if (config.alloc_sample_bytes == 0) {
     g_mode.store(kOff, std::memory_order_release);  // init said why (lifecycle.cc)
     return;
   }
+  if (RealAllocatorEmulated()[0])
+    Log(LogLevel::kInfo, "allocations go to %s (emulated there: %s)", RealAllocatorObject(), RealAllocatorEmulated());
+  else Log(LogLevel::kInfo, "allocations go to %s", RealAllocatorObject());
   // An allocator behind us that defines C++ operator new itself (tcmalloc,
   // jemalloc and mimalloc all do) serves `new` without calling malloc: those
   // allocations never reach our hooks. Said, not hidden (docs/LIMITS.md).

@@ -30,6 +30,12 @@ namespace flightrec {
 // it when FLIGHTREC_ALLOC_SAMPLE_BYTES=0, the hooks only forward.
 void AllocProfilerInit(const Config& config);
 
+// Whether the program's malloc calls run our hooks (hook_malloc.cc): not when
+// another allocator comes first in the lookup order (listed ahead of the
+// preload, a sanitizer runtime, an executable's own malloc). Asked once at
+// init, on a program thread outside the recorder's own work.
+bool MallocReachesAllocHooks();
+
 struct ThreadState;
 
 namespace alloc {

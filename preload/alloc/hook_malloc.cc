@@ -12,6 +12,7 @@
 // glibc semantics kept: free(NULL) is a no-op, realloc(NULL, n) is malloc(n),
 // realloc(p, 0) is whatever the allocator behind us does (glibc: free, NULL),
 // calloc and reallocarray overflow fail with ENOMEM and NULL.
+#include <dlfcn.h>
 #include <errno.h>
 #include <unistd.h>
 
@@ -32,6 +33,22 @@
 // (alloc_profiler.cc, AskedForByUs).
 #define HOOK_TEXT __attribute__((section("flightrec_alloc_hooks")))
 #define MALLOC_HOOK extern "C" __attribute__((visibility("default"))) HOOK_TEXT
+
+// A call through the global lookup goes where the program's calls go,
+// through the executable's own PLT entry when it takes malloc's address (a
+// non-PIE python3 does: dlsym's answer is then the executable, whatever
+// comes after it). Every pass through our malloc moves this thread's
+// countdown (subtracted, or reset when it expires), so an unchanged one says
+// another malloc served the call.
+bool flightrec::MallocReachesAllocHooks() {
+  auto global = reinterpret_cast<void* (*)(size_t)>(dlsym(RTLD_DEFAULT, "malloc"));
+  if (!global) return true;
+  const int64_t before = flightrec::alloc::t_alloc.countdown;
+  void* probe = global(64);
+  const bool reached = flightrec::alloc::t_alloc.countdown != before;
+  free(probe);  // the same lookup's free: ours forwards, another allocator's takes its own block
+  return reached;
+}
 
 using namespace flightrec::alloc;
 

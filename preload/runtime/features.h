@@ -22,6 +22,7 @@ namespace flightrec {
 
 // lifecycle.cc: start-up, in this order (see InitRecorder there).
 void AllocProfilerInit(const Config&) __attribute__((weak));
+bool MallocReachesAllocHooks() __attribute__((weak));
 void SamplerInit(const Config&) __attribute__((weak));
 const char* SamplerModeName() __attribute__((weak));
 void SocketsInit(const Config&) __attribute__((weak));

@@ -6,6 +6,7 @@
 // Features are linked in as weak symbols (features.h) so each lives in its
 // own files and the runtime still builds while one is missing.
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
@@ -168,18 +169,18 @@ bool HeapHasRoom() {
 void StartRecording();
 void FlightrecInit();
 
-// The object whose malloc the process calls when it is not ours: an
-// allocator listed ahead of the preload in LD_PRELOAD (libtcmalloc,
-// libjemalloc), a sanitizer runtime, an executable with its own malloc.
-// No allocation of the program reaches our hooks then, and an empty heap
-// profile would look like a program that allocates nothing. Null when the
-// process's malloc is ours (or cannot be told).
-const char* AllocatorAheadOfUs() {
+// For the message when the program's malloc does not reach our hooks: the
+// object that serves it, if the lookup names it. Not when the executable
+// only holds a PLT entry for it (a non-PIE program that takes malloc's
+// address), which stands for whatever comes after it.
+const char* MallocOwnerName() {
   void* global = dlsym(RTLD_DEFAULT, "malloc");
-  Dl_info self{}, owner{};
-  if (!global || !dladdr(reinterpret_cast<void*>(&FlightrecInit), &self) || !dladdr(global, &owner)) return nullptr;
-  if (self.dli_fbase == owner.dli_fbase) return nullptr;
-  return owner.dli_fname && owner.dli_fname[0] ? owner.dli_fname : "the executable";
+  Dl_info owner{};
+  void* entry = nullptr;  // the ElfW(Sym) that answered
+  if (!global || !dladdr1(global, &owner, &entry, RTLD_DL_SYMENT) || !entry ||
+      static_cast<const ElfW(Sym)*>(entry)->st_shndx == SHN_UNDEF || !owner.dli_fname || !owner.dli_fname[0])
+    return "an allocator loaded ahead of the preload";
+  return owner.dli_fname;
 }
 
 __attribute__((constructor)) void FlightrecInit() {
@@ -274,6 +275,22 @@ void StartRecording() {
   // the program's next malloc (which block, what usable size: it did,
   // timing-dependent, in test_mimalloc_environment_is_not_read_by_our_heap).
   // Ends before the main thread registers (a flagged thread never does).
+  // Whose malloc the program calls, asked before the recorder's own work
+  // begins on this thread (that holds its sampling off). Not ours (another
+  // allocator first in the lookup order): none of its allocations reaches a
+  // hook, and an empty heap profile would look like a program that
+  // allocates nothing. Said at info level, as a program built with its own
+  // allocator would print it at every start; the trace says it too
+  // (process.start's alloc_sample_bytes is 0).
+  if (cfg.alloc_sample_bytes == 0) {
+    Log(LogLevel::kInfo, "allocation profiling off (FLIGHTREC_ALLOC_SAMPLE_BYTES=0)");
+  } else if (MallocReachesAllocHooks && !MallocReachesAllocHooks()) {
+    Log(LogLevel::kInfo,
+        "allocation profiling off: malloc calls go to %s, not through the recorder (list libflightrec.so ahead "
+        "of it in LD_PRELOAD)",
+        MallocOwnerName());
+    cfg.alloc_sample_bytes = 0;
+  }
   std::optional<OwnWorkOnAppThread> ours(std::in_place);
   // A filter inherited through exec (a sandbox's launcher): nothing of ours
   // may make a call it could kill on, from the first unwind on.
@@ -284,17 +301,6 @@ void StartRecording() {
   // pipes above all, whose numbers we cannot change later) must not take
   // those numbers from the program (fd_guard.h).
   StdioPlaceholders keep_stdio_free;
-  if (cfg.alloc_sample_bytes == 0) {
-    Log(LogLevel::kInfo, "allocation profiling off (FLIGHTREC_ALLOC_SAMPLE_BYTES=0)");
-  } else if (const char* other = AllocatorAheadOfUs()) {
-    // Said at info level: a program built with its own allocator would
-    // otherwise print it at every start. The trace says it too
-    // (process.start's alloc_sample_bytes is 0).
-    Log(LogLevel::kInfo,
-        "allocation profiling off: the process's malloc is %s's (list libflightrec.so ahead of it in LD_PRELOAD)",
-        other);
-    cfg.alloc_sample_bytes = 0;
-  }
   SetConfig(cfg);
   InitThreadRegistry();
   // Before any thread can burst: the first drain may be late (nice +10).
