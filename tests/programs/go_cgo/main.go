@@ -4,9 +4,13 @@
 // (libdw alone placed them in runtime/cgo/gcc_mmap.c) and that the split
 // and the sample count match the CPU the process really used, and that
 // frameless leaves keep their caller.
+//
+//	go_cgo [rounds [cexit]]   cexit: end through libc's exit(), not Go's
+//	                          exit_group, so the recorder seals the trace
 package main
 
 /*
+#include <stdlib.h>
 int cgo_twice(int x) { return 2 * x; }
 */
 import "C"
@@ -48,4 +52,7 @@ func main() {
 		s += heavy(3000000) + light(3000000)
 	}
 	fmt.Println(int(C.cgo_twice(3)), s)
+	if len(os.Args) > 2 && os.Args[2] == "cexit" {
+		C.exit(0)
+	}
 }
