@@ -22,6 +22,7 @@
 #include "preload/runtime/clock.h"
 #include "preload/flush/drop_ledger.h"
 #include "preload/runtime/core_events.h"
+#include "preload/runtime/features.h"
 #include "preload/flush/flush_registry.h"
 #include "preload/runtime/log.h"
 #include "preload/threads/record_kinds.h"
@@ -341,12 +342,14 @@ void AllocProfilerInit(const Config& config) {
   if (!g_sampled.Init(config.alloc_table_entries))
     Log(LogLevel::kWarn, "cannot map the sampled-allocation table (%llu entries); frees are not tracked",
         static_cast<unsigned long long>(config.alloc_table_entries));
-  // Trim our own frames only where our hooks are the malloc everyone calls
-  // (in unit tests this code is linked into the test binary itself).
-  Dl_info self, interposer;
-  void* global_malloc = dlsym(RTLD_DEFAULT, "malloc");
-  if (global_malloc && dladdr(reinterpret_cast<void*>(&AllocProfilerInit), &self) &&
-      dladdr(global_malloc, &interposer) && self.dli_fbase == interposer.dli_fbase) {
+  // Trim our own frames only where our hooks are the malloc everyone calls.
+  // Init asked that by calling malloc (MallocReachesAllocHooks) and leaves
+  // profiling off when they are not, so here they are, wherever the hooks
+  // are built in at all (in unit tests this code is linked into the test
+  // binary without them). Asking dlsym instead named a non-PIE program that
+  // takes malloc's address (python3) as the malloc, and its allocation
+  // stacks then began with RecordAllocation and MallocSlow.
+  if (MallocReachesAllocHooks) {
     AddObjectTextRanges(reinterpret_cast<void*>(&AllocProfilerInit), &g_trim);
     AddObjectTextRanges(reinterpret_cast<void*>(&AllocProfilerInit), &g_self);
   }
